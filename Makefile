@@ -1,0 +1,36 @@
+# Thin wrapper over meson: `make run` and `make check` set everything up first.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+MESON_OPTS ?=
+
+.PHONY: all deps setup build run check check-style clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_OPTS)
+
+setup: deps $(BUILD)/build.ninja
+
+build: setup
+	meson compile -C $(BUILD)
+
+# Trains the default preset (tiny-gpt) with live progress; the model lands in runs/tiny-gpt.
+run: build
+	$(BUILD)/engine/cli/cohort-train --preset tiny-gpt
+
+check: build
+	meson test -C $(BUILD) --print-errorlogs --num-processes 1
+	scripts/check-style
+	@test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) -Dbuildtype=debug \
+	  -Db_sanitize=address,undefined -Db_lundef=false -Dgui=disabled -Dcuda=disabled
+	meson compile -C $(ASAN_BUILD)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  meson test -C $(ASAN_BUILD) --suite unit --print-errorlogs --num-processes 1 \
+	  --timeout-multiplier 4
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

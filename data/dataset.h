@@ -1,0 +1,42 @@
+/* Training data as one stream of token ids: byte-level text (a UTF-8 file, or a folder whose
+ * .txt files are read in name order and joined) or llm.c token shards (.bin: 256 int32
+ * header, magic 20240520, version 1, token count, then uint16 tokens; a file, or a folder of
+ * .bin files in name order). Samples are windows of seq_len + 1 tokens: window i starts at
+ * token i * seq_len, so there are (n_tokens - 1) / seq_len of them. */
+#pragma once
+
+#include <glib.h>
+#include "engine/config.h"
+
+G_BEGIN_DECLS
+
+#define COHORT_DATA_ERROR (cohort_data_error_quark())
+GQuark cohort_data_error_quark(void);
+typedef enum {
+  COHORT_DATA_ERROR_IO,       /* missing, unreadable */
+  COHORT_DATA_ERROR_FORMAT,   /* bad magic/version/size, not UTF-8 where text is required */
+  COHORT_DATA_ERROR_TOO_SMALL, /* fewer tokens than one window */
+  COHORT_DATA_ERROR_VOCAB,    /* a token id >= vocab_size */
+} CohortDataError;
+
+typedef struct CohortDataset CohortDataset;
+
+/* Opens `path` (already resolved, see cohort_resolve_path). Checks every token against
+ * vocab_size and that at least one window of seq_len + 1 tokens exists. Errors name the file
+ * and what is wrong. */
+CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, int vocab_size,
+                                   int seq_len, GError **error);
+void cohort_dataset_free(CohortDataset *ds);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataset, cohort_dataset_free)
+
+gsize cohort_dataset_num_tokens(const CohortDataset *ds);
+gsize cohort_dataset_num_windows(const CohortDataset *ds);
+int cohort_dataset_seq_len(const CohortDataset *ds);
+
+/* Copies window `index`: inputs[t] = tok[i*T + t], targets[t] = tok[i*T + t + 1]. */
+void cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets);
+
+/* Byte-level text: the prompt's bytes as token ids (vocab 256); decoding is the identity. */
+int *cohort_text_encode(const char *text, int *n_tokens);
+
+G_END_DECLS

@@ -1,0 +1,190 @@
+/* TrainConfig: the one flat JSON object that describes a training run.
+ *
+ * Loading validates every key and fails with a message that names the file, the key, the
+ * bad value and what is allowed; unknown keys are errors that suggest the closest known
+ * key; older "version"s migrate forward. The key table (cohort_config_keys) is the single
+ * description of every key: the CLI's --set, the GUI's controls and the docs use it. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The version this build writes. Files with a lower version are migrated on load. */
+#define COHORT_CONFIG_VERSION 1
+
+typedef enum { COHORT_DATA_TEXT, COHORT_DATA_TOKENS } CohortDataFormat;
+typedef enum { COHORT_LR_CONSTANT, COHORT_LR_COSINE, COHORT_LR_LINEAR } CohortLrSchedule;
+typedef enum { COHORT_PRECISION_FP32, COHORT_PRECISION_BF16, COHORT_PRECISION_FP16 } CohortPrecision;
+typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
+typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
+typedef enum { COHORT_LR_SCALING_NONE, COHORT_LR_SCALING_LINEAR, COHORT_LR_SCALING_SQRT } CohortLrScaling;
+
+typedef struct {
+  int version;
+
+  /* model */
+  char *model; /* "gpt" */
+  int n_layer;
+  int n_head;
+  int n_embd;
+  int seq_len;
+  int vocab_size;
+
+  /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
+  char *train_data;
+  char *val_data; /* "" = no validation */
+  CohortDataFormat data_format;
+  gboolean shuffle;
+  gint64 seed;
+  gboolean drop_last; /* DistributedSampler's drop_last */
+
+  /* optimisation */
+  int batch_size; /* per process */
+  int gradient_accumulation_steps;
+  double learning_rate;
+  CohortLrSchedule lr_schedule;
+  int warmup_steps;
+  double min_lr_ratio;
+  double weight_decay;
+  double beta1;
+  double beta2;
+  double eps;
+  double grad_clip; /* 0 = off */
+  int max_steps;    /* optimizer steps; 0 = run `epochs` whole epochs */
+  int epochs;
+  double ema_decay; /* 0 = off */
+  CohortPrecision precision;
+  CohortDevice device;
+  int threads; /* 0 = auto */
+
+  /* output */
+  char *workspace_dir;
+  int save_every; /* 0 = only at the end */
+  int keep_last;  /* 0 = keep all */
+  int eval_every; /* 0 = only at the end */
+  int eval_steps;
+  int sample_every; /* 0 = off */
+  char *sample_prompt;
+  int sample_tokens;
+  char *init_from; /* "" = random init; else a .safetensors with GPT-2 names */
+
+  /* distributed (DESIGN.md names) */
+  gboolean enable_multi_gpu;
+  CohortDistBackend distributed_backend;
+  int world_size; /* 0 = auto */
+  GArray *device_indexes; /* of int; empty = LOCAL_RANK */
+  gboolean use_torchrun;
+  gboolean distributed_data_loading;
+  char *master_addr;
+  int master_port;
+  int num_nodes;
+  int node_rank;
+  int nproc_per_node; /* 0 = auto */
+  CohortLrScaling lr_scaling;
+  double bucket_cap_mb;
+  gboolean sync_batchnorm;
+  int max_restarts;
+  double timeout_s;
+} CohortConfig;
+
+/* How a key's value is typed; the GUI picks a control from it. */
+typedef enum {
+  COHORT_KEY_INT,
+  COHORT_KEY_INT64,
+  COHORT_KEY_DOUBLE,
+  COHORT_KEY_BOOL,
+  COHORT_KEY_STRING,
+  COHORT_KEY_CHOICE,   /* a string out of `choices` */
+  COHORT_KEY_INT_LIST, /* JSON array of ints; "0,1,2" on the command line */
+} CohortKeyType;
+
+/* One row of the key table. */
+typedef struct {
+  const char *name;
+  CohortKeyType type;
+  const char *group;          /* "model", "data", "training", "distributed", "output" */
+  const char *const *choices; /* NULL-terminated, for COHORT_KEY_CHOICE */
+  double min, max;            /* inclusive bounds for numbers */
+  const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
+  const char *help;           /* one sentence for tooltips and docs */
+} CohortConfigKey;
+
+#define COHORT_CONFIG_ERROR (cohort_config_error_quark())
+GQuark cohort_config_error_quark(void);
+
+typedef enum {
+  COHORT_CONFIG_ERROR_IO,          /* file could not be read or written */
+  COHORT_CONFIG_ERROR_PARSE,       /* not JSON, or not one object */
+  COHORT_CONFIG_ERROR_UNKNOWN_KEY, /* message suggests the closest known key */
+  COHORT_CONFIG_ERROR_INVALID,     /* wrong type, out of range, not an allowed choice */
+  COHORT_CONFIG_ERROR_VERSION,     /* newer than this build, or not a number */
+  COHORT_CONFIG_ERROR_UNSUPPORTED, /* valid, but this build cannot run it (e.g. device cuda) */
+} CohortConfigError;
+
+/* A config with every key at its default (the tiny-gpt shape). */
+CohortConfig *cohort_config_new(void);
+void cohort_config_free(CohortConfig *cfg);
+CohortConfig *cohort_config_copy(const CohortConfig *cfg);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortConfig, cohort_config_free)
+
+/* The key table, in the order keys are written to JSON. */
+const CohortConfigKey *cohort_config_keys(guint *n_keys);
+const CohortConfigKey *cohort_config_find_key(const char *name);
+
+/* Parses JSON text. `source` names the origin in error messages (a file path). Keys that are
+ * absent keep their defaults. Every key is validated, then cross-key rules
+ * (cohort_config_validate). */
+CohortConfig *cohort_config_load_data(const char *json, gssize length, const char *source,
+                                      GError **error);
+CohortConfig *cohort_config_load_file(const char *path, GError **error);
+
+/* Writes the config as pretty JSON with "version" first. Atomic: a temporary file in the same
+ * folder, synced and renamed, so a failure never leaves a half-written file. */
+gboolean cohort_config_save_file(const CohortConfig *cfg, const char *path, GError **error);
+char *cohort_config_to_json(const CohortConfig *cfg, gboolean pretty);
+
+/* Sets one key from its text form, as `--set key=value` gives it (numbers, true/false,
+ * choices, "0,1,2" for lists). Validates that key; on error the config is unchanged.
+ * `source` names the origin in messages (e.g. "--set"). */
+gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value,
+                           const char *source, GError **error);
+/* Applies "key=value". */
+gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment,
+                                      const char *source, GError **error);
+/* The text form of one key's value (what cohort_config_set accepts); NULL for an unknown
+ * key. */
+char *cohort_config_get(const CohortConfig *cfg, const char *key);
+
+/* Rules across keys (n_embd divisible by n_head, warmup not longer than the run, …) and what
+ * this build supports (device cuda, precision other than fp32). */
+gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error);
+
+/* A stable hex digest of the resolved config, ranks compare it at start. */
+char *cohort_config_hash(const CohortConfig *cfg);
+/* Names of the keys whose values differ, NULL-terminated (empty when equal). */
+GStrv cohort_config_diff(const CohortConfig *a, const CohortConfig *b);
+
+/* The closest known key to `name` (edit distance), or NULL when nothing is close. */
+const char *cohort_config_suggest_key(const char *name);
+
+/* Cohort's data folder (presets, sample data): $COHORT_DATA_DIR, else the installed
+ * datadir, else the source tree's data/ (running from a build dir). */
+const char *cohort_data_dir(void);
+/* Resolves "builtin:REL" to a path under cohort_data_dir(); other paths are returned as
+ * they are. */
+char *cohort_resolve_path(const char *path);
+
+/* Presets: built-in ones in <data dir>/presets/NAME.json, the user's in
+ * $XDG_CONFIG_HOME/cohort/presets/NAME.json (the user's wins on a name clash). */
+char *cohort_preset_path(const char *name, GError **error);
+CohortConfig *cohort_preset_load(const char *name, GError **error);
+/* Sorted, NULL-terminated names of all presets; `user_only` limits to the user's. */
+GStrv cohort_preset_list(gboolean user_only);
+char *cohort_user_preset_dir(void);
+
+/* Derived quantities the CLI, the explain output and the GUI summary all show. */
+int cohort_config_global_batch(const CohortConfig *cfg, int world_size);
+double cohort_config_scaled_lr(const CohortConfig *cfg, int world_size);
+
+G_END_DECLS

@@ -1,0 +1,43 @@
+/* Optimisation pieces the trainer composes: AdamW, learning-rate schedules, gradient
+ * clipping by global norm, EMA weights. All loops are deterministic for a given thread count
+ * (reductions in a fixed order). */
+#pragma once
+
+#include "config.h"
+#include "gpt.h"
+
+G_BEGIN_DECLS
+
+/* Learning rate for optimizer step `step` (0-based) of `total_steps`: linear warmup from
+ * base_lr/warmup_steps over warmup_steps, then constant, cosine or linear decay to
+ * base_lr * min_lr_ratio at the last step. */
+double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
+                    double min_lr_ratio, int step, int total_steps);
+
+typedef struct CohortAdamW CohortAdamW;
+
+/* First and second moments for `n` parameters, zeroed. */
+CohortAdamW *cohort_adamw_new(size_t n);
+void cohort_adamw_free(CohortAdamW *opt);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortAdamW, cohort_adamw_free)
+float *cohort_adamw_m(CohortAdamW *opt);
+float *cohort_adamw_v(CohortAdamW *opt);
+
+/* One AdamW step t (1-based, for bias correction), PyTorch's AdamW formula: decoupled weight
+ * decay p -= lr*wd*p on tensors whose `decay` is set, then the Adam update. */
+void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
+                       const CohortTensorInfo *tensors, guint n_tensors, double lr,
+                       double beta1, double beta2, double eps, double weight_decay, int t);
+
+/* Global L2 norm of `n` values (accumulated in double, fixed order). */
+double cohort_global_norm(const float *values, size_t n);
+/* values *= s */
+void cohort_scale(float *values, size_t n, float s);
+/* Clips to `max_norm` as torch.nn.utils.clip_grad_norm_ does; returns the norm before
+ * clipping. max_norm <= 0 only measures. */
+double cohort_clip_grad_norm(float *grads, size_t n, double max_norm);
+
+/* ema = decay * ema + (1 - decay) * params */
+void cohort_ema_update(float *ema, const float *params, size_t n, double decay);
+
+G_END_DECLS

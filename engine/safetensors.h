@@ -1,0 +1,55 @@
+/* The .safetensors format: 8-byte little-endian header length, a JSON header
+ * {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
+ * then the raw little-endian data. Reading checks every offset, shape and dtype against the
+ * file so a truncated or forged file is an error, never a crash. */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+G_BEGIN_DECLS
+
+#define COHORT_SAFETENSORS_ERROR (cohort_safetensors_error_quark())
+GQuark cohort_safetensors_error_quark(void);
+typedef enum {
+  COHORT_SAFETENSORS_ERROR_IO,
+  COHORT_SAFETENSORS_ERROR_FORMAT,  /* bad header, offsets outside the file, truncated */
+  COHORT_SAFETENSORS_ERROR_MISSING, /* a tensor that was asked for is not there */
+  COHORT_SAFETENSORS_ERROR_SHAPE,   /* present with another shape */
+  COHORT_SAFETENSORS_ERROR_DTYPE,   /* a dtype we cannot convert to F32 */
+} CohortSafetensorsError;
+
+/* One tensor to write: float32 data of `ndim` dims. */
+typedef struct {
+  const char *name;
+  const float *data;
+  int ndim;
+  int64_t shape[4];
+} CohortStEntry;
+
+/* Writes F32 tensors and string metadata (may be NULL) to `path` atomically: a temporary
+ * file in the same folder, fsync, rename. */
+gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
+                                  GHashTable *metadata, GError **error);
+
+typedef struct CohortStFile CohortStFile;
+
+/* Opens and validates the header (all offsets inside the file, sizes match dtype × shape). */
+CohortStFile *cohort_safetensors_open(const char *path, GError **error);
+void cohort_safetensors_close(CohortStFile *f);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStFile, cohort_safetensors_close)
+
+gboolean cohort_safetensors_has(const CohortStFile *f, const char *name);
+/* Names in file order, NULL-terminated, owned by f. */
+const char *const *cohort_safetensors_names(const CohortStFile *f);
+/* Shape of `name`; returns ndim, or -1 when absent. */
+int cohort_safetensors_shape(const CohortStFile *f, const char *name, int64_t shape[8]);
+/* Metadata value or NULL. */
+const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key);
+
+/* Reads `name` into dst as float32 (F32, F16 and BF16 convert). The tensor must have exactly
+ * `ndim` dims of `shape`; errors name the file, the tensor, the expected and found shape. */
+gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, int ndim,
+                                     const int64_t *shape, float *dst, GError **error);
+
+G_END_DECLS
