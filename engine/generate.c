@@ -1,1 +1,86 @@
-/* being written */
+#include "generate.h"
+
+#include <math.h>
+#include <string.h>
+
+guint64 cohort_rng_next(guint64 *state)
+{
+  guint64 z = (*state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+double cohort_rng_uniform(guint64 *state)
+{
+  return (double)(cohort_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+typedef struct {
+  float logit;
+  int id;
+} Candidate;
+
+static int candidate_desc(const void *a, const void *b)
+{
+  const Candidate *x = a, *y = b;
+  if (x->logit != y->logit)
+    return x->logit < y->logit ? 1 : -1;
+  return x->id - y->id; /* ties broken by id, so the order is deterministic */
+}
+
+int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new, int top_k,
+                     double temperature, guint64 *rng_state, int *n_out)
+{
+  const CohortGptShape *shape = cohort_gpt_shape(gpt);
+  int V = shape->vocab_size;
+  int total = n_prompt + n_new;
+  int *seq = g_new(int, MAX(total, 1));
+  if (n_prompt > 0)
+    memcpy(seq, prompt, sizeof(int) * (size_t)n_prompt);
+  int len = n_prompt;
+  if (len == 0)
+    seq[len++] = 0; /* an empty prompt starts from token 0 */
+  Candidate *cand = g_new(Candidate, V);
+  if (top_k <= 0 || top_k > V)
+    top_k = V;
+  if (temperature <= 0)
+    temperature = 1.0;
+
+  while (len < MAX(total, 1)) {
+    int T = MIN(len, shape->seq_len);
+    const int *ctx = seq + (len - T);
+    cohort_gpt_forward(gpt, ctx, NULL, 1, T);
+    const float *logits = cohort_gpt_logits(gpt) + (size_t)(T - 1) * V;
+    for (int i = 0; i < V; i++)
+      cand[i] = (Candidate){logits[i], i};
+    qsort(cand, (size_t)V, sizeof(Candidate), candidate_desc);
+    double sum = 0;
+    double maxl = cand[0].logit;
+    for (int i = 0; i < top_k; i++)
+      sum += exp((cand[i].logit - maxl) / temperature);
+    double r = cohort_rng_uniform(rng_state) * sum;
+    int pick = cand[top_k - 1].id;
+    double acc = 0;
+    for (int i = 0; i < top_k; i++) {
+      acc += exp((cand[i].logit - maxl) / temperature);
+      if (r < acc) {
+        pick = cand[i].id;
+        break;
+      }
+    }
+    seq[len++] = pick;
+  }
+  g_free(cand);
+  *n_out = len;
+  return seq;
+}
+
+char *cohort_bytes_to_utf8(const int *tokens, int n)
+{
+  g_autofree char *raw = g_new(char, (gsize)n + 1);
+  for (int i = 0; i < n; i++)
+    raw[i] = (char)(tokens[i] & 0xff);
+  raw[n] = 0;
+  return g_utf8_make_valid(raw, n);
+}

@@ -1,1 +1,554 @@
-/* being written */
+#include "trainer.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "generate.h"
+#include "gpt-io.h"
+#include "gpt.h"
+#include "optim.h"
+#include "trainer-dist.h"
+
+/* Everything one run holds; lives for the length of cohort_train. */
+typedef struct {
+  const CohortConfig *cfg;
+  const CohortTrainOptions *opts;
+  CohortProgress *progress;
+  CohortDataset *train;
+  CohortDataset *val;
+  CohortGpt *gpt;
+  CohortAdamW *opt;
+  float *ema;    /* NULL when ema_decay == 0 */
+  float *backup; /* scratch for swapping EMA weights in for eval/samples */
+  CohortTrainDist *dist;
+  int B, T, accum;
+  int *inputs, *targets; /* [B, T] */
+  guint64 *indices;      /* this rank's sample order for the current epoch */
+  guint64 n_indices;
+  gint64 indices_epoch;
+  CohortSamplerSpec spec;
+  gint64 steps_per_epoch;
+  gint64 total_steps;
+  double base_lr;
+  CohortTrainState st;
+  double last_val_loss;
+  gboolean have_val_loss;
+} Run;
+
+int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
+{
+  if (cfg->threads > 0)
+    return cfg->threads;
+  const char *omp = g_getenv("OMP_NUM_THREADS");
+  if (omp && atoi(omp) > 0)
+    return atoi(omp);
+  int n = (int)g_get_num_processors() / MAX(local_world_size, 1);
+  return MAX(n, 1);
+}
+
+static gboolean ensure_epoch_indices(Run *r, gint64 epoch)
+{
+  if (r->indices && r->indices_epoch == epoch)
+    return TRUE;
+  g_free(r->indices);
+  r->indices = cohort_sampler_indices(&r->spec, (guint64)epoch, &r->n_indices);
+  r->indices_epoch = epoch;
+  return TRUE;
+}
+
+/* Fills inputs/targets with micro-batch `micro` (0-based within the epoch). */
+static void load_micro_batch(Run *r, gint64 epoch, gint64 micro)
+{
+  ensure_epoch_indices(r, epoch);
+  for (int b = 0; b < r->B; b++) {
+    guint64 idx = r->indices[(guint64)micro * (guint64)r->B + (guint64)b];
+    cohort_dataset_window(r->train, idx, r->inputs + (size_t)b * r->T,
+                          r->targets + (size_t)b * r->T);
+  }
+}
+
+static void swap_in_ema(Run *r, gboolean in)
+{
+  if (!r->ema)
+    return;
+  size_t n = cohort_gpt_num_params(r->gpt);
+  float *params = cohort_gpt_params(r->gpt);
+  if (in) {
+    memcpy(r->backup, params, n * sizeof(float));
+    memcpy(params, r->ema, n * sizeof(float));
+  } else {
+    memcpy(params, r->backup, n * sizeof(float));
+  }
+}
+
+/* Mean validation loss over eval_steps × B × world windows, each rank taking every
+ * world-th window, so N ranks evaluate exactly what one rank with N× the batch would. */
+static gboolean evaluate(Run *r, double *val_loss, gint64 *val_tokens, GError **error)
+{
+  int world = r->opts->world_size, rank = r->opts->rank;
+  gsize nwin = cohort_dataset_num_windows(r->val);
+  gint64 total = (gint64)r->cfg->eval_steps * r->B * world;
+  double sums[2] = {0, 0}; /* loss × tokens, tokens */
+  swap_in_ema(r, TRUE);
+  for (int s = 0; s < r->cfg->eval_steps; s++) {
+    for (int b = 0; b < r->B; b++) {
+      gint64 g = ((gint64)s * r->B + b) * world + rank;
+      cohort_dataset_window(r->val, (gsize)(g % (gint64)nwin), r->inputs + (size_t)b * r->T,
+                            r->targets + (size_t)b * r->T);
+    }
+    float loss = cohort_gpt_forward(r->gpt, r->inputs, r->targets, r->B, r->T);
+    sums[0] += (double)loss * r->B * r->T;
+    sums[1] += (double)r->B * r->T;
+  }
+  swap_in_ema(r, FALSE);
+  if (!cohort_train_dist_sum(r->dist, sums, 2, error))
+    return FALSE;
+  *val_loss = sums[0] / sums[1];
+  *val_tokens = total * r->T;
+  return TRUE;
+}
+
+static void sample_text(Run *r)
+{
+  const CohortConfig *cfg = r->cfg;
+  int n_prompt = 0;
+  g_autofree int *prompt = NULL;
+  if (cfg->data_format == COHORT_DATA_TEXT)
+    prompt = cohort_text_encode(cfg->sample_prompt, &n_prompt);
+  swap_in_ema(r, TRUE);
+  int n_out = 0;
+  g_autofree int *seq = cohort_generate(r->gpt, prompt, n_prompt, cfg->sample_tokens, 40, 1.0,
+                                        &r->st.sample_rng, &n_out);
+  swap_in_ema(r, FALSE);
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_string_member(f, "prompt", cfg->sample_prompt);
+  if (cfg->data_format == COHORT_DATA_TEXT) {
+    g_autofree char *text = cohort_bytes_to_utf8(seq, n_out);
+    json_object_set_string_member(f, "text", text);
+    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s",
+                        r->st.step, text);
+  } else {
+    /* Token shards carry no tokenizer: the sample is the token ids. */
+    JsonArray *ids = json_array_new();
+    for (int i = 0; i < n_out; i++)
+      json_array_add_int_element(ids, seq[i]);
+    json_object_set_array_member(f, "tokens", ids);
+  }
+  cohort_progress_emit(r->progress, "sample", f);
+}
+
+static gboolean save_checkpoint(Run *r, GError **error)
+{
+  g_autofree char *dir = NULL;
+  if (r->opts->rank == 0) {
+    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->cfg, r->gpt, r->opt, r->ema, &r->st,
+                                r->cfg->keep_last, &dir, error))
+      return FALSE;
+    JsonObject *f = json_object_new();
+    json_object_set_int_member(f, "step", r->st.step);
+    json_object_set_string_member(f, "path", dir);
+    cohort_progress_emit(r->progress, "checkpoint", f);
+  }
+  /* Nobody moves on before the checkpoint is complete. */
+  return cohort_train_dist_barrier(r->dist, "checkpoint", error);
+}
+
+static gboolean run_eval(Run *r, GError **error)
+{
+  double vl;
+  gint64 vt;
+  if (!r->val)
+    return TRUE;
+  if (!evaluate(r, &vl, &vt, error))
+    return FALSE;
+  r->last_val_loss = vl;
+  r->have_val_loss = TRUE;
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_double_member(f, "val_loss", vl);
+  json_object_set_int_member(f, "val_tokens", vt);
+  json_object_set_boolean_member(f, "ema", r->ema != NULL);
+  cohort_progress_emit(r->progress, "eval", f);
+  cohort_progress_log(r->progress, "info", "step %" G_GINT64_FORMAT ": val loss %.4f%s",
+                      r->st.step, vl, r->ema ? " (EMA weights)" : "");
+  return TRUE;
+}
+
+static gboolean export_model(Run *r, char **model_path, GError **error)
+{
+  g_autofree char *path = g_build_filename(r->cfg->workspace_dir, "model.safetensors", NULL);
+  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);
+  g_hash_table_insert(meta, "format", "pt");
+  g_hash_table_insert(meta, "cohort_step", step);
+  if (!cohort_gpt_save_hf(r->gpt, NULL, path, meta, error))
+    return FALSE;
+  if (r->ema) {
+    g_autofree char *ema_path =
+        g_build_filename(r->cfg->workspace_dir, "model-ema.safetensors", NULL);
+    if (!cohort_gpt_save_hf(r->gpt, r->ema, ema_path, meta, error))
+      return FALSE;
+  }
+  *model_path = g_steal_pointer(&path);
+  return TRUE;
+}
+
+static void emit_start(Run *r, const char *resumed_from, int threads)
+{
+  const CohortConfig *cfg = r->cfg;
+  int world = r->opts->world_size;
+  JsonObject *f = json_object_new();
+  g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
+  json_object_set_string_member(f, "run", run_name);
+  json_object_set_string_member(f, "workspace", cfg->workspace_dir);
+  json_object_set_string_member(f, "model", cfg->model);
+  json_object_set_int_member(f, "params", (gint64)cohort_gpt_num_params(r->gpt));
+  json_object_set_string_member(f, "device", "cpu");
+  json_object_set_int_member(f, "threads", threads);
+  json_object_set_int_member(f, "world_size", world);
+  json_object_set_int_member(f, "batch_size", cfg->batch_size);
+  json_object_set_int_member(f, "gradient_accumulation_steps", cfg->gradient_accumulation_steps);
+  json_object_set_int_member(f, "global_batch", cohort_config_global_batch(cfg, world));
+  json_object_set_int_member(f, "tokens_per_step",
+                             (gint64)cohort_config_global_batch(cfg, world) * cfg->seq_len);
+  json_object_set_double_member(f, "learning_rate", cfg->learning_rate);
+  json_object_set_double_member(f, "scaled_learning_rate", r->base_lr);
+  g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
+  json_object_set_string_member(f, "lr_scaling", scaling);
+  json_object_set_int_member(f, "total_steps", r->total_steps);
+  json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
+  json_object_set_int_member(f, "start_step", r->st.step);
+  if (resumed_from)
+    json_object_set_string_member(f, "resumed_from", resumed_from);
+  else
+    json_object_set_null_member(f, "resumed_from");
+  g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
+  g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, NULL);
+  if (cfg_node)
+    json_object_set_member(f, "config", g_steal_pointer(&cfg_node));
+  cohort_progress_emit(r->progress, "start", f);
+
+  double params_m = (double)cohort_gpt_num_params(r->gpt) / 1e6;
+  cohort_progress_log(r->progress, "info",
+                      "training %s: %.2fM parameters on cpu (%d thread%s per rank), "
+                      "%d rank%s, global batch %d × %d tokens, lr %.3g (scaling %s), "
+                      "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
+                      run_name, params_m, threads, threads == 1 ? "" : "s", world,
+                      world == 1 ? "" : "s", cohort_config_global_batch(cfg, world),
+                      cfg->seq_len, r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
+}
+
+/* Opens data, builds the model, restores a checkpoint: everything before the first step. */
+static gboolean setup(Run *r, char **resumed_from, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
+  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
+  r->train = cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len,
+                                 error);
+  if (!r->train)
+    return FALSE;
+  if (cfg->val_data && *cfg->val_data) {
+    g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
+    r->val = cohort_dataset_open(val_path, cfg->data_format, cfg->vocab_size, cfg->seq_len,
+                                 error);
+    if (!r->val)
+      return FALSE;
+  }
+
+  r->B = cfg->batch_size;
+  r->T = cfg->seq_len;
+  r->accum = cfg->gradient_accumulation_steps;
+  r->spec = (CohortSamplerSpec){
+      .n = cohort_dataset_num_windows(r->train),
+      .world_size = o->world_size,
+      .rank = o->rank,
+      .shuffle = cfg->shuffle,
+      .seed = cfg->seed,
+      .drop_last = cfg->drop_last,
+  };
+  guint64 per_rank = cohort_sampler_num_samples(&r->spec);
+  gint64 micro_per_epoch = (gint64)(per_rank / (guint64)r->B);
+  r->steps_per_epoch = micro_per_epoch / r->accum;
+  if (r->steps_per_epoch < 1) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: %" G_GUINT64_FORMAT " training windows of %d tokens give %" G_GUINT64_FORMAT
+                " per rank, fewer than one step needs (batch_size %d × "
+                "gradient_accumulation_steps %d); use more data or a smaller batch",
+                train_path, (guint64)r->spec.n, r->T, per_rank, r->B, r->accum);
+    return FALSE;
+  }
+  r->total_steps =
+      cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
+  r->base_lr = cohort_config_scaled_lr(cfg, o->world_size);
+
+  CohortGptShape shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len,
+                          cfg->vocab_size};
+  r->gpt = cohort_gpt_new(&shape, r->B, error);
+  if (!r->gpt)
+    return FALSE;
+  size_t n = cohort_gpt_num_params(r->gpt);
+  r->opt = cohort_adamw_new(n);
+  r->inputs = g_new(int, (size_t)r->B * r->T);
+  r->targets = g_new(int, (size_t)r->B * r->T);
+  if (cfg->ema_decay > 0) {
+    r->ema = g_new(float, n);
+    r->backup = g_new(float, n);
+  }
+  r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
+
+  g_autofree char *ckpt = NULL;
+  if (o->resume && g_str_equal(o->resume, "auto"))
+    ckpt = cohort_checkpoint_find_latest(cfg->workspace_dir);
+  else if (o->resume)
+    ckpt = g_strdup(o->resume);
+
+  if (ckpt) {
+    g_autoptr(CohortConfig) saved = NULL;
+    if (!cohort_checkpoint_load(ckpt, r->gpt, r->opt, r->ema, &r->st, &saved, error))
+      return FALSE;
+    static const char *const shape_keys[] = {"model", "n_layer", "n_head", "n_embd",
+                                             "seq_len", "vocab_size"};
+    for (guint i = 0; i < G_N_ELEMENTS(shape_keys); i++) {
+      g_autofree char *a = cohort_config_get(saved, shape_keys[i]);
+      g_autofree char *b = cohort_config_get(cfg, shape_keys[i]);
+      if (g_strcmp0(a, b) != 0) {
+        g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                    "%s: checkpoint has %s = %s but the config has %s; resume needs the same "
+                    "model shape",
+                    ckpt, shape_keys[i], a, b);
+        return FALSE;
+      }
+    }
+    if (r->ema && !saved->ema_decay)
+      memcpy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
+    *resumed_from = g_steal_pointer(&ckpt);
+  } else {
+    if (cfg->init_from && *cfg->init_from) {
+      g_autofree char *init_path = cohort_resolve_path(cfg->init_from);
+      if (!cohort_gpt_load_hf(r->gpt, init_path, error))
+        return FALSE;
+    } else {
+      cohort_gpt_init_weights(r->gpt, (guint64)cfg->seed);
+    }
+    /* Every rank starts from rank 0's weights, as DDP's constructor does. */
+    if (!cohort_train_dist_broadcast_params(r->dist, cohort_gpt_params(r->gpt), n, error))
+      return FALSE;
+    if (r->ema)
+      memcpy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
+  }
+  return TRUE;
+}
+
+static void run_free(Run *r)
+{
+  g_clear_pointer(&r->train, cohort_dataset_free);
+  g_clear_pointer(&r->val, cohort_dataset_free);
+  g_clear_pointer(&r->gpt, cohort_gpt_free);
+  g_clear_pointer(&r->opt, cohort_adamw_free);
+  g_clear_pointer(&r->dist, cohort_train_dist_free);
+  g_free(r->ema);
+  g_free(r->backup);
+  g_free(r->inputs);
+  g_free(r->targets);
+  g_free(r->indices);
+}
+
+/* One optimizer step: accum micro-batches, gradient reduction, clipping, AdamW, EMA.
+ * Returns the mean loss over the global batch. */
+static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *lr_out,
+                           GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  size_t n = cohort_gpt_num_params(r->gpt);
+  float *params = cohort_gpt_params(r->gpt);
+  float *grads = cohort_gpt_grads(r->gpt);
+  double loss_sum = 0;
+
+  cohort_gpt_zero_grad(r->gpt);
+  for (int m = 0; m < r->accum; m++) {
+    gint64 micro = r->st.batch_in_epoch + m;
+    gint64 t0 = g_get_monotonic_time();
+    load_micro_batch(r, r->st.epoch, micro);
+    cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
+    /* Communication only on the last micro-step (DDP's no_sync on the others). */
+    cohort_train_dist_begin_backward(r->dist, m == r->accum - 1);
+    loss_sum += cohort_gpt_forward(r->gpt, r->inputs, r->targets, r->B, r->T);
+    cohort_gpt_backward(r->gpt, 1.0f / (float)r->accum);
+    if (!cohort_train_dist_end_backward(r->dist, error))
+      return FALSE;
+  }
+  double loss = loss_sum / r->accum;
+  if (!cohort_train_dist_sum(r->dist, &loss, 1, error))
+    return FALSE;
+  *loss_out = loss / r->opts->world_size;
+
+  *norm_out = cohort_clip_grad_norm(grads, n, cfg->grad_clip);
+  double lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
+                           (int)r->st.step, (int)r->total_steps);
+  *lr_out = lr;
+  guint n_tensors = 0;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(r->gpt, &n_tensors);
+  cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2,
+                    cfg->eps, cfg->weight_decay, (int)r->st.step + 1);
+  if (r->ema)
+    cohort_ema_update(r->ema, params, n, cfg->ema_decay);
+
+  r->st.step++;
+  r->st.batch_in_epoch += r->accum;
+  r->st.tokens_seen += (gint64)cohort_config_global_batch(cfg, r->opts->world_size) * r->T;
+  if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
+    r->st.epoch++;
+    r->st.batch_in_epoch = 0;
+  }
+  return TRUE;
+}
+
+static gboolean due(int every, gint64 step)
+{
+  return every > 0 && step % every == 0;
+}
+
+gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
+                      gboolean *stopped, GError **error)
+{
+  Run run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .indices_epoch = -1};
+  Run *r = &run;
+  g_autofree char *resumed_from = NULL;
+  g_autofree char *model_path = NULL;
+  gboolean ok = FALSE, was_stopped = FALSE;
+  gint64 last_saved = -1;
+  gint64 t_begin = g_get_monotonic_time();
+  double loss = NAN;
+
+  if (stopped)
+    *stopped = FALSE;
+  if (!cohort_config_check_supported(cfg, opts->config_source, error))
+    return FALSE;
+  int threads = cohort_train_threads(cfg, opts->local_world_size);
+  cohort_train_set_threads(threads);
+
+  r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
+  if (!setup(r, &resumed_from, error))
+    goto out;
+  cohort_train_dist_attach(r->dist, r->gpt, cfg->bucket_cap_mb);
+  last_saved = resumed_from ? r->st.step : -1;
+  emit_start(r, resumed_from, threads);
+  if (resumed_from)
+    cohort_progress_log(r->progress, "info", "resumed from %s at step %" G_GINT64_FORMAT,
+                        resumed_from, r->st.step);
+
+  gint64 t_start = g_get_monotonic_time();
+  gint64 start_step = r->st.step;
+  /* A short window of recent step times for tokens/s and the ETA. */
+  enum { WINDOW = 10 };
+  gint64 window_t[WINDOW] = {0};
+  int print_every = MAX(1, (int)(r->total_steps / 100));
+  gint64 tokens_per_step = (gint64)cohort_config_global_batch(cfg, opts->world_size) * r->T;
+
+  while (r->st.step < r->total_steps) {
+    if (cohort_train_dist_should_stop(r->dist, opts->stop_flag)) {
+      was_stopped = TRUE;
+      break;
+    }
+    gint64 t0 = g_get_monotonic_time();
+    double norm, lr;
+    if (!train_step(r, &loss, &norm, &lr, error))
+      goto out;
+    gint64 t1 = g_get_monotonic_time();
+    window_t[r->st.step % WINDOW] = t1;
+    cohort_train_dist_add_step_time(r->dist, t1 - t0);
+
+    gint64 done_here = r->st.step - start_step;
+    gint64 oldest = done_here >= WINDOW ? window_t[(r->st.step + 1) % WINDOW] : t_start;
+    gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;
+    double secs = (double)(t1 - oldest) / 1e6;
+    double tok_s = secs > 0 ? (double)(steps_in_window * tokens_per_step) / secs : 0;
+    double eta = tok_s > 0 ? (double)((r->total_steps - r->st.step) * tokens_per_step) / tok_s
+                           : -1;
+
+    JsonObject *f = json_object_new();
+    json_object_set_int_member(f, "step", r->st.step);
+    json_object_set_int_member(f, "total_steps", r->total_steps);
+    json_object_set_int_member(f, "epoch", r->st.epoch);
+    json_object_set_int_member(f, "epoch_step", r->st.batch_in_epoch / r->accum);
+    json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
+    json_object_set_double_member(f, "loss", loss);
+    json_object_set_double_member(f, "lr", lr);
+    json_object_set_double_member(f, "grad_norm", norm);
+    json_object_set_double_member(f, "tokens_per_s", tok_s);
+    json_object_set_double_member(f, "elapsed_s", (double)(t1 - t_start) / 1e6);
+    if (eta >= 0 && done_here >= 2)
+      json_object_set_double_member(f, "eta_s", eta);
+    cohort_progress_emit(r->progress, "step", f);
+    g_autofree char *eta_text = cohort_format_duration(eta);
+    cohort_progress_status(r->progress,
+                           r->st.step % print_every == 0 || r->st.step == r->total_steps,
+                           "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+                           " | loss %.4f | lr %.2e | %.0f tok/s | ETA %s",
+                           r->st.step, r->total_steps, loss, lr, tok_s,
+                           done_here >= 2 ? eta_text : "…");
+
+    if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error))
+      goto out;
+    gboolean last = r->st.step == r->total_steps;
+    if (due(cfg->eval_every, r->st.step) && !last && !run_eval(r, error))
+      goto out;
+    if (due(cfg->sample_every, r->st.step) && !last && opts->rank == 0)
+      sample_text(r);
+    if (due(cfg->save_every, r->st.step) && !last) {
+      if (!save_checkpoint(r, error))
+        goto out;
+      last_saved = r->st.step;
+    }
+  }
+  cohort_progress_finish_line(r->progress);
+
+  if (!was_stopped) {
+    if (!run_eval(r, error))
+      goto out;
+    if (cfg->sample_every > 0 && opts->rank == 0)
+      sample_text(r);
+  }
+  if (r->st.step != last_saved && r->st.step > 0) {
+    if (!save_checkpoint(r, error))
+      goto out;
+  }
+  if (opts->rank == 0 && !was_stopped) {
+    if (!export_model(r, &model_path, error))
+      goto out;
+  }
+  ok = TRUE;
+
+out:
+  cohort_progress_finish_line(r->progress);
+  if (ok) {
+    JsonObject *f = json_object_new();
+    json_object_set_string_member(f, "status", was_stopped ? "stopped" : "completed");
+    json_object_set_int_member(f, "step", r->st.step);
+    json_object_set_double_member(f, "elapsed_s",
+                                  (double)(g_get_monotonic_time() - t_begin) / 1e6);
+    if (!isnan(loss))
+      json_object_set_double_member(f, "final_loss", loss);
+    if (r->have_val_loss)
+      json_object_set_double_member(f, "val_loss", r->last_val_loss);
+    if (model_path)
+      json_object_set_string_member(f, "model_path", model_path);
+    cohort_progress_emit(r->progress, "done", f);
+    if (model_path)
+      cohort_progress_log(r->progress, "info", "model saved to %s", model_path);
+    else if (was_stopped)
+      cohort_progress_log(r->progress, "info",
+                          "stopped at step %" G_GINT64_FORMAT "; resume with --resume auto",
+                          r->st.step);
+  }
+  if (stopped)
+    *stopped = was_stopped;
+  run_free(r);
+  return ok;
+}

@@ -1,0 +1,49 @@
+/* What the training loop needs from the distributed layer, in the loop's own terms: the DDP
+ * reducer around backward, sums of metrics across ranks, barriers, the start-up broadcast,
+ * an agreed stop, and the per-rank timing report. With one process every call is local. */
+#pragma once
+
+#include <glib.h>
+#include "config.h"
+#include "gpt.h"
+#include "progress.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortComm CohortComm;
+typedef struct CohortTrainDist CohortTrainDist;
+
+/* comm NULL (or world_size 1): a single process. */
+CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
+                                       const CohortConfig *cfg);
+void cohort_train_dist_free(CohortTrainDist *d);
+
+/* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb). */
+void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb);
+
+/* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After
+ * end_backward with sync, the gradient buffer holds the average over ranks. */
+void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync);
+gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error);
+
+/* In-place sum over ranks. */
+gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error);
+gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error);
+/* Rank 0's parameters to everyone. */
+gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
+                                            GError **error);
+/* TRUE when any rank's stop flag is set (all ranks agree, so they stop at the same step). */
+gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag);
+
+/* Timings for the `ranks` event (microseconds). */
+void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
+void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
+/* Every few steps with more than one rank: gathers each rank's timings and memory with one
+ * all_gather and emits a `ranks` event on rank 0. */
+gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress,
+                                        gint64 step, GError **error);
+
+/* Threads for OpenMP loops and OpenBLAS. */
+void cohort_train_set_threads(int threads);
+
+G_END_DECLS

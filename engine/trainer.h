@@ -1,0 +1,43 @@
+/* The training loop: one rank's run of a TrainConfig, from data and model set-up through
+ * optimizer steps, evaluation, samples and checkpoints to the exported model. */
+#pragma once
+
+#include <glib.h>
+#include "config.h"
+#include "progress.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortComm CohortComm;
+
+typedef struct {
+  /* Where the config came from, for messages. */
+  const char *config_source;
+  /* NULL: start fresh (or fail when the workspace already has checkpoints and `resume` is
+   * not given? no: start fresh and write new checkpoints beside old ones); "auto": the
+   * latest checkpoint in the workspace when there is one; else a checkpoint folder. */
+  const char *resume;
+  /* Events and the human view; rank 0 only (others get a silent one). Not owned. */
+  CohortProgress *progress;
+  /* Distributed: rank, world and collectives; comm NULL = one process. Not owned. */
+  int rank;
+  int world_size;
+  int local_rank;
+  int local_world_size;
+  CohortComm *comm;
+  /* Set asynchronously (signal handler) to stop at the next step boundary with a
+   * checkpoint. */
+  volatile int *stop_flag;
+} CohortTrainOptions;
+
+/* Runs the whole training. Returns FALSE with `error` set on failure (bad data, bad
+ * checkpoint, a collective that failed). A stop requested through stop_flag returns TRUE
+ * after saving a checkpoint; *stopped (may be NULL) tells which. */
+gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
+                      gboolean *stopped, GError **error);
+
+/* The number of threads a rank uses: cfg->threads, else OMP_NUM_THREADS, else the
+ * processors divided among the local ranks. */
+int cohort_train_threads(const CohortConfig *cfg, int local_world_size);
+
+G_END_DECLS
