@@ -1,0 +1,40 @@
+/* How a collectives backend plugs into CohortComm (for backend implementers only; users of
+ * collectives include comm.h).
+ *
+ * comm.c does the common work around every call: argument checks, the lock that serializes
+ * collectives, the sequence number, recording arrival in the store, turning a failure into a
+ * message that names the collective and the ranks that did not arrive, and the broken state
+ * after a failure. A backend only moves bytes. */
+#pragma once
+
+#include "engine/dist/comm.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  COHORT_DTYPE_F32,
+  COHORT_DTYPE_F64,
+} CohortDtype;
+
+/* Each function returns FALSE with a short reason (e.g. the library's own message) in
+ * *error; comm.c wraps it. `timeout_ms` is always > 0. */
+typedef struct {
+  const char *name;
+  gboolean (*all_reduce)(gpointer impl, void *buf, gsize count, CohortDtype dtype,
+                         CohortReduceOp op, gint64 timeout_ms, GError **error);
+  gboolean (*broadcast)(gpointer impl, void *buf, gsize nbytes, int root, gint64 timeout_ms,
+                        GError **error);
+  gboolean (*all_gather)(gpointer impl, const void *send, gsize nbytes, void *recv,
+                         gint64 timeout_ms, GError **error);
+  gboolean (*barrier)(gpointer impl, gint64 timeout_ms, GError **error);
+  /* Makes calls blocked in other threads return; called without the lock. May be NULL. */
+  void (*abort)(gpointer impl);
+  void (*free)(gpointer impl);
+} CohortCommBackend;
+
+/* Wraps a backend instance. `store` may be NULL (then no arrival records, as for "local");
+ * it is borrowed. */
+CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpointer impl, int rank,
+                                         int world_size, CohortStore *store, double timeout_s);
+
+G_END_DECLS

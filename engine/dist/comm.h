@@ -1,0 +1,97 @@
+/* Collectives: the one interface through which ranks communicate.
+ *
+ * Backends: "local" (one process; every collective is a copy or nothing), "gloo" (CPU, TCP,
+ * libgloo behind gloo-shim.cc) and, in the CUDA build, "nccl" (see comm-backend.h for how a
+ * backend plugs in). No home-made reduction: the backend library does the communication.
+ *
+ * Every collective:
+ *  - must be called by every rank, in the same order, with the same sizes (and root);
+ *  - has a timeout: `timeout_s` > 0 for this call, <= 0 for the communicator's default;
+ *  - returns FALSE with a GError (COHORT_DIST_ERROR) instead of hanging: a timeout
+ *    (COHORT_DIST_ERROR_TIMEOUT) or a dead peer (COHORT_DIST_ERROR_PEER) gives a message that
+ *    names the collective and its sequence number and, where the store can tell, the ranks
+ *    that did not arrive, e.g. "all_reduce #42 (float32, 1048576 elements) timed out after
+ *    30 s: ranks 2, 3 did not arrive (rank 2 last reached barrier #41)".
+ * After a failed collective the communicator is broken: every later collective fails at once
+ * with the first error; only cohort_comm_abort and cohort_comm_free are useful.
+ *
+ * Buffers are memory the backend can reach: host memory for "local" and "gloo", device memory
+ * for "nccl".
+ *
+ * Threads: collectives of one communicator are serialized by an internal lock, so calling
+ * from two threads never corrupts anything, but ranks must issue collectives in the same
+ * order, which only one calling thread at a time guarantees. The intended use (DDP): one
+ * communication thread issues all_reduce of gradient buckets while the main thread computes;
+ * the main thread issues other collectives only while the communication thread is idle.
+ * cohort_comm_abort may be called from any thread at any time, including while another
+ * thread is blocked in a collective (that collective then fails with
+ * COHORT_DIST_ERROR_ABORTED or COHORT_DIST_ERROR_PEER). */
+#pragma once
+
+#include <glib.h>
+
+#include "engine/dist/env.h"
+#include "engine/dist/store.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  COHORT_REDUCE_SUM,
+  COHORT_REDUCE_AVG, /* sum, then divided by the world size */
+} CohortReduceOp;
+
+typedef struct _CohortComm CohortComm;
+
+/* The communicator of a single process (rank 0 of 1). */
+CohortComm *cohort_comm_new_local(void);
+
+/* A Gloo communicator over TCP. Rendezvous goes through `store` (keys under "gloo/"); the
+ * store must stay open for the communicator's life (it also records each rank's progress for
+ * error messages). The transport binds to the local address that routes to
+ * env->master_addr (loopback for a local master), or to the interface named by
+ * GLOO_SOCKET_IFNAME when that is set. `timeout_s` is the default timeout of collectives
+ * and of the connection setup. Errors: COHORT_DIST_ERROR_TIMEOUT when peers do not show up,
+ * COHORT_DIST_ERROR_FAILED for transport errors. */
+CohortComm *cohort_comm_new_gloo(CohortStore *store, const CohortDistEnv *env, double timeout_s,
+                                 GError **error);
+
+/* Whether this build has the named backend ("local", "gloo", "nccl"). */
+gboolean cohort_comm_backend_available(const char *name);
+
+int cohort_comm_rank(const CohortComm *comm);
+int cohort_comm_world_size(const CohortComm *comm);
+/* "local", "gloo" or "nccl". */
+const char *cohort_comm_backend_name(const CohortComm *comm);
+/* The default timeout of collectives, in seconds. */
+double cohort_comm_timeout(const CohortComm *comm);
+
+/* In-place all-reduce of `count` values. AVG divides the sum by the world size (for float32
+ * the division is done in float32 after the sum). */
+gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
+                                    double timeout_s, GError **error);
+gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,
+                                    double timeout_s, GError **error);
+
+/* Copies `nbytes` of root's `buf` into every rank's `buf`. */
+gboolean cohort_comm_broadcast(CohortComm *comm, void *buf, gsize nbytes, int root,
+                               double timeout_s, GError **error);
+
+/* Every rank contributes `nbytes` from `send`; `recv` (nbytes × world size, not overlapping
+ * `send`) receives rank r's bytes at offset r × nbytes, on every rank. */
+gboolean cohort_comm_all_gather(CohortComm *comm, const void *send, gsize nbytes, void *recv,
+                                double timeout_s, GError **error);
+
+/* Returns once every rank has entered the barrier. */
+gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error);
+
+/* Breaks the communicator: pending and later collectives on this rank fail, peers blocked in
+ * a collective with this rank fail soon after (their connections close), and `reason` is
+ * recorded in the store so peers' errors can quote it. Safe from any thread; idempotent. */
+void cohort_comm_abort(CohortComm *comm, const char *reason);
+
+/* Frees the communicator (closing connections). Not while another thread is inside a
+ * collective: abort first and join that thread. NULL is allowed. */
+void cohort_comm_free(CohortComm *comm);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortComm, cohort_comm_free)
+
+G_END_DECLS

@@ -1,0 +1,85 @@
+/* Rank discovery: who this process is in a distributed job, read from the environment that
+ * launched it.
+ *
+ * Sources, first match wins:
+ *  1. torchrun / cohort-run: RANK and WORLD_SIZE (then LOCAL_RANK, LOCAL_WORLD_SIZE,
+ *     GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT). When only RANK and
+ *     WORLD_SIZE are set (PyTorch's env:// style), LOCAL_RANK defaults to RANK,
+ *     LOCAL_WORLD_SIZE to WORLD_SIZE and GROUP_RANK to 0.
+ *  2. SLURM (srun): SLURM_PROCID and SLURM_NTASKS (then SLURM_LOCALID, SLURM_NODEID).
+ *     local_world_size is this node's entry of SLURM_TASKS_PER_NODE ("4(x2),3"), else
+ *     SLURM_NTASKS_PER_NODE, else SLURM_NTASKS / SLURM_NNODES when that divides evenly.
+ *     master_addr is MASTER_ADDR when set, else the first host of SLURM_NODELIST (or
+ *     SLURM_JOB_NODELIST) with bracket ranges expanded; master_port is MASTER_PORT when set,
+ *     else 20000 + SLURM_JOB_ID % 20000, so every task of one job derives the same port.
+ *     restart_count is SLURM_RESTART_COUNT (a requeued job), else 0.
+ *  3. Open MPI (mpirun): OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (then
+ *     OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE). group_rank is
+ *     rank / local_world_size (mpirun's default by-slot mapping). master_addr is MASTER_ADDR
+ *     (pass it with `mpirun -x MASTER_ADDR=host`), else 127.0.0.1 when all ranks are on one
+ *     node; master_port is MASTER_PORT, else 20000 + OMPI_MCA_ess_base_jobid % 20000.
+ *  4. Otherwise one process: rank 0 of 1, source "single", master 127.0.0.1 port 0.
+ *
+ * Every number must be a plain decimal integer; anything inconsistent (rank >= world size,
+ * local rank >= local world size, a local world larger than the world, no master address or
+ * port with more than one process, a port outside 1..65535) is an error that names the
+ * variable, its value and what is allowed. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* The error domain of the whole distributed layer (env, store, comm, launcher). */
+#define COHORT_DIST_ERROR (cohort_dist_error_quark())
+GQuark cohort_dist_error_quark(void);
+
+typedef enum {
+  COHORT_DIST_ERROR_ENV,         /* bad or inconsistent launch environment */
+  COHORT_DIST_ERROR_ADDR_IN_USE, /* the store's port is taken; the message suggests a free one */
+  COHORT_DIST_ERROR_CONNECT,     /* the store could not be reached in time */
+  COHORT_DIST_ERROR_REFUSED,     /* the store refused us: wrong job token, or oversized message */
+  COHORT_DIST_ERROR_TIMEOUT,     /* a wait or a collective ran past its timeout */
+  COHORT_DIST_ERROR_PEER,        /* a peer died or closed the connection */
+  COHORT_DIST_ERROR_MISMATCH,    /* ranks run different configs */
+  COHORT_DIST_ERROR_INVALID,     /* bad argument (size, root, key) */
+  COHORT_DIST_ERROR_ABORTED,     /* the communicator was aborted */
+  COHORT_DIST_ERROR_FAILED,      /* anything else (system call, backend) */
+} CohortDistErrorCode;
+
+/* Where this process sits in the job. */
+typedef struct {
+  int rank;             /* global rank, 0 .. world_size-1 */
+  int local_rank;       /* rank on this node; picks the GPU */
+  int world_size;       /* number of processes in the job */
+  int local_world_size; /* processes on this node */
+  int group_rank;       /* node index (torchrun's GROUP_RANK) */
+  char *master_addr;    /* host of global rank 0's store; a name or an IPv4/IPv6 address */
+  int master_port;      /* the store's TCP port (0 only for a single process) */
+  int restart_count;    /* how many times the launcher restarted the group */
+  char *run_id;         /* TORCHELASTIC_RUN_ID, SLURM_JOB_ID or Open MPI's job id; else "none" */
+  const char *source;   /* static: "torchrun", "slurm", "mpi" or "single" */
+} CohortDistEnv;
+
+/* Reads the environment in `envp` (as g_get_environ() returns it; NULL = the process's own
+ * environment). Returns NULL with COHORT_DIST_ERROR_ENV on an inconsistent environment. */
+CohortDistEnv *cohort_dist_env_from_environ(const char *const *envp, GError **error);
+
+/* A single-process env (rank 0 of 1). */
+CohortDistEnv *cohort_dist_env_new_single(void);
+
+CohortDistEnv *cohort_dist_env_copy(const CohortDistEnv *env);
+void cohort_dist_env_free(CohortDistEnv *env);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDistEnv, cohort_dist_env_free)
+
+/* Expands a SLURM host list such as "node[01-03,07],gpu5" into
+ * {"node01","node02","node03","node07","gpu5",NULL}; zero padding of a range is kept.
+ * `variable` names the source in error messages. NULL with COHORT_DIST_ERROR_ENV on bad
+ * syntax (unbalanced brackets, a reversed range, an empty list). */
+GStrv cohort_dist_expand_nodelist(const char *nodelist, const char *variable, GError **error);
+
+/* Parses SLURM_TASKS_PER_NODE ("2(x3),1") and returns the task count of node `node_id`,
+ * or -1 with COHORT_DIST_ERROR_ENV when the text is malformed or too short. */
+int cohort_dist_tasks_on_node(const char *tasks_per_node, int node_id, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,104 @@
+/* The launcher: starts the local ranks of a job and supervises them (cohort-run, and
+ * cohort-train's spawn mode).
+ *
+ * Rendezvous is static, like torchrun's --rdzv-backend=static: the job has nnodes ×
+ * nproc_per_node ranks, node n runs global ranks n×nproc_per_node … (n+1)×nproc_per_node−1,
+ * and every node's launcher is started with its --node-rank. Elastic membership (nodes
+ * joining or leaving a running job) is not supported.
+ *
+ * Worker environment, as torchrun sets it: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+ * GROUP_RANK (= node rank), GROUP_WORLD_SIZE (= nnodes), ROLE_RANK (= RANK), ROLE_WORLD_SIZE
+ * (= WORLD_SIZE), ROLE_NAME ("default"), MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+ * TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, and OMP_NUM_THREADS=1 when it is unset and
+ * more than one worker runs on the node (a warning says so once).
+ *
+ * Worker command line: the given argv; global rank 0 alone gets "--progress-fd N" appended
+ * (and inherits fd N) when a progress fd is given; on a restart every worker gets
+ * "--resume auto" appended: the contract is that a worker given it resumes from its
+ * workspace's latest checkpoint when there is one and starts fresh otherwise.
+ *
+ * Output: each worker's stderr is read line by line, echoed to the launcher's stderr
+ * prefixed "[rank N]: ", and its last lines are kept for the failure report. With a log dir,
+ * each worker's stdout and stderr also go to LOG_DIR/attempt_K/rank_N/{stdout,stderr}.log
+ * (stdout only to the file); without one, stdout is inherited.
+ *
+ * Supervision: the first worker that exits non-zero or dies of a signal fails the group: the
+ * others get SIGTERM (to their process group), SIGKILL after the grace period, and the
+ * launcher reports the failure (global rank, pid, exit code or signal name, last stderr
+ * lines). The group is restarted up to max_restarts times. SIGINT, SIGTERM or SIGHUP to the
+ * launcher stop the group the same way (no restart). Each worker runs in its own process
+ * group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed launcher leaves nothing
+ * behind. The group succeeds when every worker has exited 0. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int nnodes;              /* >= 1 */
+  int nproc_per_node;      /* >= 1 (resolve "auto" with cohort_launch_resolve_nproc) */
+  int node_rank;           /* 0 .. nnodes-1 */
+  char *master_addr;       /* default "127.0.0.1" */
+  int master_port;         /* 0 = pick a free one (only with nnodes == 1) */
+  int max_restarts;        /* >= 0 */
+  double monitor_interval; /* seconds between checks of the workers, > 0 */
+  double grace_period;     /* seconds between SIGTERM and SIGKILL when stopping, >= 0 */
+  char *log_dir;           /* NULL = no log files */
+  int progress_fd;         /* -1 = none; else passed to global rank 0 */
+  char *run_id;            /* TORCHELASTIC_RUN_ID; NULL = "none" */
+  gboolean quiet;          /* no launcher messages except failures */
+  GStrv argv;              /* the worker command; argv[0] is looked up in PATH */
+  GStrv extra_env;         /* "KEY=VALUE" added to every worker's environment, may be NULL */
+} CohortLaunchOptions;
+
+/* Defaults: 1 node × 1 process, master 127.0.0.1, free port, no restarts, monitor interval
+ * 0.1 s, grace period 10 s, no log dir, no progress fd. */
+CohortLaunchOptions *cohort_launch_options_new(void);
+void cohort_launch_options_free(CohortLaunchOptions *opts);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortLaunchOptions, cohort_launch_options_free)
+
+/* Turns --nproc-per-node's text into a count: a positive integer; "cpu" = 1; "gpu" = the
+ * number of GPUs `nvidia-smi -L` lists (an error when there is none); "auto" = the GPU count
+ * when nvidia-smi lists any GPU, else 1. Returns -1 with an error naming `flag` and the
+ * value otherwise. */
+int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **error);
+
+/* What happened to a group, for the caller's report and for tests. */
+typedef struct {
+  gboolean success;     /* every worker exited 0 */
+  gboolean interrupted; /* stopped by a signal to the launcher */
+  int signal;           /* that signal, when interrupted */
+  int restarts;         /* how many restarts were made */
+  int failed_rank;      /* global rank of the first failure, -1 = none */
+  int failed_exit_code; /* its exit code, -1 when it died of a signal */
+  int failed_signal;    /* its signal, 0 when it exited */
+  char *failure;        /* the failure report (multi-line), NULL when none */
+  GArray *last_pids;    /* of GPid: the pids of the last attempt's workers, by local rank */
+} CohortLaunchResult;
+
+void cohort_launch_result_free(CohortLaunchResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortLaunchResult, cohort_launch_result_free)
+
+/* Runs this node's workers until the group succeeds, fails past max_restarts, or the
+ * launcher is signalled. Returns NULL with an error only when nothing could be started (bad
+ * options, a program not found, a log dir not writable); otherwise a result. Installs
+ * handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD while it runs and restores the old ones.
+ * Call from the main thread. */
+CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *opts, GError **error);
+
+/* The exit status a launcher program should return for `result`: 0 on success, 128+signal
+ * when interrupted, else 1 (as torchrun does). */
+int cohort_launch_exit_status(const CohortLaunchResult *result);
+
+/* Spawn mode (cohort-train --nproc N): runs `nproc` local ranks of `argv` (1 node, master
+ * 127.0.0.1, a free port), with the same environment, output handling and supervision as
+ * cohort_launch_run but no restarts. `argv` is the worker command without --nproc (the
+ * caller removes it, so workers do not spawn again); `progress_fd` (-1 = none) goes to rank 0
+ * only. Returns the exit status for the caller's main(), as cohort_launch_exit_status. */
+int cohort_launch_spawn(const char *const *argv, int nproc, int progress_fd, GError **error);
+
+/* The name of a signal, "SIGSEGV"; "signal 77" for one without a name. Static or in `buf`. */
+const char *cohort_signal_name(int sig, char buf[32]);
+
+G_END_DECLS
