@@ -1,1 +1,301 @@
-/* being written */
+/* Dataset readers: byte-level text and llm.c token shards, each a file or a folder of them.
+ * Files are memory-mapped and kept as segments of one token stream, so a folder of large
+ * shards costs address space, not memory. */
+#include "data/dataset.h"
+
+#include <string.h>
+#include <gio/gio.h>
+
+#define SHARD_MAGIC       20240520
+#define SHARD_VERSION     1
+#define SHARD_HEADER_INTS 256
+#define SHARD_HEADER_SIZE (SHARD_HEADER_INTS * sizeof(gint32))
+
+G_DEFINE_QUARK(cohort - data - error - quark, cohort_data_error)
+
+typedef struct {
+  GMappedFile *map;
+  const guint8 *data; /* first token */
+  gsize count;        /* tokens in this segment */
+  gsize start;        /* index of the first token in the whole stream */
+} Segment;
+
+struct CohortDataset {
+  GArray *segments; /* of Segment */
+  int elem_size;    /* 1 for text bytes, 2 for uint16 shard tokens */
+  gsize n_tokens;
+  int seq_len;
+};
+
+static void segment_clear(gpointer p)
+{
+  Segment *s = p;
+  g_clear_pointer(&s->map, g_mapped_file_unref);
+}
+
+void cohort_dataset_free(CohortDataset *ds)
+{
+  if (!ds)
+    return;
+  g_array_unref(ds->segments);
+  g_free(ds);
+}
+
+static GMappedFile *map_file(const char *path, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  GMappedFile *map = g_mapped_file_new(path, FALSE, &local);
+  if (!map)
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
+                local->message);
+  return map;
+}
+
+static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_size, GError **error)
+{
+  GMappedFile *map = map_file(path, error);
+  if (!map)
+    return FALSE;
+  Segment seg = {.map = map,
+                 .data = (const guint8 *)g_mapped_file_get_contents(map),
+                 .count = g_mapped_file_get_length(map),
+                 .start = ds->n_tokens};
+  g_array_append_val(ds->segments, seg);
+
+  const char *end = NULL;
+  if (seg.count > 0 && !g_utf8_validate((const char *)seg.data, (gssize)seg.count, &end)) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: not UTF-8 text (invalid byte 0x%02x at offset %" G_GSIZE_FORMAT
+                "); use data_format \"tokens\" for .bin shards",
+                path, (guint8)*end, (gsize)(end - (const char *)seg.data));
+    return FALSE;
+  }
+  if (vocab_size < 256) {
+    for (gsize i = 0; i < seg.count; i++) {
+      if (seg.data[i] >= vocab_size) {
+        g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
+                    "%s: byte %u at offset %" G_GSIZE_FORMAT
+                    " is not below vocab_size %d (byte-level text needs vocab_size 256)",
+                    path, seg.data[i], i, vocab_size);
+        return FALSE;
+      }
+    }
+  }
+  ds->n_tokens += seg.count;
+  return TRUE;
+}
+
+static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_size, GError **error)
+{
+  GMappedFile *map = map_file(path, error);
+  if (!map)
+    return FALSE;
+  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(map);
+  gsize size = g_mapped_file_get_length(map);
+  Segment seg = {.map = map, .start = ds->n_tokens};
+  g_array_append_val(ds->segments, seg);
+
+  if (size < SHARD_HEADER_SIZE) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: %" G_GSIZE_FORMAT " bytes is shorter than the %" G_GSIZE_FORMAT
+                "-byte header of an llm.c token shard",
+                path, size, (gsize)SHARD_HEADER_SIZE);
+    return FALSE;
+  }
+  gint32 header[3];
+  memcpy(header, bytes, sizeof header);
+  gint32 magic = GINT32_FROM_LE(header[0]);
+  gint32 version = GINT32_FROM_LE(header[1]);
+  gint32 count = GINT32_FROM_LE(header[2]);
+  if (magic != SHARD_MAGIC) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: bad magic %d in the header (an llm.c token shard starts with %d)", path, magic,
+                SHARD_MAGIC);
+    return FALSE;
+  }
+  if (version != SHARD_VERSION) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: unsupported shard version %d (only version %d, uint16 tokens, is read)", path,
+                version, SHARD_VERSION);
+    return FALSE;
+  }
+  if (count < 0) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: negative token count %d in the header", path, count);
+    return FALSE;
+  }
+  gsize expect = SHARD_HEADER_SIZE + (gsize)count * sizeof(guint16);
+  if (size != expect) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: the header says %d tokens (%" G_GSIZE_FORMAT
+                " bytes) but the file has %" G_GSIZE_FORMAT " bytes (%s)",
+                path, count, expect, size, size < expect ? "truncated" : "trailing data");
+    return FALSE;
+  }
+
+  Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
+  s->data = bytes + SHARD_HEADER_SIZE;
+  s->count = (gsize)count;
+  for (gsize i = 0; i < s->count; i++) {
+    guint16 tok;
+    memcpy(&tok, s->data + 2 * i, sizeof tok);
+    tok = GUINT16_FROM_LE(tok);
+    if (tok >= vocab_size) {
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
+                  "%s: token %u at position %" G_GSIZE_FORMAT " is not below vocab_size %d", path,
+                  tok, i, vocab_size);
+      return FALSE;
+    }
+  }
+  ds->n_tokens += s->count;
+  return TRUE;
+}
+
+static gint compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The files of `dir` that end in `suffix`, sorted by name. */
+static GPtrArray *list_folder(const char *dir, const char *suffix, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
+  if (!d) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read folder: %s", dir,
+                local->message);
+    return NULL;
+  }
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  const char *name;
+  while ((name = g_dir_read_name(d))) {
+    if (!g_str_has_suffix(name, suffix) || name[0] == '.')
+      continue;
+    g_autofree char *full = g_build_filename(dir, name, NULL);
+    if (g_file_test(full, G_FILE_TEST_IS_REGULAR))
+      g_ptr_array_add(names, g_steal_pointer(&full));
+  }
+  g_ptr_array_sort(names, compare_names);
+  if (names->len == 0) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: folder has no %s files", dir,
+                suffix);
+    g_ptr_array_unref(names);
+    return NULL;
+  }
+  return names;
+}
+
+CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, int vocab_size,
+                                   int seq_len, GError **error)
+{
+  g_return_val_if_fail(path != NULL, NULL);
+  g_return_val_if_fail(seq_len > 0 && vocab_size > 0, NULL);
+
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder", path);
+    return NULL;
+  }
+
+  g_autoptr(CohortDataset) ds = g_new0(CohortDataset, 1);
+  ds->segments = g_array_new(FALSE, TRUE, sizeof(Segment));
+  g_array_set_clear_func(ds->segments, segment_clear);
+  ds->elem_size = format == COHORT_DATA_TEXT ? 1 : 2;
+  ds->seq_len = seq_len;
+  const char *suffix = format == COHORT_DATA_TEXT ? ".txt" : ".bin";
+
+  g_autoptr(GPtrArray) files = NULL;
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    files = list_folder(path, suffix, error);
+    if (!files)
+      return NULL;
+  } else {
+    files = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(files, g_strdup(path));
+  }
+
+  for (guint i = 0; i < files->len; i++) {
+    const char *file = files->pdata[i];
+    gboolean ok = format == COHORT_DATA_TEXT ? add_text_file(ds, file, vocab_size, error)
+                                             : add_shard_file(ds, file, vocab_size, error);
+    if (!ok)
+      return NULL;
+  }
+
+  if (ds->n_tokens < (gsize)seq_len + 1) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_TOO_SMALL,
+                "%s: %" G_GSIZE_FORMAT " tokens, fewer than one window of seq_len + 1 = %d", path,
+                ds->n_tokens, seq_len + 1);
+    return NULL;
+  }
+  return g_steal_pointer(&ds);
+}
+
+gsize cohort_dataset_num_tokens(const CohortDataset *ds)
+{
+  return ds->n_tokens;
+}
+
+gsize cohort_dataset_num_windows(const CohortDataset *ds)
+{
+  return (ds->n_tokens - 1) / (gsize)ds->seq_len;
+}
+
+int cohort_dataset_seq_len(const CohortDataset *ds)
+{
+  return ds->seq_len;
+}
+
+/* The segment holding token `pos` (binary search on start). */
+static guint find_segment(const CohortDataset *ds, gsize pos)
+{
+  guint lo = 0, hi = ds->segments->len;
+  while (hi - lo > 1) {
+    guint mid = lo + (hi - lo) / 2;
+    if (g_array_index(ds->segments, Segment, mid).start <= pos)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* Copies `count` tokens from stream position `pos`, crossing segments as needed. */
+static void copy_tokens(const CohortDataset *ds, gsize pos, int count, int *out)
+{
+  guint si = find_segment(ds, pos);
+  for (int t = 0; t < count; t++, pos++) {
+    const Segment *s = &g_array_index(ds->segments, Segment, si);
+    while (pos >= s->start + s->count) {
+      si++;
+      s = &g_array_index(ds->segments, Segment, si);
+    }
+    gsize k = pos - s->start;
+    if (ds->elem_size == 1) {
+      out[t] = s->data[k];
+    } else {
+      guint16 tok;
+      memcpy(&tok, s->data + 2 * k, sizeof tok);
+      out[t] = GUINT16_FROM_LE(tok);
+    }
+  }
+}
+
+void cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets)
+{
+  g_return_if_fail(index < cohort_dataset_num_windows(ds));
+  int T = ds->seq_len;
+  g_autofree int *buf = g_new(int, T + 1);
+  copy_tokens(ds, index * (gsize)T, T + 1, buf);
+  memcpy(inputs, buf, sizeof(int) * T);
+  memcpy(targets, buf + 1, sizeof(int) * T);
+}
+
+int *cohort_text_encode(const char *text, int *n_tokens)
+{
+  gsize n = text ? strlen(text) : 0;
+  int *out = g_new(int, n > 0 ? n : 1);
+  for (gsize i = 0; i < n; i++)
+    out[i] = (guint8)text[i];
+  *n_tokens = (int)n;
+  return out;
+}
