@@ -1,0 +1,60 @@
+/* Per-element math shared by the CPU kernels and the CUDA kernels, so both backends compute
+ * the same formulas. COHORT_HD marks a function callable on host and device under nvcc. */
+#pragma once
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define COHORT_HD __host__ __device__
+#else
+#define COHORT_HD
+#endif
+
+#define COHORT_GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+#define COHORT_GELU_CUBE  0.044715f
+
+/* tanh written through one exp so that compilers can vectorise it (libm's tanhf is a call
+ * per element). For |u| large, exp overflows to inf and the result saturates at +-1. */
+COHORT_HD static inline float cohort_tanh(float u)
+{
+  float e = expf(-2.0f * fabsf(u));
+  float t = (1.0f - e) / (1.0f + e);
+  return copysignf(t, u);
+}
+
+/* GELU, tanh approximation (GPT-2's, PyTorch's approximate="tanh"). */
+COHORT_HD static inline float cohort_gelu(float x)
+{
+  float u = COHORT_GELU_SCALE * (x + COHORT_GELU_CUBE * x * x * x);
+  return 0.5f * x * (1.0f + cohort_tanh(u));
+}
+
+/* d gelu(x) / dx */
+COHORT_HD static inline float cohort_gelu_grad(float x)
+{
+  float u = COHORT_GELU_SCALE * (x + COHORT_GELU_CUBE * x * x * x);
+  float t = cohort_tanh(u);
+  float du = COHORT_GELU_SCALE * (1.0f + 3.0f * COHORT_GELU_CUBE * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+/* LayerNorm's normalised value before the affine part. */
+COHORT_HD static inline float cohort_ln_norm(float x, float mean, float rstd)
+{
+  return (x - mean) * rstd;
+}
+
+/* One AdamW element, PyTorch's order: decoupled decay, moments, bias-corrected step.
+ * bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+COHORT_HD static inline void cohort_adamw_elem(float *p, float g, float *m, float *v, float lr,
+                                               float beta1, float beta2, float eps, float wd,
+                                               float bc1, float bc2)
+{
+  float pv = *p * (1.0f - lr * wd);
+  float mv = beta1 * *m + (1.0f - beta1) * g;
+  float vv = beta2 * *v + (1.0f - beta2) * g * g;
+  *m = mv;
+  *v = vv;
+  float denom = sqrtf(vv) / sqrtf(bc2) + eps;
+  *p = pv - (lr / bc1) * mv / denom;
+}
