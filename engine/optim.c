@@ -1,1 +1,105 @@
-/* being written */
+/* AdamW, learning-rate schedules, clipping and EMA over the backend's optimizer ops. */
+#include "optim.h"
+#include "kernels/backend.h"
+
+#include <math.h>
+
+struct CohortAdamW {
+  const CohortBackend *be;
+  size_t n;
+  float *m, *v;
+};
+
+double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
+                    double min_lr_ratio, int step, int total_steps)
+{
+  if (step < 0)
+    step = 0;
+  if (warmup_steps > 0 && step < warmup_steps)
+    return base_lr * (step + 1) / warmup_steps;
+  if (schedule == COHORT_LR_CONSTANT)
+    return base_lr;
+  double min_lr = base_lr * min_lr_ratio;
+  /* decay runs from the first step after warmup (full lr) to the last step (min_lr) */
+  int span = total_steps - 1 - warmup_steps;
+  double progress = span > 0 ? (double)(step - warmup_steps) / span : 1.0;
+  progress = CLAMP(progress, 0.0, 1.0);
+  if (schedule == COHORT_LR_COSINE)
+    return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + cos(G_PI * progress));
+  return base_lr - (base_lr - min_lr) * progress;
+}
+
+CohortAdamW *cohort_adamw_new(size_t n)
+{
+  CohortAdamW *opt = g_new0(CohortAdamW, 1);
+  opt->be = cohort_backend_cpu();
+  opt->n = n;
+  opt->m = opt->be->alloc(n * sizeof(float));
+  opt->v = opt->be->alloc(n * sizeof(float));
+  if (!opt->m || !opt->v)
+    g_error("AdamW: out of memory for the moments of %zu parameters", n);
+  return opt;
+}
+
+void cohort_adamw_free(CohortAdamW *opt)
+{
+  if (!opt)
+    return;
+  opt->be->free(opt->m);
+  opt->be->free(opt->v);
+  g_free(opt);
+}
+
+float *cohort_adamw_m(CohortAdamW *opt)
+{
+  return opt->m;
+}
+
+float *cohort_adamw_v(CohortAdamW *opt)
+{
+  return opt->v;
+}
+
+void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
+                       const CohortTensorInfo *tensors, guint n_tensors, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, int t)
+{
+  g_return_if_fail(t >= 1);
+  float bc1 = (float)(1.0 - pow(beta1, t));
+  float bc2 = (float)(1.0 - pow(beta2, t));
+  for (guint i = 0; i < n_tensors; i++) {
+    const CohortTensorInfo *ti = &tensors[i];
+    g_return_if_fail(ti->offset + ti->numel <= opt->n);
+    float wd = ti->decay ? (float)weight_decay : 0.0f;
+    opt->be->adamw_update(params + ti->offset, grads + ti->offset, opt->m + ti->offset,
+                          opt->v + ti->offset, ti->numel, (float)lr, (float)beta1, (float)beta2,
+                          (float)eps, wd, bc1, bc2);
+  }
+}
+
+double cohort_global_norm(const float *values, size_t n)
+{
+  return sqrt(cohort_backend_cpu()->sum_squares(values, n));
+}
+
+void cohort_scale(float *values, size_t n, float s)
+{
+  cohort_backend_cpu()->scale(values, n, s);
+}
+
+double cohort_clip_grad_norm(float *grads, size_t n, double max_norm)
+{
+  double norm = cohort_global_norm(grads, n);
+  if (max_norm > 0.0) {
+    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0)
+      cohort_scale(grads, n, (float)coef);
+  }
+  return norm;
+}
+
+void cohort_ema_update(float *ema, const float *params, size_t n, double decay)
+{
+  cohort_backend_cpu()->ema_update(ema, params, n, (float)decay);
+}
