@@ -1,0 +1,40 @@
+/* GPT-2 weights in and out as .safetensors with Hugging Face names and layouts, so real GPT-2
+ * weights can be fine-tuned and exported weights read by Python tools. The same helpers
+ * write and read the named groups of a checkpoint ("ema.", "optim.m.", …). */
+#pragma once
+
+#include <glib.h>
+#include "engine/gpt.h"
+#include "engine/safetensors.h"
+
+G_BEGIN_DECLS
+
+/* Loads a Hugging Face GPT-2 .safetensors into the model's parameters. Names are those of
+ * the model's tensor table, optionally prefixed "transformer."; the buffers "h.N.attn.bias"
+ * and "h.N.attn.masked_bias" are ignored, and so is "lm_head.weight" when it equals
+ * "wte.weight" (the model's head is tied). Any other tensor the model does not have, a
+ * missing tensor, a wrong shape (message: expected vs found), a vocab or position size
+ * that differs from the model's, or a truncated file is an error naming the file; on error
+ * the parameters are left as they were. F16 and BF16 files convert to float32. */
+gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error);
+
+/* Exports `params` (laid out like the model's parameters, e.g. EMA weights; NULL = the
+ * model's own) under the model's Hugging Face names as F32, atomically. `metadata` (string
+ * to string, may be NULL) goes into "__metadata__", with "format": "pt" added unless
+ * given. */
+gboolean cohort_gpt_save_hf(const CohortGpt *gpt, const float *params_or_NULL, const char *path,
+                            GHashTable *metadata, GError **error);
+
+/* Entries for cohort_safetensors_write: one per model tensor, named `prefix` + its name,
+ * pointing into `buffer` (laid out like the parameters). The names are kept alive by
+ * `names` (an array with g_free as free function). g_free the result; *n_out gets the
+ * count. */
+CohortStEntry *cohort_gpt_st_entries(const CohortGpt *gpt, const float *buffer, const char *prefix,
+                                     GPtrArray *names, guint *n_out);
+
+/* Reads every model tensor, named `prefix` + its name, from `f` into `dst` (laid out like
+ * the parameters), checking each shape. Errors name the file and the tensor. */
+gboolean cohort_gpt_read_tensors(const CohortGpt *gpt, const CohortStFile *f, const char *prefix,
+                                 float *dst, GError **error);
+
+G_END_DECLS
