@@ -1,0 +1,153 @@
+/* AdamW against the formula computed here in double, the LR schedules at key steps,
+ * clipping as torch.nn.utils.clip_grad_norm_, and EMA. */
+#include "engine/optim.h"
+
+#include <glib.h>
+#include <math.h>
+
+/* Two tensors over 5 parameters: a 2x2 matrix (decayed) and a bias of 1 (not decayed). */
+static const CohortTensorInfo tensors[] = {
+    {.name = "w", .ndim = 2, .shape = {2, 2}, .offset = 0, .numel = 4, .decay = TRUE},
+    {.name = "b", .ndim = 1, .shape = {1, 0}, .offset = 4, .numel = 1, .decay = FALSE},
+};
+
+static void adamw_reference(double *p, const double *g, double *m, double *v, int n,
+                            const gboolean *decay, double lr, double b1, double b2, double eps,
+                            double wd, int t)
+{
+  for (int i = 0; i < n; i++) {
+    if (decay[i])
+      p[i] -= lr * wd * p[i];
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    double mhat = m[i] / (1 - pow(b1, t)), vhat = v[i] / (1 - pow(b2, t));
+    p[i] -= lr * mhat / (sqrt(vhat) + eps);
+  }
+}
+
+static void check_adamw(double wd)
+{
+  const int n = 5;
+  float p[5] = {0.5f, -1.25f, 2.0f, 0.0f, 3.0f};
+  const gboolean decay[5] = {TRUE, TRUE, TRUE, TRUE, FALSE};
+  double rp[5], rm[5] = {0}, rv[5] = {0};
+  for (int i = 0; i < n; i++)
+    rp[i] = p[i];
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new(n);
+  const double lr = 0.1, b1 = 0.9, b2 = 0.95, eps = 1e-8;
+  for (int t = 1; t <= 3; t++) {
+    /* a gradient that changes sign and size between steps */
+    float g[5] = {0.1f * t, -0.3f, 1e-3f, 2.0f / t, -0.7f * (t % 2 ? 1 : -1)};
+    double gd[5];
+    for (int i = 0; i < n; i++)
+      gd[i] = g[i];
+    cohort_adamw_step(opt, p, g, tensors, G_N_ELEMENTS(tensors), lr, b1, b2, eps, wd, t);
+    adamw_reference(rp, gd, rm, rv, n, decay, lr, b1, b2, eps, wd, t);
+    for (int i = 0; i < n; i++) {
+      g_assert_cmpfloat_with_epsilon(p[i], rp[i], 1e-6 * fmax(1.0, fabs(rp[i])));
+      g_assert_cmpfloat_with_epsilon(cohort_adamw_m(opt)[i], rm[i], 1e-7);
+      g_assert_cmpfloat_with_epsilon(cohort_adamw_v(opt)[i], rv[i], 1e-7);
+    }
+  }
+}
+
+static void test_adamw_no_decay(void)
+{
+  check_adamw(0.0);
+}
+
+static void test_adamw_decay(void)
+{
+  check_adamw(0.5);
+  /* decay only touches tensors marked so: a zero gradient moves w but not b */
+  float p[5] = {1, 1, 1, 1, 1}, g[5] = {0};
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new(5);
+  cohort_adamw_step(opt, p, g, tensors, G_N_ELEMENTS(tensors), 0.1, 0.9, 0.999, 1e-8, 0.5, 1);
+  g_assert_cmpfloat_with_epsilon(p[0], 0.95, 1e-7);
+  g_assert_cmpfloat(p[4], ==, 1.0f);
+}
+
+static void test_schedules(void)
+{
+  /* warmup 10 of 111 steps: decay spans steps 10..110 */
+  const double base = 1.0, ratio = 0.1;
+  const struct {
+    CohortLrSchedule s;
+    int step;
+    double want;
+  } cases[] = {
+      {COHORT_LR_CONSTANT, 0, 0.1},
+      {COHORT_LR_CONSTANT, 4, 0.5},
+      {COHORT_LR_CONSTANT, 9, 1.0},
+      {COHORT_LR_CONSTANT, 110, 1.0},
+      {COHORT_LR_COSINE, 0, 0.1},
+      {COHORT_LR_COSINE, 10, 1.0},
+      {COHORT_LR_COSINE, 35, 0.1 + 0.45 * (1 + cos(G_PI / 4))},
+      {COHORT_LR_COSINE, 60, 0.55},
+      {COHORT_LR_COSINE, 110, 0.1},
+      {COHORT_LR_COSINE, 500, 0.1},
+      {COHORT_LR_LINEAR, 4, 0.5},
+      {COHORT_LR_LINEAR, 10, 1.0},
+      {COHORT_LR_LINEAR, 35, 0.775},
+      {COHORT_LR_LINEAR, 60, 0.55},
+      {COHORT_LR_LINEAR, 110, 0.1},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    double got = cohort_lr_at(cases[i].s, base, 10, ratio, cases[i].step, 111);
+    if (fabs(got - cases[i].want) > 1e-12)
+      g_error("schedule %d step %d: %.15g, want %.15g", cases[i].s, cases[i].step, got,
+              cases[i].want);
+  }
+  /* no warmup: the first step runs at the base rate */
+  g_assert_cmpfloat(cohort_lr_at(COHORT_LR_COSINE, 3e-4, 0, 0.0, 0, 100), ==, 3e-4);
+  g_assert_cmpfloat_with_epsilon(cohort_lr_at(COHORT_LR_COSINE, 3e-4, 0, 0.0, 99, 100), 0.0, 1e-15);
+}
+
+static void test_clip(void)
+{
+  float g[2] = {3.0f, 4.0f};
+  double norm = cohort_clip_grad_norm(g, 2, 1.0);
+  g_assert_cmpfloat_with_epsilon(norm, 5.0, 1e-12);
+  /* torch: coef = max_norm / (norm + 1e-6) */
+  g_assert_cmpfloat_with_epsilon(g[0], 3.0 / (5.0 + 1e-6), 1e-7);
+  g_assert_cmpfloat_with_epsilon(g[1], 4.0 / (5.0 + 1e-6), 1e-7);
+  float h[2] = {3.0f, 4.0f};
+  g_assert_cmpfloat_with_epsilon(cohort_clip_grad_norm(h, 2, 10.0), 5.0, 1e-12);
+  g_assert_cmpfloat(h[0], ==, 3.0f); /* below the limit: untouched */
+  g_assert_cmpfloat_with_epsilon(cohort_clip_grad_norm(h, 2, 0.0), 5.0, 1e-12);
+  g_assert_cmpfloat(h[1], ==, 4.0f); /* max_norm 0 only measures */
+
+  size_t n = 200001;
+  float *v = g_new(float, n);
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = (float)sin((double)i);
+    ss += (double)v[i] * v[i];
+  }
+  g_assert_cmpfloat_with_epsilon(cohort_global_norm(v, n), sqrt(ss), 1e-9 * sqrt(ss));
+  cohort_scale(v, n, 2.0f);
+  g_assert_cmpfloat(v[7], ==, 2.0f * (float)sin(7.0));
+  g_free(v);
+}
+
+static void test_ema(void)
+{
+  float ema[3] = {1.0f, 2.0f, -1.0f}, p[3] = {3.0f, 6.0f, -1.0f};
+  cohort_ema_update(ema, p, 3, 0.9);
+  g_assert_cmpfloat_with_epsilon(ema[0], 1.2, 1e-6);
+  g_assert_cmpfloat_with_epsilon(ema[1], 2.4, 1e-6);
+  g_assert_cmpfloat_with_epsilon(ema[2], -1.0, 1e-6);
+  cohort_ema_update(ema, p, 3, 0.0); /* decay 0: a copy */
+  g_assert_cmpfloat(ema[1], ==, 6.0f);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/optim/adamw", test_adamw_no_decay);
+  g_test_add_func("/optim/adamw-decay", test_adamw_decay);
+  g_test_add_func("/optim/schedules", test_schedules);
+  g_test_add_func("/optim/clip", test_clip);
+  g_test_add_func("/optim/ema", test_ema);
+  return g_test_run();
+}
