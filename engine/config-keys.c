@@ -1,1 +1,263 @@
-/* being written */
+/* The key table: the one description of every TrainConfig key. Parsing, validation, --set,
+ * cohort_config_get, JSON writing and docs/config.md all walk it, so a key is added here and
+ * nowhere else. Rows follow the field order of CohortConfig, which is also the JSON order. */
+#include "engine/config-keys.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef struct {
+  CohortConfigKey key;
+  gsize offset;
+  const char *def; /* text form */
+} KeyRow;
+
+static const char *const data_format_choices[] = {"text", "tokens", NULL};
+static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", NULL};
+static const char *const precision_choices[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const backend_choices[] = {"nccl", "gloo", NULL};
+static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
+
+#define OFF(field) offsetof(CohortConfig, field)
+#define NO_MAX_INT ((double)G_MAXINT)
+#define NO_MAX     G_MAXDOUBLE
+
+/* A NULL `allowed` is filled in from type, bounds and choices (see fill_allowed), so the text
+ * can never disagree with what is checked. For strings, `min` is the least length. */
+#define ROW(n, t, g, c, lo, hi, a, h, d)                                                           \
+  {                                                                                                \
+    {.name = #n,                                                                                   \
+     .type = COHORT_KEY_##t,                                                                       \
+     .group = g,                                                                                   \
+     .choices = c,                                                                                 \
+     .min = lo,                                                                                    \
+     .max = hi,                                                                                    \
+     .allowed = a,                                                                                 \
+     .help = h},                                                                                   \
+        OFF(n), d                                                                                  \
+  }
+
+static const KeyRow rows[] = {
+    /* model */
+    ROW(model, STRING, "model", NULL, 1, 0, "gpt", "The model architecture to train.", "gpt"),
+    ROW(n_layer, INT, "model", NULL, 1, 96, NULL, "Number of transformer blocks.", "4"),
+    ROW(n_head, INT, "model", NULL, 1, 128, NULL,
+        "Number of attention heads; n_embd must be a multiple of it.", "4"),
+    ROW(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
+        "256"),
+    ROW(seq_len, INT, "model", NULL, 2, 65536, NULL,
+        "Context length in tokens, also the length of each training window.", "128"),
+    ROW(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
+        "Number of distinct tokens; 256 for byte-level text.", "256"),
+
+    /* data */
+    ROW(train_data, STRING, "data", NULL, 1, 0,
+        "a non-empty path to a file or folder; \"builtin:REL\" names one under Cohort's data "
+        "folder",
+        "Training data: a UTF-8 text file or folder of .txt files, or a folder of llm.c .bin "
+        "token shards.",
+        "builtin:sample/train.txt"),
+    ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
+        "Validation data in the same format as train_data.", "builtin:sample/val.txt"),
+    ROW(data_format, CHOICE, "data", data_format_choices, 0, 0, NULL,
+        "How to read the data: bytes of UTF-8 text, or llm.c uint16 token shards.", "text"),
+    ROW(shuffle, BOOL, "data", NULL, 0, 0, NULL,
+        "Visit training windows in a seeded random order that changes every epoch.", "true"),
+    ROW(seed, INT64, "data", NULL, 0, COHORT_KEY_MAX_SEED, NULL,
+        "Seed of the weight initialisation, the data order and sampling.", "1337"),
+    ROW(drop_last, BOOL, "data", NULL, 0, 0, NULL,
+        "Drop the tail of the data that does not divide evenly among processes, instead of "
+        "padding by wrap-around.",
+        "false"),
+
+    /* training */
+    ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
+        "Sequences per micro-batch in each process.", "16"),
+    ROW(gradient_accumulation_steps, INT, "training", NULL, 1, 4096, NULL,
+        "Micro-batches whose gradients are summed before each optimizer step.", "1"),
+    ROW(learning_rate, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 10, NULL,
+        "Peak learning rate of AdamW, before lr_scaling.", "0.001"),
+    ROW(lr_schedule, CHOICE, "training", lr_schedule_choices, 0, 0, NULL,
+        "How the learning rate falls after warmup, towards min_lr_ratio times the peak.", "cosine"),
+    ROW(warmup_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
+        "Optimizer steps of linear warmup from zero to the peak learning rate.", "20"),
+    ROW(min_lr_ratio, DOUBLE, "training", NULL, 0, 1, NULL,
+        "Final learning rate as a fraction of the peak.", "0.1"),
+    ROW(weight_decay, DOUBLE, "training", NULL, 0, 1, NULL,
+        "AdamW decoupled weight decay, applied to weight matrices only.", "0.1"),
+    ROW(beta1, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "AdamW decay rate of the first moment.", "0.9"),
+    ROW(beta2, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "AdamW decay rate of the second moment.", "0.95"),
+    ROW(eps, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
+        "AdamW term added to the denominator for numerical stability.", "1e-08"),
+    ROW(grad_clip, DOUBLE, "training", NULL, 0, NO_MAX, NULL,
+        "Clip gradients to this global L2 norm; 0 turns clipping off.", "1.0"),
+    ROW(max_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
+        "Optimizer steps to train; 0 trains `epochs` whole epochs instead.", "300"),
+    ROW(epochs, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+        "Passes over the training data when max_steps is 0.", "1"),
+    ROW(ema_decay, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "Decay of an exponential moving average of the weights, used for eval and samples; 0 "
+        "turns it off.",
+        "0.0"),
+    ROW(precision, CHOICE, "training", precision_choices, 0, 0, NULL,
+        "Number format of the computation; this build runs fp32 only.", "fp32"),
+    ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
+        "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
+    ROW(threads, INT, "training", NULL, 0, 1024, NULL,
+        "CPU threads per process; 0 picks the number of cores divided among local processes.", "0"),
+
+    /* output */
+    ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",
+        "Folder for checkpoints, samples and logs of this run.", "runs/tiny-gpt"),
+    ROW(save_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Write a checkpoint every this many optimizer steps; 0 saves only at the end.", "100"),
+    ROW(keep_last, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Number of recent checkpoints to keep; 0 keeps all.", "2"),
+    ROW(eval_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Measure validation loss every this many optimizer steps; 0 only at the end.", "100"),
+    ROW(eval_steps, INT, "output", NULL, 1, NO_MAX_INT, NULL,
+        "Batches averaged for each validation loss.", "20"),
+    ROW(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Generate a text sample every this many optimizer steps; 0 turns samples off.", "100"),
+    ROW(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
+        "This License"),
+    ROW(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
+        "Number of tokens generated per sample.", "120"),
+    ROW(init_from, STRING, "output", NULL, 0, 0,
+        "\"\" or a path to a .safetensors file with GPT-2 (Hugging Face) tensor names",
+        "Weights to start from instead of a random initialisation.", ""),
+
+    /* distributed */
+    ROW(enable_multi_gpu, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Train data-parallel over several processes (one per GPU, or per CPU slot with gloo).",
+        "false"),
+    ROW(distributed_backend, CHOICE, "distributed", backend_choices, 0, 0, NULL,
+        "Collective communication library: nccl for GPUs, gloo for CPUs.", "gloo"),
+    ROW(world_size, INT, "distributed", NULL, 0, 65536, NULL,
+        "Total number of processes; 0 takes it from the launcher or num_nodes x "
+        "nproc_per_node.",
+        "0"),
+    ROW(device_indexes, INT_LIST, "distributed", NULL, G_MININT, G_MAXINT,
+        "distinct integers >= 0, like [0, 1] (\"0,1\" with --set); [] uses the local rank",
+        "GPU index for each local process, in local-rank order.", ""),
+    ROW(use_torchrun, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Start processes through the torchrun-style launcher (cohort-run) instead of spawning "
+        "them from cohort-train.",
+        "true"),
+    ROW(distributed_data_loading, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Each process reads only its own share of the data instead of the whole data set.",
+        "false"),
+    ROW(master_addr, STRING, "distributed", NULL, 1, 0, "a non-empty host name or IP address",
+        "Address of the rank-0 host, where the rendezvous store listens.", "127.0.0.1"),
+    ROW(master_port, INT, "distributed", NULL, 1, 65535, NULL,
+        "TCP port of the rendezvous store on master_addr.", "29500"),
+    ROW(num_nodes, INT, "distributed", NULL, 1, NO_MAX_INT, NULL, "Number of machines in the job.",
+        "1"),
+    ROW(node_rank, INT, "distributed", NULL, 0, NO_MAX_INT, NULL,
+        "Index of this machine, from 0 to num_nodes - 1.", "0"),
+    ROW(nproc_per_node, INT, "distributed", NULL, 0, 1024, NULL,
+        "Processes per machine; 0 uses one per visible GPU, or one with the CPU.", "0"),
+    ROW(lr_scaling, CHOICE, "distributed", lr_scaling_choices, 0, 0, NULL,
+        "How the learning rate grows with the number of processes: unchanged, times world "
+        "size, or times its square root.",
+        "none"),
+    ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 10240, NULL,
+        "Size in MiB of the gradient buckets that are all-reduced while backward runs.", "25.0"),
+    ROW(sync_batchnorm, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Compute BatchNorm statistics over all processes instead of per process.", "false"),
+    ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
+        "Times the launcher restarts the whole group after a process fails.", "0"),
+    ROW(timeout_s, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 86400, NULL,
+        "Seconds to wait for rendezvous and collectives before failing.", "300.0"),
+};
+
+static char *bound_text(double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  return g_strdup(g_ascii_formatd(buf, sizeof buf, "%.15g", v));
+}
+
+static char *fill_allowed(const CohortConfigKey *k)
+{
+  switch (k->type) {
+  case COHORT_KEY_INT:
+  case COHORT_KEY_INT64: {
+    gint64 lo = (gint64)k->min, hi = (gint64)k->max;
+    if (k->max >= G_MAXINT && k->type == COHORT_KEY_INT)
+      return g_strdup_printf("an integer >= %" G_GINT64_FORMAT, lo);
+    return g_strdup_printf("an integer from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT, lo, hi);
+  }
+  case COHORT_KEY_DOUBLE: {
+    g_autofree char *lo = bound_text(k->min);
+    g_autofree char *hi = bound_text(k->max);
+    g_autofree char *low =
+        k->min == COHORT_KEY_ABOVE_ZERO ? g_strdup("> 0") : g_strdup_printf(">= %s", lo);
+    if (k->max == G_MAXDOUBLE)
+      return g_strdup_printf("a number %s", low);
+    if (k->max == COHORT_KEY_BELOW_ONE)
+      return g_strdup_printf("a number %s and < 1", low);
+    return g_strdup_printf("a number %s and <= %s", low, hi);
+  }
+  case COHORT_KEY_BOOL:
+    return g_strdup("true or false");
+  case COHORT_KEY_CHOICE:
+    return g_strjoinv(", ", (char **)k->choices);
+  default:
+    g_error("config key \"%s\" needs an allowed text", k->name);
+  }
+}
+
+static CohortConfigKey *public_keys;
+
+static CohortConfigKey *table(void)
+{
+  static gsize done;
+  if (g_once_init_enter(&done)) {
+    public_keys = g_new0(CohortConfigKey, G_N_ELEMENTS(rows));
+    for (guint i = 0; i < G_N_ELEMENTS(rows); i++) {
+      public_keys[i] = rows[i].key;
+      if (!public_keys[i].allowed)
+        public_keys[i].allowed = fill_allowed(&rows[i].key);
+    }
+    g_once_init_leave(&done, 1);
+  }
+  return public_keys;
+}
+
+const CohortConfigKey *cohort_config_keys(guint *n_keys)
+{
+  if (n_keys)
+    *n_keys = G_N_ELEMENTS(rows);
+  return table();
+}
+
+const CohortConfigKey *cohort_config_find_key(const char *name)
+{
+  const CohortConfigKey *keys = table();
+  if (!name)
+    return NULL;
+  for (guint i = 0; i < G_N_ELEMENTS(rows); i++)
+    if (strcmp(keys[i].name, name) == 0)
+      return &keys[i];
+  return NULL;
+}
+
+static const KeyRow *row_of(const CohortConfigKey *key)
+{
+  const CohortConfigKey *keys = table();
+  g_return_val_if_fail(key >= keys && key < keys + G_N_ELEMENTS(rows), &rows[0]);
+  return &rows[key - keys];
+}
+
+gsize cohort_config_key_offset(const CohortConfigKey *key)
+{
+  return row_of(key)->offset;
+}
+
+const char *cohort_config_key_default(const CohortConfigKey *key)
+{
+  return row_of(key)->def;
+}
