@@ -1,0 +1,303 @@
+/* The collectives front end: checks, serialization, sequence numbers, arrival records and
+ * error messages around a backend (comm-backend.h). */
+#include "engine/dist/comm-backend.h"
+
+#include <string.h>
+
+struct _CohortComm {
+  const CohortCommBackend *backend;
+  gpointer impl;
+  int rank;
+  int world_size;
+  CohortStore *store; /* borrowed, may be NULL */
+  double timeout_s;
+  GMutex lock;    /* serializes collectives */
+  guint64 seq;    /* collectives issued so far */
+  GError *broken; /* the first failure; later calls repeat it */
+  gint aborted;   /* atomic */
+};
+
+CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpointer impl, int rank,
+                                         int world_size, CohortStore *store, double timeout_s)
+{
+  CohortComm *c = g_new0(CohortComm, 1);
+  c->backend = backend;
+  c->impl = impl;
+  c->rank = rank;
+  c->world_size = world_size;
+  c->store = store;
+  c->timeout_s = timeout_s > 0 ? timeout_s : 1800.0;
+  g_mutex_init(&c->lock);
+  return c;
+}
+
+int cohort_comm_rank(const CohortComm *comm)
+{
+  return comm->rank;
+}
+
+int cohort_comm_world_size(const CohortComm *comm)
+{
+  return comm->world_size;
+}
+
+const char *cohort_comm_backend_name(const CohortComm *comm)
+{
+  return comm->backend->name;
+}
+
+double cohort_comm_timeout(const CohortComm *comm)
+{
+  return comm->timeout_s;
+}
+
+gboolean cohort_comm_backend_available(const char *name)
+{
+  if (g_strcmp0(name, "local") == 0)
+    return TRUE;
+#ifdef COHORT_HAVE_GLOO
+  if (g_strcmp0(name, "gloo") == 0)
+    return TRUE;
+#endif
+  return FALSE;
+}
+
+typedef enum { OP_ALL_REDUCE, OP_BROADCAST, OP_ALL_GATHER, OP_BARRIER } CollectiveKind;
+
+static const char *kind_name[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
+
+typedef struct {
+  CollectiveKind kind;
+  void *buf;
+  const void *send;
+  gsize count; /* elements for all_reduce, bytes otherwise */
+  CohortDtype dtype;
+  CohortReduceOp op;
+  int root;
+} Collective;
+
+/* "ranks 2, 3 did not arrive (rank 2 last reached barrier #41)", from the arrival records;
+ * "" when the store cannot tell. Also quotes an abort reason a peer left. */
+static char *who_is_missing(CohortComm *c, guint64 seq)
+{
+  if (c->store == NULL)
+    return g_strdup("");
+  g_autoptr(GString) missing = g_string_new(NULL);
+  g_autoptr(GString) detail = g_string_new(NULL);
+  g_autoptr(GString) aborts = g_string_new(NULL);
+  int n_missing = 0;
+  for (int r = 0; r < c->world_size; r++) {
+    if (r == c->rank)
+      continue;
+    char key[64];
+    g_snprintf(key, sizeof key, "comm/arrived/%d", r);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GBytes) b = cohort_store_try_get(c->store, key, &err);
+    if (err != NULL)
+      return g_strdup(""); /* the store is gone with rank 0: nothing to say */
+    guint64 theirs = 0;
+    g_autofree char *what = NULL;
+    if (b != NULL) {
+      g_autofree char *text = g_strndup(g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+      char *end = NULL;
+      theirs = g_ascii_strtoull(text, &end, 10);
+      what = g_strdup(end && *end == ' ' ? end + 1 : "?");
+    }
+    if (theirs < seq) {
+      g_string_append_printf(missing, "%s%d", n_missing ? ", " : "", r);
+      if (n_missing < 4) {
+        if (theirs == 0)
+          g_string_append_printf(detail, "%srank %d has not reached any collective",
+                                 detail->len ? "; " : "", r);
+        else
+          g_string_append_printf(detail, "%srank %d last reached %s #%" G_GUINT64_FORMAT,
+                                 detail->len ? "; " : "", r, what, theirs);
+      }
+      n_missing++;
+    }
+    g_snprintf(key, sizeof key, "comm/abort/%d", r);
+    g_autoptr(GBytes) a = cohort_store_try_get(c->store, key, NULL);
+    if (a != NULL)
+      g_string_append_printf(aborts, "; rank %d aborted: %.*s", r, (int)g_bytes_get_size(a),
+                             (const char *)g_bytes_get_data(a, NULL));
+  }
+  if (n_missing == 0)
+    return g_strdup_printf("%s", aborts->str);
+  return g_strdup_printf(": rank%s %s did not arrive (%s)%s", n_missing > 1 ? "s" : "",
+                         missing->str, detail->str, aborts->str);
+}
+
+static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GError **error)
+{
+  double t = timeout_s > 0 ? timeout_s : c->timeout_s;
+  gint64 timeout_ms = MAX((gint64)(t * 1000.0), 1);
+  g_mutex_lock(&c->lock);
+  if (c->broken != NULL) {
+    g_set_error(error, c->broken->domain, c->broken->code,
+                "%s called on a broken communicator; the first failure: %s", kind_name[op->kind],
+                c->broken->message);
+    g_mutex_unlock(&c->lock);
+    return FALSE;
+  }
+  if (g_atomic_int_get(&c->aborted)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
+                "%s called on an aborted communicator", kind_name[op->kind]);
+    g_mutex_unlock(&c->lock);
+    return FALSE;
+  }
+  guint64 seq = ++c->seq;
+  if (c->store != NULL && c->world_size > 1) {
+    /* One overwritten key per rank: the store never grows with the number of steps. */
+    char key[64], val[64];
+    g_snprintf(key, sizeof key, "comm/arrived/%d", c->rank);
+    int n = g_snprintf(val, sizeof val, "%" G_GUINT64_FORMAT " %s", seq, kind_name[op->kind]);
+    cohort_store_set(c->store, key, val, (gsize)n, NULL);
+  }
+  GError *local = NULL;
+  gboolean ok = FALSE;
+  switch (op->kind) {
+  case OP_ALL_REDUCE:
+    ok = c->backend->all_reduce(c->impl, op->buf, op->count, op->dtype, op->op, timeout_ms, &local);
+    if (ok && op->op == COHORT_REDUCE_AVG && c->world_size > 1) {
+      if (op->dtype == COHORT_DTYPE_F32) {
+        float *f = op->buf;
+        /* Divide rather than multiply by 1/N, which is exact only for powers of two. */
+        for (gsize i = 0; i < op->count; i++)
+          f[i] = f[i] / (float)c->world_size;
+      } else {
+        double *d = op->buf;
+        for (gsize i = 0; i < op->count; i++)
+          d[i] = d[i] / (double)c->world_size;
+      }
+    }
+    break;
+  case OP_BROADCAST:
+    ok = c->backend->broadcast(c->impl, op->buf, op->count, op->root, timeout_ms, &local);
+    break;
+  case OP_ALL_GATHER:
+    ok = c->backend->all_gather(c->impl, op->send, op->count, op->buf, timeout_ms, &local);
+    break;
+  case OP_BARRIER:
+    ok = c->backend->barrier(c->impl, timeout_ms, &local);
+    break;
+  }
+  if (!ok) {
+    int code = g_atomic_int_get(&c->aborted) ? COHORT_DIST_ERROR_ABORTED
+               : local != NULL && local->code == COHORT_DIST_ERROR_TIMEOUT
+                   ? COHORT_DIST_ERROR_TIMEOUT
+                   : COHORT_DIST_ERROR_PEER;
+    g_autofree char *missing = who_is_missing(c, seq);
+    g_autofree char *what = NULL;
+    if (op->kind == OP_ALL_REDUCE)
+      what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements",
+                             op->dtype == COHORT_DTYPE_F32 ? "float32" : "float64", op->count);
+    else if (op->kind == OP_BARRIER)
+      what = g_strdup("");
+    else
+      what = g_strdup_printf("%" G_GSIZE_FORMAT " bytes", op->count);
+    g_autofree char *tail = code == COHORT_DIST_ERROR_TIMEOUT
+                                ? g_strdup_printf("timed out after %g s%s", t, missing)
+                                : g_strdup_printf("failed%s", missing);
+    c->broken = g_error_new(
+        COHORT_DIST_ERROR, code, "%s #%" G_GUINT64_FORMAT "%s%s%s on rank %d %s (%s backend: %s)",
+        kind_name[op->kind], seq, what[0] ? " (" : "", what, what[0] ? ")" : "", c->rank, tail,
+        c->backend->name, local ? local->message : "unknown error");
+    g_propagate_error(error, g_error_copy(c->broken));
+  }
+  g_clear_error(&local);
+  g_mutex_unlock(&c->lock);
+  return ok;
+}
+
+static gboolean check_comm(CohortComm *c, const char *what, GError **error)
+{
+  if (c == NULL) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID, "%s: no communicator", what);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
+                                    double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "all_reduce", error))
+    return FALSE;
+  Collective c = {
+      .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F32, .op = op};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,
+                                    double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "all_reduce", error))
+    return FALSE;
+  Collective c = {
+      .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F64, .op = op};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_broadcast(CohortComm *comm, void *buf, gsize nbytes, int root,
+                               double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "broadcast", error))
+    return FALSE;
+  if (root < 0 || root >= comm->world_size) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "broadcast root %d is not a rank; expected 0 to %d", root, comm->world_size - 1);
+    return FALSE;
+  }
+  Collective c = {.kind = OP_BROADCAST, .buf = buf, .count = nbytes, .root = root};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_gather(CohortComm *comm, const void *send, gsize nbytes, void *recv,
+                                double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "all_gather", error))
+    return FALSE;
+  const char *s = send, *r = recv;
+  gsize total = nbytes * (gsize)comm->world_size;
+  if (nbytes > 0 && (send == NULL || recv == NULL || (s < r + total && r < s + nbytes))) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "all_gather needs a send buffer and a separate receive buffer of %" G_GSIZE_FORMAT
+                " bytes",
+                total);
+    return FALSE;
+  }
+  Collective c = {.kind = OP_ALL_GATHER, .buf = recv, .send = send, .count = nbytes};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "barrier", error))
+    return FALSE;
+  Collective c = {.kind = OP_BARRIER};
+  return run(comm, &c, timeout_s, error);
+}
+
+void cohort_comm_abort(CohortComm *comm, const char *reason)
+{
+  if (comm == NULL || !g_atomic_int_compare_and_exchange(&comm->aborted, 0, 1))
+    return;
+  if (comm->store != NULL) {
+    char key[64];
+    g_snprintf(key, sizeof key, "comm/abort/%d", comm->rank);
+    const char *r = reason ? reason : "no reason given";
+    cohort_store_set(comm->store, key, r, MIN(strlen(r), 4096), NULL);
+  }
+  if (comm->backend->abort != NULL)
+    comm->backend->abort(comm->impl);
+}
+
+void cohort_comm_free(CohortComm *comm)
+{
+  if (comm == NULL)
+    return;
+  comm->backend->free(comm->impl);
+  g_clear_error(&comm->broken);
+  g_mutex_clear(&comm->lock);
+  g_free(comm);
+}

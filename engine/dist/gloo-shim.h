@@ -1,0 +1,52 @@
+/* A small C API over libgloo (C++), used by comm-gloo.c only. Nothing here throws: every
+ * gloo::Exception becomes a status code and a message. */
+#pragma once
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  COHORT_GLOO_OK = 0,
+  COHORT_GLOO_TIMEOUT = 1, /* a wait ran past its timeout */
+  COHORT_GLOO_IO = 2,      /* a peer closed its connection or the network failed */
+  COHORT_GLOO_ERROR = 3,   /* anything else */
+} CohortGlooStatus;
+
+/* The rendezvous store, as callbacks into C. Each returns 0 on success, else non-zero with a
+ * malloc'ed message in *err (the shim frees it with free()). A timeout is reported with
+ * return value COHORT_GLOO_TIMEOUT. */
+typedef struct {
+  void *user;
+  int (*set)(void *user, const char *key, const void *data, size_t len, char **err);
+  /* Waits up to timeout_ms for key; *data is malloc'ed (freed by the shim with free()). */
+  int (*get)(void *user, const char *key, void **data, size_t *len, long timeout_ms, char **err);
+  int (*wait)(void *user, const char *const *keys, size_t n_keys, long timeout_ms, char **err);
+} CohortGlooStoreOps;
+
+typedef struct CohortGloo CohortGloo;
+
+/* Connects a full mesh of `size` ranks over TCP, bound to `hostname` (an address of this host)
+ * or, when `iface` is non-NULL and non-empty, to that network interface. `ops` is copied;
+ * its `user` must outlive the context. Returns a status; on failure *err is a malloc'ed
+ * message. */
+int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size, const char *hostname,
+                    const char *iface, long timeout_ms, CohortGloo **out, char **err);
+
+/* dtype: 0 = float32, 1 = float64. Sums in place. */
+int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, int dtype, long timeout_ms,
+                              char **err);
+int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, long timeout_ms,
+                          char **err);
+int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *recv,
+                          long timeout_ms, char **err);
+int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err);
+/* Closes every connection so peers (and, at their timeout, this rank's blocked calls) fail. */
+void cohort_gloo_close(CohortGloo *g);
+void cohort_gloo_free(CohortGloo *g);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,110 @@
+/* Start-of-job checks over the store: the job token, and that every rank runs the same
+ * config. */
+#include "engine/dist/store.h"
+
+#include <string.h>
+
+char *cohort_dist_job_token(const CohortDistEnv *env)
+{
+  g_autofree char *run_id = g_strndup(env->run_id ? env->run_id : "none", 200);
+  return g_strdup_printf("cohort/%s/attempt-%d", run_id, env->restart_count);
+}
+
+/* The config as the ranks compare it: node_rank is the one key that differs between nodes. */
+static CohortConfig *comparable(const CohortConfig *cfg)
+{
+  CohortConfig *c = cohort_config_copy(cfg);
+  c->node_rank = 0;
+  return c;
+}
+
+/* Rank 0: compares everyone's published config with its own; returns the verdict text, "ok"
+ * when all agree. */
+static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own_hash,
+                   const CohortConfig *own, double timeout_s, GError **error)
+{
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+  for (int r = 0; r < env->world_size; r++)
+    g_ptr_array_add(keys, g_strdup_printf("config/hash/%d", r));
+  g_ptr_array_add(keys, NULL);
+  if (!cohort_store_wait(store, (const char *const *)keys->pdata, timeout_s, error))
+    return NULL;
+
+  g_autoptr(GString) ranks = g_string_new(NULL);
+  g_autoptr(GPtrArray) diff_keys = g_ptr_array_new_with_free_func(g_free);
+  int n_bad = 0;
+  for (int r = 1; r < env->world_size; r++) {
+    g_autoptr(GBytes) h = cohort_store_get(store, keys->pdata[r], timeout_s, error);
+    if (h == NULL)
+      return NULL;
+    if (g_bytes_get_size(h) == strlen(own_hash) &&
+        memcmp(g_bytes_get_data(h, NULL), own_hash, strlen(own_hash)) == 0)
+      continue;
+    n_bad++;
+    g_string_append_printf(ranks, "%s%d", ranks->len ? ", " : "", r);
+    g_autofree char *key = g_strdup_printf("config/json/%d", r);
+    g_autoptr(GBytes) json = cohort_store_get(store, key, timeout_s, error);
+    if (json == NULL)
+      return NULL;
+    g_autofree char *src = g_strdup_printf("rank %d's config", r);
+    g_autoptr(GError) perr = NULL;
+    g_autoptr(CohortConfig) other = cohort_config_load_data(
+        g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json), src, &perr);
+    if (other == NULL) {
+      g_ptr_array_add(diff_keys, g_strdup_printf("(unreadable: %s)", perr->message));
+      continue;
+    }
+    g_autoptr(CohortConfig) cmp = comparable(other);
+    g_auto(GStrv) diff = cohort_config_diff(own, cmp);
+    for (int i = 0; diff != NULL && diff[i] != NULL; i++) {
+      gboolean dup = FALSE;
+      for (guint k = 0; k < diff_keys->len; k++)
+        dup = dup || strcmp(diff_keys->pdata[k], diff[i]) == 0;
+      if (!dup)
+        g_ptr_array_add(diff_keys, g_strdup(diff[i]));
+    }
+  }
+  if (n_bad == 0)
+    return g_strdup("ok");
+  g_autoptr(GString) keys_text = g_string_new(NULL);
+  for (guint k = 0; k < diff_keys->len; k++)
+    g_string_append_printf(keys_text, "%s%s", k ? ", " : "", (char *)diff_keys->pdata[k]);
+  return g_strdup_printf("rank%s %s run%s a different config from rank 0 (keys differ: %s); "
+                         "every rank must load the same config",
+                         n_bad > 1 ? "s" : "", ranks->str, n_bad > 1 ? "" : "s",
+                         keys_text->len ? keys_text->str : "none reported");
+}
+
+gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
+                                  const CohortConfig *cfg, double timeout_s, GError **error)
+{
+  g_autoptr(CohortConfig) own = comparable(cfg);
+  g_autofree char *hash = cohort_config_hash(own);
+  g_autofree char *json = cohort_config_to_json(own, FALSE);
+  g_autofree char *hash_key = g_strdup_printf("config/hash/%d", env->rank);
+  g_autofree char *json_key = g_strdup_printf("config/json/%d", env->rank);
+  /* JSON first: rank 0 reads it only after it has seen the hash. */
+  if (env->rank != 0 && !cohort_store_set(store, json_key, json, strlen(json), error))
+    return FALSE;
+  if (!cohort_store_set(store, hash_key, hash, strlen(hash), error))
+    return FALSE;
+
+  g_autofree char *verdict = NULL;
+  if (env->rank == 0) {
+    verdict = judge(store, env, hash, own, timeout_s, error);
+    if (verdict == NULL)
+      return FALSE;
+    if (!cohort_store_set(store, "config/verdict", verdict, strlen(verdict), error))
+      return FALSE;
+  } else {
+    g_autoptr(GBytes) v = cohort_store_get(store, "config/verdict", timeout_s, error);
+    if (v == NULL)
+      return FALSE;
+    verdict = g_strndup(g_bytes_get_data(v, NULL), g_bytes_get_size(v));
+  }
+  if (strcmp(verdict, "ok") != 0) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH, "%s", verdict);
+    return FALSE;
+  }
+  return TRUE;
+}
