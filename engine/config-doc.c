@@ -1,0 +1,202 @@
+/* Renders docs/config.md: fixed prose about files, versions, --set and presets, then one
+ * table per key group built from cohort_config_keys(). */
+#include "engine/config-doc.h"
+#include "engine/config-keys.h"
+
+#include <string.h>
+
+static const char intro[] =
+    "# Configuration reference\n"
+    "\n"
+    "<!-- Generated from the key table in engine/config-keys.c; do not edit by hand.\n"
+    "     Regenerate with: build/engine/cli/cohort-config-doc docs/config.md -->\n"
+    "\n"
+    "A training run is described by one TrainConfig: a flat JSON object whose keys are listed "
+    "below.\n"
+    "`cohort-train --config run.json` reads one from a file, `--preset NAME` reads a preset, "
+    "and the\n"
+    "window edits the same keys. A key that a file leaves out takes its default.\n"
+    "\n"
+    "```json\n"
+    "{\n"
+    "  \"version\": 1,\n"
+    "  \"n_layer\": 6,\n"
+    "  \"learning_rate\": 0.0006,\n"
+    "  \"device_indexes\": [0, 1]\n"
+    "}\n"
+    "```\n"
+    "\n"
+    "## Checking\n"
+    "\n"
+    "Every value is checked when a file is loaded. A wrong JSON type (a string for a number, a "
+    "fraction\n"
+    "for an integer, `null`), a number out of range or a word that is not one of the choices "
+    "stops the\n"
+    "load with one line that names the file, the key, the value and what is allowed:\n"
+    "\n"
+    "```\n"
+    "run.json: key \"learning_rate\": -1 is not allowed; allowed: a number > 0 and <= 10\n"
+    "run.json: unknown key \"learnig_rate\"; did you mean \"learning_rate\"?\n"
+    "```\n"
+    "\n"
+    "Unknown keys are errors, never silently dropped. Some rules involve two keys:\n"
+    "\n"
+    "- `n_embd` must be a multiple of `n_head`;\n"
+    "- `node_rank` must be less than `num_nodes`;\n"
+    "- `warmup_steps` must be at most `max_steps` when `max_steps` is above 0;\n"
+    "- `device_indexes` holds no negative and no repeated index;\n"
+    "- `model` must be `gpt`;\n"
+    "- `vocab_size` must be 256 when `data_format` is `text` (one token per byte).\n"
+    "\n"
+    "A config can be valid and still need something this build lacks: `device` `cuda` and a\n"
+    "`precision` other than `fp32` load and save everywhere, but training refuses them until "
+    "the GPU\n"
+    "path is built.\n"
+    "\n"
+    "## Versions\n"
+    "\n"
+    "`\"version\"` comes first in every file and is not an editable key. This build writes "
+    "version 1.\n"
+    "Older files are migrated forward on load, one version at a time, and are written back "
+    "with the\n"
+    "current version when saved:\n"
+    "\n"
+    "- version 0 (the spelling of Cohort's seeds): `multi_gpu`, `backend` and `lr` became\n"
+    "  `enable_multi_gpu`, `distributed_backend` and `learning_rate`.\n"
+    "\n"
+    "A file with a version newer than the build is refused with both versions named; a file "
+    "without\n"
+    "`\"version\"` is refused with the advice to add `\"version\": 1`. Files are saved "
+    "atomically (a\n"
+    "temporary file in the same folder, synced, then renamed), so a failed save leaves the old "
+    "file\n"
+    "as it was.\n"
+    "\n"
+    "## Overriding keys with `--set`\n"
+    "\n"
+    "`cohort-train --set key=value` changes one key after the config or preset is read; the "
+    "option\n"
+    "repeats and the assignments apply in order. Values are written as on the command line, "
+    "without\n"
+    "JSON quoting:\n"
+    "\n"
+    "| type | example |\n"
+    "| --- | --- |\n"
+    "| integer | `--set n_layer=6` |\n"
+    "| number | `--set learning_rate=3e-4` |\n"
+    "| boolean | `--set shuffle=false` |\n"
+    "| string | `--set \"sample_prompt=Once upon a time\"` (everything after the first `=`) |\n"
+    "| choice | `--set lr_schedule=linear` |\n"
+    "| list of integers | `--set device_indexes=0,1,2` (or `[0,1,2]`; empty for `[]`) |\n"
+    "\n"
+    "Each assignment is checked on its own and against the rules across keys, so the order can "
+    "matter:\n"
+    "to go from 4 heads of width 256 to 12 heads of width 768, set `n_embd` before `n_head`, "
+    "and set\n"
+    "`data_format=tokens` before a `vocab_size` other than 256.\n"
+    "\n"
+    "## Presets\n"
+    "\n"
+    "A preset is a TrainConfig file with a name. `--preset NAME` looks for `NAME.json` in two "
+    "folders,\n"
+    "the user's first, so a user preset with a built-in name replaces the built-in one:\n"
+    "\n"
+    "1. the user's presets: `$XDG_CONFIG_HOME/cohort/presets/` (usually "
+    "`~/.config/cohort/presets/`);\n"
+    "2. the built-in presets: `presets/` in Cohort's data folder, which is `$COHORT_DATA_DIR` "
+    "when set,\n"
+    "   else the installed `<prefix>/share/cohort/` (when it holds presets), else `data/` of "
+    "the source\n"
+    "   tree when running from a build folder.\n"
+    "\n"
+    "Data paths that start with `builtin:` name files under the same data folder, like\n"
+    "`builtin:sample/train.txt`. The built-in presets:\n"
+    "\n"
+    "- `tiny-gpt` (the defaults below): a 4-layer, 256-wide GPT on byte-level text that ships "
+    "with\n"
+    "  Cohort; it trains on a CPU in minutes, with no download.\n"
+    "- `gpt2-124m`: GPT-2 small (12 layers, 12 heads, width 768, context 1024, vocabulary "
+    "50257) on\n"
+    "  GPUs with bf16 and NCCL, after llm.c's recipe (16 sequences x 32 accumulation steps x "
+    "1024\n"
+    "  tokens = 524,288 tokens per step and process, cosine schedule, 18865 steps). It reads "
+    "token\n"
+    "  shards in llm.c's `.bin` format from the folders `fineweb10B/train` and "
+    "`fineweb10B/val`,\n"
+    "  relative to where training starts. Cohort does not download them: produce them with "
+    "llm.c's\n"
+    "  FineWeb data script (the GPT-2 tokenizer, 10B-token sample) and put the `*train*.bin` "
+    "and\n"
+    "  `*val*.bin` shards into those two folders, or set `train_data` and `val_data` to where "
+    "they\n"
+    "  are.\n"
+    "\n"
+    "## Keys\n";
+
+static const char *type_name(CohortKeyType type)
+{
+  switch (type) {
+  case COHORT_KEY_INT:
+  case COHORT_KEY_INT64:
+    return "integer";
+  case COHORT_KEY_DOUBLE:
+    return "number";
+  case COHORT_KEY_BOOL:
+    return "boolean";
+  case COHORT_KEY_STRING:
+    return "string";
+  case COHORT_KEY_CHOICE:
+    return "choice";
+  case COHORT_KEY_INT_LIST:
+    return "list of integers";
+  }
+  return "?";
+}
+
+/* Table cells: a '|' would end the cell early. */
+static void append_cell(GString *out, const char *text)
+{
+  for (const char *p = text; *p; p++) {
+    if (*p == '|')
+      g_string_append_c(out, '\\');
+    g_string_append_c(out, *p);
+  }
+}
+
+static void append_default(GString *out, const CohortConfigKey *key)
+{
+  const char *def = cohort_config_key_default(key);
+  g_string_append_c(out, '`');
+  if (key->type == COHORT_KEY_STRING || key->type == COHORT_KEY_CHOICE)
+    g_string_append_printf(out, "\"%s\"", def);
+  else if (key->type == COHORT_KEY_INT_LIST)
+    g_string_append_printf(out, "[%s]", def);
+  else
+    g_string_append(out, def);
+  g_string_append_c(out, '`');
+}
+
+char *cohort_config_doc_markdown(void)
+{
+  guint n;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  GString *out = g_string_new(intro);
+  const char *group = NULL;
+  for (guint i = 0; i < n; i++) {
+    const CohortConfigKey *k = &keys[i];
+    if (!group || strcmp(group, k->group) != 0) {
+      group = k->group;
+      g_string_append_printf(out, "\n### %c%s\n\n", g_ascii_toupper(group[0]), group + 1);
+      g_string_append(out, "| key | type | default | allowed | meaning |\n");
+      g_string_append(out, "| --- | --- | --- | --- | --- |\n");
+    }
+    g_string_append_printf(out, "| `%s` | %s | ", k->name, type_name(k->type));
+    append_default(out, k);
+    g_string_append(out, " | ");
+    append_cell(out, k->allowed);
+    g_string_append(out, " | ");
+    append_cell(out, k->help);
+    g_string_append(out, " |\n");
+  }
+  return g_string_free(out, FALSE);
+}
