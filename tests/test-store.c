@@ -1,0 +1,363 @@
+/* The rendezvous store over loopback: operations, timeouts, token, limits, port in use,
+ * late server, lost server, and the config check between ranks. */
+#include "engine/dist/store.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void test_operations(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "tok", &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_assert_cmpint(port, >, 0);
+  g_autoptr(CohortStore) a = cohort_store_connect("127.0.0.1", port, "tok", 5, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortStore) b = cohort_store_connect("localhost", port, "tok", 5, &error);
+  g_assert_no_error(error);
+
+  g_assert_true(cohort_store_set(a, "k", "hello", 5, &error));
+  g_autoptr(GBytes) v = cohort_store_get(b, "k", 1, &error);
+  g_assert_no_error(error);
+  g_assert_cmpmem(g_bytes_get_data(v, NULL), g_bytes_get_size(v), "hello", 5);
+  g_assert_true(cohort_store_set(b, "k", "", 0, &error));
+  g_autoptr(GBytes) empty = cohort_store_get(a, "k", 1, &error);
+  g_assert_cmpuint(g_bytes_get_size(empty), ==, 0);
+
+  gint64 r = 0;
+  g_assert_true(cohort_store_add(a, "n", 5, &r, &error));
+  g_assert_cmpint(r, ==, 5);
+  g_assert_true(cohort_store_add(b, "n", -7, &r, &error));
+  g_assert_cmpint(r, ==, -2);
+  g_autoptr(GBytes) n = cohort_store_get(a, "n", 1, &error);
+  g_assert_cmpmem(g_bytes_get_data(n, NULL), g_bytes_get_size(n), "-2", 2);
+  /* add on a non-integer value is refused, and the refusal closes that connection */
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "tok", 5, &error);
+  g_assert_true(cohort_store_set(c, "txt", "abc", 3, &error));
+  g_assert_false(cohort_store_add(c, "txt", 1, NULL, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "txt"));
+  g_clear_error(&error);
+
+  gboolean exists = TRUE;
+  g_assert_true(cohort_store_check(b, "absent", &exists, &error));
+  g_assert_false(exists);
+  g_assert_null(cohort_store_try_get(b, "absent", &error));
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_delete(b, "n", &error));
+  g_assert_true(cohort_store_check(b, "n", &exists, &error));
+  g_assert_false(exists);
+
+  /* binary values survive */
+  guint8 bin[256];
+  for (int i = 0; i < 256; i++)
+    bin[i] = (guint8)i;
+  g_assert_true(cohort_store_set(b, "bin", bin, sizeof bin, &error));
+  g_autoptr(GBytes) bv = cohort_store_get(b, "bin", 1, &error);
+  g_assert_cmpmem(g_bytes_get_data(bv, NULL), g_bytes_get_size(bv), bin, sizeof bin);
+}
+
+static gpointer set_later(gpointer data)
+{
+  g_usleep(200 * 1000);
+  g_autoptr(GError) error = NULL;
+  cohort_store_set(data, "late", "1", 1, &error);
+  g_assert_no_error(error);
+  return NULL;
+}
+
+static void test_wait_and_timeouts(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "", &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_autoptr(CohortStore) a = cohort_store_connect("127.0.0.1", port, "", 5, &error);
+  g_autoptr(CohortStore) b = cohort_store_connect("::1", port, "", 5, &error);
+  if (b == NULL) {
+    g_test_message("no IPv6 loopback: %s", error->message);
+    g_clear_error(&error);
+    b = cohort_store_connect("127.0.0.1", port, "", 5, &error);
+  }
+  g_assert_no_error(error);
+
+  GThread *t = g_thread_new("setter", set_later, b);
+  const char *keys[] = {"late", NULL};
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_true(cohort_store_wait(a, keys, 5, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+  g_thread_join(t);
+
+  t0 = g_get_monotonic_time();
+  g_assert_null(cohort_store_get(a, "never", 0.3, &error));
+  gint64 took = g_get_monotonic_time() - t0;
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_assert_nonnull(strstr(error->message, "\"never\""));
+  g_assert_cmpint(took, >=, 250000);
+  g_assert_cmpint(took, <, 2 * G_USEC_PER_SEC);
+  g_clear_error(&error);
+
+  const char *keys2[] = {"late", "missing-a", "missing-b", NULL};
+  g_assert_false(cohort_store_wait(a, keys2, 0.2, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_assert_nonnull(strstr(error->message, "missing-a"));
+  g_assert_nonnull(strstr(error->message, "missing-b"));
+  g_assert_null(strstr(error->message, "\"late\""));
+}
+
+static void test_wrong_token(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "job-a", &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "job-b", 5, &error);
+  g_assert_null(c);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "token"));
+  /* refused at once, not retried until the timeout */
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 2 * G_USEC_PER_SEC);
+}
+
+/* Speaks the wire protocol by hand to send what a correct client never sends. */
+static int raw_connect(int port, const char *token)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((guint16)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  g_assert_cmpint(connect(fd, (struct sockaddr *)&a, sizeof a), ==, 0);
+  guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 1, 0, 0, 0, (guint8)strlen(token)};
+  g_assert_cmpint(write(fd, hello, 12), ==, 12);
+  g_assert_cmpint(write(fd, token, strlen(token)), ==, (gssize)strlen(token));
+  guint8 resp[16];
+  g_assert_cmpint(recv(fd, resp, 16, MSG_WAITALL), ==, 16);
+  g_assert_cmpint(resp[0], ==, 0);
+  return fd;
+}
+
+/* Sends a request header and returns the server's status and message. */
+static int raw_request(int fd, guint8 op, guint32 key_len, guint64 val_len, char **message)
+{
+  guint8 hdr[16] = {op, 0, 0, 0};
+  guint32 k = GUINT32_TO_BE(key_len);
+  guint64 v = GUINT64_TO_BE(val_len);
+  memcpy(hdr + 4, &k, 4);
+  memcpy(hdr + 8, &v, 8);
+  g_assert_cmpint(write(fd, hdr, 16), ==, 16);
+  guint8 resp[16];
+  g_assert_cmpint(recv(fd, resp, 16, MSG_WAITALL), ==, 16);
+  guint64 len;
+  memcpy(&len, resp + 8, 8);
+  len = GUINT64_FROM_BE(len);
+  g_assert_cmpuint(len, <, 4096);
+  *message = g_malloc0(len + 1);
+  g_assert_cmpint(recv(fd, *message, len, MSG_WAITALL), ==, (gssize)len);
+  /* the server closes after a refusal */
+  char c;
+  g_assert_cmpint(recv(fd, &c, 1, 0), ==, 0);
+  return resp[0];
+}
+
+static void test_oversized(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "t", &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+
+  int fd = raw_connect(port, "t");
+  g_autofree char *msg = NULL;
+  g_assert_cmpint(raw_request(fd, 1, 3, (guint64)COHORT_STORE_MAX_VALUE + 1, &msg), ==, 2);
+  g_assert_nonnull(strstr(msg, "64 MiB"));
+  close(fd);
+
+  fd = raw_connect(port, "t");
+  g_autofree char *msg2 = NULL;
+  g_assert_cmpint(raw_request(fd, 2, COHORT_STORE_MAX_KEY + 1, 0, &msg2), ==, 2);
+  g_assert_nonnull(strstr(msg2, "1024"));
+  close(fd);
+
+  /* the client refuses before sending, too */
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_no_error(error);
+  char small[4] = "abc";
+  g_assert_false(cohort_store_set(c, "k", small, (gsize)COHORT_STORE_MAX_VALUE + 1, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+  g_clear_error(&error);
+  g_autofree char *long_key = g_strnfill(COHORT_STORE_MAX_KEY + 1, 'k');
+  g_assert_false(cohort_store_set(c, long_key, "v", 1, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+  g_clear_error(&error);
+  /* and the connection is still good */
+  g_assert_true(cohort_store_set(c, "k", "v", 1, &error));
+  g_assert_no_error(error);
+}
+
+static void test_port_taken(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) first = cohort_store_server_new(NULL, 0, "", &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(first);
+  g_autoptr(CohortStoreServer) second = cohort_store_server_new(NULL, port, "", &error);
+  g_assert_null(second);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ADDR_IN_USE);
+  g_autofree char *port_s = g_strdup_printf("port %d", port);
+  g_assert_nonnull(strstr(error->message, port_s));
+  const char *hint = strstr(error->message, "--master-port ");
+  g_assert_nonnull(hint);
+  int suggested = atoi(hint + strlen("--master-port "));
+  g_assert_cmpint(suggested, >, 0);
+  g_assert_cmpint(suggested, !=, port);
+  g_clear_error(&error);
+  /* the suggestion really is free */
+  g_autoptr(CohortStoreServer) third = cohort_store_server_new(NULL, suggested, "", &error);
+  g_assert_no_error(error);
+}
+
+typedef struct {
+  int port;
+  CohortStore *store;
+  GError *error;
+} LateArgs;
+
+static gpointer connect_early(gpointer data)
+{
+  LateArgs *a = data;
+  a->store = cohort_store_connect("localhost", a->port, "x", 10, &a->error);
+  return NULL;
+}
+
+static void test_server_starts_later(void)
+{
+  int port = cohort_store_find_free_port(0);
+  g_assert_cmpint(port, >, 0);
+  LateArgs args = {port, NULL, NULL};
+  GThread *t = g_thread_new("client", connect_early, &args);
+  g_usleep(400 * 1000);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, port, "x", &error);
+  g_assert_no_error(error);
+  g_thread_join(t);
+  g_assert_no_error(args.error);
+  g_assert_nonnull(args.store);
+  g_assert_true(cohort_store_set(args.store, "a", "b", 1, &error));
+  cohort_store_free(args.store);
+}
+
+static void test_unreachable_and_lost(void)
+{
+  g_autoptr(GError) error = NULL;
+  int port = cohort_store_find_free_port(0);
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_null(cohort_store_connect("127.0.0.1", port, "", 0.5, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_CONNECT);
+  g_autofree char *where = g_strdup_printf("127.0.0.1:%d", port);
+  g_assert_nonnull(strstr(error->message, where));
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
+  g_clear_error(&error);
+
+  CohortStoreServer *server = cohort_store_server_new(NULL, 0, "", &error);
+  g_autoptr(CohortStore) c =
+      cohort_store_connect("127.0.0.1", cohort_store_server_port(server), "", 5, &error);
+  g_assert_no_error(error);
+  cohort_store_server_free(server);
+  g_assert_false(cohort_store_set(c, "k", "v", 1, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER);
+}
+
+typedef struct {
+  CohortDistEnv env;
+  CohortConfig *cfg;
+  CohortStore *store;
+  gboolean ok;
+  GError *error;
+} Rank;
+
+static gpointer check_rank(gpointer data)
+{
+  Rank *r = data;
+  r->ok = cohort_dist_check_config(r->store, &r->env, r->cfg, 10, &r->error);
+  return NULL;
+}
+
+/* Three "ranks" in threads, each with its own connection. */
+static void run_check(double lr2, int node_rank2, gboolean *ok, GError **errors)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env0 = {.rank = 0,
+                        .world_size = 3,
+                        .local_world_size = 3,
+                        .master_addr = (char *)"127.0.0.1",
+                        .run_id = (char *)"t"};
+  env0.master_port = cohort_store_find_free_port(0);
+  Rank ranks[3];
+  for (int r = 0; r < 3; r++) {
+    ranks[r] = (Rank){.env = env0};
+    ranks[r].env.rank = r;
+    ranks[r].env.local_rank = r;
+    ranks[r].cfg = cohort_config_new();
+  }
+  ranks[2].cfg->learning_rate = lr2;
+  ranks[2].cfg->node_rank = node_rank2;
+  g_autofree char *token = cohort_dist_job_token(&env0);
+  for (int r = 0; r < 3; r++) {
+    ranks[r].store = cohort_store_open(&ranks[r].env, token, 10, &error);
+    g_assert_no_error(error);
+  }
+  GThread *t[3];
+  for (int r = 0; r < 3; r++)
+    t[r] = g_thread_new("rank", check_rank, &ranks[r]);
+  for (int r = 0; r < 3; r++)
+    g_thread_join(t[r]);
+  for (int r = 2; r >= 0; r--) { /* rank 0 hosts the server: free it last */
+    ok[r] = ranks[r].ok;
+    errors[r] = ranks[r].error;
+    cohort_store_free(ranks[r].store);
+    cohort_config_free(ranks[r].cfg);
+  }
+}
+
+static void test_config_check(void)
+{
+  g_autoptr(CohortConfig) def = cohort_config_new();
+  gboolean ok[3];
+  GError *errors[3];
+  /* same config; node_rank may differ between nodes */
+  run_check(def->learning_rate, 1, ok, errors);
+  for (int r = 0; r < 3; r++) {
+    g_assert_no_error(errors[r]);
+    g_assert_true(ok[r]);
+  }
+  run_check(def->learning_rate * 2, 0, ok, errors);
+  for (int r = 0; r < 3; r++) {
+    g_assert_false(ok[r]);
+    g_assert_error(errors[r], COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH);
+    g_test_message("rank %d: %s", r, errors[r]->message);
+    g_assert_nonnull(strstr(errors[r]->message, "rank 2"));
+    g_assert_nonnull(strstr(errors[r]->message, "learning_rate"));
+    g_error_free(errors[r]);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/store/operations", test_operations);
+  g_test_add_func("/store/wait-and-timeouts", test_wait_and_timeouts);
+  g_test_add_func("/store/wrong-token", test_wrong_token);
+  g_test_add_func("/store/oversized", test_oversized);
+  g_test_add_func("/store/port-taken", test_port_taken);
+  g_test_add_func("/store/server-starts-later", test_server_starts_later);
+  g_test_add_func("/store/unreachable-and-lost", test_unreachable_and_lost);
+  g_test_add_func("/store/config-check", test_config_check);
+  return g_test_run();
+}
