@@ -763,13 +763,34 @@ static gboolean migrate(JsonObject *obj, const char *source, GError **error)
 
 /* ---- JSON in ---- */
 
+/* json-glib keeps the last of repeated members without a word; its per-member signal lets us
+ * refuse them instead, since a silently dropped value is as bad as an unknown key. */
+typedef struct {
+  GHashTable *seen; /* "object pointer/name" */
+  char *repeated;
+} RepeatCheck;
+
+static void on_member(JsonParser *parser, JsonObject *obj, const char *name, gpointer data)
+{
+  RepeatCheck *check = data;
+  (void)parser;
+  if (!g_hash_table_add(check->seen, g_strdup_printf("%p/%s", (void *)obj, name)) &&
+      !check->repeated)
+    check->repeated = g_strdup(name);
+}
+
 CohortConfig *cohort_config_load_data(const char *json, gssize length, const char *source,
                                       GError **error)
 {
   const char *s = src(source);
   g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) parse_error = NULL;
-  if (!json_parser_load_from_data(parser, json, length, &parse_error)) {
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  RepeatCheck check = {seen, NULL};
+  g_signal_connect(parser, "object-member", G_CALLBACK(on_member), &check);
+  gboolean parsed = json_parser_load_from_data(parser, json, length, &parse_error);
+  g_autofree char *repeated = check.repeated;
+  if (!parsed) {
     const char *msg = parse_error->message;
     /* json-glib names the input "<data>"; the source already says which file it is. */
     if (g_str_has_prefix(msg, "<data>:"))
@@ -782,6 +803,11 @@ CohortConfig *cohort_config_load_data(const char *json, gssize length, const cha
   if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_PARSE,
                 "%s: not a TrainConfig: the top level must be one JSON object { ... }", s);
+    return NULL;
+  }
+  if (repeated) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"%s\" is given more than once; allowed: each key once", s, repeated);
     return NULL;
   }
   JsonObject *obj = json_node_get_object(root);

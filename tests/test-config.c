@@ -330,6 +330,16 @@ static void test_bad_json(void)
     g_clear_error(&error);
   }
 
+  g_assert_null(load_json("{\"version\": 1, \"n_layer\": 2, \"seed\": 1, \"n_layer\": 3}", &error));
+  g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID);
+  g_assert_cmpstr(error->message, ==,
+                  "run.json: key \"n_layer\" is given more than once; allowed: each key once");
+  g_clear_error(&error);
+  /* The same name in different objects is no repeat (the value is still refused). */
+  g_assert_null(load_json("{\"version\": 1, \"seed\": {\"seed\": 1}}", &error));
+  assert_invalid(error, "seed", "{\"seed\":1}");
+  g_clear_error(&error);
+
   g_assert_null(cohort_config_load_file("/nonexistent/run.json", &error));
   g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO);
   g_assert_cmpstr(error->message, ==,
