@@ -1,0 +1,307 @@
+/* Causal multi-head attention, fused (FlashAttention style): keys and values stream through
+ * shared memory in tiles of 32, each query row keeps a running max and sum (online softmax),
+ * so the [T, T] matrix is never stored; lse is kept for the backward, which recomputes the
+ * probabilities. One warp owns one row (a query in the forward and for dq, a key for dk and
+ * dv): lanes take keys (or queries) for the dot products and head dimensions for the
+ * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics. */
+#include "cuda.cuh"
+
+#define ATT_MAXD 128                      /* largest head size */
+#define ATT_DPL  (ATT_MAXD / COHORT_WARP) /* head dimensions per lane */
+#define ATT_ROWS 8                        /* rows (warps) per block */
+#define ATT_TILE COHORT_WARP              /* keys or queries per shared tile */
+
+typedef struct {
+  int T, C, NH, hd, tiles; /* tiles: blocks per (batch, head) */
+  float scale;
+} AttnShape;
+
+/* rows r0 .. r0 + ATT_TILE of src (row stride `stride`, hd wide) into dst (row stride hd + 1,
+ * so that lanes reading different rows hit different banks); rows past T read as zeros. */
+__device__ static void load_tile(float *dst, const float *src, size_t stride, int r0,
+                                 const AttnShape &s)
+{
+  int ld = s.hd + 1;
+  for (int e = threadIdx.x; e < ATT_TILE * s.hd; e += blockDim.x) {
+    int r = e / s.hd, d = e % s.hd;
+    dst[r * ld + d] = r0 + r < s.T ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
+  }
+}
+
+/* a . b over hd, a contiguous (broadcast), b one lane's row. */
+__device__ static inline float dot_hd(const float *a, const float *b, int hd)
+{
+  float dot = 0.0f;
+  for (int d = 0; d < hd; d++)
+    dot += a[d] * b[d];
+  return dot;
+}
+
+__global__ static void attn_fwd_kernel(float *out, float *lse, const float *qkv, AttnShape s)
+{
+  extern __shared__ float sm[];
+  int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
+  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int hd = s.hd, ld = hd + 1;
+  size_t stride = (size_t)3 * s.C;
+  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
+  int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
+  int last = min(i0 + ATT_ROWS, s.T) - 1;
+  float *qs = sm + warp * hd, *ks = sm + ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
+  if (i < s.T)
+    for (int d = lane; d < hd; d += COHORT_WARP)
+      qs[d] = base[(size_t)i * stride + d];
+  float m = -INFINITY, l = 0.0f, acc[ATT_DPL];
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++)
+    acc[k] = 0.0f;
+
+  for (int j0 = 0; j0 <= last; j0 += ATT_TILE) {
+    __syncthreads(); /* the previous tile is consumed */
+    load_tile(ks, base + s.C, stride, j0, s);
+    load_tile(vs, base + 2 * s.C, stride, j0, s);
+    __syncthreads();
+    if (i >= s.T || j0 > i)
+      continue; /* warp-uniform */
+    int j = j0 + lane;
+    float sc = j <= i ? s.scale * dot_hd(qs, ks + lane * ld, hd) : -INFINITY;
+    float m_new = fmaxf(m, cohort_warp_max(sc));
+    float p = j <= i ? expf(sc - m_new) : 0.0f;
+    float corr = expf(m - m_new); /* 0 on the first tile, where m is -inf */
+    l = l * corr + cohort_warp_sum(p);
+    m = m_new;
+#pragma unroll
+    for (int k = 0; k < ATT_DPL; k++)
+      acc[k] *= corr;
+    int nk = min(ATT_TILE, i - j0 + 1);
+    for (int jj = 0; jj < nk; jj++) {
+      float pj = __shfl_sync(COHORT_FULL_MASK, p, jj);
+      const float *vr = vs + jj * ld;
+#pragma unroll
+      for (int k = 0; k < ATT_DPL; k++) {
+        int d = lane + k * COHORT_WARP;
+        if (d < hd)
+          acc[k] += pj * vr[d];
+      }
+    }
+  }
+  if (i >= s.T)
+    return;
+  float inv = 1.0f / l;
+  float *y = out + ((size_t)b * s.T + i) * s.C + (size_t)h * hd;
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++) {
+    int d = lane + k * COHORT_WARP;
+    if (d < hd)
+      y[d] = acc[k] * inv;
+  }
+  if (lane == 0)
+    lse[(size_t)bh * s.T + i] = m + logf(l);
+}
+
+/* D[bh, i] = dout_i . out_i, which equals sum_j p_ij (dout_i . v_j). */
+__global__ static void attn_delta_kernel(float *D, const float *dout, const float *out, int B,
+                                         AttnShape s)
+{
+  int lane = threadIdx.x % COHORT_WARP;
+  size_t row = (size_t)blockIdx.x * ATT_ROWS + threadIdx.x / COHORT_WARP; /* (bh, i) */
+  if (row >= (size_t)B * s.NH * s.T)
+    return;
+  int i = (int)(row % s.T), bh = (int)(row / s.T), b = bh / s.NH, h = bh % s.NH;
+  size_t off = ((size_t)b * s.T + i) * s.C + (size_t)h * s.hd;
+  float acc = 0.0f;
+  for (int d = lane; d < s.hd; d += COHORT_WARP)
+    acc += dout[off + d] * out[off + d];
+  acc = cohort_warp_sum(acc);
+  if (lane == 0)
+    D[row] = acc;
+}
+
+/* dq_i = sum_j ds_ij k_j, ds_ij = p_ij (dout_i . v_j - D_i) * scale. */
+__global__ static void attn_dq_kernel(float *dqkv, const float *dout, const float *qkv,
+                                      const float *lse, const float *D, AttnShape s)
+{
+  extern __shared__ float sm[];
+  int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
+  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int hd = s.hd, ld = hd + 1;
+  size_t stride = (size_t)3 * s.C;
+  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
+  const float *gbase = dout + (size_t)b * s.T * s.C + (size_t)h * hd;
+  int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
+  int last = min(i0 + ATT_ROWS, s.T) - 1;
+  float *qs = sm + warp * hd, *gs = sm + (ATT_ROWS + warp) * hd;
+  float *ks = sm + 2 * ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
+  float li = 0.0f, Di = 0.0f;
+  if (i < s.T) {
+    for (int d = lane; d < hd; d += COHORT_WARP) {
+      qs[d] = base[(size_t)i * stride + d];
+      gs[d] = gbase[(size_t)i * s.C + d];
+    }
+    li = lse[(size_t)bh * s.T + i];
+    Di = D[(size_t)bh * s.T + i];
+  }
+  float acc[ATT_DPL];
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++)
+    acc[k] = 0.0f;
+
+  for (int j0 = 0; j0 <= last; j0 += ATT_TILE) {
+    __syncthreads();
+    load_tile(ks, base + s.C, stride, j0, s);
+    load_tile(vs, base + 2 * s.C, stride, j0, s);
+    __syncthreads();
+    if (i >= s.T || j0 > i)
+      continue;
+    int j = j0 + lane;
+    float ds = 0.0f;
+    if (j <= i) {
+      float p = expf(s.scale * dot_hd(qs, ks + lane * ld, hd) - li);
+      ds = p * (dot_hd(gs, vs + lane * ld, hd) - Di) * s.scale;
+    }
+    int nk = min(ATT_TILE, i - j0 + 1);
+    for (int jj = 0; jj < nk; jj++) {
+      float dsj = __shfl_sync(COHORT_FULL_MASK, ds, jj);
+      const float *kr = ks + jj * ld;
+#pragma unroll
+      for (int k = 0; k < ATT_DPL; k++) {
+        int d = lane + k * COHORT_WARP;
+        if (d < hd)
+          acc[k] += dsj * kr[d];
+      }
+    }
+  }
+  if (i >= s.T)
+    return;
+  float *dq = dqkv + ((size_t)b * s.T + i) * stride + (size_t)h * hd;
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++) {
+    int d = lane + k * COHORT_WARP;
+    if (d < hd)
+      dq[d] = acc[k];
+  }
+}
+
+/* For key row j: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over queries i >= j. */
+__global__ static void attn_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
+                                       const float *lse, const float *D, AttnShape s)
+{
+  extern __shared__ float sm[];
+  int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
+  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int hd = s.hd, ld = hd + 1;
+  size_t stride = (size_t)3 * s.C;
+  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
+  const float *gbase = dout + (size_t)b * s.T * s.C + (size_t)h * hd;
+  const float *lse_bh = lse + (size_t)bh * s.T, *D_bh = D + (size_t)bh * s.T;
+  int j_first = (blockIdx.x % s.tiles) * ATT_ROWS, j = j_first + warp;
+  float *kr = sm + warp * hd, *vr = sm + (ATT_ROWS + warp) * hd;
+  float *qs = sm + 2 * ATT_ROWS * hd, *gs = qs + ATT_TILE * ld;
+  if (j < s.T)
+    for (int d = lane; d < hd; d += COHORT_WARP) {
+      kr[d] = base[(size_t)j * stride + s.C + d];
+      vr[d] = base[(size_t)j * stride + 2 * s.C + d];
+    }
+  float dk[ATT_DPL], dv[ATT_DPL];
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++)
+    dk[k] = dv[k] = 0.0f;
+
+  for (int i0 = j_first; i0 < s.T; i0 += ATT_TILE) {
+    __syncthreads();
+    load_tile(qs, base, stride, i0, s);
+    load_tile(gs, gbase, s.C, i0, s);
+    __syncthreads();
+    if (j >= s.T || i0 + ATT_TILE <= j)
+      continue; /* no query of this tile sees key j */
+    int i = i0 + lane;
+    float p = 0.0f, ds = 0.0f;
+    if (i >= j && i < s.T) {
+      p = expf(s.scale * dot_hd(qs + lane * ld, kr, hd) - lse_bh[i]);
+      ds = p * (dot_hd(gs + lane * ld, vr, hd) - D_bh[i]) * s.scale;
+    }
+    int first = max(0, j - i0), end = min(ATT_TILE, s.T - i0);
+    for (int ii = first; ii < end; ii++) {
+      float pi = __shfl_sync(COHORT_FULL_MASK, p, ii);
+      float dsi = __shfl_sync(COHORT_FULL_MASK, ds, ii);
+      const float *qr = qs + ii * ld, *gr = gs + ii * ld;
+#pragma unroll
+      for (int k = 0; k < ATT_DPL; k++) {
+        int d = lane + k * COHORT_WARP;
+        if (d < hd) {
+          dv[k] += pi * gr[d];
+          dk[k] += dsi * qr[d];
+        }
+      }
+    }
+  }
+  if (j >= s.T)
+    return;
+  float *dkr = dqkv + ((size_t)b * s.T + j) * stride + s.C + (size_t)h * hd;
+#pragma unroll
+  for (int k = 0; k < ATT_DPL; k++) {
+    int d = lane + k * COHORT_WARP;
+    if (d < hd) {
+      dkr[d] = dk[k];
+      dkr[s.C + d] = dv[k];
+    }
+  }
+}
+
+/* Fills `s` or records why the shape cannot run here. */
+static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, const char *op)
+{
+  if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH != 0) {
+    cohort_cuda_fail("cuda: %s: shape B=%d T=%d C=%d NH=%d is invalid (C must be a multiple of "
+                     "NH, all positive)",
+                     op, B, T, C, NH);
+    return false;
+  }
+  s->T = T;
+  s->C = C;
+  s->NH = NH;
+  s->hd = C / NH;
+  s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
+  s->scale = 1.0f / sqrtf((float)s->hd);
+  if (s->hd > ATT_MAXD) {
+    cohort_cuda_fail("cuda: %s: head size %d (C=%d / NH=%d) is larger than the %d supported", op,
+                     s->hd, C, NH, ATT_MAXD);
+    return false;
+  }
+  return true;
+}
+
+void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                   int NH)
+{
+  AttnShape s;
+  if (!attn_shape(&s, B, T, C, NH, "attention_forward"))
+    return;
+  size_t shmem = sizeof(float) * (ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
+  attn_fwd_kernel<<<(unsigned)((size_t)B * NH * s.tiles), ATT_ROWS * COHORT_WARP, shmem>>>(out, lse,
+                                                                                           qkv, s);
+  cohort_cuda_launched("attention_forward");
+}
+
+void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                    const float *out, const float *lse, int B, int T, int C, int NH)
+{
+  AttnShape s;
+  if (!attn_shape(&s, B, T, C, NH, "attention_backward"))
+    return;
+  size_t rows = (size_t)B * NH * T;
+  float *D = (float *)cohort_cuda_scratch(sizeof(float) * rows);
+  if (!D)
+    return;
+  attn_delta_kernel<<<(unsigned)((rows + ATT_ROWS - 1) / ATT_ROWS), ATT_ROWS * COHORT_WARP>>>(
+      D, dout, out, B, s);
+  if (!cohort_cuda_launched("attention_backward (row deltas)"))
+    return;
+  size_t shmem = sizeof(float) * (2 * ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
+  unsigned blocks = (unsigned)((size_t)B * NH * s.tiles);
+  attn_dq_kernel<<<blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dqkv, dout, qkv, lse, D, s);
+  if (!cohort_cuda_launched("attention_backward (queries)"))
+    return;
+  attn_dkv_kernel<<<blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dqkv, dout, qkv, lse, D, s);
+  cohort_cuda_launched("attention_backward (keys, values)");
+}

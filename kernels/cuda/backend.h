@@ -1,0 +1,76 @@
+/* The CUDA backend: the same CohortBackend table as the CPU backend, on one NVIDIA GPU, with
+ * GEMMs through cuBLAS. Plain C, so the engine includes it without the CUDA headers.
+ *
+ * All ops run in order on the device's default stream; `upload` and `download` wait for the
+ * work before them, so host code sees finished results. Ops return nothing: a CUDA or cuBLAS
+ * failure is recorded (the first one wins) and reported by cohort_cuda_last_error(), which
+ * the engine checks after each step. Nothing here aborts the process. */
+#pragma once
+
+#include "kernels/backend.h"
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The CUDA table. Its ops work on the current device (cohort_cuda_set_device). */
+const CohortBackend *cohort_backend_cuda(void);
+
+/* Number of CUDA devices visible to this process (CUDA_VISIBLE_DEVICES applies); 0 when
+ * there is no driver or no device. Never fails. */
+int cohort_cuda_device_count(void);
+
+/* Why cohort_cuda_device_count() returned 0, as the CUDA runtime words it ("no CUDA-capable
+ * device is detected", "CUDA driver version is insufficient…"), or NULL when devices were
+ * found. Valid after cohort_cuda_device_count() has been called. */
+const char *cohort_cuda_probe_error(void);
+
+/* Makes device `index` (0 ≤ index < device count) current for the calling thread. Returns 0,
+ * or -1 with the reason in cohort_cuda_last_error(). */
+int cohort_cuda_set_device(int index);
+
+/* Index of the current device, or -1 when none can be used. */
+int cohort_cuda_get_device(void);
+
+/* What the engine reports about a device. */
+typedef struct CohortCudaDeviceInfo {
+  char name[256];     /* "NVIDIA H100 80GB HBM3" */
+  size_t total_bytes; /* global memory */
+  int cc_major;       /* compute capability, e.g. 9.0 */
+  int cc_minor;
+  int sm_count; /* streaming multiprocessors */
+} CohortCudaDeviceInfo;
+
+/* Fills `info` for device `index`. Returns 0, or -1 with the reason in
+ * cohort_cuda_last_error(). */
+int cohort_cuda_device_info(int index, CohortCudaDeviceInfo *info);
+
+/* Free and total memory of the current device in bytes. Returns 0, or -1 with the reason in
+ * cohort_cuda_last_error(). */
+int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes);
+
+/* 1 when device `a` can read and write device `b`'s memory directly (NVLink or PCIe P2P),
+ * else 0 (also for bad indexes or a == b). */
+int cohort_cuda_can_access_peer(int a, int b);
+
+/* Lets cuBLAS use TF32 tensor cores for fp32 GEMMs (enable != 0) or keeps full fp32 (the
+ * default). Applies to every device's handle, now and later. */
+void cohort_cuda_set_tf32(int enable);
+
+/* Waits for all work on the current device. Returns 0, or -1 when this or any earlier op
+ * failed (see cohort_cuda_last_error()). */
+int cohort_cuda_synchronize(void);
+
+/* The first CUDA/cuBLAS failure since the last clear, as one line naming the op and the
+ * runtime's reason, or NULL when none happened. */
+const char *cohort_cuda_last_error(void);
+
+/* Forgets the recorded failure. A "sticky" CUDA error (an illegal address) still poisons the
+ * process's context: after one of those, only a new process can use the device again. */
+void cohort_cuda_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,124 @@
+/* Internal to the CUDA backend: the ops that device.cu puts in the table, error recording,
+ * launch sizes, scratch memory and the warp/block reductions the kernels share. */
+#pragma once
+
+#include "kernels/cuda/backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#define COHORT_WARP      32
+#define COHORT_FULL_MASK 0xffffffffu
+
+/* Records `e` as the backend's error (the first one wins) unless it is cudaSuccess; `what`
+ * names the op. Returns true when e is cudaSuccess. */
+bool cohort_cuda_ok(cudaError_t e, const char *what);
+bool cohort_cuda_blas_ok(cublasStatus_t s, const char *what);
+/* Records a failure that is not a CUDA status (bad arguments to an op). */
+void cohort_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Checks that the kernel just launched was accepted. */
+static inline bool cohort_cuda_launched(const char *what)
+{
+  return cohort_cuda_ok(cudaGetLastError(), what);
+}
+
+/* The cuBLAS handle of the current device, created on first use; NULL on failure. */
+cublasHandle_t cohort_cuda_blas(void);
+
+/* `bytes` of device memory for one op's temporaries, owned by the backend and reused by the
+ * next op (ops run in order on one stream, so this is safe); NULL on failure. */
+void *cohort_cuda_scratch(size_t bytes);
+
+/* Blocks for a grid-stride loop over n elements with `threads` per block. */
+static inline unsigned cohort_cuda_blocks(size_t n, int threads)
+{
+  size_t b = (n + threads - 1) / threads;
+  return (unsigned)(b < 65536 ? (b ? b : 1) : 65536);
+}
+
+/* for (size_t i ...) over n elements, spread over the whole grid. */
+#define COHORT_GRID_STRIDE(i, n)                                                                   \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                          \
+       i += (size_t)gridDim.x * blockDim.x)
+
+/* Sum over the warp in a fixed butterfly order: every lane gets the same, repeatable value. */
+template <typename V> __device__ static inline V cohort_warp_sum(V v)
+{
+  for (int o = COHORT_WARP / 2; o > 0; o /= 2)
+    v += __shfl_xor_sync(COHORT_FULL_MASK, v, o);
+  return v;
+}
+
+__device__ static inline float cohort_warp_max(float v)
+{
+  for (int o = COHORT_WARP / 2; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(COHORT_FULL_MASK, v, o));
+  return v;
+}
+
+/* Tree sum over a block of power-of-two size through shared memory `sh` (blockDim.x values);
+ * the result is in sh[0] for every thread. Fixed order, so repeatable. */
+template <typename V> __device__ static inline V cohort_block_sum(V v, V *sh)
+{
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s)
+      sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  V r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+/* Column sums of [N, cols] matrices in two passes with no atomics: rows are cut into chunks
+ * whose number depends on N alone, each chunk's sums land in scratch, then the chunks are
+ * added in order. The column-sum ops (bias and LayerNorm parameter gradients) use it. */
+#define COHORT_COLSUM_TX 32
+#define COHORT_COLSUM_TY 8
+static inline int cohort_colsum_chunks(int N)
+{
+  int c = (N + 63) / 64;
+  return c < 1 ? 1 : (c > 256 ? 256 : c);
+}
+
+void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void cohort_cuda_add_bias(float *out, const float *bias, int N, int cols);
+void cohort_cuda_bias_backward(float *dbias, const float *dout, int N, int cols);
+
+void cohort_cuda_embedding_forward(float *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C);
+void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                    int B, int T, int C);
+
+void cohort_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int N, int C);
+void cohort_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean,
+                                    const float *rstd, int N, int C);
+
+void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                   int NH);
+void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                    const float *out, const float *lse, int B, int T, int C,
+                                    int NH);
+
+void cohort_cuda_gelu_forward(float *out, const float *inp, size_t n);
+void cohort_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
+
+void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                      const int *targets, int N, int V);
+void cohort_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                       const int *targets, int N, int V, float dloss);
+
+void cohort_cuda_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                              float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                              float bc2);
+double cohort_cuda_sum_squares(const float *values, size_t n);
+void cohort_cuda_scale(float *values, size_t n, float s);
+void cohort_cuda_ema_update(float *ema, const float *params, size_t n, float decay);

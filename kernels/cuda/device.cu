@@ -1,0 +1,302 @@
+/* The CUDA backend's table, devices, memory, cuBLAS handles and error record. */
+#include "cuda.cuh"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_DEVICES 64
+
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static char error_text[512];
+static int have_error;
+static char probe_text[256];
+static int tf32_enabled;
+static cublasHandle_t handles[MAX_DEVICES];
+static void *scratch_ptr[MAX_DEVICES];
+static size_t scratch_size[MAX_DEVICES];
+
+static void record_error(const char *text)
+{
+  pthread_mutex_lock(&state_lock);
+  if (!have_error) {
+    snprintf(error_text, sizeof error_text, "%s", text);
+    have_error = 1;
+  }
+  pthread_mutex_unlock(&state_lock);
+}
+
+void cohort_cuda_fail(const char *fmt, ...)
+{
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  record_error(text);
+}
+
+bool cohort_cuda_ok(cudaError_t e, const char *what)
+{
+  if (e == cudaSuccess)
+    return true;
+  cohort_cuda_fail("cuda: %s: %s", what, cudaGetErrorString(e));
+  return false;
+}
+
+bool cohort_cuda_blas_ok(cublasStatus_t s, const char *what)
+{
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return true;
+  cohort_cuda_fail("cublas: %s: %s", what, cublasGetStatusString(s));
+  return false;
+}
+
+const char *cohort_cuda_last_error(void)
+{
+  pthread_mutex_lock(&state_lock);
+  const char *r = have_error ? error_text : NULL;
+  pthread_mutex_unlock(&state_lock);
+  return r;
+}
+
+void cohort_cuda_clear_error(void)
+{
+  pthread_mutex_lock(&state_lock);
+  have_error = 0;
+  error_text[0] = '\0';
+  pthread_mutex_unlock(&state_lock);
+  (void)cudaGetLastError();
+}
+
+int cohort_cuda_device_count(void)
+{
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    /* Without a driver the runtime says so here; remember why, and leave no error behind. */
+    snprintf(probe_text, sizeof probe_text, "%s", cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (n == 0)
+    snprintf(probe_text, sizeof probe_text, "the CUDA runtime lists no device");
+  else
+    probe_text[0] = '\0';
+  return n;
+}
+
+const char *cohort_cuda_probe_error(void)
+{
+  return probe_text[0] ? probe_text : NULL;
+}
+
+int cohort_cuda_set_device(int index)
+{
+  int n = cohort_cuda_device_count();
+  if (index < 0 || index >= n || index >= MAX_DEVICES) {
+    cohort_cuda_fail("cuda: device %d does not exist (%d visible%s%s)", index, n, n ? "" : ": ",
+                     n ? "" : probe_text);
+    return -1;
+  }
+  return cohort_cuda_ok(cudaSetDevice(index), "cudaSetDevice") ? 0 : -1;
+}
+
+int cohort_cuda_get_device(void)
+{
+  int d = -1;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return d;
+}
+
+int cohort_cuda_device_info(int index, CohortCudaDeviceInfo *info)
+{
+  int n = cohort_cuda_device_count();
+  if (index < 0 || index >= n) {
+    cohort_cuda_fail("cuda: device %d does not exist (%d visible)", index, n);
+    return -1;
+  }
+  cudaDeviceProp prop;
+  if (!cohort_cuda_ok(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties"))
+    return -1;
+  memset(info, 0, sizeof *info);
+  snprintf(info->name, sizeof info->name, "%s", prop.name);
+  info->total_bytes = prop.totalGlobalMem;
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  info->sm_count = prop.multiProcessorCount;
+  return 0;
+}
+
+int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes)
+{
+  return cohort_cuda_ok(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo") ? 0 : -1;
+}
+
+int cohort_cuda_can_access_peer(int a, int b)
+{
+  int n = cohort_cuda_device_count();
+  if (a < 0 || b < 0 || a >= n || b >= n || a == b)
+    return 0;
+  int can = 0;
+  if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return can != 0;
+}
+
+static cublasMath_t math_mode(void)
+{
+  return tf32_enabled ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
+
+void cohort_cuda_set_tf32(int enable)
+{
+  pthread_mutex_lock(&state_lock);
+  tf32_enabled = enable != 0;
+  pthread_mutex_unlock(&state_lock);
+  for (int d = 0; d < MAX_DEVICES; d++)
+    if (handles[d])
+      cohort_cuda_blas_ok(cublasSetMathMode(handles[d], math_mode()), "cublasSetMathMode");
+}
+
+cublasHandle_t cohort_cuda_blas(void)
+{
+  int d = cohort_cuda_get_device();
+  if (d < 0 || d >= MAX_DEVICES) {
+    cohort_cuda_fail("cuda: no usable device for cuBLAS");
+    return NULL;
+  }
+  if (!handles[d]) {
+    cublasHandle_t h;
+    if (!cohort_cuda_blas_ok(cublasCreate(&h), "cublasCreate"))
+      return NULL;
+    cohort_cuda_blas_ok(cublasSetMathMode(h, math_mode()), "cublasSetMathMode");
+    handles[d] = h;
+  }
+  return handles[d];
+}
+
+void *cohort_cuda_scratch(size_t bytes)
+{
+  int d = cohort_cuda_get_device();
+  if (d < 0 || d >= MAX_DEVICES) {
+    cohort_cuda_fail("cuda: no usable device for scratch memory");
+    return NULL;
+  }
+  if (scratch_size[d] < bytes) {
+    /* cudaFree waits for the device, so no kernel still reads the old buffer. */
+    cohort_cuda_ok(cudaFree(scratch_ptr[d]), "cudaFree (scratch)");
+    scratch_ptr[d] = NULL;
+    scratch_size[d] = 0;
+    size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
+    if (!cohort_cuda_ok(cudaMalloc(&scratch_ptr[d], want), "cudaMalloc (scratch)"))
+      return NULL;
+    scratch_size[d] = want;
+  }
+  return scratch_ptr[d];
+}
+
+int cohort_cuda_synchronize(void)
+{
+  cohort_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  return cohort_cuda_last_error() ? -1 : 0;
+}
+
+/* A GPU has no host threads to set: the knob stays at one. */
+static void cuda_set_threads(int n)
+{
+  (void)n;
+}
+
+static int cuda_get_threads(void)
+{
+  return 1;
+}
+
+static void *cuda_alloc(size_t bytes)
+{
+  /* cudaMalloc aligns to 256 bytes; a size of 0 still gets a real pointer, as on the CPU. */
+  size_t rounded = bytes ? (bytes + 255) / 256 * 256 : 256;
+  void *p = NULL;
+  if (!cohort_cuda_ok(cudaMalloc(&p, rounded), "cudaMalloc"))
+    return NULL;
+  if (!cohort_cuda_ok(cudaMemset(p, 0, rounded), "cudaMemset")) {
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void cuda_free(void *p)
+{
+  if (p)
+    cohort_cuda_ok(cudaFree(p), "cudaFree");
+}
+
+static void cuda_zero(void *p, size_t bytes)
+{
+  if (bytes)
+    cohort_cuda_ok(cudaMemsetAsync(p, 0, bytes, 0), "cudaMemsetAsync");
+}
+
+static void cuda_copy(void *dst, const void *src, size_t bytes)
+{
+  if (bytes && dst != src)
+    cohort_cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0),
+                   "cudaMemcpy (device to device)");
+}
+
+static void cuda_upload(void *dst, const void *host, size_t bytes)
+{
+  if (bytes)
+    cohort_cuda_ok(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice),
+                   "cudaMemcpy (host to device)");
+}
+
+static void cuda_download(void *host, const void *src, size_t bytes)
+{
+  if (bytes)
+    cohort_cuda_ok(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost),
+                   "cudaMemcpy (device to host)");
+}
+
+static const CohortBackend cuda_backend = {
+    .name = "cuda",
+    .set_threads = cuda_set_threads,
+    .get_threads = cuda_get_threads,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .zero = cuda_zero,
+    .copy = cuda_copy,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .gemm = cohort_cuda_gemm,
+    .add_bias = cohort_cuda_add_bias,
+    .bias_backward = cohort_cuda_bias_backward,
+    .embedding_forward = cohort_cuda_embedding_forward,
+    .embedding_backward = cohort_cuda_embedding_backward,
+    .layernorm_forward = cohort_cuda_layernorm_forward,
+    .layernorm_backward = cohort_cuda_layernorm_backward,
+    .attention_forward = cohort_cuda_attention_forward,
+    .attention_backward = cohort_cuda_attention_backward,
+    .gelu_forward = cohort_cuda_gelu_forward,
+    .gelu_backward = cohort_cuda_gelu_backward,
+    .residual_forward = cohort_cuda_residual_forward,
+    .crossentropy_forward = cohort_cuda_crossentropy_forward,
+    .crossentropy_backward = cohort_cuda_crossentropy_backward,
+    .adamw_update = cohort_cuda_adamw_update,
+    .sum_squares = cohort_cuda_sum_squares,
+    .scale = cohort_cuda_scale,
+    .ema_update = cohort_cuda_ema_update,
+};
+
+const CohortBackend *cohort_backend_cuda(void)
+{
+  return &cuda_backend;
+}
