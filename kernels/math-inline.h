@@ -13,11 +13,38 @@
 #define COHORT_GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define COHORT_GELU_CUBE  0.044715f
 
+/* exp(x) for float, without a libm call so loops over it vectorise: x = n ln2 + r with
+ * |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes' coefficients, ~1 ulp), and 2^n put
+ * into the exponent bits. The input is clamped to [-87.3, 88]: below, the result is the
+ * smallest normal float (~1e-38) instead of a denormal or 0, which no caller can tell from 0
+ * after adding it to something of order 1. */
+COHORT_HD static inline float cohort_expf(float x)
+{
+  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+  /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22, no rint call */
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  union {
+    int i;
+    float f;
+  } scale;
+  scale.i = ((int)n + 127) << 23;
+  return y * scale.f;
+}
+
 /* tanh written through one exp so that compilers can vectorise it (libm's tanhf is a call
  * per element). For |u| large, exp overflows to inf and the result saturates at +-1. */
 COHORT_HD static inline float cohort_tanh(float u)
 {
-  float e = expf(-2.0f * fabsf(u));
+  float e = cohort_expf(-2.0f * fabsf(u));
   float t = (1.0f - e) / (1.0f + e);
   return copysignf(t, u);
 }

@@ -3,6 +3,7 @@
  * backward recomputes the probabilities from the saved log-sum-exp (as FlashAttention). Each
  * (batch, head) is one task, so gradients of keys and values sum in a fixed order. */
 #include "cpu.h"
+#include "kernels/math-inline.h"
 #include "reduce.h"
 
 #include <math.h>
@@ -23,7 +24,7 @@ COHORT_VEC static void attn_fwd_head(float *restrict out, float *restrict lse,
     }
     float sum = 0.0f;
     for (int j = 0; j <= i; j++) {
-      s[j] = expf(s[j] - mx);
+      s[j] = cohort_expf(s[j] - mx);
       sum += s[j];
     }
     float inv = 1.0f / sum;
@@ -74,7 +75,9 @@ COHORT_VEC static void attn_bwd_head(float *restrict dq, float *restrict dk, flo
     /* sum_j p_j * (dout_i . v_j) equals dout_i . out_i */
     float D = cohort_row_dot(gi, out + (size_t)i * out_stride, hd);
     for (int j = 0; j <= i; j++)
-      p[j] = expf(scale * cohort_row_dot(qi, k + (size_t)j * stride, hd) - lse[i]);
+      p[j] = scale * cohort_row_dot(qi, k + (size_t)j * stride, hd);
+    for (int j = 0; j <= i; j++)
+      p[j] = cohort_expf(p[j] - lse[i]);
     for (int j = 0; j <= i; j++) {
       const float *kj = k + (size_t)j * stride;
       const float *vj = v + (size_t)j * stride;

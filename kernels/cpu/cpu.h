@@ -7,7 +7,7 @@
  * while this machine's vector units are used. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__)
-#define COHORT_VEC __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#define COHORT_VEC __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define COHORT_VEC
 #endif

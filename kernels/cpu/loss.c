@@ -1,5 +1,6 @@
 /* Softmax + cross-entropy over the vocabulary, per position. */
 #include "cpu.h"
+#include "kernels/math-inline.h"
 
 #include <math.h>
 
@@ -10,7 +11,7 @@ COHORT_VEC static float row_lse(const float *restrict x, int V)
     mx = x[v] > mx ? x[v] : mx;
   float sum = 0.0f;
   for (int v = 0; v < V; v++)
-    sum += expf(x[v] - mx);
+    sum += cohort_expf(x[v] - mx);
   return mx + logf(sum);
 }
 
@@ -29,7 +30,7 @@ COHORT_VEC static void xent_back_row(float *restrict d, const float *restrict x,
                                      int target, int V, float dloss)
 {
   for (int v = 0; v < V; v++)
-    d[v] = expf(x[v] - l) * dloss;
+    d[v] = cohort_expf(x[v] - l) * dloss;
   d[target] -= dloss;
 }
 

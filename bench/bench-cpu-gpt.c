@@ -1,0 +1,79 @@
+/* Times optimizer steps (forward + backward + AdamW) of the GPT model on random tokens and
+ * prints tokens/s. Defaults are the tiny-gpt preset's shape and batch. */
+#include "engine/gpt.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+  int threads = 1, steps = 10, warmup = 2, batch = 16;
+  CohortGptShape shape = {
+      .n_layer = 4, .n_head = 4, .n_embd = 256, .seq_len = 128, .vocab_size = 256};
+  GOptionEntry entries[] = {
+      {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "Threads (OpenMP and OpenBLAS)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed steps", "N"},
+      {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
+      {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step", "B"},
+      {"n-layer", 0, 0, G_OPTION_ARG_INT, &shape.n_layer, "Layers", "L"},
+      {"n-head", 0, 0, G_OPTION_ARG_INT, &shape.n_head, "Heads", "H"},
+      {"n-embd", 0, 0, G_OPTION_ARG_INT, &shape.n_embd, "Width", "C"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT, &shape.seq_len, "Sequence length", "T"},
+      {"vocab-size", 0, 0, G_OPTION_ARG_INT, &shape.vocab_size, "Vocabulary", "V"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- time GPT training steps on the CPU");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_autoptr(GError) error = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+    fprintf(stderr, "bench-cpu-gpt: %s\n", error->message);
+    return 2;
+  }
+  if (threads < 1 || steps < 1 || warmup < 0 || batch < 1) {
+    fprintf(stderr, "bench-cpu-gpt: --threads, --steps and --batch must be >= 1, --warmup "
+                    ">= 0\n");
+    return 2;
+  }
+  cohort_backend_cpu()->set_threads(threads);
+
+  g_autoptr(CohortGpt) gpt = cohort_gpt_new(&shape, batch, &error);
+  if (!gpt) {
+    fprintf(stderr, "bench-cpu-gpt: %s\n", error->message);
+    return 1;
+  }
+  cohort_gpt_init_weights(gpt, 1);
+  size_t n = cohort_gpt_num_params(gpt);
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new(n);
+  guint n_t;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_t);
+
+  int T = shape.seq_len;
+  int *tokens = g_new(int, (size_t)batch *T + 1);
+  GRand *rand = g_rand_new_with_seed(42);
+  for (int i = 0; i < batch * T + 1; i++)
+    tokens[i] = g_rand_int_range(rand, 0, shape.vocab_size);
+  g_rand_free(rand);
+
+  double elapsed = 0.0;
+  float loss = 0.0f;
+  for (int s = 0; s < warmup + steps; s++) {
+    gint64 t0 = g_get_monotonic_time();
+    cohort_gpt_zero_grad(gpt);
+    loss = cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
+    cohort_gpt_backward(gpt, 1.0f);
+    cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,
+                      0.95, 1e-8, 0.1, s + 1);
+    if (s >= warmup)
+      elapsed += (g_get_monotonic_time() - t0) / 1e6;
+  }
+  double tok_s = (double)steps * batch * T / elapsed;
+  printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %d threads: %.1f ms/step, "
+         "%.0f tokens/s, %.1f GFLOP/s, last loss %.4f\n",
+         shape.n_layer, shape.n_head, shape.n_embd, T, shape.vocab_size, batch, n, threads,
+         1e3 * elapsed / steps, tok_s, tok_s * cohort_gpt_flops_per_token(gpt, T) / 1e9, loss);
+  g_free(tokens);
+  return 0;
+}
