@@ -11,7 +11,9 @@
 #define SHARD_HEADER_INTS 256
 #define SHARD_HEADER_SIZE (SHARD_HEADER_INTS * sizeof(gint32))
 
-G_DEFINE_QUARK(cohort - data - error - quark, cohort_data_error)
+/* clang-format off */
+G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
+/* clang-format on */
 
 typedef struct {
   GMappedFile *map;

@@ -14,7 +14,9 @@
 #define MODEL_FILE "model.safetensors"
 #define STATE_FILE "state.json"
 
-G_DEFINE_QUARK(cohort - checkpoint - error - quark, cohort_checkpoint_error)
+/* clang-format off */
+G_DEFINE_QUARK(cohort-checkpoint-error-quark, cohort_checkpoint_error)
+/* clang-format on */
 
 /* The groups of model-shaped tensors a checkpoint may hold, by name prefix. */
 #define EMA_PREFIX "ema."
@@ -176,46 +178,92 @@ static void clean_stale(const char *ckdir)
   }
 }
 
+/* JSON text of a parsed node. json-glib 1.6's generator writes 1e-08 as "1e-08.0", which
+ * is not JSON, so numbers are formatted here. */
+static void node_to_json(GString *out, JsonNode *node)
+{
+  switch (json_node_get_node_type(node)) {
+  case JSON_NODE_OBJECT: {
+    JsonObject *o = json_node_get_object(node);
+    g_autoptr(GList) members = json_object_get_members(o);
+    g_string_append_c(out, '{');
+    for (GList *l = members; l; l = l->next) {
+      g_autoptr(JsonNode) key = json_node_init_string(json_node_alloc(), l->data);
+      node_to_json(out, key);
+      g_string_append_c(out, ':');
+      node_to_json(out, json_object_get_member(o, l->data));
+      if (l->next)
+        g_string_append_c(out, ',');
+    }
+    g_string_append_c(out, '}');
+    return;
+  }
+  case JSON_NODE_ARRAY: {
+    JsonArray *a = json_node_get_array(node);
+    g_string_append_c(out, '[');
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+      if (i)
+        g_string_append_c(out, ',');
+      node_to_json(out, json_array_get_element(a, i));
+    }
+    g_string_append_c(out, ']');
+    return;
+  }
+  case JSON_NODE_NULL:
+    g_string_append(out, "null");
+    return;
+  case JSON_NODE_VALUE:
+    break;
+  }
+  GType type = json_node_get_value_type(node);
+  if (type == G_TYPE_INT64) {
+    g_string_append_printf(out, "%" G_GINT64_FORMAT, json_node_get_int(node));
+  } else if (type == G_TYPE_DOUBLE) {
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_ascii_dtostr(buf, sizeof buf, json_node_get_double(node));
+    g_string_append(out, buf);
+    /* Keep it a double for readers that distinguish 1 from 1.0. */
+    if (!strpbrk(buf, ".eE"))
+      g_string_append(out, ".0");
+  } else if (type == G_TYPE_BOOLEAN) {
+    g_string_append(out, json_node_get_boolean(node) ? "true" : "false");
+  } else {
+    const char *str = json_node_get_string(node);
+    g_string_append_c(out, '"');
+    for (const char *c = str ? str : ""; *c; c++) {
+      if (*c == '"' || *c == '\\')
+        g_string_append_printf(out, "\\%c", *c);
+      else if ((guchar)*c < 0x20)
+        g_string_append_printf(out, "\\u%04x", (guchar)*c);
+      else
+        g_string_append_c(out, *c);
+    }
+    g_string_append_c(out, '"');
+  }
+}
+
 static char *state_json(const CohortConfig *cfg, const CohortTrainState *st, const char *sha,
                         gboolean has_ema, gboolean has_optim, GError **error)
 {
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
-  JsonNode *cfg_node = json_from_string(cfg_json, error);
+  g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, error);
   if (!cfg_node)
     return NULL;
-  g_autoptr(JsonBuilder) b = json_builder_new();
-  json_builder_begin_object(b);
-  json_builder_set_member_name(b, "version");
-  json_builder_add_int_value(b, COHORT_CHECKPOINT_VERSION);
-  json_builder_set_member_name(b, "step");
-  json_builder_add_int_value(b, st->step);
-  json_builder_set_member_name(b, "epoch");
-  json_builder_add_int_value(b, st->epoch);
-  json_builder_set_member_name(b, "batch_in_epoch");
-  json_builder_add_int_value(b, st->batch_in_epoch);
-  json_builder_set_member_name(b, "tokens_seen");
-  json_builder_add_int_value(b, st->tokens_seen);
+  GString *out = g_string_new("{\n");
+  g_string_append_printf(out, "  \"version\": %d,\n", COHORT_CHECKPOINT_VERSION);
+  g_string_append_printf(out, "  \"step\": %" G_GINT64_FORMAT ",\n", st->step);
+  g_string_append_printf(out, "  \"epoch\": %" G_GINT64_FORMAT ",\n", st->epoch);
+  g_string_append_printf(out, "  \"batch_in_epoch\": %" G_GINT64_FORMAT ",\n", st->batch_in_epoch);
+  g_string_append_printf(out, "  \"tokens_seen\": %" G_GINT64_FORMAT ",\n", st->tokens_seen);
   /* A string: JSON numbers lose uint64 precision in many readers. */
-  g_autofree char *rng = g_strdup_printf("%" G_GUINT64_FORMAT, st->sample_rng);
-  json_builder_set_member_name(b, "sample_rng");
-  json_builder_add_string_value(b, rng);
-  json_builder_set_member_name(b, "has_ema");
-  json_builder_add_boolean_value(b, has_ema);
-  json_builder_set_member_name(b, "has_optim");
-  json_builder_add_boolean_value(b, has_optim);
-  json_builder_set_member_name(b, "model_sha256");
-  json_builder_add_string_value(b, sha);
-  json_builder_set_member_name(b, "config");
-  json_builder_add_value(b, cfg_node);
-  json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  char *text = json_generator_to_data(gen, NULL);
-  char *with_newline = g_strconcat(text, "\n", NULL);
-  g_free(text);
-  return with_newline;
+  g_string_append_printf(out, "  \"sample_rng\": \"%" G_GUINT64_FORMAT "\",\n", st->sample_rng);
+  g_string_append_printf(out, "  \"has_ema\": %s,\n", has_ema ? "true" : "false");
+  g_string_append_printf(out, "  \"has_optim\": %s,\n", has_optim ? "true" : "false");
+  g_string_append_printf(out, "  \"model_sha256\": \"%s\",\n", sha);
+  g_string_append(out, "  \"config\": ");
+  node_to_json(out, cfg_node);
+  g_string_append(out, "\n}\n");
+  return g_string_free(out, FALSE);
 }
 
 static void add_group(GArray *entries, const CohortGpt *gpt, const float *buf, const char *prefix,
@@ -474,10 +522,9 @@ gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *op
 
   g_autoptr(CohortConfig) cfg = NULL;
   if (saved_cfg) {
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_root(gen, cfg_node);
-    g_autofree char *cfg_json = json_generator_to_data(gen, NULL);
-    cfg = cohort_config_load_data(cfg_json, -1, state_path, error);
+    g_autoptr(GString) cfg_json = g_string_new(NULL);
+    node_to_json(cfg_json, cfg_node);
+    cfg = cohort_config_load_data(cfg_json->str, (gssize)cfg_json->len, state_path, error);
     if (!cfg)
       return FALSE;
   }

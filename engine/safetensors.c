@@ -14,7 +14,9 @@
 #define MAX_HEADER_SIZE (100u * 1024u * 1024u)
 #define MAX_DIMS        8
 
-G_DEFINE_QUARK(cohort - safetensors - error - quark, cohort_safetensors_error)
+/* clang-format off */
+G_DEFINE_QUARK(cohort-safetensors-error-quark, cohort_safetensors_error)
+/* clang-format on */
 
 typedef enum {
   DT_F32,

@@ -260,9 +260,11 @@ static guint count_entries(const char *dir)
 static void test_atomic_write(void)
 {
   g_autofree char *dir = tmp_path("atomic");
-  g_mkdir(dir, 0755);
   g_autofree char *target = g_build_filename(dir, "model.safetensors", NULL);
-  g_assert_true(g_file_set_contents(target, "previous", -1, NULL));
+  if (!g_test_subprocess()) {
+    g_mkdir(dir, 0755);
+    g_assert_true(g_file_set_contents(target, "previous", -1, NULL));
+  }
 
   if (g_test_subprocess()) {
     signal(SIGXFSZ, SIG_IGN);
@@ -274,10 +276,13 @@ static void test_atomic_write(void)
     g_assert_false(cohort_safetensors_write(target, &e, 1, NULL, &error));
     g_assert_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO);
     g_assert_nonnull(strstr(error->message, target));
+    g_assert_cmpuint(count_entries(dir), ==, 1);
+    g_print("atomic-subprocess-ran\n");
     return;
   }
   g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
   g_test_trap_assert_passed();
+  g_test_trap_assert_stdout("*atomic-subprocess-ran*");
   g_autofree char *contents = NULL;
   g_assert_true(g_file_get_contents(target, &contents, NULL, NULL));
   g_assert_cmpstr(contents, ==, "previous");
@@ -322,8 +327,13 @@ static void remove_tree(const char *path)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  tmp_dir = g_dir_make_tmp("cohort-st-XXXXXX", NULL);
+  /* A subprocess of test_atomic_write works in its parent's folder. */
+  if (g_test_subprocess())
+    tmp_dir = g_strdup(g_getenv("COHORT_TEST_TMP"));
+  else
+    tmp_dir = g_dir_make_tmp("cohort-st-XXXXXX", NULL);
   g_assert_nonnull(tmp_dir);
+  g_setenv("COHORT_TEST_TMP", tmp_dir, TRUE);
   g_test_add_func("/safetensors/round-trip", test_round_trip);
   g_test_add_func("/safetensors/f16-bf16", test_conversions);
   g_test_add_func("/safetensors/bad-files", test_bad_files);
