@@ -95,7 +95,9 @@ static char *node_text(JsonNode *node)
       format_double(buf, sizeof buf, json_node_get_double(node));
       g_string_append(out, buf);
     } else if (t == G_TYPE_STRING) {
-      append_json_string(out, json_node_get_string(node));
+      /* Messages are UTF-8 even when the refused text is not. */
+      g_autofree char *valid = g_utf8_make_valid(json_node_get_string(node), -1);
+      append_json_string(out, valid);
     } else {
       g_autofree char *s = json_to_string(node, FALSE);
       g_string_append(out, s);

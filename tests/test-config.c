@@ -508,6 +508,10 @@ static void test_set(void)
   g_assert_false(cohort_config_set(cfg, "learning_rate", "nan", "--set", &error));
   assert_invalid(error, "learning_rate", "\"nan\"");
   g_clear_error(&error);
+  g_assert_false(cohort_config_set(cfg, "master_addr", "host\xff", "--set", &error));
+  g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID);
+  g_assert_true(g_utf8_validate(error->message, -1, NULL));
+  g_clear_error(&error);
   g_assert_false(cohort_config_set(cfg, "device_indexes", "0,x", "--set", &error));
   assert_invalid(error, "device_indexes", "\"0,x\"");
   g_clear_error(&error);
