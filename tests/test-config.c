@@ -4,6 +4,8 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -577,6 +579,43 @@ static void test_save_readonly(void)
   g_rmdir(dir);
 }
 
+/* A write that fails halfway (here: the file size limit, as a full disk would) leaves the old
+ * file whole, which only a temporary file plus rename can promise. */
+static void test_save_fails_midway(void)
+{
+  if (g_test_subprocess()) {
+    g_autofree char *dir = tmp_env_dir();
+    g_autofree char *path = g_build_filename(dir, "run.json", NULL);
+    struct rlimit limit = {.rlim_cur = 100, .rlim_max = 100};
+    signal(SIGXFSZ, SIG_IGN);
+    g_assert_cmpint(setrlimit(RLIMIT_FSIZE, &limit), ==, 0);
+    g_autoptr(CohortConfig) cfg = cohort_config_new();
+    g_autoptr(GError) error = NULL;
+    g_assert_false(cohort_config_save_file(cfg, path, &error));
+    g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO);
+    g_assert_nonnull(strstr(error->message, "File too large"));
+    return;
+  }
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("cohort-config-XXXXXX", &error);
+  g_autofree char *path = g_build_filename(dir, "run.json", NULL);
+  g_autoptr(CohortConfig) old = cohort_config_new();
+  g_assert_true(cohort_config_set(old, "n_layer", "7", "test", &error));
+  g_assert_true(cohort_config_save_file(old, path, &error));
+  g_setenv("COHORT_TEST_SAVE_DIR", dir, TRUE);
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed();
+
+  g_autoptr(CohortConfig) back = cohort_config_load_file(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(back->n_layer, ==, 7);
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  g_assert_cmpstr(g_dir_read_name(d), ==, "run.json");
+  g_assert_null(g_dir_read_name(d));
+  g_unlink(path);
+  g_rmdir(dir);
+}
+
 static void test_save_onto_folder(void)
 {
   g_autoptr(GError) error = NULL;
@@ -750,6 +789,7 @@ int main(int argc, char **argv)
   g_test_add_func("/config/cross-rules", test_cross_rules);
   g_test_add_func("/config/set", test_set);
   g_test_add_func("/config/save-readonly", test_save_readonly);
+  g_test_add_func("/config/save-fails-midway", test_save_fails_midway);
   g_test_add_func("/config/save-onto-folder", test_save_onto_folder);
   g_test_add_func("/config/presets", test_presets);
   g_test_add_func("/config/paths", test_paths);
