@@ -1,0 +1,114 @@
+#include "ui/app.h"
+
+#include <glib/gi18n.h>
+#include <locale.h>
+
+#include "cohort-build-config.h"
+#include "ui/window.h"
+
+static char *locale_dir;
+static char *start_page;
+static char *replay_path;
+
+static gboolean running_from_build_tree(void)
+{
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  if (self == NULL)
+    return FALSE;
+  g_autofree char *root = g_strconcat(COHORT_BUILD_ROOT, "/", NULL);
+  return g_str_has_prefix(self, root);
+}
+
+const char *cohort_app_locale_dir(void)
+{
+  if (locale_dir == NULL) {
+    const char *env = g_getenv("COHORT_LOCALEDIR");
+    if (env != NULL && *env != '\0')
+      locale_dir = g_strdup(env);
+    else if (running_from_build_tree())
+      locale_dir = g_build_filename(COHORT_BUILD_ROOT, "po", NULL);
+    else
+      locale_dir = g_strdup(COHORT_LOCALEDIR);
+  }
+  return locale_dir;
+}
+
+void cohort_app_init_i18n(void)
+{
+  setlocale(LC_ALL, "");
+  bindtextdomain(GETTEXT_PACKAGE, cohort_app_locale_dir());
+  bind_textdomain_codeset(GETTEXT_PACKAGE, "UTF-8");
+  textdomain(GETTEXT_PACKAGE);
+}
+
+void cohort_app_load_css(void)
+{
+  static gboolean done;
+  GdkDisplay *display = gdk_display_get_default();
+  if (done || display == NULL)
+    return;
+  g_autoptr(GtkCssProvider) css = gtk_css_provider_new();
+  gtk_css_provider_load_from_resource(css, "/org/cohort/Trainer/style.css");
+  gtk_style_context_add_provider_for_display(display, GTK_STYLE_PROVIDER(css),
+                                             GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  done = TRUE;
+}
+
+static void on_activate(GApplication *app)
+{
+  GtkWindow *win = gtk_application_get_active_window(GTK_APPLICATION(app));
+  if (win == NULL) {
+    cohort_app_load_css();
+    win = GTK_WINDOW(cohort_window_new(GTK_APPLICATION(app)));
+    if (replay_path != NULL) {
+      cohort_window_replay(COHORT_WINDOW(win), replay_path);
+      cohort_window_show_page(COHORT_WINDOW(win), "run");
+    }
+    if (start_page != NULL)
+      cohort_window_show_page(COHORT_WINDOW(win), start_page);
+  }
+  gtk_window_present(win);
+}
+
+static void on_quit(GSimpleAction *action, GVariant *param, gpointer app)
+{
+  (void)action;
+  (void)param;
+  GList *windows = gtk_application_get_windows(GTK_APPLICATION(app));
+  for (GList *l = windows; l != NULL; l = l->next)
+    gtk_window_close(GTK_WINDOW(l->data));
+}
+
+static int on_local_options(GApplication *app, GVariantDict *options, gpointer data)
+{
+  (void)app;
+  (void)data;
+  g_variant_dict_lookup(options, "page", "s", &start_page);
+  g_variant_dict_lookup(options, "replay", "^ay", &replay_path);
+  return -1;
+}
+
+GtkApplication *cohort_app_new(void)
+{
+  g_set_application_name(_("Cohort"));
+  GtkApplication *app = gtk_application_new(COHORT_APP_ID, G_APPLICATION_DEFAULT_FLAGS);
+  g_signal_connect(app, "activate", G_CALLBACK(on_activate), NULL);
+  g_application_add_main_option(G_APPLICATION(app), "page", 0, 0, G_OPTION_ARG_STRING,
+                                _("Page to show first: model, data, training, distributed, "
+                                  "output or run"),
+                                _("PAGE"));
+  g_application_add_main_option(G_APPLICATION(app), "replay", 0, 0, G_OPTION_ARG_FILENAME,
+                                _("Show a recorded progress stream (JSON Lines) on the Run page"),
+                                _("FILE"));
+  g_signal_connect(app, "handle-local-options", G_CALLBACK(on_local_options), NULL);
+
+  static const GActionEntry actions[] = {{.name = "quit", .activate = on_quit}};
+  g_action_map_add_action_entries(G_ACTION_MAP(app), actions, G_N_ELEMENTS(actions), app);
+  const char *quit_accels[] = {"<Control>q", NULL};
+  gtk_application_set_accels_for_action(app, "app.quit", quit_accels);
+  const char *start_accels[] = {"<Control>Return", NULL};
+  gtk_application_set_accels_for_action(app, "win.start", start_accels);
+  const char *save_accels[] = {"<Control>s", NULL};
+  gtk_application_set_accels_for_action(app, "win.preset-save", save_accels);
+  return app;
+}

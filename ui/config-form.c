@@ -1,0 +1,479 @@
+#include "ui/config-form.h"
+
+#include <glib/gi18n.h>
+
+#include "ui/key-labels.h"
+
+typedef struct {
+  const CohortConfigKey *key;
+  GtkWidget *row;
+  GtkWidget *control;
+  GPtrArray *values; /* drop-down: the raw choice behind each item */
+  char *error;       /* NULL while valid */
+  char *pending;     /* the refused text, retried after other edits */
+  char *hidden_choice;
+  char *hidden_reason;
+  gboolean placed;
+} FormKey;
+
+struct _CohortConfigForm {
+  GObject parent_instance;
+  CohortConfig *cfg;
+  FormKey *keys;
+  guint n_keys;
+  gboolean updating; /* set while the form writes to controls itself */
+};
+
+G_DEFINE_FINAL_TYPE(CohortConfigForm, cohort_config_form, G_TYPE_OBJECT)
+
+enum { SIGNAL_CHANGED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+/* Message source for cohort_config_set: errors read "settings: key …". */
+#define FORM_SOURCE _("settings")
+
+static FormKey *find(CohortConfigForm *form, const char *name)
+{
+  for (guint i = 0; i < form->n_keys; i++)
+    if (g_str_equal(form->keys[i].key->name, name))
+      return &form->keys[i];
+  return NULL;
+}
+
+static char *control_text(FormKey *fk)
+{
+  GtkWidget *w = fk->control;
+  if (GTK_IS_SPIN_BUTTON(w))
+    return g_strdup_printf("%d", gtk_spin_button_get_value_as_int(GTK_SPIN_BUTTON(w)));
+  if (GTK_IS_SWITCH(w))
+    return g_strdup(gtk_switch_get_active(GTK_SWITCH(w)) ? "true" : "false");
+  if (GTK_IS_DROP_DOWN(w)) {
+    guint i = gtk_drop_down_get_selected(GTK_DROP_DOWN(w));
+    if (i == GTK_INVALID_LIST_POSITION || i >= fk->values->len)
+      return g_strdup("");
+    return g_strdup(g_ptr_array_index(fk->values, i));
+  }
+  return g_strdup(gtk_editable_get_text(GTK_EDITABLE(w)));
+}
+
+static void fill_choices(FormKey *fk, const char *current)
+{
+  GtkStringList *list = gtk_string_list_new(NULL);
+  g_ptr_array_set_size(fk->values, 0);
+  for (const char *const *c = fk->key->choices; c != NULL && *c != NULL; c++) {
+    if (fk->hidden_choice != NULL && g_str_equal(*c, fk->hidden_choice) &&
+        g_strcmp0(current, *c) != 0)
+      continue;
+    g_ptr_array_add(fk->values, g_strdup(*c));
+    gtk_string_list_append(list, cohort_key_choice_label(*c));
+  }
+  gtk_drop_down_set_model(GTK_DROP_DOWN(fk->control), G_LIST_MODEL(list));
+  g_object_unref(list);
+}
+
+static void set_control_text(CohortConfigForm *form, FormKey *fk, const char *text)
+{
+  GtkWidget *w = fk->control;
+  if (GTK_IS_SPIN_BUTTON(w)) {
+    gtk_spin_button_set_value(GTK_SPIN_BUTTON(w), g_ascii_strtod(text, NULL));
+  } else if (GTK_IS_SWITCH(w)) {
+    gtk_switch_set_active(GTK_SWITCH(w), g_str_equal(text, "true"));
+  } else if (GTK_IS_DROP_DOWN(w)) {
+    /* Replacing the model moves the selection; only the final one counts as an edit. */
+    gboolean was_updating = form->updating;
+    form->updating = TRUE;
+    fill_choices(fk, text);
+    form->updating = was_updating;
+    guint pos = GTK_INVALID_LIST_POSITION;
+    for (guint i = 0; i < fk->values->len; i++)
+      if (g_str_equal(g_ptr_array_index(fk->values, i), text))
+        pos = i;
+    gtk_drop_down_set_selected(GTK_DROP_DOWN(w), pos);
+  } else {
+    gtk_editable_set_text(GTK_EDITABLE(w), text);
+  }
+}
+
+static void mark(FormKey *fk, const char *message)
+{
+  g_free(fk->error);
+  fk->error = g_strdup(message);
+  if (message != NULL) {
+    gtk_widget_add_css_class(fk->control, "error");
+    gtk_widget_set_tooltip_text(fk->control, message);
+  } else {
+    gtk_widget_remove_css_class(fk->control, "error");
+    gtk_widget_set_tooltip_text(fk->control, NULL);
+  }
+}
+
+/* A hidden choice that the config holds anyway is an error of its own. */
+static gboolean check_hidden(FormKey *fk, const char *text)
+{
+  if (fk->hidden_choice != NULL && g_strcmp0(text, fk->hidden_choice) == 0) {
+    mark(fk, fk->hidden_reason);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean apply(CohortConfigForm *form, FormKey *fk, const char *text)
+{
+  g_autoptr(GError) error = NULL;
+  g_clear_pointer(&fk->pending, g_free);
+  if (!check_hidden(fk, text)) {
+    fk->pending = g_strdup(text);
+    return FALSE;
+  }
+  if (!cohort_config_set(form->cfg, fk->key->name, text, FORM_SOURCE, &error)) {
+    mark(fk, error->message);
+    fk->pending = g_strdup(text);
+    return FALSE;
+  }
+  mark(fk, NULL);
+  return TRUE;
+}
+
+/* After an accepted edit, values refused only because of another key (cross-key rules) may
+ * be fine now. */
+static void retry_pending(CohortConfigForm *form, FormKey *except)
+{
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    if (fk == except || fk->pending == NULL)
+      continue;
+    g_autofree char *text = g_strdup(fk->pending);
+    apply(form, fk, text);
+  }
+}
+
+static void on_control_changed(CohortConfigForm *form, FormKey *fk)
+{
+  if (form->updating)
+    return;
+  g_autofree char *text = control_text(fk);
+  if (apply(form, fk, text))
+    retry_pending(form, fk);
+  g_signal_emit(form, signals[SIGNAL_CHANGED], 0);
+}
+
+static void on_spin_changed(GtkSpinButton *spin, gpointer data)
+{
+  CohortConfigForm *form = g_object_get_data(G_OBJECT(spin), "cohort-form");
+  on_control_changed(form, data);
+}
+
+static void on_entry_changed(GtkEditable *entry, gpointer data)
+{
+  CohortConfigForm *form = g_object_get_data(G_OBJECT(entry), "cohort-form");
+  on_control_changed(form, data);
+}
+
+static void on_notify(GObject *obj, GParamSpec *pspec, gpointer data)
+{
+  (void)pspec;
+  CohortConfigForm *form = g_object_get_data(obj, "cohort-form");
+  on_control_changed(form, data);
+}
+
+static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
+{
+  const CohortConfigKey *key = fk->key;
+  GtkWidget *w;
+  switch (key->type) {
+  case COHORT_KEY_INT: {
+    double lo = key->min, hi = key->max;
+    if (hi <= lo) {
+      lo = G_MININT;
+      hi = G_MAXINT;
+    }
+    w = gtk_spin_button_new_with_range(lo, hi, 1);
+    gtk_spin_button_set_digits(GTK_SPIN_BUTTON(w), 0);
+    gtk_spin_button_set_numeric(GTK_SPIN_BUTTON(w), TRUE);
+    g_signal_connect(w, "value-changed", G_CALLBACK(on_spin_changed), fk);
+    break;
+  }
+  case COHORT_KEY_BOOL:
+    w = gtk_switch_new();
+    gtk_widget_set_halign(w, GTK_ALIGN_END);
+    g_signal_connect(w, "notify::active", G_CALLBACK(on_notify), fk);
+    break;
+  case COHORT_KEY_CHOICE:
+    w = gtk_drop_down_new(NULL, NULL);
+    fk->values = g_ptr_array_new_with_free_func(g_free);
+    fk->control = w;
+    fill_choices(fk, NULL);
+    g_signal_connect(w, "notify::selected", G_CALLBACK(on_notify), fk);
+    break;
+  default: /* INT64 (beyond a double's exact range), DOUBLE, STRING, INT_LIST */
+    w = gtk_entry_new();
+    gtk_editable_set_width_chars(GTK_EDITABLE(w), 18);
+    if (key->type == COHORT_KEY_INT_LIST)
+      gtk_entry_set_placeholder_text(GTK_ENTRY(w), _("e.g. 0,1,2,3"));
+    g_signal_connect(w, "changed", G_CALLBACK(on_entry_changed), fk);
+    break;
+  }
+  g_object_set_data(G_OBJECT(w), "cohort-form", form);
+  gtk_widget_set_valign(w, GTK_ALIGN_CENTER);
+  return w;
+}
+
+static GtkWidget *make_row(FormKey *fk)
+{
+  const CohortConfigKey *key = fk->key;
+  GtkWidget *row = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
+  gtk_widget_add_css_class(row, "cohort-row");
+  GtkWidget *text = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
+  gtk_widget_set_hexpand(text, TRUE);
+  const char *label = cohort_key_label(key->name);
+  GtkWidget *title = gtk_label_new(label != NULL ? label : key->name);
+  gtk_label_set_xalign(GTK_LABEL(title), 0);
+  gtk_label_set_wrap(GTK_LABEL(title), TRUE);
+  gtk_label_set_mnemonic_widget(GTK_LABEL(title), fk->control);
+  GtkWidget *name = gtk_label_new(key->name);
+  gtk_label_set_xalign(GTK_LABEL(name), 0);
+  gtk_widget_add_css_class(name, "dim-label");
+  gtk_widget_add_css_class(name, "caption");
+  gtk_box_append(GTK_BOX(text), title);
+  gtk_box_append(GTK_BOX(text), name);
+  gtk_box_append(GTK_BOX(row), text);
+  gtk_box_append(GTK_BOX(row), fk->control);
+  if (key->help != NULL || key->allowed != NULL) {
+    g_autofree char *tip = g_strdup_printf(_("%s\nAllowed: %s"), key->help ? key->help : "",
+                                           key->allowed ? key->allowed : "");
+    gtk_widget_set_tooltip_text(text, tip);
+  }
+  return row;
+}
+
+static void cohort_config_form_dispose(GObject *obj)
+{
+  CohortConfigForm *form = COHORT_CONFIG_FORM(obj);
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    g_signal_handlers_disconnect_by_data(fk->control, fk);
+    g_clear_object(&fk->row);
+    g_clear_pointer(&fk->values, g_ptr_array_unref);
+    g_clear_pointer(&fk->error, g_free);
+    g_clear_pointer(&fk->pending, g_free);
+    g_clear_pointer(&fk->hidden_choice, g_free);
+    g_clear_pointer(&fk->hidden_reason, g_free);
+  }
+  g_clear_pointer(&form->keys, g_free);
+  form->n_keys = 0;
+  g_clear_pointer(&form->cfg, cohort_config_free);
+  G_OBJECT_CLASS(cohort_config_form_parent_class)->dispose(obj);
+}
+
+static void cohort_config_form_class_init(CohortConfigFormClass *klass)
+{
+  G_OBJECT_CLASS(klass)->dispose = cohort_config_form_dispose;
+  signals[SIGNAL_CHANGED] = g_signal_new("changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+                                         NULL, NULL, NULL, G_TYPE_NONE, 0);
+}
+
+static void cohort_config_form_init(CohortConfigForm *form)
+{
+  form->cfg = cohort_config_new();
+  const CohortConfigKey *table = cohort_config_keys(&form->n_keys);
+  form->keys = g_new0(FormKey, form->n_keys);
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    fk->key = &table[i];
+    fk->control = make_control(form, fk);
+    fk->row = g_object_ref_sink(make_row(fk));
+  }
+}
+
+CohortConfigForm *cohort_config_form_new(void)
+{
+  CohortConfigForm *form = g_object_new(COHORT_TYPE_CONFIG_FORM, NULL);
+  cohort_config_form_set_config(form, form->cfg);
+  return form;
+}
+
+const CohortConfig *cohort_config_form_get_config(CohortConfigForm *form)
+{
+  return form->cfg;
+}
+
+void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *cfg)
+{
+  if (cfg != form->cfg) {
+    CohortConfig *copy = cohort_config_copy(cfg);
+    cohort_config_free(form->cfg);
+    form->cfg = copy;
+  }
+  form->updating = TRUE;
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    g_autofree char *text = cohort_config_get(form->cfg, fk->key->name);
+    g_clear_pointer(&fk->pending, g_free);
+    mark(fk, NULL);
+    set_control_text(form, fk, text != NULL ? text : "");
+    if (!check_hidden(fk, text))
+      fk->pending = g_strdup(text);
+  }
+  form->updating = FALSE;
+  g_signal_emit(form, signals[SIGNAL_CHANGED], 0);
+}
+
+GtkWidget *cohort_config_form_get_control(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? fk->control : NULL;
+}
+
+char *cohort_config_form_get_text(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? control_text(fk) : NULL;
+}
+
+gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, const char *text)
+{
+  FormKey *fk = find(form, key);
+  if (fk == NULL)
+    return FALSE;
+  g_autofree char *before = control_text(fk);
+  set_control_text(form, fk, text);
+  g_autofree char *after = control_text(fk);
+  /* Controls emit nothing when the value does not change; apply it anyway so a value that
+   * was refused before is re-checked. */
+  if (g_strcmp0(before, after) == 0)
+    on_control_changed(form, fk);
+  return fk->error == NULL && g_strcmp0(after, text) == 0;
+}
+
+const char *cohort_config_form_get_error(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? fk->error : NULL;
+}
+
+guint cohort_config_form_count_errors(CohortConfigForm *form)
+{
+  guint n = 0;
+  for (guint i = 0; i < form->n_keys; i++)
+    n += form->keys[i].error != NULL;
+  return n;
+}
+
+const char *cohort_config_form_first_error(CohortConfigForm *form)
+{
+  for (guint i = 0; i < form->n_keys; i++)
+    if (form->keys[i].error != NULL)
+      return form->keys[i].error;
+  return NULL;
+}
+
+void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, const char *value,
+                                    const char *reason)
+{
+  FormKey *fk = find(form, key);
+  if (fk == NULL || fk->values == NULL)
+    return;
+  g_free(fk->hidden_choice);
+  g_free(fk->hidden_reason);
+  fk->hidden_choice = g_strdup(value);
+  fk->hidden_reason = g_strdup(reason);
+  cohort_config_form_set_config(form, form->cfg);
+}
+
+static GtkWidget *section_box(const char *title, GtkWidget **list_out)
+{
+  GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
+  GtkWidget *heading = gtk_label_new(title);
+  gtk_label_set_xalign(GTK_LABEL(heading), 0);
+  gtk_widget_add_css_class(heading, "heading");
+  gtk_box_append(GTK_BOX(box), heading);
+  GtkWidget *list = gtk_list_box_new();
+  gtk_list_box_set_selection_mode(GTK_LIST_BOX(list), GTK_SELECTION_NONE);
+  gtk_widget_add_css_class(list, "cohort-list");
+  gtk_box_append(GTK_BOX(box), list);
+  *list_out = list;
+  return box;
+}
+
+static void place(FormKey *fk, GtkWidget *list)
+{
+  fk->placed = TRUE;
+  gtk_list_box_append(GTK_LIST_BOX(list), fk->row);
+  GtkWidget *lrow = gtk_widget_get_parent(fk->row);
+  gtk_list_box_row_set_activatable(GTK_LIST_BOX_ROW(lrow), FALSE);
+}
+
+static gboolean known_group(const char *group)
+{
+  return group != NULL && g_strv_contains(cohort_key_groups(), group);
+}
+
+GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
+                                         const char *const *skip, GtkWidget *top)
+{
+  GtkWidget *page = gtk_box_new(GTK_ORIENTATION_VERTICAL, 18);
+  gtk_widget_add_css_class(page, "cohort-page");
+  if (top != NULL)
+    gtk_box_append(GTK_BOX(page), top);
+
+  guint n_sections;
+  const CohortKeySection *sections = cohort_key_sections(&n_sections);
+  for (guint s = 0; s < n_sections; s++) {
+    if (!g_str_equal(sections[s].group, group))
+      continue;
+    GtkWidget *list = NULL, *box = section_box(_(sections[s].title), &list);
+    guint n = 0;
+    for (const char *const *k = sections[s].keys; *k != NULL; k++) {
+      FormKey *fk = find(form, *k);
+      if (fk == NULL || fk->placed || (skip != NULL && g_strv_contains(skip, *k)) ||
+          g_strcmp0(fk->key->group, group) != 0)
+        continue;
+      place(fk, list);
+      n++;
+    }
+    if (n > 0)
+      gtk_box_append(GTK_BOX(page), box);
+    else
+      g_object_unref(g_object_ref_sink(box));
+  }
+
+  /* Keys of this group that no section names; keys of unknown groups land on "output". */
+  GtkWidget *list = NULL, *box = section_box(_("Other"), &list);
+  guint n = 0;
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    gboolean mine = g_strcmp0(fk->key->group, group) == 0 ||
+                    (g_str_equal(group, "output") && !known_group(fk->key->group));
+    if (!mine || fk->placed || (skip != NULL && g_strv_contains(skip, fk->key->name)))
+      continue;
+    place(fk, list);
+    n++;
+  }
+  if (n > 0)
+    gtk_box_append(GTK_BOX(page), box);
+  else
+    g_object_unref(g_object_ref_sink(box));
+
+  GtkWidget *scrolled = gtk_scrolled_window_new();
+  gtk_scrolled_window_set_policy(GTK_SCROLLED_WINDOW(scrolled), GTK_POLICY_NEVER,
+                                 GTK_POLICY_AUTOMATIC);
+  GtkWidget *clamp = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
+  gtk_widget_set_halign(page, GTK_ALIGN_CENTER);
+  gtk_widget_set_size_request(page, 560, -1);
+  gtk_box_append(GTK_BOX(clamp), page);
+  gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(scrolled), clamp);
+  return scrolled;
+}
+
+GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys)
+{
+  GtkWidget *list = gtk_list_box_new();
+  gtk_list_box_set_selection_mode(GTK_LIST_BOX(list), GTK_SELECTION_NONE);
+  gtk_widget_add_css_class(list, "cohort-list");
+  for (const char *const *k = keys; *k != NULL; k++) {
+    FormKey *fk = find(form, *k);
+    if (fk != NULL && !fk->placed)
+      place(fk, list);
+  }
+  return list;
+}

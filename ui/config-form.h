@@ -1,0 +1,58 @@
+/* One control per TrainConfig key, built from the engine's key table and bound to a config in
+ * memory. Every edit goes through cohort_config_set, so validation is the engine's: a refused
+ * value keeps its text in the control, which gets the css class "error" and the engine's
+ * message as tooltip, while the config keeps its last valid value. */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "engine/config.h"
+
+G_BEGIN_DECLS
+
+#define COHORT_TYPE_CONFIG_FORM (cohort_config_form_get_type())
+G_DECLARE_FINAL_TYPE(CohortConfigForm, cohort_config_form, COHORT, CONFIG_FORM, GObject)
+
+/* Creates a control for every key of cohort_config_keys(), bound to a config with the
+ * defaults. The "changed" signal (no arguments) is emitted after every edit, whether the
+ * engine accepted it or not, and after cohort_config_form_set_config. */
+CohortConfigForm *cohort_config_form_new(void);
+
+/* The config in memory: every accepted edit is in it, refused ones are not. */
+const CohortConfig *cohort_config_form_get_config(CohortConfigForm *form);
+
+/* Replaces the config (copied), updates every control and clears all errors. */
+void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *cfg);
+
+/* The input widget of `key` (GtkSpinButton, GtkEntry, GtkSwitch or GtkDropDown), or NULL. */
+GtkWidget *cohort_config_form_get_control(CohortConfigForm *form, const char *key);
+
+/* The control's value in the text form cohort_config_set accepts. */
+char *cohort_config_form_get_text(CohortConfigForm *form, const char *key);
+
+/* Puts `text` into the control as a user would type or pick it; the binding then applies it.
+ * Returns whether the engine accepted it. */
+gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, const char *text);
+
+/* The engine's message for a refused value of `key`, or NULL when the control is valid. */
+const char *cohort_config_form_get_error(CohortConfigForm *form, const char *key);
+
+/* Number of controls holding a refused value, and the first such message (NULL if none). */
+guint cohort_config_form_count_errors(CohortConfigForm *form);
+const char *cohort_config_form_first_error(CohortConfigForm *form);
+
+/* Marks a choice of `key` as not available in this build: the drop-down leaves it out, and a
+ * config that holds it anyway shows it with `reason` as the control's error. */
+void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, const char *value,
+                                    const char *reason);
+
+/* A scrolled page with the keys of `group`, in the sections of key-labels.h plus a section
+ * "Other" for keys the layout does not place. Keys in `skip` (NULL-terminated, may be NULL)
+ * are left out. `top`, when not NULL, is put above the sections. Each row can be placed once. */
+GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
+                                         const char *const *skip, GtkWidget *top);
+
+/* A list of rows for the given keys (NULL-terminated), for dialogs. */
+GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys);
+
+G_END_DECLS

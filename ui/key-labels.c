@@ -1,0 +1,164 @@
+#include "ui/key-labels.h"
+
+#include <glib/gi18n.h>
+
+static const struct {
+  const char *key;
+  const char *label;
+} labels[] = {
+    {"model", N_("Model type")},
+    {"n_layer", N_("Layers")},
+    {"n_head", N_("Attention heads")},
+    {"n_embd", N_("Embedding width")},
+    {"seq_len", N_("Context length")},
+    {"vocab_size", N_("Vocabulary size")},
+    {"train_data", N_("Training data")},
+    {"val_data", N_("Validation data")},
+    {"data_format", N_("Data format")},
+    {"shuffle", N_("Shuffle")},
+    {"seed", N_("Random seed")},
+    {"drop_last", N_("Drop incomplete last batch")},
+    {"batch_size", N_("Batch size per process")},
+    {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
+    {"learning_rate", N_("Learning rate")},
+    {"lr_schedule", N_("Learning rate schedule")},
+    {"warmup_steps", N_("Warm-up steps")},
+    {"min_lr_ratio", N_("Final learning rate ratio")},
+    {"weight_decay", N_("Weight decay")},
+    {"beta1", N_("Adam β₁")},
+    {"beta2", N_("Adam β₂")},
+    {"eps", N_("Adam ε")},
+    {"grad_clip", N_("Gradient clipping")},
+    {"max_steps", N_("Maximum steps")},
+    {"epochs", N_("Epochs")},
+    {"ema_decay", N_("EMA decay")},
+    {"precision", N_("Precision")},
+    {"device", N_("Device")},
+    {"threads", N_("CPU threads")},
+    {"workspace_dir", N_("Workspace folder")},
+    {"save_every", N_("Save a checkpoint every")},
+    {"keep_last", N_("Checkpoints to keep")},
+    {"eval_every", N_("Evaluate every")},
+    {"eval_steps", N_("Evaluation batches")},
+    {"sample_every", N_("Generate a sample every")},
+    {"sample_prompt", N_("Sample prompt")},
+    {"sample_tokens", N_("Sample length")},
+    {"init_from", N_("Initial weights")},
+    {"enable_multi_gpu", N_("Train on several GPUs")},
+    {"distributed_backend", N_("Communication backend")},
+    {"world_size", N_("World size")},
+    {"device_indexes", N_("GPU indexes")},
+    {"use_torchrun", N_("Launch with cohort-run (torchrun style)")},
+    {"distributed_data_loading", N_("Each rank reads only its shard")},
+    {"master_addr", N_("Master address")},
+    {"master_port", N_("Master port")},
+    {"num_nodes", N_("Number of nodes")},
+    {"node_rank", N_("This node's rank")},
+    {"nproc_per_node", N_("Processes per node")},
+    {"lr_scaling", N_("Learning rate scaling")},
+    {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
+    {"sync_batchnorm", N_("Synchronise BatchNorm")},
+    {"max_restarts", N_("Maximum restarts")},
+    {"timeout_s", N_("Timeout (seconds)")},
+};
+
+static const char *const arch_keys[] = {"model",   "n_layer",    "n_head", "n_embd",
+                                        "seq_len", "vocab_size", NULL};
+static const char *const init_keys[] = {"init_from", NULL};
+static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
+static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
+static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
+                                         "epochs", NULL};
+static const char *const optim_keys[] = {"learning_rate", "weight_decay", "beta1",
+                                         "beta2",         "eps",          NULL};
+static const char *const sched_keys[] = {"lr_schedule", "warmup_steps", "min_lr_ratio", NULL};
+static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
+static const char *const prec_keys[] = {"precision", "device", "threads", NULL};
+static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
+                                        "nproc_per_node",   "device_indexes",      NULL};
+static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
+static const char *const grad_keys[] = {"lr_scaling", "bucket_cap_mb", "sync_batchnorm",
+                                        "distributed_data_loading", NULL};
+static const char *const ws_keys[] = {"workspace_dir", "save_every", "keep_last", NULL};
+static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
+static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens", NULL};
+
+static const CohortKeySection sections[] = {
+    {"model", N_("Architecture"), arch_keys},
+    {"model", N_("Initialisation"), init_keys},
+    {"data", N_("Files"), files_keys},
+    {"data", N_("Order"), order_keys},
+    {"training", N_("Batch and length"), batch_keys},
+    {"training", N_("Optimizer (AdamW)"), optim_keys},
+    {"training", N_("Schedule"), sched_keys},
+    {"training", N_("Clipping and EMA"), stab_keys},
+    {"training", N_("Precision and device"), prec_keys},
+    {"distributed", N_("GPUs"), gpus_keys},
+    {"distributed", N_("Launcher"), launch_keys},
+    {"distributed", N_("Gradients and data"), grad_keys},
+    {"output", N_("Workspace and checkpoints"), ws_keys},
+    {"output", N_("Evaluation"), eval_keys},
+    {"output", N_("Samples"), sample_keys},
+};
+
+static const char *const groups[] = {"model", "data", "training", "distributed", "output", NULL};
+
+static const char *const multinode_keys[] = {"num_nodes", "node_rank", "master_addr", "master_port",
+                                             NULL};
+
+static const struct {
+  const char *value;
+  const char *label;
+} choice_labels[] = {
+    {"text", N_("text (bytes)")}, {"tokens", N_("tokens (llm.c .bin)")},
+    {"constant", N_("constant")}, {"cosine", N_("cosine")},
+    {"linear", N_("linear")},     {"auto", N_("automatic")},
+    {"none", N_("none")},         {"sqrt", N_("square root")},
+};
+
+const char *cohort_key_label(const char *key)
+{
+  for (guint i = 0; i < G_N_ELEMENTS(labels); i++)
+    if (g_str_equal(labels[i].key, key))
+      return _(labels[i].label);
+  return NULL;
+}
+
+const CohortKeySection *cohort_key_sections(guint *n_sections)
+{
+  *n_sections = G_N_ELEMENTS(sections);
+  return sections;
+}
+
+const char *const *cohort_key_groups(void)
+{
+  return groups;
+}
+
+const char *cohort_key_group_title(const char *group)
+{
+  if (g_str_equal(group, "model"))
+    return _("Model");
+  if (g_str_equal(group, "data"))
+    return _("Data");
+  if (g_str_equal(group, "training"))
+    return _("Training");
+  if (g_str_equal(group, "distributed"))
+    return _("Distributed");
+  if (g_str_equal(group, "output"))
+    return _("Output");
+  return group;
+}
+
+const char *const *cohort_key_multinode_keys(void)
+{
+  return multinode_keys;
+}
+
+const char *cohort_key_choice_label(const char *value)
+{
+  for (guint i = 0; i < G_N_ELEMENTS(choice_labels); i++)
+    if (g_str_equal(choice_labels[i].value, value))
+      return _(choice_labels[i].label);
+  return value;
+}

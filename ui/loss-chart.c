@@ -1,0 +1,171 @@
+#include "ui/loss-chart.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+
+typedef struct {
+  GArray *train; /* of double pairs: step, loss */
+  GArray *val;
+} Chart;
+
+static void chart_free(gpointer data)
+{
+  Chart *c = data;
+  g_array_unref(c->train);
+  g_array_unref(c->val);
+  g_free(c);
+}
+
+static Chart *get(GtkWidget *w)
+{
+  return g_object_get_data(G_OBJECT(w), "cohort-chart");
+}
+
+static void series_range(GArray *a, double *x0, double *x1, double *y0, double *y1)
+{
+  for (guint i = 0; i + 1 < a->len; i += 2) {
+    double x = g_array_index(a, double, i), y = g_array_index(a, double, i + 1);
+    *x0 = MIN(*x0, x);
+    *x1 = MAX(*x1, x);
+    *y0 = MIN(*y0, y);
+    *y1 = MAX(*y1, y);
+  }
+}
+
+static void draw_series(cairo_t *cr, GArray *a, double x0, double x1, double y0, double y1,
+                        double l, double t, double w, double h, gboolean dots)
+{
+  for (guint i = 0; i + 1 < a->len; i += 2) {
+    double x = l + (g_array_index(a, double, i) - x0) / (x1 - x0) * w;
+    double y = t + h - (g_array_index(a, double, i + 1) - y0) / (y1 - y0) * h;
+    if (dots) {
+      cairo_new_sub_path(cr);
+      cairo_arc(cr, x, y, 3, 0, 2 * G_PI);
+    } else if (i == 0) {
+      cairo_move_to(cr, x, y);
+    } else {
+      cairo_line_to(cr, x, y);
+    }
+  }
+  if (dots)
+    cairo_fill(cr);
+  else
+    cairo_stroke(cr);
+}
+
+static void text_at(cairo_t *cr, GtkWidget *w, const char *text, double x, double y, double align)
+{
+  PangoLayout *layout = gtk_widget_create_pango_layout(w, text);
+  int tw, th;
+  pango_layout_get_pixel_size(layout, &tw, &th);
+  cairo_move_to(cr, x - tw * align, y - th / 2.0);
+  pango_cairo_show_layout(cr, layout);
+  g_object_unref(layout);
+}
+
+static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer data)
+{
+  (void)data;
+  GtkWidget *w = GTK_WIDGET(area);
+  Chart *c = get(w);
+  GdkRGBA fg;
+  gtk_style_context_get_color(gtk_widget_get_style_context(w), &fg);
+  double l = 56, r = 16, t = 12, b = 28;
+  double pw = width - l - r, ph = height - t - b;
+  if (pw < 20 || ph < 20)
+    return;
+
+  cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.35);
+  cairo_set_line_width(cr, 1);
+  cairo_rectangle(cr, l + 0.5, t + 0.5, pw, ph);
+  cairo_stroke(cr);
+
+  if (c->train->len == 0 && c->val->len == 0) {
+    cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.6);
+    text_at(cr, w, _("Loss appears here once training runs"), l + pw / 2, t + ph / 2, 0.5);
+    return;
+  }
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  series_range(c->train, &x0, &x1, &y0, &y1);
+  series_range(c->val, &x0, &x1, &y0, &y1);
+  x0 = MIN(x0, 0);
+  if (x1 <= x0)
+    x1 = x0 + 1;
+  if (y1 - y0 < 1e-6) {
+    y0 -= 0.5;
+    y1 += 0.5;
+  }
+  double pad = (y1 - y0) * 0.05;
+  y0 -= pad;
+  y1 += pad;
+
+  cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.8);
+  for (int i = 0; i <= 4; i++) {
+    double v = y0 + (y1 - y0) * i / 4.0;
+    g_autofree char *s = g_strdup_printf("%.2f", v);
+    text_at(cr, w, s, l - 6, t + ph - ph * i / 4.0, 1.0);
+  }
+  g_autofree char *xs0 = g_strdup_printf("%.0f", x0);
+  g_autofree char *xs1 = g_strdup_printf("%.0f", x1);
+  text_at(cr, w, xs0, l, t + ph + b / 2.0, 0.0);
+  text_at(cr, w, xs1, l + pw, t + ph + b / 2.0, 1.0);
+  text_at(cr, w, _("step"), l + pw / 2, t + ph + b / 2.0, 0.5);
+
+  cairo_set_line_width(cr, 2);
+  cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
+  draw_series(cr, c->train, x0, x1, y0, y1, l, t, pw, ph, FALSE);
+  cairo_set_source_rgb(cr, 0.90, 0.38, 0.0);
+  draw_series(cr, c->val, x0, x1, y0, y1, l, t, pw, ph, TRUE);
+  if (c->val->len > 2)
+    draw_series(cr, c->val, x0, x1, y0, y1, l, t, pw, ph, FALSE);
+
+  /* Legend. */
+  cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
+  cairo_rectangle(cr, l + pw - 150, t + 8, 12, 3);
+  cairo_fill(cr);
+  cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.9);
+  text_at(cr, w, _("training loss"), l + pw - 132, t + 10, 0.0);
+  cairo_set_source_rgb(cr, 0.90, 0.38, 0.0);
+  cairo_rectangle(cr, l + pw - 150, t + 26, 12, 3);
+  cairo_fill(cr);
+  cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.9);
+  text_at(cr, w, _("validation loss"), l + pw - 132, t + 28, 0.0);
+}
+
+GtkWidget *cohort_loss_chart_new(void)
+{
+  GtkWidget *w = gtk_drawing_area_new();
+  Chart *c = g_new0(Chart, 1);
+  c->train = g_array_new(FALSE, FALSE, sizeof(double));
+  c->val = g_array_new(FALSE, FALSE, sizeof(double));
+  g_object_set_data_full(G_OBJECT(w), "cohort-chart", c, chart_free);
+  gtk_drawing_area_set_content_height(GTK_DRAWING_AREA(w), 220);
+  gtk_drawing_area_set_draw_func(GTK_DRAWING_AREA(w), draw, NULL, NULL);
+  gtk_widget_set_hexpand(w, TRUE);
+  gtk_widget_set_vexpand(w, TRUE);
+  return w;
+}
+
+void cohort_loss_chart_add(GtkWidget *chart, gboolean validation, double step, double loss)
+{
+  Chart *c = get(chart);
+  if (!isfinite(loss))
+    return;
+  double pt[2] = {step, loss};
+  g_array_append_vals(validation ? c->val : c->train, pt, 2);
+  gtk_widget_queue_draw(chart);
+}
+
+void cohort_loss_chart_clear(GtkWidget *chart)
+{
+  Chart *c = get(chart);
+  g_array_set_size(c->train, 0);
+  g_array_set_size(c->val, 0);
+  gtk_widget_queue_draw(chart);
+}
+
+guint cohort_loss_chart_count(GtkWidget *chart, gboolean validation)
+{
+  Chart *c = get(chart);
+  return (validation ? c->val : c->train)->len / 2;
+}

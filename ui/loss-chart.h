@@ -1,0 +1,16 @@
+/* A live chart of training and validation loss over optimizer steps (a GtkDrawingArea drawn
+ * with cairo). */
+#pragma once
+
+#include <gtk/gtk.h>
+
+G_BEGIN_DECLS
+
+GtkWidget *cohort_loss_chart_new(void);
+/* Adds a point; `validation` selects the validation series. Redraws. */
+void cohort_loss_chart_add(GtkWidget *chart, gboolean validation, double step, double loss);
+void cohort_loss_chart_clear(GtkWidget *chart);
+/* Number of points in a series. */
+guint cohort_loss_chart_count(GtkWidget *chart, gboolean validation);
+
+G_END_DECLS

@@ -1,0 +1,37 @@
+/* The Multi-node settings dialog: number of nodes, this node's rank, master address and
+ * port (controls of the config form), launch commands for every node and launcher
+ * (engine/dist/commands.h) with copy buttons, and a connection test. */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "ui/config-form.h"
+
+G_BEGIN_DECLS
+
+#define COHORT_TYPE_MULTINODE_DIALOG (cohort_multinode_dialog_get_type())
+G_DECLARE_FINAL_TYPE(CohortMultinodeDialog, cohort_multinode_dialog, COHORT, MULTINODE_DIALOG,
+                     GtkWindow)
+
+/* The dialog hides on close and is reused; it places the form's multi-node rows once.
+ * `config_path` is the path the commands name (the workspace's run.json). */
+CohortMultinodeDialog *cohort_multinode_dialog_new(GtkWindow *parent, CohortConfigForm *form);
+void cohort_multinode_dialog_set_config_path(CohortMultinodeDialog *dlg, const char *config_path);
+
+/* Fills the commands area from the form's config; returns FALSE and shows the engine's
+ * message when the config cannot be launched as it stands. */
+gboolean cohort_multinode_dialog_generate(CohortMultinodeDialog *dlg);
+
+/* The generated command of `launcher` ("cohort-run", "torchrun", "srun", "sbatch", "mpirun")
+ * for node `index` (or the one command), or NULL. */
+const char *cohort_multinode_dialog_get_command(CohortMultinodeDialog *dlg, const char *launcher,
+                                                guint index);
+/* How many commands `launcher` has. */
+guint cohort_multinode_dialog_count_commands(CohortMultinodeDialog *dlg, const char *launcher);
+
+/* Starts the connection test; the result appears below the button. */
+void cohort_multinode_dialog_test_connection(CohortMultinodeDialog *dlg);
+/* The text of the connection test's result ("" before any test). */
+const char *cohort_multinode_dialog_get_test_result(CohortMultinodeDialog *dlg);
+
+G_END_DECLS

@@ -1,0 +1,312 @@
+#include "ui/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
+#include <glib/gi18n.h>
+#include <gio/gunixinputstream.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+struct _CohortRun {
+  GObject parent_instance;
+  GSubprocess *child;
+  int pid;
+  GCancellable *cancel;
+  guint open_streams; /* progress and output readers not at their end yet */
+  gboolean child_done;
+  gboolean stopping;
+  guint kill_source;
+  char *done_status; /* "status" of the done event */
+  int done_step;
+  double done_elapsed;
+  char *error_message; /* first error event */
+  char *last_output;   /* last non-empty output line */
+  char *summary;
+};
+
+G_DEFINE_FINAL_TYPE(CohortRun, cohort_run, G_TYPE_OBJECT)
+
+enum { SIGNAL_EVENT, SIGNAL_OUTPUT, SIGNAL_FINISHED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+typedef struct {
+  CohortRun *run;
+  GDataInputStream *in;
+  gboolean progress; /* JSON lines, else plain output */
+} Reader;
+
+static void finish_if_done(CohortRun *run);
+
+static void handle_progress_line(CohortRun *run, const char *line)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  JsonNode *root;
+  if (*line == '\0')
+    return;
+  if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+      (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root) ||
+      !json_object_has_member(json_node_get_object(root), "event")) {
+    g_autofree char *msg = g_strdup_printf(_("progress: not an event: %s"), line);
+    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
+    return;
+  }
+  JsonObject *ev = json_node_get_object(root);
+  const char *name = json_object_get_string_member_with_default(ev, "event", "");
+  if (g_str_equal(name, "done")) {
+    g_free(run->done_status);
+    run->done_status =
+        g_strdup(json_object_get_string_member_with_default(ev, "status", "completed"));
+    run->done_step = (int)json_object_get_int_member_with_default(ev, "step", 0);
+    run->done_elapsed = json_object_get_double_member_with_default(ev, "elapsed_s", 0);
+  } else if (g_str_equal(name, "error") && run->error_message == NULL) {
+    const char *msg = json_object_get_string_member_with_default(ev, "message", "");
+    if (json_object_has_member(ev, "rank"))
+      run->error_message =
+          g_strdup_printf(_("rank %d: %s"), (int)json_object_get_int_member(ev, "rank"), msg);
+    else
+      run->error_message = g_strdup(msg);
+  }
+  g_signal_emit(run, signals[SIGNAL_EVENT], 0, ev);
+}
+
+static void on_line(GObject *source, GAsyncResult *res, gpointer data)
+{
+  Reader *r = data;
+  g_autoptr(GError) error = NULL;
+  gsize len = 0;
+  g_autofree char *line =
+      g_data_input_stream_read_line_finish_utf8(G_DATA_INPUT_STREAM(source), res, &len, &error);
+  CohortRun *run = r->run;
+  if (line == NULL) {
+    if (error != NULL && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+      g_autofree char *msg =
+          g_strdup_printf(_("reading the run's output failed: %s"), error->message);
+      g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
+    }
+    g_object_unref(r->in);
+    g_free(r);
+    run->open_streams--;
+    finish_if_done(run);
+    g_object_unref(run);
+    return;
+  }
+  if (r->progress) {
+    handle_progress_line(run, line);
+  } else {
+    g_autofree char *trimmed = g_strstrip(g_strdup(line));
+    if (*trimmed != '\0') {
+      g_free(run->last_output);
+      run->last_output = g_strdup(line);
+    }
+    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, line);
+  }
+  g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
+}
+
+static void read_lines(CohortRun *run, GInputStream *stream, gboolean progress)
+{
+  Reader *r = g_new0(Reader, 1);
+  r->run = g_object_ref(run);
+  r->in = g_data_input_stream_new(stream);
+  r->progress = progress;
+  /* Lines up to 1 MiB by the protocol; GDataInputStream grows its buffer as needed. */
+  g_data_input_stream_set_newline_type(r->in, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  run->open_streams++;
+  g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
+}
+
+static char *exit_summary(CohortRun *run)
+{
+  if (run->child == NULL)
+    return NULL;
+  if (g_subprocess_get_if_signaled(run->child)) {
+    int sig = g_subprocess_get_term_sig(run->child);
+    return g_strdup_printf(_("killed by signal %d (%s)"), sig, g_strsignal(sig));
+  }
+  int code = g_subprocess_get_exit_status(run->child);
+  if (code == 0)
+    return NULL;
+  return g_strdup_printf(_("exited with code %d"), code);
+}
+
+static void finish_if_done(CohortRun *run)
+{
+  if (run->open_streams > 0 || (run->child != NULL && !run->child_done) || run->summary != NULL)
+    return;
+  g_autofree char *exit = exit_summary(run);
+  g_autofree char *status = NULL;
+  if (g_strcmp0(run->done_status, "completed") == 0)
+    status = g_strdup_printf(_("Completed: %d steps in %.0f s"), run->done_step, run->done_elapsed);
+  else if (g_strcmp0(run->done_status, "stopped") == 0)
+    status = g_strdup_printf(_("Stopped at step %d; a checkpoint was saved if there was "
+                               "progress"),
+                             run->done_step);
+  else if (g_strcmp0(run->done_status, "failed") == 0)
+    status = g_strdup_printf(_("Failed: %s"), run->error_message ? run->error_message
+                                              : run->last_output ? run->last_output
+                                                                 : _("no reason given"));
+  else if (run->stopping)
+    status = g_strdup(_("Stopped before the run reported an end"));
+  else
+    status = g_strdup_printf(_("Ended without a report: %s"),
+                             run->last_output ? run->last_output : _("no output"));
+
+  if (exit != NULL)
+    run->summary = g_strdup_printf("%s (%s)", status, exit);
+  else
+    run->summary = g_steal_pointer(&status);
+  g_clear_handle_id(&run->kill_source, g_source_remove);
+  g_signal_emit(run, signals[SIGNAL_FINISHED], 0, run->summary);
+}
+
+static void on_child_exited(GObject *source, GAsyncResult *res, gpointer data)
+{
+  CohortRun *run = data;
+  g_subprocess_wait_finish(G_SUBPROCESS(source), res, NULL);
+  run->child_done = TRUE;
+  finish_if_done(run);
+  g_object_unref(run);
+}
+
+static void reset(CohortRun *run)
+{
+  g_clear_object(&run->child);
+  g_clear_object(&run->cancel);
+  run->cancel = g_cancellable_new();
+  run->pid = 0;
+  run->child_done = FALSE;
+  run->stopping = FALSE;
+  run->done_step = 0;
+  run->done_elapsed = 0;
+  g_clear_pointer(&run->done_status, g_free);
+  g_clear_pointer(&run->error_message, g_free);
+  g_clear_pointer(&run->last_output, g_free);
+  g_clear_pointer(&run->summary, g_free);
+}
+
+static void child_setup(gpointer data)
+{
+  (void)data;
+  /* Its own process group, so Stop reaches the launcher and every rank it started. */
+  setpgid(0, 0);
+}
+
+gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *cwd, GError **error)
+{
+  g_return_val_if_fail(!cohort_run_is_running(run), FALSE);
+  reset(run);
+  int fds[2];
+  if (!g_unix_open_pipe(fds, FD_CLOEXEC, error))
+    return FALSE;
+
+  g_autoptr(GSubprocessLauncher) launcher =
+      g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE |
+                                G_SUBPROCESS_FLAGS_STDIN_INHERIT);
+  g_subprocess_launcher_take_fd(launcher, fds[1], 3);
+  g_subprocess_launcher_set_child_setup(launcher, child_setup, NULL, NULL);
+  if (cwd != NULL)
+    g_subprocess_launcher_set_cwd(launcher, cwd);
+  run->child = g_subprocess_launcher_spawnv(launcher, argv, error);
+  /* The launcher holds the write end; drop it now so the reader sees the end of the stream
+   * when the child (and everything it started) is gone. */
+  g_clear_object(&launcher);
+  if (run->child == NULL) {
+    close(fds[0]);
+    return FALSE;
+  }
+  run->pid = (int)g_ascii_strtoll(g_subprocess_get_identifier(run->child), NULL, 10);
+
+  g_autoptr(GInputStream) progress = g_unix_input_stream_new(fds[0], TRUE);
+  read_lines(run, progress, TRUE);
+  read_lines(run, g_subprocess_get_stdout_pipe(run->child), FALSE);
+  g_subprocess_wait_async(run->child, NULL, on_child_exited, g_object_ref(run));
+  return TRUE;
+}
+
+void cohort_run_replay(CohortRun *run, GInputStream *stream)
+{
+  reset(run);
+  read_lines(run, stream, TRUE);
+}
+
+static gboolean kill_group(gpointer data)
+{
+  CohortRun *run = data;
+  run->kill_source = 0;
+  if (run->pid > 0 && !run->child_done)
+    kill(-run->pid, SIGKILL);
+  return G_SOURCE_REMOVE;
+}
+
+void cohort_run_stop(CohortRun *run, double grace_s)
+{
+  if (!cohort_run_is_running(run) || run->pid <= 0)
+    return;
+  run->stopping = TRUE;
+  if (kill(-run->pid, SIGTERM) != 0 && errno == ESRCH)
+    kill(run->pid, SIGTERM);
+  if (run->kill_source == 0)
+    run->kill_source = g_timeout_add_full(G_PRIORITY_DEFAULT, (guint)(grace_s * 1000), kill_group,
+                                          g_object_ref(run), g_object_unref);
+}
+
+gboolean cohort_run_is_running(CohortRun *run)
+{
+  return (run->child != NULL && !run->child_done) || run->open_streams > 0;
+}
+
+int cohort_run_get_pid(CohortRun *run)
+{
+  return run->pid;
+}
+
+const char *cohort_run_get_summary(CohortRun *run)
+{
+  return run->summary;
+}
+
+static void cohort_run_dispose(GObject *obj)
+{
+  CohortRun *run = COHORT_RUN(obj);
+  if (run->cancel != NULL)
+    g_cancellable_cancel(run->cancel);
+  g_clear_handle_id(&run->kill_source, g_source_remove);
+  G_OBJECT_CLASS(cohort_run_parent_class)->dispose(obj);
+}
+
+static void cohort_run_finalize(GObject *obj)
+{
+  CohortRun *run = COHORT_RUN(obj);
+  g_clear_object(&run->child);
+  g_clear_object(&run->cancel);
+  g_free(run->done_status);
+  g_free(run->error_message);
+  g_free(run->last_output);
+  g_free(run->summary);
+  G_OBJECT_CLASS(cohort_run_parent_class)->finalize(obj);
+}
+
+static void cohort_run_class_init(CohortRunClass *klass)
+{
+  GObjectClass *oc = G_OBJECT_CLASS(klass);
+  oc->dispose = cohort_run_dispose;
+  oc->finalize = cohort_run_finalize;
+  signals[SIGNAL_EVENT] = g_signal_new("event", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+                                       NULL, NULL, NULL, G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+  signals[SIGNAL_OUTPUT] = g_signal_new("output", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+                                        NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[SIGNAL_FINISHED] = g_signal_new("finished", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST,
+                                          0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void cohort_run_init(CohortRun *run)
+{
+  run->cancel = g_cancellable_new();
+}
+
+CohortRun *cohort_run_new(void)
+{
+  return g_object_new(COHORT_TYPE_RUN, NULL);
+}

@@ -1,0 +1,42 @@
+/* A training run as a child process: launches the engine with a progress pipe on fd 3, reads
+ * the progress events and the child's output asynchronously, and stops the whole process
+ * group on request. The window never blocks on the child. */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define COHORT_TYPE_RUN (cohort_run_get_type())
+G_DECLARE_FINAL_TYPE(CohortRun, cohort_run, COHORT, RUN, GObject)
+
+/* Signals:
+ *   "event"    (JsonObject *ev): one progress event (an object with "event").
+ *   "output"   (const char *line): one line of the child's stdout/stderr, or a progress line
+ *              that is not a JSON object.
+ *   "finished" (const char *summary): the child exited and both streams reached their end;
+ *              `summary` says how it ended, in words (translated). */
+CohortRun *cohort_run_new(void);
+
+/* Starts `argv` in `cwd` (NULL: the current folder) as the leader of a new process group,
+ * with the write end of a pipe as its fd 3 and stdout+stderr merged into one pipe. */
+gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *cwd, GError **error);
+
+/* Reads progress lines from `stream` through the same reader as a live run, without a child
+ * (recorded runs, tests). "finished" comes at the end of the stream. */
+void cohort_run_replay(CohortRun *run, GInputStream *stream);
+
+/* SIGTERM to the child's process group; SIGKILL to the group when it has not exited after
+ * `grace_s` seconds. Returns at once; "finished" reports the end. */
+void cohort_run_stop(CohortRun *run, double grace_s);
+
+gboolean cohort_run_is_running(CohortRun *run);
+
+/* The child's process id (its process group id too), or 0 when none was started. */
+int cohort_run_get_pid(CohortRun *run);
+
+/* The last summary given by "finished", or NULL. */
+const char *cohort_run_get_summary(CohortRun *run);
+
+G_END_DECLS
