@@ -107,7 +107,7 @@ static const KeyRow rows[] = {
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
-        "CPU threads per process; 0 picks the number of cores divided among local processes.", "0"),
+        "CPU threads per process; 0 lets Cohort choose.", "0"),
 
     /* output */
     ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",
@@ -159,7 +159,7 @@ static const KeyRow rows[] = {
     ROW(node_rank, INT, "distributed", NULL, 0, NO_MAX_INT, NULL,
         "Index of this machine, from 0 to num_nodes - 1.", "0"),
     ROW(nproc_per_node, INT, "distributed", NULL, 0, 1024, NULL,
-        "Processes per machine; 0 uses one per visible GPU, or one with the CPU.", "0"),
+        "Processes per machine; 0 lets Cohort choose from the devices it sees.", "0"),
     ROW(lr_scaling, CHOICE, "distributed", lr_scaling_choices, 0, 0, NULL,
         "How the learning rate grows with the number of processes: unchanged, times world "
         "size, or times its square root.",
