@@ -335,13 +335,13 @@ gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, co
   FormKey *fk = find(form, key);
   if (fk == NULL)
     return FALSE;
-  g_autofree char *before = control_text(fk);
+  /* Applied once, as one edit, whether or not the control's value changed (a value refused
+   * before is re-checked). */
+  form->updating = TRUE;
   set_control_text(form, fk, text);
+  form->updating = FALSE;
+  on_control_changed(form, fk);
   g_autofree char *after = control_text(fk);
-  /* Controls emit nothing when the value does not change; apply it anyway so a value that
-   * was refused before is re-checked. */
-  if (g_strcmp0(before, after) == 0)
-    on_control_changed(form, fk);
   return fk->error == NULL && g_strcmp0(after, text) == 0;
 }
 
