@@ -52,19 +52,10 @@ guint64 *cohort_randperm(guint64 n, guint64 seed)
 
   Mt19937 mt;
   mt_seed(&mt, seed);
-  /* ATen keeps the 32-bit draw below UINT32_MAX / 20 (the behaviour every fixture checks);
-   * above it, a 64-bit draw made of two 32-bit ones (high word first) so the modulo stays
-   * close to uniform. */
-  gboolean small = n < G_MAXUINT32 / 20;
+  /* One 32-bit draw per swap, as torch 1.13's CPU randperm does for every n (checked against
+   * it at n = 214748364, where some later releases switch to 64-bit draws). */
   for (guint64 i = 0; i + 1 < n; i++) {
-    guint64 draw;
-    if (small) {
-      draw = mt_next(&mt);
-    } else {
-      guint64 hi = mt_next(&mt);
-      guint64 lo = mt_next(&mt);
-      draw = (hi << 32) | lo;
-    }
+    guint64 draw = mt_next(&mt);
     guint64 z = draw % (n - i);
     guint64 tmp = r[i];
     r[i] = r[i + z];
