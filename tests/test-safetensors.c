@@ -246,6 +246,25 @@ static void test_read_errors(void)
   g_assert_nonnull(strstr(error->message, "I32"));
 }
 
+static void test_write_errors(void)
+{
+  float v[2] = {1, 2};
+  CohortStEntry twice[] = {
+      {.name = "a", .data = v, .ndim = 1, .shape = {2}},
+      {.name = "a", .data = v, .ndim = 1, .shape = {2}},
+  };
+  g_autofree char *path = tmp_path("twice.safetensors");
+  g_autoptr(GError) error = NULL;
+  g_assert_false(cohort_safetensors_write(path, twice, 2, NULL, &error));
+  g_assert_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_FORMAT);
+  g_assert_nonnull(strstr(error->message, "\"a\" is given twice"));
+  g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+  g_clear_error(&error);
+  CohortStEntry reserved = {.name = "__metadata__", .data = v, .ndim = 1, .shape = {2}};
+  g_assert_false(cohort_safetensors_write(path, &reserved, 1, NULL, &error));
+  g_assert_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_FORMAT);
+}
+
 static guint count_entries(const char *dir)
 {
   g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
@@ -338,6 +357,7 @@ int main(int argc, char **argv)
   g_test_add_func("/safetensors/f16-bf16", test_conversions);
   g_test_add_func("/safetensors/bad-files", test_bad_files);
   g_test_add_func("/safetensors/read-errors", test_read_errors);
+  g_test_add_func("/safetensors/write-errors", test_write_errors);
   g_test_add_func("/safetensors/atomic-write", test_atomic_write);
   int rc = g_test_run();
   if (!g_test_subprocess())
