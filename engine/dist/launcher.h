@@ -95,7 +95,8 @@ int cohort_launch_exit_status(const CohortLaunchResult *result);
  * 127.0.0.1, a free port), with the same environment, output handling and supervision as
  * cohort_launch_run but no restarts. `argv` is the worker command without --nproc (the
  * caller removes it, so workers do not spawn again); `progress_fd` (-1 = none) goes to rank 0
- * only. Returns the exit status for the caller's main(), as cohort_launch_exit_status. */
+ * only. Returns the exit status for the caller's main(), as cohort_launch_exit_status, or -1
+ * with an error when nothing could be started. */
 int cohort_launch_spawn(const char *const *argv, int nproc, int progress_fd, GError **error);
 
 /* The name of a signal, "SIGSEGV"; "signal 77" for one without a name. Static or in `buf`. */

@@ -1,0 +1,231 @@
+/* Launch commands for a config on a cluster: cohort-run, torchrun, srun, sbatch, mpirun. */
+#include "engine/dist/commands.h"
+
+#include <string.h>
+
+void cohort_launch_command_free(CohortLaunchCommand *cmd)
+{
+  if (cmd == NULL)
+    return;
+  g_free(cmd->launcher);
+  g_free(cmd->title);
+  g_free(cmd->note);
+  g_strfreev(cmd->commands);
+  g_free(cmd);
+}
+
+static gboolean is_loopback(const char *addr)
+{
+  return g_str_has_prefix(addr, "127.") || strcmp(addr, "localhost") == 0 ||
+         strcmp(addr, "::1") == 0;
+}
+
+/* Appends ' ' + the shell-quoted word; words that need no quoting stay bare for readability. */
+static void word(GString *s, const char *w)
+{
+  gboolean plain = w[0] != '\0';
+  for (const char *p = w; *p && plain; p++)
+    plain = g_ascii_isalnum(*p) || strchr("-_./=:,@+%", *p) != NULL;
+  if (s->len > 0)
+    g_string_append_c(s, ' ');
+  if (plain) {
+    g_string_append(s, w);
+  } else {
+    g_autofree char *q = g_shell_quote(w);
+    g_string_append(s, q);
+  }
+}
+
+static void wordf(GString *s, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void wordf(GString *s, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *w = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  word(s, w);
+}
+
+static CohortLaunchCommand *command(const char *launcher, const char *title, const char *note,
+                                    GPtrArray *lines)
+{
+  CohortLaunchCommand *c = g_new0(CohortLaunchCommand, 1);
+  c->launcher = g_strdup(launcher);
+  c->title = g_strdup(title);
+  c->note = g_strdup(note);
+  g_ptr_array_add(lines, NULL);
+  c->commands = (GStrv)g_ptr_array_free(lines, FALSE);
+  return c;
+}
+
+GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_path,
+                                  const char *train_program, const char *run_program,
+                                  GError **error)
+{
+  const char *train = train_program ? train_program : "cohort-train";
+  const char *runner = run_program ? run_program : "cohort-run";
+  int nodes = cfg->num_nodes;
+  if (nodes > 1 && is_loopback(cfg->master_addr)) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "master_addr \"%s\" is a loopback address, but num_nodes is %d: set master_addr "
+                "to the host name or address of the first node, which the other nodes can reach",
+                cfg->master_addr, nodes);
+    return NULL;
+  }
+  g_autofree char *cfg_abs = g_canonicalize_filename(config_path, NULL);
+  /* A number for the launchers that need one. */
+  int nproc = cfg->nproc_per_node > 0                               ? cfg->nproc_per_node
+              : cfg->device_indexes && cfg->device_indexes->len > 0 ? (int)cfg->device_indexes->len
+                                                                    : 1;
+  gboolean gpus =
+      cfg->device != COHORT_DEVICE_CPU && cfg->distributed_backend == COHORT_BACKEND_NCCL;
+  g_autofree char *auto_note =
+      cfg->nproc_per_node > 0
+          ? g_strdup("")
+          : g_strdup_printf("nproc_per_node is auto: srun, sbatch and mpirun assume %d process%s "
+                            "per node; set nproc_per_node to the GPUs per node.",
+                            nproc, nproc > 1 ? "es" : "");
+  g_autoptr(GString) worker = g_string_new(NULL);
+  word(worker, train);
+  word(worker, "--config");
+  word(worker, cfg_abs);
+
+  GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)cohort_launch_command_free);
+
+  /* cohort-run, one per node */
+  GPtrArray *lines = g_ptr_array_new();
+  for (int n = 0; n < nodes; n++) {
+    g_autoptr(GString) s = g_string_new(NULL);
+    word(s, runner);
+    wordf(s, "--nnodes");
+    wordf(s, "%d", nodes);
+    word(s, "--nproc-per-node");
+    if (cfg->nproc_per_node > 0)
+      wordf(s, "%d", cfg->nproc_per_node);
+    else
+      word(s, "auto");
+    word(s, "--node-rank");
+    wordf(s, "%d", n);
+    word(s, "--master-addr");
+    word(s, cfg->master_addr);
+    word(s, "--master-port");
+    wordf(s, "%d", cfg->master_port);
+    if (cfg->max_restarts > 0) {
+      word(s, "--max-restarts");
+      wordf(s, "%d", cfg->max_restarts);
+    }
+    g_string_append_printf(s, " %s", worker->str);
+    g_ptr_array_add(lines, g_string_free(g_steal_pointer(&s), FALSE));
+  }
+  g_ptr_array_add(
+      out, command("cohort-run",
+                   nodes > 1 ? "cohort-run (run the command for node N on node N)" : "cohort-run",
+                   "", lines));
+
+  /* torchrun, one per node */
+  lines = g_ptr_array_new();
+  for (int n = 0; n < nodes; n++) {
+    g_autoptr(GString) s = g_string_new(NULL);
+    word(s, "torchrun");
+    wordf(s, "--nnodes=%d", nodes);
+    if (cfg->nproc_per_node > 0)
+      wordf(s, "--nproc-per-node=%d", cfg->nproc_per_node);
+    else
+      word(s, gpus ? "--nproc-per-node=gpu" : "--nproc-per-node=auto");
+    wordf(s, "--node-rank=%d", n);
+    wordf(s, "--master-addr=%s", cfg->master_addr);
+    wordf(s, "--master-port=%d", cfg->master_port);
+    if (cfg->max_restarts > 0)
+      wordf(s, "--max-restarts=%d", cfg->max_restarts);
+    word(s, "--no-python");
+    g_string_append_printf(s, " %s", worker->str);
+    g_ptr_array_add(lines, g_string_free(g_steal_pointer(&s), FALSE));
+  }
+  g_ptr_array_add(out,
+                  command("torchrun",
+                          nodes > 1 ? "torchrun (PyTorch's launcher; the command for node N on "
+                                      "node N)"
+                                    : "torchrun (PyTorch's launcher)",
+                          "torchrun restarts workers without --resume auto; they see "
+                          "TORCHELASTIC_RESTART_COUNT > 0 instead.",
+                          lines));
+
+  /* srun inside an allocation */
+  g_autoptr(GString) srun = g_string_new(NULL);
+  wordf(srun, "MASTER_PORT=%d", cfg->master_port);
+  word(srun, "srun");
+  wordf(srun, "--nodes=%d", nodes);
+  wordf(srun, "--ntasks-per-node=%d", nproc);
+  if (gpus)
+    wordf(srun, "--gpus-per-node=%d", nproc);
+  g_string_append_printf(srun, " %s", worker->str);
+  lines = g_ptr_array_new();
+  g_ptr_array_add(lines, g_string_free(g_steal_pointer(&srun), FALSE));
+  g_autofree char *srun_note = g_strdup_printf(
+      "Run inside an allocation (salloc); each task is one rank and the first node of "
+      "SLURM_NODELIST hosts the store.%s%s",
+      auto_note[0] ? " " : "", auto_note);
+  g_ptr_array_add(out, command("srun", "srun (SLURM, inside an allocation)", srun_note, lines));
+
+  /* sbatch script */
+  g_autoptr(GString) sb = g_string_new("#!/bin/bash\n");
+  g_string_append(sb, "#SBATCH --job-name=cohort\n");
+  g_string_append_printf(sb, "#SBATCH --nodes=%d\n", nodes);
+  g_string_append_printf(sb, "#SBATCH --ntasks-per-node=%d\n", nproc);
+  if (gpus)
+    g_string_append_printf(sb, "#SBATCH --gpus-per-node=%d\n", nproc);
+  g_string_append(sb, "# Every task reads its rank from SLURM; rank 0's store listens on the\n"
+                      "# first node of the allocation.\n");
+  g_string_append_printf(sb, "export MASTER_PORT=%d\n", cfg->master_port);
+  g_string_append_printf(sb, "srun %s\n", worker->str);
+  lines = g_ptr_array_new();
+  g_ptr_array_add(lines, g_string_free(g_steal_pointer(&sb), FALSE));
+  g_ptr_array_add(out, command("sbatch", "sbatch (SLURM batch script: save it, then sbatch it)",
+                               auto_note, lines));
+
+  /* mpirun */
+  g_autoptr(GString) mpi = g_string_new(NULL);
+  word(mpi, "mpirun");
+  word(mpi, "-np");
+  wordf(mpi, "%d", nodes * nproc);
+  if (nodes > 1) {
+    word(mpi, "--hostfile");
+    word(mpi, "hostfile");
+  }
+  word(mpi, "--map-by");
+  wordf(mpi, "ppr:%d:node", nproc);
+  word(mpi, "-x");
+  wordf(mpi, "MASTER_ADDR=%s", cfg->master_addr);
+  word(mpi, "-x");
+  wordf(mpi, "MASTER_PORT=%d", cfg->master_port);
+  g_string_append_printf(mpi, " %s", worker->str);
+  lines = g_ptr_array_new();
+  g_ptr_array_add(lines, g_string_free(g_steal_pointer(&mpi), FALSE));
+  g_autofree char *mpi_note =
+      g_strdup_printf("%s%s%s",
+                      nodes > 1 ? "The file hostfile lists the nodes, one per line, "
+                                  "the master_addr node first."
+                                : "",
+                      nodes > 1 && auto_note[0] ? " " : "", auto_note);
+  g_ptr_array_add(out, command("mpirun", "mpirun (Open MPI)", mpi_note, lines));
+  return out;
+}
+
+char *cohort_launch_commands_to_text(GPtrArray *commands)
+{
+  g_autoptr(GString) s = g_string_new(NULL);
+  for (guint i = 0; i < commands->len; i++) {
+    const CohortLaunchCommand *c = commands->pdata[i];
+    g_string_append_printf(s, "%s# %s\n", i ? "\n" : "", c->title);
+    if (c->note != NULL && c->note[0] != '\0')
+      g_string_append_printf(s, "# %s\n", c->note);
+    guint n = g_strv_length(c->commands);
+    for (guint k = 0; k < n; k++) {
+      if (n > 1)
+        g_string_append_printf(s, "# node %u:\n", k);
+      g_string_append_printf(s, "%s%s", c->commands[k],
+                             g_str_has_suffix(c->commands[k], "\n") ? "" : "\n");
+    }
+  }
+  return g_string_free(g_steal_pointer(&s), FALSE);
+}

@@ -1,0 +1,494 @@
+/* The launcher with a stand-in worker (tests/dist-worker.c): torchrun's environment, the
+ * progress fd, the first-failure report, restarts, SIGTERM/SIGKILL to the launcher leaving no
+ * process behind, spawn mode, agreement with real torchrun when installed; and the generated
+ * cluster commands. */
+#include "engine/dist/commands.h"
+#include "engine/dist/env.h"
+#include "engine/dist/launcher.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char *worker_path(void)
+{
+  return g_test_build_filename(G_TEST_BUILT, "dist-worker", NULL);
+}
+
+static char *make_outdir(void)
+{
+  g_autoptr(GError) error = NULL;
+  char *dir = g_dir_make_tmp("cohort-launcher-XXXXXX", &error);
+  g_assert_no_error(error);
+  return dir;
+}
+
+static void rm_rf(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d != NULL && (name = g_dir_read_name(d)) != NULL) {
+    g_autofree char *p = g_build_filename(dir, name, NULL);
+    if (g_file_test(p, G_FILE_TEST_IS_DIR))
+      rm_rf(p);
+    else
+      g_unlink(p);
+  }
+  g_rmdir(dir);
+}
+
+/* The worker's env file as an environ array (NULL when absent). */
+static GStrv read_env(const char *dir, int rank, int attempt)
+{
+  g_autofree char *p = g_strdup_printf("%s/rank-%d-attempt-%d.env", dir, rank, attempt);
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents(p, &text, NULL, NULL))
+    return NULL;
+  g_strchomp(text);
+  return g_strsplit(text, "\n", -1);
+}
+
+static const char *get(GStrv env, const char *key)
+{
+  return g_environ_getenv(env, key);
+}
+
+static CohortLaunchOptions *options(const char *outdir, int nproc)
+{
+  CohortLaunchOptions *o = cohort_launch_options_new();
+  o->nproc_per_node = nproc;
+  o->grace_period = 2;
+  o->quiet = TRUE;
+  g_autofree char *w = worker_path();
+  const char *argv[] = {w, outdir, NULL};
+  o->argv = g_strdupv((char **)argv);
+  return o;
+}
+
+static void assert_gone(GArray *pids)
+{
+  for (guint i = 0; i < pids->len; i++) {
+    GPid pid = g_array_index(pids, GPid, i);
+    g_assert_cmpint(kill(pid, 0), ==, -1);
+    g_assert_cmpint(errno, ==, ESRCH);
+  }
+}
+
+static void test_env_contract(void)
+{
+  g_autofree char *dir = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(dir, 2);
+  o->run_id = g_strdup("job-17");
+  int p[2];
+  g_assert_cmpint(pipe(p), ==, 0);
+  o->progress_fd = p[1];
+  g_unsetenv("OMP_NUM_THREADS");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  g_setenv("OMP_NUM_THREADS", "1", TRUE);
+  g_assert_no_error(error);
+  g_assert_true(r->success);
+  g_assert_cmpint(cohort_launch_exit_status(r), ==, 0);
+  close(p[1]);
+  char buf[512] = {0};
+  gssize n = read(p[0], buf, sizeof buf - 1);
+  close(p[0]);
+  /* exactly one line, from rank 0 */
+  g_assert_cmpstr(buf, ==, "{\"event\":\"hello\",\"rank\":0}\n");
+  (void)n;
+
+  g_auto(GStrv) e0 = read_env(dir, 0, 0);
+  g_auto(GStrv) e1 = read_env(dir, 1, 0);
+  g_assert_nonnull(e0);
+  g_assert_nonnull(e1);
+  GStrv envs[2] = {e0, e1};
+  for (int r = 0; r < 2; r++) {
+    g_autofree char *rs = g_strdup_printf("%d", r);
+    GStrv e = envs[r];
+    g_assert_cmpstr(get(e, "RANK"), ==, rs);
+    g_assert_cmpstr(get(e, "LOCAL_RANK"), ==, rs);
+    g_assert_cmpstr(get(e, "ROLE_RANK"), ==, rs);
+    g_assert_cmpstr(get(e, "WORLD_SIZE"), ==, "2");
+    g_assert_cmpstr(get(e, "LOCAL_WORLD_SIZE"), ==, "2");
+    g_assert_cmpstr(get(e, "ROLE_WORLD_SIZE"), ==, "2");
+    g_assert_cmpstr(get(e, "GROUP_RANK"), ==, "0");
+    g_assert_cmpstr(get(e, "GROUP_WORLD_SIZE"), ==, "1");
+    g_assert_cmpstr(get(e, "ROLE_NAME"), ==, "default");
+    g_assert_cmpstr(get(e, "MASTER_ADDR"), ==, "127.0.0.1");
+    g_assert_cmpstr(get(e, "TORCHELASTIC_RESTART_COUNT"), ==, "0");
+    g_assert_cmpstr(get(e, "TORCHELASTIC_MAX_RESTARTS"), ==, "0");
+    g_assert_cmpstr(get(e, "TORCHELASTIC_RUN_ID"), ==, "job-17");
+    g_assert_cmpstr(get(e, "OMP_NUM_THREADS"), ==, "1");
+    g_assert_cmpint(atoi(get(e, "MASTER_PORT")), >, 0);
+    /* and rank discovery reads it back */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(CohortDistEnv) d = cohort_dist_env_from_environ((const char *const *)e, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(d->rank, ==, r);
+    g_assert_cmpint(d->world_size, ==, 2);
+    g_assert_cmpstr(d->run_id, ==, "job-17");
+  }
+  g_assert_cmpstr(get(e0, "MASTER_PORT"), ==, get(e1, "MASTER_PORT"));
+  g_autofree char *want_argv = g_strdup_printf("--progress-fd %d", p[1]);
+  g_assert_cmpstr(get(e0, "ARGV"), ==, want_argv);
+  g_assert_cmpstr(get(e1, "ARGV"), ==, "");
+  rm_rf(dir);
+}
+
+static void run_failure(const char *how, const char *want_words)
+{
+  g_autofree char *dir = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(dir, 3);
+  const char *extra[] = {"DIST_WORKER_MODE=fail", "DIST_WORKER_FAIL_RANK=1", how, NULL};
+  o->extra_env = g_strdupv((char **)extra);
+  g_autoptr(GError) error = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  g_assert_no_error(error);
+  g_assert_false(r->success);
+  g_assert_cmpint(cohort_launch_exit_status(r), ==, 1);
+  g_assert_cmpint(r->failed_rank, ==, 1);
+  g_test_message("report:\n%s", r->failure);
+  g_auto(GStrv) words = g_strsplit(want_words, "|", -1);
+  for (int i = 0; words[i] != NULL; i++)
+    if (strstr(r->failure, words[i]) == NULL)
+      g_error("the report lacks \"%s\":\n%s", words[i], r->failure);
+  /* the others were stopped at once, not left to run their 30 s */
+  g_assert_cmpint(took, <, 10 * G_USEC_PER_SEC);
+  assert_gone(r->last_pids);
+  rm_rf(dir);
+}
+
+static void test_failure_exit(void)
+{
+  run_failure("DIST_WORKER_FAIL_HOW=exit",
+              "rank 1 (local rank 1|exited with code 3|[rank 1]: about to fail|something went");
+}
+
+static void test_failure_signal(void)
+{
+  run_failure("DIST_WORKER_FAIL_HOW=segv", "rank 1|killed by SIGSEGV|about to fail");
+}
+
+static void test_restart(void)
+{
+  g_autofree char *dir = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(dir, 2);
+  o->max_restarts = 2;
+  const char *extra[] = {"DIST_WORKER_MODE=fail", "DIST_WORKER_FAIL_RANK=1",
+                         "DIST_WORKER_FAIL_ONCE=1", NULL};
+  o->extra_env = g_strdupv((char **)extra);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  g_assert_no_error(error);
+  g_assert_true(r->success);
+  g_assert_cmpint(r->restarts, ==, 1);
+  g_assert_cmpint(r->failed_rank, ==, 1); /* the failure of attempt 0 stays on record */
+  for (int rank = 0; rank < 2; rank++) {
+    g_auto(GStrv) e = read_env(dir, rank, 1);
+    g_assert_nonnull(e);
+    g_assert_cmpstr(get(e, "TORCHELASTIC_RESTART_COUNT"), ==, "1");
+    g_assert_cmpstr(get(e, "TORCHELASTIC_MAX_RESTARTS"), ==, "2");
+    g_assert_cmpstr(get(e, "ARGV"), ==, "--resume auto");
+  }
+  g_auto(GStrv) first = read_env(dir, 0, 0);
+  g_assert_cmpstr(get(first, "ARGV"), ==, "");
+  rm_rf(dir);
+
+  /* a failure on every attempt: gives up after max_restarts */
+  g_autofree char *dir2 = make_outdir();
+  g_autoptr(CohortLaunchOptions) o2 = options(dir2, 2);
+  o2->max_restarts = 1;
+  const char *extra2[] = {"DIST_WORKER_MODE=fail", "DIST_WORKER_FAIL_RANK=0", NULL};
+  o2->extra_env = g_strdupv((char **)extra2);
+  g_autoptr(CohortLaunchResult) r2 = cohort_launch_run(o2, &error);
+  g_assert_no_error(error);
+  g_assert_false(r2->success);
+  g_assert_cmpint(r2->restarts, ==, 1);
+  g_auto(GStrv) last = read_env(dir2, 0, 1);
+  g_auto(GStrv) none = read_env(dir2, 0, 2);
+  g_assert_nonnull(last);
+  g_assert_null(none);
+  rm_rf(dir2);
+}
+
+/* Runs a launcher in a child, signals it once both workers are up, and checks that nothing
+ * is left. */
+static void run_signal_launcher(int sig)
+{
+  g_autofree char *dir = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(dir, 2);
+  o->grace_period = 1;
+  const char *extra[] = {"DIST_WORKER_MODE=hang", "DIST_WORKER_STUBBORN_RANK=1", NULL};
+  o->extra_env = g_strdupv((char **)extra);
+  pid_t launcher = fork();
+  g_assert_cmpint(launcher, >=, 0);
+  if (launcher == 0) {
+    g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, NULL);
+    _exit(r ? cohort_launch_exit_status(r) : 99);
+  }
+  GPid pids[2] = {0, 0};
+  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while ((pids[0] == 0 || pids[1] == 0) && g_get_monotonic_time() < deadline) {
+    for (int r = 0; r < 2; r++) {
+      g_auto(GStrv) e = read_env(dir, r, 0);
+      if (e != NULL)
+        pids[r] = atoi(get(e, "PID"));
+    }
+    g_usleep(20000);
+  }
+  g_assert_cmpint(pids[0], >, 0);
+  g_assert_cmpint(pids[1], >, 0);
+  g_assert_cmpint(kill(launcher, sig), ==, 0);
+  int status = 0;
+  g_assert_cmpint(waitpid(launcher, &status, 0), ==, launcher);
+  if (sig == SIGTERM) {
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 128 + SIGTERM);
+  }
+  /* The workers are gone; after a SIGKILLed launcher they die by PR_SET_PDEATHSIG and are
+   * reaped by whoever adopted them, so allow a moment and count a zombie as gone. */
+  deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+  for (int r = 0; r < 2; r++) {
+    for (;;) {
+      g_autofree char *stat_path = g_strdup_printf("/proc/%d/stat", pids[r]);
+      g_autofree char *stat = NULL;
+      gboolean alive = kill(pids[r], 0) == 0;
+      if (alive && g_file_get_contents(stat_path, &stat, NULL, NULL)) {
+        const char *close_paren = strrchr(stat, ')');
+        if (close_paren != NULL && close_paren[2] == 'Z')
+          alive = FALSE;
+      }
+      if (!alive)
+        break;
+      if (g_get_monotonic_time() > deadline)
+        g_error("worker %d (pid %d) outlived the launcher", r, pids[r]);
+      g_usleep(20000);
+    }
+  }
+  rm_rf(dir);
+}
+
+static void test_sigterm_to_launcher(void)
+{
+  run_signal_launcher(SIGTERM);
+}
+
+static void test_sigkill_to_launcher(void)
+{
+  run_signal_launcher(SIGKILL);
+}
+
+static void test_spawn(void)
+{
+  g_autofree char *dir = make_outdir();
+  g_autofree char *w = worker_path();
+  const char *argv[] = {w, dir, NULL};
+  g_autoptr(GError) error = NULL;
+  g_assert_cmpint(cohort_launch_spawn(argv, 3, -1, &error), ==, 0);
+  g_assert_no_error(error);
+  for (int r = 0; r < 3; r++) {
+    g_auto(GStrv) e = read_env(dir, r, 0);
+    g_assert_nonnull(e);
+    g_assert_cmpstr(get(e, "WORLD_SIZE"), ==, "3");
+  }
+  const char *bad[] = {"/nonexistent/program", NULL};
+  g_assert_cmpint(cohort_launch_spawn(bad, 2, -1, &error), ==, -1);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "/nonexistent/program"));
+  rm_rf(dir);
+}
+
+static void test_nproc(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_cmpint(cohort_launch_resolve_nproc("3", "--nproc-per-node", &error), ==, 3);
+  g_assert_cmpint(cohort_launch_resolve_nproc("cpu", "--nproc-per-node", &error), ==, 1);
+  g_assert_cmpint(cohort_launch_resolve_nproc("auto", "--nproc-per-node", &error), >=, 1);
+  g_assert_no_error(error);
+  const char *bad[] = {"0", "-2", "two", "", "3x"};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    g_assert_cmpint(cohort_launch_resolve_nproc(bad[i], "--nproc-per-node", &error), ==, -1);
+    g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "--nproc-per-node"));
+    g_clear_error(&error);
+  }
+}
+
+/* Real torchrun (Debian's torch 1.13 needs -r 1 -t 1 to start) gives the same contract. */
+static void test_torchrun_agrees(void)
+{
+  if (!g_file_test("/usr/bin/python3", G_FILE_TEST_IS_EXECUTABLE)) {
+    g_test_skip("no /usr/bin/python3");
+    return;
+  }
+  const char *probe[] = {"/usr/bin/python3", "-c", "import torch.distributed.run", NULL};
+  int st = 1;
+  if (!g_spawn_sync(NULL, (char **)probe, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL, NULL,
+                    &st, NULL) ||
+      !g_spawn_check_wait_status(st, NULL)) {
+    g_test_skip("python3-torch is not installed");
+    return;
+  }
+  g_autofree char *dir = make_outdir();
+  g_autofree char *logs = g_build_filename(dir, "logs", NULL);
+  g_autofree char *w = worker_path();
+  const char *argv[] = {"/usr/bin/python3",
+                        "-m",
+                        "torch.distributed.run",
+                        "-r",
+                        "1",
+                        "-t",
+                        "1",
+                        "--log_dir",
+                        logs,
+                        "--no_python",
+                        "--standalone",
+                        "--nproc_per_node",
+                        "2",
+                        w,
+                        dir,
+                        NULL};
+  g_auto(GStrv) envp = g_environ_unsetenv(g_get_environ(), "OMP_NUM_THREADS");
+  g_autoptr(GError) error = NULL;
+  g_spawn_sync(NULL, (char **)argv, envp, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL,
+               NULL, NULL, NULL, NULL, &st, &error);
+  g_assert_no_error(error);
+  g_assert_true(g_spawn_check_wait_status(st, NULL));
+
+  /* ours, on the same command */
+  g_autofree char *ours = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(ours, 2);
+  g_unsetenv("OMP_NUM_THREADS");
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  g_setenv("OMP_NUM_THREADS", "1", TRUE);
+  g_assert_no_error(error);
+  g_assert_true(r->success);
+
+  const char *same[] = {"RANK",
+                        "LOCAL_RANK",
+                        "WORLD_SIZE",
+                        "LOCAL_WORLD_SIZE",
+                        "GROUP_RANK",
+                        "GROUP_WORLD_SIZE",
+                        "ROLE_RANK",
+                        "ROLE_WORLD_SIZE",
+                        "ROLE_NAME",
+                        "TORCHELASTIC_RESTART_COUNT",
+                        "TORCHELASTIC_MAX_RESTARTS",
+                        "OMP_NUM_THREADS",
+                        NULL};
+  const char *present[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", NULL};
+  for (int rank = 0; rank < 2; rank++) {
+    g_auto(GStrv) t = read_env(dir, rank, 0);
+    g_auto(GStrv) c = read_env(ours, rank, 0);
+    g_assert_nonnull(t);
+    g_assert_nonnull(c);
+    for (int i = 0; same[i] != NULL; i++) {
+      g_test_message("rank %d %s: torchrun %s, cohort %s", rank, same[i], get(t, same[i]),
+                     get(c, same[i]));
+      g_assert_cmpstr(get(t, same[i]), ==, get(c, same[i]));
+    }
+    for (int i = 0; present[i] != NULL; i++) {
+      g_assert_nonnull(get(t, present[i]));
+      g_assert_nonnull(get(c, present[i]));
+    }
+    g_autoptr(CohortDistEnv) d = cohort_dist_env_from_environ((const char *const *)t, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(d->rank, ==, rank);
+    g_assert_cmpstr(d->source, ==, "torchrun");
+  }
+  rm_rf(dir);
+  rm_rf(ours);
+}
+
+static const CohortLaunchCommand *find_cmd(GPtrArray *cmds, const char *launcher)
+{
+  for (guint i = 0; i < cmds->len; i++) {
+    const CohortLaunchCommand *c = cmds->pdata[i];
+    if (strcmp(c->launcher, launcher) == 0)
+      return c;
+  }
+  g_error("no %s command", launcher);
+  return NULL;
+}
+
+static void assert_has(const char *text, const char *words)
+{
+  g_auto(GStrv) w = g_strsplit(words, "|", -1);
+  for (int i = 0; w[i] != NULL; i++)
+    if (strstr(text, w[i]) == NULL)
+      g_error("\"%s\" lacks \"%s\"", text, w[i]);
+}
+
+static void test_commands(void)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cfg->num_nodes = 2;
+  cfg->nproc_per_node = 4;
+  cfg->enable_multi_gpu = TRUE;
+  cfg->device = COHORT_DEVICE_CUDA;
+  cfg->distributed_backend = COHORT_BACKEND_NCCL;
+  g_free(cfg->master_addr);
+  cfg->master_addr = g_strdup("10.1.2.3");
+  cfg->master_port = 29400;
+  cfg->max_restarts = 2;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) cmds = cohort_launch_commands(cfg, "/runs/my run.json", NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_autofree char *text = cohort_launch_commands_to_text(cmds);
+  g_test_message("%s", text);
+
+  const CohortLaunchCommand *run = find_cmd(cmds, "cohort-run");
+  g_assert_cmpuint(g_strv_length(run->commands), ==, 2);
+  for (int n = 0; n < 2; n++) {
+    g_autofree char *nr = g_strdup_printf("--node-rank %d ", n);
+    assert_has(run->commands[n], "cohort-run --nnodes 2 --nproc-per-node 4 |--master-addr "
+                                 "10.1.2.3 --master-port 29400|--max-restarts 2|cohort-train "
+                                 "--config '/runs/my run.json'");
+    assert_has(run->commands[n], nr);
+  }
+  const CohortLaunchCommand *tr = find_cmd(cmds, "torchrun");
+  g_assert_cmpuint(g_strv_length(tr->commands), ==, 2);
+  assert_has(tr->commands[1], "torchrun --nnodes=2 --nproc-per-node=4 --node-rank=1 "
+                              "|--master-addr=10.1.2.3 --master-port=29400|--no-python "
+                              "cohort-train --config '/runs/my run.json'");
+  g_assert_null(strstr(tr->commands[1], "-r 1"));
+  const CohortLaunchCommand *srun = find_cmd(cmds, "srun");
+  g_assert_cmpuint(g_strv_length(srun->commands), ==, 1);
+  assert_has(srun->commands[0], "srun --nodes=2 --ntasks-per-node=4 |--gpus-per-node=4|"
+                                "MASTER_PORT=29400|cohort-train --config '/runs/my run.json'");
+  const CohortLaunchCommand *sb = find_cmd(cmds, "sbatch");
+  assert_has(sb->commands[0], "#!/bin/bash\n|#SBATCH --nodes=2\n|#SBATCH --ntasks-per-node=4\n|"
+                              "srun cohort-train --config '/runs/my run.json'");
+  const CohortLaunchCommand *mpi = find_cmd(cmds, "mpirun");
+  assert_has(mpi->commands[0], "mpirun -np 8 |ppr:4:node|-x MASTER_ADDR=10.1.2.3|"
+                               "-x MASTER_PORT=29400|cohort-train --config '/runs/my run.json'");
+
+  /* two nodes cannot meet at a loopback master */
+  g_free(cfg->master_addr);
+  cfg->master_addr = g_strdup("127.0.0.1");
+  g_assert_null(cohort_launch_commands(cfg, "/runs/x.json", NULL, NULL, &error));
+  g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "master_addr"));
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/launcher/env-contract", test_env_contract);
+  g_test_add_func("/launcher/failure-exit", test_failure_exit);
+  g_test_add_func("/launcher/failure-signal", test_failure_signal);
+  g_test_add_func("/launcher/restart", test_restart);
+  g_test_add_func("/launcher/sigterm", test_sigterm_to_launcher);
+  g_test_add_func("/launcher/sigkill", test_sigkill_to_launcher);
+  g_test_add_func("/launcher/spawn", test_spawn);
+  g_test_add_func("/launcher/nproc", test_nproc);
+  g_test_add_func("/launcher/torchrun-agrees", test_torchrun_agrees);
+  g_test_add_func("/launcher/commands", test_commands);
+  return g_test_run();
+}
