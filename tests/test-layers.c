@@ -229,9 +229,9 @@ static double attn_obj(gpointer p)
   return dotd(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 
-static void test_attention(void)
+static void check_attention(int B, int T, int C, int NH)
 {
-  Attn c = {.B = 2, .T = 5, .C = 12, .NH = 3};
+  Attn c = {.B = B, .T = T, .C = C, .NH = NH};
   int hd = c.C / c.NH;
   size_t n_out = (size_t)c.B * c.T * c.C;
   c.qkv = randv(n_out * 3, 1.5f);
@@ -244,7 +244,7 @@ static void test_attention(void)
   for (int b = 0; b < c.B; b++)
     for (int h = 0; h < c.NH; h++)
       for (int i = 0; i < c.T; i++) {
-        double sc[16], mx = -INFINITY, sum = 0;
+        double sc[64], mx = -INFINITY, sum = 0;
         for (int j = 0; j <= i; j++) {
           double s = 0;
           for (int d = 0; d < hd; d++)
@@ -267,6 +267,14 @@ static void test_attention(void)
   be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, c.C, c.NH);
   check_grad(c.qkv, dqkv, n_out * 3, attn_obj, &c, "attention dqkv");
   g_free(c.qkv), g_free(c.r), g_free(c.out), g_free(c.lse), g_free(ref), g_free(dqkv);
+}
+
+static void test_attention(void)
+{
+  /* head size 4: the scalar tails; head size 32 and T = 37: full 16-wide tiles, several
+   * query blocks and a partial last one */
+  check_attention(2, 5, 12, 3);
+  check_attention(1, 37, 64, 2);
 }
 
 /* ---- gelu and residual ---- */

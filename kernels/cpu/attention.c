@@ -1,43 +1,155 @@
-/* Causal multi-head attention, fused: scores, softmax and the weighted sum of values are
- * computed one query row at a time, so the [T, T] attention matrix is never stored; the
- * backward recomputes the probabilities from the saved log-sum-exp (as FlashAttention). Each
- * (batch, head) is one task, so gradients of keys and values sum in a fixed order. */
+/* Causal multi-head attention, fused: one (batch, head) is one task; its queries go through
+ * in blocks of QB rows, each against only the keys at or before its last row (causal), with
+ * register-sized tiles so the compiler vectorises over 16 keys or 16 channels at a time.
+ * The [T, T] probabilities are never stored: backward recomputes them from the saved
+ * log-sum-exp (as FlashAttention), and the sum D_i = dout_i . out_i replaces the row sums of
+ * dP * P. Key and value gradients of one head sum over query blocks in order, so results do
+ * not depend on the thread count. */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* One (batch, head): q, k, v rows are `stride` floats apart. */
-COHORT_VEC static void attn_fwd_head(float *restrict out, float *restrict lse,
-                                     const float *restrict q, const float *restrict k,
-                                     const float *restrict v, int T, int hd, size_t stride,
-                                     size_t out_stride, float scale, float *restrict s)
+#define QB 8  /* query rows per block */
+#define JW 16 /* tile width, one AVX-512 register of floats */
+
+/* Per-thread scratch, kept between calls (grown when a larger shape comes): a training step
+ * allocates nothing. Indexed by OpenMP thread number, owned by the calling thread. */
+static _Thread_local float *scratch;
+static _Thread_local size_t scratch_floats;
+
+static float *thread_scratch(size_t per_thread, int threads)
 {
-  for (int i = 0; i < T; i++) {
-    const float *qi = q + (size_t)i * stride;
-    float mx = -INFINITY;
-    for (int j = 0; j <= i; j++) {
-      s[j] = scale * cohort_row_dot(qi, k + (size_t)j * stride, hd);
-      mx = s[j] > mx ? s[j] : mx;
+  size_t want = per_thread * threads;
+  if (want > scratch_floats) {
+    free(scratch);
+    scratch = aligned_alloc(64, (want * sizeof(float) + 63) / 64 * 64);
+    scratch_floats = scratch ? want : 0;
+  }
+  return scratch;
+}
+
+static size_t round16(size_t n)
+{
+  return (n + 15) / 16 * 16;
+}
+
+/* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns. */
+static void transpose(float *restrict dst, size_t ld, const float *restrict src, size_t stride,
+                      int rows, int hd)
+{
+  for (int j = 0; j < rows; j++)
+    for (int d = 0; d < hd; d++)
+      dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
+}
+
+/* 16 floats as one value: the tiles below keep QB of these as accumulators in registers
+ * (GCC vector extensions; AVX-512 in the x86-64-v4 clone, split into SSE in the default). */
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+
+/* S[r][j] = sum_d a[r][d] * BT[d][j] for the QB rows a[r] and keys j < n (n % JW == 0). */
+COHORT_VEC static void tile_scores(float *restrict S, size_t ls, const float *const *a,
+                                   const float *restrict BT, size_t lb, int n, int hd)
+{
+  for (int j0 = 0; j0 < n; j0 += JW) {
+    v16 acc[QB];
+#pragma GCC unroll 8
+    for (int r = 0; r < QB; r++)
+      acc[r] = (v16){0};
+    for (int d = 0; d < hd; d++) {
+      v16 b = *(const v16 *)(BT + (size_t)d * lb + j0);
+#pragma GCC unroll 8
+      for (int r = 0; r < QB; r++)
+        acc[r] += a[r][d] * b;
     }
+#pragma GCC unroll 8
+    for (int r = 0; r < QB; r++)
+      *(v16 *)(S + (size_t)r * ls + j0) = acc[r];
+  }
+}
+
+/* Y[r][:] = sum_{j < n} P[r][j] * X[j][:] for the first `rows` of QB rows (X rows `xs`
+ * apart); overwrites Y. */
+COHORT_VEC static void tile_weighted_sum(float *restrict Y, size_t ys, int rows,
+                                         const float *restrict P, size_t lp,
+                                         const float *restrict X, size_t xs, int n, int hd)
+{
+  int d0 = 0;
+  for (; d0 + JW <= hd; d0 += JW) {
+    v16 acc[QB];
+#pragma GCC unroll 8
+    for (int r = 0; r < QB; r++)
+      acc[r] = (v16){0};
+    for (int j = 0; j < n; j++) {
+      v16 x = *(const v16 *)(X + (size_t)j * xs + d0);
+#pragma GCC unroll 8
+      for (int r = 0; r < QB; r++)
+        acc[r] += P[(size_t)r * lp + j] * x;
+    }
+    for (int r = 0; r < rows; r++)
+      *(v16 *)(Y + (size_t)r * ys + d0) = acc[r];
+  }
+  if (d0 < hd) { /* head sizes that are not a multiple of 16 */
+    for (int r = 0; r < rows; r++)
+      for (int d = d0; d < hd; d++) {
+        float acc = 0.0f;
+        for (int j = 0; j < n; j++)
+          acc += P[(size_t)r * lp + j] * X[(size_t)j * xs + d];
+        Y[(size_t)r * ys + d] = acc;
+      }
+  }
+}
+
+/* G[j][:] += sum_r W[r][j] * X[r][:] over the first `rows` rows, for keys j < n: the
+ * key/value gradient update. Rows are added in order r = 0, 1, ... for every element. */
+COHORT_VEC static void tile_outer_acc(float *restrict G, size_t gs, const float *restrict W,
+                                      size_t lw, const float *restrict X, size_t xs, int rows,
+                                      int n, int hd)
+{
+  for (int j = 0; j < n; j++) {
+    float *g = G + (size_t)j * gs;
+    int d0 = 0;
+    for (; d0 + JW <= hd; d0 += JW) {
+      v16 acc = *(v16 *)(g + d0);
+      for (int r = 0; r < rows; r++)
+        acc += W[(size_t)r * lw + j] * *(const v16 *)(X + (size_t)r * xs + d0);
+      *(v16 *)(g + d0) = acc;
+    }
+    for (int d = d0; d < hd; d++)
+      for (int r = 0; r < rows; r++)
+        g[d] += W[(size_t)r * lw + j] * X[(size_t)r * xs + d];
+  }
+}
+
+/* Softmax of QB score rows over keys 0..(i0 + r), scaled; masked keys get 0. Returns the
+ * log-sum-exp of each row in lse. */
+COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int rows, int n,
+                                     float scale, float *restrict lse)
+{
+  for (int r = 0; r < rows; r++) {
+    float *s = S + (size_t)r * ls;
+    int last = i0 + r;
+    float mx = -INFINITY;
+    for (int j = 0; j <= last; j++)
+      mx = s[j] * scale > mx ? s[j] * scale : mx;
     float sum = 0.0f;
-    for (int j = 0; j <= i; j++) {
-      s[j] = cohort_expf(s[j] - mx);
+    for (int j = 0; j <= last; j++) {
+      s[j] = cohort_expf(s[j] * scale - mx);
       sum += s[j];
     }
     float inv = 1.0f / sum;
-    float *yi = out + (size_t)i * out_stride;
-    memset(yi, 0, sizeof(float) * hd);
-    for (int j = 0; j <= i; j++) {
-      const float *vj = v + (size_t)j * stride;
-      float p = s[j] * inv;
-      for (int d = 0; d < hd; d++)
-        yi[d] += p * vj[d];
-    }
-    lse[i] = mx + logf(sum);
+    for (int j = 0; j <= last; j++)
+      s[j] *= inv;
+    for (int j = last + 1; j < n; j++)
+      s[j] = 0.0f;
+    lse[r] = mx + logf(sum);
   }
+  for (int r = rows; r < QB; r++)
+    memset(S + (size_t)r * ls, 0, sizeof(float) * n);
 }
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
@@ -45,51 +157,31 @@ void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int 
 {
   int hd = C / NH;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t stride = (size_t)3 * C;
+  size_t stride = (size_t)3 * C, lt = round16(T);
+  size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
+  float *buf = thread_scratch(per_thread, omp_get_max_threads());
+  if (!buf)
+    abort(); /* out of memory for a few hundred KiB */
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; bh++) {
     int b = bh / NH, h = bh % NH;
-    float s[T];
-    const float *base = qkv + (size_t)b * T * stride + (size_t)h * hd;
-    attn_fwd_head(out + (size_t)b * T * C + (size_t)h * hd, lse + (size_t)bh * T, base, base + C,
-                  base + 2 * C, T, hd, stride, C, scale, s);
-  }
-}
-
-COHORT_VEC static void attn_bwd_head(float *restrict dq, float *restrict dk, float *restrict dv,
-                                     const float *restrict dout, const float *restrict q,
-                                     const float *restrict k, const float *restrict v,
-                                     const float *restrict out, const float *restrict lse, int T,
-                                     int hd, size_t stride, size_t out_stride, float scale,
-                                     float *restrict p)
-{
-  for (int i = 0; i < T; i++) {
-    memset(dq + (size_t)i * stride, 0, sizeof(float) * hd);
-    memset(dk + (size_t)i * stride, 0, sizeof(float) * hd);
-    memset(dv + (size_t)i * stride, 0, sizeof(float) * hd);
-  }
-  for (int i = 0; i < T; i++) {
-    const float *qi = q + (size_t)i * stride;
-    const float *gi = dout + (size_t)i * out_stride;
-    float *dqi = dq + (size_t)i * stride;
-    /* sum_j p_j * (dout_i . v_j) equals dout_i . out_i */
-    float D = cohort_row_dot(gi, out + (size_t)i * out_stride, hd);
-    for (int j = 0; j <= i; j++)
-      p[j] = scale * cohort_row_dot(qi, k + (size_t)j * stride, hd);
-    for (int j = 0; j <= i; j++)
-      p[j] = cohort_expf(p[j] - lse[i]);
-    for (int j = 0; j <= i; j++) {
-      const float *kj = k + (size_t)j * stride;
-      const float *vj = v + (size_t)j * stride;
-      float *dkj = dk + (size_t)j * stride;
-      float *dvj = dv + (size_t)j * stride;
-      float dp = cohort_row_dot(gi, vj, hd);
-      float ds = p[j] * (dp - D) * scale;
-      for (int d = 0; d < hd; d++) {
-        dqi[d] += ds * kj[d];
-        dkj[d] += ds * qi[d];
-        dvj[d] += p[j] * gi[d];
-      }
+    float *KT = buf + per_thread * omp_get_thread_num();
+    float *S = KT + (size_t)hd * lt;
+    float *zero_row = S + QB * lt;
+    const float *q = qkv + (size_t)b * T * stride + (size_t)h * hd;
+    const float *k = q + C, *v = q + 2 * C;
+    float *o = out + (size_t)b * T * C + (size_t)h * hd;
+    memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
+    transpose(KT, lt, k, stride, T, hd);
+    for (int i0 = 0; i0 < T; i0 += QB) {
+      int rows = T - i0 < QB ? T - i0 : QB;
+      int n = (int)round16(i0 + rows); /* keys this block can see, padded to a tile */
+      const float *a[QB];
+      for (int r = 0; r < QB; r++)
+        a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
+      tile_scores(S, lt, a, KT, lt, n, hd);
+      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0);
+      tile_weighted_sum(o + (size_t)i0 * C, C, rows, S, lt, v, stride, i0 + rows, hd);
     }
   }
 }
@@ -99,15 +191,62 @@ void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *
 {
   int hd = C / NH;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t stride = (size_t)3 * C;
+  size_t stride = (size_t)3 * C, lt = round16(T);
+  size_t per_thread = (size_t)2 * hd * lt + 2 * QB * lt + round16(hd);
+  float *buf = thread_scratch(per_thread, omp_get_max_threads());
+  if (!buf)
+    abort();
 #pragma omp parallel for schedule(static)
   for (int bh = 0; bh < B * NH; bh++) {
     int b = bh / NH, h = bh % NH;
-    float p[T];
+    float *KT = buf + per_thread * omp_get_thread_num();
+    float *VT = KT + (size_t)hd * lt;
+    float *P = VT + (size_t)hd * lt;
+    float *dS = P + QB * lt;
+    float *zero_row = dS + QB * lt;
     size_t off = (size_t)b * T * stride + (size_t)h * hd;
-    size_t ooff = (size_t)b * T * C + (size_t)h * hd;
-    attn_bwd_head(dqkv + off, dqkv + off + C, dqkv + off + 2 * C, dout + ooff, qkv + off,
-                  qkv + off + C, qkv + off + 2 * C, out + ooff, lse + (size_t)bh * T, T, hd, stride,
-                  C, scale, p);
+    const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
+    float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
+    const float *g = dout + (size_t)b * T * C + (size_t)h * hd;
+    const float *o = out + (size_t)b * T * C + (size_t)h * hd;
+    const float *l = lse + (size_t)bh * T;
+    memset(KT, 0, sizeof(float) * per_thread);
+    transpose(KT, lt, k, stride, T, hd);
+    transpose(VT, lt, v, stride, T, hd);
+    for (int i = 0; i < T; i++) {
+      memset(dk + (size_t)i * stride, 0, sizeof(float) * hd);
+      memset(dv + (size_t)i * stride, 0, sizeof(float) * hd);
+    }
+    for (int i0 = 0; i0 < T; i0 += QB) {
+      int rows = T - i0 < QB ? T - i0 : QB;
+      int n = (int)round16(i0 + rows);
+      /* P = exp(scale * q k^T - lse), zero above the diagonal */
+      const float *a[QB], *ga[QB];
+      for (int r = 0; r < QB; r++) {
+        a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
+        ga[r] = r < rows ? g + (size_t)(i0 + r) * C : zero_row;
+      }
+      tile_scores(P, lt, a, KT, lt, n, hd);
+      /* dP = dout v^T */
+      tile_scores(dS, lt, ga, VT, lt, n, hd);
+      for (int r = 0; r < QB; r++) {
+        float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
+        int last = r < rows ? i0 + r : -1;
+        float lr = r < rows ? l[i0 + r] : 0.0f;
+        float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * C, o + (size_t)(i0 + r) * C, hd)
+                           : 0.0f;
+        for (int j = 0; j <= last; j++) {
+          p[j] = cohort_expf(p[j] * scale - lr);
+          ds[j] = p[j] * (ds[j] - D) * scale;
+        }
+        for (int j = last + 1; j < n; j++)
+          p[j] = ds[j] = 0.0f;
+      }
+      int keys = i0 + rows;
+      /* dq = dS k; dk += dS^T q; dv += P^T dout */
+      tile_weighted_sum(dq + (size_t)i0 * stride, stride, rows, dS, lt, k, stride, keys, hd);
+      tile_outer_acc(dk, stride, dS, lt, q + (size_t)i0 * stride, stride, rows, keys, hd);
+      tile_outer_acc(dv, stride, P, lt, g + (size_t)i0 * C, C, rows, keys, hd);
+    }
   }
 }
