@@ -1,0 +1,245 @@
+/* cohort-run: torchrun's equivalent. Starts this node's ranks of a program with torchrun's
+ * environment and supervises them; or prints the cluster launch commands for a config. */
+#include "cohort-build-config.h"
+#include "engine/config.h"
+#include "engine/dist/commands.h"
+#include "engine/dist/env.h"
+#include "engine/dist/launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "Usage: cohort-run [OPTIONS] PROGRAM [ARGS...]\n"
+    "       cohort-run --print-commands --config FILE\n"
+    "\n"
+    "Starts nproc-per-node ranks of PROGRAM on this node with torchrun's environment (RANK,\n"
+    "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...) and supervises them: when one fails, the others\n"
+    "are stopped and the group is restarted up to --max-restarts times (with --resume auto).\n"
+    "Options take '-' or '_' (--nproc-per-node, --nproc_per_node) and '--opt VALUE' or\n"
+    "'--opt=VALUE'.\n"
+    "\n"
+    "  --nnodes N              number of nodes (default 1; static membership only)\n"
+    "  --nproc-per-node N      ranks on this node: a number, auto, cpu or gpu (default 1)\n"
+    "  --node-rank N           this node's index, 0 to nnodes-1 (default 0)\n"
+    "  --master-addr HOST      host of global rank 0 (default 127.0.0.1)\n"
+    "  --master-port PORT      port of rank 0's store (default 29500)\n"
+    "  --rdzv-endpoint H:P     same as --master-addr H --master-port P\n"
+    "  --rdzv-backend static   the only membership this launcher supports (c10d is taken\n"
+    "                          as static)\n"
+    "  --rdzv-id ID            the job id (TORCHELASTIC_RUN_ID; default none)\n"
+    "  --standalone            one node, a free port on 127.0.0.1, a random run id\n"
+    "  --max-restarts N        restarts of the whole group after a failure (default 0)\n"
+    "  --monitor-interval S    seconds between checks of the workers (default 0.1)\n"
+    "  --grace-period S        seconds from SIGTERM to SIGKILL when stopping (default 10)\n"
+    "  --log-dir DIR           per-rank logs in DIR/attempt_K/rank_N/{stdout,stderr}.log\n"
+    "  --progress-fd N         pass this descriptor (and --progress-fd N) to global rank 0\n"
+    "  --no-python             accepted for torchrun compatibility (always the case)\n"
+    "  --quiet                 no launcher messages except failures\n"
+    "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
+    "                          commands for --config FILE and exit\n"
+    "  --config FILE           the config for --print-commands\n"
+    "  --version, --help\n";
+
+static int fail(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int fail(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "cohort-run: %s\n", msg);
+  return 2;
+}
+
+static gboolean parse_int(const char *flag, const char *text, int min, int max, int *out)
+{
+  char *end = NULL;
+  gint64 v = g_ascii_strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || v < min || v > max) {
+    fail("%s \"%s\" is not allowed; expected a whole number from %d to %d", flag, text, min, max);
+    return FALSE;
+  }
+  *out = (int)v;
+  return TRUE;
+}
+
+static gboolean parse_double(const char *flag, const char *text, double min, double *out)
+{
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= min) || v > 1e9) {
+    fail("%s \"%s\" is not allowed; expected a number of seconds, at least %g", flag, text, min);
+    return FALSE;
+  }
+  *out = v;
+  return TRUE;
+}
+
+static int print_commands(const char *config_path)
+{
+  if (config_path == NULL)
+    return fail("--print-commands needs --config FILE");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortConfig) cfg = cohort_config_load_file(config_path, &error);
+  if (cfg == NULL)
+    return fail("%s", error->message);
+  g_autoptr(GPtrArray) cmds = cohort_launch_commands(cfg, config_path, NULL, NULL, &error);
+  if (cmds == NULL)
+    return fail("%s: %s", config_path, error->message);
+  g_autofree char *text = cohort_launch_commands_to_text(cmds);
+  fputs(text, stdout);
+  return 0;
+}
+
+/* Flags that take a value, by their dashed name. */
+static const char *const valued[] = {
+    "--nnodes",       "--nproc-per-node", "--node-rank",        "--master-addr",
+    "--master-port",  "--max-restarts",   "--monitor-interval", "--log-dir",
+    "--progress-fd",  "--rdzv-id",        "--run-id",           "--rdzv-endpoint",
+    "--rdzv-backend", "--grace-period",   "--config",           NULL};
+
+int main(int argc, char **argv)
+{
+  g_set_prgname("cohort-run");
+  g_autoptr(CohortLaunchOptions) o = cohort_launch_options_new();
+  o->master_port = 29500;
+  gboolean standalone = FALSE, print = FALSE, port_given = FALSE;
+  const char *nproc_text = "1";
+  g_autofree char *config_path = NULL;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-')
+      break;
+    /* --opt_name=value → --opt-name, value */
+    g_autofree char *name = NULL;
+    const char *value = NULL;
+    const char *eq = strchr(a, '=');
+    name = eq ? g_strndup(a, eq - a) : g_strdup(a);
+    for (char *p = name + 2; *p; p++)
+      if (*p == '_')
+        *p = '-';
+    gboolean takes_value = g_strv_contains(valued, name);
+    if (takes_value) {
+      if (eq != NULL)
+        value = eq + 1;
+      else if (i + 1 < argc)
+        value = argv[++i];
+      else
+        return fail("%s needs a value (see --help)", name);
+    } else if (eq != NULL) {
+      return fail("%s takes no value", name);
+    }
+
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (strcmp(name, "--version") == 0) {
+      printf("cohort-run %s\n", COHORT_VERSION);
+      return 0;
+    } else if (strcmp(name, "--nnodes") == 0) {
+      if (strchr(value, ':') != NULL)
+        return fail("--nnodes %s: elastic ranges (MIN:MAX) are not supported; membership is "
+                    "static, give one number",
+                    value);
+      if (!parse_int(name, value, 1, 100000, &o->nnodes))
+        return 2;
+    } else if (strcmp(name, "--nproc-per-node") == 0) {
+      nproc_text = value;
+    } else if (strcmp(name, "--node-rank") == 0) {
+      if (!parse_int(name, value, 0, 100000, &o->node_rank))
+        return 2;
+    } else if (strcmp(name, "--master-addr") == 0) {
+      if (value[0] == '\0')
+        return fail("--master-addr is empty; give a host name or address");
+      g_free(o->master_addr);
+      o->master_addr = g_strdup(value);
+    } else if (strcmp(name, "--master-port") == 0) {
+      if (!parse_int(name, value, 1, 65535, &o->master_port))
+        return 2;
+      port_given = TRUE;
+    } else if (strcmp(name, "--rdzv-endpoint") == 0) {
+      const char *colon = strrchr(value, ':');
+      if (colon == NULL || colon == value)
+        return fail("--rdzv-endpoint \"%s\" is not HOST:PORT", value);
+      g_autofree char *host = g_strndup(value, colon - value);
+      if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        char *inner = g_strndup(host + 1, strlen(host) - 2);
+        g_free(host);
+        host = inner;
+      }
+      if (!parse_int(name, colon + 1, 1, 65535, &o->master_port))
+        return 2;
+      port_given = TRUE;
+      g_free(o->master_addr);
+      o->master_addr = g_steal_pointer(&host);
+    } else if (strcmp(name, "--rdzv-backend") == 0) {
+      if (strcmp(value, "static") != 0 && strcmp(value, "c10d") != 0)
+        return fail("--rdzv-backend %s is not supported; membership is static (static, or c10d "
+                    "taken as static)",
+                    value);
+    } else if (strcmp(name, "--rdzv-id") == 0 || strcmp(name, "--run-id") == 0) {
+      g_free(o->run_id);
+      o->run_id = g_strdup(value);
+    } else if (strcmp(name, "--standalone") == 0) {
+      standalone = TRUE;
+    } else if (strcmp(name, "--max-restarts") == 0) {
+      if (!parse_int(name, value, 0, 100000, &o->max_restarts))
+        return 2;
+    } else if (strcmp(name, "--monitor-interval") == 0) {
+      if (!parse_double(name, value, 0.001, &o->monitor_interval))
+        return 2;
+    } else if (strcmp(name, "--grace-period") == 0) {
+      if (!parse_double(name, value, 0, &o->grace_period))
+        return 2;
+    } else if (strcmp(name, "--log-dir") == 0) {
+      g_free(o->log_dir);
+      o->log_dir = g_strdup(value);
+    } else if (strcmp(name, "--progress-fd") == 0) {
+      if (!parse_int(name, value, 0, 1 << 20, &o->progress_fd))
+        return 2;
+    } else if (strcmp(name, "--no-python") == 0) {
+      /* our workers are always programs */
+    } else if (strcmp(name, "--quiet") == 0) {
+      o->quiet = TRUE;
+    } else if (strcmp(name, "--print-commands") == 0) {
+      print = TRUE;
+    } else if (strcmp(name, "--config") == 0) {
+      g_free(config_path);
+      config_path = g_strdup(value);
+    } else {
+      return fail("unknown option %s (see --help)", a);
+    }
+  }
+  if (print)
+    return print_commands(config_path);
+  if (i >= argc)
+    return fail("no program given; usage: cohort-run [OPTIONS] PROGRAM [ARGS...]");
+
+  g_autoptr(GError) error = NULL;
+  o->nproc_per_node = cohort_launch_resolve_nproc(nproc_text, "--nproc-per-node", &error);
+  if (o->nproc_per_node < 0)
+    return fail("%s", error->message);
+  if (standalone) {
+    if (o->nnodes != 1)
+      return fail("--standalone runs one node, but --nnodes is %d", o->nnodes);
+    if (port_given)
+      return fail("--standalone picks a free port itself; leave out --master-port");
+    g_free(o->master_addr);
+    o->master_addr = g_strdup("127.0.0.1");
+    o->master_port = 0;
+    if (o->run_id == NULL)
+      o->run_id = g_uuid_string_random();
+  }
+  o->argv = g_strdupv(argv + i);
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  if (r == NULL)
+    return fail("%s", error->message);
+  return cohort_launch_exit_status(r);
+}
