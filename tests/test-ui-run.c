@@ -1,0 +1,213 @@
+/* The Run page and the child process: a recorded progress stream reaches every widget, a
+ * failing run reports which rank failed, Stop leaves no process behind, and a real
+ * cohort-train run launched from the window (one process, and spawn with 2 ranks) shows its
+ * progress and stops cleanly. */
+#include <errno.h>
+#include <signal.h>
+
+#include "tests/ui/ui-test.h"
+#include "ui/config-form.h"
+#include "ui/programs.h"
+#include "ui/run-page.h"
+#include "ui/window.h"
+
+static char *tmp_dir;
+
+static gboolean run_finished(gpointer data)
+{
+  return cohort_run_get_summary(data) != NULL;
+}
+
+static gboolean has_steps(gpointer data)
+{
+  GtkWidget *page = cohort_window_get_run_page(data);
+  return cohort_run_page_count_points(page, FALSE) >= 2;
+}
+
+static gboolean group_gone_now(gpointer data)
+{
+  return kill(-GPOINTER_TO_INT(data), 0) == -1 && errno == ESRCH;
+}
+
+/* Killed ranks that the launcher did not reap are reparented and reaped by init a moment
+ * later; until then they exist as zombies. */
+static gboolean group_gone(int pgid)
+{
+  return ui_test_wait(group_gone_now, GINT_TO_POINTER(pgid), 5);
+}
+
+static void test_replay(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", "progress-sample.jsonl", NULL);
+  cohort_window_replay(win, path);
+  CohortRun *run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 10));
+  GtkWidget *page = cohort_window_get_run_page(win);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "6 of 6");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "epoch"), ==, "1");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "loss"), ==, "5.0004");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "val_loss"), ==, "5.0055");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "lr"), ==, "0.0001");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "eta"), ==, "0 s");
+  g_assert_true(g_str_has_prefix(cohort_run_page_get_figure(page, "sample"), "This License"));
+  g_assert_cmpfloat(cohort_run_page_get_step_fraction(page), ==, 1.0);
+  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 6);
+  g_assert_cmpuint(cohort_run_page_count_points(page, TRUE), ==, 2);
+  g_assert_cmpuint(cohort_run_page_count_ranks(page), ==, 2);
+  g_assert_cmpint(cohort_run_page_get_slowest(page), ==, 1);
+  g_autofree char *log = cohort_run_page_get_log(page);
+  g_assert_nonnull(strstr(log, "not JSON and must reach the log"));
+  g_assert_nonnull(strstr(log, "checkpoint saved: runs/ws/checkpoints/step-00000003"));
+  g_assert_nonnull(strstr(log, "step 6: val loss 5.0055"));
+  g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed: 6 steps"));
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==, cohort_run_get_summary(run));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void test_crash_report(void)
+{
+  g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-train.sh", NULL);
+  g_setenv("COHORT_TRAIN_PROGRAM", fake, TRUE);
+  g_setenv("COHORT_FAKE_MODE", "crash", TRUE);
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_autofree char *ws = g_build_filename(tmp_dir, "crash", NULL);
+  g_assert_true(cohort_config_form_set_text(form, "workspace_dir", ws));
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_window_start(win, &error));
+  g_assert_no_error(error);
+  g_assert_false(cohort_window_can_start(win));
+  g_autofree char *run_json = g_build_filename(ws, "run.json", NULL);
+  g_assert_true(g_file_test(run_json, G_FILE_TEST_IS_REGULAR));
+  CohortRun *run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 20));
+  const char *summary = cohort_run_get_summary(run);
+  g_test_message("summary: %s", summary);
+  g_assert_true(g_str_has_prefix(summary, "Failed: rank 1: all_reduce failed"));
+  g_assert_nonnull(strstr(summary, "exited with code 1"));
+  GtkWidget *page = cohort_window_get_run_page(win);
+  g_autofree char *log = cohort_run_page_get_log(page);
+  g_assert_nonnull(strstr(log, "cohort-run: rank 1 (pid 4242) exited with code 1"));
+  g_assert_nonnull(strstr(log, "[rank 1] cohort-train"));
+  g_assert_true(cohort_window_can_start(win));
+  gtk_window_destroy(GTK_WINDOW(win));
+  g_unsetenv("COHORT_TRAIN_PROGRAM");
+}
+
+static void test_stop_kills_group(void)
+{
+  g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-train.sh", NULL);
+  g_setenv("COHORT_FAKE_MODE", "stubborn", TRUE);
+  g_autoptr(CohortRun) run = cohort_run_new();
+  const char *argv[] = {fake, NULL};
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_run_start(run, argv, tmp_dir, &error));
+  int pgid = cohort_run_get_pid(run);
+  g_assert_cmpint(pgid, >, 0);
+  ui_test_spin(0.8);
+  g_assert_true(cohort_run_is_running(run));
+  g_assert_false(group_gone_now(GINT_TO_POINTER(pgid)));
+  /* The script ignores SIGTERM, so the group is killed after the grace period. */
+  cohort_run_stop(run, 1.0);
+  g_assert_true(ui_test_wait(run_finished, run, 15));
+  g_test_message("summary: %s", cohort_run_get_summary(run));
+  g_assert_nonnull(strstr(cohort_run_get_summary(run), "signal 9"));
+  g_assert_true(group_gone(pgid));
+}
+
+static gboolean engine_has_nproc(void)
+{
+  g_autofree char *train = cohort_ui_find_program("cohort-train", NULL);
+  g_autofree char *out = NULL;
+  const char *argv[] = {train, "--help", NULL};
+  if (train == NULL ||
+      !g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, NULL, NULL, NULL))
+    return FALSE;
+  return strstr(out, "--nproc") != NULL;
+}
+
+static void real_run(int nproc)
+{
+  g_unsetenv("COHORT_TRAIN_PROGRAM");
+  if (nproc > 1 && !engine_has_nproc()) {
+    g_test_skip("cohort-train has no --nproc (spawn mode) in this build yet");
+    return;
+  }
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_autofree char *ws = g_strdup_printf("%s/real-%d", tmp_dir, nproc);
+  g_autofree char *np = g_strdup_printf("%d", nproc);
+  const char *sets[][2] = {
+      {"workspace_dir", ws},
+      {"n_layer", "1"},
+      {"n_embd", "64"},
+      {"n_head", "2"},
+      {"seq_len", "32"},
+      {"batch_size", "4"},
+      {"max_steps", "2000"},
+      {"warmup_steps", "1"},
+      {"eval_every", "0"},
+      {"eval_steps", "1"},
+      {"sample_every", "0"},
+      {"save_every", "0"},
+      {"threads", "1"},
+      {"device", "cpu"},
+      {"distributed_backend", "gloo"},
+      {"enable_multi_gpu", nproc > 1 ? "true" : "false"},
+      {"use_torchrun", "false"},
+      {"nproc_per_node", np},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
+    if (!cohort_config_form_set_text(form, sets[i][0], sets[i][1]))
+      g_error("%s=%s: %s", sets[i][0], sets[i][1], cohort_config_form_get_error(form, sets[i][0]));
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_window_start(win, &error));
+  g_assert_no_error(error);
+  CohortRun *run = cohort_window_get_run(win);
+  int pgid = cohort_run_get_pid(run);
+  if (!ui_test_wait(has_steps, win, 120)) {
+    g_autofree char *log = cohort_run_page_get_log(cohort_window_get_run_page(win));
+    g_error("no steps reached the window; output:\n%s", log);
+  }
+  GtkWidget *page = cohort_window_get_run_page(win);
+  g_test_message("step %s, loss %s, status %s", cohort_run_page_get_figure(page, "step"),
+                 cohort_run_page_get_figure(page, "loss"),
+                 cohort_run_page_get_figure(page, "status"));
+  g_assert_true(g_str_has_suffix(cohort_run_page_get_figure(page, "step"), "of 2000"));
+  g_assert_cmpfloat(g_ascii_strtod(cohort_run_page_get_figure(page, "loss"), NULL), >, 0);
+  g_autofree char *world = g_strdup_printf("%d process", nproc);
+  g_assert_nonnull(strstr(cohort_run_page_get_figure(page, "status"), world));
+  g_assert_false(cohort_window_can_start(win));
+
+  cohort_window_stop(win);
+  g_assert_true(ui_test_wait(run_finished, run, 60));
+  g_test_message("summary: %s", cohort_run_get_summary(run));
+  g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Stopped"));
+  g_assert_true(group_gone(pgid));
+  g_assert_true(cohort_window_can_start(win));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void test_real_single(void)
+{
+  real_run(1);
+}
+
+static void test_real_spawn_two_ranks(void)
+{
+  real_run(2);
+}
+
+int main(int argc, char **argv)
+{
+  tmp_dir = ui_test_init(&argc, &argv);
+  g_test_add_func("/ui/run/replay", test_replay);
+  g_test_add_func("/ui/run/crash-report", test_crash_report);
+  g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
+  g_test_add_func("/ui/run/real-single", test_real_single);
+  g_test_add_func("/ui/run/real-spawn-2-ranks", test_real_spawn_two_ranks);
+  int rc = g_test_run();
+  ui_test_rmtree(tmp_dir);
+  return rc;
+}
