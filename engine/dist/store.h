@@ -105,7 +105,8 @@ char *cohort_dist_job_token(const CohortDistEnv *env);
 /* Every rank publishes its resolved config; rank 0 compares them all (node_rank excluded) and
  * publishes a verdict. On a mismatch every rank returns COHORT_DIST_ERROR_MISMATCH with the
  * same message, naming the ranks that differ from rank 0 and the differing keys, e.g.
- * "ranks 0 and 2 run different configs (keys differ: learning_rate, batch_size)". */
+ * "rank 2 runs a different config from rank 0 (keys differ: learning_rate); every rank must
+ * load the same config". */
 gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
                                   const CohortConfig *cfg, double timeout_s, GError **error);
 
