@@ -38,6 +38,7 @@ struct _CohortWindow {
   CohortMultinodeDialog *multinode;
   GCancellable *cancel;
   char *preset;
+  guint save_source; /* pending write of the last used config */
   int gpus;
   gboolean closing;
 };
@@ -120,9 +121,23 @@ static void update_state(CohortWindow *win)
                      win->preset != NULL && cohort_ui_preset_is_user(win->preset));
 }
 
+static void save_last(CohortWindow *win);
+
+static gboolean save_last_now(gpointer data)
+{
+  CohortWindow *win = data;
+  win->save_source = 0;
+  save_last(win);
+  return G_SOURCE_REMOVE;
+}
+
 static void on_form_changed(CohortWindow *win)
 {
   update_state(win);
+  /* The last used config is written a moment after edits stop, so a crash or a killed
+   * session loses at most that moment. */
+  g_clear_handle_id(&win->save_source, g_source_remove);
+  win->save_source = g_timeout_add_seconds(1, save_last_now, win);
 }
 
 /* --- presets ------------------------------------------------------------------------- */
@@ -560,6 +575,10 @@ static void cohort_window_dispose(GObject *obj)
   if (win->cancel != NULL)
     g_cancellable_cancel(win->cancel);
   g_clear_object(&win->cancel);
+  if (win->save_source != 0) {
+    g_clear_handle_id(&win->save_source, g_source_remove);
+    save_last(win);
+  }
   if (win->run != NULL)
     g_signal_handlers_disconnect_by_data(win->run, win);
   if (win->form != NULL)
@@ -613,7 +632,6 @@ static void cohort_window_init(CohortWindow *win)
   if (!COHORT_HAVE_CUDA)
     cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
                                    _("NCCL needs a build with CUDA; choose Gloo"));
-  g_signal_connect_swapped(win->form, "changed", G_CALLBACK(on_form_changed), win);
 
   win->multinode = cohort_multinode_dialog_new(GTK_WINDOW(win), win->form);
   win->dist_top = cohort_dist_page_top_new();
@@ -633,6 +651,7 @@ static void cohort_window_init(CohortWindow *win)
 
   rebuild_preset_menu(win);
   restore_last(win);
+  g_signal_connect_swapped(win->form, "changed", G_CALLBACK(on_form_changed), win);
   update_title(win);
   update_state(win);
   cohort_gpu_detect_async(win->cancel, on_gpus, win);
