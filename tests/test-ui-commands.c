@@ -1,0 +1,222 @@
+/* The Distributed page and the Multi-node settings dialog: launch commands for 2 nodes × 4
+ * GPUs, the command line the window starts, GPU detection, and the connection test. */
+#include "tests/ui/ui-test.h"
+#include "ui/config-form.h"
+#include "ui/dist-page.h"
+#include "ui/multinode-dialog.h"
+#include "ui/programs.h"
+#include "ui/window.h"
+
+static char *tmp_dir;
+
+static void set(CohortConfigForm *form, const char *key, const char *value)
+{
+  if (!cohort_config_form_set_text(form, key, value))
+    g_error("%s=%s: %s", key, value, cohort_config_form_get_error(form, key));
+}
+
+static guint count_class(GtkWidget *w, const char *css_class)
+{
+  guint n = gtk_widget_has_css_class(w, css_class);
+  for (GtkWidget *c = gtk_widget_get_first_child(w); c != NULL; c = gtk_widget_get_next_sibling(c))
+    n += count_class(c, css_class);
+  return n;
+}
+
+static void test_two_nodes_four_gpus(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  CohortMultinodeDialog *dlg = cohort_window_get_multinode_dialog(win);
+  set(form, "enable_multi_gpu", "true");
+  set(form, "nproc_per_node", "4");
+  set(form, "num_nodes", "2");
+  set(form, "node_rank", "1");
+  set(form, "master_port", "29600");
+
+  /* The loopback address cannot serve two machines: the engine says so. */
+  g_assert_false(cohort_multinode_dialog_generate(dlg));
+  g_assert_cmpuint(count_class(GTK_WIDGET(dlg), "error"), >=, 1);
+
+  set(form, "master_addr", "10.1.2.3");
+  cohort_multinode_dialog_set_config_path(dlg, "/srv/job/run.json");
+  g_assert_true(cohort_multinode_dialog_generate(dlg));
+  g_assert_cmpuint(cohort_multinode_dialog_count_commands(dlg, "cohort-run"), ==, 2);
+  g_assert_cmpuint(cohort_multinode_dialog_count_commands(dlg, "torchrun"), ==, 2);
+  g_assert_cmpuint(cohort_multinode_dialog_count_commands(dlg, "srun"), ==, 1);
+  g_assert_cmpuint(cohort_multinode_dialog_count_commands(dlg, "sbatch"), ==, 1);
+  g_assert_cmpuint(cohort_multinode_dialog_count_commands(dlg, "mpirun"), ==, 1);
+  for (guint node = 0; node < 2; node++) {
+    const char *cmd = cohort_multinode_dialog_get_command(dlg, "cohort-run", node);
+    g_test_message("cohort-run node %u: %s", node, cmd);
+    g_assert_true(g_str_has_prefix(cmd, "cohort-run"));
+    g_assert_nonnull(strstr(cmd, "10.1.2.3"));
+    g_assert_nonnull(strstr(cmd, "29600"));
+    g_assert_nonnull(strstr(cmd, "/srv/job/run.json"));
+    g_autofree char *rank = g_strdup_printf("--node-rank %u", node);
+    g_autofree char *rank_eq = g_strdup_printf("--node-rank=%u", node);
+    g_assert_true(strstr(cmd, rank) != NULL || strstr(cmd, rank_eq) != NULL);
+    const char *tr = cohort_multinode_dialog_get_command(dlg, "torchrun", node);
+    g_test_message("torchrun node %u: %s", node, tr);
+    g_assert_nonnull(strstr(tr, "--no-python"));
+    g_assert_true(strstr(tr, rank) != NULL || strstr(tr, rank_eq) != NULL);
+  }
+  const char *sbatch = cohort_multinode_dialog_get_command(dlg, "sbatch", 0);
+  g_assert_nonnull(strstr(sbatch, "--nodes=2"));
+  g_assert_nonnull(strstr(sbatch, "--ntasks-per-node=4"));
+  g_assert_nonnull(strstr(cohort_multinode_dialog_get_command(dlg, "mpirun", 0), "mpirun"));
+  /* Every command is shown with a copy button. */
+  g_assert_cmpuint(count_class(GTK_WIDGET(dlg), "cohort-command"), ==, 7);
+  g_assert_null(cohort_multinode_dialog_get_command(dlg, "cohort-run", 2));
+
+  /* The summary counts 2 nodes × 4 processes. */
+  g_assert_nonnull(strstr(cohort_window_get_summary(win), "world size 8"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static gboolean strv_has_pair(GStrv argv, const char *a, const char *b)
+{
+  for (guint i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+    if (g_str_equal(argv[i], a) && (b == NULL || g_str_equal(argv[i + 1], b)))
+      return TRUE;
+  return FALSE;
+}
+
+static void test_launch_argv(void)
+{
+  g_setenv("COHORT_TRAIN_PROGRAM", "/bin/true", TRUE);
+  g_setenv("COHORT_RUN_PROGRAM", "/bin/echo", TRUE);
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+
+  g_auto(GStrv) single = cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(single[0], ==, "/bin/true");
+  g_assert_true(strv_has_pair(single, "--config", "/w/run.json"));
+  g_assert_true(strv_has_pair(single, "--progress-fd", "3"));
+  g_assert_false(g_strv_contains((const char *const *)single, "--nproc"));
+
+  g_assert_true(cohort_config_set(cfg, "enable_multi_gpu", "true", "t", NULL));
+  g_assert_true(cohort_config_set(cfg, "use_torchrun", "false", "t", NULL));
+  g_assert_true(cohort_config_set(cfg, "nproc_per_node", "4", "t", NULL));
+  g_auto(GStrv) spawn = cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error);
+  g_assert_cmpstr(spawn[0], ==, "/bin/true");
+  g_assert_true(strv_has_pair(spawn, "--nproc", "4"));
+
+  g_assert_true(cohort_config_set(cfg, "use_torchrun", "true", "t", NULL));
+  g_auto(GStrv) tr = cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error);
+  g_assert_cmpstr(tr[0], ==, "/bin/echo");
+  g_assert_true(strv_has_pair(tr, "--nproc-per-node", "4"));
+  g_assert_true(g_strv_contains((const char *const *)tr, "--standalone"));
+  g_assert_true(strv_has_pair(tr, "--progress-fd", "3"));
+  g_assert_true(strv_has_pair(tr, "/bin/true", "--config"));
+
+  g_assert_true(cohort_config_set(cfg, "master_addr", "10.0.0.1", "t", NULL));
+  g_assert_true(cohort_config_set(cfg, "num_nodes", "2", "t", NULL));
+  g_assert_true(cohort_config_set(cfg, "node_rank", "1", "t", NULL));
+  g_auto(GStrv) multi = cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error);
+  g_assert_true(strv_has_pair(multi, "--nnodes", "2"));
+  g_assert_true(strv_has_pair(multi, "--node-rank", "1"));
+  g_assert_true(strv_has_pair(multi, "--master-addr", "10.0.0.1"));
+  g_assert_false(g_strv_contains((const char *const *)multi, "--standalone"));
+  g_assert_cmpint(cohort_ui_world_size(cfg, 0), ==, 8);
+
+  g_setenv("COHORT_TRAIN_PROGRAM", "/nonexistent/cohort-train", TRUE);
+  g_assert_null(cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error));
+  g_assert_nonnull(strstr(error->message, "COHORT_TRAIN_PROGRAM"));
+  g_unsetenv("COHORT_TRAIN_PROGRAM");
+  g_unsetenv("COHORT_RUN_PROGRAM");
+}
+
+typedef struct {
+  CohortWindow *win;
+  const char *want;
+} GpuWait;
+
+static gboolean gpu_text_has(gpointer data)
+{
+  GpuWait *w = data;
+  return strstr(cohort_dist_page_get_gpu_text(cohort_window_get_dist_top(w->win)), w->want) != NULL;
+}
+
+static void test_gpu_detection(void)
+{
+  g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-nvidia-smi.sh", NULL);
+  g_setenv("COHORT_NVIDIA_SMI", fake, TRUE);
+  GpuWait w = {cohort_window_new(NULL), "GPU 1: NVIDIA H100 80GB HBM3, 81559 MiB"};
+  g_assert_true(ui_test_wait(gpu_text_has, &w, 10));
+  CohortConfigForm *form = cohort_window_get_form(w.win);
+  set(form, "enable_multi_gpu", "true");
+  set(form, "nproc_per_node", "0");
+  set(form, "world_size", "0");
+  set(form, "node_rank", "0");
+  set(form, "num_nodes", "1");
+  /* "auto" processes: one per detected GPU. */
+  g_assert_nonnull(strstr(cohort_window_get_summary(w.win), "world size 2"));
+  gtk_window_destroy(GTK_WINDOW(w.win));
+
+  g_setenv("COHORT_NVIDIA_SMI", "/nonexistent/nvidia-smi", TRUE);
+  GpuWait none = {cohort_window_new(NULL), "No NVIDIA GPU found"};
+  g_assert_true(ui_test_wait(gpu_text_has, &none, 10));
+  gtk_window_destroy(GTK_WINDOW(none.win));
+  g_unsetenv("COHORT_NVIDIA_SMI");
+}
+
+static gboolean test_done(gpointer data)
+{
+  const char *t = cohort_multinode_dialog_get_test_result(data);
+  return *t != '\0' && !g_str_equal(t, "Testing…");
+}
+
+static guint16 free_port(void)
+{
+  g_autoptr(GSocketListener) l = g_socket_listener_new();
+  guint16 port = g_socket_listener_add_any_inet_port(l, NULL, NULL);
+  g_socket_listener_close(l);
+  return port;
+}
+
+static void test_connection(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  CohortMultinodeDialog *dlg = cohort_window_get_multinode_dialog(win);
+  set(form, "master_addr", "127.0.0.1");
+  g_autofree char *port = g_strdup_printf("%u", free_port());
+  set(form, "master_port", port);
+  cohort_multinode_dialog_test_connection(dlg);
+  g_assert_true(ui_test_wait(test_done, dlg, 10));
+  g_test_message("free: %s", cohort_multinode_dialog_get_test_result(dlg));
+  g_assert_nonnull(strstr(cohort_multinode_dialog_get_test_result(dlg), "is free"));
+
+  g_autoptr(GSocketService) service = g_socket_service_new();
+  guint16 listening = g_socket_listener_add_any_inet_port(G_SOCKET_LISTENER(service), NULL, NULL);
+  g_assert_cmpuint(listening, >, 0);
+  g_socket_service_start(service);
+  g_autofree char *lport = g_strdup_printf("%u", listening);
+  set(form, "master_port", lport);
+  cohort_multinode_dialog_test_connection(dlg);
+  g_assert_true(ui_test_wait(test_done, dlg, 10));
+  g_test_message("listening: %s", cohort_multinode_dialog_get_test_result(dlg));
+  g_assert_nonnull(strstr(cohort_multinode_dialog_get_test_result(dlg), "is reachable"));
+  g_socket_service_stop(service);
+
+  set(form, "master_addr", "no-such-host.invalid");
+  cohort_multinode_dialog_test_connection(dlg);
+  g_assert_true(ui_test_wait(test_done, dlg, 20));
+  g_test_message("unknown: %s", cohort_multinode_dialog_get_test_result(dlg));
+  g_assert_nonnull(strstr(cohort_multinode_dialog_get_test_result(dlg), "does not resolve"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+int main(int argc, char **argv)
+{
+  tmp_dir = ui_test_init(&argc, &argv);
+  g_test_add_func("/ui/commands/two-nodes-four-gpus", test_two_nodes_four_gpus);
+  g_test_add_func("/ui/commands/launch-argv", test_launch_argv);
+  g_test_add_func("/ui/commands/gpu-detection", test_gpu_detection);
+  g_test_add_func("/ui/commands/connection-test", test_connection);
+  int rc = g_test_run();
+  ui_test_rmtree(tmp_dir);
+  return rc;
+}
