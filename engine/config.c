@@ -586,8 +586,8 @@ char *cohort_config_get(const CohortConfig *cfg, const char *key)
   return NULL;
 }
 
-gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value,
-                           const char *source, GError **error)
+static gboolean set_one(CohortConfig *cfg, const char *key, const char *value,
+                        const char *source, gboolean cross_check, GError **error)
 {
   const CohortConfigKey *k = cohort_config_find_key(key);
   if (!k) {
@@ -606,9 +606,49 @@ gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value
     return FALSE;
   g_autoptr(CohortConfig) edited = cohort_config_copy(cfg);
   store_node(edited, k, node);
-  if (!cohort_config_validate(edited, source, error))
+  if (cross_check && !cohort_config_validate(edited, source, error))
     return FALSE;
   /* Swap so that the caller's pointer stays valid and the old fields are freed with `edited`. */
+  CohortConfig old = *cfg;
+  *cfg = *edited;
+  *edited = old;
+  return TRUE;
+}
+
+gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value,
+                           const char *source, GError **error)
+{
+  return set_one(cfg, key, value, source, TRUE, error);
+}
+
+static gboolean split_assignment(const char *assignment, char **key, const char **value,
+                                 const char *source, GError **error)
+{
+  const char *eq = assignment ? strchr(assignment, '=') : NULL;
+  if (!eq) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: \"%s\" is not an assignment; allowed: key=value, like learning_rate=3e-4",
+                src(source), assignment ? assignment : "");
+    return FALSE;
+  }
+  *key = g_strstrip(g_strndup(assignment, (gsize)(eq - assignment)));
+  *value = eq + 1;
+  return TRUE;
+}
+
+gboolean cohort_config_apply_assignments(CohortConfig *cfg, const char *const *assignments,
+                                         const char *source, GError **error)
+{
+  g_autoptr(CohortConfig) edited = cohort_config_copy(cfg);
+  for (guint i = 0; assignments && assignments[i]; i++) {
+    g_autofree char *key = NULL;
+    const char *value = NULL;
+    if (!split_assignment(assignments[i], &key, &value, source, error) ||
+        !set_one(edited, key, value, source, FALSE, error))
+      return FALSE;
+  }
+  if (!cohort_config_validate(edited, source, error))
+    return FALSE;
   CohortConfig old = *cfg;
   *cfg = *edited;
   *edited = old;

@@ -152,6 +152,11 @@ gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value
 /* Applies "key=value". */
 gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment,
                                       const char *source, GError **error);
+/* Applies several "key=value" assignments as one edit: each key is checked as it is set,
+ * the rules across keys once at the end, so their order does not matter
+ * (`--set n_head=12 --set n_embd=768`). On error the config is unchanged. */
+gboolean cohort_config_apply_assignments(CohortConfig *cfg, const char *const *assignments,
+                                         const char *source, GError **error);
 /* The text form of one key's value (what cohort_config_set accepts); NULL for an unknown
  * key. */
 char *cohort_config_get(const CohortConfig *cfg, const char *key);

@@ -11,16 +11,16 @@
 static gint64 gpt_param_count(const CohortConfig *cfg)
 {
   gint64 C = cfg->n_embd, L = cfg->n_layer, V = cfg->vocab_size, T = cfg->seq_len;
-  gint64 per_layer = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) +
-                     (4 * C * C + C);
+  gint64 per_layer =
+      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
   return V * C + T * C + L * per_layer + 2 * C;
 }
 
 char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GError **error)
 {
   g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
-  g_autoptr(CohortDataset) ds = cohort_dataset_open(train_path, cfg->data_format,
-                                                    cfg->vocab_size, cfg->seq_len, error);
+  g_autoptr(CohortDataset) ds =
+      cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
   if (!ds)
     return NULL;
   int world = MAX(world_size, 1);
@@ -35,8 +35,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   guint64 per_rank = cohort_sampler_num_samples(&spec);
   gint64 steps_per_epoch =
       (gint64)(per_rank / (guint64)cfg->batch_size) / cfg->gradient_accumulation_steps;
-  gint64 total_steps =
-      cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * steps_per_epoch;
+  gint64 total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * steps_per_epoch;
   int global_batch = cohort_config_global_batch(cfg, world);
 
   g_autoptr(JsonBuilder) b = json_builder_new();

@@ -1,13 +1,30 @@
 #include "trainer-dist.h"
 
-#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "dist/reducer.h"
 #include "kernels/backend.h"
 
+/* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
+typedef struct {
+  double step_s, data_s, comm_s;
+  double mem_bytes;
+  char host[48];
+} RankStats;
+
+/* PyTorch's DDP sends a small first bucket so communication starts early. */
+#define FIRST_BUCKET_MB 1.0
+/* How often (optimizer steps) the `ranks` event is sent. */
+#define RANKS_EVERY 10
+
 struct CohortTrainDist {
-  CohortComm *comm;
+  CohortComm *comm; /* NULL with one process */
   int rank;
   int world_size;
+  double timeout_s;
+  CohortReducer *reducer;
   gint64 data_us, step_us, comm_us;
   int steps_since_report;
 };
@@ -15,70 +32,86 @@ struct CohortTrainDist {
 CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
                                        const CohortConfig *cfg)
 {
-  (void)cfg;
   CohortTrainDist *d = g_new0(CohortTrainDist, 1);
   d->comm = world_size > 1 ? comm : NULL;
   d->rank = rank;
   d->world_size = world_size;
+  d->timeout_s = cfg->timeout_s;
   return d;
 }
 
 void cohort_train_dist_free(CohortTrainDist *d)
 {
+  if (!d)
+    return;
+  cohort_reducer_free(d->reducer);
   g_free(d);
 }
 
 void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb)
 {
-  (void)d;
-  (void)gpt;
-  (void)bucket_cap_mb;
+  if (!d->comm)
+    return;
+  guint n_tensors = 0;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_tensors);
+  d->reducer = cohort_reducer_new(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
+                                  tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB);
+  cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, d->reducer);
 }
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
 {
-  (void)d;
-  (void)sync;
+  if (d->reducer)
+    cohort_reducer_prepare(d->reducer, sync);
 }
 
 gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
 {
-  (void)d;
-  (void)error;
-  return TRUE;
+  if (!d->reducer)
+    return TRUE;
+  gint64 wait_us = 0;
+  gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
+  d->comm_us += wait_us;
+  return ok;
 }
 
 gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error)
 {
-  (void)d;
-  (void)values;
-  (void)n;
-  (void)error;
-  return TRUE;
+  if (!d->comm)
+    return TRUE;
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_comm_all_reduce_f64(d->comm, values, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  d->comm_us += g_get_monotonic_time() - t0;
+  return ok;
 }
 
 gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error)
 {
-  (void)d;
   (void)what;
-  (void)error;
-  return TRUE;
+  if (!d->comm)
+    return TRUE;
+  return cohort_comm_barrier(d->comm, 0, error);
 }
 
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error)
 {
-  (void)d;
-  (void)params;
-  (void)n;
-  (void)error;
-  return TRUE;
+  if (!d->comm)
+    return TRUE;
+  return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
 }
 
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag)
 {
-  (void)d;
-  return stop_flag && *stop_flag;
+  gboolean mine = stop_flag && *stop_flag;
+  if (!d->comm)
+    return mine;
+  double flag = mine ? 1 : 0;
+  g_autoptr(GError) error = NULL;
+  /* If the vote itself fails, a peer is gone: stop here; the next collective reports why. */
+  if (!cohort_comm_all_reduce_f64(d->comm, &flag, 1, COHORT_REDUCE_SUM, 0, &error))
+    return TRUE;
+  return flag > 0;
 }
 
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)
@@ -92,14 +125,59 @@ void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us)
   d->steps_since_report++;
 }
 
-gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress,
-                                        gint64 step, GError **error)
+static double resident_bytes(void)
 {
-  (void)progress;
-  (void)step;
-  (void)error;
-  if (d->world_size == 1)
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = 0;
+  fclose(f);
+  return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
+                                        GError **error)
+{
+  if (!d->comm || d->steps_since_report < RANKS_EVERY)
     return TRUE;
+  double k = d->steps_since_report;
+  RankStats mine = {
+      .step_s = (double)d->step_us / 1e6 / k,
+      .data_s = (double)d->data_us / 1e6 / k,
+      .comm_s = (double)d->comm_us / 1e6 / k,
+      .mem_bytes = resident_bytes(),
+  };
+  g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
+  d->step_us = d->data_us = d->comm_us = 0;
+  d->steps_since_report = 0;
+  g_autofree RankStats *all = g_new0(RankStats, d->world_size);
+  if (!cohort_comm_all_gather(d->comm, &mine, sizeof mine, all, 0, error))
+    return FALSE;
+  if (d->rank != 0)
+    return TRUE;
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", step);
+  JsonArray *ranks = json_array_new();
+  int slowest = 0;
+  for (int r = 0; r < d->world_size; r++) {
+    JsonObject *o = json_object_new();
+    json_object_set_int_member(o, "rank", r);
+    all[r].host[sizeof all[r].host - 1] = 0;
+    json_object_set_string_member(o, "host", all[r].host);
+    json_object_set_double_member(o, "step_s", all[r].step_s);
+    json_object_set_double_member(o, "data_s", all[r].data_s);
+    json_object_set_double_member(o, "comm_s", all[r].comm_s);
+    json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    json_array_add_object_element(ranks, o);
+    /* The slowest rank is the one the others wait for: most compute, least waiting. */
+    if (all[r].step_s - all[r].comm_s > all[slowest].step_s - all[slowest].comm_s)
+      slowest = r;
+  }
+  json_object_set_array_member(f, "ranks", ranks);
+  json_object_set_int_member(f, "slowest", slowest);
+  cohort_progress_emit(progress, "ranks", f);
   return TRUE;
 }
 

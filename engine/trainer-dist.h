@@ -10,7 +10,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct CohortComm CohortComm;
+#include "engine/dist/comm.h"
 typedef struct CohortTrainDist CohortTrainDist;
 
 /* comm NULL (or world_size 1): a single process. */
@@ -40,8 +40,8 @@ void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
 void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
 /* Every few steps with more than one rank: gathers each rank's timings and memory with one
  * all_gather and emits a `ranks` event on rank 0. */
-gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress,
-                                        gint64 step, GError **error);
+gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
+                                        GError **error);
 
 /* Threads for OpenMP loops and OpenBLAS. */
 void cohort_train_set_threads(int threads);

@@ -130,8 +130,8 @@ static void sample_text(Run *r)
   if (cfg->data_format == COHORT_DATA_TEXT) {
     g_autofree char *text = cohort_bytes_to_utf8(seq, n_out);
     json_object_set_string_member(f, "text", text);
-    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s",
-                        r->st.step, text);
+    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
+                        text);
   } else {
     /* Token shards carry no tokenizer: the sample is the token ids. */
     JsonArray *ids = json_array_new();
@@ -174,8 +174,8 @@ static gboolean run_eval(Run *r, GError **error)
   json_object_set_int_member(f, "val_tokens", vt);
   json_object_set_boolean_member(f, "ema", r->ema != NULL);
   cohort_progress_emit(r->progress, "eval", f);
-  cohort_progress_log(r->progress, "info", "step %" G_GINT64_FORMAT ": val loss %.4f%s",
-                      r->st.step, vl, r->ema ? " (EMA weights)" : "");
+  cohort_progress_log(r->progress, "info", "step %" G_GINT64_FORMAT ": val loss %.4f%s", r->st.step,
+                      vl, r->ema ? " (EMA weights)" : "");
   return TRUE;
 }
 
@@ -239,8 +239,8 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
                       "%d rank%s, global batch %d × %d tokens, lr %.3g (scaling %s), "
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
                       run_name, params_m, threads, threads == 1 ? "" : "s", world,
-                      world == 1 ? "" : "s", cohort_config_global_batch(cfg, world),
-                      cfg->seq_len, r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
+                      world == 1 ? "" : "s", cohort_config_global_batch(cfg, world), cfg->seq_len,
+                      r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
 }
 
 /* Opens data, builds the model, restores a checkpoint: everything before the first step. */
@@ -249,14 +249,13 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
   g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
-  r->train = cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len,
-                                 error);
+  r->train =
+      cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
   if (!r->train)
     return FALSE;
   if (cfg->val_data && *cfg->val_data) {
     g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
-    r->val = cohort_dataset_open(val_path, cfg->data_format, cfg->vocab_size, cfg->seq_len,
-                                 error);
+    r->val = cohort_dataset_open(val_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
     if (!r->val)
       return FALSE;
   }
@@ -283,12 +282,10 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
                 train_path, (guint64)r->spec.n, r->T, per_rank, r->B, r->accum);
     return FALSE;
   }
-  r->total_steps =
-      cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
+  r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
   r->base_lr = cohort_config_scaled_lr(cfg, o->world_size);
 
-  CohortGptShape shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len,
-                          cfg->vocab_size};
+  CohortGptShape shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size};
   r->gpt = cohort_gpt_new(&shape, r->B, error);
   if (!r->gpt)
     return FALSE;
@@ -312,8 +309,8 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
     g_autoptr(CohortConfig) saved = NULL;
     if (!cohort_checkpoint_load(ckpt, r->gpt, r->opt, r->ema, &r->st, &saved, error))
       return FALSE;
-    static const char *const shape_keys[] = {"model", "n_layer", "n_head", "n_embd",
-                                             "seq_len", "vocab_size"};
+    static const char *const shape_keys[] = {"model",  "n_layer", "n_head",
+                                             "n_embd", "seq_len", "vocab_size"};
     for (guint i = 0; i < G_N_ELEMENTS(shape_keys); i++) {
       g_autofree char *a = cohort_config_get(saved, shape_keys[i]);
       g_autofree char *b = cohort_config_get(cfg, shape_keys[i]);
@@ -394,8 +391,8 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
   *lr_out = lr;
   guint n_tensors = 0;
   const CohortTensorInfo *tensors = cohort_gpt_tensors(r->gpt, &n_tensors);
-  cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2,
-                    cfg->eps, cfg->weight_decay, (int)r->st.step + 1);
+  cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2, cfg->eps,
+                    cfg->weight_decay, (int)r->st.step + 1);
   if (r->ema)
     cohort_ema_update(r->ema, params, n, cfg->ema_decay);
 
@@ -414,8 +411,8 @@ static gboolean due(int every, gint64 step)
   return every > 0 && step % every == 0;
 }
 
-gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
-                      gboolean *stopped, GError **error)
+gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
+                      GError **error)
 {
   Run run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .indices_epoch = -1};
   Run *r = &run;
@@ -469,8 +466,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
     gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;
     double secs = (double)(t1 - oldest) / 1e6;
     double tok_s = secs > 0 ? (double)(steps_in_window * tokens_per_step) / secs : 0;
-    double eta = tok_s > 0 ? (double)((r->total_steps - r->st.step) * tokens_per_step) / tok_s
-                           : -1;
+    double eta = tok_s > 0 ? (double)((r->total_steps - r->st.step) * tokens_per_step) / tok_s : -1;
 
     JsonObject *f = json_object_new();
     json_object_set_int_member(f, "step", r->st.step);
@@ -487,12 +483,11 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
       json_object_set_double_member(f, "eta_s", eta);
     cohort_progress_emit(r->progress, "step", f);
     g_autofree char *eta_text = cohort_format_duration(eta);
-    cohort_progress_status(r->progress,
-                           r->st.step % print_every == 0 || r->st.step == r->total_steps,
-                           "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
-                           " | loss %.4f | lr %.2e | %.0f tok/s | ETA %s",
-                           r->st.step, r->total_steps, loss, lr, tok_s,
-                           done_here >= 2 ? eta_text : "…");
+    cohort_progress_status(
+        r->progress, r->st.step % print_every == 0 || r->st.step == r->total_steps,
+        "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+        " | loss %.4f | lr %.2e | %.0f tok/s | ETA %s",
+        r->st.step, r->total_steps, loss, lr, tok_s, done_here >= 2 ? eta_text : "…");
 
     if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error))
       goto out;
@@ -531,8 +526,7 @@ out:
     JsonObject *f = json_object_new();
     json_object_set_string_member(f, "status", was_stopped ? "stopped" : "completed");
     json_object_set_int_member(f, "step", r->st.step);
-    json_object_set_double_member(f, "elapsed_s",
-                                  (double)(g_get_monotonic_time() - t_begin) / 1e6);
+    json_object_set_double_member(f, "elapsed_s", (double)(g_get_monotonic_time() - t_begin) / 1e6);
     if (!isnan(loss))
       json_object_set_double_member(f, "final_loss", loss);
     if (r->have_val_loss)

@@ -8,7 +8,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct CohortComm CohortComm;
+#include "engine/dist/comm.h"
 
 typedef struct {
   /* Where the config came from, for messages. */
@@ -33,8 +33,8 @@ typedef struct {
 /* Runs the whole training. Returns FALSE with `error` set on failure (bad data, bad
  * checkpoint, a collective that failed). A stop requested through stop_flag returns TRUE
  * after saving a checkpoint; *stopped (may be NULL) tells which. */
-gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts,
-                      gboolean *stopped, GError **error);
+gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
+                      GError **error);
 
 /* The number of threads a rank uses: cfg->threads, else OMP_NUM_THREADS, else the
  * processors divided among the local ranks. */

@@ -8,6 +8,10 @@
 
 #include "cohort-build-config.h"
 #include "engine/config.h"
+#include "engine/dist/comm.h"
+#include "engine/dist/env.h"
+#include "engine/dist/launcher.h"
+#include "engine/dist/store.h"
 #include "engine/explain.h"
 #include "engine/progress.h"
 #include "engine/trainer.h"
@@ -51,6 +55,37 @@ static int fail(CohortProgress *progress, int rank, const char *message)
   return 1;
 }
 
+/* Like fail(), with the rank named when there are several. */
+static int fail_rank(CohortProgress *progress, int rank, const char *message)
+{
+  g_autofree char *msg = g_strdup_printf("rank %d: %s", rank, message);
+  return fail(progress, rank, rank > 0 || g_getenv("WORLD_SIZE") ? msg : message);
+}
+
+/* The command each spawned rank runs: this program with the same options, minus --nproc
+ * (ranks must not spawn again) and --progress-fd (the launcher gives it to rank 0). */
+static GStrv worker_command(char **argv)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  g_ptr_array_add(out, g_strdup(self ? self : argv[0]));
+  for (int i = 1; argv[i]; i++) {
+    const char *a = argv[i];
+    gboolean with_value =
+        g_str_equal(a, "--nproc") || g_str_equal(a, "-n") || g_str_equal(a, "--progress-fd");
+    if (with_value) {
+      if (argv[i + 1])
+        i++;
+      continue;
+    }
+    if (g_str_has_prefix(a, "--nproc=") || g_str_has_prefix(a, "--progress-fd="))
+      continue;
+    g_ptr_array_add(out, g_strdup(a));
+  }
+  g_ptr_array_add(out, NULL);
+  return (GStrv)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+}
+
 int main(int argc, char **argv)
 {
   g_autofree char *config_path = NULL;
@@ -59,6 +94,7 @@ int main(int argc, char **argv)
   g_autofree char *resume = NULL;
   int progress_fd = -1;
   gboolean explain = FALSE, quiet = FALSE, version = FALSE;
+  int nproc = 0;
   GOptionEntry entries[] = {
       {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path, "TrainConfig JSON file", "FILE"},
       {"preset", 'p', 0, G_OPTION_ARG_STRING, &preset,
@@ -70,12 +106,15 @@ int main(int argc, char **argv)
        "auto|PATH"},
       {"progress-fd", 0, 0, G_OPTION_ARG_INT, &progress_fd,
        "Write progress events (JSON Lines) to this file descriptor", "FD"},
+      {"nproc", 'n', 0, G_OPTION_ARG_INT, &nproc,
+       "Spawn mode: fork N local ranks on this machine (a free port is chosen)", "N"},
       {"explain", 0, 0, G_OPTION_ARG_NONE, &explain, "Print the resolved plan as JSON and exit",
        NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No human progress output", NULL},
       {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
+  g_auto(GStrv) original_argv = g_strdupv(argv);
   g_autoptr(GOptionContext) ctx = g_option_context_new("- train a model with Cohort");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_autoptr(GError) error = NULL;
@@ -96,8 +135,7 @@ int main(int argc, char **argv)
     return 2;
   }
   if (progress_fd >= 0 && fcntl(progress_fd, F_GETFD) == -1) {
-    fprintf(stderr, "cohort-train: --progress-fd %d is not an open file descriptor\n",
-            progress_fd);
+    fprintf(stderr, "cohort-train: --progress-fd %d is not an open file descriptor\n", progress_fd);
     return 2;
   }
 
@@ -114,36 +152,85 @@ int main(int argc, char **argv)
   }
   if (!cfg)
     return fail(NULL, 0, error->message);
-  for (guint i = 0; sets && sets[i]; i++) {
-    if (!cohort_config_set_assignment(cfg, sets[i], "--set", &error))
-      return fail(NULL, 0, error->message);
-  }
+  if (sets && !cohort_config_apply_assignments(cfg, (const char *const *)sets, "--set", &error))
+    return fail(NULL, 0, error->message);
   if (!cohort_config_validate(cfg, source, &error))
     return fail(NULL, 0, error->message);
 
   if (explain) {
-    g_autofree char *plan = cohort_explain(cfg, 1, 8, &error);
+    g_autofree char *plan = cohort_explain(cfg, nproc > 0 ? nproc : 1, 8, &error);
     if (!plan)
       return fail(NULL, 0, error->message);
     printf("%s\n", plan);
     return 0;
   }
 
+  if (nproc < 0 || nproc > 1024) {
+    fprintf(stderr, "cohort-train: --nproc %d is not allowed; allowed: 1 to 1024\n", nproc);
+    return 2;
+  }
+  if (nproc > 1) {
+    /* Spawn mode: this process becomes the supervisor of nproc ranks of itself. */
+    if (!cohort_config_check_supported(cfg, source, &error))
+      return fail(NULL, 0, error->message);
+    g_auto(GStrv) worker_argv = worker_command(original_argv);
+    int status = cohort_launch_spawn((const char *const *)worker_argv, nproc, progress_fd, &error);
+    if (error)
+      return fail(NULL, 0, error->message);
+    return status;
+  }
+
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_from_environ(NULL, &error);
+  if (!env)
+    return fail(NULL, 0, error->message);
+  gboolean rank0 = env->rank == 0;
+  g_autoptr(CohortProgress) progress =
+      cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !quiet);
+  g_autoptr(CohortStore) store = NULL;
+  g_autoptr(CohortComm) comm = NULL;
+  if (env->world_size > 1) {
+    if (cfg->distributed_backend == COHORT_BACKEND_NCCL && cfg->device != COHORT_DEVICE_CUDA) {
+      g_autofree char *msg = g_strdup_printf(
+          "%s: key \"distributed_backend\": \"nccl\" needs device \"cuda\"; use \"gloo\" "
+          "for CPU ranks",
+          source);
+      return fail(progress, env->rank, msg);
+    }
+    g_autofree char *token = cohort_dist_job_token(env);
+    store = cohort_store_open(env, token, cfg->timeout_s, &error);
+    if (!store || !cohort_dist_check_config(store, env, cfg, cfg->timeout_s, &error))
+      return fail_rank(progress, env->rank, error->message);
+    comm = cohort_comm_new_gloo(store, env, cfg->timeout_s, &error);
+    if (!comm)
+      return fail_rank(progress, env->rank, error->message);
+  }
+
+  /* A restarted group resumes from its checkpoint, whoever restarted it (cohort-run also
+   * passes --resume auto; torchrun only sets the restart count). */
+  if (!resume && env->restart_count > 0)
+    resume = g_strdup("auto");
+
   install_signal_handlers();
-  g_autoptr(CohortProgress) progress = cohort_progress_new(progress_fd, !quiet);
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
       .progress = progress,
-      .rank = 0,
-      .world_size = 1,
-      .local_rank = 0,
-      .local_world_size = 1,
-      .comm = NULL,
+      .rank = env->rank,
+      .world_size = env->world_size,
+      .local_rank = env->local_rank,
+      .local_world_size = env->local_world_size,
+      .comm = comm,
       .stop_flag = &stop_requested,
   };
   gboolean stopped = FALSE;
-  if (!cohort_train(cfg, &opts, &stopped, &error))
-    return fail(progress, 0, error->message);
+  if (!cohort_train(cfg, &opts, &stopped, &error)) {
+    /* Peers blocked in a collective with this rank fail now instead of at their timeout. */
+    if (comm)
+      cohort_comm_abort(comm, error->message);
+    return fail_rank(progress, env->rank, error->message);
+  }
+  /* Rank 0 hosts the store: everyone is done with it before it goes away. */
+  if (comm && !cohort_comm_barrier(comm, 0, &error))
+    return fail_rank(progress, env->rank, error->message);
   return 0;
 }

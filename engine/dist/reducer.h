@@ -1,0 +1,42 @@
+/* The DDP reducer: averages gradients across ranks bucket by bucket while backward is still
+ * running, as PyTorch's DistributedDataParallel does.
+ *
+ * The gradient buffer is cut into buckets at tensor boundaries in reverse layer order
+ * (from the end of the buffer): the first bucket holds about `first_bucket_mb`, the others
+ * about `bucket_cap_mb`. Backward reports finished gradient ranges (the model's grad-ready
+ * hook); a bucket whose every gradient is final is handed to a communication thread that
+ * all-reduces (averages) it, overlapping the rest of backward. finish() waits for the
+ * last bucket. On micro-steps with sync = FALSE (gradient accumulation, DDP's no_sync) no
+ * communication happens and gradients just accumulate locally. */
+#pragma once
+
+#include <glib.h>
+#include "engine/dist/comm.h"
+#include "engine/gpt.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortReducer CohortReducer;
+
+/* `grads` (n floats) must stay valid for the reducer's life; tensors must cover it in
+ * increasing offsets without gaps. The communication thread starts here. */
+CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
+                                  const CohortTensorInfo *tensors, guint n_tensors,
+                                  double bucket_cap_mb, double first_bucket_mb);
+/* Stops the communication thread (after aborting the communicator if it is stuck). */
+void cohort_reducer_free(CohortReducer *r);
+
+guint cohort_reducer_num_buckets(const CohortReducer *r);
+/* Bucket i's range in floats; bucket 0 is the one at the end of the buffer. */
+void cohort_reducer_bucket(const CohortReducer *r, guint i, size_t *offset, size_t *count);
+
+/* Starts a backward pass; with sync FALSE the pass communicates nothing. */
+void cohort_reducer_prepare(CohortReducer *r, gboolean sync);
+/* The model's grad-ready hook (CohortGradReadyFunc with the reducer as user data). */
+void cohort_reducer_grad_ready(size_t offset, size_t count, gpointer reducer);
+/* Ends the pass: launches any bucket backward did not report, waits for all, and returns
+ * the first communication error. *wait_us gets the time spent waiting here (communication
+ * that did not overlap compute). */
+gboolean cohort_reducer_finish(CohortReducer *r, gint64 *wait_us, GError **error);
+
+G_END_DECLS
