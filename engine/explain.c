@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "gpt.h"
+#include "json-write.h"
 #include "trainer.h"
 
 /* Parameter count from the shape, without allocating the model. */
@@ -88,9 +89,5 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   json_builder_end_object(b);
 
   g_autoptr(JsonNode) root = json_builder_get_root(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  json_generator_set_pretty(gen, TRUE);
-  json_generator_set_indent(gen, 2);
-  json_generator_set_root(gen, root);
-  return json_generator_to_data(gen, NULL);
+  return cohort_json_to_string(root, TRUE);
 }

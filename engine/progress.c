@@ -1,6 +1,8 @@
 #include "progress.h"
+#include "json-write.h"
 
 #include <errno.h>
+#include <string.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -64,12 +66,9 @@ void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fiel
     json_object_unref(fields);
   }
   g_autoptr(JsonNode) root = json_node_init_object(json_node_alloc(), obj);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  json_generator_set_root(gen, root);
-  gsize len = 0;
-  g_autofree char *text = json_generator_to_data(gen, &len);
+  g_autofree char *text = cohort_json_to_string(root, FALSE);
   g_autofree char *line = g_strconcat(text, "\n", NULL);
-  write_all(p, line, len + 1);
+  write_all(p, line, strlen(line));
 }
 
 void cohort_progress_finish_line(CohortProgress *p)

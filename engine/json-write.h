@@ -1,0 +1,21 @@
+/* JSON text from json-glib nodes, with numbers written so any JSON reader takes them.
+ *
+ * json-glib 1.6 (Debian bookworm) writes some doubles as invalid JSON ("1e-08.0"), so the
+ * engine's events and plans are written here instead: doubles in their shortest form that
+ * reads back to the same value, non-finite numbers as null. */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* `pretty`: two-space indentation, one member per line; else one line. */
+char *cohort_json_to_string(JsonNode *node, gboolean pretty);
+
+/* Appends `value` in its shortest round-trip form (null when not finite). */
+void cohort_json_append_double(GString *out, double value);
+
+/* Appends `text` as a JSON string literal (quotes, escapes). */
+void cohort_json_append_string(GString *out, const char *text);
+
+G_END_DECLS

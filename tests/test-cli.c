@@ -1,0 +1,354 @@
+/* cohort-train end to end: learning on the default preset, stop and resume giving the same
+ * numbers as an uninterrupted run, the progress protocol, --explain, and one-line errors. */
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+
+#include "engine/gpt.h"
+#include "test-util.h"
+
+static const char *train_program(void)
+{
+  const char *p = g_getenv("COHORT_TRAIN");
+  g_assert_nonnull(p);
+  return p;
+}
+
+/* A small model on the sample text: seconds per run. */
+static const char *const small_sets[] = {
+    "n_layer=2",     "n_head=2",          "n_embd=32",      "seq_len=32", "batch_size=4",
+    "max_steps=24",  "warmup_steps=4",    "eval_every=8",   "eval_steps=2",
+    "sample_every=12", "sample_tokens=16", "save_every=0",  "threads=1", NULL,
+};
+
+typedef struct {
+  int status; /* exit code, or 128 + signal */
+  char *out;
+  char *err;
+} RunResult;
+
+static void run_result_clear(RunResult *r)
+{
+  g_free(r->out);
+  g_free(r->err);
+}
+
+/* Starts cohort-train with `args`, progress events to `progress_path` (may be NULL). */
+static GSubprocess *start_train(GPtrArray *args, const char *progress_path)
+{
+  g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                                               G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)train_program());
+  if (progress_path) {
+    int fd = open(progress_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    g_subprocess_launcher_take_fd(l, fd, 3);
+    g_ptr_array_add(argv, "--progress-fd");
+    g_ptr_array_add(argv, "3");
+  }
+  for (guint i = 0; i < args->len; i++)
+    g_ptr_array_add(argv, g_ptr_array_index(args, i));
+  g_ptr_array_add(argv, NULL);
+  g_autoptr(GError) error = NULL;
+  GSubprocess *p =
+      g_subprocess_launcher_spawnv(l, (const char *const *)argv->pdata, &error);
+  g_assert_no_error(error);
+  return p;
+}
+
+static RunResult finish_train(GSubprocess *p)
+{
+  RunResult r = {0};
+  g_autoptr(GError) error = NULL;
+  g_subprocess_communicate_utf8(p, NULL, NULL, &r.out, &r.err, &error);
+  g_assert_no_error(error);
+  if (g_subprocess_get_if_signaled(p))
+    r.status = 128 + g_subprocess_get_term_sig(p);
+  else
+    r.status = g_subprocess_get_exit_status(p);
+  return r;
+}
+
+static RunResult run_train(GPtrArray *args, const char *progress_path)
+{
+  g_autoptr(GSubprocess) p = start_train(args, progress_path);
+  return finish_train(p);
+}
+
+/* args = the small config into `workspace` plus `extra` (NULL-terminated). */
+static GPtrArray *small_args(const char *workspace, const char *const *extra)
+{
+  GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; small_sets[i]; i++) {
+    g_ptr_array_add(a, g_strdup("--set"));
+    g_ptr_array_add(a, g_strdup(small_sets[i]));
+  }
+  g_ptr_array_add(a, g_strdup("--set"));
+  g_ptr_array_add(a, g_strdup_printf("workspace_dir=%s", workspace));
+  for (guint i = 0; extra && extra[i]; i++)
+    g_ptr_array_add(a, g_strdup(extra[i]));
+  return a;
+}
+
+static int count_lines(const char *text)
+{
+  int n = 0;
+  for (const char *c = text; *c; c++)
+    n += *c == '\n';
+  return n;
+}
+
+/* The default preset learns: a short run ends well under the loss of a byte-frequency
+ * model of the same text (3.30 nats on the validation file; see data/sample/README.md). */
+static void test_default_preset_learns(void)
+{
+  g_autofree char *ws = tu_mkdtemp("learn");
+  g_autofree char *events_path = g_build_filename(ws, "events.jsonl", NULL);
+  g_autoptr(GPtrArray) a = g_ptr_array_new_with_free_func(g_free);
+  const char *sets[] = {"max_steps=40", "warmup_steps=5", "eval_every=0", "eval_steps=8",
+                        "sample_every=0", "save_every=0", "threads=2", NULL};
+  for (guint i = 0; sets[i]; i++) {
+    g_ptr_array_add(a, g_strdup("--set"));
+    g_ptr_array_add(a, g_strdup(sets[i]));
+  }
+  g_ptr_array_add(a, g_strdup("--set"));
+  g_ptr_array_add(a, g_strdup_printf("workspace_dir=%s", ws));
+  RunResult r = run_train(a, events_path);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(GPtrArray) ev = tu_read_events(events_path);
+  g_autoptr(GArray) val = tu_event_values(ev, "eval", "val_loss");
+  g_assert_cmpuint(val->len, ==, 1);
+  double v = g_array_index(val, double, 0);
+  g_test_message("tiny-gpt after 40 steps: val loss %.4f (byte-frequency model: 3.30)", v);
+  g_assert_cmpfloat(v, <, 2.9);
+  run_result_clear(&r);
+  tu_rm_rf(ws);
+}
+
+/* Every line is an event with a time; start first, done last; steps count up by one. */
+static void check_protocol(GPtrArray *ev, const char *status)
+{
+  static const char *const known[] = {"start", "step", "eval",  "sample", "checkpoint",
+                                      "ranks", "log",  "error", "done",   NULL};
+  g_assert_cmpuint(ev->len, >=, 2);
+  JsonObject *first = g_ptr_array_index(ev, 0), *last = NULL;
+  g_assert_cmpstr(json_object_get_string_member(first, "event"), ==, "start");
+  gint64 prev = -1;
+  int n_done = 0;
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = g_ptr_array_index(ev, i);
+    const char *name = json_object_get_string_member(o, "event");
+    g_assert_true(g_strv_contains(known, name));
+    if (g_str_equal(name, "step")) {
+      gint64 s = json_object_get_int_member(o, "step");
+      if (prev >= 0)
+        g_assert_cmpint(s, ==, prev + 1);
+      prev = s;
+      g_assert_true(json_object_has_member(o, "loss"));
+      g_assert_true(json_object_has_member(o, "tokens_per_s"));
+    }
+    if (g_str_equal(name, "done")) {
+      n_done++;
+      last = o;
+    }
+  }
+  g_assert_cmpint(n_done, ==, 1);
+  g_assert_cmpstr(json_object_get_string_member(last, "status"), ==, status);
+}
+
+static GArray *step_losses_from(GPtrArray *ev, gint64 from_step)
+{
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = g_ptr_array_index(ev, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "step") &&
+        json_object_get_int_member(o, "step") >= from_step) {
+      double l = json_object_get_double_member(o, "loss");
+      g_array_append_val(out, l);
+    }
+  }
+  return out;
+}
+
+/* SIGTERM mid-run saves a checkpoint and reports "stopped"; --resume auto then finishes with
+ * the same losses and bit-identical weights as a run that never stopped. */
+static void test_stop_and_resume(void)
+{
+  g_autofree char *ws_a = tu_mkdtemp("full");
+  g_autofree char *ws_b = tu_mkdtemp("stopped");
+  g_autofree char *ev_a = g_build_filename(ws_a, "events.jsonl", NULL);
+  g_autofree char *ev_b1 = g_build_filename(ws_b, "events-1.jsonl", NULL);
+  g_autofree char *ev_b2 = g_build_filename(ws_b, "events-2.jsonl", NULL);
+
+  g_autoptr(GPtrArray) args_a = small_args(ws_a, NULL);
+  RunResult ra = run_train(args_a, ev_a);
+  g_assert_cmpint(ra.status, ==, 0);
+  g_autoptr(GPtrArray) events_a = tu_read_events(ev_a);
+  check_protocol(events_a, "completed");
+
+  /* Stop the second run once it has made some steps. */
+  g_autoptr(GPtrArray) args_b = small_args(ws_b, NULL);
+  g_autoptr(GSubprocess) p = start_train(args_b, ev_b1);
+  gint64 deadline = g_get_monotonic_time() + 120 * G_USEC_PER_SEC;
+  for (;;) {
+    g_autofree char *text = NULL;
+    g_file_get_contents(ev_b1, &text, NULL, NULL);
+    if (text && strstr(text, "\"step\":7,"))
+      break;
+    g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    g_usleep(20000);
+  }
+  g_subprocess_send_signal(p, SIGTERM);
+  RunResult rb1 = finish_train(p);
+  g_assert_cmpint(rb1.status, ==, 0);
+  g_autoptr(GPtrArray) events_b1 = tu_read_events(ev_b1);
+  check_protocol(events_b1, "stopped");
+  g_autoptr(GArray) ck = tu_event_values(events_b1, "checkpoint", "step");
+  g_assert_cmpuint(ck->len, ==, 1);
+  gint64 stopped_at = (gint64)g_array_index(ck, double, 0);
+  g_assert_cmpint(stopped_at, >=, 7);
+  g_assert_cmpint(stopped_at, <, 24);
+
+  const char *resume[] = {"--resume", "auto", NULL};
+  g_autoptr(GPtrArray) args_b2 = small_args(ws_b, resume);
+  RunResult rb2 = run_train(args_b2, ev_b2);
+  g_assert_cmpint(rb2.status, ==, 0);
+  g_autoptr(GPtrArray) events_b2 = tu_read_events(ev_b2);
+  check_protocol(events_b2, "completed");
+  JsonObject *start = g_ptr_array_index(events_b2, 0);
+  g_assert_cmpint(json_object_get_int_member(start, "start_step"), ==, stopped_at);
+
+  g_autoptr(GArray) la = step_losses_from(events_a, stopped_at + 1);
+  g_autoptr(GArray) lb = step_losses_from(events_b2, stopped_at + 1);
+  g_assert_cmpuint(la->len, ==, lb->len);
+  for (guint i = 0; i < la->len; i++)
+    g_assert_cmpfloat(g_array_index(la, double, i), ==, g_array_index(lb, double, i));
+
+  g_autofree char *wa = g_build_filename(ws_a, "model.safetensors", NULL);
+  g_autofree char *wb = g_build_filename(ws_b, "model.safetensors", NULL);
+  g_autoptr(GArray) a = tu_read_weights(wa);
+  g_autoptr(GArray) b = tu_read_weights(wb);
+  g_assert_cmpuint(a->len, ==, b->len);
+  g_assert_cmpint(memcmp(a->data, b->data, a->len * sizeof(float)), ==, 0);
+
+  run_result_clear(&ra);
+  run_result_clear(&rb1);
+  run_result_clear(&rb2);
+  tu_rm_rf(ws_a);
+  tu_rm_rf(ws_b);
+}
+
+/* Runs cohort-train with `args` and expects a failure with a one-line message containing
+ * every string of `needles`. */
+static void expect_error(const char *const *args, const char *const *needles)
+{
+  g_autoptr(GPtrArray) a = g_ptr_array_new();
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(a, (gpointer)args[i]);
+  RunResult r = run_train(a, NULL);
+  g_test_message("stderr: %s", r.err);
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_cmpint(r.status, <, 128); /* an error, not a crash */
+  g_assert_cmpint(count_lines(r.err), ==, 1);
+  for (guint i = 0; needles[i]; i++)
+    g_assert_nonnull(strstr(r.err, needles[i]));
+  run_result_clear(&r);
+}
+
+static void test_errors(void)
+{
+  g_autofree char *dir = tu_mkdtemp("errors");
+  g_autofree char *bad_json = g_build_filename(dir, "bad.json", NULL);
+  g_assert_true(g_file_set_contents(bad_json, "{\"version\": 1, \"n_layer\": ", -1, NULL));
+  expect_error((const char *[]){"--config", bad_json, NULL},
+               (const char *[]){bad_json, "JSON", NULL});
+
+  g_autofree char *bad_value = g_build_filename(dir, "bad-value.json", NULL);
+  g_assert_true(g_file_set_contents(bad_value, "{\"version\": 1, \"lr_schedule\": \"cosin\"}",
+                                    -1, NULL));
+  expect_error((const char *[]){"--config", bad_value, NULL},
+               (const char *[]){bad_value, "lr_schedule", "cosin", "cosine", NULL});
+
+  expect_error((const char *[]){"--set", "train_data=/nonexistent/cohort/train.txt", NULL},
+               (const char *[]){"/nonexistent/cohort/train.txt", NULL});
+  expect_error((const char *[]){"--set", "learnig_rate=0.1", NULL},
+               (const char *[]){"learnig_rate", "learning_rate", NULL});
+  expect_error((const char *[]){"--preset", "no-such-preset", NULL},
+               (const char *[]){"no-such-preset", "tiny-gpt", NULL});
+  expect_error((const char *[]){"--set", "device=cuda", NULL}, (const char *[]){"cuda", NULL});
+  expect_error((const char *[]){"--set", "threads=1", "--resume", "/nonexistent/ckpt", NULL},
+               (const char *[]){"/nonexistent/ckpt", NULL});
+
+  /* A truncated checkpoint is refused with the file named. */
+  g_autofree char *ws = g_build_filename(dir, "ws", NULL);
+  const char *save[] = {"--set", "max_steps=4", "--set", "warmup_steps=1", "--set",
+                        "eval_every=0", "--set", "sample_every=0", "--set", "keep_last=0",
+                        NULL};
+  g_autoptr(GPtrArray) args = small_args(ws, save);
+  RunResult r = run_train(args, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autofree char *ckpt = g_build_filename(ws, "checkpoints", "step-00000004", NULL);
+  g_autofree char *weights = g_build_filename(ckpt, "model.safetensors", NULL);
+  g_assert_true(g_file_test(weights, G_FILE_TEST_EXISTS));
+  g_assert_cmpint(truncate(weights, 1000), ==, 0);
+  g_autofree char *ws_set = g_strdup_printf("workspace_dir=%s", ws);
+  expect_error(
+      (const char *[]){"--set", "n_layer=2", "--set", "n_head=2", "--set", "n_embd=32", "--set",
+                       "seq_len=32", "--set", "batch_size=4", "--set", "max_steps=8", "--set",
+                       "warmup_steps=1", "--set", ws_set, "--resume", ckpt, NULL},
+      (const char *[]){"model.safetensors", NULL});
+  tu_rm_rf(dir);
+}
+
+static void test_explain(void)
+{
+  const char *args[] = {"--explain", "--nproc", "2", "--set", "lr_scaling=sqrt", NULL};
+  g_autoptr(GPtrArray) a = g_ptr_array_new();
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(a, (gpointer)args[i]);
+  RunResult r = run_train(a, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) node = json_from_string(r.out, &error);
+  g_assert_no_error(error);
+  JsonObject *o = json_node_get_object(node);
+  CohortGptShape shape = {4, 4, 256, 128, 256};
+  g_autoptr(CohortGpt) gpt = cohort_gpt_new(&shape, 1, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(json_object_get_int_member(o, "params"), ==, cohort_gpt_num_params(gpt));
+  g_assert_cmpint(json_object_get_int_member(o, "world_size"), ==, 2);
+  g_assert_cmpint(json_object_get_int_member(o, "global_batch"), ==, 32);
+  g_assert_cmpint(json_object_get_int_member(o, "tokens_per_step"), ==, 32 * 128);
+  g_assert_cmpfloat_with_epsilon(json_object_get_double_member(o, "scaled_learning_rate"),
+                                 0.001 * sqrt(2.0), 1e-12);
+  JsonArray *first = json_object_get_array_member(o, "first_indices");
+  g_assert_cmpuint(json_array_get_length(first), ==, 2);
+  /* Interleaved: rank r reads positions r, r + world, … of one permutation, so the two
+   * ranks never share an index. */
+  JsonArray *i0 = json_object_get_array_member(json_array_get_object_element(first, 0),
+                                               "indices");
+  JsonArray *i1 = json_object_get_array_member(json_array_get_object_element(first, 1),
+                                               "indices");
+  g_assert_cmpuint(json_array_get_length(i0), ==, 8);
+  for (guint i = 0; i < 8; i++)
+    for (guint j = 0; j < 8; j++)
+      g_assert_cmpint(json_array_get_int_element(i0, i), !=,
+                      json_array_get_int_element(i1, j));
+  JsonObject *cfg = json_object_get_object_member(o, "config");
+  g_assert_cmpstr(json_object_get_string_member(cfg, "lr_scaling"), ==, "sqrt");
+  run_result_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cli/explain", test_explain);
+  g_test_add_func("/cli/errors", test_errors);
+  g_test_add_func("/cli/stop-and-resume", test_stop_and_resume);
+  g_test_add_func("/cli/default-preset-learns", test_default_preset_learns);
+  return g_test_run();
+}
