@@ -57,17 +57,24 @@ void cohort_app_load_css(void)
 static void on_activate(GApplication *app)
 {
   GtkWindow *win = gtk_application_get_active_window(GTK_APPLICATION(app));
-  if (win == NULL) {
-    cohort_app_load_css();
-    win = GTK_WINDOW(cohort_window_new(GTK_APPLICATION(app)));
-    if (replay_path != NULL) {
-      cohort_window_replay(COHORT_WINDOW(win), replay_path);
-      cohort_window_show_page(COHORT_WINDOW(win), "run");
-    }
-    if (start_page != NULL)
-      cohort_window_show_page(COHORT_WINDOW(win), start_page);
+  if (win != NULL) {
+    gtk_window_present(win);
+    return;
   }
+  cohort_app_load_css();
+  win = GTK_WINDOW(cohort_window_new(GTK_APPLICATION(app)));
+  /* Presented first, so a dialog opened for --page multinode stays above it. */
   gtk_window_present(win);
+  if (replay_path != NULL) {
+    cohort_window_replay(COHORT_WINDOW(win), replay_path);
+    cohort_window_show_page(COHORT_WINDOW(win), "run");
+  }
+  if (g_strcmp0(start_page, "multinode") == 0) {
+    cohort_window_show_page(COHORT_WINDOW(win), "distributed");
+    g_action_group_activate_action(G_ACTION_GROUP(win), "multinode", NULL);
+  } else if (start_page != NULL) {
+    cohort_window_show_page(COHORT_WINDOW(win), start_page);
+  }
 }
 
 static void on_quit(GSimpleAction *action, GVariant *param, gpointer app)
@@ -95,7 +102,7 @@ GtkApplication *cohort_app_new(void)
   g_signal_connect(app, "activate", G_CALLBACK(on_activate), NULL);
   g_application_add_main_option(G_APPLICATION(app), "page", 0, 0, G_OPTION_ARG_STRING,
                                 _("Page to show first: model, data, training, distributed, "
-                                  "output or run"),
+                                  "output, run or multinode"),
                                 _("PAGE"));
   g_application_add_main_option(G_APPLICATION(app), "replay", 0, 0, G_OPTION_ARG_FILENAME,
                                 _("Show a recorded progress stream (JSON Lines) on the Run page"),

@@ -190,6 +190,7 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
     w = gtk_spin_button_new_with_range(lo, hi, 1);
     gtk_spin_button_set_digits(GTK_SPIN_BUTTON(w), 0);
     gtk_spin_button_set_numeric(GTK_SPIN_BUTTON(w), TRUE);
+    gtk_editable_set_width_chars(GTK_EDITABLE(w), 8);
     g_signal_connect(w, "value-changed", G_CALLBACK(on_spin_changed), fk);
     break;
   }
