@@ -24,6 +24,11 @@ static gboolean has_steps(gpointer data)
   return cohort_run_page_count_points(page, FALSE) >= 2;
 }
 
+static gboolean has_ranks(gpointer data)
+{
+  return cohort_run_page_count_ranks(cohort_window_get_run_page(data)) >= 2;
+}
+
 static gboolean group_gone_now(gpointer data)
 {
   return kill(-GPOINTER_TO_INT(data), 0) == -1 && errno == ESRCH;
@@ -127,16 +132,21 @@ static gboolean engine_has_nproc(void)
   return strstr(out, "--nproc") != NULL;
 }
 
-static void real_run(int nproc)
+static void real_run(int nproc, gboolean torchrun)
 {
   g_unsetenv("COHORT_TRAIN_PROGRAM");
-  if (nproc > 1 && !engine_has_nproc()) {
+  if (nproc > 1 && !torchrun && !engine_has_nproc()) {
     g_test_skip("cohort-train has no --nproc (spawn mode) in this build yet");
+    return;
+  }
+  g_autofree char *launcher = cohort_ui_find_program("cohort-run", NULL);
+  if (torchrun && launcher == NULL) {
+    g_test_skip("cohort-run is not built");
     return;
   }
   CohortWindow *win = cohort_window_new(NULL);
   CohortConfigForm *form = cohort_window_get_form(win);
-  g_autofree char *ws = g_strdup_printf("%s/real-%d", tmp_dir, nproc);
+  g_autofree char *ws = g_strdup_printf("%s/real-%d-%d", tmp_dir, nproc, torchrun);
   g_autofree char *np = g_strdup_printf("%d", nproc);
   const char *sets[][2] = {
       {"workspace_dir", ws},
@@ -155,7 +165,7 @@ static void real_run(int nproc)
       {"device", "cpu"},
       {"distributed_backend", "gloo"},
       {"enable_multi_gpu", nproc > 1 ? "true" : "false"},
-      {"use_torchrun", "false"},
+      {"use_torchrun", torchrun ? "true" : "false"},
       {"nproc_per_node", np},
   };
   for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
@@ -179,6 +189,13 @@ static void real_run(int nproc)
   g_autofree char *world = g_strdup_printf("%d process", nproc);
   g_assert_nonnull(strstr(cohort_run_page_get_figure(page, "status"), world));
   g_assert_false(cohort_window_can_start(win));
+  if (nproc > 1) {
+    /* The per-rank table fills from the engine's `ranks` events (every 10 steps). */
+    g_assert_true(ui_test_wait(has_ranks, win, 120));
+    g_assert_cmpuint(cohort_run_page_count_ranks(page), ==, (guint)nproc);
+    int slowest = cohort_run_page_get_slowest(page);
+    g_assert_true(slowest >= 0 && slowest < nproc);
+  }
 
   cohort_window_stop(win);
   g_assert_true(ui_test_wait(run_finished, run, 60));
@@ -191,12 +208,17 @@ static void real_run(int nproc)
 
 static void test_real_single(void)
 {
-  real_run(1);
+  real_run(1, FALSE);
 }
 
 static void test_real_spawn_two_ranks(void)
 {
-  real_run(2);
+  real_run(2, FALSE);
+}
+
+static void test_real_cohort_run_two_ranks(void)
+{
+  real_run(2, TRUE);
 }
 
 int main(int argc, char **argv)
@@ -207,6 +229,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
   g_test_add_func("/ui/run/real-single", test_real_single);
   g_test_add_func("/ui/run/real-spawn-2-ranks", test_real_spawn_two_ranks);
+  g_test_add_func("/ui/run/real-cohort-run-2-ranks", test_real_cohort_run_two_ranks);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

@@ -142,7 +142,8 @@ static char *exit_summary(CohortRun *run)
     return g_strdup_printf(_("killed by signal %d (%s)"), sig, g_strsignal(sig));
   }
   int code = g_subprocess_get_exit_status(run->child);
-  if (code == 0)
+  /* Launchers report a group they stopped on request as 128 + the signal. */
+  if (code == 0 || (run->stopping && (code == 128 + SIGTERM || code == 128 + SIGINT)))
     return NULL;
   return g_strdup_printf(_("exited with code %d"), code);
 }
