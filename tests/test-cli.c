@@ -18,9 +18,9 @@ static const char *train_program(void)
 
 /* A small model on the sample text: seconds per run. */
 static const char *const small_sets[] = {
-    "n_layer=2",     "n_head=2",          "n_embd=32",      "seq_len=32", "batch_size=4",
-    "max_steps=24",  "warmup_steps=4",    "eval_every=8",   "eval_steps=2",
-    "sample_every=12", "sample_tokens=16", "save_every=0",  "threads=1", NULL,
+    "n_layer=2",        "n_head=2",       "n_embd=32",    "seq_len=32",   "batch_size=4",
+    "max_steps=24",     "warmup_steps=4", "eval_every=8", "eval_steps=2", "sample_every=12",
+    "sample_tokens=16", "save_every=0",   "threads=1",    NULL,
 };
 
 typedef struct {
@@ -38,8 +38,8 @@ static void run_result_clear(RunResult *r)
 /* Starts cohort-train with `args`, progress events to `progress_path` (may be NULL). */
 static GSubprocess *start_train(GPtrArray *args, const char *progress_path)
 {
-  g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-                                                               G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_autoptr(GSubprocessLauncher) l =
+      g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
   g_autoptr(GPtrArray) argv = g_ptr_array_new();
   g_ptr_array_add(argv, (gpointer)train_program());
   if (progress_path) {
@@ -53,8 +53,7 @@ static GSubprocess *start_train(GPtrArray *args, const char *progress_path)
     g_ptr_array_add(argv, g_ptr_array_index(args, i));
   g_ptr_array_add(argv, NULL);
   g_autoptr(GError) error = NULL;
-  GSubprocess *p =
-      g_subprocess_launcher_spawnv(l, (const char *const *)argv->pdata, &error);
+  GSubprocess *p = g_subprocess_launcher_spawnv(l, (const char *const *)argv->pdata, &error);
   g_assert_no_error(error);
   return p;
 }
@@ -108,8 +107,8 @@ static void test_default_preset_learns(void)
   g_autofree char *ws = tu_mkdtemp("learn");
   g_autofree char *events_path = g_build_filename(ws, "events.jsonl", NULL);
   g_autoptr(GPtrArray) a = g_ptr_array_new_with_free_func(g_free);
-  const char *sets[] = {"max_steps=40", "warmup_steps=5", "eval_every=0", "eval_steps=8",
-                        "sample_every=0", "save_every=0", "threads=2", NULL};
+  const char *sets[] = {"max_steps=40",   "warmup_steps=5", "eval_every=0", "eval_steps=8",
+                        "sample_every=0", "save_every=0",   "threads=2",    NULL};
   for (guint i = 0; sets[i]; i++) {
     g_ptr_array_add(a, g_strdup("--set"));
     g_ptr_array_add(a, g_strdup(sets[i]));
@@ -267,8 +266,8 @@ static void test_errors(void)
                (const char *[]){bad_json, "JSON", NULL});
 
   g_autofree char *bad_value = g_build_filename(dir, "bad-value.json", NULL);
-  g_assert_true(g_file_set_contents(bad_value, "{\"version\": 1, \"lr_schedule\": \"cosin\"}",
-                                    -1, NULL));
+  g_assert_true(
+      g_file_set_contents(bad_value, "{\"version\": 1, \"lr_schedule\": \"cosin\"}", -1, NULL));
   expect_error((const char *[]){"--config", bad_value, NULL},
                (const char *[]){bad_value, "lr_schedule", "cosin", "cosine", NULL});
 
@@ -284,9 +283,9 @@ static void test_errors(void)
 
   /* A truncated checkpoint is refused with the file named. */
   g_autofree char *ws = g_build_filename(dir, "ws", NULL);
-  const char *save[] = {"--set", "max_steps=4", "--set", "warmup_steps=1", "--set",
-                        "eval_every=0", "--set", "sample_every=0", "--set", "keep_last=0",
-                        NULL};
+  const char *save[] = {"--set", "max_steps=4",  "--set", "warmup_steps=1",
+                        "--set", "eval_every=0", "--set", "sample_every=0",
+                        "--set", "keep_last=0",  NULL};
   g_autoptr(GPtrArray) args = small_args(ws, save);
   RunResult r = run_train(args, NULL);
   g_assert_cmpint(r.status, ==, 0);
@@ -296,11 +295,11 @@ static void test_errors(void)
   g_assert_true(g_file_test(weights, G_FILE_TEST_EXISTS));
   g_assert_cmpint(truncate(weights, 1000), ==, 0);
   g_autofree char *ws_set = g_strdup_printf("workspace_dir=%s", ws);
-  expect_error(
-      (const char *[]){"--set", "n_layer=2", "--set", "n_head=2", "--set", "n_embd=32", "--set",
-                       "seq_len=32", "--set", "batch_size=4", "--set", "max_steps=8", "--set",
-                       "warmup_steps=1", "--set", ws_set, "--resume", ckpt, NULL},
-      (const char *[]){"model.safetensors", NULL});
+  expect_error((const char *[]){"--set", "n_layer=2", "--set", "n_head=2", "--set", "n_embd=32",
+                                "--set", "seq_len=32", "--set", "batch_size=4", "--set",
+                                "max_steps=8", "--set", "warmup_steps=1", "--set", ws_set,
+                                "--resume", ckpt, NULL},
+               (const char *[]){"model.safetensors", NULL});
   tu_rm_rf(dir);
 }
 
@@ -329,15 +328,12 @@ static void test_explain(void)
   g_assert_cmpuint(json_array_get_length(first), ==, 2);
   /* Interleaved: rank r reads positions r, r + world, … of one permutation, so the two
    * ranks never share an index. */
-  JsonArray *i0 = json_object_get_array_member(json_array_get_object_element(first, 0),
-                                               "indices");
-  JsonArray *i1 = json_object_get_array_member(json_array_get_object_element(first, 1),
-                                               "indices");
+  JsonArray *i0 = json_object_get_array_member(json_array_get_object_element(first, 0), "indices");
+  JsonArray *i1 = json_object_get_array_member(json_array_get_object_element(first, 1), "indices");
   g_assert_cmpuint(json_array_get_length(i0), ==, 8);
   for (guint i = 0; i < 8; i++)
     for (guint j = 0; j < 8; j++)
-      g_assert_cmpint(json_array_get_int_element(i0, i), !=,
-                      json_array_get_int_element(i1, j));
+      g_assert_cmpint(json_array_get_int_element(i0, i), !=, json_array_get_int_element(i1, j));
   JsonObject *cfg = json_object_get_object_member(o, "config");
   g_assert_cmpstr(json_object_get_string_member(cfg, "lr_scaling"), ==, "sqrt");
   run_result_clear(&r);

@@ -193,6 +193,18 @@ static CohortDistEnv *from_torchrun(const char *const *envp, GError **error)
     return NULL;
   if (env->master_addr == NULL)
     env->master_addr = g_strdup("127.0.0.1");
+  /* torchrun's static rendezvous hosts its own store (the agent store) on MASTER_PORT, and
+   * says so with TORCHELASTIC_USE_AGENT_STORE=True; ours takes the next port. */
+  if (g_strcmp0(lookup(envp, "TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
+    if (env->master_port >= 65535) {
+      env_error(error,
+                "MASTER_PORT=%d leaves no port for Cohort's store beside torchrun's "
+                "agent store (it uses MASTER_PORT + 1); allowed: 1 to 65534",
+                env->master_port);
+      return NULL;
+    }
+    env->master_port++;
+  }
   return g_steal_pointer(&env);
 }
 

@@ -5,7 +5,9 @@
  *  1. torchrun / cohort-run: RANK and WORLD_SIZE (then LOCAL_RANK, LOCAL_WORLD_SIZE,
  *     GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT). When only RANK and
  *     WORLD_SIZE are set (PyTorch's env:// style), LOCAL_RANK defaults to RANK,
- *     LOCAL_WORLD_SIZE to WORLD_SIZE and GROUP_RANK to 0.
+ *     LOCAL_WORLD_SIZE to WORLD_SIZE and GROUP_RANK to 0. Under torchrun's static rendezvous
+ *     (TORCHELASTIC_USE_AGENT_STORE=True) torchrun's agent already listens on MASTER_PORT,
+ *     so Cohort's store uses MASTER_PORT + 1.
  *  2. SLURM (srun): SLURM_PROCID and SLURM_NTASKS (then SLURM_LOCALID, SLURM_NODEID).
  *     local_world_size is this node's entry of SLURM_TASKS_PER_NODE ("4(x2),3"), else
  *     SLURM_NTASKS_PER_NODE, else SLURM_NTASKS / SLURM_NNODES when that divides evenly.

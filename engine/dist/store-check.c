@@ -101,6 +101,20 @@ gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
     if (v == NULL)
       return FALSE;
     verdict = g_strndup(g_bytes_get_data(v, NULL), g_bytes_get_size(v));
+    /* Tell rank 0 this rank has the verdict, so it may stop the store. */
+    if (strcmp(verdict, "ok") != 0)
+      cohort_store_add(store, "config/verdict_read", 1, NULL, NULL);
+  }
+  if (strcmp(verdict, "ok") != 0 && env->rank == 0) {
+    /* Rank 0 hosts the store and is about to exit: give the others a few seconds to read
+     * the verdict first, so every rank reports the same reason, not a lost connection. */
+    gint64 deadline = g_get_monotonic_time() + (gint64)(MIN(timeout_s, 10.0) * G_USEC_PER_SEC);
+    gint64 read = 0;
+    while (read < env->world_size - 1 && g_get_monotonic_time() < deadline) {
+      if (!cohort_store_add(store, "config/verdict_read", 0, &read, NULL))
+        break;
+      g_usleep(10000);
+    }
   }
   if (strcmp(verdict, "ok") != 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH, "%s", verdict);
