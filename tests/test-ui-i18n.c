@@ -67,8 +67,10 @@ static void test_french_catalog(void)
 
 int main(int argc, char **argv)
 {
-  /* Before anything reads the locale: German messages over the always-present C.UTF-8. */
-  g_setenv("LC_ALL", "C.UTF-8", TRUE);
+  /* As `LANGUAGE=de cohort` from a shell without LANG: the window falls back to C.UTF-8. */
+  g_unsetenv("LC_ALL");
+  g_unsetenv("LC_MESSAGES");
+  g_unsetenv("LANG");
   g_setenv("LANGUAGE", "de", TRUE);
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/i18n/german-window", test_german_window);

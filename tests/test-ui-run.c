@@ -110,7 +110,8 @@ static void test_stop_kills_group(void)
   g_assert_true(cohort_run_start(run, argv, tmp_dir, &error));
   int pgid = cohort_run_get_pid(run);
   g_assert_cmpint(pgid, >, 0);
-  ui_test_spin(0.8);
+  /* Wait for the "ranks" to exist: the script reports their pids on its output. */
+  ui_test_spin(1.5);
   g_assert_true(cohort_run_is_running(run));
   g_assert_false(group_gone_now(GINT_TO_POINTER(pgid)));
   /* The script ignores SIGTERM, so the group is killed after the grace period. */

@@ -35,7 +35,13 @@ const char *cohort_app_locale_dir(void)
 
 void cohort_app_init_i18n(void)
 {
-  setlocale(LC_ALL, "");
+  const char *locale = setlocale(LC_ALL, "");
+  const char *language = g_getenv("LANGUAGE");
+  /* glibc ignores LANGUAGE under the "C" locale; C.UTF-8 is always there and honours it, so
+   * `LANGUAGE=de cohort` works from a shell without LANG. */
+  if (language != NULL && *language != '\0' &&
+      (locale == NULL || g_str_equal(locale, "C") || g_str_equal(locale, "POSIX")))
+    setlocale(LC_ALL, "C.UTF-8");
   bindtextdomain(GETTEXT_PACKAGE, cohort_app_locale_dir());
   bind_textdomain_codeset(GETTEXT_PACKAGE, "UTF-8");
   textdomain(GETTEXT_PACKAGE);

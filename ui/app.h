@@ -7,7 +7,8 @@ G_BEGIN_DECLS
 
 #define COHORT_APP_ID "org.cohort.Trainer"
 
-/* Sets the locale from the environment and binds the "cohort" text domain. Translations come
+/* Sets the locale from the environment (C.UTF-8 instead of C when LANGUAGE is set, since
+ * glibc ignores LANGUAGE under C) and binds the "cohort" text domain. Translations come
  * from $COHORT_LOCALEDIR when set, else from the build tree's po/ when the running program
  * lives in the build tree, else from the installed locale dir. Call first thing in main(). */
 void cohort_app_init_i18n(void);

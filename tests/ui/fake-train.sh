@@ -4,6 +4,8 @@
 #   crash     rank 1 fails: an error event, a failed done, a launcher-style report, exit 1
 #   stubborn  starts two "ranks" (sleep) in its process group, ignores SIGTERM, runs on
 set -u
+# Ignoring SIGTERM comes first, so a Stop that arrives early still meets a stubborn run.
+[ "${COHORT_FAKE_MODE:-crash}" = stubborn ] && trap '' TERM
 now() { date +%s.%N; }
 printf '{"event":"start","time":%s,"run":"fake","params":1000,"device":"cpu","world_size":2,"total_steps":100,"steps_per_epoch":50}\n' "$(now)" >&3
 printf '{"event":"step","time":%s,"step":1,"total_steps":100,"epoch":0,"epoch_step":1,"steps_per_epoch":50,"loss":5.5,"lr":0.001,"tokens_per_s":1000}\n' "$(now)" >&3
@@ -16,7 +18,6 @@ crash)
   exit 1
   ;;
 stubborn)
-  trap '' TERM
   sleep 300 &
   echo "rank pid $!" >&2
   sleep 300 &
