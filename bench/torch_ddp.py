@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""PyTorch DDP (Gloo backend) on the tiny-gpt model of torch_gpt.py: N processes, each with
+its own batch and thread count, timed like Cohort's ranks. Prints one line with the median
+step time and the global tokens/s, the format run-ddp-bench reads.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt import GPT  # noqa: E402
+
+
+def worker(rank, a, port, out):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=a.nproc)
+    torch.manual_seed(1)
+    model = DDP(GPT(a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab_size))
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    g = torch.Generator().manual_seed(100 + rank)
+    tokens = torch.randint(0, a.vocab_size, (a.batch * a.seq_len + 1,), generator=g)
+    inputs = tokens[:-1].view(a.batch, a.seq_len)
+    targets = tokens[1:].view(a.batch, a.seq_len)
+    times = []
+    for s in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(inputs, targets)
+        loss.backward()
+        opt.step()
+        if s >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    if rank == 0:
+        out.put(statistics.median(times))
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=256)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--vocab-size", type=int, default=256)
+    ap.add_argument("--port", type=int, default=29611)
+    a = ap.parse_args()
+    ctx = mp.get_context("spawn")
+    out = ctx.SimpleQueue()
+    mp.spawn(worker, args=(a, a.port, out), nprocs=a.nproc, join=True)
+    step = out.get()
+    print("torch-ddp: %d procs x %d threads, B%d T%d: %.1f ms/step, %.0f tokens/s global"
+          % (a.nproc, a.threads, a.batch, a.seq_len, 1e3 * step,
+             a.nproc * a.batch * a.seq_len / step))
+
+
+if __name__ == "__main__":
+    main()
