@@ -64,7 +64,6 @@ static const struct {
 
 static const char *const arch_keys[] = {"model",   "n_layer",    "n_head", "n_embd",
                                         "seq_len", "vocab_size", NULL};
-static const char *const init_keys[] = {"init_from", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
@@ -79,13 +78,13 @@ static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
 static const char *const grad_keys[] = {"lr_scaling", "bucket_cap_mb", "sync_batchnorm",
                                         "distributed_data_loading", NULL};
-static const char *const ws_keys[] = {"workspace_dir", "save_every", "keep_last", NULL};
+static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
+                                      NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
 static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens", NULL};
 
 static const CohortKeySection sections[] = {
     {"model", N_("Architecture"), arch_keys},
-    {"model", N_("Initialisation"), init_keys},
     {"data", N_("Files"), files_keys},
     {"data", N_("Order"), order_keys},
     {"training", N_("Batch and length"), batch_keys},
