@@ -7,6 +7,23 @@
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+static int cmp_double(const void *a, const void *b);
+
+/* CPU time of the whole process (all its threads), in seconds. */
+static double cpu_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -63,27 +80,31 @@ int main(int argc, char **argv)
     tokens[i] = g_rand_int_range(rand, 0, shape.vocab_size);
   g_rand_free(rand);
 
-  double *times = g_new(double, steps);
+  double *times = g_new(double, steps), *cpu = g_new(double, steps);
   float loss = 0.0f;
   for (int s = 0; s < warmup + steps; s++) {
     gint64 t0 = g_get_monotonic_time();
+    double c0 = cpu_seconds();
     cohort_gpt_zero_grad(gpt);
     loss = cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
     cohort_gpt_backward(gpt, 1.0f);
     cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,
                       0.95, 1e-8, 0.1, s + 1);
-    if (s >= warmup)
+    if (s >= warmup) {
       times[s - warmup] = (g_get_monotonic_time() - t0) / 1e6;
+      cpu[s - warmup] = cpu_seconds() - c0;
+    }
   }
-  /* the median step: other processes sharing the cores inflate some steps, not most */
-  qsort(times, steps, sizeof(double), cmp_double);
-  double step = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
+  /* the median step: other processes sharing the cores inflate some steps, not most; CPU
+   * time per step is the steadier figure on a shared machine */
+  double step = median(times, steps), cpu_step = median(cpu, steps);
   double tok_s = batch * T / step;
   printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %d threads: %.1f ms/step, "
-         "%.0f tokens/s, %.1f GFLOP/s, last loss %.4f\n",
+         "cpu %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s, last loss %.4f\n",
          shape.n_layer, shape.n_head, shape.n_embd, T, shape.vocab_size, batch, n, threads,
-         1e3 * step, tok_s, tok_s * cohort_gpt_flops_per_token(gpt, T) / 1e9, loss);
+         1e3 * step, 1e3 * cpu_step, tok_s, tok_s * cohort_gpt_flops_per_token(gpt, T) / 1e9, loss);
   g_free(tokens);
   g_free(times);
+  g_free(cpu);
   return 0;
 }

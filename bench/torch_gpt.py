@@ -3,7 +3,9 @@
 
 Same shape, batch, thread count, random tokens and AdamW step; nn.Linear / nn.LayerNorm /
 nn.GELU(approximate="tanh") modules, the head tied to the token embedding. Prints one line
-with ms/step and tokens/s (from the median step time), the format run-cpu-bench reads.
+with ms/step, CPU ms/step (process time, all threads) and tokens/s, each from the median
+step, in the format run-cpu-bench reads. Run it with OPENBLAS_NUM_THREADS equal to
+--threads: torch.set_num_threads does not limit the OpenBLAS that Debian's torch calls.
 """
 import argparse
 import math
@@ -83,21 +85,22 @@ def main():
     tokens = torch.randint(0, a.vocab_size, (a.batch * a.seq_len + 1,))
     inputs = tokens[:-1].view(a.batch, a.seq_len)
     targets = tokens[1:].view(a.batch, a.seq_len)
-    times = []
+    times, cpu = [], []
     for s in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         loss = model(inputs, targets)
         loss.backward()
         opt.step()
         if s >= a.warmup:
             times.append(time.perf_counter() - t0)
-    step = statistics.median(times)
+            cpu.append(time.process_time() - c0)
+    step, cpu_step = statistics.median(times), statistics.median(cpu)
     n = sum(p.numel() for p in model.parameters())
     print("torch: L%d H%d C%d T%d V%d B%d, %d params, %d threads: %.1f ms/step, "
-          "%.0f tokens/s, last loss %.4f" % (a.n_layer, a.n_head, a.n_embd, a.seq_len,
-                                             a.vocab_size, a.batch, n, a.threads, 1e3 * step,
-                                             a.batch * a.seq_len / step, loss.item()))
+          "cpu %.1f ms/step, %.0f tokens/s, last loss %.4f"
+          % (a.n_layer, a.n_head, a.n_embd, a.seq_len, a.vocab_size, a.batch, n, a.threads,
+             1e3 * step, 1e3 * cpu_step, a.batch * a.seq_len / step, loss.item()))
 
 
 if __name__ == "__main__":
