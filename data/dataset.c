@@ -5,6 +5,7 @@
 
 #include <string.h>
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 
 #define SHARD_MAGIC       20240520
 #define SHARD_VERSION     1
@@ -53,7 +54,8 @@ static GMappedFile *map_file(const char *path, GError **error)
   return map;
 }
 
-static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_size, GError **error)
+static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_size, gboolean scan,
+                              GError **error)
 {
   GMappedFile *map = map_file(path, error);
   if (!map)
@@ -65,14 +67,14 @@ static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_siz
   g_array_append_val(ds->segments, seg);
 
   const char *end = NULL;
-  if (seg.count > 0 && !g_utf8_validate((const char *)seg.data, (gssize)seg.count, &end)) {
+  if (scan && seg.count > 0 && !g_utf8_validate((const char *)seg.data, (gssize)seg.count, &end)) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
                 "%s: not UTF-8 text (invalid byte 0x%02x at offset %" G_GSIZE_FORMAT
                 "); use data_format \"tokens\" for .bin shards",
                 path, (guint8)*end, (gsize)(end - (const char *)seg.data));
     return FALSE;
   }
-  if (vocab_size < 256) {
+  if (scan && vocab_size < 256) {
     for (gsize i = 0; i < seg.count; i++) {
       if (seg.data[i] >= vocab_size) {
         g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
@@ -87,7 +89,8 @@ static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_siz
   return TRUE;
 }
 
-static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_size, GError **error)
+static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_size, gboolean scan,
+                               GError **error)
 {
   GMappedFile *map = map_file(path, error);
   if (!map)
@@ -138,7 +141,7 @@ static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_si
   Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
   s->data = bytes + SHARD_HEADER_SIZE;
   s->count = (gsize)count;
-  for (gsize i = 0; i < s->count; i++) {
+  for (gsize i = 0; scan && i < s->count; i++) {
     guint16 tok;
     memcpy(&tok, s->data + 2 * i, sizeof tok);
     tok = GUINT16_FROM_LE(tok);
@@ -187,8 +190,42 @@ static GPtrArray *list_folder(const char *dir, const char *suffix, GError **erro
   return names;
 }
 
+/* The prepared-data index: files whose content scan passed, by path, size, mtime, format
+ * and vocab, so later opens (other ranks, later runs) skip the scan. */
+static char *index_entry_key(const char *file, CohortDataFormat format, int vocab_size)
+{
+  GStatBuf st;
+  if (g_stat(file, &st) != 0)
+    return NULL;
+  g_autofree char *abs = g_canonicalize_filename(file, NULL);
+  return g_strdup_printf("%s|%" G_GINT64_FORMAT "|%" G_GINT64_FORMAT "|%s|%d", abs,
+                         (gint64)st.st_size, (gint64)st.st_mtime,
+                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size);
+}
+
+static GHashTable *index_load(const char *index_path)
+{
+  GHashTable *set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *text = NULL;
+  if (!index_path || !g_file_get_contents(index_path, &text, NULL, NULL))
+    return set;
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  /* A damaged index only costs a scan: unknown lines are ignored. */
+  for (guint i = 0; lines[i]; i++)
+    if (*lines[i])
+      g_hash_table_add(set, g_strdup(lines[i]));
+  return set;
+}
+
 CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, int vocab_size,
                                    int seq_len, GError **error)
+{
+  return cohort_dataset_open_prepared(path, format, vocab_size, seq_len, NULL, NULL, error);
+}
+
+CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat format,
+                                            int vocab_size, int seq_len, const char *index_dir,
+                                            guint *n_scanned, GError **error)
 {
   g_return_val_if_fail(path != NULL, NULL);
   g_return_val_if_fail(seq_len > 0 && vocab_size > 0, NULL);
@@ -215,12 +252,29 @@ CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, in
     g_ptr_array_add(files, g_strdup(path));
   }
 
+  g_autofree char *index_path =
+      index_dir ? g_build_filename(index_dir, "data-index.txt", NULL) : NULL;
+  g_autoptr(GHashTable) known = index_load(index_path);
+  g_autoptr(GString) index = g_string_new(NULL);
+  guint scanned = 0;
   for (guint i = 0; i < files->len; i++) {
     const char *file = files->pdata[i];
-    gboolean ok = format == COHORT_DATA_TEXT ? add_text_file(ds, file, vocab_size, error)
-                                             : add_shard_file(ds, file, vocab_size, error);
+    g_autofree char *key = index_entry_key(file, format, vocab_size);
+    gboolean scan = !key || !g_hash_table_contains(known, key);
+    gboolean ok = format == COHORT_DATA_TEXT ? add_text_file(ds, file, vocab_size, scan, error)
+                                             : add_shard_file(ds, file, vocab_size, scan, error);
     if (!ok)
       return NULL;
+    scanned += scan;
+    if (key)
+      g_string_append_printf(index, "%s\n", key);
+  }
+  if (n_scanned)
+    *n_scanned = scanned;
+  if (index_path && scanned > 0) {
+    /* Best effort: without an index the next open scans again, nothing worse. */
+    if (g_mkdir_with_parents(index_dir, 0755) == 0)
+      g_file_set_contents(index_path, index->str, (gssize)index->len, NULL);
   }
 
   if (ds->n_tokens < (gsize)seq_len + 1) {

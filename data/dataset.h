@@ -13,10 +13,10 @@ G_BEGIN_DECLS
 #define COHORT_DATA_ERROR (cohort_data_error_quark())
 GQuark cohort_data_error_quark(void);
 typedef enum {
-  COHORT_DATA_ERROR_IO,       /* missing, unreadable */
-  COHORT_DATA_ERROR_FORMAT,   /* bad magic/version/size, not UTF-8 where text is required */
+  COHORT_DATA_ERROR_IO,        /* missing, unreadable */
+  COHORT_DATA_ERROR_FORMAT,    /* bad magic/version/size, not UTF-8 where text is required */
   COHORT_DATA_ERROR_TOO_SMALL, /* fewer tokens than one window */
-  COHORT_DATA_ERROR_VOCAB,    /* a token id >= vocab_size */
+  COHORT_DATA_ERROR_VOCAB,     /* a token id >= vocab_size */
 } CohortDataError;
 
 typedef struct CohortDataset CohortDataset;
@@ -26,6 +26,15 @@ typedef struct CohortDataset CohortDataset;
  * and what is wrong. */
 CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, int vocab_size,
                                    int seq_len, GError **error);
+/* Like cohort_dataset_open, with a prepared-data index in `index_dir` (NULL = none): the
+ * content scan (UTF-8, token ids below vocab_size) of files the index lists with the same
+ * size, modification time, format and vocab is skipped; after scanning any file, the index
+ * is rewritten (atomically). Header and size checks always run. This is how rank 0
+ * prepares data for the others (DESIGN.md, distributed_data_loading). *n_scanned (may be
+ * NULL) gets the number of files scanned. */
+CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat format,
+                                            int vocab_size, int seq_len, const char *index_dir,
+                                            guint *n_scanned, GError **error);
 void cohort_dataset_free(CohortDataset *ds);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataset, cohort_dataset_free)
 

@@ -243,22 +243,47 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
                       r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
 }
 
+static gboolean open_data(Run *r, const char *cache_dir, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
+  r->train = cohort_dataset_open_prepared(train_path, cfg->data_format, cfg->vocab_size,
+                                          cfg->seq_len, cache_dir, NULL, error);
+  if (!r->train)
+    return FALSE;
+  if (cfg->val_data && *cfg->val_data) {
+    g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
+    r->val = cohort_dataset_open_prepared(val_path, cfg->data_format, cfg->vocab_size, cfg->seq_len,
+                                          cache_dir, NULL, error);
+    if (!r->val)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 /* Opens data, builds the model, restores a checkpoint: everything before the first step. */
 static gboolean setup(Run *r, char **resumed_from, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
-  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
-  r->train =
-      cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
-  if (!r->train)
-    return FALSE;
-  if (cfg->val_data && *cfg->val_data) {
-    g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
-    r->val = cohort_dataset_open(val_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
-    if (!r->val)
-      return FALSE;
+  /* Data preparation (the content scan) is recorded in an index under the workspace: with
+   * distributed_data_loading every rank keeps its own (cache/rank-N); without it rank 0
+   * prepares first and the others wait, then reuse rank 0's index. */
+  g_autofree char *cache_dir = NULL;
+  if (cfg->distributed_data_loading) {
+    g_autofree char *rank_dir = g_strdup_printf("rank-%d", o->rank);
+    cache_dir = g_build_filename(cfg->workspace_dir, "cache", rank_dir, NULL);
+  } else {
+    cache_dir = g_build_filename(cfg->workspace_dir, "cache", NULL);
   }
+  gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
+  if (rank0_first && o->rank != 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+    return FALSE;
+  if (!open_data(r, cache_dir, error))
+    return FALSE;
+  if (rank0_first && o->rank == 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+    return FALSE;
+  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
 
   r->B = cfg->batch_size;
   r->T = cfg->seq_len;

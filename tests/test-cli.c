@@ -19,7 +19,7 @@ static const char *train_program(void)
 /* A small model on the sample text: seconds per run. */
 static const char *const small_sets[] = {
     "n_layer=2",        "n_head=2",       "n_embd=32",    "seq_len=32",   "batch_size=4",
-    "max_steps=24",     "warmup_steps=4", "eval_every=8", "eval_steps=2", "sample_every=12",
+    "max_steps=120",    "warmup_steps=4", "eval_every=8", "eval_steps=2", "sample_every=12",
     "sample_tokens=16", "save_every=0",   "threads=1",    NULL,
 };
 
@@ -209,7 +209,7 @@ static void test_stop_and_resume(void)
   g_assert_cmpuint(ck->len, ==, 1);
   gint64 stopped_at = (gint64)g_array_index(ck, double, 0);
   g_assert_cmpint(stopped_at, >=, 7);
-  g_assert_cmpint(stopped_at, <, 24);
+  g_assert_cmpint(stopped_at, <, 120);
 
   const char *resume[] = {"--resume", "auto", NULL};
   g_autoptr(GPtrArray) args_b2 = small_args(ws_b, resume);

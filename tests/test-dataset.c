@@ -1,6 +1,8 @@
 /* Dataset readers: text file and folder, .bin shards, windows, and every bad-file case. */
 #include <string.h>
 #include <glib/gstdio.h>
+#include <stdio.h>
+#include <utime.h>
 #include "data/dataset.h"
 
 /* A fresh temporary folder per test, removed afterwards. */
@@ -97,6 +99,49 @@ static void test_text_file(Fixture *fx, gconstpointer data)
   gsize last = cohort_dataset_num_windows(ds) - 1;
   cohort_dataset_window(ds, last, in, tg);
   g_assert_cmpint(tg[3], ==, (guint8)text[last * 4 + 4]);
+}
+
+/* The prepared-data index: a second open of unchanged files skips the content scan (so a
+ * bad token planted without changing size or mtime goes unseen: proof the scan was
+ * skipped); touching the file makes the next open scan again and find it. */
+static void test_prepared_index(Fixture *fx, gconstpointer data)
+{
+  (void)data;
+  g_autofree char *path = write_shard(fx->dir, "s.bin", 20240520, 1, 64, 64, 0, 50);
+  g_autofree char *index_dir = g_build_filename(fx->dir, "cache", NULL);
+  g_autoptr(GError) error = NULL;
+  guint scanned = 99;
+  g_autoptr(CohortDataset) a =
+      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(scanned, ==, 1);
+
+  GStatBuf st;
+  g_assert_cmpint(g_stat(path, &st), ==, 0);
+  FILE *f = fopen(path, "r+b");
+  fseek(f, 1024 + 2 * 10, SEEK_SET);
+  guint16 bad = GUINT16_TO_LE(60);
+  fwrite(&bad, 2, 1, f);
+  fclose(f);
+  struct utimbuf keep = {st.st_atime, st.st_mtime};
+  g_assert_cmpint(g_utime(path, &keep), ==, 0);
+
+  g_autoptr(CohortDataset) b =
+      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(scanned, ==, 0);
+  /* Another vocab is another preparation: scanned again. */
+  g_autoptr(CohortDataset) c =
+      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 61, 8, index_dir, &scanned, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(scanned, ==, 1);
+
+  struct utimbuf later = {st.st_atime, st.st_mtime + 10};
+  g_assert_cmpint(g_utime(path, &later), ==, 0);
+  g_autoptr(CohortDataset) d =
+      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
+  g_assert_null(d);
+  g_assert_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB);
 }
 
 static void test_text_folder(Fixture *fx, gconstpointer data)
@@ -240,6 +285,8 @@ int main(int argc, char **argv)
              fixture_teardown);
   g_test_add("/dataset/shards", Fixture, NULL, fixture_setup, test_shards, fixture_teardown);
   g_test_add("/dataset/bad-files", Fixture, NULL, fixture_setup, test_bad_files, fixture_teardown);
+  g_test_add("/dataset/prepared-index", Fixture, NULL, fixture_setup, test_prepared_index,
+             fixture_teardown);
   g_test_add_func("/dataset/builtin-sample", test_builtin_sample);
   g_test_add_func("/dataset/encode", test_encode);
   return g_test_run();

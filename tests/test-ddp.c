@@ -171,6 +171,33 @@ static void test_equiv_drop_last(void)
   check_equivalence(&(EquivCase){3, 2, 2, TRUE});
 }
 
+/* Without distributed_data_loading rank 0 prepares the data (one index under cache/) and
+ * the others reuse it; with it, each rank keeps its own index under cache/rank-N. */
+static void test_data_preparation(void)
+{
+  for (int ddl = 0; ddl <= 1; ddl++) {
+    g_autofree char *ws = tu_mkdtemp("prep");
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    g_ptr_array_add(argv, g_strdup("--nproc=2"));
+    const char *extra[] = {"max_steps=2", "batch_size=2",
+                           ddl ? "distributed_data_loading=true" : "distributed_data_loading=false",
+                           NULL};
+    add_sets(argv, ws, extra);
+    Result r = run(argv, NULL, NULL);
+    g_assert_cmpint(r.status, ==, 0);
+    g_free(r.err);
+    g_autofree char *shared = g_build_filename(ws, "cache", "data-index.txt", NULL);
+    g_autofree char *rank0 = g_build_filename(ws, "cache", "rank-0", "data-index.txt", NULL);
+    g_autofree char *rank1 = g_build_filename(ws, "cache", "rank-1", "data-index.txt", NULL);
+    g_assert_cmpint(g_file_test(shared, G_FILE_TEST_EXISTS), ==, !ddl);
+    g_assert_cmpint(g_file_test(rank0, G_FILE_TEST_EXISTS), ==, ddl);
+    g_assert_cmpint(g_file_test(rank1, G_FILE_TEST_EXISTS), ==, ddl);
+    tu_rm_rf(ws);
+  }
+}
+
 /* Starts one rank by hand with torchrun's variables. */
 static GSubprocess *start_rank(int rank, int world, int port, const char *ws,
                                const char *const *extra, GError **error)
@@ -508,6 +535,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ddp/equivalence/3-ranks", test_equiv_3);
   g_test_add_func("/ddp/equivalence/accumulation", test_equiv_accum);
   g_test_add_func("/ddp/equivalence/drop-last", test_equiv_drop_last);
+  g_test_add_func("/ddp/data-preparation", test_data_preparation);
   g_test_add_func("/ddp/dead-rank", test_dead_rank);
   g_test_add_func("/ddp/config-mismatch", test_config_mismatch);
   g_test_add_func("/ddp/port-taken", test_port_taken);
