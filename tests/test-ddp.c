@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +26,13 @@ static const char *const base_sets[] = {
     "warmup_steps=1", "eval_every=0", "eval_steps=2", "sample_every=0",
     "save_every=0",   "threads=1",    "timeout_s=20", NULL,
 };
+
+/* Children die with the test, even when an assertion aborts it mid-run. */
+static void die_with_parent(gpointer data)
+{
+  (void)data;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
 
 static const char *program(const char *var)
 {
@@ -58,6 +66,7 @@ static Result run(GPtrArray *argv, const char *events, const char *const *env)
 {
   g_autoptr(GSubprocessLauncher) l =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_set_child_setup(l, die_with_parent, NULL, NULL);
   for (guint i = 0; env && env[i]; i += 2)
     g_subprocess_launcher_setenv(l, env[i], env[i + 1], TRUE);
   if (events) {
@@ -204,6 +213,7 @@ static GSubprocess *start_rank(int rank, int world, int port, const char *ws,
 {
   g_autoptr(GSubprocessLauncher) l =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_set_child_setup(l, die_with_parent, NULL, NULL);
   g_autofree char *r = g_strdup_printf("%d", rank);
   g_autofree char *w = g_strdup_printf("%d", world);
   g_autofree char *p = g_strdup_printf("%d", port);
@@ -239,7 +249,7 @@ static void test_dead_rank(void)
 {
   g_autofree char *ws = tu_mkdtemp("dead");
   int port = cohort_store_find_free_port(0);
-  const char *extra[] = {"max_steps=100000", "warmup_steps=1", "batch_size=2", NULL};
+  const char *extra[] = {"max_steps=3000", "warmup_steps=1", "batch_size=2", NULL};
   g_autoptr(GError) error = NULL;
   g_autoptr(GSubprocess) r0 = start_rank(0, 2, port, ws, extra, &error);
   g_assert_no_error(error);
@@ -343,6 +353,7 @@ static GSubprocess *start_cohort_run(const char *ws, const char *events, int max
 {
   g_autoptr(GSubprocessLauncher) l =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_set_child_setup(l, die_with_parent, NULL, NULL);
   int fd = open(events, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   g_subprocess_launcher_take_fd(l, fd, 3);
   g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
@@ -431,7 +442,7 @@ static void test_sigterm_launcher(void)
 {
   g_autofree char *ws = tu_mkdtemp("sigterm");
   g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
-  const char *extra[] = {"max_steps=100000", "batch_size=2", NULL};
+  const char *extra[] = {"max_steps=3000", "batch_size=2", NULL};
   g_autoptr(GSubprocess) p = start_cohort_run(ws, ev, 0, extra);
   wait_for_text(ev, "\"step\":3,");
   GPid launcher = atoi(g_subprocess_get_identifier(p));
