@@ -240,6 +240,36 @@ static void test_stop_and_resume(void)
   tu_rm_rf(ws_b);
 }
 
+/* EMA weights: evaluated and sampled with, exported beside the raw weights, and the EMA of
+ * the weight trajectory, so not the final raw weights. */
+static void test_ema(void)
+{
+  g_autofree char *ws = tu_mkdtemp("ema");
+  g_autofree char *ev_path = g_build_filename(ws, "events.jsonl", NULL);
+  const char *extra[] = {"--set", "ema_decay=0.5", "--set", "max_steps=12", NULL};
+  g_autoptr(GPtrArray) args = small_args(ws, extra);
+  RunResult r = run_train(args, ev_path);
+  g_assert_cmpint(r.status, ==, 0);
+  g_autoptr(GPtrArray) ev = tu_read_events(ev_path);
+  guint evals = 0;
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = g_ptr_array_index(ev, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "eval")) {
+      g_assert_true(json_object_get_boolean_member(o, "ema"));
+      evals++;
+    }
+  }
+  g_assert_cmpuint(evals, >, 0);
+  g_autofree char *raw_path = g_build_filename(ws, "model.safetensors", NULL);
+  g_autofree char *ema_path = g_build_filename(ws, "model-ema.safetensors", NULL);
+  g_autoptr(GArray) raw = tu_read_weights(raw_path);
+  g_autoptr(GArray) ema = tu_read_weights(ema_path);
+  g_assert_cmpuint(raw->len, ==, ema->len);
+  g_assert_cmpfloat(tu_max_rel_diff(raw, ema, 1e-3), >, 1e-4);
+  run_result_clear(&r);
+  tu_rm_rf(ws);
+}
+
 /* Runs cohort-train with `args` and expects a failure with a one-line message containing
  * every string of `needles`. */
 static void expect_error(const char *const *args, const char *const *needles)
@@ -344,6 +374,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cli/explain", test_explain);
   g_test_add_func("/cli/errors", test_errors);
+  g_test_add_func("/cli/ema", test_ema);
   g_test_add_func("/cli/stop-and-resume", test_stop_and_resume);
   g_test_add_func("/cli/default-preset-learns", test_default_preset_learns);
   return g_test_run();
