@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -189,6 +190,11 @@ CohortComm *cohort_comm_new_gloo(CohortStore *store, const CohortDistEnv *env, d
                                  GError **error)
 {
   double t = timeout_s > 0 ? timeout_s : 1800.0;
+  /* Gloo writes to sockets without MSG_NOSIGNAL: a peer that died would kill this process
+   * with SIGPIPE instead of failing the collective with an error. */
+  struct sigaction old;
+  if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+    signal(SIGPIPE, SIG_IGN);
   const char *iface = g_getenv("GLOO_SOCKET_IFNAME");
   g_autofree char *host = NULL;
   if (iface == NULL || iface[0] == '\0') {

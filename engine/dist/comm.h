@@ -51,7 +51,8 @@ CohortComm *cohort_comm_new_local(void);
  * env->master_addr (loopback for a local master), or to the interface named by
  * GLOO_SOCKET_IFNAME when that is set. `timeout_s` is the default timeout of collectives
  * and of the connection setup. Errors: COHORT_DIST_ERROR_TIMEOUT when peers do not show up,
- * COHORT_DIST_ERROR_FAILED for transport errors. */
+ * COHORT_DIST_ERROR_FAILED for transport errors. Sets SIGPIPE to be ignored when it has the
+ * default action (Gloo's writes to a dead peer would otherwise kill the process). */
 CohortComm *cohort_comm_new_gloo(CohortStore *store, const CohortDistEnv *env, double timeout_s,
                                  GError **error);
 
