@@ -3,11 +3,8 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
+#include "engine/dist/comm.h"
 #include "ui/gpu-detect.h"
-
-#ifndef COHORT_HAVE_CUDA
-#define COHORT_HAVE_CUDA 0
-#endif
 
 GtkWidget *cohort_dist_page_top_new(void)
 {
@@ -21,8 +18,9 @@ GtkWidget *cohort_dist_page_top_new(void)
   gtk_label_set_selectable(GTK_LABEL(gpus), TRUE);
   g_object_set_data(G_OBJECT(box), "cohort-gpus", gpus);
   GtkWidget *build =
-      gtk_label_new(COHORT_HAVE_CUDA ? _("This build has CUDA: NCCL and Gloo are offered.")
-                                     : _("This build has no CUDA: Gloo (CPU) is the backend."));
+      gtk_label_new(cohort_comm_backend_available("nccl")
+                        ? _("This build has the NCCL backend: NCCL and Gloo are offered.")
+                        : _("This build has no NCCL backend: Gloo (CPU) is the backend."));
   gtk_label_set_xalign(GTK_LABEL(build), 0);
   gtk_label_set_wrap(GTK_LABEL(build), TRUE);
   gtk_widget_add_css_class(build, "dim-label");

@@ -6,16 +6,13 @@
 #include <math.h>
 
 #include "cohort-build-config.h"
+#include "engine/dist/comm.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"
 #include "ui/presets.h"
 #include "ui/programs.h"
 #include "ui/run-page.h"
-
-#ifndef COHORT_HAVE_CUDA
-#define COHORT_HAVE_CUDA 0
-#endif
 
 /* Seconds between SIGTERM and SIGKILL when stopping: the engine saves a checkpoint first. */
 #define STOP_GRACE_S 20.0
@@ -629,9 +626,10 @@ static void cohort_window_init(CohortWindow *win)
   g_action_map_add_action_entries(G_ACTION_MAP(win), actions, G_N_ELEMENTS(actions), win);
 
   win->form = cohort_config_form_new();
-  if (!COHORT_HAVE_CUDA)
+  /* NCCL only when the engine has the backend, not merely CUDA kernels. */
+  if (!cohort_comm_backend_available("nccl"))
     cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
-                                   _("NCCL needs a build with CUDA; choose Gloo"));
+                                   _("NCCL needs a build with the NCCL backend; choose Gloo"));
 
   win->multinode = cohort_multinode_dialog_new(GTK_WINDOW(win), win->form);
   win->dist_top = cohort_dist_page_top_new();
