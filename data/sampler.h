@@ -10,7 +10,7 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  guint64 n;         /* dataset length */
+  guint64 n; /* dataset length */
   int world_size;
   int rank;
   gboolean shuffle;

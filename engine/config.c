@@ -586,8 +586,8 @@ char *cohort_config_get(const CohortConfig *cfg, const char *key)
   return NULL;
 }
 
-static gboolean set_one(CohortConfig *cfg, const char *key, const char *value,
-                        const char *source, gboolean cross_check, GError **error)
+static gboolean set_one(CohortConfig *cfg, const char *key, const char *value, const char *source,
+                        gboolean cross_check, GError **error)
 {
   const CohortConfigKey *k = cohort_config_find_key(key);
   if (!k) {

@@ -15,10 +15,18 @@ G_BEGIN_DECLS
 
 typedef enum { COHORT_DATA_TEXT, COHORT_DATA_TOKENS } CohortDataFormat;
 typedef enum { COHORT_LR_CONSTANT, COHORT_LR_COSINE, COHORT_LR_LINEAR } CohortLrSchedule;
-typedef enum { COHORT_PRECISION_FP32, COHORT_PRECISION_BF16, COHORT_PRECISION_FP16 } CohortPrecision;
+typedef enum {
+  COHORT_PRECISION_FP32,
+  COHORT_PRECISION_BF16,
+  COHORT_PRECISION_FP16
+} CohortPrecision;
 typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
 typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
-typedef enum { COHORT_LR_SCALING_NONE, COHORT_LR_SCALING_LINEAR, COHORT_LR_SCALING_SQRT } CohortLrScaling;
+typedef enum {
+  COHORT_LR_SCALING_NONE,
+  COHORT_LR_SCALING_LINEAR,
+  COHORT_LR_SCALING_SQRT
+} CohortLrScaling;
 
 typedef struct {
   int version;
@@ -72,7 +80,7 @@ typedef struct {
   /* distributed (DESIGN.md names) */
   gboolean enable_multi_gpu;
   CohortDistBackend distributed_backend;
-  int world_size; /* 0 = auto */
+  int world_size;         /* 0 = auto */
   GArray *device_indexes; /* of int; empty = LOCAL_RANK */
   gboolean use_torchrun;
   gboolean distributed_data_loading;
@@ -150,8 +158,8 @@ char *cohort_config_to_json(const CohortConfig *cfg, gboolean pretty);
 gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value,
                            const char *source, GError **error);
 /* Applies "key=value". */
-gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment,
-                                      const char *source, GError **error);
+gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment, const char *source,
+                                      GError **error);
 /* Applies several "key=value" assignments as one edit: each key is checked as it is set,
  * the rules across keys once at the end, so their order does not matter
  * (`--set n_head=12 --set n_embd=768`). On error the config is unchanged. */
@@ -168,8 +176,7 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
 /* What this build can run (COHORT_CONFIG_ERROR_UNSUPPORTED): device "cuda" and precision
  * other than fp32 until the GPU path is built. The trainer calls it before starting, so a
  * preset for a GPU still loads and edits everywhere. */
-gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source,
-                                       GError **error);
+gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source, GError **error);
 
 /* A stable hex digest of the resolved config, ranks compare it at start. */
 char *cohort_config_hash(const CohortConfig *cfg);

@@ -74,8 +74,7 @@ void cohort_gpt_zero_grad(CohortGpt *gpt);
 void cohort_gpt_backward(CohortGpt *gpt, float grad_scale);
 
 /* Optional hook, see CohortGradReadyFunc. NULL to remove. */
-void cohort_gpt_set_grad_ready_func(CohortGpt *gpt, CohortGradReadyFunc func,
-                                    gpointer user_data);
+void cohort_gpt_set_grad_ready_func(CohortGpt *gpt, CohortGradReadyFunc func, gpointer user_data);
 
 /* Multiply-adds of one forward+backward per token, for tokens/s → FLOP/s (6N + attention). */
 double cohort_gpt_flops_per_token(const CohortGpt *gpt, int T);

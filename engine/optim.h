@@ -26,8 +26,8 @@ float *cohort_adamw_v(CohortAdamW *opt);
 /* One AdamW step t (1-based, for bias correction), PyTorch's AdamW formula: decoupled weight
  * decay p -= lr*wd*p on tensors whose `decay` is set, then the Adam update. */
 void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
-                       const CohortTensorInfo *tensors, guint n_tensors, double lr,
-                       double beta1, double beta2, double eps, double weight_decay, int t);
+                       const CohortTensorInfo *tensors, guint n_tensors, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, int t);
 
 /* Global L2 norm of `n` values (accumulated in double, fixed order). */
 double cohort_global_norm(const float *values, size_t n);
