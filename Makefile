@@ -18,9 +18,12 @@ setup: deps $(BUILD)/build.ninja
 build: setup
 	meson compile -C $(BUILD)
 
-# Trains the default preset (tiny-gpt) with live progress; the model lands in runs/tiny-gpt.
+# Trains the default preset (tiny-gpt) data-parallel, 2 ranks × 1 thread through the
+# launcher (as torchrun would), with live progress; the model lands in runs/tiny-gpt.
+NPROC ?= 2
 run: build
-	$(BUILD)/engine/cli/cohort-train --preset tiny-gpt
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BUILD)/engine/cli/cohort-run --standalone \
+	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset tiny-gpt
 
 check: build
 	meson test -C $(BUILD) --print-errorlogs --num-processes 1

@@ -95,7 +95,7 @@ static const KeyRow rows[] = {
     ROW(grad_clip, DOUBLE, "training", NULL, 0, NO_MAX, NULL,
         "Clip gradients to this global L2 norm; 0 turns clipping off.", "1.0"),
     ROW(max_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
-        "Optimizer steps to train; 0 trains `epochs` whole epochs instead.", "300"),
+        "Optimizer steps to train; 0 trains `epochs` whole epochs instead.", "200"),
     ROW(epochs, INT, "training", NULL, 1, NO_MAX_INT, NULL,
         "Passes over the training data when max_steps is 0.", "1"),
     ROW(ema_decay, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
