@@ -9,6 +9,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include "engine/gpt-io.h"
+#include "engine/json-write.h"
 #include "engine/safetensors.h"
 
 #define MODEL_FILE "model.safetensors"
@@ -178,73 +179,11 @@ static void clean_stale(const char *ckdir)
   }
 }
 
-/* JSON text of a parsed node. json-glib 1.6's generator writes 1e-08 as "1e-08.0", which
- * is not JSON, so numbers are formatted here. */
-static void node_to_json(GString *out, JsonNode *node)
-{
-  switch (json_node_get_node_type(node)) {
-  case JSON_NODE_OBJECT: {
-    JsonObject *o = json_node_get_object(node);
-    g_autoptr(GList) members = json_object_get_members(o);
-    g_string_append_c(out, '{');
-    for (GList *l = members; l; l = l->next) {
-      g_autoptr(JsonNode) key = json_node_init_string(json_node_alloc(), l->data);
-      node_to_json(out, key);
-      g_string_append_c(out, ':');
-      node_to_json(out, json_object_get_member(o, l->data));
-      if (l->next)
-        g_string_append_c(out, ',');
-    }
-    g_string_append_c(out, '}');
-    return;
-  }
-  case JSON_NODE_ARRAY: {
-    JsonArray *a = json_node_get_array(node);
-    g_string_append_c(out, '[');
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-      if (i)
-        g_string_append_c(out, ',');
-      node_to_json(out, json_array_get_element(a, i));
-    }
-    g_string_append_c(out, ']');
-    return;
-  }
-  case JSON_NODE_NULL:
-    g_string_append(out, "null");
-    return;
-  case JSON_NODE_VALUE:
-    break;
-  }
-  GType type = json_node_get_value_type(node);
-  if (type == G_TYPE_INT64) {
-    g_string_append_printf(out, "%" G_GINT64_FORMAT, json_node_get_int(node));
-  } else if (type == G_TYPE_DOUBLE) {
-    char buf[G_ASCII_DTOSTR_BUF_SIZE];
-    g_ascii_dtostr(buf, sizeof buf, json_node_get_double(node));
-    g_string_append(out, buf);
-    /* Keep it a double for readers that distinguish 1 from 1.0. */
-    if (!strpbrk(buf, ".eE"))
-      g_string_append(out, ".0");
-  } else if (type == G_TYPE_BOOLEAN) {
-    g_string_append(out, json_node_get_boolean(node) ? "true" : "false");
-  } else {
-    const char *str = json_node_get_string(node);
-    g_string_append_c(out, '"');
-    for (const char *c = str ? str : ""; *c; c++) {
-      if (*c == '"' || *c == '\\')
-        g_string_append_printf(out, "\\%c", *c);
-      else if ((guchar)*c < 0x20)
-        g_string_append_printf(out, "\\u%04x", (guchar)*c);
-      else
-        g_string_append_c(out, *c);
-    }
-    g_string_append_c(out, '"');
-  }
-}
-
 static char *state_json(const CohortConfig *cfg, const CohortTrainState *st, const char *sha,
                         gboolean has_ema, gboolean has_optim, GError **error)
 {
+  /* The config's own JSON (doubles keep their ".0"), parsed first so that text a reader
+   * would refuse fails the save rather than the load. */
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
   g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, error);
   if (!cfg_node)
@@ -261,7 +200,7 @@ static char *state_json(const CohortConfig *cfg, const CohortTrainState *st, con
   g_string_append_printf(out, "  \"has_optim\": %s,\n", has_optim ? "true" : "false");
   g_string_append_printf(out, "  \"model_sha256\": \"%s\",\n", sha);
   g_string_append(out, "  \"config\": ");
-  node_to_json(out, cfg_node);
+  g_string_append(out, cfg_json);
   g_string_append(out, "\n}\n");
   return g_string_free(out, FALSE);
 }
@@ -522,9 +461,8 @@ gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *op
 
   g_autoptr(CohortConfig) cfg = NULL;
   if (saved_cfg) {
-    g_autoptr(GString) cfg_json = g_string_new(NULL);
-    node_to_json(cfg_json, cfg_node);
-    cfg = cohort_config_load_data(cfg_json->str, (gssize)cfg_json->len, state_path, error);
+    g_autofree char *cfg_json = cohort_json_to_string(cfg_node, FALSE);
+    cfg = cohort_config_load_data(cfg_json, -1, state_path, error);
     if (!cfg)
       return FALSE;
   }

@@ -3,6 +3,7 @@
  * --set text, so both paths give the same messages. */
 #include "engine/config.h"
 #include "engine/config-keys.h"
+#include "engine/json-write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,64 +41,34 @@ static const char *src(const char *source)
 
 /* ---- text forms ---- */
 
-/* The shortest text that reads back as the same double, so files say 0.95, not
- * 0.94999999999999996; integral values keep a ".0" so they read as numbers of type double. */
-static void format_double(char *buf, gsize size, double v)
+/* A double in the JSON writer's shortest round-trip form, so files say 0.95, not
+ * 0.94999999999999996; integral values keep a ".0" so they read as numbers of type double.
+ * A config never holds a non-finite value, but a refused one is shown as "inf" or "nan". */
+static void append_double(GString *out, double v)
 {
-  static const char *const formats[] = {"%.15g", "%.16g", "%.17g"};
-  for (guint i = 0; i < G_N_ELEMENTS(formats); i++) {
-    g_ascii_formatd(buf, size, formats[i], v);
-    if (g_ascii_strtod(buf, NULL) == v)
-      break;
+  if (!isfinite(v)) {
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_string_append(out, g_ascii_formatd(buf, sizeof buf, "%.17g", v));
+    return;
   }
-  if (!strpbrk(buf, ".eEn") && strlen(buf) + 3 <= size)
-    strcat(buf, ".0");
-}
-
-static void append_json_string(GString *out, const char *s)
-{
-  g_string_append_c(out, '"');
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    switch (*p) {
-    case '"':
-      g_string_append(out, "\\\"");
-      break;
-    case '\\':
-      g_string_append(out, "\\\\");
-      break;
-    case '\n':
-      g_string_append(out, "\\n");
-      break;
-    case '\r':
-      g_string_append(out, "\\r");
-      break;
-    case '\t':
-      g_string_append(out, "\\t");
-      break;
-    default:
-      if (*p < 0x20)
-        g_string_append_printf(out, "\\u%04x", *p);
-      else
-        g_string_append_c(out, (char)*p);
-    }
-  }
-  g_string_append_c(out, '"');
+  gsize start = out->len;
+  cohort_json_append_double(out, v);
+  if (!strpbrk(out->str + start, ".eE"))
+    g_string_append(out, ".0");
 }
 
 /* A value as it appears in messages: JSON spelling, cut short when huge. */
 static char *node_text(JsonNode *node)
 {
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
   g_autoptr(GString) out = g_string_new(NULL);
   if (JSON_NODE_HOLDS_VALUE(node)) {
     GType t = json_node_get_value_type(node);
     if (t == G_TYPE_DOUBLE) {
-      format_double(buf, sizeof buf, json_node_get_double(node));
-      g_string_append(out, buf);
+      append_double(out, json_node_get_double(node));
     } else if (t == G_TYPE_STRING) {
       /* Messages are UTF-8 even when the refused text is not. */
       g_autofree char *valid = g_utf8_make_valid(json_node_get_string(node), -1);
-      append_json_string(out, valid);
+      cohort_json_append_string(out, valid);
     } else {
       g_autofree char *s = json_to_string(node, FALSE);
       g_string_append(out, s);
@@ -552,7 +523,6 @@ gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *sour
 char *cohort_config_get(const CohortConfig *cfg, const char *key)
 {
   const CohortConfigKey *k = cohort_config_find_key(key);
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
   if (!k)
     return NULL;
   switch (k->type) {
@@ -560,9 +530,11 @@ char *cohort_config_get(const CohortConfig *cfg, const char *key)
     return g_strdup_printf("%d", *CFIELD(cfg, k, int));
   case COHORT_KEY_INT64:
     return g_strdup_printf("%" G_GINT64_FORMAT, *CFIELD(cfg, k, gint64));
-  case COHORT_KEY_DOUBLE:
-    format_double(buf, sizeof buf, *CFIELD(cfg, k, double));
-    return g_strdup(buf);
+  case COHORT_KEY_DOUBLE: {
+    GString *out = g_string_new(NULL);
+    append_double(out, *CFIELD(cfg, k, double));
+    return g_string_free(out, FALSE);
+  }
   case COHORT_KEY_BOOL:
     return g_strdup(*CFIELD(cfg, k, gboolean) ? "true" : "false");
   case COHORT_KEY_STRING: {
@@ -674,14 +646,13 @@ gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment,
 static void append_value(GString *out, const CohortConfig *cfg, const CohortConfigKey *key,
                          gboolean pretty)
 {
-  char buf[G_ASCII_DTOSTR_BUF_SIZE];
   switch (key->type) {
   case COHORT_KEY_STRING:
-    append_json_string(out, *CFIELD(cfg, key, char *));
+    cohort_json_append_string(out, *CFIELD(cfg, key, char *));
     break;
   case COHORT_KEY_CHOICE: {
     g_autofree char *text = cohort_config_get(cfg, key->name);
-    append_json_string(out, text);
+    cohort_json_append_string(out, text);
     break;
   }
   case COHORT_KEY_INT_LIST: {
@@ -694,8 +665,7 @@ static void append_value(GString *out, const CohortConfig *cfg, const CohortConf
     break;
   }
   case COHORT_KEY_DOUBLE:
-    format_double(buf, sizeof buf, *CFIELD(cfg, key, double));
-    g_string_append(out, buf);
+    append_double(out, *CFIELD(cfg, key, double));
     break;
   default: {
     g_autofree char *text = cohort_config_get(cfg, key->name);
@@ -714,7 +684,7 @@ char *cohort_config_to_json(const CohortConfig *cfg, gboolean pretty)
   g_string_append_printf(out, "\"version\"%s%d", colon, COHORT_CONFIG_VERSION);
   for (guint i = 0; i < n; i++) {
     g_string_append(out, sep);
-    append_json_string(out, keys[i].name);
+    cohort_json_append_string(out, keys[i].name);
     g_string_append(out, colon);
     append_value(out, cfg, &keys[i], pretty);
   }
