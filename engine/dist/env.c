@@ -133,6 +133,25 @@ static gboolean check_consistent(const CohortDistEnv *env, const char *rank_var,
   return TRUE;
 }
 
+/* A launcher's job id, from `var` (else `old_var`, if given), names the run and gives the
+ * default port, 20000 + id % 20000, so every rank of one job derives the same port. */
+static gboolean read_job_id(const char *const *envp, const char *var, const char *old_var,
+                            CohortDistEnv *env, GError **error)
+{
+  const char *job = lookup(envp, var);
+  if (job == NULL && old_var != NULL)
+    job = lookup(envp, old_var);
+  if (job == NULL)
+    return TRUE;
+  gint64 v;
+  if (!parse_int(job, var, 0, G_MAXINT64, "a job number", &v, error))
+    return FALSE;
+  env->master_port = 20000 + (int)(v % 20000);
+  g_free(env->run_id);
+  env->run_id = g_strdup(job);
+  return TRUE;
+}
+
 /* MASTER_ADDR/MASTER_PORT when present; `port` keeps its value otherwise. */
 static gboolean read_master(const char *const *envp, CohortDistEnv *env, GError **error)
 {
@@ -386,17 +405,8 @@ static CohortDistEnv *from_slurm(const char *const *envp, GError **error)
       return NULL;
     env->master_addr = g_strdup(hosts[0]);
   }
-  const char *job = lookup(envp, "SLURM_JOB_ID");
-  if (job == NULL)
-    job = lookup(envp, "SLURM_JOBID");
-  if (job != NULL) {
-    if (!parse_int(job, "SLURM_JOB_ID", 0, G_MAXINT64, "a job number", &v, error))
-      return NULL;
-    env->master_port = 20000 + (int)(v % 20000);
-    g_free(env->run_id);
-    env->run_id = g_strdup(job);
-  }
-  if (!read_master(envp, env, error))
+  if (!read_job_id(envp, "SLURM_JOB_ID", "SLURM_JOBID", env, error) ||
+      !read_master(envp, env, error))
     return NULL;
   if (!get_int(envp, "SLURM_RESTART_COUNT", 0, G_MAXINT, n, &present, &v, error))
     return NULL;
@@ -436,15 +446,8 @@ static CohortDistEnv *from_mpi(const char *const *envp, GError **error)
   g_clear_pointer(&env->master_addr, g_free);
   if (env->local_world_size == env->world_size)
     env->master_addr = g_strdup("127.0.0.1");
-  const char *job = lookup(envp, "OMPI_MCA_ess_base_jobid");
-  if (job != NULL) {
-    if (!parse_int(job, "OMPI_MCA_ess_base_jobid", 0, G_MAXINT64, "a job number", &v, error))
-      return NULL;
-    env->master_port = 20000 + (int)(v % 20000);
-    g_free(env->run_id);
-    env->run_id = g_strdup(job);
-  }
-  if (!read_master(envp, env, error))
+  if (!read_job_id(envp, "OMPI_MCA_ess_base_jobid", NULL, env, error) ||
+      !read_master(envp, env, error))
     return NULL;
   if (!check_consistent(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
