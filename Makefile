@@ -22,7 +22,7 @@ build: setup
 # launcher (as torchrun would), with live progress; the model lands in runs/tiny-gpt.
 NPROC ?= 2
 run: build
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( $$(nproc) / $(NPROC) ))} $(BUILD)/engine/cli/cohort-run --standalone \
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( $$(getconf _NPROCESSORS_ONLN) / $(NPROC) ))} $(BUILD)/engine/cli/cohort-run --standalone \
 	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset tiny-gpt
 
 check: build
