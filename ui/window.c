@@ -86,7 +86,7 @@ static void update_state(CohortWindow *win)
   g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
   g_autofree char *summary = g_strdup_printf(
       _("Batch per process %d × accumulation %d × world size %d = global batch %d sequences "
-        "(%s tokens) · learning rate %s → %s after %s scaling"),
+        "(%s tokens) · learning rate %s → %s (scaling: %s)"),
       cfg->batch_size, cfg->gradient_accumulation_steps, world, global, tokens, lr_base, lr_scaled,
       cohort_key_choice_label(scaling));
   gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
