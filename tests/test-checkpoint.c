@@ -3,31 +3,17 @@
 #include <glib/gstdio.h>
 #include "engine/checkpoint.h"
 #include "engine/gpt-io.h"
+#include "test-util.h"
 
 static const CohortGptShape small = {
     .n_layer = 2, .n_head = 2, .n_embd = 16, .seq_len = 8, .vocab_size = 32};
 
 static char *tmp_dir;
 
-static void remove_tree(const char *path)
-{
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-      g_autofree char *child = g_build_filename(path, name, NULL);
-      remove_tree(child);
-    }
-    g_rmdir(path);
-  } else {
-    g_unlink(path);
-  }
-}
-
 static char *fresh_dir(const char *name)
 {
   char *dir = g_build_filename(tmp_dir, name, NULL);
-  remove_tree(dir);
+  tu_rm_rf(dir);
   g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
   return dir;
 }
@@ -298,6 +284,17 @@ static void expect_hf_error(CohortGpt *gpt, const char *path, const char *needle
   g_assert_cmpmem(cohort_gpt_params(gpt), n * 4, before, n * 4);
 }
 
+/* A file exported from a model of another `shape`, which `gpt` must refuse. */
+static void expect_shape_refused(CohortGpt *gpt, const char *dir, const char *name,
+                                 const CohortGptShape *shape, const char *needle)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortGpt) other = new_gpt(shape, 3);
+  g_autofree char *path = g_build_filename(dir, name, NULL);
+  g_assert_true(cohort_gpt_save_hf(other, NULL, path, NULL, &error));
+  expect_hf_error(gpt, path, needle);
+}
+
 static void test_hf_round_trip(void)
 {
   g_autofree char *dir = fresh_dir("hf");
@@ -339,34 +336,20 @@ static void test_hf_round_trip(void)
   write_hf_file(untied, src, "", TRUE);
   expect_hf_error(dst, untied, "lm_head.weight");
 
-  CohortGptShape other_vocab = small;
-  other_vocab.vocab_size = 50;
-  g_autoptr(CohortGpt) big_vocab = new_gpt(&other_vocab, 3);
-  g_autofree char *vocab_file = g_build_filename(dir, "vocab.safetensors", NULL);
-  g_assert_true(cohort_gpt_save_hf(big_vocab, NULL, vocab_file, NULL, &error));
-  expect_hf_error(dst, vocab_file, "vocab_size 32");
-
-  CohortGptShape other_ctx = small;
-  other_ctx.seq_len = 4;
-  g_autoptr(CohortGpt) short_ctx = new_gpt(&other_ctx, 3);
-  g_autofree char *ctx_file = g_build_filename(dir, "ctx.safetensors", NULL);
-  g_assert_true(cohort_gpt_save_hf(short_ctx, NULL, ctx_file, NULL, &error));
-  expect_hf_error(dst, ctx_file, "seq_len 8");
-
-  CohortGptShape deeper = small;
-  deeper.n_layer = 3;
-  g_autoptr(CohortGpt) deep = new_gpt(&deeper, 3);
-  g_autofree char *deep_file = g_build_filename(dir, "deep.safetensors", NULL);
-  g_assert_true(cohort_gpt_save_hf(deep, NULL, deep_file, NULL, &error));
-  expect_hf_error(dst, deep_file, "h.2.");
+  CohortGptShape other = small;
+  other.vocab_size = 50;
+  expect_shape_refused(dst, dir, "vocab.safetensors", &other, "vocab_size 32");
+  other = small;
+  other.seq_len = 4;
+  expect_shape_refused(dst, dir, "ctx.safetensors", &other, "seq_len 8");
+  other = small;
+  other.n_layer = 3;
+  expect_shape_refused(dst, dir, "deep.safetensors", &other, "h.2.");
 
   /* A missing tensor (a shallower file) and a wrong shape (a wider one). */
-  CohortGptShape shallow = small;
-  shallow.n_layer = 1;
-  g_autoptr(CohortGpt) sh = new_gpt(&shallow, 3);
-  g_autofree char *shallow_file = g_build_filename(dir, "shallow.safetensors", NULL);
-  g_assert_true(cohort_gpt_save_hf(sh, NULL, shallow_file, NULL, &error));
-  expect_hf_error(dst, shallow_file, "\"h.1.ln_1.weight\" is missing");
+  other = small;
+  other.n_layer = 1;
+  expect_shape_refused(dst, dir, "shallow.safetensors", &other, "\"h.1.ln_1.weight\" is missing");
 
   g_autofree char *bad_shape = g_build_filename(dir, "shape.safetensors", NULL);
   {
@@ -460,8 +443,7 @@ static void test_python_interop(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  tmp_dir = g_dir_make_tmp("cohort-ckpt-XXXXXX", NULL);
-  g_assert_nonnull(tmp_dir);
+  tmp_dir = tu_mkdtemp("ckpt");
   g_test_add_func("/checkpoint/round-trip", test_round_trip);
   g_test_add_func("/checkpoint/keep-last", test_keep_last);
   g_test_add_func("/checkpoint/find-latest", test_find_latest);
@@ -469,7 +451,7 @@ int main(int argc, char **argv)
   g_test_add_func("/gpt-io/hf-round-trip", test_hf_round_trip);
   g_test_add_func("/gpt-io/python-interop", test_python_interop);
   int rc = g_test_run();
-  remove_tree(tmp_dir);
+  tu_rm_rf(tmp_dir);
   g_free(tmp_dir);
   return rc;
 }

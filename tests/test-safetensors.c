@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include "engine/safetensors.h"
+#include "test-util.h"
 
 static char *tmp_dir;
 
@@ -328,21 +329,6 @@ static void test_atomic_write(void)
   }
 }
 
-static void remove_tree(const char *path)
-{
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-      g_autofree char *child = g_build_filename(path, name, NULL);
-      remove_tree(child);
-    }
-    g_rmdir(path);
-  } else {
-    g_unlink(path);
-  }
-}
-
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -350,7 +336,7 @@ int main(int argc, char **argv)
   if (g_test_subprocess())
     tmp_dir = g_strdup(g_getenv("COHORT_TEST_TMP"));
   else
-    tmp_dir = g_dir_make_tmp("cohort-st-XXXXXX", NULL);
+    tmp_dir = tu_mkdtemp("st");
   g_assert_nonnull(tmp_dir);
   g_setenv("COHORT_TEST_TMP", tmp_dir, TRUE);
   g_test_add_func("/safetensors/round-trip", test_round_trip);
@@ -361,7 +347,7 @@ int main(int argc, char **argv)
   g_test_add_func("/safetensors/atomic-write", test_atomic_write);
   int rc = g_test_run();
   if (!g_test_subprocess())
-    remove_tree(tmp_dir);
+    tu_rm_rf(tmp_dir);
   g_free(tmp_dir);
   return rc;
 }
