@@ -630,15 +630,10 @@ gboolean cohort_config_apply_assignments(CohortConfig *cfg, const char *const *a
 gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment, const char *source,
                                       GError **error)
 {
-  const char *eq = assignment ? strchr(assignment, '=') : NULL;
-  if (!eq) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s: \"%s\" is not an assignment; allowed: key=value, like learning_rate=3e-4",
-                src(source), assignment ? assignment : "");
-    return FALSE;
-  }
-  g_autofree char *key = g_strstrip(g_strndup(assignment, (gsize)(eq - assignment)));
-  return cohort_config_set(cfg, key, eq + 1, source, error);
+  g_autofree char *key = NULL;
+  const char *value = NULL;
+  return split_assignment(assignment, &key, &value, source, error) &&
+         cohort_config_set(cfg, key, value, source, error);
 }
 
 /* ---- JSON out ---- */
