@@ -30,6 +30,9 @@ typedef struct {
   /* Makes calls blocked in other threads return; called without the lock. May be NULL. */
   void (*abort)(gpointer impl);
   void (*free)(gpointer impl);
+  /* TRUE when all_reduce computes COHORT_REDUCE_AVG itself (buffers comm.c cannot touch,
+   * such as device memory); FALSE: the backend sums and comm.c divides on the host. */
+  gboolean reduces_avg;
 } CohortCommBackend;
 
 /* Wraps a backend instance. `store` may be NULL (then no arrival records, as for "local");

@@ -59,8 +59,24 @@ gboolean cohort_comm_backend_available(const char *name)
   if (g_strcmp0(name, "gloo") == 0)
     return TRUE;
 #endif
+#ifdef COHORT_HAVE_NCCL
+  if (g_strcmp0(name, "nccl") == 0)
+    return TRUE;
+#endif
   return FALSE;
 }
+
+#ifndef COHORT_HAVE_NCCL
+CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, int device,
+                                 double timeout_s, GError **error)
+{
+  (void)store, (void)env, (void)device, (void)timeout_s;
+  g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+              "this build of Cohort has no NCCL backend (built without CUDA or NCCL); use the "
+              "gloo backend, or rebuild with the CUDA toolkit and NCCL installed");
+  return NULL;
+}
+#endif
 
 typedef enum { OP_ALL_REDUCE, OP_BROADCAST, OP_ALL_GATHER, OP_BARRIER } CollectiveKind;
 
@@ -158,7 +174,7 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
   switch (op->kind) {
   case OP_ALL_REDUCE:
     ok = c->backend->all_reduce(c->impl, op->buf, op->count, op->dtype, op->op, timeout_ms, &local);
-    if (ok && op->op == COHORT_REDUCE_AVG && c->world_size > 1) {
+    if (ok && op->op == COHORT_REDUCE_AVG && c->world_size > 1 && !c->backend->reduces_avg) {
       if (op->dtype == COHORT_DTYPE_F32) {
         float *f = op->buf;
         /* Divide rather than multiply by 1/N, which is exact only for powers of two. */

@@ -56,7 +56,30 @@ CohortComm *cohort_comm_new_local(void);
 CohortComm *cohort_comm_new_gloo(CohortStore *store, const CohortDistEnv *env, double timeout_s,
                                  GError **error);
 
-/* Whether this build has the named backend ("local", "gloo", "nccl"). */
+/* A NCCL communicator (CUDA builds with NCCL; elsewhere it fails with
+ * COHORT_DIST_ERROR_FAILED, see cohort_comm_backend_available). `device` is the CUDA device
+ * index of this rank (as CUDA_VISIBLE_DEVICES leaves them; usually device_indexes[LOCAL_RANK]
+ * or LOCAL_RANK); every collective makes it current for the calling thread.
+ *
+ * Setup, all through `store` (keys under "nccl/"; it must stay open for the communicator's
+ * life): each rank publishes its GPU (host name and PCI bus id) and rank 0 checks that no two
+ * ranks share a GPU, so every rank fails with COHORT_DIST_ERROR_ENV naming both ranks, the
+ * host and the GPU (use "gloo" to let ranks share a GPU); rank 0 creates the NCCL unique id
+ * and publishes it; the communicator is created non-blocking, and setup that takes longer
+ * than `timeout_s` is aborted (ncclCommAbort) with COHORT_DIST_ERROR_TIMEOUT.
+ *
+ * Buffers are DEVICE memory of `device` (cudaMalloc), never host memory. Collectives run on
+ * a stream of the communicator's own, after the work already queued on the device's legacy
+ * default stream (the stream the CUDA kernel table uses), and return when the result is in
+ * the buffer. Waiting polls the stream and ncclCommGetAsyncError until the timeout, then
+ * aborts the NCCL communicator: a dead or stuck peer gives an error, never a hang.
+ * COHORT_REDUCE_AVG is NCCL's ncclAvg, which may scale before summing, so it can differ from
+ * sum / N in the last bit. */
+CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, int device,
+                                 double timeout_s, GError **error);
+
+/* Whether this build has the named backend ("local", "gloo", "nccl"): it says what was
+ * built, not whether a GPU is there at run time. */
 gboolean cohort_comm_backend_available(const char *name);
 
 int cohort_comm_rank(const CohortComm *comm);
@@ -67,7 +90,7 @@ const char *cohort_comm_backend_name(const CohortComm *comm);
 double cohort_comm_timeout(const CohortComm *comm);
 
 /* In-place all-reduce of `count` values. AVG divides the sum by the world size (for float32
- * the division is done in float32 after the sum). */
+ * the division is done in float32 after the sum; "nccl" uses ncclAvg instead). */
 gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
                                     double timeout_s, GError **error);
 gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,

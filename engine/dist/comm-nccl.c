@@ -1,0 +1,497 @@
+/* The NCCL backend (CUDA builds with NCCL): setup through our store, collectives through
+ * NCCL on a stream of our own, every wait bounded (see cohort_comm_new_nccl in comm.h).
+ *
+ * The NCCL communicator is non-blocking (ncclConfig_t.blocking = 0): ncclCommInitRankConfig
+ * and every collective return at once (ncclSuccess or ncclInProgress), and we poll
+ * ncclCommGetAsyncError and cudaStreamQuery until the work is done, NCCL reports an error, or
+ * the deadline passes. On an error or a timeout the NCCL communicator is aborted
+ * (ncclCommAbort), which also makes peers that wait on this rank fail instead of hanging. */
+#include "engine/dist/comm-backend.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <sched.h>
+#include <string.h>
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the NCCL backend needs NCCL 2.14 or newer (non-blocking communicators, ncclAvg)"
+#endif
+
+typedef struct {
+  ncclComm_t comm;     /* NULL once aborted or destroyed */
+  cudaStream_t stream; /* where every collective runs */
+  cudaEvent_t ready;   /* recorded on the legacy default stream before each collective */
+  int *scratch;        /* one int of device memory, for barrier */
+  int device;
+  double timeout_s;
+  GMutex lock;   /* guards comm and busy against nccl_abort from another thread */
+  gboolean busy; /* a collective is polling `comm` (outside the lock) */
+  gint aborted;  /* atomic */
+} NcclImpl;
+
+/* ---- waiting ---- */
+
+/* Polls until `what` is done: NCCL's state has left ncclInProgress and, when `stream` is
+ * set, the stream has drained. Bounded by `deadline` (monotonic µs). */
+static gboolean wait_done(NcclImpl *n, ncclComm_t comm, gboolean stream, gint64 deadline,
+                          const char *what, GError **error)
+{
+  for (guint spins = 0;; spins++) {
+    if (n != NULL && g_atomic_int_get(&n->aborted)) {
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
+                  "%s: the communicator was aborted", what);
+      return FALSE;
+    }
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess)
+      state = r;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      const char *last = ncclGetLastError(comm);
+      g_set_error(error, COHORT_DIST_ERROR,
+                  state == ncclRemoteError ? COHORT_DIST_ERROR_PEER : COHORT_DIST_ERROR_FAILED,
+                  "%s: NCCL error: %s%s%s", what, ncclGetErrorString(state),
+                  last && last[0] ? ": " : "", last ? last : "");
+      return FALSE;
+    }
+    if (state == ncclSuccess) {
+      if (!stream)
+        return TRUE;
+      cudaError_t q = cudaStreamQuery(n->stream);
+      if (q == cudaSuccess)
+        return TRUE;
+      if (q != cudaErrorNotReady) {
+        g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: CUDA error: %s", what,
+                    cudaGetErrorString(q));
+        return FALSE;
+      }
+    }
+    if (g_get_monotonic_time() >= deadline) {
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+                  "%s did not finish in time; the NCCL communicator was aborted", what);
+      return FALSE;
+    }
+    /* Small collectives finish in microseconds: spin a little before sleeping. */
+    if (spins < 200)
+      sched_yield();
+    else
+      g_usleep(spins < 2000 ? 20 : 200);
+  }
+}
+
+/* Aborts the NCCL communicator once. Only while no collective is polling it. */
+static void abort_comm_locked(NcclImpl *n)
+{
+  if (n->comm != NULL) {
+    ncclCommAbort(n->comm);
+    n->comm = NULL;
+  }
+}
+
+static gboolean cuda_ok(cudaError_t e, const char *what, GError **error)
+{
+  if (e == cudaSuccess)
+    return TRUE;
+  g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: %s", what,
+              cudaGetErrorString(e));
+  return FALSE;
+}
+
+/* ---- collectives ---- */
+
+/* Takes the communicator for one collective: makes the device current for this thread and
+ * orders our stream after the work queued so far on the legacy default stream. */
+static ncclComm_t begin(NcclImpl *n, GError **error)
+{
+  g_mutex_lock(&n->lock);
+  ncclComm_t comm = n->comm;
+  if (comm == NULL || g_atomic_int_get(&n->aborted)) {
+    g_mutex_unlock(&n->lock);
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
+                "the NCCL communicator was aborted");
+    return NULL;
+  }
+  n->busy = TRUE;
+  g_mutex_unlock(&n->lock);
+  if (!cuda_ok(cudaSetDevice(n->device), "cudaSetDevice", error) ||
+      !cuda_ok(cudaEventRecord(n->ready, cudaStreamLegacy), "cudaEventRecord", error) ||
+      !cuda_ok(cudaStreamWaitEvent(n->stream, n->ready, 0), "cudaStreamWaitEvent", error)) {
+    g_mutex_lock(&n->lock);
+    n->busy = FALSE;
+    g_mutex_unlock(&n->lock);
+    return NULL;
+  }
+  return comm;
+}
+
+/* Waits for the collective that `enqueued` started; on any failure aborts the NCCL
+ * communicator (it is broken from now on anyway, and peers waiting on us then fail). */
+static gboolean finish(NcclImpl *n, ncclComm_t comm, ncclResult_t enqueued, const char *what,
+                       gint64 timeout_ms, GError **error)
+{
+  gboolean ok;
+  if (enqueued != ncclSuccess && enqueued != ncclInProgress) {
+    const char *last = ncclGetLastError(comm);
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: NCCL error: %s%s%s", what,
+                ncclGetErrorString(enqueued), last && last[0] ? ": " : "", last ? last : "");
+    ok = FALSE;
+  } else {
+    ok = wait_done(n, comm, TRUE, g_get_monotonic_time() + timeout_ms * 1000, what, error);
+  }
+  g_mutex_lock(&n->lock);
+  n->busy = FALSE;
+  if (!ok || g_atomic_int_get(&n->aborted))
+    abort_comm_locked(n);
+  g_mutex_unlock(&n->lock);
+  return ok;
+}
+
+static gboolean nccl_all_reduce(gpointer impl, void *buf, gsize count, CohortDtype dtype,
+                                CohortReduceOp op, gint64 timeout_ms, GError **error)
+{
+  NcclImpl *n = impl;
+  if (count == 0)
+    return TRUE;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  ncclResult_t r =
+      ncclAllReduce(buf, buf, count, dtype == COHORT_DTYPE_F32 ? ncclFloat32 : ncclFloat64,
+                    op == COHORT_REDUCE_AVG ? ncclAvg : ncclSum, comm, n->stream);
+  return finish(n, comm, r, "ncclAllReduce", timeout_ms, error);
+}
+
+static gboolean nccl_broadcast(gpointer impl, void *buf, gsize nbytes, int root, gint64 timeout_ms,
+                               GError **error)
+{
+  NcclImpl *n = impl;
+  if (nbytes == 0)
+    return TRUE;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  ncclResult_t r = ncclBroadcast(buf, buf, nbytes, ncclUint8, root, comm, n->stream);
+  return finish(n, comm, r, "ncclBroadcast", timeout_ms, error);
+}
+
+static gboolean nccl_all_gather(gpointer impl, const void *send, gsize nbytes, void *recv,
+                                gint64 timeout_ms, GError **error)
+{
+  NcclImpl *n = impl;
+  if (nbytes == 0)
+    return TRUE;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  ncclResult_t r = ncclAllGather(send, recv, nbytes, ncclUint8, comm, n->stream);
+  return finish(n, comm, r, "ncclAllGather", timeout_ms, error);
+}
+
+static gboolean nccl_barrier(gpointer impl, gint64 timeout_ms, GError **error)
+{
+  NcclImpl *n = impl;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  /* The scratch int stays 0: a sum of zeros. */
+  ncclResult_t r = ncclAllReduce(n->scratch, n->scratch, 1, ncclInt32, ncclSum, comm, n->stream);
+  return finish(n, comm, r, "barrier (ncclAllReduce of one int)", timeout_ms, error);
+}
+
+static void nccl_abort(gpointer impl)
+{
+  NcclImpl *n = impl;
+  g_atomic_int_set(&n->aborted, 1);
+  g_mutex_lock(&n->lock);
+  /* A polling collective sees the flag and aborts the communicator itself. */
+  if (!n->busy)
+    abort_comm_locked(n);
+  g_mutex_unlock(&n->lock);
+}
+
+static void nccl_free(gpointer impl)
+{
+  NcclImpl *n = impl;
+  if (n == NULL)
+    return;
+  int old = -1;
+  gboolean restore = cudaGetDevice(&old) == cudaSuccess;
+  cudaSetDevice(n->device);
+  if (n->comm != NULL) {
+    /* Finalize flushes NCCL's work; bounded, and a communicator that does not finalize in
+     * time (a peer gone) is aborted instead of destroyed. */
+    double t = MIN(n->timeout_s, 30.0);
+    ncclResult_t r = ncclCommFinalize(n->comm);
+    if ((r == ncclSuccess || r == ncclInProgress) &&
+        wait_done(NULL, n->comm, FALSE, g_get_monotonic_time() + (gint64)(t * G_USEC_PER_SEC),
+                  "ncclCommFinalize", NULL))
+      ncclCommDestroy(n->comm);
+    else
+      ncclCommAbort(n->comm);
+    n->comm = NULL;
+  }
+  if (n->scratch != NULL)
+    cudaFree(n->scratch);
+  if (n->ready != NULL)
+    cudaEventDestroy(n->ready);
+  if (n->stream != NULL)
+    cudaStreamDestroy(n->stream);
+  if (restore && old >= 0)
+    cudaSetDevice(old);
+  g_mutex_clear(&n->lock);
+  g_free(n);
+}
+
+static const CohortCommBackend nccl_backend = {
+    .name = "nccl",
+    .all_reduce = nccl_all_reduce,
+    .broadcast = nccl_broadcast,
+    .all_gather = nccl_all_gather,
+    .barrier = nccl_barrier,
+    .abort = nccl_abort,
+    .free = nccl_free,
+    .reduces_avg = TRUE,
+};
+
+/* ---- setup ---- */
+
+static double seconds_left(gint64 deadline)
+{
+  return MAX((double)(deadline - g_get_monotonic_time()) / G_USEC_PER_SEC, 0.001);
+}
+
+/* Makes `device` current, finds its PCI bus id and name, and creates the stream, event and
+ * scratch int. Returns NULL, or why this rank cannot use the device. */
+static char *open_device(NcclImpl *n, int device, char *bus_id, int bus_id_len, char *name,
+                         gsize name_len)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess)
+    return g_strdup_printf("no usable CUDA device: %s", cudaGetErrorString(e));
+  if (device < 0 || device >= count) {
+    const char *vis = g_getenv("CUDA_VISIBLE_DEVICES");
+    return g_strdup_printf("CUDA device %d does not exist: %d visible (CUDA_VISIBLE_DEVICES=%s)",
+                           device, count, vis ? vis : "unset");
+  }
+  struct cudaDeviceProp prop;
+  const char *step = "cudaSetDevice";
+  if ((e = cudaSetDevice(device)) != cudaSuccess ||
+      (step = "cudaDeviceGetPCIBusId", e = cudaDeviceGetPCIBusId(bus_id, bus_id_len, device)) !=
+          cudaSuccess ||
+      (step = "cudaGetDeviceProperties", e = cudaGetDeviceProperties(&prop, device)) !=
+          cudaSuccess ||
+      (step = "cudaStreamCreateWithFlags",
+       e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+      (step = "cudaEventCreateWithFlags",
+       e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming)) != cudaSuccess ||
+      (step = "cudaMalloc", e = cudaMalloc((void **)&n->scratch, sizeof(int))) != cudaSuccess ||
+      (step = "cudaMemset", e = cudaMemset(n->scratch, 0, sizeof(int))) != cudaSuccess)
+    return g_strdup_printf("CUDA device %d: %s failed: %s", device, step, cudaGetErrorString(e));
+  g_strlcpy(name, prop.name, name_len);
+  /* the name goes into a tab-separated record */
+  g_strdelimit(name, "\t\n", ' ');
+  return NULL;
+}
+
+/* Rank 0's verdict on the GPUs that every rank published under `prefix`"gpu/<rank>": NULL
+ * when each rank has a GPU of its own, else the message (*code set). */
+static char *judge_gpus(CohortStore *store, const char *prefix, int world, gint64 deadline,
+                        int *code, GError **error)
+{
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+  for (int r = 0; r < world; r++)
+    g_ptr_array_add(keys, g_strdup_printf("%sgpu/%d", prefix, r));
+  g_ptr_array_add(keys, NULL);
+  if (!cohort_store_wait(store, (const char *const *)keys->pdata, seconds_left(deadline), error))
+    return NULL;
+  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GPtrArray) devices = g_ptr_array_new_with_free_func(g_free); /* per rank */
+  g_autoptr(GString) failures = g_string_new(NULL);                      /* the first 4 */
+  int n_failures = 0;
+  char *duplicate = NULL;
+  for (int r = 0; r < world && duplicate == NULL; r++) {
+    g_autoptr(GBytes) b = cohort_store_get(store, keys->pdata[r], seconds_left(deadline), error);
+    if (b == NULL)
+      return NULL;
+    g_autofree char *text = g_strndup(g_bytes_get_data(b, NULL), g_bytes_get_size(b));
+    g_auto(GStrv) f = g_strsplit(text, "\t", 5);
+    g_ptr_array_add(devices, g_strdup(g_strv_length(f) == 5 ? f[3] : "?"));
+    if (g_strv_length(f) != 5 || strcmp(f[0], "ok") != 0) {
+      if (n_failures++ < 4) {
+        if (g_strv_length(f) == 2 && strcmp(f[0], "error") == 0)
+          g_string_append_printf(failures, "%s%s", failures->len ? "; " : "", f[1]);
+        else
+          g_string_append_printf(failures, "%srank %d published a malformed GPU record",
+                                 failures->len ? "; " : "", r);
+      }
+      continue;
+    }
+    /* f: "ok", host, PCI bus id, device index, device name */
+    char *where = g_strdup_printf("%s\t%s", f[1], f[2]);
+    gpointer other = NULL;
+    if (g_hash_table_lookup_extended(seen, where, NULL, &other)) {
+      int o = GPOINTER_TO_INT(other);
+      *code = COHORT_DIST_ERROR_ENV;
+      duplicate = g_strdup_printf(
+          "ranks %d and %d both use the GPU with PCI bus id %s (%s) on host %s (CUDA device %s "
+          "on rank %d, device %s on rank %d): NCCL needs a GPU of its own for each rank; give "
+          "each local rank its own device (device_indexes, CUDA_VISIBLE_DEVICES), or use the "
+          "gloo backend, which lets ranks share a GPU",
+          o, r, f[2], f[4], f[1], (const char *)devices->pdata[o], o, f[3], r);
+      g_free(where);
+    } else {
+      g_hash_table_insert(seen, where, GINT_TO_POINTER(r));
+    }
+  }
+  if (duplicate != NULL)
+    return duplicate;
+  if (n_failures > 0) {
+    *code = COHORT_DIST_ERROR_FAILED;
+    if (n_failures > 4)
+      g_string_append_printf(failures, "; and %d more ranks", n_failures - 4);
+    return g_strdup(failures->str);
+  }
+  return NULL;
+}
+
+/* Publishes this rank's GPU (or why it has none) and returns rank 0's verdict on all of
+ * them: TRUE when the job may go on. */
+static gboolean check_gpus(CohortStore *store, const CohortDistEnv *env, const char *prefix,
+                           const char *local_failure, const char *bus_id, int device,
+                           const char *name, gint64 deadline, GError **error)
+{
+  g_autofree char *mine =
+      local_failure != NULL
+          ? g_strdup_printf("error\trank %d: %s", env->rank, local_failure)
+          : g_strdup_printf("ok\t%s\t%s\t%d\t%s", g_get_host_name(), bus_id, device, name);
+  g_autofree char *key = g_strdup_printf("%sgpu/%d", prefix, env->rank);
+  if (!cohort_store_set(store, key, mine, strlen(mine), error))
+    return FALSE;
+  g_autofree char *verdict_key = g_strdup_printf("%sgpu-check", prefix);
+  if (env->rank == 0) {
+    int code = COHORT_DIST_ERROR_FAILED;
+    g_autoptr(GError) e = NULL;
+    g_autofree char *bad = judge_gpus(store, prefix, env->world_size, deadline, &code, &e);
+    g_autofree char *verdict =
+        e != NULL
+            ? g_strdup_printf("%c%s", e->code == COHORT_DIST_ERROR_TIMEOUT ? 'T' : 'F', e->message)
+        : bad != NULL ? g_strdup_printf("%c%s", code == COHORT_DIST_ERROR_ENV ? 'E' : 'F', bad)
+                      : g_strdup("K");
+    if (!cohort_store_set(store, verdict_key, verdict, strlen(verdict), error))
+      return FALSE;
+  }
+  g_autoptr(GBytes) v = cohort_store_get(store, verdict_key, seconds_left(deadline), error);
+  if (v == NULL)
+    return FALSE;
+  gsize len = 0;
+  const char *text = g_bytes_get_data(v, &len);
+  if (len == 0 || text[0] == 'K')
+    return TRUE;
+  int code = text[0] == 'E'   ? COHORT_DIST_ERROR_ENV
+             : text[0] == 'T' ? COHORT_DIST_ERROR_TIMEOUT
+                              : COHORT_DIST_ERROR_FAILED;
+  g_set_error(error, COHORT_DIST_ERROR, code, "%.*s", (int)(len - 1), text + 1);
+  return FALSE;
+}
+
+/* Rank 0 creates the unique id and publishes it; the others wait for it. A rank 0 that
+ * cannot create one publishes the reason instead, so the others fail at once. */
+static gboolean exchange_id(CohortStore *store, const CohortDistEnv *env, gint64 instance,
+                            ncclUniqueId *id, gint64 deadline, GError **error)
+{
+  char key[64];
+  g_snprintf(key, sizeof key, "nccl/id/%" G_GINT64_FORMAT, instance);
+  if (env->rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(id);
+    if (r != ncclSuccess) {
+      g_autofree char *msg =
+          g_strdup_printf("rank 0 could not create the NCCL unique id: %s", ncclGetErrorString(r));
+      cohort_store_set(store, key, msg, strlen(msg), NULL);
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s", msg);
+      return FALSE;
+    }
+    return cohort_store_set(store, key, id, sizeof *id, error);
+  }
+  g_autoptr(GBytes) b = cohort_store_get(store, key, seconds_left(deadline), error);
+  if (b == NULL)
+    return FALSE;
+  gsize len = 0;
+  const void *data = g_bytes_get_data(b, &len);
+  if (len != sizeof *id) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%.*s", (int)MIN(len, 4096),
+                (const char *)data);
+    return FALSE;
+  }
+  memcpy(id, data, sizeof *id);
+  return TRUE;
+}
+
+CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, int device,
+                                 double timeout_s, GError **error)
+{
+  if (store == NULL || env == NULL) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "the NCCL backend needs the rendezvous store and the rank's environment");
+    return NULL;
+  }
+  double t = timeout_s > 0 ? timeout_s : 1800.0;
+  gint64 deadline = g_get_monotonic_time() + (gint64)(t * G_USEC_PER_SEC);
+  /* Each communicator of a job gets its own keys: ranks create communicators in the same
+   * order, so each rank's own count names the same instance everywhere. */
+  char key[64];
+  g_snprintf(key, sizeof key, "nccl/instance/%d", env->rank);
+  gint64 instance = 0;
+  if (!cohort_store_add(store, key, 1, &instance, error))
+    return NULL;
+  g_autofree char *prefix = g_strdup_printf("nccl/%" G_GINT64_FORMAT "/", instance);
+
+  NcclImpl *n = g_new0(NcclImpl, 1);
+  g_mutex_init(&n->lock);
+  n->device = device;
+  n->timeout_s = t;
+  char bus_id[64] = "", name[256] = "";
+  g_autofree char *local_failure = open_device(n, device, bus_id, sizeof bus_id, name, sizeof name);
+  g_autoptr(GError) inner = NULL;
+  if (!check_gpus(store, env, prefix, local_failure, bus_id, device, name, deadline, &inner)) {
+    g_set_error(error, COHORT_DIST_ERROR, inner->code, "NCCL setup on rank %d of %d: %s", env->rank,
+                env->world_size, inner->message);
+    nccl_free(n);
+    return NULL;
+  }
+  ncclUniqueId id;
+  if (!exchange_id(store, env, instance, &id, deadline, &inner)) {
+    g_set_error(error, COHORT_DIST_ERROR, inner->code, "NCCL setup on rank %d of %d: %s", env->rank,
+                env->world_size, inner->message);
+    nccl_free(n);
+    return NULL;
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, env->world_size, id, env->rank, &config);
+  gboolean ok = FALSE;
+  if (r == ncclSuccess || r == ncclInProgress) {
+    ok = comm != NULL && wait_done(NULL, comm, FALSE, deadline, "ncclCommInitRankConfig", &inner);
+  } else {
+    g_set_error(&inner, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "ncclCommInitRankConfig: %s",
+                ncclGetErrorString(r));
+  }
+  if (!ok) {
+    if (comm != NULL)
+      ncclCommAbort(comm);
+    if (inner == NULL)
+      g_set_error(&inner, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                  "ncclCommInitRankConfig gave no communicator");
+    g_autofree char *when = inner->code == COHORT_DIST_ERROR_TIMEOUT
+                                ? g_strdup_printf(" within %g s; a peer did not join", t)
+                                : g_strdup("");
+    g_set_error(error, COHORT_DIST_ERROR, inner->code,
+                "rank %d could not create its NCCL communicator with %d peers (GPU %s)%s: %s",
+                env->rank, env->world_size - 1, bus_id, when, inner->message);
+    nccl_free(n);
+    return NULL;
+  }
+  n->comm = comm;
+  return cohort_comm_new_from_backend(&nccl_backend, n, env->rank, env->world_size, store, t);
+}

@@ -1,0 +1,326 @@
+/* The NCCL backend: one rank on one GPU (every collective on device buffers, values checked),
+ * two ranks forked onto the same GPU (a clear error naming both ranks and the GPU), two ranks
+ * on two GPUs when there are two, and a device that does not exist (an error, never a crash,
+ * with or without a GPU). Cases that need a GPU are skipped without one.
+ *
+ * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess
+ * (g_test_trap_subprocess executes this program again), which forks its ranks before anything
+ * touches CUDA. */
+#include "engine/dist/comm.h"
+#include "kernels/cuda/backend.h"
+
+#include <cuda_runtime_api.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static gboolean need_gpus(int n)
+{
+  int have = cohort_cuda_device_count();
+  if (have >= n)
+    return TRUE;
+  g_autofree char *msg = NULL;
+  if (have == 0) {
+    const char *why = cohort_cuda_probe_error();
+    msg = g_strdup_printf("no CUDA device: %s", why ? why : "none visible");
+  } else {
+    msg = g_strdup_printf("needs %d CUDA devices, %d visible", n, have);
+  }
+  g_test_skip(msg);
+  return FALSE;
+}
+
+static CohortDistEnv rank_env(int rank, int world, int port)
+{
+  CohortDistEnv env = {.rank = rank,
+                       .local_rank = rank,
+                       .world_size = world,
+                       .local_world_size = world,
+                       .master_addr = (char *)"127.0.0.1",
+                       .master_port = port,
+                       .run_id = (char *)"test-nccl",
+                       .source = "torchrun"};
+  return env;
+}
+
+static void *device_copy(const void *host, gsize bytes)
+{
+  void *d = NULL;
+  g_assert_cmpint(cudaMalloc(&d, bytes), ==, cudaSuccess);
+  g_assert_cmpint(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), ==, cudaSuccess);
+  return d;
+}
+
+static void host_copy(void *host, const void *dev, gsize bytes)
+{
+  g_assert_cmpint(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), ==, cudaSuccess);
+}
+
+static void test_available(void)
+{
+  /* This test is built only with NCCL: the answer is about the build, GPU or not. */
+  g_assert_true(cohort_comm_backend_available("nccl"));
+}
+
+/* A device index past the last one: every rank fails in setup with a message, GPU or not. */
+static void test_bad_device(void)
+{
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_new_single();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStore) store = cohort_store_open(env, "t", 10, &error);
+  g_assert_no_error(error);
+  int count = cohort_cuda_device_count();
+  g_autoptr(CohortComm) c = cohort_comm_new_nccl(store, env, count, 10, &error);
+  g_assert_null(c);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "rank 0"));
+  g_assert_true(strstr(error->message, "does not exist") != NULL ||
+                strstr(error->message, "no usable CUDA device") != NULL);
+}
+
+/* Runs a collective and fails with its message when it fails. */
+#define OK(call)                                                                                   \
+  do {                                                                                             \
+    gboolean ok_ = (call);                                                                         \
+    g_assert_no_error(error);                                                                      \
+    g_assert_true(ok_);                                                                            \
+  } while (0)
+
+static void test_one_rank(void)
+{
+  if (!need_gpus(1))
+    return;
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_new_single();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStore) store = cohort_store_open(env, "t", 10, &error);
+  g_assert_no_error(error);
+  /* A first communicator, freed at once (finalized, not aborted); the second one gets keys
+   * of its own in the store. */
+  CohortComm *first = cohort_comm_new_nccl(store, env, 0, 60, &error);
+  g_assert_no_error(error);
+  OK(cohort_comm_barrier(first, 10, &error));
+  cohort_comm_free(first);
+  g_autoptr(CohortComm) c = cohort_comm_new_nccl(store, env, 0, 60, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(c);
+  g_assert_cmpstr(cohort_comm_backend_name(c), ==, "nccl");
+  g_assert_cmpint(cohort_comm_world_size(c), ==, 1);
+  g_assert_cmpint(cohort_comm_rank(c), ==, 0);
+
+  enum { N = 4099 };
+  float *f = g_new(float, N), *fo = g_new(float, N);
+  double *d = g_new(double, N), *dout = g_new(double, N);
+  for (int i = 0; i < N; i++) {
+    f[i] = 0.25f * (float)i - 7.0f;
+    d[i] = 1.0 / (i + 1);
+  }
+  float *df = device_copy(f, N * sizeof *f);
+  double *dd = device_copy(d, N * sizeof *d);
+  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+    OK(cohort_comm_all_reduce_f32(c, df, N, op, 10, &error));
+    OK(cohort_comm_all_reduce_f64(c, dd, N, op, 10, &error));
+    host_copy(fo, df, N * sizeof *f);
+    host_copy(dout, dd, N * sizeof *d);
+    g_assert_cmpmem(fo, N * sizeof *f, f, N * sizeof *f);
+    g_assert_cmpmem(dout, N * sizeof *d, d, N * sizeof *d);
+  }
+  OK(cohort_comm_all_reduce_f32(c, df, 0, COHORT_REDUCE_SUM, 10, &error));
+
+  guint8 bytes[1000], got[1000];
+  for (int i = 0; i < 1000; i++)
+    bytes[i] = (guint8)(i * 7);
+  guint8 *db = device_copy(bytes, sizeof bytes);
+  OK(cohort_comm_broadcast(c, db, sizeof bytes, 0, 10, &error));
+  host_copy(got, db, sizeof got);
+  g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
+
+  guint8 *drecv = NULL;
+  g_assert_cmpint(cudaMalloc((void **)&drecv, sizeof bytes), ==, cudaSuccess);
+  g_assert_cmpint(cudaMemset(drecv, 0, sizeof bytes), ==, cudaSuccess);
+  OK(cohort_comm_all_gather(c, db, sizeof bytes, drecv, 10, &error));
+  host_copy(got, drecv, sizeof got);
+  g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
+
+  OK(cohort_comm_barrier(c, 10, &error));
+
+  /* After an abort every collective fails at once. */
+  cohort_comm_abort(c, "test");
+  g_assert_false(cohort_comm_barrier(c, 10, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED);
+
+  cudaFree(df);
+  cudaFree(dd);
+  cudaFree(db);
+  cudaFree(drecv);
+  g_free(f);
+  g_free(fo);
+  g_free(d);
+  g_free(dout);
+}
+
+/* ---- forked ranks ---- */
+
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
+      return 1;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+typedef enum { SCENARIO_SAME_GPU, SCENARIO_TWO_GPUS } Scenario;
+
+static int same_gpu(int rank, CohortStore *store, CohortComm *c, GError *error)
+{
+  CHECK(c == NULL);
+  CHECK(error != NULL);
+  fprintf(stderr, "rank %d got: %s\n", rank, error->message);
+  CHECK(g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV));
+  CHECK(strstr(error->message, "ranks 0 and 1 both use the GPU with PCI bus id") != NULL);
+  CHECK(strstr(error->message, g_get_host_name()) != NULL);
+  /* rank 0 hosts the store: it stays until rank 1 has read everything */
+  g_autoptr(GError) e = NULL;
+  if (rank == 1)
+    CHECK(cohort_store_set(store, "test/done", "1", 1, &e));
+  else
+    g_bytes_unref(cohort_store_get(store, "test/done", 20, &e));
+  return 0;
+}
+
+static int two_gpus(int rank, CohortComm *c)
+{
+  CHECK(c != NULL);
+  g_autoptr(GError) e = NULL;
+  enum { N = 4099, B = 17 };
+  float f[N];
+  double d[N];
+  for (int i = 0; i < N; i++) {
+    f[i] = (float)(rank + 1 + i);
+    d[i] = rank + 1 + i * 0.5;
+  }
+  float *df = NULL;
+  double *dd = NULL;
+  guint8 *db = NULL, *dg = NULL;
+  CHECK(cudaMalloc((void **)&df, sizeof f) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&dd, sizeof d) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&db, B) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&dg, 2 * B) == cudaSuccess);
+  CHECK(cudaMemcpy(df, f, sizeof f, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemcpy(dd, d, sizeof d, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cohort_comm_all_reduce_f32(c, df, N, COHORT_REDUCE_SUM, 30, &e));
+  CHECK(cohort_comm_all_reduce_f64(c, dd, N, COHORT_REDUCE_AVG, 30, &e));
+  CHECK(cudaMemcpy(f, df, sizeof f, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(cudaMemcpy(d, dd, sizeof d, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < N; i++) {
+    CHECK(f[i] == (float)(3 + 2 * i));
+    CHECK(d[i] == 1.5 + i * 0.5);
+  }
+  guint8 mine[B], got[2 * B];
+  memset(mine, 0x10 + rank, B);
+  CHECK(cudaMemcpy(db, mine, B, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cohort_comm_all_gather(c, db, B, dg, 30, &e));
+  CHECK(cudaMemcpy(got, dg, 2 * B, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < 2 * B; i++)
+    CHECK(got[i] == 0x10 + i / B);
+  CHECK(cohort_comm_broadcast(c, db, B, 1, 30, &e));
+  CHECK(cudaMemcpy(mine, db, B, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < B; i++)
+    CHECK(mine[i] == 0x11);
+  CHECK(cohort_comm_barrier(c, 30, &e));
+  cudaFree(df);
+  cudaFree(dd);
+  cudaFree(db);
+  cudaFree(dg);
+  return 0;
+}
+
+static int child(int rank, int port, int device, Scenario s)
+{
+  CohortDistEnv env = rank_env(rank, 2, port);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *token = cohort_dist_job_token(&env);
+  g_autoptr(CohortStore) store = cohort_store_open(&env, token, 20, &error);
+  CHECK(store != NULL);
+  g_autoptr(CohortComm) c = cohort_comm_new_nccl(store, &env, device, 60, &error);
+  if (s == SCENARIO_SAME_GPU)
+    return same_gpu(rank, store, c, error);
+  if (c == NULL)
+    fprintf(stderr, "rank %d: %s\n", rank, error->message);
+  return two_gpus(rank, c);
+}
+
+/* In the test subprocess: forks 2 ranks (on devices[r]) and fails unless both exit 0. */
+static void run_ranks(const int devices[2], Scenario s)
+{
+  int port = cohort_store_find_free_port(0);
+  g_assert_cmpint(port, >, 0);
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    g_assert_cmpint(pids[r], >=, 0);
+    if (pids[r] == 0)
+      _exit(child(r, port, devices[r], s));
+  }
+  gint64 deadline = g_get_monotonic_time() + 90 * G_USEC_PER_SEC;
+  int status[2] = {0}, left = 2;
+  gboolean done[2] = {0};
+  while (left > 0 && g_get_monotonic_time() < deadline) {
+    for (int r = 0; r < 2; r++) {
+      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
+        done[r] = TRUE;
+        left--;
+      }
+    }
+    g_usleep(20000);
+  }
+  for (int r = 0; r < 2; r++) {
+    if (!done[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &status[r], 0);
+      g_error("rank %d did not finish within 90 s", r);
+    }
+    g_assert_true(WIFEXITED(status[r]));
+    g_assert_cmpint(WEXITSTATUS(status[r]), ==, 0);
+  }
+}
+
+static void test_same_gpu(void)
+{
+  if (g_test_subprocess()) {
+    /* Fresh process: nothing has touched CUDA yet. */
+    run_ranks((const int[2]){0, 0}, SCENARIO_SAME_GPU);
+    return;
+  }
+  if (!need_gpus(1))
+    return;
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed();
+}
+
+static void test_two_gpus(void)
+{
+  if (g_test_subprocess()) {
+    run_ranks((const int[2]){0, 1}, SCENARIO_TWO_GPUS);
+    return;
+  }
+  if (!need_gpus(2))
+    return;
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed();
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  /* Nothing here may touch CUDA: the subprocess cases fork before it is initialized. */
+  g_test_add_func("/nccl/available", test_available);
+  g_test_add_func("/nccl/bad-device", test_bad_device);
+  g_test_add_func("/nccl/one-rank", test_one_rank);
+  g_test_add_func("/nccl/same-gpu", test_same_gpu);
+  g_test_add_func("/nccl/two-gpus", test_two_gpus);
+  return g_test_run();
+}
