@@ -101,17 +101,18 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
   return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
 }
 
-gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag)
+gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
+                                       GError **error)
 {
   gboolean mine = stop_flag && *stop_flag;
+  *stop = mine;
   if (!d->comm)
-    return mine;
-  double flag = mine ? 1 : 0;
-  g_autoptr(GError) error = NULL;
-  /* If the vote itself fails, a peer is gone: stop here; the next collective reports why. */
-  if (!cohort_comm_all_reduce_f64(d->comm, &flag, 1, COHORT_REDUCE_SUM, 0, &error))
     return TRUE;
-  return flag > 0;
+  double flag = mine ? 1 : 0;
+  if (!cohort_comm_all_reduce_f64(d->comm, &flag, 1, COHORT_REDUCE_SUM, 0, error))
+    return FALSE;
+  *stop = flag > 0;
+  return TRUE;
 }
 
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)

@@ -32,8 +32,10 @@ gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError 
 /* Rank 0's parameters to everyone. */
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error);
-/* TRUE when any rank's stop flag is set (all ranks agree, so they stop at the same step). */
-gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag);
+/* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the
+ * same step). FALSE with `error` when the vote itself failed (a peer is gone). */
+gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
+                                       GError **error);
 
 /* Timings for the `ranks` event (microseconds). */
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);

@@ -474,7 +474,10 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   gint64 tokens_per_step = (gint64)cohort_config_global_batch(cfg, opts->world_size) * r->T;
 
   while (r->st.step < r->total_steps) {
-    if (cohort_train_dist_should_stop(r->dist, opts->stop_flag)) {
+    gboolean stop = FALSE;
+    if (!cohort_train_dist_should_stop(r->dist, opts->stop_flag, &stop, error))
+      goto out;
+    if (stop) {
       was_stopped = TRUE;
       break;
     }
