@@ -77,7 +77,7 @@ static const KeyRow rows[] = {
     ROW(gradient_accumulation_steps, INT, "training", NULL, 1, 4096, NULL,
         "Micro-batches whose gradients are summed before each optimizer step.", "1"),
     ROW(learning_rate, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 10, NULL,
-        "Peak learning rate of AdamW, before lr_scaling.", "0.001"),
+        "Peak learning rate of AdamW, before lr_scaling.", "0.002"),
     ROW(lr_schedule, CHOICE, "training", lr_schedule_choices, 0, 0, NULL,
         "How the learning rate falls after warmup, towards min_lr_ratio times the peak.", "cosine"),
     ROW(warmup_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,

@@ -353,7 +353,7 @@ static void test_explain(void)
   g_assert_cmpint(json_object_get_int_member(o, "global_batch"), ==, 32);
   g_assert_cmpint(json_object_get_int_member(o, "tokens_per_step"), ==, 32 * 128);
   g_assert_cmpfloat_with_epsilon(json_object_get_double_member(o, "scaled_learning_rate"),
-                                 0.001 * sqrt(2.0), 1e-12);
+                                 0.002 * sqrt(2.0), 1e-12);
   JsonArray *first = json_object_get_array_member(o, "first_indices");
   g_assert_cmpuint(json_array_get_length(first), ==, 2);
   /* Interleaved: rank r reads positions r, r + world, … of one permutation, so the two

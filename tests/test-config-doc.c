@@ -38,7 +38,7 @@ static void test_doc_covers_keys(void)
     g_assert_nonnull(strstr(doc, row));
     g_assert_nonnull(strstr(doc, keys[i].help));
   }
-  g_assert_nonnull(strstr(doc, "| `learning_rate` | number | `0.001` | a number > 0 and <= 10 |"));
+  g_assert_nonnull(strstr(doc, "| `learning_rate` | number | `0.002` | a number > 0 and <= 10 |"));
   g_assert_nonnull(strstr(doc, "| `device_indexes` | list of integers | `[]` |"));
   g_assert_nonnull(strstr(doc, "$XDG_CONFIG_HOME/cohort/presets/"));
   g_assert_nonnull(strstr(doc, "fineweb10B/train"));

@@ -34,7 +34,7 @@ static void test_defaults(void)
   g_assert_cmpint(cfg->version, ==, COHORT_CONFIG_VERSION);
   g_assert_cmpstr(cfg->model, ==, "gpt");
   g_assert_cmpint(cfg->n_embd, ==, 256);
-  g_assert_cmpfloat(cfg->learning_rate, ==, 0.001);
+  g_assert_cmpfloat(cfg->learning_rate, ==, 0.002);
   g_assert_cmpint(cfg->lr_schedule, ==, COHORT_LR_COSINE);
   g_assert_cmpint(cfg->distributed_backend, ==, COHORT_BACKEND_GLOO);
   g_assert_cmpint(cfg->master_port, ==, 29500);
@@ -776,6 +776,7 @@ static void test_derived(void)
 {
   g_autoptr(CohortConfig) cfg = cohort_config_new();
   g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_config_set(cfg, "learning_rate", "0.001", "test", &error));
   g_assert_true(cohort_config_set(cfg, "gradient_accumulation_steps", "4", "test", &error));
   g_assert_cmpint(cohort_config_global_batch(cfg, 8), ==, 16 * 4 * 8);
   g_assert_cmpint(cohort_config_global_batch(cfg, 0), ==, 16 * 4);

@@ -168,12 +168,12 @@ static void test_invalid_value_disables_start(void)
 
   g_assert_false(cohort_config_form_set_text(form, "beta1", "abc"));
   g_assert_cmpuint(cohort_config_form_count_errors(form), ==, 2);
-  g_assert_true(cohort_config_form_set_text(form, "learning_rate", "0.002"));
+  g_assert_true(cohort_config_form_set_text(form, "learning_rate", "0.0025"));
   g_assert_false(gtk_widget_has_css_class(control, "error"));
   g_assert_false(cohort_window_can_start(win));
   g_assert_true(cohort_config_form_set_text(form, "beta1", "0.8"));
   g_assert_true(cohort_window_can_start(win));
-  g_assert_cmpfloat(cohort_config_form_get_config(form)->learning_rate, ==, 0.002);
+  g_assert_cmpfloat(cohort_config_form_get_config(form)->learning_rate, ==, 0.0025);
 
   /* A cross-key rule: n_embd must be a multiple of n_head. The refused head count becomes
    * valid once the width fits it. */

@@ -36,7 +36,7 @@ static void test_save_load_delete(void)
   g_assert_cmpstr(cohort_window_get_preset(win), ==, "mine");
 
   g_assert_true(cohort_window_load_preset(win, "tiny-gpt"));
-  g_assert_cmpfloat(lr_of(win), ==, 0.001);
+  g_assert_cmpfloat(lr_of(win), ==, 0.002);
   g_assert_true(cohort_window_load_preset(win, "mine"));
   g_assert_cmpfloat(lr_of(win), ==, 0.003);
   g_assert_null(cohort_window_get_banner(win));
@@ -63,14 +63,15 @@ static void test_broken_preset(void)
   g_mkdir_with_parents(dir, 0755);
   g_autofree char *path = user_preset("broken");
   g_assert_true(g_file_set_contents(path, "{\"version\": 1, \"learnig_rate\": 0.1}\n", -1, NULL));
-  g_assert_true(cohort_config_form_set_text(cohort_window_get_form(win), "learning_rate", "0.002"));
+  g_assert_true(
+      cohort_config_form_set_text(cohort_window_get_form(win), "learning_rate", "0.0025"));
   g_assert_false(cohort_window_load_preset(win, "broken"));
   const char *banner = cohort_window_get_banner(win);
   g_assert_nonnull(banner);
   g_test_message("banner: %s", banner);
   g_assert_nonnull(strstr(banner, "learnig_rate"));
   g_assert_nonnull(strstr(banner, "learning_rate"));
-  g_assert_cmpfloat(lr_of(win), ==, 0.002);
+  g_assert_cmpfloat(lr_of(win), ==, 0.0025);
   g_assert_true(cohort_window_can_start(win));
   g_unlink(path);
   gtk_window_destroy(GTK_WINDOW(win));
@@ -117,7 +118,7 @@ static void test_last_config_restored(void)
   win = cohort_window_new(NULL);
   g_assert_nonnull(cohort_window_get_banner(win));
   g_assert_cmpstr(cohort_window_get_preset(win), ==, "tiny-gpt");
-  g_assert_cmpfloat(lr_of(win), ==, 0.001);
+  g_assert_cmpfloat(lr_of(win), ==, 0.002);
   gtk_window_destroy(GTK_WINDOW(win));
   g_unlink(last);
 }
