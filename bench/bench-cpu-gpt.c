@@ -1,6 +1,7 @@
 /* Times optimizer steps (forward + backward + AdamW) of the GPT model on random tokens and
  * prints tokens/s from the median step time. Defaults are the tiny-gpt preset's shape and batch. */
 #include "engine/gpt.h"
+#include "kernels/cpu/threading.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 
@@ -33,6 +34,8 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+  /* The engine's programs run with these thread-pool settings; so does the benchmark. */
+  cohort_cpu_threading_env(argv);
   int threads = 1, steps = 10, warmup = 2, batch = 16;
   CohortGptShape shape = {
       .n_layer = 4, .n_head = 4, .n_embd = 256, .seq_len = 128, .vocab_size = 256};

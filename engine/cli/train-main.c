@@ -15,6 +15,7 @@
 #include "engine/explain.h"
 #include "engine/progress.h"
 #include "engine/trainer.h"
+#include "kernels/cpu/threading.h"
 
 static volatile int stop_requested;
 
@@ -88,6 +89,7 @@ static GStrv worker_command(char **argv)
 
 int main(int argc, char **argv)
 {
+  cohort_cpu_threading_env(argv);
   g_autofree char *config_path = NULL;
   g_autofree char *preset = NULL;
   g_auto(GStrv) sets = NULL;
