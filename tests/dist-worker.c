@@ -71,8 +71,11 @@ int main(int argc, char **argv)
       usleep(200 * 1000); /* let the others start */
       fprintf(stderr, "something went wrong\nabout to fail\n");
       fflush(stderr);
-      if (strcmp(env_or("DIST_WORKER_FAIL_HOW", "exit"), "segv") == 0)
+      if (strcmp(env_or("DIST_WORKER_FAIL_HOW", "exit"), "segv") == 0) {
+        /* The default action, even where a sanitizer installed its own handler. */
+        signal(SIGSEGV, SIG_DFL);
         raise(SIGSEGV);
+      }
       return 3;
     }
     fprintf(stderr, "worker %s resumed and done\n", rank);
