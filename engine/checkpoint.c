@@ -9,6 +9,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include "engine/gpt-io.h"
+#include "kernels/backend.h"
 #include "engine/json-write.h"
 #include "engine/safetensors.h"
 
@@ -232,12 +233,21 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
 
   g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
-  add_group(entries, gpt, cohort_gpt_params((CohortGpt *)gpt), "", names);
+  /* Backend memory that is not the host's is downloaded first. */
+  g_autofree float *params_copy = NULL, *m_copy = NULL, *v_copy = NULL;
+  add_group(entries, gpt, cohort_gpt_params_host(gpt, &params_copy), "", names);
   if (ema_or_NULL)
     add_group(entries, gpt, ema_or_NULL, EMA_PREFIX, names);
   if (opt) {
-    add_group(entries, gpt, cohort_adamw_m(opt), M_PREFIX, names);
-    add_group(entries, gpt, cohort_adamw_v(opt), V_PREFIX, names);
+    const float *m = cohort_adamw_m(opt), *v = cohort_adamw_v(opt);
+    if (cohort_adamw_backend(opt) != cohort_backend_cpu()) {
+      size_t n = cohort_gpt_num_params(gpt);
+      m = m_copy = g_new(float, n);
+      v = v_copy = g_new(float, n);
+      cohort_adamw_download(opt, m_copy, v_copy);
+    }
+    add_group(entries, gpt, m, M_PREFIX, names);
+    add_group(entries, gpt, v, V_PREFIX, names);
   }
   g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
   g_hash_table_insert(meta, "format", g_strdup("pt"));
@@ -467,20 +477,36 @@ gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *op
       return FALSE;
   }
 
-  /* Everything is checked; the reads below only convert already-validated tensors. */
-  if (!cohort_gpt_read_tensors(gpt, f, "", cohort_gpt_params(gpt), error))
+  /* Everything is checked; the reads below only convert already-validated tensors. Backend
+   * memory that is not the host's is read into host buffers and uploaded. */
+  size_t n = cohort_gpt_num_params(gpt);
+  gboolean params_on_host = cohort_gpt_on_host(gpt);
+  g_autofree float *params_tmp = params_on_host ? NULL : g_new(float, n);
+  float *params = params_on_host ? cohort_gpt_params(gpt) : params_tmp;
+  if (!cohort_gpt_read_tensors(gpt, f, "", params, error))
     return FALSE;
   if (ema_or_NULL) {
     if (has_ema) {
       if (!cohort_gpt_read_tensors(gpt, f, EMA_PREFIX, ema_or_NULL, error))
         return FALSE;
     } else {
-      memcpy(ema_or_NULL, cohort_gpt_params(gpt), cohort_gpt_num_params(gpt) * sizeof(float));
+      memcpy(ema_or_NULL, params, n * sizeof(float));
     }
   }
-  if (opt && (!cohort_gpt_read_tensors(gpt, f, M_PREFIX, cohort_adamw_m(opt), error) ||
-              !cohort_gpt_read_tensors(gpt, f, V_PREFIX, cohort_adamw_v(opt), error)))
-    return FALSE;
+  if (opt) {
+    gboolean opt_on_host = cohort_adamw_backend(opt) == cohort_backend_cpu();
+    g_autofree float *m_tmp = opt_on_host ? NULL : g_new(float, n);
+    g_autofree float *v_tmp = opt_on_host ? NULL : g_new(float, n);
+    if (!cohort_gpt_read_tensors(gpt, f, M_PREFIX, opt_on_host ? cohort_adamw_m(opt) : m_tmp,
+                                 error) ||
+        !cohort_gpt_read_tensors(gpt, f, V_PREFIX, opt_on_host ? cohort_adamw_v(opt) : v_tmp,
+                                 error))
+      return FALSE;
+    if (!opt_on_host)
+      cohort_adamw_upload(opt, m_tmp, v_tmp);
+  }
+  if (!params_on_host)
+    cohort_gpt_upload_params(gpt, params_tmp);
 
   if (st)
     *st = s;

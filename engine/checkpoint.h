@@ -38,9 +38,10 @@ typedef struct {
 
 /* Saves a checkpoint for st->step under `workspace` (the folders are created). `opt` may be
  * NULL (no moments saved); its moments must have cohort_gpt_num_params entries. `ema_or_NULL`
- * is laid out like the parameters. After the rename, complete checkpoints beyond the newest
- * `keep_last` are removed (0 = keep all), and stale .tmp folders too. A checkpoint of the
- * same step is replaced. *out_dir (may be NULL) gets the folder; g_free it. */
+ * is HOST memory laid out like the parameters. The model's parameters and the moments may
+ * live in any backend's memory (they are downloaded). After the rename, complete checkpoints beyond
+ * the newest `keep_last` are removed (0 = keep all), and stale .tmp folders too. A checkpoint of
+ * the same step is replaced. *out_dir (may be NULL) gets the folder; g_free it. */
 gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
                                 const CohortGpt *gpt, CohortAdamW *opt, const float *ema_or_NULL,
                                 const CohortTrainState *st, int keep_last, char **out_dir,
@@ -54,8 +55,9 @@ char *cohort_checkpoint_find_latest(const char *workspace);
  * state.json and every tensor's shape against the model, then fills the parameters, the
  * moments (when `opt` is given; the checkpoint must have them), `ema_or_NULL` (from "ema.*";
  * a copy of the parameters when the checkpoint has no EMA), *st and *saved_cfg (may be
- * NULL; cohort_config_free it). Nothing is changed on error; errors are one line naming the
- * file. */
+ * NULL; cohort_config_free it). `ema_or_NULL` is HOST memory; parameters and moments go to
+ * their backend's memory (uploaded when that is not the host). Nothing is changed on error;
+ * errors are one line naming the file. */
 gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *opt,
                                 float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
                                 GError **error);

@@ -42,6 +42,7 @@ int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
   if (len == 0)
     seq[len++] = 0; /* an empty prompt starts from token 0 */
   Candidate *cand = g_new(Candidate, V);
+  float *logits = g_new(float, V); /* the last position's row, on the host */
   if (top_k <= 0 || top_k > V)
     top_k = V;
   if (temperature <= 0)
@@ -51,7 +52,7 @@ int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
     int T = MIN(len, shape->seq_len);
     const int *ctx = seq + (len - T);
     cohort_gpt_forward(gpt, ctx, NULL, 1, T);
-    const float *logits = cohort_gpt_logits(gpt) + (size_t)(T - 1) * V;
+    cohort_gpt_download_logits(gpt, (size_t)(T - 1) * V, (size_t)V, logits);
     for (int i = 0; i < V; i++)
       cand[i] = (Candidate){logits[i], i};
     qsort(cand, (size_t)V, sizeof(Candidate), candidate_desc);
@@ -72,6 +73,7 @@ int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
     seq[len++] = pick;
   }
   g_free(cand);
+  g_free(logits);
   *n_out = len;
   return seq;
 }

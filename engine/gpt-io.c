@@ -130,7 +130,7 @@ gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error)
     }
   }
 
-  memcpy(cohort_gpt_params(gpt), tmp, n * sizeof(float));
+  cohort_gpt_upload_params(gpt, tmp);
   return TRUE;
 }
 
@@ -138,7 +138,8 @@ gboolean cohort_gpt_save_hf(const CohortGpt *gpt, const float *params_or_NULL, c
                             GHashTable *metadata, GError **error)
 {
   /* The tensor table and parameter buffer are only read here. */
-  const float *params = params_or_NULL ? params_or_NULL : cohort_gpt_params((CohortGpt *)gpt);
+  g_autofree float *copy = NULL;
+  const float *params = params_or_NULL ? params_or_NULL : cohort_gpt_params_host(gpt, &copy);
   g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
   guint n = 0;
   g_autofree CohortStEntry *entries = cohort_gpt_st_entries(gpt, params, "", names, &n);

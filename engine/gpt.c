@@ -203,13 +203,19 @@ static size_t layout_acts(CohortGpt *gpt, char *base)
 
 CohortGpt *cohort_gpt_new(const CohortGptShape *shape, int max_batch, GError **error)
 {
-  g_return_val_if_fail(shape != NULL, NULL);
+  return cohort_gpt_new_on(cohort_backend_cpu(), shape, max_batch, error);
+}
+
+CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
+                             GError **error)
+{
+  g_return_val_if_fail(be != NULL && shape != NULL, NULL);
   if (!check_shape(shape, max_batch, error))
     return NULL;
   CohortGpt *gpt = g_new0(CohortGpt, 1);
   gpt->shape = *shape;
   gpt->max_batch = max_batch;
-  gpt->be = cohort_backend_cpu();
+  gpt->be = be;
   build_table(gpt);
   gpt->blocks = g_new0(BlockActs, shape->n_layer);
   gpt->params = gpt->be->alloc(gpt->n_params * sizeof(float));
@@ -219,9 +225,9 @@ CohortGpt *cohort_gpt_new(const CohortGptShape *shape, int max_batch, GError **e
   gpt->host_losses = g_try_new(float, (size_t)max_batch * shape->seq_len);
   if (!gpt->params || !gpt->grads || !gpt->act_mem || !gpt->host_losses) {
     g_set_error(error, GPT_ERROR, 1,
-                "GPT model: out of memory for %zu parameters and %.1f MiB of activations "
+                "GPT model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(max_batch %d, seq_len %d); allowed: a smaller model or batch",
-                gpt->n_params, act_bytes / 1048576.0, max_batch, shape->seq_len);
+                be->name, gpt->n_params, act_bytes / 1048576.0, max_batch, shape->seq_len);
     cohort_gpt_free(gpt);
     return NULL;
   }
@@ -264,6 +270,51 @@ float *cohort_gpt_params(CohortGpt *gpt)
 float *cohort_gpt_grads(CohortGpt *gpt)
 {
   return gpt->grads;
+}
+
+const CohortBackend *cohort_gpt_backend(const CohortGpt *gpt)
+{
+  return gpt->be;
+}
+
+gboolean cohort_gpt_on_host(const CohortGpt *gpt)
+{
+  return gpt->be == cohort_backend_cpu();
+}
+
+void cohort_gpt_download_params(const CohortGpt *gpt, float *host)
+{
+  gpt->be->download(host, gpt->params, gpt->n_params * sizeof(float));
+}
+
+void cohort_gpt_upload_params(CohortGpt *gpt, const float *host)
+{
+  gpt->be->upload(gpt->params, host, gpt->n_params * sizeof(float));
+}
+
+void cohort_gpt_download_grads(const CohortGpt *gpt, float *host)
+{
+  gpt->be->download(host, gpt->grads, gpt->n_params * sizeof(float));
+}
+
+void cohort_gpt_upload_grads(CohortGpt *gpt, const float *host)
+{
+  gpt->be->upload(gpt->grads, host, gpt->n_params * sizeof(float));
+}
+
+const float *cohort_gpt_params_host(const CohortGpt *gpt, float **tmp)
+{
+  *tmp = NULL;
+  if (cohort_gpt_on_host(gpt))
+    return gpt->params;
+  *tmp = g_new(float, gpt->n_params);
+  cohort_gpt_download_params(gpt, *tmp);
+  return *tmp;
+}
+
+void cohort_gpt_download_logits(const CohortGpt *gpt, size_t offset, size_t count, float *host)
+{
+  gpt->be->download(host, gpt->logits + offset, count * sizeof(float));
 }
 
 const CohortTensorInfo *cohort_gpt_tensors(const CohortGpt *gpt, guint *n_tensors)

@@ -15,6 +15,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct CohortBackend CohortBackend;
+
 typedef struct {
   int n_layer;
   int n_head;
@@ -44,6 +46,10 @@ typedef void (*CohortGradReadyFunc)(size_t offset, size_t count, gpointer user_d
  * `max_batch` sequences of up to shape->seq_len tokens. Parameters are zero until
  * cohort_gpt_init_weights or a load. */
 CohortGpt *cohort_gpt_new(const CohortGptShape *shape, int max_batch, GError **error);
+/* The same on backend `be` (kernels/backend.h): parameters, gradients and activations live in
+ * that backend's memory. cohort_gpt_new is cohort_gpt_new_on(cohort_backend_cpu(), …). */
+CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
+                             GError **error);
 void cohort_gpt_free(CohortGpt *gpt);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortGpt, cohort_gpt_free)
 
@@ -54,8 +60,24 @@ const CohortGptShape *cohort_gpt_shape(const CohortGpt *gpt);
 void cohort_gpt_init_weights(CohortGpt *gpt, guint64 seed);
 
 size_t cohort_gpt_num_params(const CohortGpt *gpt);
+/* The parameter and gradient buffers, in BACKEND memory: host pointers only when
+ * cohort_gpt_on_host() is TRUE (the CPU backend). Elsewhere move data with the copies below. */
 float *cohort_gpt_params(CohortGpt *gpt);
 float *cohort_gpt_grads(CohortGpt *gpt);
+const CohortBackend *cohort_gpt_backend(const CohortGpt *gpt);
+/* TRUE when the model's buffers are host memory (the CPU backend). */
+gboolean cohort_gpt_on_host(const CohortGpt *gpt);
+
+/* Explicit copies between the model's buffers and host memory (num_params floats). On the
+ * CPU backend they are plain copies; callers that run every step use the pointers above
+ * when cohort_gpt_on_host() instead. */
+void cohort_gpt_download_params(const CohortGpt *gpt, float *host);
+void cohort_gpt_upload_params(CohortGpt *gpt, const float *host);
+void cohort_gpt_download_grads(const CohortGpt *gpt, float *host);
+void cohort_gpt_upload_grads(CohortGpt *gpt, const float *host);
+/* The parameters on the host: the buffer itself on the CPU backend, else a downloaded copy
+ * stored in *tmp (g_free it; NULL when no copy was made). */
+const float *cohort_gpt_params_host(const CohortGpt *gpt, float **tmp);
 const CohortTensorInfo *cohort_gpt_tensors(const CohortGpt *gpt, guint *n_tensors);
 const CohortTensorInfo *cohort_gpt_find_tensor(const CohortGpt *gpt, const char *name);
 
@@ -64,8 +86,10 @@ const CohortTensorInfo *cohort_gpt_find_tensor(const CohortGpt *gpt, const char 
  * returns 0 and only computes logits. B <= max_batch, T <= seq_len. */
 float cohort_gpt_forward(CohortGpt *gpt, const int *inputs, const int *targets, int B, int T);
 
-/* Logits [B, T, vocab_size] of the last forward. */
+/* Logits [B, T, vocab_size] of the last forward, in backend memory (see cohort_gpt_params). */
 const float *cohort_gpt_logits(const CohortGpt *gpt);
+/* Copies `count` logits of the last forward from float offset `offset` to `host`. */
+void cohort_gpt_download_logits(const CohortGpt *gpt, size_t offset, size_t count, float *host);
 
 void cohort_gpt_zero_grad(CohortGpt *gpt);
 

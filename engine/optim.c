@@ -31,14 +31,41 @@ double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
 
 CohortAdamW *cohort_adamw_new(size_t n)
 {
+  CohortAdamW *opt = cohort_adamw_new_on(cohort_backend_cpu(), n);
+  if (!opt)
+    g_error("AdamW: out of memory for the moments of %zu parameters", n);
+  return opt;
+}
+
+CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n)
+{
   CohortAdamW *opt = g_new0(CohortAdamW, 1);
-  opt->be = cohort_backend_cpu();
+  opt->be = be;
   opt->n = n;
   opt->m = opt->be->alloc(n * sizeof(float));
   opt->v = opt->be->alloc(n * sizeof(float));
-  if (!opt->m || !opt->v)
-    g_error("AdamW: out of memory for the moments of %zu parameters", n);
+  if (!opt->m || !opt->v) {
+    cohort_adamw_free(opt);
+    return NULL;
+  }
   return opt;
+}
+
+const CohortBackend *cohort_adamw_backend(const CohortAdamW *opt)
+{
+  return opt->be;
+}
+
+void cohort_adamw_download(const CohortAdamW *opt, float *m, float *v)
+{
+  opt->be->download(m, opt->m, opt->n * sizeof(float));
+  opt->be->download(v, opt->v, opt->n * sizeof(float));
+}
+
+void cohort_adamw_upload(CohortAdamW *opt, const float *m, const float *v)
+{
+  opt->be->upload(opt->m, m, opt->n * sizeof(float));
+  opt->be->upload(opt->v, v, opt->n * sizeof(float));
 }
 
 void cohort_adamw_free(CohortAdamW *opt)
@@ -77,9 +104,14 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
   }
 }
 
+double cohort_global_norm_on(const CohortBackend *be, const float *values, size_t n)
+{
+  return sqrt(be->sum_squares(values, n));
+}
+
 double cohort_global_norm(const float *values, size_t n)
 {
-  return sqrt(cohort_backend_cpu()->sum_squares(values, n));
+  return cohort_global_norm_on(cohort_backend_cpu(), values, n);
 }
 
 void cohort_scale(float *values, size_t n, float s)
@@ -87,19 +119,30 @@ void cohort_scale(float *values, size_t n, float s)
   cohort_backend_cpu()->scale(values, n, s);
 }
 
-double cohort_clip_grad_norm(float *grads, size_t n, double max_norm)
+double cohort_clip_grad_norm_on(const CohortBackend *be, float *grads, size_t n, double max_norm)
 {
-  double norm = cohort_global_norm(grads, n);
+  double norm = cohort_global_norm_on(be, grads, n);
   if (max_norm > 0.0) {
     /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1 */
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1.0)
-      cohort_scale(grads, n, (float)coef);
+      be->scale(grads, n, (float)coef);
   }
   return norm;
 }
 
+double cohort_clip_grad_norm(float *grads, size_t n, double max_norm)
+{
+  return cohort_clip_grad_norm_on(cohort_backend_cpu(), grads, n, max_norm);
+}
+
+void cohort_ema_update_on(const CohortBackend *be, float *ema, const float *params, size_t n,
+                          double decay)
+{
+  be->ema_update(ema, params, n, (float)decay);
+}
+
 void cohort_ema_update(float *ema, const float *params, size_t n, double decay)
 {
-  cohort_backend_cpu()->ema_update(ema, params, n, (float)decay);
+  cohort_ema_update_on(cohort_backend_cpu(), ema, params, n, decay);
 }

@@ -16,12 +16,20 @@ double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
 
 typedef struct CohortAdamW CohortAdamW;
 
-/* First and second moments for `n` parameters, zeroed. */
+/* First and second moments for `n` parameters, zeroed, in CPU memory. */
 CohortAdamW *cohort_adamw_new(size_t n);
+/* The same in the memory of backend `be`; the step then runs there (params and grads must be
+ * that backend's memory too). NULL when the backend is out of memory. */
+CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n);
 void cohort_adamw_free(CohortAdamW *opt);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortAdamW, cohort_adamw_free)
+/* The moments, in the backend's memory (host memory on the CPU backend). */
 float *cohort_adamw_m(CohortAdamW *opt);
 float *cohort_adamw_v(CohortAdamW *opt);
+const CohortBackend *cohort_adamw_backend(const CohortAdamW *opt);
+/* Copies both moments (n floats each) to or from host memory. */
+void cohort_adamw_download(const CohortAdamW *opt, float *m, float *v);
+void cohort_adamw_upload(CohortAdamW *opt, const float *m, const float *v);
 
 /* One AdamW step t (1-based, for bias correction), PyTorch's AdamW formula: decoupled weight
  * decay p -= lr*wd*p on tensors whose `decay` is set, then the Adam update. */
@@ -39,5 +47,11 @@ double cohort_clip_grad_norm(float *grads, size_t n, double max_norm);
 
 /* ema = decay * ema + (1 - decay) * params */
 void cohort_ema_update(float *ema, const float *params, size_t n, double decay);
+
+/* The three above on backend `be` (buffers in its memory); the plain ones use the CPU. */
+double cohort_global_norm_on(const CohortBackend *be, const float *values, size_t n);
+double cohort_clip_grad_norm_on(const CohortBackend *be, float *grads, size_t n, double max_norm);
+void cohort_ema_update_on(const CohortBackend *be, float *ema, const float *params, size_t n,
+                          double decay);
 
 G_END_DECLS
