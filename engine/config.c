@@ -4,6 +4,7 @@
 #include "engine/config.h"
 #include "engine/config-keys.h"
 #include "engine/json-write.h"
+#include "cohort-build-config.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -501,17 +502,18 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
 
 gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source, GError **error)
 {
-  if (cfg->device == COHORT_DEVICE_CUDA) {
+  /* Whether a GPU is there is the trainer's run-time check (cohort_device_select). */
+  if (cfg->device == COHORT_DEVICE_CUDA && !COHORT_HAVE_CUDA) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                "%s: key \"device\": \"cuda\" is not supported: this build has no GPU path yet; "
+                "%s: key \"device\": \"cuda\" is not supported: this build has no CUDA path; "
                 "use \"cpu\" or \"auto\"",
                 src(source));
     return FALSE;
   }
   if (cfg->precision != COHORT_PRECISION_FP32) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                "%s: key \"precision\": \"%s\" is not supported: this build has no GPU path yet "
-                "and computes in fp32 only; use \"fp32\"",
+                "%s: key \"precision\": \"%s\" is not supported: bf16 and fp16 are not built "
+                "yet (CPU and GPU compute in fp32 only); use \"fp32\"",
                 src(source), cfg->precision == COHORT_PRECISION_BF16 ? "bf16" : "fp16");
     return FALSE;
   }

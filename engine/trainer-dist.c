@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include "dist/reducer.h"
+#include "nvml.h"
 #include "kernels/backend.h"
 
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
 typedef struct {
   double step_s, data_s, comm_s;
   double mem_bytes;
+  double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
 
@@ -21,11 +23,13 @@ typedef struct {
 
 struct CohortTrainDist {
   CohortComm *comm; /* NULL with one process */
+  CohortComputeDevice dev;
   int rank;
   int world_size;
   double timeout_s;
   CohortReducer *reducer;
   gint64 data_us, step_us, comm_us;
+  guint64 gpu_mem_peak; /* the most NVML showed at any report */
   int steps_since_report;
 };
 
@@ -37,7 +41,66 @@ CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_siz
   d->rank = rank;
   d->world_size = world_size;
   d->timeout_s = cfg->timeout_s;
+  d->dev.be = cohort_backend_cpu();
+  d->dev.cuda_device = -1;
   return d;
+}
+
+void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice *dev)
+{
+  d->dev = *dev;
+}
+
+/* "nccl" reaches device memory only: the loop's small host-side collectives (metric sums,
+ * the stop vote, the ranks report) go through a device copy. */
+static gboolean device_comm(const CohortTrainDist *d)
+{
+  return d->comm && strcmp(cohort_comm_backend_name(d->comm), "nccl") == 0;
+}
+
+static gboolean sum_f64(CohortTrainDist *d, double *values, int n, GError **error)
+{
+  if (!device_comm(d))
+    return cohort_comm_all_reduce_f64(d->comm, values, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  const CohortBackend *be = d->dev.be;
+  size_t bytes = (size_t)n * sizeof(double);
+  void *buf = be->alloc(bytes);
+  if (!buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(buf, values, bytes);
+  gboolean ok = cohort_comm_all_reduce_f64(d->comm, buf, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  if (ok)
+    be->download(values, buf, bytes);
+  be->free(buf);
+  return ok;
+}
+
+static gboolean gather_bytes(CohortTrainDist *d, const void *send, gsize nbytes, void *recv,
+                             GError **error)
+{
+  if (!device_comm(d))
+    return cohort_comm_all_gather(d->comm, send, nbytes, recv, 0, error);
+  const CohortBackend *be = d->dev.be;
+  size_t all = nbytes * (size_t)d->world_size;
+  char *buf = be->alloc(nbytes + all);
+  if (!buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(buf, send, nbytes);
+  gboolean ok = cohort_comm_all_gather(d->comm, buf, nbytes, buf + nbytes, 0, error);
+  if (ok)
+    be->download(recv, buf + nbytes, all);
+  be->free(buf);
+  return ok;
+}
+
+/* Device buffers that the communicator cannot reach directly (GPU rank, not "nccl"). */
+static gboolean staged(const CohortTrainDist *d)
+{
+  return d->dev.cuda_device >= 0 && strcmp(cohort_comm_backend_name(d->comm), "nccl") != 0;
 }
 
 void cohort_train_dist_free(CohortTrainDist *d)
@@ -54,8 +117,13 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_
     return;
   guint n_tensors = 0;
   const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_tensors);
-  d->reducer = cohort_reducer_new(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
-                                  tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB);
+  if (d->dev.cuda_device >= 0)
+    d->reducer = cohort_reducer_new_cuda(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
+                                         tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB,
+                                         d->dev.cuda_device, staged(d));
+  else
+    d->reducer = cohort_reducer_new(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
+                                    tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB);
   cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, d->reducer);
 }
 
@@ -80,7 +148,7 @@ gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError
   if (!d->comm)
     return TRUE;
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = cohort_comm_all_reduce_f64(d->comm, values, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  gboolean ok = sum_f64(d, values, n, error);
   d->comm_us += g_get_monotonic_time() - t0;
   return ok;
 }
@@ -98,7 +166,15 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
 {
   if (!d->comm)
     return TRUE;
-  return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
+  if (!staged(d))
+    return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
+  /* Once at start-up: a plain host copy is enough. */
+  g_autofree float *host = g_new(float, n);
+  d->dev.be->download(host, params, n * sizeof(float));
+  if (!cohort_comm_broadcast(d->comm, host, n * sizeof(float), 0, 0, error))
+    return FALSE;
+  d->dev.be->upload(params, host, n * sizeof(float));
+  return TRUE;
 }
 
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
@@ -109,7 +185,7 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
   if (!d->comm)
     return TRUE;
   double flag = mine ? 1 : 0;
-  if (!cohort_comm_all_reduce_f64(d->comm, &flag, 1, COHORT_REDUCE_SUM, 0, error))
+  if (!sum_f64(d, &flag, 1, error))
     return FALSE;
   *stop = flag > 0;
   return TRUE;
@@ -151,10 +227,19 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .mem_bytes = resident_bytes(),
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
+  mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
+  guint64 used = 0;
+  guint util = 0;
+  if (d->dev.cuda_device >= 0 && cohort_nvml_query(d->dev.cuda_device, &used, &util)) {
+    d->gpu_mem_peak = MAX(d->gpu_mem_peak, used);
+    mine.gpu_mem_used = (double)used;
+    mine.gpu_mem_peak = (double)d->gpu_mem_peak;
+    mine.gpu_util = util;
+  }
   d->step_us = d->data_us = d->comm_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
-  if (!cohort_comm_all_gather(d->comm, &mine, sizeof mine, all, 0, error))
+  if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
   if (d->rank != 0)
     return TRUE;
@@ -171,6 +256,11 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     json_object_set_double_member(o, "data_s", all[r].data_s);
     json_object_set_double_member(o, "comm_s", all[r].comm_s);
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].gpu_mem_used >= 0) {
+      json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);
+      json_object_set_int_member(o, "gpu_mem_peak", (gint64)all[r].gpu_mem_peak);
+      json_object_set_int_member(o, "gpu_util", (gint64)all[r].gpu_util);
+    }
     json_array_add_object_element(ranks, o);
     /* The slowest rank is the one the others wait for: most compute, least waiting. */
     if (all[r].step_s - all[r].comm_s > all[slowest].step_s - all[slowest].comm_s)

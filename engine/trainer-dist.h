@@ -11,12 +11,18 @@
 G_BEGIN_DECLS
 
 #include "engine/dist/comm.h"
+#include "engine/device.h"
 typedef struct CohortTrainDist CohortTrainDist;
 
 /* comm NULL (or world_size 1): a single process. */
 CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
                                        const CohortConfig *cfg);
 void cohort_train_dist_free(CohortTrainDist *d);
+
+/* Where the rank's gradients and parameters live (default: the CPU). A GPU rank with the
+ * "nccl" communicator reduces device buffers in place; with "gloo" each bucket (and the
+ * start-up broadcast) is staged through pinned host memory. Before attach. */
+void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice *dev);
 
 /* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb). */
 void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb);
@@ -29,7 +35,7 @@ gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error);
 /* In-place sum over ranks. */
 gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error);
 gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error);
-/* Rank 0's parameters to everyone. */
+/* Rank 0's parameters (backend memory of the device set above) to everyone. */
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error);
 /* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the

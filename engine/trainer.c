@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "device.h"
+#include "kernels/backend.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "generate.h"
@@ -22,8 +24,11 @@ typedef struct {
   CohortDataset *val;
   CohortGpt *gpt;
   CohortAdamW *opt;
-  float *ema;    /* NULL when ema_decay == 0 */
-  float *backup; /* scratch for swapping EMA weights in for eval/samples */
+  CohortComputeDevice dev;
+  const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
+  float *ema;              /* backend memory; NULL when ema_decay == 0 */
+  float *backup;           /* scratch for swapping EMA weights in for eval/samples */
+  float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
   CohortTrainDist *dist;
   int B, T, accum;
   int *inputs, *targets; /* [B, T] */
@@ -75,14 +80,23 @@ static void swap_in_ema(Run *r, gboolean in)
 {
   if (!r->ema)
     return;
-  size_t n = cohort_gpt_num_params(r->gpt);
+  size_t bytes = cohort_gpt_num_params(r->gpt) * sizeof(float);
   float *params = cohort_gpt_params(r->gpt);
   if (in) {
-    memcpy(r->backup, params, n * sizeof(float));
-    memcpy(params, r->ema, n * sizeof(float));
+    r->be->copy(r->backup, params, bytes);
+    r->be->copy(params, r->ema, bytes);
   } else {
-    memcpy(params, r->backup, n * sizeof(float));
+    r->be->copy(params, r->backup, bytes);
   }
+}
+
+/* The EMA weights in host memory (checkpoints and export): the buffer itself on the CPU. */
+static const float *ema_on_host(Run *r)
+{
+  if (!r->ema || !r->ema_host)
+    return r->ema;
+  r->be->download(r->ema_host, r->ema, cohort_gpt_num_params(r->gpt) * sizeof(float));
+  return r->ema_host;
 }
 
 /* Mean validation loss over eval_steps × B × world windows, each rank taking every
@@ -146,8 +160,8 @@ static gboolean save_checkpoint(Run *r, GError **error)
 {
   g_autofree char *dir = NULL;
   if (r->opts->rank == 0) {
-    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->cfg, r->gpt, r->opt, r->ema, &r->st,
-                                r->cfg->keep_last, &dir, error))
+    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->cfg, r->gpt, r->opt, ema_on_host(r),
+                                &r->st, r->cfg->keep_last, &dir, error))
       return FALSE;
     JsonObject *f = json_object_new();
     json_object_set_int_member(f, "step", r->st.step);
@@ -191,7 +205,7 @@ static gboolean export_model(Run *r, char **model_path, GError **error)
   if (r->ema) {
     g_autofree char *ema_path =
         g_build_filename(r->cfg->workspace_dir, "model-ema.safetensors", NULL);
-    if (!cohort_gpt_save_hf(r->gpt, r->ema, ema_path, meta, error))
+    if (!cohort_gpt_save_hf(r->gpt, ema_on_host(r), ema_path, meta, error))
       return FALSE;
   }
   *model_path = g_steal_pointer(&path);
@@ -208,7 +222,9 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
   json_object_set_string_member(f, "workspace", cfg->workspace_dir);
   json_object_set_string_member(f, "model", cfg->model);
   json_object_set_int_member(f, "params", (gint64)cohort_gpt_num_params(r->gpt));
-  json_object_set_string_member(f, "device", "cpu");
+  json_object_set_string_member(f, "device", r->be->name);
+  if (r->dev.cuda_device >= 0)
+    json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
   json_object_set_int_member(f, "threads", threads);
   json_object_set_int_member(f, "world_size", world);
   json_object_set_int_member(f, "batch_size", cfg->batch_size);
@@ -234,13 +250,17 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
   cohort_progress_emit(r->progress, "start", f);
 
   double params_m = (double)cohort_gpt_num_params(r->gpt) / 1e6;
+  g_autofree char *where =
+      r->dev.cuda_device >= 0
+          ? cohort_device_describe(&r->dev)
+          : g_strdup_printf("cpu (%d thread%s per rank)", threads, threads == 1 ? "" : "s");
   cohort_progress_log(r->progress, "info",
-                      "training %s: %.2fM parameters on cpu (%d thread%s per rank), "
+                      "training %s: %.2fM parameters on %s, "
                       "%d rank%s, global batch %d × %d tokens, lr %.3g (scaling %s), "
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
-                      run_name, params_m, threads, threads == 1 ? "" : "s", world,
-                      world == 1 ? "" : "s", cohort_config_global_batch(cfg, world), cfg->seq_len,
-                      r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
+                      run_name, params_m, where, world, world == 1 ? "" : "s",
+                      cohort_config_global_batch(cfg, world), cfg->seq_len, r->base_lr, scaling,
+                      r->total_steps, r->steps_per_epoch);
 }
 
 static gboolean open_data(Run *r, const char *cache_dir, GError **error)
@@ -311,16 +331,28 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
   r->base_lr = cohort_config_scaled_lr(cfg, o->world_size);
 
   CohortGptShape shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size};
-  r->gpt = cohort_gpt_new(&shape, r->B, error);
+  r->gpt = cohort_gpt_new_on(r->be, &shape, r->B, error);
   if (!r->gpt)
     return FALSE;
   size_t n = cohort_gpt_num_params(r->gpt);
-  r->opt = cohort_adamw_new(n);
+  r->opt = cohort_adamw_new_on(r->be, n);
+  if (!r->opt) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "AdamW: out of %s memory for the moments of %zu parameters", r->be->name, n);
+    return FALSE;
+  }
   r->inputs = g_new(int, (size_t)r->B * r->T);
   r->targets = g_new(int, (size_t)r->B * r->T);
   if (cfg->ema_decay > 0) {
-    r->ema = g_new(float, n);
-    r->backup = g_new(float, n);
+    r->ema = r->be->alloc(n * sizeof(float));
+    r->backup = r->be->alloc(n * sizeof(float));
+    if (!r->ema || !r->backup) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "EMA: out of %s memory for %zu parameters", r->be->name, n);
+      return FALSE;
+    }
+    if (!cohort_gpt_on_host(r->gpt))
+      r->ema_host = g_new(float, n);
   }
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
 
@@ -332,8 +364,11 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
 
   if (ckpt) {
     g_autoptr(CohortConfig) saved = NULL;
-    if (!cohort_checkpoint_load(ckpt, r->gpt, r->opt, r->ema, &r->st, &saved, error))
+    float *ema_load = r->ema_host ? r->ema_host : r->ema;
+    if (!cohort_checkpoint_load(ckpt, r->gpt, r->opt, ema_load, &r->st, &saved, error))
       return FALSE;
+    if (r->ema_host)
+      r->be->upload(r->ema, r->ema_host, n * sizeof(float));
     static const char *const shape_keys[] = {"model",  "n_layer", "n_head",
                                              "n_embd", "seq_len", "vocab_size"};
     for (guint i = 0; i < G_N_ELEMENTS(shape_keys); i++) {
@@ -348,7 +383,7 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
       }
     }
     if (r->ema && !saved->ema_decay)
-      memcpy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
+      r->be->copy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
     *resumed_from = g_steal_pointer(&ckpt);
   } else {
     if (cfg->init_from && *cfg->init_from) {
@@ -362,7 +397,7 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
     if (!cohort_train_dist_broadcast_params(r->dist, cohort_gpt_params(r->gpt), n, error))
       return FALSE;
     if (r->ema)
-      memcpy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
+      r->be->copy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
   }
   return TRUE;
 }
@@ -374,8 +409,11 @@ static void run_free(Run *r)
   g_clear_pointer(&r->gpt, cohort_gpt_free);
   g_clear_pointer(&r->opt, cohort_adamw_free);
   g_clear_pointer(&r->dist, cohort_train_dist_free);
-  g_free(r->ema);
-  g_free(r->backup);
+  if (r->be) {
+    r->be->free(r->ema);
+    r->be->free(r->backup);
+  }
+  g_free(r->ema_host);
   g_free(r->inputs);
   g_free(r->targets);
   g_free(r->indices);
@@ -410,7 +448,7 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
     return FALSE;
   *loss_out = loss / r->opts->world_size;
 
-  *norm_out = cohort_clip_grad_norm(grads, n, cfg->grad_clip);
+  *norm_out = cohort_clip_grad_norm_on(r->be, grads, n, cfg->grad_clip);
   double lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
                            (int)r->st.step, (int)r->total_steps);
   *lr_out = lr;
@@ -419,7 +457,9 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
   cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2, cfg->eps,
                     cfg->weight_decay, (int)r->st.step + 1);
   if (r->ema)
-    cohort_ema_update(r->ema, params, n, cfg->ema_decay);
+    cohort_ema_update_on(r->be, r->ema, params, n, cfg->ema_decay);
+  if (!cohort_device_check(&r->dev, error))
+    return FALSE;
 
   r->st.step++;
   r->st.batch_in_epoch += r->accum;
@@ -454,8 +494,17 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     return FALSE;
   int threads = cohort_train_threads(cfg, opts->local_world_size);
   cohort_train_set_threads(threads);
+  if (opts->device)
+    r->dev = *opts->device;
+  else if (!cohort_device_select(cfg, opts->config_source, opts->local_rank, opts->local_world_size,
+                                 &r->dev, error))
+    return FALSE;
+  r->be = r->dev.be;
+  if (opts->rank == 0 && r->dev.cuda_device >= 0)
+    cohort_device_log_local(cfg, opts->local_world_size, r->progress);
 
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
+  cohort_train_dist_set_device(r->dist, &r->dev);
   if (!setup(r, &resumed_from, error))
     goto out;
   cohort_train_dist_attach(r->dist, r->gpt, cfg->bucket_cap_mb);

@@ -9,6 +9,7 @@
 G_BEGIN_DECLS
 
 #include "engine/dist/comm.h"
+#include "engine/device.h"
 
 typedef struct {
   /* Where the config came from, for messages. */
@@ -25,6 +26,9 @@ typedef struct {
   int local_rank;
   int local_world_size;
   CohortComm *comm;
+  /* Where this rank computes (see cohort_device_select); NULL = chosen from the config and
+   * local_rank. `comm` must fit it: "nccl" on that GPU, or "gloo"/"local" (host buffers). */
+  const CohortComputeDevice *device;
   /* Set asynchronously (signal handler) to stop at the next step boundary with a
    * checkpoint. */
   volatile int *stop_flag;

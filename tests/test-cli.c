@@ -1,5 +1,6 @@
 /* cohort-train end to end: learning on the default preset, stop and resume giving the same
  * numbers as an uninterrupted run, the progress protocol, --explain, and one-line errors. */
+#include "cohort-build-config.h"
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -287,6 +288,29 @@ static void expect_error(const char *const *args, const char *const *needles)
   run_result_clear(&r);
 }
 
+/* device "cuda" where no GPU is usable (none on this machine, or hidden from the child with
+ * CUDA_VISIBLE_DEVICES="" where there is one): one line naming the key, exit status 1. */
+static void test_cuda_without_device(void)
+{
+  g_autofree char *ws = tu_mkdtemp("cuda-none");
+  const char *extra[] = {"--set", "device=cuda", NULL};
+  g_autoptr(GPtrArray) args = small_args(ws, extra);
+  g_autofree char *old = g_strdup(g_getenv("CUDA_VISIBLE_DEVICES"));
+  g_setenv("CUDA_VISIBLE_DEVICES", "", TRUE);
+  RunResult r = run_train(args, NULL);
+  if (old)
+    g_setenv("CUDA_VISIBLE_DEVICES", old, TRUE);
+  else
+    g_unsetenv("CUDA_VISIBLE_DEVICES");
+  g_test_message("stderr: %s", r.err);
+  g_assert_cmpint(r.status, ==, 1);
+  g_assert_cmpint(count_lines(r.err), ==, 1);
+  g_assert_nonnull(strstr(r.err, "key \"device\""));
+  g_assert_nonnull(strstr(r.err, "\"cuda\""));
+  g_assert_nonnull(strstr(r.err, COHORT_HAVE_CUDA ? "no CUDA device is usable" : "no CUDA path"));
+  run_result_clear(&r);
+}
+
 static void test_errors(void)
 {
   g_autofree char *dir = tu_mkdtemp("errors");
@@ -374,6 +398,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cli/explain", test_explain);
   g_test_add_func("/cli/errors", test_errors);
+  g_test_add_func("/cli/cuda-without-device", test_cuda_without_device);
   g_test_add_func("/cli/ema", test_ema);
   g_test_add_func("/cli/stop-and-resume", test_stop_and_resume);
   g_test_add_func("/cli/default-preset-learns", test_default_preset_learns);

@@ -190,11 +190,17 @@ int main(int argc, char **argv)
       cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !quiet);
   g_autoptr(CohortStore) store = NULL;
   g_autoptr(CohortComm) comm = NULL;
+  /* The rank's device first: NCCL is created on it. */
+  if (!cohort_config_check_supported(cfg, source, &error))
+    return fail_rank(progress, env->rank, error->message);
+  CohortComputeDevice device;
+  if (!cohort_device_select(cfg, source, env->local_rank, env->local_world_size, &device, &error))
+    return fail_rank(progress, env->rank, error->message);
   if (env->world_size > 1) {
-    if (cfg->distributed_backend == COHORT_BACKEND_NCCL && cfg->device != COHORT_DEVICE_CUDA) {
+    if (cfg->distributed_backend == COHORT_BACKEND_NCCL && device.cuda_device < 0) {
       g_autofree char *msg = g_strdup_printf(
-          "%s: key \"distributed_backend\": \"nccl\" needs device \"cuda\"; use \"gloo\" "
-          "for CPU ranks",
+          "%s: key \"distributed_backend\": \"nccl\" needs GPU ranks (device \"cuda\", or "
+          "\"auto\" with a GPU); use \"gloo\" for CPU ranks",
           source);
       return fail(progress, env->rank, msg);
     }
@@ -202,7 +208,10 @@ int main(int argc, char **argv)
     store = cohort_store_open(env, token, cfg->timeout_s, &error);
     if (!store || !cohort_dist_check_config(store, env, cfg, cfg->timeout_s, &error))
       return fail_rank(progress, env->rank, error->message);
-    comm = cohort_comm_new_gloo(store, env, cfg->timeout_s, &error);
+    if (cfg->distributed_backend == COHORT_BACKEND_NCCL)
+      comm = cohort_comm_new_nccl(store, env, device.cuda_device, cfg->timeout_s, &error);
+    else
+      comm = cohort_comm_new_gloo(store, env, cfg->timeout_s, &error);
     if (!comm)
       return fail_rank(progress, env->rank, error->message);
   }
@@ -222,6 +231,7 @@ int main(int argc, char **argv)
       .local_rank = env->local_rank,
       .local_world_size = env->local_world_size,
       .comm = comm,
+      .device = &device,
       .stop_flag = &stop_requested,
   };
   gboolean stopped = FALSE;

@@ -33,6 +33,11 @@ typedef struct {
   /* TRUE when all_reduce computes COHORT_REDUCE_AVG itself (buffers comm.c cannot touch,
    * such as device memory); FALSE: the backend sums and comm.c divides on the host. */
   gboolean reduces_avg;
+  /* Optional: all_reduce ordered after `event` (a cudaEvent_t) instead of after the work
+   * queued so far (cohort_comm_all_reduce_f32_after). NULL: all_reduce is used. */
+  gboolean (*all_reduce_after)(gpointer impl, void *buf, gsize count, CohortDtype dtype,
+                               CohortReduceOp op, gpointer event, gint64 timeout_ms,
+                               GError **error);
 } CohortCommBackend;
 
 /* Wraps a backend instance. `store` may be NULL (then no arrival records, as for "local");

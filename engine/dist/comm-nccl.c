@@ -100,8 +100,9 @@ static gboolean cuda_ok(cudaError_t e, const char *what, GError **error)
 /* ---- collectives ---- */
 
 /* Takes the communicator for one collective: makes the device current for this thread and
- * orders our stream after the work queued so far on the legacy default stream. */
-static ncclComm_t begin(NcclImpl *n, GError **error)
+ * orders our stream after `after` when given, else after the work queued so far on the legacy
+ * default stream. */
+static ncclComm_t begin_after(NcclImpl *n, cudaEvent_t after, GError **error)
 {
   g_mutex_lock(&n->lock);
   ncclComm_t comm = n->comm;
@@ -114,14 +115,21 @@ static ncclComm_t begin(NcclImpl *n, GError **error)
   n->busy = TRUE;
   g_mutex_unlock(&n->lock);
   if (!cuda_ok(cudaSetDevice(n->device), "cudaSetDevice", error) ||
-      !cuda_ok(cudaEventRecord(n->ready, cudaStreamLegacy), "cudaEventRecord", error) ||
-      !cuda_ok(cudaStreamWaitEvent(n->stream, n->ready, 0), "cudaStreamWaitEvent", error)) {
+      (after == NULL &&
+       !cuda_ok(cudaEventRecord(n->ready, cudaStreamLegacy), "cudaEventRecord", error)) ||
+      !cuda_ok(cudaStreamWaitEvent(n->stream, after != NULL ? after : n->ready, 0),
+               "cudaStreamWaitEvent", error)) {
     g_mutex_lock(&n->lock);
     n->busy = FALSE;
     g_mutex_unlock(&n->lock);
     return NULL;
   }
   return comm;
+}
+
+static ncclComm_t begin(NcclImpl *n, GError **error)
+{
+  return begin_after(n, NULL, error);
 }
 
 /* Waits for the collective that `enqueued` started; on any failure aborts the NCCL
@@ -146,19 +154,26 @@ static gboolean finish(NcclImpl *n, ncclComm_t comm, ncclResult_t enqueued, cons
   return ok;
 }
 
-static gboolean nccl_all_reduce(gpointer impl, void *buf, gsize count, CohortDtype dtype,
-                                CohortReduceOp op, gint64 timeout_ms, GError **error)
+static gboolean nccl_all_reduce_after(gpointer impl, void *buf, gsize count, CohortDtype dtype,
+                                      CohortReduceOp op, gpointer event, gint64 timeout_ms,
+                                      GError **error)
 {
   NcclImpl *n = impl;
   if (count == 0)
     return TRUE;
-  ncclComm_t comm = begin(n, error);
+  ncclComm_t comm = begin_after(n, (cudaEvent_t)event, error);
   if (comm == NULL)
     return FALSE;
   ncclResult_t r =
       ncclAllReduce(buf, buf, count, dtype == COHORT_DTYPE_F32 ? ncclFloat32 : ncclFloat64,
                     op == COHORT_REDUCE_AVG ? ncclAvg : ncclSum, comm, n->stream);
   return finish(n, comm, r, "ncclAllReduce", timeout_ms, error);
+}
+
+static gboolean nccl_all_reduce(gpointer impl, void *buf, gsize count, CohortDtype dtype,
+                                CohortReduceOp op, gint64 timeout_ms, GError **error)
+{
+  return nccl_all_reduce_after(impl, buf, count, dtype, op, NULL, timeout_ms, error);
 }
 
 static gboolean nccl_broadcast(gpointer impl, void *buf, gsize nbytes, int root, gint64 timeout_ms,
@@ -251,6 +266,7 @@ static const CohortCommBackend nccl_backend = {
     .abort = nccl_abort,
     .free = nccl_free,
     .reduces_avg = TRUE,
+    .all_reduce_after = nccl_all_reduce_after,
 };
 
 /* ---- setup ---- */

@@ -90,6 +90,7 @@ typedef struct {
   CohortDtype dtype;
   CohortReduceOp op;
   int root;
+  gpointer event; /* all_reduce_after: a cudaEvent_t, or NULL */
 } Collective;
 
 /* "ranks 2, 3 did not arrive (rank 2 last reached barrier #41)", from the arrival records;
@@ -173,7 +174,12 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
   gboolean ok = FALSE;
   switch (op->kind) {
   case OP_ALL_REDUCE:
-    ok = c->backend->all_reduce(c->impl, op->buf, op->count, op->dtype, op->op, timeout_ms, &local);
+    if (op->event != NULL && c->backend->all_reduce_after != NULL)
+      ok = c->backend->all_reduce_after(c->impl, op->buf, op->count, op->dtype, op->op, op->event,
+                                        timeout_ms, &local);
+    else
+      ok = c->backend->all_reduce(c->impl, op->buf, op->count, op->dtype, op->op, timeout_ms,
+                                  &local);
     if (ok && op->op == COHORT_REDUCE_AVG && c->world_size > 1 && !c->backend->reduces_avg) {
       if (op->dtype == COHORT_DTYPE_F32) {
         float *f = op->buf;
@@ -241,6 +247,21 @@ gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, C
     return FALSE;
   Collective c = {
       .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F32, .op = op};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_reduce_f32_after(CohortComm *comm, float *buf, gsize count,
+                                          CohortReduceOp op, gpointer cuda_event, double timeout_s,
+                                          GError **error)
+{
+  if (!check_comm(comm, "all_reduce", error))
+    return FALSE;
+  Collective c = {.kind = OP_ALL_REDUCE,
+                  .buf = buf,
+                  .count = count,
+                  .dtype = COHORT_DTYPE_F32,
+                  .op = op,
+                  .event = cuda_event};
   return run(comm, &c, timeout_s, error);
 }
 

@@ -93,6 +93,13 @@ double cohort_comm_timeout(const CohortComm *comm);
  * the division is done in float32 after the sum; "nccl" uses ncclAvg instead). */
 gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
                                     double timeout_s, GError **error);
+/* The same for device buffers whose producer is not finished yet: "nccl" makes its stream wait
+ * for `cuda_event` (a cudaEvent_t recorded after the work that writes `buf`) instead of for
+ * all work queued so far on the legacy default stream. Other backends ignore the event (their
+ * buffers are host memory, already final). */
+gboolean cohort_comm_all_reduce_f32_after(CohortComm *comm, float *buf, gsize count,
+                                          CohortReduceOp op, gpointer cuda_event, double timeout_s,
+                                          GError **error);
 gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,
                                     double timeout_s, GError **error);
 

@@ -1,5 +1,10 @@
 #include "reducer.h"
 
+#include "cohort-build-config.h"
+#if COHORT_HAVE_CUDA
+#include "kernels/cuda/backend.h"
+#endif
+
 typedef struct {
   size_t offset, count;
   size_t ready; /* floats reported final in this pass */
@@ -18,11 +23,50 @@ struct CohortReducer {
   GCond done_cond;
   guint launched, completed;
   GError *error; /* first failure of this pass */
+
+  /* Gradients on a GPU (cohort_reducer_new_cuda); cuda_device -1 = host memory. */
+  int cuda_device;
+  gboolean staged;
+  void **events;     /* per bucket: recorded on the compute stream when it is launched */
+  void *copy_stream; /* staged: device <-> pinned host copies */
+  float *pinned;     /* staged: the largest bucket */
 };
+
+#if COHORT_HAVE_CUDA
+static gboolean cuda_failed(GError **error, const char *what)
+{
+  const char *e = cohort_cuda_last_error();
+  g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "DDP reducer: %s: %s", what,
+              e ? e : "CUDA error");
+  return FALSE;
+}
+
+/* The communication thread's work for a bucket of device gradients. */
+static gboolean reduce_device_bucket(CohortReducer *r, guint i, GError **error)
+{
+  Bucket *b = &g_array_index(r->buckets, Bucket, i);
+  float *dev = r->grads + b->offset;
+  if (!r->staged)
+    return cohort_comm_all_reduce_f32_after(r->comm, dev, b->count, COHORT_REDUCE_AVG, r->events[i],
+                                            0, error);
+  size_t bytes = b->count * sizeof(float);
+  if (cohort_cuda_stream_copy(r->copy_stream, r->events[i], r->pinned, dev, bytes, 1) != 0)
+    return cuda_failed(error, "bucket to host");
+  if (!cohort_comm_all_reduce_f32(r->comm, r->pinned, b->count, COHORT_REDUCE_AVG, 0, error))
+    return FALSE;
+  if (cohort_cuda_stream_copy(r->copy_stream, NULL, dev, r->pinned, bytes, 0) != 0)
+    return cuda_failed(error, "bucket to device");
+  return TRUE;
+}
+#endif
 
 static gpointer comm_thread(gpointer data)
 {
   CohortReducer *r = data;
+#if COHORT_HAVE_CUDA
+  if (r->cuda_device >= 0)
+    cohort_cuda_set_device(r->cuda_device);
+#endif
   for (;;) {
     int item = GPOINTER_TO_INT(g_async_queue_pop(r->queue));
     if (item == G_MAXINT)
@@ -33,7 +77,12 @@ static gpointer comm_thread(gpointer data)
     g_mutex_unlock(&r->lock);
     GError *error = NULL;
     /* After a failure the communicator is broken; later buckets are only counted. */
-    if (!failed)
+#if COHORT_HAVE_CUDA
+    if (!failed && r->cuda_device >= 0)
+      reduce_device_bucket(r, (guint)item - 1, &error);
+    else
+#endif
+        if (!failed)
       cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
                                  &error);
     g_mutex_lock(&r->lock);
@@ -47,12 +96,15 @@ static gpointer comm_thread(gpointer data)
   }
 }
 
-CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
+static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
                                   const CohortTensorInfo *tensors, guint n_tensors,
-                                  double bucket_cap_mb, double first_bucket_mb)
+                                  double bucket_cap_mb, double first_bucket_mb, int cuda_device,
+                                  gboolean staged)
 {
   CohortReducer *r = g_new0(CohortReducer, 1);
   r->comm = comm;
+  r->cuda_device = cuda_device;
+  r->staged = staged;
   r->grads = grads;
   r->buckets = g_array_new(FALSE, TRUE, sizeof(Bucket));
   size_t cap = (size_t)(first_bucket_mb * 1024 * 1024 / sizeof(float));
@@ -66,11 +118,47 @@ CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
       cap = (size_t)(bucket_cap_mb * 1024 * 1024 / sizeof(float));
     }
   }
+#if COHORT_HAVE_CUDA
+  if (cuda_device >= 0) {
+    r->events = g_new0(void *, r->buckets->len);
+    size_t largest = 0;
+    for (guint i = 0; i < r->buckets->len; i++) {
+      r->events[i] = cohort_cuda_event_new();
+      largest = MAX(largest, g_array_index(r->buckets, Bucket, i).count);
+    }
+    if (staged) {
+      r->copy_stream = cohort_cuda_stream_new();
+      r->pinned = cohort_cuda_host_alloc(largest * sizeof(float));
+    }
+  }
+#endif
   g_mutex_init(&r->lock);
   g_cond_init(&r->done_cond);
   r->queue = g_async_queue_new();
   r->thread = g_thread_new("cohort-ddp-comm", comm_thread, r);
   return r;
+}
+
+CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
+                                  const CohortTensorInfo *tensors, guint n_tensors,
+                                  double bucket_cap_mb, double first_bucket_mb)
+{
+  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb, -1, FALSE);
+}
+
+CohortReducer *cohort_reducer_new_cuda(CohortComm *comm, float *grads, size_t n,
+                                       const CohortTensorInfo *tensors, guint n_tensors,
+                                       double bucket_cap_mb, double first_bucket_mb,
+                                       int cuda_device, gboolean staged)
+{
+#if COHORT_HAVE_CUDA
+  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb,
+                     cuda_device, staged);
+#else
+  (void)cuda_device;
+  (void)staged;
+  return cohort_reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb);
+#endif
 }
 
 void cohort_reducer_free(CohortReducer *r)
@@ -80,6 +168,14 @@ void cohort_reducer_free(CohortReducer *r)
   g_async_queue_push(r->queue, GINT_TO_POINTER(G_MAXINT));
   g_thread_join(r->thread);
   g_async_queue_unref(r->queue);
+#if COHORT_HAVE_CUDA
+  if (r->events)
+    for (guint i = 0; i < r->buckets->len; i++)
+      cohort_cuda_event_free(r->events[i]);
+  cohort_cuda_stream_free(r->copy_stream);
+  cohort_cuda_host_free(r->pinned);
+#endif
+  g_free(r->events);
   g_array_free(r->buckets, TRUE);
   g_clear_error(&r->error);
   g_mutex_clear(&r->lock);
@@ -117,6 +213,11 @@ static void launch(CohortReducer *r, guint i)
 {
   Bucket *b = &g_array_index(r->buckets, Bucket, i);
   b->launched = TRUE;
+#if COHORT_HAVE_CUDA
+  /* The bucket's gradients are queued on the compute stream: mark that point. */
+  if (r->events)
+    cohort_cuda_event_record(r->events[i]);
+#endif
   g_mutex_lock(&r->lock);
   r->launched++;
   g_mutex_unlock(&r->lock);

@@ -59,6 +59,28 @@ int cohort_cuda_can_access_peer(int a, int b);
  * default). Applies to every device's handle, now and later. */
 void cohort_cuda_set_tf32(int enable);
 
+/* PCI bus id of device `index` ("0000:17:00.0"), for matching it in NVML. Returns 0, or -1. */
+int cohort_cuda_device_pci_bus_id(int index, char *buf, int len);
+
+/* Streams, events and pinned host memory for the DDP reducer, as opaque pointers so C code
+ * needs no CUDA header. The table's ops run on the legacy default stream. Each returns
+ * NULL / -1 on failure with the reason in cohort_cuda_last_error(). */
+void *cohort_cuda_event_new(void);
+void cohort_cuda_event_free(void *event);
+/* Records `event` on the legacy default stream: it completes when the work queued so far on
+ * the calling thread's current device is done. */
+int cohort_cuda_event_record(void *event);
+/* A stream that does not synchronize with the legacy default stream. */
+void *cohort_cuda_stream_new(void);
+void cohort_cuda_stream_free(void *stream);
+/* On `stream`: waits for `after_event` (NULL: nothing), copies `bytes` (device to host when
+ * to_host, else host to device), and returns when the copy is done. */
+int cohort_cuda_stream_copy(void *stream, void *after_event, void *dst, const void *src,
+                            size_t bytes, int to_host);
+/* Page-locked host memory (cudaMallocHost), NULL on failure; free with cohort_cuda_host_free. */
+void *cohort_cuda_host_alloc(size_t bytes);
+void cohort_cuda_host_free(void *p);
+
 /* Waits for all work on the current device. Returns 0, or -1 when this or any earlier op
  * failed (see cohort_cuda_last_error()). */
 int cohort_cuda_synchronize(void);

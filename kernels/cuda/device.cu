@@ -202,6 +202,76 @@ void *cohort_cuda_scratch(size_t bytes)
   return scratch_ptr[d];
 }
 
+int cohort_cuda_device_pci_bus_id(int index, char *buf, int len)
+{
+  return cohort_cuda_ok(cudaDeviceGetPCIBusId(buf, len, index), "cudaDeviceGetPCIBusId") ? 0 : -1;
+}
+
+void *cohort_cuda_event_new(void)
+{
+  cudaEvent_t e = NULL;
+  if (!cohort_cuda_ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"))
+    return NULL;
+  return (void *)e;
+}
+
+void cohort_cuda_event_free(void *event)
+{
+  if (event)
+    cohort_cuda_ok(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+}
+
+int cohort_cuda_event_record(void *event)
+{
+  return cohort_cuda_ok(cudaEventRecord((cudaEvent_t)event, cudaStreamLegacy), "cudaEventRecord")
+             ? 0
+             : -1;
+}
+
+void *cohort_cuda_stream_new(void)
+{
+  cudaStream_t s = NULL;
+  if (!cohort_cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"))
+    return NULL;
+  return (void *)s;
+}
+
+void cohort_cuda_stream_free(void *stream)
+{
+  if (stream)
+    cohort_cuda_ok(cudaStreamDestroy((cudaStream_t)stream), "cudaStreamDestroy");
+}
+
+int cohort_cuda_stream_copy(void *stream, void *after_event, void *dst, const void *src,
+                            size_t bytes, int to_host)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (after_event &&
+      !cohort_cuda_ok(cudaStreamWaitEvent(s, (cudaEvent_t)after_event, 0), "cudaStreamWaitEvent"))
+    return -1;
+  if (bytes &&
+      !cohort_cuda_ok(cudaMemcpyAsync(dst, src, bytes,
+                                      to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, s),
+                      to_host ? "cudaMemcpyAsync (bucket to host)"
+                              : "cudaMemcpyAsync (bucket to device)"))
+    return -1;
+  return cohort_cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize") ? 0 : -1;
+}
+
+void *cohort_cuda_host_alloc(size_t bytes)
+{
+  void *p = NULL;
+  if (!cohort_cuda_ok(cudaMallocHost(&p, bytes ? bytes : 1), "cudaMallocHost"))
+    return NULL;
+  return p;
+}
+
+void cohort_cuda_host_free(void *p)
+{
+  if (p)
+    cohort_cuda_ok(cudaFreeHost(p), "cudaFreeHost");
+}
+
 int cohort_cuda_synchronize(void)
 {
   cohort_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
