@@ -11,6 +11,7 @@ static const char *src_name(const char *source)
   return source ? source : "config";
 }
 
+#if COHORT_HAVE_CUDA
 /* The CUDA device index local rank `lr` uses, or -1 with `error` set. */
 static int device_for(const CohortConfig *cfg, const char *source, int lr, int local_world_size,
                       int count, GError **error)
@@ -50,6 +51,7 @@ static int device_for(const CohortConfig *cfg, const char *source, int lr, int l
   }
   return lr;
 }
+#endif
 
 gboolean cohort_device_select(const CohortConfig *cfg, const char *source, int local_rank,
                               int local_world_size, CohortComputeDevice *out, GError **error)
