@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt import GPT  # noqa: E402
+from torch_gpt import GPT, add_run_args  # noqa: E402
 
 
 def worker(rank, a, port, out):
@@ -51,15 +51,7 @@ def worker(rank, a, port, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--nproc", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-head", type=int, default=4)
-    ap.add_argument("--n-embd", type=int, default=256)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--vocab-size", type=int, default=256)
+    add_run_args(ap, warmup=3)
     ap.add_argument("--port", type=int, default=29611)
     a = ap.parse_args()
     ctx = mp.get_context("spawn")

@@ -62,17 +62,22 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+def add_run_args(ap, warmup):
+    """The options both PyTorch benchmarks take: threads, steps and the tiny-gpt shape."""
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=256)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--vocab-size", type=int, default=256)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    add_run_args(ap, warmup=2)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
