@@ -39,30 +39,14 @@ typedef struct {
 
 static void finish_if_done(CohortRun *run);
 
-/* json-glib 1.6's generator appends ".0" to every double without a '.', so an engine built
- * with it writes 1e-08 as "1e-08.0", which is not JSON. Such a line is read with the
- * exponent's ".0" dropped. */
-static gboolean parse_line(JsonParser *parser, const char *line)
-{
-  if (json_parser_load_from_data(parser, line, -1, NULL))
-    return TRUE;
-  static GRegex *bad_exponent;
-  if (g_once_init_enter(&bad_exponent))
-    g_once_init_leave(&bad_exponent, g_regex_new("([0-9][eE][-+]?[0-9]+)\\.0(?![0-9])",
-                                                 G_REGEX_OPTIMIZE, 0, NULL));
-  g_autofree char *fixed = g_regex_replace(bad_exponent, line, -1, 0, "\\1", 0, NULL);
-  return fixed != NULL && !g_str_equal(fixed, line) &&
-         json_parser_load_from_data(parser, fixed, -1, NULL);
-}
-
 static void handle_progress_line(CohortRun *run, const char *line)
 {
   g_autoptr(JsonParser) parser = json_parser_new();
   JsonNode *root;
   if (*line == '\0')
     return;
-  if (!parse_line(parser, line) || (root = json_parser_get_root(parser)) == NULL ||
-      !JSON_NODE_HOLDS_OBJECT(root) ||
+  if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+      (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root) ||
       !json_object_has_member(json_node_get_object(root), "event")) {
     g_autofree char *msg = g_strdup_printf(_("progress: not an event: %s"), line);
     g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
