@@ -347,16 +347,24 @@ static void on_export_response(GtkNativeDialog *native, int response, gpointer d
   g_object_unref(native);
 }
 
+/* A native file chooser over the window that shows JSON files. */
+static GtkFileChooserNative *json_chooser_new(CohortWindow *win, const char *title,
+                                              GtkFileChooserAction action, const char *accept)
+{
+  GtkFileChooserNative *native =
+      gtk_file_chooser_native_new(title, GTK_WINDOW(win), action, accept, _("_Cancel"));
+  g_autoptr(GtkFileFilter) filter = json_filter();
+  gtk_file_chooser_add_filter(GTK_FILE_CHOOSER(native), filter);
+  return native;
+}
+
 static void on_preset_import(GSimpleAction *action, GVariant *param, gpointer data)
 {
   (void)action;
   (void)param;
   CohortWindow *win = data;
   GtkFileChooserNative *native =
-      gtk_file_chooser_native_new(_("Import configuration"), GTK_WINDOW(win),
-                                  GTK_FILE_CHOOSER_ACTION_OPEN, _("_Import"), _("_Cancel"));
-  g_autoptr(GtkFileFilter) filter = json_filter();
-  gtk_file_chooser_add_filter(GTK_FILE_CHOOSER(native), filter);
+      json_chooser_new(win, _("Import configuration"), GTK_FILE_CHOOSER_ACTION_OPEN, _("_Import"));
   g_signal_connect(native, "response", G_CALLBACK(on_import_response), win);
   gtk_native_dialog_show(GTK_NATIVE_DIALOG(native));
 }
@@ -367,10 +375,7 @@ static void on_preset_export(GSimpleAction *action, GVariant *param, gpointer da
   (void)param;
   CohortWindow *win = data;
   GtkFileChooserNative *native =
-      gtk_file_chooser_native_new(_("Export configuration"), GTK_WINDOW(win),
-                                  GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"), _("_Cancel"));
-  g_autoptr(GtkFileFilter) filter = json_filter();
-  gtk_file_chooser_add_filter(GTK_FILE_CHOOSER(native), filter);
+      json_chooser_new(win, _("Export configuration"), GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"));
   g_autofree char *name = g_strdup_printf("%s.json", win->preset ? win->preset : "config");
   gtk_file_chooser_set_current_name(GTK_FILE_CHOOSER(native), name);
   g_signal_connect(native, "response", G_CALLBACK(on_export_response), win);
