@@ -20,6 +20,7 @@ typedef enum {
   COHORT_PRECISION_BF16,
   COHORT_PRECISION_FP16
 } CohortPrecision;
+typedef enum { COHORT_REDUCE_FP32, COHORT_REDUCE_BF16 } CohortReducePrecision;
 typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
 typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
 typedef enum {
@@ -63,6 +64,9 @@ typedef struct {
   int epochs;
   double ema_decay; /* 0 = off */
   CohortPrecision precision;
+  gboolean allow_tf32;            /* fp32 GEMMs on TF32 tensor cores (GPU only) */
+  double loss_scale_init;         /* fp16: first dynamic loss scale */
+  int loss_scale_growth_interval; /* fp16: clean steps before the scale doubles */
   CohortDevice device;
   int threads; /* 0 = auto */
 
@@ -91,6 +95,7 @@ typedef struct {
   int nproc_per_node; /* 0 = auto */
   CohortLrScaling lr_scaling;
   double bucket_cap_mb;
+  CohortReducePrecision reduce_precision; /* number format of the gradient all-reduce */
   gboolean sync_batchnorm;
   int max_restarts;
   double timeout_s;

@@ -33,6 +33,9 @@ static const struct {
     {"epochs", N_("Epochs")},
     {"ema_decay", N_("EMA decay")},
     {"precision", N_("Precision")},
+    {"allow_tf32", N_("Allow TF32 matrix products")},
+    {"loss_scale_init", N_("Initial loss scale (fp16)")},
+    {"loss_scale_growth_interval", N_("Loss scale growth interval (fp16)")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"workspace_dir", N_("Workspace folder")},
@@ -57,6 +60,7 @@ static const struct {
     {"nproc_per_node", N_("Processes per node")},
     {"lr_scaling", N_("Learning rate scaling")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
+    {"reduce_precision", N_("Gradient reduction precision")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
@@ -72,12 +76,15 @@ static const char *const optim_keys[] = {"learning_rate", "weight_decay", "beta1
                                          "beta2",         "eps",          NULL};
 static const char *const sched_keys[] = {"lr_schedule", "warmup_steps", "min_lr_ratio", NULL};
 static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
-static const char *const prec_keys[] = {"precision", "device", "threads", NULL};
+static const char *const prec_keys[] = {
+    "precision", "allow_tf32", "loss_scale_init", "loss_scale_growth_interval", "device",
+    "threads",   NULL};
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
-static const char *const grad_keys[] = {"lr_scaling", "bucket_cap_mb", "sync_batchnorm",
-                                        "distributed_data_loading", NULL};
+static const char *const grad_keys[] = {
+    "lr_scaling", "bucket_cap_mb", "reduce_precision", "sync_batchnorm", "distributed_data_loading",
+    NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
