@@ -13,10 +13,24 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* How `gemm` computes. The mode is a setting of the backend (for the whole process, every
+ * device), changed only between steps. In every mode the accumulation and C are fp32. */
+typedef enum CohortGemmMode {
+  COHORT_GEMM_FP32, /* fp32 products (the default) */
+  COHORT_GEMM_TF32, /* fp32 operands on TF32 tensor cores where the backend has them (CUDA);
+                       the CPU computes fp32 */
+  COHORT_GEMM_BF16, /* A and B rounded to bfloat16 (to nearest, ties to even) before the
+                       product: tensor cores on a GPU; the CPU rounds, then multiplies in fp32,
+                       which gives the same products (bf16 x bf16 is exact in fp32) */
+  COHORT_GEMM_FP16, /* the same with IEEE binary16: magnitudes past 65504 become inf, tiny ones
+                       subnormal or 0 (why fp16 training needs loss scaling) */
+} CohortGemmMode;
 
 typedef struct CohortBackend {
   const char *name; /* "cpu", "cuda" */
@@ -37,6 +51,9 @@ typedef struct CohortBackend {
    * [K, N], C [M, N]; lda/ldb/ldc are the row strides of the stored matrices. */
   void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
+  /* Sets the mode of every later `gemm` (see CohortGemmMode). */
+  void (*set_gemm_mode)(CohortGemmMode mode);
+  CohortGemmMode (*get_gemm_mode)(void);
   /* out[n, :] += bias for each of the N rows of width `cols`. */
   void (*add_bias)(float *out, const float *bias, int N, int cols);
   /* dbias += column sums of dout [N, cols] (accumulates). */
@@ -88,6 +105,11 @@ typedef struct CohortBackend {
   void (*scale)(float *values, size_t n, float s);
   /* ema = decay * ema + (1 - decay) * params */
   void (*ema_update)(float *ema, const float *params, size_t n, float decay);
+
+  /* dst = the bfloat16 bits of src (to nearest, ties to even; NaN stays NaN), n values. */
+  void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
+  /* dst = s * src, bfloat16 bits to fp32 (the product rounded once, in fp32). */
+  void (*from_bf16)(float *dst, const uint16_t *src, size_t n, float s);
 } CohortBackend;
 
 /* The CPU backend: C with OpenMP, GEMMs through OpenBLAS. Always available. */

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define COHORT_HD __host__ __device__
@@ -84,4 +86,65 @@ COHORT_HD static inline void cohort_adamw_elem(float *p, float g, float *m, floa
   *v = vv;
   float denom = sqrtf(vv) / sqrtf(bc2) + eps;
   *p = pv - (lr / bc1) * mv / denom;
+}
+
+/* The bits of a float and back, without aliasing tricks (memcpy compiles to a move). */
+COHORT_HD static inline uint32_t cohort_f32_bits(float x)
+{
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+COHORT_HD static inline float cohort_f32_from_bits(uint32_t u)
+{
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* bfloat16 is the top half of a float. Rounding to nearest, ties to even, adds 0x7fff plus
+ * the lowest kept bit before cutting; a NaN is kept a (quiet) NaN instead, since the carry
+ * could turn its payload into inf. */
+COHORT_HD static inline uint16_t cohort_f32_to_bf16(float x)
+{
+  uint32_t u = cohort_f32_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+COHORT_HD static inline float cohort_bf16_to_f32(uint16_t h)
+{
+  return cohort_f32_from_bits((uint32_t)h << 16);
+}
+
+/* x rounded to the nearest bfloat16 value, as a float. */
+COHORT_HD static inline float cohort_round_bf16(float x)
+{
+  return cohort_bf16_to_f32(cohort_f32_to_bf16(x));
+}
+
+/* x rounded to the nearest IEEE binary16 value (ties to even), as a float: past the largest
+ * half (65504, or from 65520 on after rounding) it is inf, below 2^-14 it keeps the absolute
+ * spacing of half's subnormals (2^-24), and NaN stays NaN. Done in float arithmetic: adding
+ * and removing a power of two whose ulp is the target spacing rounds to that spacing in the
+ * current (nearest-even) mode, the same trick as in cohort_expf. */
+COHORT_HD static inline float cohort_round_fp16(float x)
+{
+  float a = fabsf(x);
+  if (!(a < 65520.0f)) /* inf, NaN, or rounds past 65504 */
+    return a != a ? x : copysignf(INFINITY, x);
+  float spacing;
+  if (a < 6.103515625e-05f) {          /* 2^-14: half's subnormal range */
+    spacing = 5.9604644775390625e-08f; /* 2^-24 */
+  } else {
+    /* the power of two at or below a, times 2^-10 (half has 10 fraction bits) */
+    uint32_t e = cohort_f32_bits(a) & 0x7f800000u;
+    spacing = cohort_f32_from_bits(e - (10u << 23));
+  }
+  float big = spacing * 8388608.0f; /* spacing * 2^23: its float ulp is `spacing` */
+  float r = (a + big) - big;
+  return copysignf(r, x);
 }

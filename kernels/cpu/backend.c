@@ -56,6 +56,8 @@ static const CohortBackend cpu_backend = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .gemm = cohort_cpu_gemm,
+    .set_gemm_mode = cohort_cpu_set_gemm_mode,
+    .get_gemm_mode = cohort_cpu_get_gemm_mode,
     .add_bias = cohort_cpu_add_bias,
     .bias_backward = cohort_cpu_bias_backward,
     .embedding_forward = cohort_cpu_embedding_forward,
@@ -73,6 +75,8 @@ static const CohortBackend cpu_backend = {
     .sum_squares = cohort_cpu_sum_squares,
     .scale = cohort_cpu_scale,
     .ema_update = cohort_cpu_ema_update,
+    .to_bf16 = cohort_cpu_to_bf16,
+    .from_bf16 = cohort_cpu_from_bf16,
 };
 
 const CohortBackend *cohort_backend_cpu(void)

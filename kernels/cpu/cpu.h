@@ -2,6 +2,9 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
 
 /* Hot inner loops get AVX2/AVX-512 clones chosen at load time, so the build stays portable
  * while this machine's vector units are used. */
@@ -20,6 +23,13 @@ int cohort_cpu_get_threads(void);
 
 void cohort_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void cohort_cpu_set_gemm_mode(CohortGemmMode mode);
+CohortGemmMode cohort_cpu_get_gemm_mode(void);
+/* A rows x cols matrix with row stride ld, rounded to the precision of the bf16/fp16 GEMM mode
+ * into a packed per-thread buffer (`which` 0 or 1: one per operand). NULL when out of memory. */
+const float *cohort_cpu_round_operand(int which, const float *src, int rows, int cols, int ld);
+void cohort_cpu_to_bf16(uint16_t *dst, const float *src, size_t n);
+void cohort_cpu_from_bf16(float *dst, const uint16_t *src, size_t n, float s);
 void cohort_cpu_add_bias(float *out, const float *bias, int N, int cols);
 void cohort_cpu_bias_backward(float *dbias, const float *dout, int N, int cols);
 

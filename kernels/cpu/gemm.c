@@ -2,10 +2,29 @@
 #include "cpu.h"
 
 #include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 void cohort_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
+  CohortGemmMode mode = cohort_cpu_get_gemm_mode();
+  if ((mode == COHORT_GEMM_BF16 || mode == COHORT_GEMM_FP16) && M > 0 && N > 0 && K > 0) {
+    /* The stored matrices: op(A) is [M, K], so A is [K, M] when transposed. */
+    int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    const float *ra = cohort_cpu_round_operand(0, A, a_rows, a_cols, lda);
+    const float *rb = cohort_cpu_round_operand(1, B, b_rows, b_cols, ldb);
+    if (!ra || !rb) {
+      /* The table's ops cannot fail; running out of memory mid-step is not recoverable. */
+      fprintf(stderr, "cohort: out of memory for the operands of a %dx%dx%d GEMM\n", M, N, K);
+      abort();
+    }
+    A = ra;
+    lda = a_cols;
+    B = rb;
+    ldb = b_cols;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

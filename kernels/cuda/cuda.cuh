@@ -85,6 +85,13 @@ static inline int cohort_colsum_chunks(int N)
   return c < 1 ? 1 : (c > 256 ? 256 : c);
 }
 
+void cohort_cuda_set_gemm_mode(CohortGemmMode mode);
+CohortGemmMode cohort_cuda_get_gemm_mode(void);
+/* Rounds a rows x cols matrix of row stride ld into `dst`, packed, as bf16 (fp16 when fp16 is
+ * nonzero); returns dst, or NULL when the launch failed (recorded). */
+void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int fp16);
+void cohort_cuda_to_bf16(uint16_t *dst, const float *src, size_t n);
+void cohort_cuda_from_bf16(float *dst, const uint16_t *src, size_t n, float s);
 void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void cohort_cuda_add_bias(float *out, const float *bias, int N, int cols);

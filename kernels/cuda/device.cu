@@ -13,6 +13,7 @@ static char error_text[512];
 static int have_error;
 static char probe_text[256];
 static int tf32_enabled;
+static CohortGemmMode gemm_mode = COHORT_GEMM_FP32;
 static cublasHandle_t handles[MAX_DEVICES];
 static void *scratch_ptr[MAX_DEVICES];
 static size_t scratch_size[MAX_DEVICES];
@@ -163,6 +164,23 @@ void cohort_cuda_set_tf32(int enable)
   for (int d = 0; d < MAX_DEVICES; d++)
     if (handles[d])
       cohort_cuda_blas_ok(cublasSetMathMode(handles[d], math_mode()), "cublasSetMathMode");
+}
+
+void cohort_cuda_set_gemm_mode(CohortGemmMode mode)
+{
+  pthread_mutex_lock(&state_lock);
+  gemm_mode = mode;
+  pthread_mutex_unlock(&state_lock);
+  /* Only the fp32 GEMMs (cublasSgemm) follow the handle's math mode. */
+  cohort_cuda_set_tf32(mode == COHORT_GEMM_TF32);
+}
+
+CohortGemmMode cohort_cuda_get_gemm_mode(void)
+{
+  pthread_mutex_lock(&state_lock);
+  CohortGemmMode m = gemm_mode;
+  pthread_mutex_unlock(&state_lock);
+  return m;
 }
 
 cublasHandle_t cohort_cuda_blas(void)
@@ -347,6 +365,8 @@ static const CohortBackend cuda_backend = {
     .upload = cuda_upload,
     .download = cuda_download,
     .gemm = cohort_cuda_gemm,
+    .set_gemm_mode = cohort_cuda_set_gemm_mode,
+    .get_gemm_mode = cohort_cuda_get_gemm_mode,
     .add_bias = cohort_cuda_add_bias,
     .bias_backward = cohort_cuda_bias_backward,
     .embedding_forward = cohort_cuda_embedding_forward,
@@ -364,6 +384,8 @@ static const CohortBackend cuda_backend = {
     .sum_squares = cohort_cuda_sum_squares,
     .scale = cohort_cuda_scale,
     .ema_update = cohort_cuda_ema_update,
+    .to_bf16 = cohort_cuda_to_bf16,
+    .from_bf16 = cohort_cuda_from_bf16,
 };
 
 const CohortBackend *cohort_backend_cuda(void)

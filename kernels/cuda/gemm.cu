@@ -1,12 +1,43 @@
 /* GEMM through cuBLAS, and the bias ops that go with a linear layer. */
 #include "cuda.cuh"
 
+/* bf16/fp16 mode: both operands rounded into one scratch buffer, then a tensor-core GEMM
+ * with fp32 accumulation and an fp32 C (cublasGemmEx, CUBLAS_COMPUTE_32F). */
+static void gemm_16bit(cublasHandle_t h, int fp16, int trans_a, int trans_b, int M, int N, int K,
+                       float alpha, const float *A, int lda, const float *B, int ldb, float beta,
+                       float *C, int ldc)
+{
+  int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+  int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+  size_t a_bytes = ((size_t)a_rows * a_cols * 2 + 255) / 256 * 256;
+  size_t b_bytes = (size_t)b_rows * b_cols * 2;
+  char *buf = (char *)cohort_cuda_scratch(a_bytes + b_bytes);
+  if (!buf)
+    return;
+  void *pa = cohort_cuda_pack_operand(buf, A, a_rows, a_cols, lda, fp16);
+  void *pb = cohort_cuda_pack_operand(buf + a_bytes, B, b_rows, b_cols, ldb, fp16);
+  if (!pa || !pb)
+    return;
+  cudaDataType_t t = fp16 ? CUDA_R_16F : CUDA_R_16BF;
+  cohort_cuda_blas_ok(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, pb, t,
+                                   b_cols, pa, t, a_cols, &beta, C, CUDA_R_32F, ldc,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      fp16 ? "cublasGemmEx (fp16)" : "cublasGemmEx (bf16)");
+}
+
 void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
   cublasHandle_t h = cohort_cuda_blas();
   if (!h)
     return;
+  CohortGemmMode mode = cohort_cuda_get_gemm_mode();
+  if ((mode == COHORT_GEMM_BF16 || mode == COHORT_GEMM_FP16) && M > 0 && N > 0 && K > 0) {
+    gemm_16bit(h, mode == COHORT_GEMM_FP16, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+               C, ldc);
+    return;
+  }
   /* cuBLAS is column-major: a row-major matrix is its transpose there. So the row-major
    * C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, with the operands
    * swapped and the same transpose flags. */

@@ -1,0 +1,99 @@
+/* Reduced precision on the CPU: the GEMM mode (bf16/fp16 operands are rounded, then OpenBLAS
+ * multiplies them in fp32, which is what tensor cores compute) and the bfloat16 conversions
+ * of the bf16 gradient all-reduce. The CPU has no faster bf16 path here (Debian's OpenBLAS has
+ * no sbgemm), so these modes exist to run and test mixed-precision training anywhere, with
+ * the GPU's numerics. */
+#include "cpu.h"
+#include "kernels/backend.h"
+#include "kernels/math-inline.h"
+
+#include <stdlib.h>
+
+static CohortGemmMode gemm_mode = COHORT_GEMM_FP32;
+
+void cohort_cpu_set_gemm_mode(CohortGemmMode mode)
+{
+  gemm_mode = mode;
+}
+
+CohortGemmMode cohort_cpu_get_gemm_mode(void)
+{
+  return gemm_mode;
+}
+
+/* Two operand buffers per thread that calls gemm (the trainer's main thread), grown on demand
+ * and kept: a step makes the same GEMMs every time, so after the first step nothing is
+ * allocated. */
+static _Thread_local float *operand_buf[2];
+static _Thread_local size_t operand_cap[2];
+
+COHORT_VEC static void round_row_bf16(float *restrict dst, const float *restrict src, int cols)
+{
+  for (int c = 0; c < cols; c++)
+    dst[c] = cohort_round_bf16(src[c]);
+}
+
+COHORT_VEC static void round_row_fp16(float *restrict dst, const float *restrict src, int cols)
+{
+  for (int c = 0; c < cols; c++)
+    dst[c] = cohort_round_fp16(src[c]);
+}
+
+const float *cohort_cpu_round_operand(int which, const float *src, int rows, int cols, int ld)
+{
+  size_t n = (size_t)rows * cols;
+  if (operand_cap[which] < n) {
+    free(operand_buf[which]);
+    operand_buf[which] = malloc((n ? n : 1) * sizeof(float));
+    operand_cap[which] = operand_buf[which] ? n : 0;
+    if (!operand_buf[which])
+      return NULL;
+  }
+  float *dst = operand_buf[which];
+  int fp16 = gemm_mode == COHORT_GEMM_FP16;
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    if (fp16)
+      round_row_fp16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
+    else
+      round_row_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
+  }
+  return dst;
+}
+
+COHORT_VEC static void to_bf16_range(uint16_t *restrict dst, const float *restrict src, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    dst[i] = cohort_f32_to_bf16(src[i]);
+}
+
+COHORT_VEC static void from_bf16_range(float *restrict dst, const uint16_t *restrict src, size_t n,
+                                       float s)
+{
+  for (size_t i = 0; i < n; i++)
+    dst[i] = s * cohort_bf16_to_f32(src[i]);
+}
+
+/* Chunks of a fixed size, so the work splits over threads without depending on their count
+ * (the results do not depend on it anyway: each element is independent). */
+#define CHUNK 65536
+
+void cohort_cpu_to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+  size_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (size_t k = 0; k < chunks; k++) {
+    size_t i = k * CHUNK;
+    to_bf16_range(dst + i, src + i, n - i < CHUNK ? n - i : CHUNK);
+  }
+}
+
+void cohort_cpu_from_bf16(float *dst, const uint16_t *src, size_t n, float s)
+{
+  size_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (size_t k = 0; k < chunks; k++) {
+    size_t i = k * CHUNK;
+    from_bf16_range(dst + i, src + i, n - i < CHUNK ? n - i : CHUNK, s);
+  }
+}

@@ -1,0 +1,70 @@
+/* Reduced precision on the GPU: the operands of bf16/fp16 GEMMs, and the bfloat16 conversions
+ * of the bf16 gradient all-reduce. Rounding goes through kernels/math-inline.h, the functions
+ * the CPU backend uses, so both backends give the same bits. */
+#include "cuda.cuh"
+#include "kernels/math-inline.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+/* A rows x cols matrix with row stride ld into a packed rows x cols one of 16-bit values. */
+__global__ static void pack_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld)
+{
+  size_t n = (size_t)rows * cols;
+  COHORT_GRID_STRIDE(i, n)
+  {
+    size_t r = i / cols, c = i % cols;
+    dst[i] = cohort_f32_to_bf16(src[r * ld + c]);
+  }
+}
+
+__global__ static void pack_fp16_kernel(__half *dst, const float *src, int rows, int cols, int ld)
+{
+  size_t n = (size_t)rows * cols;
+  COHORT_GRID_STRIDE(i, n)
+  {
+    size_t r = i / cols, c = i % cols;
+    /* cohort_round_fp16 picks the value (the CPU's rounding); the conversion is then exact. */
+    dst[i] = __float2half_rn(cohort_round_fp16(src[r * ld + c]));
+  }
+}
+
+void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int fp16)
+{
+  size_t n = (size_t)rows * cols;
+  if (n == 0)
+    return dst;
+  if (fp16)
+    pack_fp16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((__half *)dst, src, rows, cols, ld);
+  else
+    pack_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((uint16_t *)dst, src, rows, cols, ld);
+  return cohort_cuda_launched("gemm (operand rounding)") ? dst : NULL;
+}
+
+__global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  dst[i] = cohort_f32_to_bf16(src[i]);
+}
+
+__global__ static void from_bf16_kernel(float *dst, const uint16_t *src, size_t n, float s)
+{
+  COHORT_GRID_STRIDE(i, n)
+  dst[i] = s * cohort_bf16_to_f32(src[i]);
+}
+
+void cohort_cuda_to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+  if (n == 0)
+    return;
+  to_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dst, src, n);
+  cohort_cuda_launched("to_bf16");
+}
+
+void cohort_cuda_from_bf16(float *dst, const uint16_t *src, size_t n, float s)
+{
+  if (n == 0)
+    return;
+  from_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dst, src, n, s);
+  cohort_cuda_launched("from_bf16");
+}
