@@ -111,7 +111,7 @@ static const KeyRow rows[] = {
         "Let fp32 matrix products on a GPU use TF32 tensor cores: several times faster, about "
         "three significant digits per product; no effect on the CPU.",
         "false"),
-    ROW(loss_scale_init, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 3.4e38, NULL,
+    ROW(loss_scale_init, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 4294967296.0, NULL,
         "fp16 only: the first dynamic loss scale; it halves when gradients overflow (the step "
         "is skipped) and doubles after loss_scale_growth_interval clean steps.",
         "65536.0"),
