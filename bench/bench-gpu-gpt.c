@@ -1,0 +1,290 @@
+/* Times optimizer steps of the GPT model on random tokens, on a GPU (CUDA backend) or on the
+ * CPU, and reports tokens/s and model FLOPs utilisation (MFU). One step is what the trainer
+ * does: zero grad, forward, backward, gradient clipping by global norm, AdamW. The default
+ * shape and batch are the gpt2-124m preset's; bench/run-gpu-bench runs it beside PyTorch.
+ *
+ * Model FLOPs per token: 6*N + 12*L*T*C with N all parameters (PaLM, appendix B; nanoGPT's
+ * estimate_mfu): 6 per parameter for the weight products of forward and backward, plus the
+ * attention score and value products counted over the full T (not halved for causality). */
+#include "cohort-build-config.h"
+#include "engine/gpt.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/threading.h"
+#if COHORT_HAVE_CUDA
+#include "kernels/cuda/backend.h"
+#endif
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Exit status for "nothing to measure here", as meson test and automake read it. */
+#define EXIT_SKIP 77
+
+static const char *const precision_names[] = {"fp32", "tf32", "bf16", "fp16"};
+static const CohortGemmMode precision_modes[] = {COHORT_GEMM_FP32, COHORT_GEMM_TF32,
+                                                 COHORT_GEMM_BF16, COHORT_GEMM_FP16};
+
+/* Dense (no sparsity) peak TFLOP/s from NVIDIA's data sheets, per GEMM mode: fp32 is the
+ * non-tensor-core rate, the others tensor cores with fp32 accumulation. */
+typedef struct {
+  const char *label;
+  double peak[4]; /* indexed like precision_names */
+} GpuPeaks;
+
+static const GpuPeaks h100_sxm = {"H100 SXM", {67, 495, 989, 989}};
+static const GpuPeaks h200 = {"H200", {67, 495, 989, 989}};
+static const GpuPeaks h100_pcie = {"H100 PCIe", {51, 378, 756, 756}};
+static const GpuPeaks a100 = {"A100", {19.5, 156, 312, 312}};
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The peaks of a GPU named as the CUDA runtime names it ("NVIDIA H100 80GB HBM3"), or NULL
+ * when its peaks are not in the table. The H100 and H200 NVL boards run at lower clocks than
+ * the SXM ones, so they are left unknown rather than guessed. */
+static const GpuPeaks *peaks_for(const char *name)
+{
+  if (strstr(name, "NVL"))
+    return NULL;
+  if (strstr(name, "H200")) /* also GH200, whose GPU is rated like the H100 SXM */
+    return &h200;
+  if (strstr(name, "H100"))
+    return strstr(name, "PCIe") ? &h100_pcie : &h100_sxm;
+  if (strstr(name, "A100"))
+    return &a100;
+  return NULL;
+}
+
+static int parse_choice(const char *opt, const char *value, const char *const *names, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (g_strcmp0(value, names[i]) == 0)
+      return i;
+  g_autoptr(GString) allowed = g_string_new(NULL);
+  for (int i = 0; i < n; i++)
+    g_string_append_printf(allowed, "%s%s", i ? ", " : "", names[i]);
+  fprintf(stderr, "bench-gpu-gpt: %s is '%s'; allowed: %s\n", opt, value, allowed->str);
+  return -1;
+}
+
+/* Picks the backend for `device`, writes its description to *label (g_free it) and, on CUDA,
+ * looks up the GPU's peaks. Returns the backend, or NULL with the exit status in *status. */
+static const CohortBackend *open_device(int cuda, int threads, char **label, const GpuPeaks **peaks,
+                                        int *status)
+{
+  *peaks = NULL;
+  if (!cuda) {
+    cohort_backend_cpu()->set_threads(threads);
+    *label = g_strdup_printf("cpu, %d thread%s", threads, threads == 1 ? "" : "s");
+    return cohort_backend_cpu();
+  }
+#if COHORT_HAVE_CUDA
+  if (cohort_cuda_device_count() == 0) {
+    const char *why = cohort_cuda_probe_error();
+    printf("no CUDA device: %s\n", why ? why : "none found");
+    *status = EXIT_SKIP;
+    return NULL;
+  }
+  CohortCudaDeviceInfo info;
+  if (cohort_cuda_set_device(0) != 0 || cohort_cuda_device_info(0, &info) != 0) {
+    fprintf(stderr, "bench-gpu-gpt: CUDA device 0 cannot be used: %s\n", cohort_cuda_last_error());
+    *status = 1;
+    return NULL;
+  }
+  *label = g_strdup_printf("cuda:0 (%s)", info.name);
+  *peaks = peaks_for(info.name);
+  return cohort_backend_cuda();
+#else
+  (void)label;
+  printf("no CUDA device: this build has no CUDA path (configure with -Dcuda=enabled where "
+         "nvcc is installed)\n");
+  *status = EXIT_SKIP;
+  return NULL;
+#endif
+}
+
+/* Waits for the device and reports a failure of any op so far; a no-op on the CPU. */
+static gboolean device_ok(const CohortBackend *be, const char *when)
+{
+#if COHORT_HAVE_CUDA
+  if (be == cohort_backend_cuda() && cohort_cuda_synchronize() != 0) {
+    fprintf(stderr, "bench-gpu-gpt: CUDA failure %s: %s\n", when, cohort_cuda_last_error());
+    return FALSE;
+  }
+#endif
+  (void)be;
+  (void)when;
+  return TRUE;
+}
+
+/* One line about the memory the device has in use (all processes), on CUDA only. */
+static void print_device_memory(const CohortBackend *be)
+{
+#if COHORT_HAVE_CUDA
+  size_t free_b = 0, total_b = 0;
+  if (be == cohort_backend_cuda() && cohort_cuda_memory(&free_b, &total_b) == 0)
+    printf("cohort: device memory in use after the run: %.1f GiB of %.1f GiB (whole GPU, all "
+           "processes)\n",
+           (double)(total_b - free_b) / (1 << 30), (double)total_b / (1 << 30));
+#endif
+  (void)be;
+}
+
+int main(int argc, char **argv)
+{
+  /* The engine's programs run with these thread-pool settings; so does the benchmark. */
+  cohort_cpu_threading_env(argv);
+  int threads = 1, steps = 10, warmup = 3, batch = 16;
+  double peak_tflops = 0.0, clip = 1.0;
+  g_autofree char *device = g_strdup("cuda"), *precision = g_strdup("bf16");
+  CohortGptShape shape = {
+      .n_layer = 12, .n_head = 12, .n_embd = 768, .seq_len = 1024, .vocab_size = 50257};
+  GOptionEntry entries[] = {
+      {"device", 0, 0, G_OPTION_ARG_STRING, &device, "cuda (GPU 0) or cpu", "DEV"},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &precision, "GEMM mode: fp32, tf32, bf16, fp16",
+       "P"},
+      {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "CPU threads (OpenMP and OpenBLAS)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed steps", "N"},
+      {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
+      {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step", "B"},
+      {"n-layer", 0, 0, G_OPTION_ARG_INT, &shape.n_layer, "Layers", "L"},
+      {"n-head", 0, 0, G_OPTION_ARG_INT, &shape.n_head, "Heads", "H"},
+      {"n-embd", 0, 0, G_OPTION_ARG_INT, &shape.n_embd, "Width", "C"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT, &shape.seq_len, "Sequence length", "T"},
+      {"vocab-size", 0, 0, G_OPTION_ARG_INT, &shape.vocab_size, "Vocabulary", "V"},
+      {"clip", 0, 0, G_OPTION_ARG_DOUBLE, &clip, "Gradient clipping max norm (0: measure only)",
+       "X"},
+      {"peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &peak_tflops,
+       "Peak TFLOP/s for MFU (default: looked up from the GPU's name)", "X"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  g_autoptr(GOptionContext) ctx =
+      g_option_context_new("- time GPT training steps and report tokens/s and MFU");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_autoptr(GError) error = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+    fprintf(stderr, "bench-gpu-gpt: %s\n", error->message);
+    return 2;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "bench-gpu-gpt: unexpected argument '%s'; allowed: options only (--help)\n",
+            argv[1]);
+    return 2;
+  }
+  if (threads < 1 || steps < 1 || warmup < 0 || batch < 1) {
+    fprintf(stderr, "bench-gpu-gpt: --threads, --steps and --batch must be >= 1, --warmup "
+                    ">= 0\n");
+    return 2;
+  }
+  if (!(peak_tflops >= 0.0) || !isfinite(peak_tflops)) {
+    fprintf(stderr, "bench-gpu-gpt: --peak-tflops is %g; allowed: a finite number >= 0\n",
+            peak_tflops);
+    return 2;
+  }
+  if (!(clip >= 0.0) || !isfinite(clip)) {
+    fprintf(stderr, "bench-gpu-gpt: --clip is %g; allowed: a finite number >= 0\n", clip);
+    return 2;
+  }
+  const char *devices[] = {"cpu", "cuda"};
+  int dev = parse_choice("--device", device, devices, G_N_ELEMENTS(devices));
+  int prec = parse_choice("--precision", precision, precision_names, G_N_ELEMENTS(precision_names));
+  if (dev < 0 || prec < 0)
+    return 2;
+
+  int status = 0;
+  g_autofree char *dev_label = NULL;
+  const GpuPeaks *peaks = NULL;
+  const CohortBackend *be = open_device(dev == 1, threads, &dev_label, &peaks, &status);
+  if (!be)
+    return status;
+  be->set_gemm_mode(precision_modes[prec]);
+
+  g_autoptr(CohortGpt) gpt = cohort_gpt_new_on(be, &shape, batch, &error);
+  if (!gpt) {
+    fprintf(stderr, "bench-gpu-gpt: %s (L%d H%d C%d T%d V%d, batch %d on %s)\n", error->message,
+            shape.n_layer, shape.n_head, shape.n_embd, shape.seq_len, shape.vocab_size, batch,
+            dev_label);
+    return 1;
+  }
+  cohort_gpt_init_weights(gpt, 1);
+  size_t n = cohort_gpt_num_params(gpt);
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new_on(be, n);
+  if (!opt) {
+    fprintf(stderr, "bench-gpu-gpt: out of memory for the AdamW moments (%zu parameters on %s)\n",
+            n, dev_label);
+    return 1;
+  }
+  if (!device_ok(be, "setting up the model"))
+    return 1;
+  guint n_t;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_t);
+
+  int T = shape.seq_len;
+  g_autofree int *tokens = g_new(int, (size_t)batch *T + 1);
+  GRand *rand = g_rand_new_with_seed(42);
+  for (int i = 0; i < batch * T + 1; i++)
+    tokens[i] = g_rand_int_range(rand, 0, shape.vocab_size);
+  g_rand_free(rand);
+
+  g_autofree double *times = g_new(double, steps);
+  float loss = 0.0f;
+  for (int s = 0; s < warmup + steps; s++) {
+    gint64 t0 = g_get_monotonic_time();
+    cohort_gpt_zero_grad(gpt);
+    loss = cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
+    cohort_gpt_backward(gpt, 1.0f);
+    cohort_clip_grad_norm_on(be, cohort_gpt_grads(gpt), n, clip);
+    cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,
+                      0.95, 1e-8, 0.1, s + 1);
+    /* the clock is read only once the device has finished the step's queued work */
+    g_autofree char *when = g_strdup_printf("in step %d", s + 1);
+    if (!device_ok(be, when))
+      return 1;
+    if (s >= warmup)
+      times[s - warmup] = (g_get_monotonic_time() - t0) / 1e6;
+  }
+  if (!isfinite(loss)) {
+    fprintf(stderr,
+            "bench-gpu-gpt: the loss is %g after %d steps at %s; the timing of a "
+            "diverged run is not reported\n",
+            loss, warmup + steps, precision);
+    return 1;
+  }
+
+  /* the median step: a step slowed by something else on the machine moves it little */
+  double step = median(times, steps);
+  double tok_s = (double)batch * T / step;
+  double flops_tok = 6.0 * (double)n + 12.0 * shape.n_layer * (double)T * shape.n_embd;
+  double tflops = tok_s * flops_tok / 1e12;
+  g_autofree char *mfu = NULL;
+  if (peak_tflops > 0)
+    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (given)", 100.0 * tflops / peak_tflops,
+                          peak_tflops);
+  else if (peaks)
+    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (%s %s dense)",
+                          100.0 * tflops / peaks->peak[prec], peaks->peak[prec], peaks->label,
+                          precision);
+  else if (dev == 0)
+    mfu = g_strdup("MFU n/a (no peak for a CPU; give --peak-tflops)");
+  else
+    mfu = g_strdup_printf("MFU n/a (peak of %s not in the table; give --peak-tflops)", dev_label);
+  printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %s, %s: %.2f ms/step, %.0f tokens/s, "
+         "%.4g GFLOP/token (6N+12LTC), %.4g TFLOP/s, %s, last loss %.4f\n",
+         shape.n_layer, shape.n_head, shape.n_embd, T, shape.vocab_size, batch, n, dev_label,
+         precision, 1e3 * step, tok_s, flops_tok / 1e9, tflops, mfu, loss);
+  print_device_memory(be);
+  return 0;
+}
