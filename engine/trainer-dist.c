@@ -27,7 +27,9 @@ struct CohortTrainDist {
   int rank;
   int world_size;
   double timeout_s;
+  CohortReducePrecision reduce_precision;
   CohortReducer *reducer;
+  GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
   gint64 data_us, step_us, comm_us;
   guint64 gpu_mem_peak; /* the most NVML showed at any report */
   int steps_since_report;
@@ -41,6 +43,7 @@ CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_siz
   d->rank = rank;
   d->world_size = world_size;
   d->timeout_s = cfg->timeout_s;
+  d->reduce_precision = cfg->reduce_precision;
   d->dev.be = cohort_backend_cpu();
   d->dev.cuda_device = -1;
   return d;
@@ -108,6 +111,7 @@ void cohort_train_dist_free(CohortTrainDist *d)
   if (!d)
     return;
   cohort_reducer_free(d->reducer);
+  g_clear_error(&d->reducer_error);
   g_free(d);
 }
 
@@ -125,6 +129,8 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_
     d->reducer = cohort_reducer_new(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
                                     tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB);
   cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, d->reducer);
+  /* attach cannot fail; the first end_backward reports it instead */
+  cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
 }
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
@@ -137,6 +143,10 @@ gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
 {
   if (!d->reducer)
     return TRUE;
+  if (d->reducer_error) {
+    g_propagate_error(error, g_error_copy(d->reducer_error));
+    return FALSE;
+  }
   gint64 wait_us = 0;
   gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
   d->comm_us += wait_us;

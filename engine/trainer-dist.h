@@ -24,7 +24,10 @@ void cohort_train_dist_free(CohortTrainDist *d);
  * start-up broadcast) is staged through pinned host memory. Before attach. */
 void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice *dev);
 
-/* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb). */
+/* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb), reducing in
+ * the config's reduce_precision (fp32, or bf16: see cohort_reducer_set_precision). With one
+ * process there is no reducer, so reduce_precision changes nothing. A reducer that cannot be
+ * set up (GPU memory for the bf16 scratch) makes end_backward fail with the reason. */
 void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb);
 
 /* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After

@@ -14,6 +14,9 @@ G_BEGIN_DECLS
 typedef enum {
   COHORT_DTYPE_F32,
   COHORT_DTYPE_F64,
+  /* bfloat16 bits in uint16_t. Backends add two values in float32 and round the sum to
+   * bfloat16 (nearest, ties to even: cohort_f32_to_bf16), pair by pair. */
+  COHORT_DTYPE_BF16,
 } CohortDtype;
 
 /* Each function returns FALSE with a short reason (e.g. the library's own message) in
@@ -34,7 +37,8 @@ typedef struct {
    * such as device memory); FALSE: the backend sums and comm.c divides on the host. */
   gboolean reduces_avg;
   /* Optional: all_reduce ordered after `event` (a cudaEvent_t) instead of after the work
-   * queued so far (cohort_comm_all_reduce_f32_after). NULL: all_reduce is used. */
+   * queued so far (cohort_comm_all_reduce_f32_after, cohort_comm_all_reduce_bf16_after). NULL:
+   * all_reduce is used. */
   gboolean (*all_reduce_after)(gpointer impl, void *buf, gsize count, CohortDtype dtype,
                                CohortReduceOp op, gpointer event, gint64 timeout_ms,
                                GError **error);

@@ -164,9 +164,11 @@ static gboolean nccl_all_reduce_after(gpointer impl, void *buf, gsize count, Coh
   ncclComm_t comm = begin_after(n, (cudaEvent_t)event, error);
   if (comm == NULL)
     return FALSE;
-  ncclResult_t r =
-      ncclAllReduce(buf, buf, count, dtype == COHORT_DTYPE_F32 ? ncclFloat32 : ncclFloat64,
-                    op == COHORT_REDUCE_AVG ? ncclAvg : ncclSum, comm, n->stream);
+  ncclDataType_t type = dtype == COHORT_DTYPE_F32   ? ncclFloat32
+                        : dtype == COHORT_DTYPE_F64 ? ncclFloat64
+                                                    : ncclBfloat16;
+  ncclResult_t r = ncclAllReduce(buf, buf, count, type, op == COHORT_REDUCE_AVG ? ncclAvg : ncclSum,
+                                 comm, n->stream);
   return finish(n, comm, r, "ncclAllReduce", timeout_ms, error);
 }
 

@@ -1,6 +1,7 @@
 /* The collectives front end: checks, serialization, sequence numbers, arrival records and
  * error messages around a backend (comm-backend.h). */
 #include "engine/dist/comm-backend.h"
+#include "kernels/math-inline.h"
 
 #include <string.h>
 
@@ -81,6 +82,19 @@ CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, i
 typedef enum { OP_ALL_REDUCE, OP_BROADCAST, OP_ALL_GATHER, OP_BARRIER } CollectiveKind;
 
 static const char *kind_name[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
+
+static const char *dtype_name(CohortDtype dtype)
+{
+  switch (dtype) {
+  case COHORT_DTYPE_F32:
+    return "float32";
+  case COHORT_DTYPE_F64:
+    return "float64";
+  case COHORT_DTYPE_BF16:
+    return "bfloat16";
+  }
+  return "?";
+}
 
 typedef struct {
   CollectiveKind kind;
@@ -186,6 +200,10 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
         /* Divide rather than multiply by 1/N, which is exact only for powers of two. */
         for (gsize i = 0; i < op->count; i++)
           f[i] = f[i] / (float)c->world_size;
+      } else if (op->dtype == COHORT_DTYPE_BF16) {
+        guint16 *h = op->buf;
+        for (gsize i = 0; i < op->count; i++)
+          h[i] = cohort_f32_to_bf16(cohort_bf16_to_f32(h[i]) / (float)c->world_size);
       } else {
         double *d = op->buf;
         for (gsize i = 0; i < op->count; i++)
@@ -211,8 +229,7 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
     g_autofree char *missing = who_is_missing(c, seq);
     g_autofree char *what = NULL;
     if (op->kind == OP_ALL_REDUCE)
-      what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements",
-                             op->dtype == COHORT_DTYPE_F32 ? "float32" : "float64", op->count);
+      what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements", dtype_name(op->dtype), op->count);
     else if (op->kind == OP_BARRIER)
       what = g_strdup("");
     else
@@ -272,6 +289,27 @@ gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, 
     return FALSE;
   Collective c = {
       .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F64, .op = op};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_reduce_bf16(CohortComm *comm, guint16 *buf, gsize count, CohortReduceOp op,
+                                     double timeout_s, GError **error)
+{
+  return cohort_comm_all_reduce_bf16_after(comm, buf, count, op, NULL, timeout_s, error);
+}
+
+gboolean cohort_comm_all_reduce_bf16_after(CohortComm *comm, guint16 *buf, gsize count,
+                                           CohortReduceOp op, gpointer cuda_event, double timeout_s,
+                                           GError **error)
+{
+  if (!check_comm(comm, "all_reduce", error))
+    return FALSE;
+  Collective c = {.kind = OP_ALL_REDUCE,
+                  .buf = buf,
+                  .count = count,
+                  .dtype = COHORT_DTYPE_BF16,
+                  .op = op,
+                  .event = cuda_event};
   return run(comm, &c, timeout_s, error);
 }
 

@@ -103,6 +103,21 @@ gboolean cohort_comm_all_reduce_f32_after(CohortComm *comm, float *buf, gsize co
 gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,
                                     double timeout_s, GError **error);
 
+/* In-place all-reduce of `count` bfloat16 values, given as their bits (kernels' to_bf16 makes
+ * them). "gloo" adds two values at a time in float32 and rounds each sum to bfloat16 (nearest,
+ * ties to even, kernels/math-inline.h's cohort_f32_to_bf16), through a reduction function it
+ * hands Gloo; with two ranks the result is exactly bf16(a + b), with more the order of the
+ * sums is Gloo's, and every rank gets the same bits. "nccl" uses ncclBfloat16 with ncclSum
+ * (ncclAvg for AVG), NCCL's own bfloat16 sum. "local" leaves the values as they are. AVG
+ * divides the bfloat16 sum by the world size in float32 and rounds to bfloat16 again (the DDP
+ * reducer does not use it: it sums, then divides after converting back to float32). */
+gboolean cohort_comm_all_reduce_bf16(CohortComm *comm, guint16 *buf, gsize count, CohortReduceOp op,
+                                     double timeout_s, GError **error);
+/* The bfloat16 all-reduce after `cuda_event`, as cohort_comm_all_reduce_f32_after. */
+gboolean cohort_comm_all_reduce_bf16_after(CohortComm *comm, guint16 *buf, gsize count,
+                                           CohortReduceOp op, gpointer cuda_event, double timeout_s,
+                                           GError **error);
+
 /* Copies `nbytes` of root's `buf` into every rank's `buf`. */
 gboolean cohort_comm_broadcast(CohortComm *comm, void *buf, gsize nbytes, int root,
                                double timeout_s, GError **error);

@@ -1,8 +1,10 @@
 // The only C++ in Cohort: an extern "C" wrapper around libgloo's TCP transport and
 // collectives. Every exception stops here and becomes a status and a message.
 #include "engine/dist/gloo-shim.h"
+#include "kernels/math-inline.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -130,6 +132,18 @@ template <typename F> int guarded(char **err, F fn)
   }
 }
 
+// Gloo's reduction step for bfloat16, which Gloo has no type for: out = bf16(a + b) per
+// element, the sum in float32 (exact enough: rounding it to bfloat16 then gives the correctly
+// rounded sum of the two bfloat16 values). `out` may be `a`.
+void sum_bf16(void *out, const void *a, const void *b, size_t n)
+{
+  auto *o = static_cast<uint16_t *>(out);
+  const auto *x = static_cast<const uint16_t *>(a);
+  const auto *y = static_cast<const uint16_t *>(b);
+  for (size_t i = 0; i < n; i++)
+    o[i] = cohort_f32_to_bf16(cohort_bf16_to_f32(x[i]) + cohort_bf16_to_f32(y[i]));
+}
+
 } // namespace
 
 extern "C" int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size,
@@ -167,6 +181,9 @@ extern "C" int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count,
       opts.setOutput(static_cast<float *>(buf), count);
       opts.setReduceFunction(
           static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
+    } else if (dtype == 2) {
+      opts.setOutput(static_cast<uint16_t *>(buf), count);
+      opts.setReduceFunction(&sum_bf16);
     } else {
       opts.setOutput(static_cast<double *>(buf), count);
       opts.setReduceFunction(

@@ -35,7 +35,8 @@ typedef struct CohortGloo CohortGloo;
 int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size, const char *hostname,
                     const char *iface, long timeout_ms, CohortGloo **out, char **err);
 
-/* dtype: 0 = float32, 1 = float64. Sums in place. */
+/* dtype: 0 = float32, 1 = float64, 2 = bfloat16 (the bits, uint16_t; each sum of two values
+ * is computed in float32 and rounded to bfloat16, nearest, ties to even). Sums in place. */
 int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, int dtype, long timeout_ms,
                               char **err);
 int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, long timeout_ms,

@@ -1,6 +1,7 @@
 #include "reducer.h"
 
 #include "cohort-build-config.h"
+#include "kernels/math-inline.h"
 #if COHORT_HAVE_CUDA
 #include "kernels/cuda/backend.h"
 #endif
@@ -28,8 +29,15 @@ struct CohortReducer {
   int cuda_device;
   gboolean staged;
   void **events;     /* per bucket: recorded on the compute stream when it is launched */
-  void *copy_stream; /* staged: device <-> pinned host copies */
+  void *copy_stream; /* staged: device <-> pinned host copies; bf16: the conversions */
   float *pinned;     /* staged: the largest bucket */
+
+  /* bf16 reduction (cohort_reducer_set_precision): a bfloat16 copy of one bucket. */
+  gboolean bf16;
+  size_t largest;    /* floats in the largest bucket */
+  guint16 *half;     /* host gradients: on the heap */
+  guint16 *dev_half; /* device gradients: on the device */
+  void *converted;   /* "nccl": recorded on copy_stream once dev_half is written */
 };
 
 #if COHORT_HAVE_CUDA
@@ -41,11 +49,42 @@ static gboolean cuda_failed(GError **error, const char *what)
   return FALSE;
 }
 
+/* bf16 reduction of a bucket of device gradients: convert on copy_stream after the bucket's
+ * event, all-reduce the bfloat16 copy (in place on the device, or staged through the pinned
+ * buffer, which holds twice as many 16-bit values as needed), convert back and divide. */
+static gboolean reduce_device_bucket_bf16(CohortReducer *r, guint i, GError **error)
+{
+  Bucket *b = &g_array_index(r->buckets, Bucket, i);
+  float *dev = r->grads + b->offset;
+  if (cohort_cuda_to_bf16_on(r->copy_stream, r->events[i], r->dev_half, dev, b->count,
+                             r->staged ? NULL : r->converted) != 0)
+    return cuda_failed(error, "bucket to bfloat16");
+  if (r->staged) {
+    guint16 *host = (guint16 *)r->pinned;
+    size_t bytes = b->count * sizeof(guint16);
+    if (cohort_cuda_stream_copy(r->copy_stream, NULL, host, r->dev_half, bytes, 1) != 0)
+      return cuda_failed(error, "bucket to host");
+    if (!cohort_comm_all_reduce_bf16(r->comm, host, b->count, COHORT_REDUCE_SUM, 0, error))
+      return FALSE;
+    if (cohort_cuda_stream_copy(r->copy_stream, NULL, r->dev_half, host, bytes, 0) != 0)
+      return cuda_failed(error, "bucket to device");
+  } else if (!cohort_comm_all_reduce_bf16_after(r->comm, r->dev_half, b->count, COHORT_REDUCE_SUM,
+                                                r->converted, 0, error)) {
+    return FALSE;
+  }
+  float world = (float)cohort_comm_world_size(r->comm);
+  if (cohort_cuda_from_bf16_div_on(r->copy_stream, dev, r->dev_half, b->count, world) != 0)
+    return cuda_failed(error, "bucket from bfloat16");
+  return TRUE;
+}
+
 /* The communication thread's work for a bucket of device gradients. */
 static gboolean reduce_device_bucket(CohortReducer *r, guint i, GError **error)
 {
   Bucket *b = &g_array_index(r->buckets, Bucket, i);
   float *dev = r->grads + b->offset;
+  if (r->bf16)
+    return reduce_device_bucket_bf16(r, i, error);
   if (!r->staged)
     return cohort_comm_all_reduce_f32_after(r->comm, dev, b->count, COHORT_REDUCE_AVG, r->events[i],
                                             0, error);
@@ -59,6 +98,23 @@ static gboolean reduce_device_bucket(CohortReducer *r, guint i, GError **error)
   return TRUE;
 }
 #endif
+
+/* bf16 reduction of a bucket of host gradients. The conversions run here, serially: they are
+ * one pass over memory, and an OpenMP team started from this thread would compete for the
+ * cores with the one computing the rest of backward. */
+static gboolean reduce_host_bucket_bf16(CohortReducer *r, const Bucket *b, GError **error)
+{
+  float *g = r->grads + b->offset;
+  for (size_t k = 0; k < b->count; k++)
+    r->half[k] = cohort_f32_to_bf16(g[k]);
+  if (!cohort_comm_all_reduce_bf16(r->comm, r->half, b->count, COHORT_REDUCE_SUM, 0, error))
+    return FALSE;
+  /* Divide rather than multiply by 1/N, as the fp32 average does. */
+  float world = (float)cohort_comm_world_size(r->comm);
+  for (size_t k = 0; k < b->count; k++)
+    g[k] = cohort_bf16_to_f32(r->half[k]) / world;
+  return TRUE;
+}
 
 static gpointer comm_thread(gpointer data)
 {
@@ -82,7 +138,9 @@ static gpointer comm_thread(gpointer data)
       reduce_device_bucket(r, (guint)item - 1, &error);
     else
 #endif
-        if (!failed)
+        if (!failed && r->bf16)
+      reduce_host_bucket_bf16(r, b, &error);
+    else if (!failed)
       cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
                                  &error);
     g_mutex_lock(&r->lock);
@@ -114,6 +172,7 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
     if ((hi - lo) >= cap || i == 0) {
       Bucket b = {.offset = lo, .count = hi - lo};
       g_array_append_val(r->buckets, b);
+      r->largest = MAX(r->largest, b.count);
       hi = lo;
       cap = (size_t)(bucket_cap_mb * 1024 * 1024 / sizeof(float));
     }
@@ -121,14 +180,11 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
 #if COHORT_HAVE_CUDA
   if (cuda_device >= 0) {
     r->events = g_new0(void *, r->buckets->len);
-    size_t largest = 0;
-    for (guint i = 0; i < r->buckets->len; i++) {
+    for (guint i = 0; i < r->buckets->len; i++)
       r->events[i] = cohort_cuda_event_new();
-      largest = MAX(largest, g_array_index(r->buckets, Bucket, i).count);
-    }
     if (staged) {
       r->copy_stream = cohort_cuda_stream_new();
-      r->pinned = cohort_cuda_host_alloc(largest * sizeof(float));
+      r->pinned = cohort_cuda_host_alloc(r->largest * sizeof(float));
     }
   }
 #endif
@@ -174,13 +230,51 @@ void cohort_reducer_free(CohortReducer *r)
       cohort_cuda_event_free(r->events[i]);
   cohort_cuda_stream_free(r->copy_stream);
   cohort_cuda_host_free(r->pinned);
+  cohort_cuda_event_free(r->converted);
+  if (r->dev_half)
+    cohort_backend_cuda()->free(r->dev_half);
 #endif
+  g_free(r->half);
   g_free(r->events);
   g_array_free(r->buckets, TRUE);
   g_clear_error(&r->error);
   g_mutex_clear(&r->lock);
   g_cond_clear(&r->done_cond);
   g_free(r);
+}
+
+gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision precision,
+                                      GError **error)
+{
+  if (precision != COHORT_REDUCE_BF16) {
+    r->bf16 = FALSE;
+    return TRUE;
+  }
+#if COHORT_HAVE_CUDA
+  if (r->cuda_device >= 0) {
+    if (r->copy_stream == NULL)
+      r->copy_stream = cohort_cuda_stream_new();
+    if (r->converted == NULL && !r->staged)
+      r->converted = cohort_cuda_event_new();
+    if (r->dev_half == NULL)
+      r->dev_half = cohort_backend_cuda()->alloc(r->largest * sizeof(guint16));
+    if (r->copy_stream == NULL || (r->converted == NULL && !r->staged) || r->dev_half == NULL) {
+      const char *e = cohort_cuda_last_error();
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                  "DDP reducer: cannot set up the bf16 all-reduce on CUDA device %d (%.1f MiB of "
+                  "bfloat16 scratch, a stream and an event): %s",
+                  r->cuda_device, (double)(r->largest * sizeof(guint16)) / (1024.0 * 1024.0),
+                  e ? e : "CUDA error");
+      return FALSE;
+    }
+    r->bf16 = TRUE;
+    return TRUE;
+  }
+#endif
+  if (r->half == NULL)
+    r->half = g_new(guint16, MAX(r->largest, 1));
+  r->bf16 = TRUE;
+  return TRUE;
 }
 
 guint cohort_reducer_num_buckets(const CohortReducer *r)

@@ -7,10 +7,15 @@
  * hook); a bucket whose every gradient is final is handed to a communication thread that
  * all-reduces (averages) it, overlapping the rest of backward. finish() waits for the
  * last bucket. On micro-steps with sync = FALSE (gradient accumulation, DDP's no_sync) no
- * communication happens and gradients just accumulate locally. */
+ * communication happens and gradients just accumulate locally.
+ *
+ * The all-reduce is fp32 by default; with bf16 (cohort_reducer_set_precision) each bucket is
+ * rounded to bfloat16, summed across ranks in bfloat16 and averaged back into the fp32
+ * gradients, halving the bytes on the wire. */
 #pragma once
 
 #include <glib.h>
+#include "engine/config.h"
 #include "engine/dist/comm.h"
 #include "engine/gpt.h"
 
@@ -35,6 +40,21 @@ CohortReducer *cohort_reducer_new_cuda(CohortComm *comm, float *grads, size_t n,
                                        const CohortTensorInfo *tensors, guint n_tensors,
                                        double bucket_cap_mb, double first_bucket_mb,
                                        int cuda_device, gboolean staged);
+/* The number format of the all-reduce. COHORT_REDUCE_FP32 (the default): buckets are averaged
+ * in fp32. COHORT_REDUCE_BF16: each rank rounds a bucket to bfloat16 (to nearest, ties to
+ * even), the bfloat16 values are summed across ranks (cohort_comm_all_reduce_bf16, SUM), and
+ * the sum, converted back to fp32 and divided by the world size in fp32, replaces the bucket's
+ * fp32 gradients. That is PyTorch's bf16_compress_hook except for where the division happens:
+ * the hook divides the bfloat16 values before the sum, we divide the sum after it, in fp32,
+ * which rounds once less. Every rank gets the same bits. Host gradients are converted on the
+ * communication thread; device gradients by kernels on the reducer's own stream after the
+ * bucket's event ("nccl": the NCCL stream waits for the conversion; staged: the bfloat16
+ * bucket, half the bytes, goes through pinned memory). Call between passes, before the
+ * first. FALSE with `error` when the bfloat16 scratch (the largest bucket) cannot be
+ * allocated on the GPU; the precision is then unchanged. */
+gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision precision,
+                                      GError **error);
+
 /* Stops the communication thread (after aborting the communicator if it is stuck). */
 void cohort_reducer_free(CohortReducer *r);
 

@@ -93,6 +93,19 @@ const char *cohort_cuda_last_error(void);
  * process's context: after one of those, only a new process can use the device again. */
 void cohort_cuda_clear_error(void);
 
+/* The conversions of the DDP reducer's bf16 all-reduce, on `stream` (cohort_cuda_stream_new)
+ * rather than the legacy default stream, so they can overlap backward.
+ * cohort_cuda_to_bf16_on: waits for `after_event` (NULL: nothing), writes dst = the bfloat16
+ * bits of src (n values, rounded as the table's to_bf16), then records `done_event` (NULL:
+ * none) on the stream; returns without waiting.
+ * cohort_cuda_from_bf16_div_on: dst = src converted to fp32 and divided by `divisor` (one
+ * rounding, as the fp32 all-reduce's average), n values; returns when it is done.
+ * Both return 0, or -1 with the reason in cohort_cuda_last_error(). */
+int cohort_cuda_to_bf16_on(void *stream, void *after_event, uint16_t *dst, const float *src,
+                           size_t n, void *done_event);
+int cohort_cuda_from_bf16_div_on(void *stream, float *dst, const uint16_t *src, size_t n,
+                                 float divisor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,3 +68,42 @@ void cohort_cuda_from_bf16(float *dst, const uint16_t *src, size_t n, float s)
   from_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dst, src, n, s);
   cohort_cuda_launched("from_bf16");
 }
+
+/* The DDP reducer's bf16 all-reduce runs these on a stream of its own, so its conversions wait
+ * for one bucket's gradients (an event) instead of for everything queued on the legacy default
+ * stream, and the rest of backward keeps running. */
+
+__global__ static void from_bf16_div_kernel(float *dst, const uint16_t *src, size_t n, float d)
+{
+  COHORT_GRID_STRIDE(i, n)
+  dst[i] = cohort_bf16_to_f32(src[i]) / d;
+}
+
+int cohort_cuda_to_bf16_on(void *stream, void *after_event, uint16_t *dst, const float *src,
+                           size_t n, void *done_event)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (after_event &&
+      !cohort_cuda_ok(cudaStreamWaitEvent(s, (cudaEvent_t)after_event, 0), "cudaStreamWaitEvent"))
+    return -1;
+  if (n > 0) {
+    to_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256, 0, s>>>(dst, src, n);
+    if (!cohort_cuda_launched("to_bf16 (bucket)"))
+      return -1;
+  }
+  if (done_event && !cohort_cuda_ok(cudaEventRecord((cudaEvent_t)done_event, s), "cudaEventRecord"))
+    return -1;
+  return 0;
+}
+
+int cohort_cuda_from_bf16_div_on(void *stream, float *dst, const uint16_t *src, size_t n,
+                                 float divisor)
+{
+  cudaStream_t s = (cudaStream_t)stream;
+  if (n > 0) {
+    from_bf16_div_kernel<<<cohort_cuda_blocks(n, 256), 256, 0, s>>>(dst, src, n, divisor);
+    if (!cohort_cuda_launched("from_bf16 (bucket)"))
+      return -1;
+  }
+  return cohort_cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize") ? 0 : -1;
+}

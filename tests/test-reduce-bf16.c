@@ -1,0 +1,708 @@
+/* The bf16 gradient all-reduce (reduce_precision: bf16), suite dist, loopback only.
+ *  - Collectives, Gloo across forked ranks: with 2 ranks every element is exactly
+ *    bf16(bf16(a) + bf16(b)) (values chosen so that the rounding matters: ties, cancellation,
+ *    far-apart magnitudes), for 1, 3 and 1000003 elements (the last spans several Gloo
+ *    segments), and AVG; with 3 ranks every rank gets the same bits, each one a sum rounded
+ *    pair by pair; a peer that exits or is late gives an error naming the bfloat16 all_reduce,
+ *    within the timeout.
+ *  - The DDP reducer, 2 ranks training a tiny GPT: after one backward with small buckets the
+ *    gradients are exactly bf16(bf16(a) + bf16(b)) / 2 of the two ranks' own gradients, a
+ *    no_sync pass leaves them alone, and after some AdamW steps both ranks hold the same
+ *    weights bit for bit, close to one process with the double batch and not equal to the
+ *    fp32 reduction's.
+ *  - cohort-train --nproc 2 with reduce_precision=bf16: close to one rank with the double
+ *    batch, and not the weights of the fp32 reduction (the key took effect).
+ *  - CUDA builds: the stream conversions against the CPU's bits, and 2 ranks sharing a GPU
+ *    through Gloo with the bf16 reducer (staged through pinned memory); skipped without a GPU.
+ * Expected values come from a rounding written here (nearest of the two neighbouring
+ * bfloat16 values, measured in double), not from the engine's own conversion. */
+#include "cohort-build-config.h"
+#include "engine/dist/comm.h"
+#include "engine/dist/reducer.h"
+#include "engine/gpt.h"
+#include "engine/optim.h"
+#include "test-util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if COHORT_HAVE_CUDA
+#include "kernels/cuda/backend.h"
+#endif
+
+/* ---- the reference rounding ---- */
+
+static float bf16_value(guint16 h)
+{
+  guint32 u = (guint32)h << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* The bfloat16 nearest to finite x, ties to the even one: of the value that keeps x's top 16
+ * bits and the next one away from zero, the closer in double arithmetic. */
+static guint16 ref_bf16(float x)
+{
+  guint32 u;
+  memcpy(&u, &x, sizeof u);
+  guint16 lo = (guint16)(u >> 16), hi = (guint16)(lo + 1);
+  double dl = fabs((double)x - bf16_value(lo)), dh = fabs((double)bf16_value(hi) - (double)x);
+  if (dl != dh)
+    return dl < dh ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
+
+static float ref_round(float x)
+{
+  return bf16_value(ref_bf16(x));
+}
+
+/* Rank r's value at index i: deterministic, so every rank can compute every other's. Four
+ * kinds by i % 4: random floats; exact ties (x + 2^-8 x's exponent, half an ulp); near
+ * cancellation (rank 1 about -rank 0); magnitudes 2^9 to 2^16 apart. */
+static guint64 mix(guint64 x)
+{
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static float random_float(guint64 h)
+{
+  float m = 1.0f + (float)(h & 0x7fffff) / 8388608.0f;
+  int e = (int)((h >> 23) % 17) - 8;
+  return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
+}
+
+static float value(int rank, gsize i)
+{
+  guint64 h0 = mix(i * 4 + 0), hr = mix(i * 4 + 1 + (guint64)rank);
+  float base = random_float(h0);
+  if (rank >= 2)
+    return random_float(hr);
+  switch (i % 4) {
+  case 1: { /* a bfloat16 value plus half its ulp */
+    float b = ref_round(base);
+    int e;
+    frexpf(b, &e);
+    return rank == 0 ? b : copysignf(ldexpf(1.0f, e - 9), b);
+  }
+  case 2: /* nearly cancelling */
+    return rank == 0 ? base : -base * (1.0f + (float)(hr & 0xffff) / 65536.0f * 0.02f);
+  case 3: /* far apart */
+    return rank == 0 ? base : ldexpf(random_float(hr), -9 - (int)(hr % 8));
+  default:
+    return random_float(hr);
+  }
+}
+
+/* ---- forked ranks ---- */
+
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
+      return 1;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+typedef int (*RankFunc)(CohortComm *c, int rank, int world);
+
+static int child(int rank, int world, int port, RankFunc fn)
+{
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.rank = rank,
+                       .local_rank = rank,
+                       .world_size = world,
+                       .local_world_size = world,
+                       .master_addr = (char *)"127.0.0.1",
+                       .master_port = port,
+                       .run_id = (char *)"test-reduce-bf16",
+                       .source = "torchrun"};
+  g_autofree char *token = cohort_dist_job_token(&env);
+  g_autoptr(CohortStore) store = cohort_store_open(&env, token, 20, &error);
+  CHECK(store != NULL);
+  g_autoptr(CohortComm) c = cohort_comm_new_gloo(store, &env, 20, &error);
+  if (c == NULL)
+    fprintf(stderr, "rank %d: %s\n", rank, error->message);
+  CHECK(c != NULL);
+  return fn(c, rank, world);
+}
+
+/* Forks `world` ranks running fn and waits (bounded); every rank must exit 0. */
+static void run_ranks(int world, RankFunc fn)
+{
+  int port = cohort_store_find_free_port(0);
+  g_assert_cmpint(port, >, 0);
+  pid_t pids[4];
+  for (int r = 0; r < world; r++) {
+    pids[r] = fork();
+    g_assert_cmpint(pids[r], >=, 0);
+    if (pids[r] == 0)
+      _exit(child(r, world, port, fn));
+  }
+  gint64 deadline = g_get_monotonic_time() + 100 * G_USEC_PER_SEC;
+  int status[4] = {0}, left = world;
+  gboolean done[4] = {0};
+  while (left > 0 && g_get_monotonic_time() < deadline) {
+    for (int r = 0; r < world; r++) {
+      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
+        done[r] = TRUE;
+        left--;
+      }
+    }
+    g_usleep(20000);
+  }
+  for (int r = 0; r < world; r++) {
+    if (!done[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &status[r], 0);
+      g_error("rank %d of %d did not finish within 100 s", r, world);
+    }
+    g_assert_true(WIFEXITED(status[r]));
+    g_assert_cmpint(WEXITSTATUS(status[r]), ==, 0);
+  }
+}
+
+static gboolean have_gloo(void)
+{
+  if (cohort_comm_backend_available("gloo"))
+    return TRUE;
+  g_test_skip("built without Gloo");
+  return FALSE;
+}
+
+/* Every rank's `n` 16-bit values equal rank 0's. */
+static gboolean same_on_all_ranks(CohortComm *c, const guint16 *mine, gsize n, int world,
+                                  GError **error)
+{
+  g_autofree guint16 *all = g_new(guint16, n * (gsize)world);
+  if (!cohort_comm_all_gather(c, mine, n * sizeof *mine, all, 20, error))
+    return FALSE;
+  for (int r = 1; r < world; r++)
+    if (memcmp(all, all + (gsize)r * n, n * sizeof *mine) != 0)
+      return FALSE;
+  return TRUE;
+}
+
+/* ---- collectives ---- */
+
+static void test_local(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortComm) c = cohort_comm_new_local();
+  guint16 h[3] = {0x3f80, 0xc0a1, 0x0001};
+  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+    g_assert_true(cohort_comm_all_reduce_bf16(c, h, 3, op, 0, &error));
+    g_assert_no_error(error);
+    g_assert_cmphex(h[0], ==, 0x3f80);
+    g_assert_cmphex(h[1], ==, 0xc0a1);
+    g_assert_cmphex(h[2], ==, 0x0001);
+  }
+  g_assert_false(cohort_comm_all_reduce_bf16(NULL, h, 3, COHORT_REDUCE_SUM, 0, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+}
+
+/* The reference itself: ties go to even, and a value that is already bfloat16 stays. */
+static void test_reference_rounding(void)
+{
+  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256), ==, 0x3f80);                /* tie, down to even */
+  g_assert_cmphex(ref_bf16(1.0f + 3.0f / 256), ==, 0x3f82);                /* tie, up to even */
+  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256 + 1.0f / 65536), ==, 0x3f81); /* above the tie */
+  g_assert_cmphex(ref_bf16(-2.5f), ==, 0xc020);
+  g_assert_cmphex(ref_bf16(0.0f), ==, 0x0000);
+}
+
+/* 2 ranks: bit-exact sums for each size, and AVG. */
+static int exact_pairs(CohortComm *c, int rank, int world)
+{
+  (void)world;
+  g_autoptr(GError) error = NULL;
+  const gsize sizes[] = {1, 3, 1000003};
+  for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
+    gsize n = sizes[s];
+    g_autofree guint16 *h = g_new(guint16, n);
+    g_autofree guint16 *want = g_new(guint16, n);
+    gsize rounding_matters = 0;
+    for (gsize i = 0; i < n; i++) {
+      float a = value(0, i), b = value(1, i);
+      h[i] = ref_bf16(value(rank, i));
+      want[i] = ref_bf16(ref_round(a) + ref_round(b));
+      rounding_matters += want[i] != ref_bf16(a + b);
+    }
+    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
+    for (gsize i = 0; i < n; i++) {
+      if (h[i] != want[i])
+        fprintf(stderr, "rank %d, %zu elements: [%zu] got 0x%04x, want 0x%04x (%g + %g)\n", rank, n,
+                i, h[i], want[i], (double)value(0, i), (double)value(1, i));
+      CHECK(h[i] == want[i]);
+    }
+    if (n > 1000) {
+      /* The data would catch a reduction that skipped rounding the inputs. */
+      if (rank == 0)
+        fprintf(stderr, "%zu of %zu sums differ from the once-rounded sum\n", rounding_matters, n);
+      CHECK(rounding_matters > n / 20);
+    }
+    /* AVG: the bfloat16 sum halved, rounded again (exact here: halving a bfloat16 is). */
+    for (gsize i = 0; i < n; i++)
+      h[i] = ref_bf16(value(rank, i));
+    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_AVG, 20, &error));
+    for (gsize i = 0; i < n; i++)
+      CHECK(h[i] == ref_bf16(bf16_value(want[i]) / 2.0f));
+  }
+  CHECK(cohort_comm_all_reduce_bf16(c, NULL, 0, COHORT_REDUCE_SUM, 20, &error));
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* 3 ranks: Gloo picks the order of the sums; every element must be one of the three orders,
+ * each pairwise sum rounded, and the same on every rank. */
+static int three_ranks(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  const gsize n = 300007;
+  g_autofree guint16 *h = g_new(guint16, n);
+  for (gsize i = 0; i < n; i++)
+    h[i] = ref_bf16(value(rank, i));
+  CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
+  gsize order_matters = 0;
+  for (gsize i = 0; i < n; i++) {
+    float x[3] = {ref_round(value(0, i)), ref_round(value(1, i)), ref_round(value(2, i))};
+    guint16 w0 = ref_bf16(ref_round(x[0] + x[1]) + x[2]);
+    guint16 w1 = ref_bf16(ref_round(x[1] + x[2]) + x[0]);
+    guint16 w2 = ref_bf16(ref_round(x[2] + x[0]) + x[1]);
+    order_matters += w0 != w1 || w1 != w2;
+    CHECK(h[i] == w0 || h[i] == w1 || h[i] == w2);
+  }
+  CHECK(order_matters > 0);
+  CHECK(same_on_all_ranks(c, h, n, world, &error));
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* The last rank leaves after a barrier: rank 0's bf16 all_reduce fails fast, naming it. */
+static int peer_exits(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  CHECK(cohort_comm_barrier(c, 10, &error));
+  if (rank == world - 1)
+    _exit(0);
+  guint16 h[16] = {0};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 5, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  CHECK(!ok);
+  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
+  CHECK(took < 6 * G_USEC_PER_SEC);
+  CHECK(strstr(error->message, "all_reduce #2 (bfloat16, 16 elements)") != NULL);
+  CHECK(strstr(error->message, "rank 1") != NULL);
+  g_clear_error(&error);
+  CHECK(!cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1, &error));
+  CHECK(strstr(error->message, "broken") != NULL);
+  return 0;
+}
+
+/* Rank 1 is alive but late: rank 0's bf16 all_reduce times out and names it. */
+static int peer_late(CohortComm *c, int rank, int world)
+{
+  (void)world;
+  g_autoptr(GError) error = NULL;
+  if (rank == 1) {
+    g_usleep(3 * G_USEC_PER_SEC);
+    return 0;
+  }
+  guint16 h[16] = {0};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1.0, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  CHECK(!ok);
+  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
+  CHECK(g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT));
+  CHECK(took >= 900000 && took < 3 * G_USEC_PER_SEC);
+  CHECK(strstr(error->message, "all_reduce #1 (bfloat16") != NULL);
+  CHECK(strstr(error->message, "rank 1 did not arrive") != NULL);
+  g_usleep(2500 * 1000); /* keep the store up until rank 1 is done with it */
+  return 0;
+}
+
+static void test_gloo_exact(void)
+{
+  if (have_gloo())
+    run_ranks(2, exact_pairs);
+}
+
+static void test_gloo_three(void)
+{
+  if (have_gloo())
+    run_ranks(3, three_ranks);
+}
+
+static void test_peer_exits(void)
+{
+  if (have_gloo())
+    run_ranks(2, peer_exits);
+}
+
+static void test_peer_late(void)
+{
+  if (have_gloo())
+    run_ranks(2, peer_late);
+}
+
+/* ---- the DDP reducer on made-up gradients ---- */
+
+enum { SYN_N = 100003 };
+
+/* Tensors of uneven sizes over SYN_N floats, so buckets end at odd places. */
+static CohortTensorInfo *syn_tensors(guint *n_tensors)
+{
+  static const size_t sizes[] = {7, 1000, 33333, 12345, 1, 20000, 4096, 9000, 8000, 12221};
+  CohortTensorInfo *t = g_new0(CohortTensorInfo, G_N_ELEMENTS(sizes));
+  size_t off = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    t[i].name = "t";
+    t[i].ndim = 1;
+    t[i].shape[0] = (int)sizes[i];
+    t[i].offset = off;
+    t[i].numel = sizes[i];
+    off += sizes[i];
+  }
+  g_assert_cmpuint(off, ==, SYN_N);
+  *n_tensors = G_N_ELEMENTS(sizes);
+  return t;
+}
+
+/* What backward does: reports each tensor final, the last one first. */
+static void syn_backward(CohortReducer *r, const CohortTensorInfo *t, guint nt)
+{
+  for (guint i = nt; i-- > 0;)
+    cohort_reducer_grad_ready(t[i].offset, t[i].numel, r);
+}
+
+/* Whether `got` is the bf16 reduction of every rank's value(), divided by the world size: for
+ * 2 ranks exactly bf16(bf16(a) + bf16(b)) / 2, for 3 one of the three orders of the sums. */
+static gboolean syn_check(int rank, int world, const float *got)
+{
+  for (gsize i = 0; i < SYN_N; i++) {
+    float x[3] = {0};
+    for (int r = 0; r < world; r++)
+      x[r] = ref_round(value(r, i));
+    float w[3];
+    int n_w = world == 2 ? 1 : 3;
+    for (int k = 0; k < n_w; k++) {
+      float s = world == 2 ? x[0] + x[1] : ref_round(x[k] + x[(k + 1) % 3]) + x[(k + 2) % 3];
+      w[k] = ref_round(s) / (float)world;
+    }
+    gboolean ok = FALSE;
+    for (int k = 0; k < n_w; k++)
+      ok = ok || memcmp(&got[i], &w[k], sizeof(float)) == 0;
+    if (!ok) {
+      fprintf(stderr, "rank %d of %d: [%zu] got %.9g, want %.9g\n", rank, world, i, (double)got[i],
+              (double)w[0]);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static int reducer_synthetic(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  guint nt = 0;
+  g_autofree CohortTensorInfo *t = syn_tensors(&nt);
+  g_autofree float *g = g_new(float, SYN_N), *mine = g_new(float, SYN_N);
+  for (gsize i = 0; i < SYN_N; i++)
+    mine[i] = g[i] = value(rank, i);
+  CohortReducer *r = cohort_reducer_new(c, g, SYN_N, t, nt, 0.05, 0.02);
+  CHECK(cohort_reducer_num_buckets(r) >= 5);
+  CHECK(cohort_reducer_set_precision(r, COHORT_REDUCE_BF16, &error));
+  /* no_sync: nothing moves */
+  cohort_reducer_prepare(r, FALSE);
+  syn_backward(r, t, nt);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  CHECK(memcmp(g, mine, SYN_N * sizeof(float)) == 0);
+  cohort_reducer_prepare(r, TRUE);
+  syn_backward(r, t, nt);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  CHECK(syn_check(rank, world, g));
+  cohort_reducer_free(r);
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+static void test_reducer_synthetic_2(void)
+{
+  if (have_gloo())
+    run_ranks(2, reducer_synthetic);
+}
+
+static void test_reducer_synthetic_3(void)
+{
+  if (have_gloo())
+    run_ranks(3, reducer_synthetic);
+}
+
+/* ---- the DDP reducer with a tiny GPT ---- */
+
+/* How far K AdamW steps with bf16-reduced gradients may end from the fp32 result, on average
+ * over the weights. bfloat16 keeps 8 significant bits: rounding each rank's gradient and then
+ * the sum changes an averaged gradient by at most about 2 * 2^-8 of |a| + |b|. AdamW's step
+ * lr * m / sqrt(v) scales with the relative change of the gradient, so a weight whose
+ * gradients do not cancel across ranks ends within about 2^-7 * lr * K. Weights whose
+ * gradients nearly cancel have no relative bound (their sign can flip, up to 2 lr a step),
+ * so the largest difference is reported, not bounded; they are few, and the mean over all
+ * weights is held to 2^-7 * lr * K. A real fault (a bucket left unreduced, a rank's
+ * gradients dropped) moves a whole bucket's weights by O(lr) a step and fails this. */
+#define BF16_MEAN_TOL(lr, k) (0x1p-7 * (lr) * (k))
+
+static const CohortGptShape tiny = {
+    .n_layer = 2, .n_head = 2, .n_embd = 32, .seq_len = 16, .vocab_size = 64};
+enum { B = 2, T = 16, STEPS = 6 };
+#define LR 1e-3
+
+/* Row `row` of a fixed batch of 2B sequences: rank r trains on rows rB .. rB+B-1. */
+static void batch_rows(int first, int rows, int *inp, int *tgt)
+{
+  for (int b = 0; b < rows; b++)
+    for (int t = 0; t < T; t++) {
+      guint64 h = mix((guint64)(first + b) * 1000 + (guint64)t);
+      inp[b * T + t] = (int)(h % 64);
+      tgt[b * T + t] = (int)((h >> 20) % 64);
+    }
+}
+
+/* K AdamW steps of `gpt` on rows [first, first + rows), the gradients through `r` when set. */
+static gboolean train_steps(CohortGpt *gpt, CohortReducer *r, int first, int rows, GError **error)
+{
+  size_t n = cohort_gpt_num_params(gpt);
+  guint nt = 0;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &nt);
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new(n);
+  g_autofree int *inp = g_new(int, rows *T), *tgt = g_new(int, rows *T);
+  for (int step = 1; step <= STEPS; step++) {
+    batch_rows(first + step * 2 * B, rows, inp, tgt);
+    cohort_gpt_zero_grad(gpt);
+    if (r)
+      cohort_reducer_prepare(r, TRUE);
+    cohort_gpt_forward(gpt, inp, tgt, rows, T);
+    cohort_gpt_backward(gpt, 1.0f);
+    if (r && !cohort_reducer_finish(r, NULL, error))
+      return FALSE;
+    cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, nt, LR, 0.9,
+                      0.95, 1e-8, 0.1, step);
+  }
+  return TRUE;
+}
+
+static CohortGpt *tiny_gpt(int max_batch)
+{
+  g_autoptr(GError) error = NULL;
+  CohortGpt *gpt = cohort_gpt_new(&tiny, max_batch, &error);
+  g_assert_no_error(error);
+  cohort_gpt_init_weights(gpt, 1234);
+  return gpt;
+}
+
+static double max_abs_diff_f(const float *a, const float *b, size_t n)
+{
+  double worst = 0;
+  for (size_t i = 0; i < n; i++)
+    worst = MAX(worst, fabs((double)a[i] - (double)b[i]));
+  return worst;
+}
+
+static int reducer_gpt(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortGpt) gpt = tiny_gpt(B);
+  size_t n = cohort_gpt_num_params(gpt);
+  guint nt = 0;
+  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &nt);
+  /* Buckets of about 4000 floats: several per step, each through the same bf16 scratch. */
+  CohortReducer *r = cohort_reducer_new(c, cohort_gpt_grads(gpt), n, tensors, nt, 0.015, 0.008);
+  CHECK(cohort_reducer_num_buckets(r) > 4);
+  CHECK(cohort_reducer_set_precision(r, COHORT_REDUCE_BF16, &error));
+  cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, r);
+  int inp[B * T], tgt[B * T];
+  batch_rows(rank * B, B, inp, tgt);
+
+  /* This rank's own gradients, without the hook, then through a no_sync pass. */
+  g_autofree float *own = g_new(float, n);
+  cohort_gpt_set_grad_ready_func(gpt, NULL, NULL);
+  cohort_gpt_zero_grad(gpt);
+  cohort_gpt_forward(gpt, inp, tgt, B, T);
+  cohort_gpt_backward(gpt, 1.0f);
+  memcpy(own, cohort_gpt_grads(gpt), n * sizeof(float));
+  cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, r);
+  cohort_gpt_zero_grad(gpt);
+  cohort_reducer_prepare(r, FALSE);
+  cohort_gpt_forward(gpt, inp, tgt, B, T);
+  cohort_gpt_backward(gpt, 1.0f);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  CHECK(memcmp(own, cohort_gpt_grads(gpt), n * sizeof(float)) == 0);
+
+  /* A synced pass: bf16(bf16(a) + bf16(b)) / 2, bit for bit. */
+  g_autofree float *both = g_new(float, 2 * n);
+  CHECK(cohort_comm_all_gather(c, own, n * sizeof(float), both, 20, &error));
+  cohort_gpt_zero_grad(gpt);
+  cohort_reducer_prepare(r, TRUE);
+  cohort_gpt_forward(gpt, inp, tgt, B, T);
+  cohort_gpt_backward(gpt, 1.0f);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  const float *g = cohort_gpt_grads(gpt);
+  size_t unlike_fp32 = 0;
+  for (size_t i = 0; i < n; i++) {
+    float want = bf16_value(ref_bf16(ref_round(both[i]) + ref_round(both[n + i]))) / 2.0f;
+    if (memcmp(&g[i], &want, sizeof want) != 0)
+      fprintf(stderr, "rank %d: grad %zu = %.9g, want %.9g (%.9g, %.9g)\n", rank, i, (double)g[i],
+              (double)want, (double)both[i], (double)both[n + i]);
+    CHECK(memcmp(&g[i], &want, sizeof want) == 0);
+    unlike_fp32 += g[i] != (both[i] + both[n + i]) / 2.0f;
+  }
+  CHECK(unlike_fp32 > n / 2);
+
+  /* Training: both ranks stay bit-identical; rank 0 compares with the fp32 reduction and one
+   * process with the double batch. */
+  cohort_gpt_init_weights(gpt, 1234);
+  CHECK(train_steps(gpt, r, rank * B, B, &error));
+  g_autofree float *all = g_new(float, 2 * n);
+  CHECK(cohort_comm_all_gather(c, cohort_gpt_params(gpt), n * sizeof(float), all, 20, &error));
+  CHECK(memcmp(all, all + n, n * sizeof(float)) == 0);
+
+  CHECK(cohort_reducer_set_precision(r, COHORT_REDUCE_FP32, &error));
+  g_autoptr(CohortGpt) gpt32 = tiny_gpt(B);
+  cohort_reducer_free(r);
+  r = cohort_reducer_new(c, cohort_gpt_grads(gpt32), n, tensors, nt, 0.015, 0.008);
+  cohort_gpt_set_grad_ready_func(gpt32, cohort_reducer_grad_ready, r);
+  CHECK(train_steps(gpt32, r, rank * B, B, &error));
+  cohort_reducer_free(r);
+  if (rank == 0) {
+    g_autoptr(CohortGpt) one = tiny_gpt(2 * B);
+    CHECK(train_steps(one, NULL, 0, 2 * B, &error));
+    const float *w1 = cohort_gpt_params(one);
+    double d16 = max_abs_diff_f(cohort_gpt_params(gpt), w1, n);
+    double d32 = max_abs_diff_f(cohort_gpt_params(gpt32), w1, n);
+    g_autoptr(CohortGpt) init = tiny_gpt(B);
+    double moved = max_abs_diff_f(w1, cohort_gpt_params(init), n);
+    double sum16 = 0, sum32 = 0;
+    for (size_t i = 0; i < n; i++) {
+      sum16 += fabs((double)cohort_gpt_params(gpt)[i] - w1[i]);
+      sum32 += fabs((double)cohort_gpt_params(gpt32)[i] - w1[i]);
+    }
+    fprintf(stderr,
+            "after %d steps: max |w_bf16 - w_1| = %.3g (mean %.3g), max |w_fp32 - w_1| = %.3g "
+            "(mean %.3g), weights moved up to %.3g\n",
+            STEPS, d16, sum16 / n, d32, sum32 / n, moved);
+    CHECK(moved > 0.5 * LR * STEPS); /* it trained */
+    CHECK(sum16 / n <= BF16_MEAN_TOL(LR, STEPS));
+    CHECK(sum16 > 10 * sum32);
+    CHECK(memcmp(cohort_gpt_params(gpt), cohort_gpt_params(gpt32), n * sizeof(float)) != 0);
+  }
+  (void)world;
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+static void test_reducer_gpt(void)
+{
+  if (have_gloo())
+    run_ranks(2, reducer_gpt);
+}
+
+/* ---- cohort-train ---- */
+
+/* cohort-train (spawn mode when nproc > 1) on the sample text with `extra` settings; returns
+ * the final weights. */
+static GArray *train_weights(int nproc, const char *const *extra)
+{
+  static const char *const base[] = {
+      "n_layer=2",    "n_head=2",     "n_embd=32",           "seq_len=32",         "warmup_steps=1",
+      "eval_every=0", "eval_steps=2", "sample_every=0",      "save_every=0",       "threads=1",
+      "timeout_s=20", "max_steps=6",  "learning_rate=0.001", "bucket_cap_mb=0.05", NULL};
+  g_autofree char *ws = tu_mkdtemp("reduce-bf16");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  const char *exe = g_getenv("COHORT_TRAIN");
+  g_assert_nonnull(exe);
+  g_ptr_array_add(argv, g_strdup(exe));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup_printf("--nproc=%d", nproc));
+  for (guint i = 0; base[i]; i++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(base[i]));
+  }
+  for (guint i = 0; extra[i]; i++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(extra[i]));
+  }
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("workspace_dir=%s", ws));
+  g_ptr_array_add(argv, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *err = NULL;
+  int status = 0;
+  g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
+               &status, &error);
+  g_assert_no_error(error);
+  if (!g_spawn_check_wait_status(status, NULL))
+    g_test_message("cohort-train failed: %s", err);
+  g_assert_true(g_spawn_check_wait_status(status, NULL));
+  g_autofree char *path = g_build_filename(ws, "model.safetensors", NULL);
+  GArray *w = tu_read_weights(path);
+  tu_rm_rf(ws);
+  return w;
+}
+
+static void weight_diffs(GArray *a, GArray *b, double *max, double *mean)
+{
+  g_assert_cmpuint(a->len, ==, b->len);
+  double worst = 0, sum = 0;
+  for (guint i = 0; i < a->len; i++) {
+    double d = fabs((double)g_array_index(a, float, i) - g_array_index(b, float, i));
+    worst = MAX(worst, d);
+    sum += d;
+  }
+  *max = worst;
+  *mean = sum / a->len;
+}
+
+static void test_trainer(void)
+{
+  if (!have_gloo())
+    return;
+  g_autoptr(GArray) w16 =
+      train_weights(2, (const char *[]){"batch_size=4", "reduce_precision=bf16", NULL});
+  g_autoptr(GArray) w32 =
+      train_weights(2, (const char *[]){"batch_size=4", "reduce_precision=fp32", NULL});
+  g_autoptr(GArray) w1 = train_weights(1, (const char *[]){"batch_size=8", NULL});
+  double max16, mean16, max32, mean32;
+  weight_diffs(w16, w1, &max16, &mean16);
+  weight_diffs(w32, w1, &max32, &mean32);
+  g_test_message("2 ranks bf16 vs 1 rank: max %.3g mean %.3g; fp32: max %.3g mean %.3g", max16,
+                 mean16, max32, mean32);
+  g_assert_cmpfloat(mean16, <=, BF16_MEAN_TOL(0.001, 6));
+  /* The setting took effect: bf16 is not the fp32 reduction, and far less exact. */
+  g_assert_cmpint(memcmp(w16->data, w32->data, w16->len * sizeof(float)), !=, 0);
+  g_assert_cmpfloat(mean16, >, 10 * mean32);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/reduce-bf16/reference-rounding", test_reference_rounding);
+  g_test_add_func("/reduce-bf16/local", test_local);
+  g_test_add_func("/reduce-bf16/gloo/2-ranks-exact", test_gloo_exact);
+  g_test_add_func("/reduce-bf16/gloo/3-ranks", test_gloo_three);
+  g_test_add_func("/reduce-bf16/gloo/peer-exits", test_peer_exits);
+  g_test_add_func("/reduce-bf16/gloo/peer-late", test_peer_late);
+  g_test_add_func("/reduce-bf16/reducer/2-ranks", test_reducer_synthetic_2);
+  g_test_add_func("/reduce-bf16/reducer/3-ranks", test_reducer_synthetic_3);
+  g_test_add_func("/reduce-bf16/reducer/gpt", test_reducer_gpt);
+  g_test_add_func("/reduce-bf16/trainer/2-ranks", test_trainer);
+  return g_test_run();
+}
