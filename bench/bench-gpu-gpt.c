@@ -35,22 +35,11 @@ typedef struct {
   double peak[4]; /* indexed like precision_names */
 } GpuPeaks;
 
+#if COHORT_HAVE_CUDA
 static const GpuPeaks h100_sxm = {"H100 SXM", {67, 495, 989, 989}};
 static const GpuPeaks h200 = {"H200", {67, 495, 989, 989}};
 static const GpuPeaks h100_pcie = {"H100 PCIe", {51, 378, 756, 756}};
 static const GpuPeaks a100 = {"A100", {19.5, 156, 312, 312}};
-
-static int cmp_double(const void *a, const void *b)
-{
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-  qsort(v, n, sizeof(double), cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The peaks of a GPU named as the CUDA runtime names it ("NVIDIA H100 80GB HBM3"), or NULL
  * when its peaks are not in the table. The H100 and H200 NVL boards run at lower clocks than
@@ -66,6 +55,19 @@ static const GpuPeaks *peaks_for(const char *name)
   if (strstr(name, "A100"))
     return &a100;
   return NULL;
+}
+#endif
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int parse_choice(const char *opt, const char *value, const char *const *names, int n)
