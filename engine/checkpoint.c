@@ -1,6 +1,8 @@
 /* Checkpoint folders: atomic save, pruning, discovery and verified load. */
 #include "engine/checkpoint.h"
 
+#include <math.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -197,6 +199,13 @@ static char *state_json(const CohortConfig *cfg, const CohortTrainState *st, con
   g_string_append_printf(out, "  \"tokens_seen\": %" G_GINT64_FORMAT ",\n", st->tokens_seen);
   /* A string: JSON numbers lose uint64 precision in many readers. */
   g_string_append_printf(out, "  \"sample_rng\": \"%" G_GUINT64_FORMAT "\",\n", st->sample_rng);
+  char scale[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd(scale, sizeof scale, "%.17g", st->loss_scale);
+  /* %.17g of a whole number has no '.', which is still a JSON number; readers take it. */
+  g_string_append_printf(out, "  \"loss_scale\": %s,\n", scale);
+  g_string_append_printf(out, "  \"scale_good_steps\": %" G_GINT64_FORMAT ",\n",
+                         st->scale_good_steps);
+  g_string_append_printf(out, "  \"skipped_steps\": %" G_GINT64_FORMAT ",\n", st->skipped_steps);
   g_string_append_printf(out, "  \"has_ema\": %s,\n", has_ema ? "true" : "false");
   g_string_append_printf(out, "  \"has_optim\": %s,\n", has_optim ? "true" : "false");
   g_string_append_printf(out, "  \"model_sha256\": \"%s\",\n", sha);
@@ -440,6 +449,26 @@ gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *op
   if (!g_ascii_string_to_unsigned(rng, 10, 0, G_MAXUINT64, &s.sample_rng, NULL))
     return corrupt(error, state_path, "\"sample_rng\" \"%s\" is not an unsigned 64-bit integer",
                    rng);
+  /* Optional: absent in checkpoints from before fp16 training (see CohortTrainState). */
+  if (json_object_has_member(o, "loss_scale")) {
+    JsonNode *ls = json_object_get_member(o, "loss_scale");
+    GType t = JSON_NODE_HOLDS_VALUE(ls) ? json_node_get_value_type(ls) : G_TYPE_INVALID;
+    if (t != G_TYPE_DOUBLE && t != G_TYPE_INT64)
+      return corrupt(error, state_path, "\"loss_scale\" is not a number");
+    s.loss_scale = json_node_get_double(ls);
+    if (!(s.loss_scale >= 0) || isinf(s.loss_scale))
+      return corrupt(error, state_path, "\"loss_scale\" %g is not a finite number >= 0",
+                     s.loss_scale);
+    if (!get_int(o, state_path, "scale_good_steps", &s.scale_good_steps, error) ||
+        !get_int(o, state_path, "skipped_steps", &s.skipped_steps, error))
+      return FALSE;
+    if (s.scale_good_steps < 0 || s.skipped_steps < 0 || s.skipped_steps > s.step)
+      return corrupt(error, state_path,
+                     "\"scale_good_steps\" %" G_GINT64_FORMAT
+                     " or \"skipped_steps\" %" G_GINT64_FORMAT
+                     " is out of range (0 to step %" G_GINT64_FORMAT ")",
+                     s.scale_good_steps, s.skipped_steps, s.step);
+  }
   const char *want_sha = get_string(o, state_path, "model_sha256", error);
   if (!want_sha)
     return FALSE;

@@ -34,6 +34,12 @@ typedef struct {
   gint64 batch_in_epoch; /* batches of the epoch already consumed */
   gint64 tokens_seen;
   guint64 sample_rng; /* state of the sampling (text generation) RNG */
+  /* fp16's dynamic loss scaling (1, 0, 0 in other precisions). A checkpoint without these
+   * (written before they existed) loads them as 0, 0, 0: the trainer then starts the scale
+   * afresh from loss_scale_init. */
+  double loss_scale;       /* the scale the next step multiplies the loss by */
+  gint64 scale_good_steps; /* steps in a row without overflow since the scale last changed */
+  gint64 skipped_steps;    /* steps whose update was skipped (overflow); AdamW's count skips them */
 } CohortTrainState;
 
 /* Saves a checkpoint for st->step under `workspace` (the folders are created). `opt` may be

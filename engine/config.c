@@ -510,13 +510,6 @@ gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *sour
                 src(source));
     return FALSE;
   }
-  if (cfg->precision != COHORT_PRECISION_FP32) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                "%s: key \"precision\": \"%s\" is not supported: bf16 and fp16 are not built "
-                "yet (CPU and GPU compute in fp32 only); use \"fp32\"",
-                src(source), cfg->precision == COHORT_PRECISION_BF16 ? "bf16" : "fp16");
-    return FALSE;
-  }
   return TRUE;
 }
 

@@ -178,9 +178,9 @@ char *cohort_config_get(const CohortConfig *cfg, const char *key);
  * cohort_config_set call it; a config that passes can be saved and edited. */
 gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error);
 
-/* What this build can run (COHORT_CONFIG_ERROR_UNSUPPORTED): device "cuda" and precision
- * other than fp32 until the GPU path is built. The trainer calls it before starting, so a
- * preset for a GPU still loads and edits everywhere. */
+/* What this build can run (COHORT_CONFIG_ERROR_UNSUPPORTED): device "cuda" needs a build with
+ * the CUDA path. The trainer calls it before starting, so a preset for a GPU still loads and
+ * edits everywhere. */
 gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source, GError **error);
 
 /* A stable hex digest of the resolved config, ranks compare it at start. */

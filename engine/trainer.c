@@ -212,6 +212,35 @@ static gboolean export_model(Run *r, char **model_path, GError **error)
   return TRUE;
 }
 
+static const char *gemm_mode_name(CohortGemmMode m)
+{
+  switch (m) {
+  case COHORT_GEMM_TF32:
+    return "tf32";
+  case COHORT_GEMM_BF16:
+    return "bf16";
+  case COHORT_GEMM_FP16:
+    return "fp16";
+  case COHORT_GEMM_FP32:
+  default:
+    return "fp32";
+  }
+}
+
+/* The GEMM mode a config asks for. TF32 is only a permission: the CPU computes fp32. */
+static CohortGemmMode gemm_mode_for(const CohortConfig *cfg, const CohortBackend *be)
+{
+  switch (cfg->precision) {
+  case COHORT_PRECISION_BF16:
+    return COHORT_GEMM_BF16;
+  case COHORT_PRECISION_FP16:
+    return COHORT_GEMM_FP16;
+  case COHORT_PRECISION_FP32:
+  default:
+    return cfg->allow_tf32 && be != cohort_backend_cpu() ? COHORT_GEMM_TF32 : COHORT_GEMM_FP32;
+  }
+}
+
 static void emit_start(Run *r, const char *resumed_from, int threads)
 {
   const CohortConfig *cfg = r->cfg;
@@ -226,6 +255,11 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
   if (r->dev.cuda_device >= 0)
     json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
   json_object_set_int_member(f, "threads", threads);
+  g_autofree char *precision = cohort_config_get(cfg, "precision");
+  json_object_set_string_member(f, "precision", precision);
+  json_object_set_string_member(f, "gemm", gemm_mode_name(r->be->get_gemm_mode()));
+  if (cfg->precision == COHORT_PRECISION_FP16)
+    json_object_set_double_member(f, "loss_scale", r->st.loss_scale);
   json_object_set_int_member(f, "world_size", world);
   json_object_set_int_member(f, "batch_size", cfg->batch_size);
   json_object_set_int_member(f, "gradient_accumulation_steps", cfg->gradient_accumulation_steps);
@@ -255,12 +289,17 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
           ? cohort_device_describe(&r->dev)
           : g_strdup_printf("cpu (%d thread%s per rank)", threads, threads == 1 ? "" : "s");
   cohort_progress_log(r->progress, "info",
-                      "training %s: %.2fM parameters on %s, "
+                      "training %s: %.2fM parameters on %s in %s (%s matrix products), "
                       "%d rank%s, global batch %d × %d tokens, lr %.3g (scaling %s), "
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
-                      run_name, params_m, where, world, world == 1 ? "" : "s",
-                      cohort_config_global_batch(cfg, world), cfg->seq_len, r->base_lr, scaling,
-                      r->total_steps, r->steps_per_epoch);
+                      run_name, params_m, where, precision, gemm_mode_name(r->be->get_gemm_mode()),
+                      world, world == 1 ? "" : "s", cohort_config_global_batch(cfg, world),
+                      cfg->seq_len, r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
+  if (cfg->precision != COHORT_PRECISION_FP32 && r->dev.cuda_device < 0)
+    cohort_progress_log(r->progress, "info",
+                        "%s on the CPU rounds the matrix-product operands as a GPU's tensor "
+                        "cores would; it is for checking numerics and is slower than fp32 here",
+                        precision);
 }
 
 static gboolean open_data(Run *r, const char *cache_dir, GError **error)
@@ -355,6 +394,7 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
       r->ema_host = g_new(float, n);
   }
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
+  gboolean keep_scale = FALSE;
 
   g_autofree char *ckpt = NULL;
   if (o->resume && g_str_equal(o->resume, "auto"))
@@ -382,6 +422,7 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
         return FALSE;
       }
     }
+    keep_scale = saved->precision == COHORT_PRECISION_FP16 && r->st.loss_scale > 0;
     if (r->ema && !saved->ema_decay)
       r->be->copy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
     *resumed_from = g_steal_pointer(&ckpt);
@@ -398,6 +439,14 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
       return FALSE;
     if (r->ema)
       r->be->copy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
+  }
+  /* The loss scale carries over from an fp16 checkpoint; otherwise fp16 starts it afresh. */
+  if (cfg->precision != COHORT_PRECISION_FP16) {
+    r->st.loss_scale = 1.0;
+    r->st.scale_good_steps = 0;
+  } else if (!keep_scale) {
+    r->st.loss_scale = cfg->loss_scale_init;
+    r->st.scale_good_steps = 0;
   }
   return TRUE;
 }
@@ -422,13 +471,19 @@ static void run_free(Run *r)
 /* One optimizer step: accum micro-batches, gradient reduction, clipping, AdamW, EMA.
  * Returns the mean loss over the global batch. */
 static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *lr_out,
-                           GError **error)
+                           double *scale_out, gboolean *skipped_out, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   size_t n = cohort_gpt_num_params(r->gpt);
   float *params = cohort_gpt_params(r->gpt);
   float *grads = cohort_gpt_grads(r->gpt);
   double loss_sum = 0;
+  /* fp16: the loss (so every gradient) is multiplied by the scale, which lifts small
+   * gradients out of fp16's underflow in the matrix products, and divided out again below. */
+  gboolean fp16 = cfg->precision == COHORT_PRECISION_FP16;
+  float scale = fp16 ? (float)r->st.loss_scale : 1.0f;
+  *scale_out = scale;
+  *skipped_out = FALSE;
 
   cohort_gpt_zero_grad(r->gpt);
   for (int m = 0; m < r->accum; m++) {
@@ -439,7 +494,7 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, m == r->accum - 1);
     loss_sum += cohort_gpt_forward(r->gpt, r->inputs, r->targets, r->B, r->T);
-    cohort_gpt_backward(r->gpt, 1.0f / (float)r->accum);
+    cohort_gpt_backward(r->gpt, scale / (float)r->accum);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
@@ -448,16 +503,34 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
     return FALSE;
   *loss_out = loss / r->opts->world_size;
 
+  if (fp16)
+    r->be->scale(grads, n, 1.0f / scale);
   *norm_out = cohort_clip_grad_norm_on(r->be, grads, n, cfg->grad_clip);
   double lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
                            (int)r->st.step, (int)r->total_steps);
   *lr_out = lr;
-  guint n_tensors = 0;
-  const CohortTensorInfo *tensors = cohort_gpt_tensors(r->gpt, &n_tensors);
-  cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2, cfg->eps,
-                    cfg->weight_decay, (int)r->st.step + 1);
-  if (r->ema)
-    cohort_ema_update_on(r->be, r->ema, params, n, cfg->ema_decay);
+  /* An inf or NaN gradient (an fp16 overflow) skips the update and halves the scale; a run of
+   * clean steps doubles it (PyTorch's GradScaler). Every rank holds the same reduced
+   * gradients, so every rank takes the same decision. */
+  if (fp16 && !isfinite(*norm_out)) {
+    *skipped_out = TRUE;
+    r->st.skipped_steps++;
+    r->st.loss_scale *= 0.5;
+    r->st.scale_good_steps = 0;
+  } else {
+    guint n_tensors = 0;
+    const CohortTensorInfo *tensors = cohort_gpt_tensors(r->gpt, &n_tensors);
+    /* AdamW counts the updates it made, as torch.optim's state "step" does. */
+    int t = (int)(r->st.step - r->st.skipped_steps) + 1;
+    cohort_adamw_step(r->opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2,
+                      cfg->eps, cfg->weight_decay, t);
+    if (r->ema)
+      cohort_ema_update_on(r->be, r->ema, params, n, cfg->ema_decay);
+    if (fp16 && ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
+      r->st.loss_scale *= 2.0;
+      r->st.scale_good_steps = 0;
+    }
+  }
   if (!cohort_device_check(&r->dev, error))
     return FALSE;
 
@@ -500,6 +573,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
                                  &r->dev, error))
     return FALSE;
   r->be = r->dev.be;
+  r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
   if (opts->rank == 0 && r->dev.cuda_device >= 0)
     cohort_device_log_local(cfg, opts->local_world_size, r->progress);
 
@@ -531,8 +605,9 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
       break;
     }
     gint64 t0 = g_get_monotonic_time();
-    double norm, lr;
-    if (!train_step(r, &loss, &norm, &lr, error))
+    double norm, lr, scale;
+    gboolean skipped;
+    if (!train_step(r, &loss, &norm, &lr, &scale, &skipped, error))
       goto out;
     gint64 t1 = g_get_monotonic_time();
     window_t[r->st.step % WINDOW] = t1;
@@ -551,14 +626,27 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     json_object_set_int_member(f, "epoch", r->st.epoch);
     json_object_set_int_member(f, "epoch_step", r->st.batch_in_epoch / r->accum);
     json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
-    json_object_set_double_member(f, "loss", loss);
+    /* Not finite after an fp16 overflow (or a diverged run): absent, per the protocol. */
+    if (isfinite(loss))
+      json_object_set_double_member(f, "loss", loss);
     json_object_set_double_member(f, "lr", lr);
-    json_object_set_double_member(f, "grad_norm", norm);
+    if (isfinite(norm))
+      json_object_set_double_member(f, "grad_norm", norm);
     json_object_set_double_member(f, "tokens_per_s", tok_s);
     json_object_set_double_member(f, "elapsed_s", (double)(t1 - t_start) / 1e6);
     if (eta >= 0 && done_here >= 2)
       json_object_set_double_member(f, "eta_s", eta);
+    if (cfg->precision == COHORT_PRECISION_FP16) {
+      json_object_set_double_member(f, "loss_scale", scale);
+      json_object_set_boolean_member(f, "skipped", skipped);
+      json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
+    }
     cohort_progress_emit(r->progress, "step", f);
+    if (skipped)
+      cohort_progress_log(r->progress, "warning",
+                          "step %" G_GINT64_FORMAT ": gradients overflowed at loss scale %g; "
+                          "update skipped, scale now %g",
+                          r->st.step, scale, r->st.loss_scale);
     g_autofree char *eta_text = cohort_format_duration(eta);
     cohort_progress_status(
         r->progress, r->st.step % print_every == 0 || r->st.step == r->total_steps,
@@ -606,6 +694,8 @@ out:
     json_object_set_double_member(f, "elapsed_s", (double)(g_get_monotonic_time() - t_begin) / 1e6);
     if (!isnan(loss))
       json_object_set_double_member(f, "final_loss", loss);
+    if (cfg->precision == COHORT_PRECISION_FP16)
+      json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
     if (r->have_val_loss)
       json_object_set_double_member(f, "val_loss", r->last_val_loss);
     if (model_path)
@@ -621,5 +711,8 @@ out:
   if (stopped)
     *stopped = was_stopped;
   run_free(r);
+  /* The mode is the backend's, for the whole process: leave it as found for later users. */
+  if (r->be)
+    r->be->set_gemm_mode(COHORT_GEMM_FP32);
   return ok;
 }
