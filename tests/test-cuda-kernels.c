@@ -141,8 +141,12 @@ static void test_device_info(void)
                  info.total_bytes / 1073741824.0, info.cc_major, info.cc_minor, info.sm_count);
 }
 
-/* One GEMM of each transpose combination, with row strides wider than the rows. */
-static void gemm_case(int ta, int tb, int tf32)
+static const char *const mode_names[] = {"fp32", "tf32", "bf16", "fp16"};
+
+/* One GEMM of each transpose combination, with row strides wider than the rows, in GEMM mode
+ * `mode` on both backends (the CPU computes tf32 as fp32, and bf16/fp16 as fp32 products of
+ * the rounded operands). */
+static void gemm_case(int ta, int tb, CohortGemmMode mode)
 {
   enum { M = 37, N = 29, K = 53, PAD = 3 };
   g_autoptr(GRand) r = g_rand_new_with_seed(100 + 2 * ta + tb);
@@ -154,34 +158,75 @@ static void gemm_case(int ta, int tb, int tf32)
   float *c = rand_floats(r, nc, -1, 1);
   float *ca = on_cpu(a, na * 4), *cb = on_cpu(b, nb * 4), *cc = on_cpu(c, nc * 4);
   float *ga = on_gpu(a, na * 4), *gb = on_gpu(b, nb * 4), *gc = on_gpu(c, nc * 4);
-  cohort_cuda_set_tf32(tf32);
+  cpu->set_gemm_mode(mode);
+  gpu->set_gemm_mode(mode);
+  g_assert_cmpint(gpu->get_gemm_mode(), ==, mode);
   cpu->gemm(ta, tb, M, N, K, 0.7f, ca, lda, cb, ldb, 0.3f, cc, ldc);
   gpu->gemm(ta, tb, M, N, K, 0.7f, ga, lda, gb, ldb, 0.3f, gc, ldc);
-  cohort_cuda_set_tf32(0);
-  g_autofree char *what = g_strdup_printf("gemm ta=%d tb=%d tf32=%d", ta, tb, tf32);
-  /* fp32: sums of 53 products of values in [-1, 1]; TF32 keeps 10 mantissa bits. */
-  expect_close(what, cc, gc, nc, tf32 ? 2e-2 : 1e-5, tf32 ? 1e-2 : 1e-5);
+  cpu->set_gemm_mode(COHORT_GEMM_FP32);
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  g_autofree char *what = g_strdup_printf("gemm ta=%d tb=%d %s", ta, tb, mode_names[mode]);
+  /* fp32: sums of 53 products of values in [-1, 1]. TF32 keeps 10 mantissa bits of each
+   * operand, and the CPU has none. bf16/fp16: both backends multiply the same rounded
+   * operands exactly and add in fp32, so only the order of the sums differs. */
+  if (mode == COHORT_GEMM_TF32)
+    expect_close(what, cc, gc, nc, 2e-2, 1e-2);
+  else
+    expect_close(what, cc, gc, nc, 2e-5, 1e-5);
   cpu->free(ca), cpu->free(cb), cpu->free(cc);
   gpu->free(ga), gpu->free(gb), gpu->free(gc);
   g_free(a), g_free(b), g_free(c);
 }
 
-static void test_gemm(void)
+static void test_gemm_mode(gconstpointer data)
 {
   if (!need_gpu())
     return;
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
-      gemm_case(ta, tb, 0);
+      gemm_case(ta, tb, (CohortGemmMode)GPOINTER_TO_INT(data));
 }
 
-static void test_gemm_tf32(void)
+/* fp16's range on the GPU as on the CPU: an operand past 65504 gives inf. */
+static void test_gemm_fp16_overflow(void)
 {
   if (!need_gpu())
     return;
-  for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++)
-      gemm_case(ta, tb, 1);
+  float a[2] = {70000.0f, 1.0f}, b[2] = {1.0f, 1.0f}, c = 0;
+  float *ga = on_gpu(a, sizeof a), *gb = on_gpu(b, sizeof b), *gc = on_gpu(&c, sizeof c);
+  gpu->set_gemm_mode(COHORT_GEMM_FP16);
+  gpu->gemm(0, 0, 1, 1, 2, 1.0f, ga, 2, gb, 1, 0.0f, gc, 1);
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  gpu->download(&c, gc, sizeof c);
+  assert_no_cuda_error("gemm fp16 overflow");
+  g_assert_true(isinf(c));
+  gpu->free(ga), gpu->free(gb), gpu->free(gc);
+}
+
+/* The bf16 conversions of the gradient all-reduce: the same bits as the CPU's. */
+static void test_bf16_conversions(void)
+{
+  if (!need_gpu())
+    return;
+  const size_t n = 1000003;
+  g_autoptr(GRand) r = g_rand_new_with_seed(77);
+  g_autofree float *x = rand_floats(r, n, -3e4, 3e4);
+  x[0] = INFINITY, x[1] = -0.0f, x[2] = 1e-40f, x[3] = 3.3961776e38f;
+  g_autofree guint16 *want_h = g_new(guint16, n);
+  g_autofree guint16 *got_h = g_new(guint16, n);
+  g_autofree float *want_f = g_new(float, n);
+  cpu->to_bf16(want_h, x, n);
+  cpu->from_bf16(want_f, want_h, n, 0.25f);
+  float *gx = on_gpu(x, n * sizeof(float));
+  guint16 *gh = gpu->alloc(n * sizeof(guint16));
+  float *gf = gpu->alloc(n * sizeof(float));
+  gpu->to_bf16(gh, gx, n);
+  gpu->from_bf16(gf, gh, n, 0.25f);
+  gpu->download(got_h, gh, n * sizeof(guint16));
+  assert_no_cuda_error("to_bf16");
+  g_assert_cmpmem(got_h, n * sizeof(guint16), want_h, n * sizeof(guint16));
+  expect_close("from_bf16", want_f, gf, n, 0, 0);
+  gpu->free(gx), gpu->free(gh), gpu->free(gf);
 }
 
 static void test_bias(void)
@@ -493,8 +538,12 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda/probe", test_probe);
   g_test_add_func("/cuda/no-device-alloc", test_no_device_alloc);
   g_test_add_func("/cuda/device-info", test_device_info);
-  g_test_add_func("/cuda/gemm", test_gemm);
-  g_test_add_func("/cuda/gemm-tf32", test_gemm_tf32);
+  g_test_add_data_func("/cuda/gemm", GINT_TO_POINTER(COHORT_GEMM_FP32), test_gemm_mode);
+  g_test_add_data_func("/cuda/gemm-tf32", GINT_TO_POINTER(COHORT_GEMM_TF32), test_gemm_mode);
+  g_test_add_data_func("/cuda/gemm-bf16", GINT_TO_POINTER(COHORT_GEMM_BF16), test_gemm_mode);
+  g_test_add_data_func("/cuda/gemm-fp16", GINT_TO_POINTER(COHORT_GEMM_FP16), test_gemm_mode);
+  g_test_add_func("/cuda/gemm-fp16-overflow", test_gemm_fp16_overflow);
+  g_test_add_func("/cuda/bf16-conversions", test_bf16_conversions);
   g_test_add_func("/cuda/bias", test_bias);
   g_test_add_func("/cuda/embedding", test_embedding);
   g_test_add_func("/cuda/layernorm", test_layernorm);
