@@ -67,6 +67,33 @@ static void test_replay(void)
   g_assert_nonnull(strstr(log, "step 6: val loss 5.0055"));
   g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed: 6 steps"));
   g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==, cohort_run_get_summary(run));
+  g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* An fp16 run (recorded from cohort-train: loss_scale_init 2^32, 14 steps of which the first
+ * 11 overflowed) shows its loss scale and skipped steps; a later fp32 stream hides it again. */
+static void test_replay_fp16(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", "progress-fp16.jsonl", NULL);
+  cohort_window_replay(win, path);
+  CohortRun *run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 10));
+  GtkWidget *page = cohort_window_get_run_page(win);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "14 of 14");
+  g_assert_true(cohort_run_page_figure_shown(page, "loss_scale"));
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "loss_scale"), ==, "2097152, 11 steps skipped");
+  /* Skipped steps have a loss but no gradient norm: all 14 are on the chart. */
+  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 14);
+  g_autofree char *log = cohort_run_page_get_log(page);
+  g_assert_nonnull(strstr(log, "step 1: gradients overflowed at loss scale"));
+
+  g_autofree char *fp32 = g_test_build_filename(G_TEST_DIST, "ui", "progress-sample.jsonl", NULL);
+  cohort_window_replay(win, fp32);
+  run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 10));
+  g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -226,6 +253,7 @@ int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/run/replay", test_replay);
+  g_test_add_func("/ui/run/replay-fp16", test_replay_fp16);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
   g_test_add_func("/ui/run/real-single", test_real_single);

@@ -12,6 +12,7 @@ typedef struct {
   GtkWidget *chart;
   GtkWidget *ranks_grid;
   GtkWidget *ranks_placeholder;
+  GtkWidget *loss_scale_box; /* shown only for fp16 runs, which report a loss scale */
   GtkTextBuffer *log;
   GtkWidget *log_view;
   guint n_ranks;
@@ -141,6 +142,9 @@ GtkWidget *cohort_run_page_new(void)
   figure(p, grid, 1, 1, "tokens_per_s", _("Tokens per second"));
   figure(p, grid, 2, 1, "eta", _("Time left"));
   figure(p, grid, 3, 1, "elapsed", _("Elapsed"));
+  p->loss_scale_box =
+      gtk_widget_get_parent(figure(p, grid, 0, 2, "loss_scale", _("Loss scale (fp16)")));
+  gtk_widget_set_visible(p->loss_scale_box, FALSE);
   gtk_box_append(GTK_BOX(page), grid);
 
   GtkWidget *middle = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
@@ -192,8 +196,8 @@ GtkWidget *cohort_run_page_new(void)
 void cohort_run_page_reset(GtkWidget *page)
 {
   RunPage *p = get(page);
-  const char *names[] = {"step", "epoch",        "loss", "val_loss",
-                         "lr",   "tokens_per_s", "eta",  "elapsed"};
+  const char *names[] = {"step",         "epoch", "loss",    "val_loss",  "lr",
+                         "tokens_per_s", "eta",   "elapsed", "loss_scale"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++)
     set_figure(p, names[i], "–");
   set_figure(p, "sample", _("No sample yet."));
@@ -206,6 +210,7 @@ void cohort_run_page_reset(GtkWidget *page)
   while ((child = gtk_widget_get_first_child(p->ranks_grid)) != NULL)
     gtk_grid_remove(GTK_GRID(p->ranks_grid), child);
   gtk_widget_set_visible(p->ranks_placeholder, TRUE);
+  gtk_widget_set_visible(p->loss_scale_box, FALSE);
   p->n_ranks = 0;
   p->slowest = -1;
   p->total_steps = 0;
@@ -272,6 +277,17 @@ static void show_step(RunPage *p, JsonObject *ev)
   if (!isnan(elapsed)) {
     g_autofree char *l = format_duration(elapsed);
     set_figure(p, "elapsed", l);
+  }
+  double scale = num(ev, "loss_scale", NAN);
+  if (!isnan(scale)) {
+    int skipped = (int)num(ev, "skipped_steps", 0);
+    g_autofree char *l =
+        skipped > 0
+            ? g_strdup_printf(ngettext("%.0f, %d step skipped", "%.0f, %d steps skipped", skipped),
+                              scale, skipped)
+            : g_strdup_printf("%.0f", scale);
+    set_figure(p, "loss_scale", l);
+    gtk_widget_set_visible(p->loss_scale_box, TRUE);
   }
 }
 
@@ -431,4 +447,10 @@ char *cohort_run_page_get_log(GtkWidget *page)
   GtkTextIter a, b;
   gtk_text_buffer_get_bounds(p->log, &a, &b);
   return gtk_text_buffer_get_text(p->log, &a, &b, FALSE);
+}
+
+gboolean cohort_run_page_figure_shown(GtkWidget *page, const char *figure)
+{
+  GtkWidget *label = g_hash_table_lookup(get(page)->figures, figure);
+  return label != NULL && gtk_widget_get_visible(gtk_widget_get_parent(label));
 }

@@ -22,8 +22,11 @@ void cohort_run_page_append_log(GtkWidget *page, const char *line);
 void cohort_run_page_set_status(GtkWidget *page, const char *text);
 
 /* For tests and the screenshot script: the text shown for `figure` ("status", "step",
- * "epoch", "loss", "val_loss", "lr", "tokens_per_s", "eta", "elapsed", "sample"). */
+ * "epoch", "loss", "val_loss", "lr", "tokens_per_s", "eta", "elapsed", "loss_scale", "sample"). */
 const char *cohort_run_page_get_figure(GtkWidget *page, const char *figure);
+/* Whether a figure is shown; "loss_scale" is shown only once a step reports a loss scale
+ * (fp16 runs). */
+gboolean cohort_run_page_figure_shown(GtkWidget *page, const char *figure);
 /* The step progress bar's fraction, the chart's point counts, the ranks table. */
 double cohort_run_page_get_step_fraction(GtkWidget *page);
 guint cohort_run_page_count_points(GtkWidget *page, gboolean validation);
