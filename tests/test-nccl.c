@@ -1,13 +1,17 @@
-/* The NCCL backend: one rank on one GPU (every collective on device buffers, values checked),
- * two ranks forked onto the same GPU (a clear error naming both ranks and the GPU), two ranks
- * on two GPUs when there are two, and a device that does not exist (an error, never a crash,
- * with or without a GPU). Cases that need a GPU are skipped without one.
+/* The NCCL backend: one rank on one GPU (every collective on device buffers, values checked,
+ * bfloat16 all-reduce included), the DDP reducer's bf16 reduction over NCCL with one rank
+ * (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked onto the same
+ * GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there are two
+ * (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
+ * crash, with or without a GPU). Cases that need a GPU are skipped without one.
  *
  * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess
  * (g_test_trap_subprocess executes this program again), which forks its ranks before anything
  * touches CUDA. */
 #include "engine/dist/comm.h"
+#include "engine/dist/reducer.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/math-inline.h"
 
 #include <cuda_runtime_api.h>
 #include <glib.h>
@@ -130,6 +134,20 @@ static void test_one_rank(void)
   }
   OK(cohort_comm_all_reduce_f32(c, df, 0, COHORT_REDUCE_SUM, 10, &error));
 
+  /* bfloat16 over one rank: SUM and AVG (ncclAvg) leave the bits as they are. */
+  guint16 *h = g_new(guint16, N), *ho = g_new(guint16, N);
+  for (int i = 0; i < N; i++)
+    h[i] = cohort_f32_to_bf16(f[i] * 1.37f);
+  guint16 *dh = device_copy(h, N * sizeof *h);
+  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+    OK(cohort_comm_all_reduce_bf16(c, dh, N, op, 10, &error));
+    host_copy(ho, dh, N * sizeof *h);
+    g_assert_cmpmem(ho, N * sizeof *h, h, N * sizeof *h);
+  }
+  cudaFree(dh);
+  g_free(h);
+  g_free(ho);
+
   guint8 bytes[1000], got[1000];
   for (int i = 0; i < 1000; i++)
     bytes[i] = (guint8)(i * 7);
@@ -160,6 +178,61 @@ static void test_one_rank(void)
   g_free(fo);
   g_free(d);
   g_free(dout);
+}
+
+/* The DDP reducer's bf16 reduction over NCCL with one rank: each bucket is converted on the
+ * reducer's stream after its event, all-reduced as ncclBfloat16 and divided by 1, so every
+ * gradient ends as its bfloat16 rounding; a no_sync pass changes nothing. */
+static void test_reducer_bf16_one_rank(void)
+{
+  if (!need_gpus(1))
+    return;
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_new_single();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStore) store = cohort_store_open(env, "t", 10, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortComm) c = cohort_comm_new_nccl(store, env, 0, 60, &error);
+  g_assert_no_error(error);
+  enum { N = 50021 };
+  static const size_t sizes[] = {21, 9000, 1, 15000, 26000 - 1};
+  CohortTensorInfo t[G_N_ELEMENTS(sizes)];
+  size_t off = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    t[i] = (CohortTensorInfo){.name = "t", .ndim = 1, .offset = off, .numel = sizes[i]};
+    t[i].shape[0] = (int)sizes[i];
+    off += sizes[i];
+  }
+  g_assert_cmpuint(off, ==, N);
+  float *g = g_new(float, N), *got = g_new(float, N);
+  for (int i = 0; i < N; i++)
+    g[i] = ldexpf(1.0f + (float)((i * 2654435761u) % 8388608u) / 8388608.0f, i % 13 - 6) *
+           (i % 3 ? 1.0f : -1.0f);
+  float *dg = device_copy(g, N * sizeof *g);
+  CohortReducer *r = cohort_reducer_new_cuda(c, dg, N, t, G_N_ELEMENTS(t), 0.04, 0.02, 0, FALSE);
+  g_assert_cmpuint(cohort_reducer_num_buckets(r), >=, 3);
+  g_assert_true(cohort_reducer_set_precision(r, COHORT_REDUCE_BF16, &error));
+  g_assert_no_error(error);
+  for (int sync = 0; sync <= 1; sync++) {
+    cohort_reducer_prepare(r, sync);
+    for (guint i = G_N_ELEMENTS(t); i-- > 0;)
+      cohort_reducer_grad_ready(t[i].offset, t[i].numel, r);
+    g_assert_true(cohort_reducer_finish(r, NULL, &error));
+    g_assert_no_error(error);
+    host_copy(got, dg, N * sizeof *g);
+    size_t rounded = 0;
+    for (int i = 0; i < N; i++) {
+      float want = sync ? cohort_round_bf16(g[i]) : g[i];
+      g_assert_cmpmem(&got[i], sizeof(float), &want, sizeof(float));
+      rounded += got[i] != g[i];
+    }
+    if (sync)
+      g_assert_cmpuint(rounded, >, N / 2);
+  }
+  g_assert_null(cohort_cuda_last_error());
+  cohort_reducer_free(r);
+  cudaFree(dg);
+  g_free(g);
+  g_free(got);
 }
 
 /* ---- forked ranks ---- */
@@ -230,11 +303,27 @@ static int two_gpus(int rank, CohortComm *c)
   CHECK(cudaMemcpy(mine, db, B, cudaMemcpyDeviceToHost) == cudaSuccess);
   for (int i = 0; i < B; i++)
     CHECK(mine[i] == 0x11);
+  /* bfloat16: values whose rounding matters (exact ties among them); NCCL's sum of two
+   * bfloat16 values is the bfloat16 nearest to a + b. */
+  guint16 h[N], want[N];
+  guint16 *dh = NULL;
+  for (int i = 0; i < N; i++) {
+    float a = cohort_round_bf16(1.0f + (float)i / 512.0f), b = i % 2 ? 0x1p-8f : -0.37f * a;
+    h[i] = cohort_f32_to_bf16(rank == 0 ? a : b);
+    want[i] = cohort_f32_to_bf16(a + cohort_round_bf16(b));
+  }
+  CHECK(cudaMalloc((void **)&dh, sizeof h) == cudaSuccess);
+  CHECK(cudaMemcpy(dh, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cohort_comm_all_reduce_bf16(c, dh, N, COHORT_REDUCE_SUM, 30, &e));
+  CHECK(cudaMemcpy(h, dh, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < N; i++)
+    CHECK(h[i] == want[i]);
   CHECK(cohort_comm_barrier(c, 30, &e));
   cudaFree(df);
   cudaFree(dd);
   cudaFree(db);
   cudaFree(dg);
+  cudaFree(dh);
   return 0;
 }
 
@@ -320,6 +409,7 @@ int main(int argc, char **argv)
   g_test_add_func("/nccl/available", test_available);
   g_test_add_func("/nccl/bad-device", test_bad_device);
   g_test_add_func("/nccl/one-rank", test_one_rank);
+  g_test_add_func("/nccl/reducer-bf16-one-rank", test_reducer_bf16_one_rank);
   g_test_add_func("/nccl/same-gpu", test_same_gpu);
   g_test_add_func("/nccl/two-gpus", test_two_gpus);
   return g_test_run();

@@ -691,6 +691,102 @@ static void test_trainer(void)
   g_assert_cmpfloat(mean16, >, 10 * mean32);
 }
 
+/* ---- CUDA (skipped without a GPU) ---- */
+
+#if COHORT_HAVE_CUDA
+static gboolean need_gpu(void)
+{
+  if (cohort_cuda_device_count() > 0)
+    return TRUE;
+  const char *why = cohort_cuda_probe_error();
+  g_autofree char *msg = g_strdup_printf("no CUDA device: %s", why ? why : "none usable");
+  g_test_skip(msg);
+  return FALSE;
+}
+
+/* The reducer's stream conversions give the reference's bits, and divide once. */
+static void test_cuda_conversions(void)
+{
+  if (!need_gpu())
+    return;
+  g_assert_cmpint(cohort_cuda_set_device(0), ==, 0);
+  const CohortBackend *be = cohort_backend_cuda();
+  enum { N = 70001 };
+  g_autofree float *x = g_new(float, N), *back = g_new(float, N);
+  g_autofree guint16 *h = g_new(guint16, N);
+  for (gsize i = 0; i < N; i++)
+    x[i] = i % 4 == 1 ? value(0, i) + value(1, i) : value(0, i); /* ties included */
+  float *dx = be->alloc(N * sizeof(float));
+  guint16 *dh = be->alloc(N * sizeof(guint16));
+  void *stream = cohort_cuda_stream_new(), *done = cohort_cuda_event_new();
+  g_assert_nonnull(stream);
+  be->upload(dx, x, N * sizeof(float));
+  g_assert_cmpint(cohort_cuda_synchronize(), ==, 0);
+  g_assert_cmpint(cohort_cuda_to_bf16_on(stream, NULL, dh, dx, N, done), ==, 0);
+  g_assert_cmpint(cohort_cuda_stream_copy(stream, done, h, dh, N * sizeof(guint16), 1), ==, 0);
+  for (gsize i = 0; i < N; i++)
+    g_assert_cmphex(h[i], ==, ref_bf16(x[i]));
+  g_assert_cmpint(cohort_cuda_from_bf16_div_on(stream, dx, dh, N, 3.0f), ==, 0);
+  be->download(back, dx, N * sizeof(float));
+  for (gsize i = 0; i < N; i++) {
+    float want = bf16_value(ref_bf16(x[i])) / 3.0f;
+    g_assert_cmpmem(&back[i], sizeof(float), &want, sizeof(float));
+  }
+  g_assert_null(cohort_cuda_last_error());
+  cohort_cuda_event_free(done);
+  cohort_cuda_stream_free(stream);
+  be->free(dx);
+  be->free(dh);
+}
+
+/* One rank of 2 sharing GPU 0 through Gloo: device gradients, staged through pinned memory. */
+static int reducer_cuda_staged(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  CHECK(cohort_cuda_set_device(0) == 0);
+  const CohortBackend *be = cohort_backend_cuda();
+  guint nt = 0;
+  g_autofree CohortTensorInfo *t = syn_tensors(&nt);
+  g_autofree float *host = g_new(float, SYN_N), *mine = g_new(float, SYN_N);
+  for (gsize i = 0; i < SYN_N; i++)
+    mine[i] = value(rank, i);
+  float *dev = be->alloc(SYN_N * sizeof(float));
+  CHECK(dev != NULL);
+  be->upload(dev, mine, SYN_N * sizeof(float));
+  CohortReducer *r = cohort_reducer_new_cuda(c, dev, SYN_N, t, nt, 0.05, 0.02, 0, TRUE);
+  CHECK(cohort_reducer_set_precision(r, COHORT_REDUCE_BF16, &error));
+  cohort_reducer_prepare(r, FALSE);
+  syn_backward(r, t, nt);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  be->download(host, dev, SYN_N * sizeof(float));
+  CHECK(memcmp(host, mine, SYN_N * sizeof(float)) == 0);
+  cohort_reducer_prepare(r, TRUE);
+  syn_backward(r, t, nt);
+  CHECK(cohort_reducer_finish(r, NULL, &error));
+  be->download(host, dev, SYN_N * sizeof(float));
+  CHECK(syn_check(rank, world, host));
+  CHECK(cohort_cuda_last_error() == NULL);
+  cohort_reducer_free(r);
+  be->free(dev);
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* CUDA does not survive fork(): the ranks are forked from a fresh run of this program
+ * (g_test_trap_subprocess), before anything touches CUDA. */
+static void test_cuda_staged(void)
+{
+  if (g_test_subprocess()) {
+    run_ranks(2, reducer_cuda_staged);
+    return;
+  }
+  if (!have_gloo() || !need_gpu())
+    return;
+  g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed();
+}
+#endif
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -704,5 +800,10 @@ int main(int argc, char **argv)
   g_test_add_func("/reduce-bf16/reducer/3-ranks", test_reducer_synthetic_3);
   g_test_add_func("/reduce-bf16/reducer/gpt", test_reducer_gpt);
   g_test_add_func("/reduce-bf16/trainer/2-ranks", test_trainer);
+#if COHORT_HAVE_CUDA
+  /* Last: they start CUDA in this process, and the tests above fork. */
+  g_test_add_func("/reduce-bf16/cuda/conversions", test_cuda_conversions);
+  g_test_add_func("/reduce-bf16/cuda/gloo-staged-2-ranks", test_cuda_staged);
+#endif
   return g_test_run();
 }
