@@ -41,13 +41,20 @@ static gboolean group_gone(int pgid)
   return ui_test_wait(group_gone_now, GINT_TO_POINTER(pgid), 5);
 }
 
-static void test_replay(void)
+/* Replays tests/ui/`name` into `win` and waits for its end; returns the run. */
+static CohortRun *replay(CohortWindow *win, const char *name)
 {
-  CohortWindow *win = cohort_window_new(NULL);
-  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", "progress-sample.jsonl", NULL);
+  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", name, NULL);
   cohort_window_replay(win, path);
   CohortRun *run = cohort_window_get_run(win);
   g_assert_true(ui_test_wait(run_finished, run, 10));
+  return run;
+}
+
+static void test_replay(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortRun *run = replay(win, "progress-sample.jsonl");
   GtkWidget *page = cohort_window_get_run_page(win);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "6 of 6");
   g_assert_cmpstr(cohort_run_page_get_figure(page, "epoch"), ==, "1");
@@ -76,10 +83,7 @@ static void test_replay(void)
 static void test_replay_fp16(void)
 {
   CohortWindow *win = cohort_window_new(NULL);
-  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", "progress-fp16.jsonl", NULL);
-  cohort_window_replay(win, path);
-  CohortRun *run = cohort_window_get_run(win);
-  g_assert_true(ui_test_wait(run_finished, run, 10));
+  replay(win, "progress-fp16.jsonl");
   GtkWidget *page = cohort_window_get_run_page(win);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "14 of 14");
   g_assert_true(cohort_run_page_figure_shown(page, "loss_scale"));
@@ -89,10 +93,7 @@ static void test_replay_fp16(void)
   g_autofree char *log = cohort_run_page_get_log(page);
   g_assert_nonnull(strstr(log, "step 1: gradients overflowed at loss scale"));
 
-  g_autofree char *fp32 = g_test_build_filename(G_TEST_DIST, "ui", "progress-sample.jsonl", NULL);
-  cohort_window_replay(win, fp32);
-  run = cohort_window_get_run(win);
-  g_assert_true(ui_test_wait(run_finished, run, 10));
+  replay(win, "progress-sample.jsonl");
   g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
   gtk_window_destroy(GTK_WINDOW(win));
 }
