@@ -466,7 +466,8 @@ static const CohortGptShape tiny = {
 enum { B = 2, T = 16, STEPS = 6 };
 #define LR 1e-3
 
-/* Row `row` of a fixed batch of 2B sequences: rank r trains on rows rB .. rB+B-1. */
+/* Sequences first .. first + rows - 1 of a fixed stream of token rows. At step k both ranks
+ * together take rows 2Bk .. 2Bk + 2B - 1 (rank r the B from 2Bk + rB), one process all 2B. */
 static void batch_rows(int first, int rows, int *inp, int *tgt)
 {
   for (int b = 0; b < rows; b++)
@@ -484,7 +485,8 @@ static gboolean train_steps(CohortGpt *gpt, CohortReducer *r, int first, int row
   guint nt = 0;
   const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &nt);
   g_autoptr(CohortAdamW) opt = cohort_adamw_new(n);
-  g_autofree int *inp = g_new(int, rows *T), *tgt = g_new(int, rows *T);
+  gsize cells = (gsize)rows * T;
+  g_autofree int *inp = g_new(int, cells), *tgt = g_new(int, cells);
   for (int step = 1; step <= STEPS; step++) {
     batch_rows(first + step * 2 * B, rows, inp, tgt);
     cohort_gpt_zero_grad(gpt);
@@ -519,6 +521,7 @@ static double max_abs_diff_f(const float *a, const float *b, size_t n)
 
 static int reducer_gpt(CohortComm *c, int rank, int world)
 {
+  (void)world; /* always 2 */
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortGpt) gpt = tiny_gpt(B);
   size_t n = cohort_gpt_num_params(gpt);
@@ -604,7 +607,6 @@ static int reducer_gpt(CohortComm *c, int rank, int world)
     CHECK(sum16 > 10 * sum32);
     CHECK(memcmp(cohort_gpt_params(gpt), cohort_gpt_params(gpt32), n * sizeof(float)) != 0);
   }
-  (void)world;
   CHECK(cohort_comm_barrier(c, 20, &error));
   return 0;
 }
