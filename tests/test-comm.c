@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "wait-ranks.h"
 
 static void test_local(void)
 {
@@ -178,27 +179,7 @@ static void run_ranks(int world, Scenario s)
     if (pids[r] == 0)
       _exit(child(r, world, port, s));
   }
-  gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
-  int status[8], left = world;
-  gboolean done[8] = {0};
-  while (left > 0 && g_get_monotonic_time() < deadline) {
-    for (int r = 0; r < world; r++) {
-      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-        done[r] = TRUE;
-        left--;
-      }
-    }
-    g_usleep(20000);
-  }
-  for (int r = 0; r < world; r++) {
-    if (!done[r]) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &status[r], 0);
-      g_error("rank %d of %d did not finish within 60 s", r, world);
-    }
-    g_assert_true(WIFEXITED(status[r]));
-    g_assert_cmpint(WEXITSTATUS(status[r]), ==, 0);
-  }
+  tu_wait_ranks(pids, world, 60);
 }
 
 static void test_gloo_2(void)

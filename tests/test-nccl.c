@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "wait-ranks.h"
 
 static gboolean need_gpus(int n)
 {
@@ -354,27 +355,7 @@ static void run_ranks(const int devices[2], Scenario s)
     if (pids[r] == 0)
       _exit(child(r, port, devices[r], s));
   }
-  gint64 deadline = g_get_monotonic_time() + 90 * G_USEC_PER_SEC;
-  int status[2] = {0}, left = 2;
-  gboolean done[2] = {0};
-  while (left > 0 && g_get_monotonic_time() < deadline) {
-    for (int r = 0; r < 2; r++) {
-      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-        done[r] = TRUE;
-        left--;
-      }
-    }
-    g_usleep(20000);
-  }
-  for (int r = 0; r < 2; r++) {
-    if (!done[r]) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &status[r], 0);
-      g_error("rank %d did not finish within 90 s", r);
-    }
-    g_assert_true(WIFEXITED(status[r]));
-    g_assert_cmpint(WEXITSTATUS(status[r]), ==, 0);
-  }
+  tu_wait_ranks(pids, 2, 90);
 }
 
 static void test_same_gpu(void)

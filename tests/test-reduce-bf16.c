@@ -31,6 +31,7 @@
 
 #if COHORT_HAVE_CUDA
 #include "kernels/cuda/backend.h"
+#include "wait-ranks.h"
 #endif
 
 /* ---- the reference rounding ---- */
@@ -147,27 +148,7 @@ static void run_ranks(int world, RankFunc fn)
     if (pids[r] == 0)
       _exit(child(r, world, port, fn));
   }
-  gint64 deadline = g_get_monotonic_time() + 100 * G_USEC_PER_SEC;
-  int status[4] = {0}, left = world;
-  gboolean done[4] = {0};
-  while (left > 0 && g_get_monotonic_time() < deadline) {
-    for (int r = 0; r < world; r++) {
-      if (!done[r] && waitpid(pids[r], &status[r], WNOHANG) == pids[r]) {
-        done[r] = TRUE;
-        left--;
-      }
-    }
-    g_usleep(20000);
-  }
-  for (int r = 0; r < world; r++) {
-    if (!done[r]) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], &status[r], 0);
-      g_error("rank %d of %d did not finish within 100 s", r, world);
-    }
-    g_assert_true(WIFEXITED(status[r]));
-    g_assert_cmpint(WEXITSTATUS(status[r]), ==, 0);
-  }
+  tu_wait_ranks(pids, world, 100);
 }
 
 static gboolean have_gloo(void)

@@ -257,60 +257,47 @@ static gboolean check_comm(CohortComm *c, const char *what, GError **error)
   return TRUE;
 }
 
-gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
-                                    double timeout_s, GError **error)
+/* Every typed all-reduce; `event` NULL orders it after everything queued so far. */
+static gboolean all_reduce(CohortComm *comm, void *buf, gsize count, CohortDtype dtype,
+                           CohortReduceOp op, gpointer event, double timeout_s, GError **error)
 {
   if (!check_comm(comm, "all_reduce", error))
     return FALSE;
   Collective c = {
-      .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F32, .op = op};
+      .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = dtype, .op = op, .event = event};
   return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_reduce_f32(CohortComm *comm, float *buf, gsize count, CohortReduceOp op,
+                                    double timeout_s, GError **error)
+{
+  return all_reduce(comm, buf, count, COHORT_DTYPE_F32, op, NULL, timeout_s, error);
 }
 
 gboolean cohort_comm_all_reduce_f32_after(CohortComm *comm, float *buf, gsize count,
                                           CohortReduceOp op, gpointer cuda_event, double timeout_s,
                                           GError **error)
 {
-  if (!check_comm(comm, "all_reduce", error))
-    return FALSE;
-  Collective c = {.kind = OP_ALL_REDUCE,
-                  .buf = buf,
-                  .count = count,
-                  .dtype = COHORT_DTYPE_F32,
-                  .op = op,
-                  .event = cuda_event};
-  return run(comm, &c, timeout_s, error);
+  return all_reduce(comm, buf, count, COHORT_DTYPE_F32, op, cuda_event, timeout_s, error);
 }
 
 gboolean cohort_comm_all_reduce_f64(CohortComm *comm, double *buf, gsize count, CohortReduceOp op,
                                     double timeout_s, GError **error)
 {
-  if (!check_comm(comm, "all_reduce", error))
-    return FALSE;
-  Collective c = {
-      .kind = OP_ALL_REDUCE, .buf = buf, .count = count, .dtype = COHORT_DTYPE_F64, .op = op};
-  return run(comm, &c, timeout_s, error);
+  return all_reduce(comm, buf, count, COHORT_DTYPE_F64, op, NULL, timeout_s, error);
 }
 
 gboolean cohort_comm_all_reduce_bf16(CohortComm *comm, guint16 *buf, gsize count, CohortReduceOp op,
                                      double timeout_s, GError **error)
 {
-  return cohort_comm_all_reduce_bf16_after(comm, buf, count, op, NULL, timeout_s, error);
+  return all_reduce(comm, buf, count, COHORT_DTYPE_BF16, op, NULL, timeout_s, error);
 }
 
 gboolean cohort_comm_all_reduce_bf16_after(CohortComm *comm, guint16 *buf, gsize count,
                                            CohortReduceOp op, gpointer cuda_event, double timeout_s,
                                            GError **error)
 {
-  if (!check_comm(comm, "all_reduce", error))
-    return FALSE;
-  Collective c = {.kind = OP_ALL_REDUCE,
-                  .buf = buf,
-                  .count = count,
-                  .dtype = COHORT_DTYPE_BF16,
-                  .op = op,
-                  .event = cuda_event};
-  return run(comm, &c, timeout_s, error);
+  return all_reduce(comm, buf, count, COHORT_DTYPE_BF16, op, cuda_event, timeout_s, error);
 }
 
 gboolean cohort_comm_broadcast(CohortComm *comm, void *buf, gsize nbytes, int root,
