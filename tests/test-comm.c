@@ -2,13 +2,13 @@
  * (exact values, broadcast, all_gather, barrier), a peer that exits and a peer that is late
  * (the others get an error naming the collective and the rank, within the timeout). */
 #include "engine/dist/comm.h"
+#include "wait-ranks.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "wait-ranks.h"
 
 static void test_local(void)
 {

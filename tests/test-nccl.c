@@ -12,6 +12,7 @@
 #include "engine/dist/reducer.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/math-inline.h"
+#include "wait-ranks.h"
 
 #include <cuda_runtime_api.h>
 #include <glib.h>
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "wait-ranks.h"
 
 static gboolean need_gpus(int n)
 {

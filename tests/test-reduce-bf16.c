@@ -22,6 +22,7 @@
 #include "engine/gpt.h"
 #include "engine/optim.h"
 #include "test-util.h"
+#include "wait-ranks.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@
 
 #if COHORT_HAVE_CUDA
 #include "kernels/cuda/backend.h"
-#include "wait-ranks.h"
 #endif
 
 /* ---- the reference rounding ---- */
