@@ -6,7 +6,7 @@
 #pragma once
 
 #include <glib.h>
-#include "engine/config.h"
+#include "data/format.h"
 
 G_BEGIN_DECLS
 

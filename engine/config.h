@@ -7,13 +7,13 @@
 #pragma once
 
 #include <glib.h>
+#include "data/format.h"
 
 G_BEGIN_DECLS
 
 /* The version this build writes. Files with a lower version are migrated on load. */
 #define COHORT_CONFIG_VERSION 1
 
-typedef enum { COHORT_DATA_TEXT, COHORT_DATA_TOKENS } CohortDataFormat;
 typedef enum { COHORT_LR_CONSTANT, COHORT_LR_COSINE, COHORT_LR_LINEAR } CohortLrSchedule;
 typedef enum {
   COHORT_PRECISION_FP32,

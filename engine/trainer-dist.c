@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/reducer.h"
+#include "engine/distributed/reducer.h"
 #include "nvml.h"
 #include "kernels/backend.h"
 

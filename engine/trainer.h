@@ -8,7 +8,7 @@
 
 G_BEGIN_DECLS
 
-#include "engine/dist/comm.h"
+#include "engine/distributed/comm.h"
 #include "engine/device.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* Collectives: the local backend, and Gloo across 2 and 3 forked processes over loopback
  * (exact values, broadcast, all_gather, barrier), a peer that exits and a peer that is late
  * (the others get an error naming the collective and the rank, within the timeout). */
-#include "engine/dist/comm.h"
+#include "engine/distributed/comm.h"
 #include "wait-ranks.h"
 
 #include <signal.h>

@@ -10,8 +10,8 @@
  * fp32 difference can move a value across a rounding boundary, so the tolerances are of the
  * format's precision: loss 2e-2 (bf16) or 5e-3 (fp16) * max(1, cpu), parameters 5e-2 / 2e-2. */
 #include "engine/checkpoint.h"
-#include "engine/dist/comm.h"
-#include "engine/dist/reducer.h"
+#include "engine/distributed/comm.h"
+#include "engine/distributed/reducer.h"
 #include "engine/gpt.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"

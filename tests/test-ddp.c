@@ -17,7 +17,7 @@
 
 #include <gio/gio.h>
 
-#include "engine/dist/store.h"
+#include "engine/distributed/store.h"
 #include "test-util.h"
 
 /* Small and quick, on the sample text. */

@@ -1,5 +1,5 @@
 /* Rank discovery: a table of environments and what each must give, or which error. */
-#include "engine/dist/env.h"
+#include "engine/distributed/env.h"
 
 #include <string.h>
 

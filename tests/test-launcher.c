@@ -2,9 +2,9 @@
  * progress fd, the first-failure report, restarts, SIGTERM/SIGKILL to the launcher leaving no
  * process behind, spawn mode, agreement with real torchrun when installed; and the generated
  * cluster commands. */
-#include "engine/dist/commands.h"
-#include "engine/dist/env.h"
-#include "engine/dist/launcher.h"
+#include "engine/distributed/commands.h"
+#include "engine/distributed/env.h"
+#include "engine/distributed/launcher.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

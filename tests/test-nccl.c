@@ -8,8 +8,8 @@
  * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess
  * (g_test_trap_subprocess executes this program again), which forks its ranks before anything
  * touches CUDA. */
-#include "engine/dist/comm.h"
-#include "engine/dist/reducer.h"
+#include "engine/distributed/comm.h"
+#include "engine/distributed/reducer.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/math-inline.h"
 #include "wait-ranks.h"

@@ -17,8 +17,8 @@
  * Expected values come from a rounding written here (nearest of the two neighbouring
  * bfloat16 values, measured in double), not from the engine's own conversion. */
 #include "cohort-build-config.h"
-#include "engine/dist/comm.h"
-#include "engine/dist/reducer.h"
+#include "engine/distributed/comm.h"
+#include "engine/distributed/reducer.h"
 #include "engine/gpt.h"
 #include "engine/optim.h"
 #include "test-util.h"

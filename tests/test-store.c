@@ -1,6 +1,6 @@
 /* The rendezvous store over loopback: operations, timeouts, token, limits, port in use,
  * late server, lost server, and the config check between ranks. */
-#include "engine/dist/store.h"
+#include "engine/distributed/store.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

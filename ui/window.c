@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "cohort-build-config.h"
-#include "engine/dist/comm.h"
+#include "engine/distributed/comm.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"

@@ -2,9 +2,9 @@
  * environment and supervises them; or prints the cluster launch commands for a config. */
 #include "cohort-build-config.h"
 #include "engine/config.h"
-#include "engine/dist/commands.h"
-#include "engine/dist/env.h"
-#include "engine/dist/launcher.h"
+#include "engine/distributed/commands.h"
+#include "engine/distributed/env.h"
+#include "engine/distributed/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>

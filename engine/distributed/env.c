@@ -1,5 +1,5 @@
 /* Rank discovery from torchrun, SLURM or Open MPI variables. */
-#include "engine/dist/env.h"
+#include "engine/distributed/env.h"
 
 #include <errno.h>
 #include <stdlib.h>

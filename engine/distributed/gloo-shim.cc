@@ -1,6 +1,6 @@
 // The only C++ in Cohort: an extern "C" wrapper around libgloo's TCP transport and
 // collectives. Every exception stops here and becomes a status and a message.
-#include "engine/dist/gloo-shim.h"
+#include "engine/distributed/gloo-shim.h"
 #include "kernels/math-inline.h"
 
 #include <chrono>

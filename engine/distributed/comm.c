@@ -1,6 +1,6 @@
 /* The collectives front end: checks, serialization, sequence numbers, arrival records and
  * error messages around a backend (comm-backend.h). */
-#include "engine/dist/comm-backend.h"
+#include "engine/distributed/comm-backend.h"
 #include "kernels/math-inline.h"
 
 #include <string.h>

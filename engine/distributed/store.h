@@ -21,7 +21,7 @@
 #include <glib.h>
 
 #include "engine/config.h"
-#include "engine/dist/env.h"
+#include "engine/distributed/env.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* Launch commands for a config on a cluster: cohort-run, torchrun, srun, sbatch, mpirun. */
-#include "engine/dist/commands.h"
+#include "engine/distributed/commands.h"
 
 #include <string.h>
 

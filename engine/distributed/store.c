@@ -6,7 +6,7 @@
  *   response server → u8 status, 3 × u8 0, u32 0, u64 length, payload
  * status 0 = ok (payload: the value), 1 = no such key, 2 = refused (payload: the reason; the
  * server closes the connection after it). */
-#include "engine/dist/store.h"
+#include "engine/distributed/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* The launcher: forks this node's ranks with torchrun's environment and supervises them. */
-#include "engine/dist/launcher.h"
-#include "engine/dist/env.h"
-#include "engine/dist/store.h"
+#include "engine/distributed/launcher.h"
+#include "engine/distributed/env.h"
+#include "engine/distributed/store.h"
 
 #include <errno.h>
 #include <fcntl.h>

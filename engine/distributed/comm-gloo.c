@@ -1,6 +1,6 @@
 /* The Gloo backend: rendezvous through our store, collectives through gloo-shim.cc. */
-#include "engine/dist/comm-backend.h"
-#include "engine/dist/gloo-shim.h"
+#include "engine/distributed/comm-backend.h"
+#include "engine/distributed/gloo-shim.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -30,8 +30,8 @@
 
 #include <glib.h>
 
-#include "engine/dist/env.h"
-#include "engine/dist/store.h"
+#include "engine/distributed/env.h"
+#include "engine/distributed/store.h"
 
 G_BEGIN_DECLS
 

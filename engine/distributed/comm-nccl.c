@@ -6,7 +6,7 @@
  * ncclCommGetAsyncError and cudaStreamQuery until the work is done, NCCL reports an error, or
  * the deadline passes. On an error or a timeout the NCCL communicator is aborted
  * (ncclCommAbort), which also makes peers that wait on this rank fail instead of hanging. */
-#include "engine/dist/comm-backend.h"
+#include "engine/distributed/comm-backend.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

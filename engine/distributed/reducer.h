@@ -16,7 +16,7 @@
 
 #include <glib.h>
 #include "engine/config.h"
-#include "engine/dist/comm.h"
+#include "engine/distributed/comm.h"
 #include "engine/gpt.h"
 
 G_BEGIN_DECLS

@@ -1,6 +1,6 @@
 /* Start-of-job checks over the store: the job token, and that every rank runs the same
  * config. */
-#include "engine/dist/store.h"
+#include "engine/distributed/store.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
  * after a failure. A backend only moves bytes. */
 #pragma once
 
-#include "engine/dist/comm.h"
+#include "engine/distributed/comm.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* The communicator of one process: every collective is a copy or nothing. */
-#include "engine/dist/comm-backend.h"
+#include "engine/distributed/comm-backend.h"
 
 #include <string.h>
 

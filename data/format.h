@@ -1,0 +1,9 @@
+/* The kinds of training data the readers in data/ understand. Lives here, not in the config,
+ * so that data/ depends on nothing above it; engine/config.h includes it for the
+ * `data_format` key. */
+#pragma once
+
+typedef enum {
+  COHORT_DATA_TEXT,   /* byte-level UTF-8 text */
+  COHORT_DATA_TOKENS, /* llm.c token shards (.bin) */
+} CohortDataFormat;
