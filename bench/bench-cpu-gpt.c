@@ -1,6 +1,6 @@
 /* Times optimizer steps (forward + backward + AdamW) of the GPT model on random tokens and
  * prints tokens/s from the median step time. Defaults are the tiny-gpt preset's shape and batch. */
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "kernels/cpu/threading.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"

@@ -7,7 +7,7 @@
  * estimate_mfu): 6 per parameter for the weight products of forward and backward, plus the
  * attention score and value products counted over the full T (not halved for causality). */
 #include "cohort-build-config.h"
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"

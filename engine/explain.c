@@ -1,32 +1,24 @@
-#include "explain.h"
+#include "engine/explain.h"
 
 #include <json-glib/json-glib.h>
 
-#include "data/dataset.h"
 #include "data/sampler.h"
-#include "gpt.h"
-#include "json-write.h"
-#include "trainer.h"
-
-/* Parameter count from the shape, without allocating the model. */
-static gint64 gpt_param_count(const CohortConfig *cfg)
-{
-  gint64 C = cfg->n_embd, L = cfg->n_layer, V = cfg->vocab_size, T = cfg->seq_len;
-  gint64 per_layer =
-      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
-  return V * C + T * C + L * per_layer + 2 * C;
-}
+#include "engine/json-write.h"
+#include "engine/model.h"
+#include "engine/samples.h"
+#include "engine/trainer.h"
 
 char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GError **error)
 {
-  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
-  g_autoptr(CohortDataset) ds =
-      cohort_dataset_open(train_path, cfg->data_format, cfg->vocab_size, cfg->seq_len, error);
+  const CohortModelClass *klass = cohort_model_class_for(cfg, NULL, error);
+  if (!klass || !cohort_model_check_config(cfg, NULL, error))
+    return NULL;
+  g_autoptr(CohortSamples) ds = cohort_samples_open(cfg, cfg->train_data, NULL, error);
   if (!ds)
     return NULL;
   int world = MAX(world_size, 1);
   CohortSamplerSpec spec = {
-      .n = cohort_dataset_num_windows(ds),
+      .n = cohort_samples_count(ds),
       .world_size = world,
       .rank = 0,
       .shuffle = cfg->shuffle,
@@ -46,7 +38,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   json_builder_set_member_name(b, "config");
   json_builder_add_value(b, cfg_node);
   json_builder_set_member_name(b, "params");
-  json_builder_add_int_value(b, gpt_param_count(cfg));
+  json_builder_add_int_value(b, klass->count_params(cfg));
   json_builder_set_member_name(b, "device");
   json_builder_add_string_value(b, "cpu");
   json_builder_set_member_name(b, "threads_per_rank");

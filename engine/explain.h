@@ -2,7 +2,7 @@
 #pragma once
 
 #include <glib.h>
-#include "config.h"
+#include "engine/config.h"
 
 G_BEGIN_DECLS
 

@@ -1,13 +1,17 @@
 /* AdamW, learning-rate schedules, clipping and EMA over the backend's optimizer ops. */
-#include "optim.h"
+#include "engine/optim.h"
 #include "kernels/backend.h"
 
 #include <math.h>
 
-struct CohortAdamW {
+#define MAX_STATES 2
+
+struct CohortOptimizer {
   const CohortBackend *be;
   size_t n;
-  float *m, *v;
+  guint n_states;
+  float *state[MAX_STATES];
+  const char *prefix[MAX_STATES];
 };
 
 double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
@@ -39,16 +43,71 @@ CohortAdamW *cohort_adamw_new(size_t n)
 
 CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n)
 {
-  CohortAdamW *opt = g_new0(CohortAdamW, 1);
+  CohortOptimizer *opt = g_new0(CohortOptimizer, 1);
   opt->be = be;
   opt->n = n;
-  opt->m = opt->be->alloc(n * sizeof(float));
-  opt->v = opt->be->alloc(n * sizeof(float));
-  if (!opt->m || !opt->v) {
-    cohort_adamw_free(opt);
-    return NULL;
+  opt->n_states = 2;
+  opt->prefix[0] = "optim.m.";
+  opt->prefix[1] = "optim.v.";
+  for (guint i = 0; i < opt->n_states; i++) {
+    opt->state[i] = be->alloc(MAX(n, 1) * sizeof(float));
+    if (!opt->state[i]) {
+      cohort_optimizer_free(opt);
+      return NULL;
+    }
   }
   return opt;
+}
+
+void cohort_optimizer_free(CohortOptimizer *opt)
+{
+  if (!opt)
+    return;
+  for (guint i = 0; i < opt->n_states; i++)
+    opt->be->free(opt->state[i]);
+  g_free(opt);
+}
+
+void cohort_adamw_free(CohortAdamW *opt)
+{
+  cohort_optimizer_free(opt);
+}
+
+size_t cohort_optimizer_size(const CohortOptimizer *opt)
+{
+  return opt->n;
+}
+
+guint cohort_optimizer_n_states(const CohortOptimizer *opt)
+{
+  return opt->n_states;
+}
+
+float *cohort_optimizer_state(CohortOptimizer *opt, guint i)
+{
+  g_return_val_if_fail(i < opt->n_states, NULL);
+  return opt->state[i];
+}
+
+const char *cohort_optimizer_state_prefix(const CohortOptimizer *opt, guint i)
+{
+  g_return_val_if_fail(i < opt->n_states, NULL);
+  return opt->prefix[i];
+}
+
+const CohortBackend *cohort_optimizer_backend(const CohortOptimizer *opt)
+{
+  return opt->be;
+}
+
+void cohort_optimizer_download_state(const CohortOptimizer *opt, guint i, float *host)
+{
+  opt->be->download(host, opt->state[i], opt->n * sizeof(float));
+}
+
+void cohort_optimizer_upload_state(CohortOptimizer *opt, guint i, const float *host)
+{
+  opt->be->upload(opt->state[i], host, opt->n * sizeof(float));
 }
 
 const CohortBackend *cohort_adamw_backend(const CohortAdamW *opt)
@@ -58,33 +117,24 @@ const CohortBackend *cohort_adamw_backend(const CohortAdamW *opt)
 
 void cohort_adamw_download(const CohortAdamW *opt, float *m, float *v)
 {
-  opt->be->download(m, opt->m, opt->n * sizeof(float));
-  opt->be->download(v, opt->v, opt->n * sizeof(float));
+  cohort_optimizer_download_state(opt, 0, m);
+  cohort_optimizer_download_state(opt, 1, v);
 }
 
 void cohort_adamw_upload(CohortAdamW *opt, const float *m, const float *v)
 {
-  opt->be->upload(opt->m, m, opt->n * sizeof(float));
-  opt->be->upload(opt->v, v, opt->n * sizeof(float));
-}
-
-void cohort_adamw_free(CohortAdamW *opt)
-{
-  if (!opt)
-    return;
-  opt->be->free(opt->m);
-  opt->be->free(opt->v);
-  g_free(opt);
+  cohort_optimizer_upload_state(opt, 0, m);
+  cohort_optimizer_upload_state(opt, 1, v);
 }
 
 float *cohort_adamw_m(CohortAdamW *opt)
 {
-  return opt->m;
+  return opt->state[0];
 }
 
 float *cohort_adamw_v(CohortAdamW *opt)
 {
-  return opt->v;
+  return opt->state[1];
 }
 
 void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
@@ -98,9 +148,9 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
     const CohortTensorInfo *ti = &tensors[i];
     g_return_if_fail(ti->offset + ti->numel <= opt->n);
     float wd = ti->decay ? (float)weight_decay : 0.0f;
-    opt->be->adamw_update(params + ti->offset, grads + ti->offset, opt->m + ti->offset,
-                          opt->v + ti->offset, ti->numel, (float)lr, (float)beta1, (float)beta2,
-                          (float)eps, wd, bc1, bc2);
+    opt->be->adamw_update(params + ti->offset, grads + ti->offset, opt->state[0] + ti->offset,
+                          opt->state[1] + ti->offset, ti->numel, (float)lr, (float)beta1,
+                          (float)beta2, (float)eps, wd, bc1, bc2);
   }
 }
 

@@ -3,10 +3,12 @@
  * (reductions in a fixed order). */
 #pragma once
 
-#include "config.h"
-#include "gpt.h"
+#include "engine/config.h"
+#include "engine/tensor.h"
 
 G_BEGIN_DECLS
+
+typedef struct CohortBackend CohortBackend;
 
 /* Learning rate for optimizer step `step` (0-based) of `total_steps`: linear warmup from
  * base_lr/warmup_steps over warmup_steps, then constant, cosine or linear decay to
@@ -14,16 +16,35 @@ G_BEGIN_DECLS
 double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
                     double min_lr_ratio, int step, int total_steps);
 
-typedef struct CohortAdamW CohortAdamW;
+/* An optimizer's state: per parameter, the buffers its rule keeps (AdamW: the first and
+ * second moments), in one backend's memory, each laid out like the parameters, so
+ * checkpoints save them under the parameter names with a prefix per buffer. */
+typedef struct CohortOptimizer CohortOptimizer;
+/* An AdamW CohortOptimizer (the name its API had before there were others). */
+typedef struct CohortOptimizer CohortAdamW;
 
 /* First and second moments for `n` parameters, zeroed, in CPU memory. */
 CohortAdamW *cohort_adamw_new(size_t n);
 /* The same in the memory of backend `be`; the step then runs there (params and grads must be
  * that backend's memory too). NULL when the backend is out of memory. */
 CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n);
+void cohort_optimizer_free(CohortOptimizer *opt);
 void cohort_adamw_free(CohortAdamW *opt);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortOptimizer, cohort_optimizer_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortAdamW, cohort_adamw_free)
-/* The moments, in the backend's memory (host memory on the CPU backend). */
+
+/* Parameters the state covers. */
+size_t cohort_optimizer_size(const CohortOptimizer *opt);
+/* State buffers and their checkpoint name prefixes ("optim.m.", "optim.v."). */
+guint cohort_optimizer_n_states(const CohortOptimizer *opt);
+float *cohort_optimizer_state(CohortOptimizer *opt, guint i);
+const char *cohort_optimizer_state_prefix(const CohortOptimizer *opt, guint i);
+const CohortBackend *cohort_optimizer_backend(const CohortOptimizer *opt);
+/* Copies state buffer i (size floats) to or from host memory. */
+void cohort_optimizer_download_state(const CohortOptimizer *opt, guint i, float *host);
+void cohort_optimizer_upload_state(CohortOptimizer *opt, guint i, const float *host);
+
+/* The AdamW moments, in the backend's memory (host memory on the CPU backend). */
 float *cohort_adamw_m(CohortAdamW *opt);
 float *cohort_adamw_v(CohortAdamW *opt);
 const CohortBackend *cohort_adamw_backend(const CohortAdamW *opt);

@@ -1,11 +1,11 @@
-#include "trainer-dist.h"
+#include "engine/trainer-dist.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/distributed/reducer.h"
-#include "nvml.h"
+#include "engine/nvml.h"
 #include "kernels/backend.h"
 
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
@@ -115,20 +115,18 @@ void cohort_train_dist_free(CohortTrainDist *d)
   g_free(d);
 }
 
-void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb)
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
 {
   if (!d->comm)
     return;
-  guint n_tensors = 0;
-  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_tensors);
   if (d->dev.cuda_device >= 0)
-    d->reducer = cohort_reducer_new_cuda(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
-                                         tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB,
-                                         d->dev.cuda_device, staged(d));
+    d->reducer =
+        cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                bucket_cap_mb, FIRST_BUCKET_MB, d->dev.cuda_device, staged(d));
   else
-    d->reducer = cohort_reducer_new(d->comm, cohort_gpt_grads(gpt), cohort_gpt_num_params(gpt),
-                                    tensors, n_tensors, bucket_cap_mb, FIRST_BUCKET_MB);
-  cohort_gpt_set_grad_ready_func(gpt, cohort_reducer_grad_ready, d->reducer);
+    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                    bucket_cap_mb, FIRST_BUCKET_MB);
+  cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
   /* attach cannot fail; the first end_backward reports it instead */
   cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
 }

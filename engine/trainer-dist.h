@@ -4,9 +4,9 @@
 #pragma once
 
 #include <glib.h>
-#include "config.h"
-#include "gpt.h"
-#include "progress.h"
+#include "engine/config.h"
+#include "engine/model.h"
+#include "engine/progress.h"
 
 G_BEGIN_DECLS
 
@@ -28,7 +28,7 @@ void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice 
  * the config's reduce_precision (fp32, or bf16: see cohort_reducer_set_precision). With one
  * process there is no reducer, so reduce_precision changes nothing. A reducer that cannot be
  * set up (GPU memory for the bf16 scratch) makes end_backward fail with the reason. */
-void cohort_train_dist_attach(CohortTrainDist *d, CohortGpt *gpt, double bucket_cap_mb);
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *model, double bucket_cap_mb);
 
 /* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After
  * end_backward with sync, the gradient buffer holds the average over ranks. */

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <glib.h>
-#include "config.h"
-#include "progress.h"
+#include "engine/config.h"
+#include "engine/progress.h"
 
 G_BEGIN_DECLS
 

@@ -2,7 +2,7 @@
 #include <string.h>
 #include <glib/gstdio.h>
 #include "engine/checkpoint.h"
-#include "engine/gpt-io.h"
+#include "engine/models/gpt-io.h"
 #include "test-util.h"
 
 static const CohortGptShape small = {

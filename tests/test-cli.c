@@ -7,7 +7,7 @@
 
 #include <gio/gio.h>
 
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "test-util.h"
 #include "train-run.h"
 

@@ -12,7 +12,7 @@
 #include "engine/checkpoint.h"
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend.h"

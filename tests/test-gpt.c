@@ -1,7 +1,7 @@
 /* The whole GPT model on a tiny shape (L2 H2 C16 T8 V32, B2): gradients against finite
  * differences of the loss, loss at init, determinism, gradient accumulation, the grad-ready
  * hook, and loss and gradients against the same model in PyTorch when it is installed. */
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "kernels/backend.h"
 
 #include <glib.h>

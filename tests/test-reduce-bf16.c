@@ -19,7 +19,7 @@
 #include "cohort-build-config.h"
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "engine/optim.h"
 #include "test-util.h"
 #include "wait-ranks.h"

@@ -17,7 +17,7 @@
 #include <glib.h>
 #include "engine/config.h"
 #include "engine/distributed/comm.h"
-#include "engine/gpt.h"
+#include "engine/tensor.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,8 @@
 /* Hugging Face GPT-2 .safetensors import and export over the model's named-tensor table. */
-#include "engine/gpt-io.h"
+#include "engine/models/gpt-io.h"
+
+#include "engine/fileio.h"
+#include "engine/model-io.h"
 
 #include <string.h>
 
@@ -8,34 +11,16 @@
 CohortStEntry *cohort_gpt_st_entries(const CohortGpt *gpt, const float *buffer, const char *prefix,
                                      GPtrArray *names, guint *n_out)
 {
-  guint n = 0;
-  const CohortTensorInfo *t = cohort_gpt_tensors(gpt, &n);
-  CohortStEntry *e = g_new0(CohortStEntry, n > 0 ? n : 1);
-  for (guint i = 0; i < n; i++) {
-    char *name = g_strconcat(prefix ? prefix : "", t[i].name, NULL);
-    g_ptr_array_add(names, name);
-    e[i].name = name;
-    e[i].data = buffer + t[i].offset;
-    e[i].ndim = t[i].ndim;
-    for (int d = 0; d < t[i].ndim; d++)
-      e[i].shape[d] = t[i].shape[d];
-  }
-  *n_out = n;
-  return e;
+  GArray *entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
+  cohort_tensor_st_entries(gpt->tensors, gpt->n_tensors, buffer, prefix, names, entries);
+  *n_out = entries->len;
+  return (CohortStEntry *)g_array_free(entries, FALSE);
 }
 
 gboolean cohort_gpt_read_tensors(const CohortGpt *gpt, const CohortStFile *f, const char *prefix,
                                  float *dst, GError **error)
 {
-  guint n = 0;
-  const CohortTensorInfo *t = cohort_gpt_tensors(gpt, &n);
-  for (guint i = 0; i < n; i++) {
-    g_autofree char *name = g_strconcat(prefix ? prefix : "", t[i].name, NULL);
-    int64_t shape[2] = {t[i].shape[0], t[i].shape[1]};
-    if (!cohort_safetensors_read_f32(f, name, t[i].ndim, shape, dst + t[i].offset, error))
-      return FALSE;
-  }
-  return TRUE;
+  return cohort_tensor_read(gpt->tensors, gpt->n_tensors, f, prefix, dst, error);
 }
 
 /* The buffers HF keeps in GPT-2 state dicts that are not parameters. */
@@ -137,22 +122,33 @@ gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error)
 gboolean cohort_gpt_save_hf(const CohortGpt *gpt, const float *params_or_NULL, const char *path,
                             GHashTable *metadata, GError **error)
 {
-  /* The tensor table and parameter buffer are only read here. */
-  g_autofree float *copy = NULL;
-  const float *params = params_or_NULL ? params_or_NULL : cohort_gpt_params_host(gpt, &copy);
-  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-  guint n = 0;
-  g_autofree CohortStEntry *entries = cohort_gpt_st_entries(gpt, params, "", names, &n);
+  return cohort_model_save(gpt, params_or_NULL, path, metadata, error);
+}
 
-  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
-  if (metadata) {
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, metadata);
-    while (g_hash_table_iter_next(&it, &k, &v))
-      g_hash_table_insert(meta, k, v);
-  }
-  if (!g_hash_table_contains(meta, "format"))
-    g_hash_table_insert(meta, "format", "pt");
-  return cohort_safetensors_write(path, entries, n, meta, error);
+gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                                    GError **error)
+{
+  (void)cfg;
+  const CohortGptShape *s = cohort_gpt_shape(m);
+  g_autoptr(GString) json = g_string_new("{\n");
+  g_string_append(json, "  \"architectures\": [\"GPT2LMHeadModel\"],\n");
+  g_string_append(json, "  \"model_type\": \"gpt2\",\n");
+  g_string_append_printf(json, "  \"n_layer\": %d,\n", s->n_layer);
+  g_string_append_printf(json, "  \"n_head\": %d,\n", s->n_head);
+  g_string_append_printf(json, "  \"n_embd\": %d,\n", s->n_embd);
+  g_string_append_printf(json, "  \"n_positions\": %d,\n", s->seq_len);
+  g_string_append_printf(json, "  \"n_ctx\": %d,\n", s->seq_len);
+  g_string_append_printf(json, "  \"vocab_size\": %d,\n", s->vocab_size);
+  g_string_append(json, "  \"n_inner\": null,\n");
+  g_string_append(json, "  \"activation_function\": \"gelu_new\",\n");
+  g_string_append(json, "  \"layer_norm_epsilon\": 1e-05,\n");
+  /* Cohort trains without dropout; HF's defaults (0.1) would change what the weights mean. */
+  g_string_append(json, "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n");
+  g_string_append(json, "  \"attn_pdrop\": 0.0,\n");
+  g_string_append(json, "  \"initializer_range\": 0.02,\n");
+  g_string_append(json, "  \"scale_attn_weights\": true,\n");
+  g_string_append(json, "  \"tie_word_embeddings\": true,\n");
+  g_string_append(json, "  \"torch_dtype\": \"float32\"\n}\n");
+  g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+  return cohort_write_file_atomic(path, json->str, json->len, error);
 }

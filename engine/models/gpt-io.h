@@ -4,7 +4,7 @@
 #pragma once
 
 #include <glib.h>
-#include "engine/gpt.h"
+#include "engine/models/gpt.h"
 #include "engine/safetensors.h"
 
 G_BEGIN_DECLS
@@ -36,5 +36,12 @@ CohortStEntry *cohort_gpt_st_entries(const CohortGpt *gpt, const float *buffer, 
  * the parameters), checking each shape. Errors name the file and the tensor. */
 gboolean cohort_gpt_read_tensors(const CohortGpt *gpt, const CohortStFile *f, const char *prefix,
                                  float *dst, GError **error);
+
+/* The family's export_extra: config.json beside model.safetensors in Hugging Face's GPT2Config
+ * form (n_layer, n_head, n_embd, n_positions, vocab_size, activation_function "gelu_new",
+ * layer_norm_epsilon 1e-5, tied embeddings), so GPT2LMHeadModel.from_pretrained(dir) loads
+ * the folder. Written atomically. */
+gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                                    GError **error);
 
 G_END_DECLS

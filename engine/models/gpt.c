@@ -1,7 +1,10 @@
 /* The GPT-2-style model over the backend table (kernels/backend.h). Forward and backward are
  * written per layer by hand; activations for max_batch sequences are allocated once, so a
  * training step allocates nothing. */
-#include "gpt.h"
+#include "engine/models/gpt.h"
+
+#include "engine/models/gpt-generate.h"
+#include "engine/models/gpt-io.h"
 #include "kernels/backend.h"
 
 #include <math.h>
@@ -41,16 +44,10 @@ typedef struct {
   float *res3;
 } BlockActs;
 
-struct CohortGpt {
+/* The family's model: the shared base first, so a CohortModel * is a Gpt *. */
+typedef struct {
+  CohortModel base;
   CohortGptShape shape;
-  int max_batch;
-  const CohortBackend *be;
-
-  CohortTensorInfo *tensors;
-  guint n_tensors;
-  size_t n_params;
-  float *params;
-  float *grads;
   size_t block_offset0; /* offset of h.0.* */
   size_t block_numel;   /* floats per block */
 
@@ -67,10 +64,20 @@ struct CohortGpt {
 
   int last_B, last_T;
   gboolean have_targets;
+} Gpt;
 
-  CohortGradReadyFunc grad_ready;
-  gpointer grad_ready_data;
-};
+static const CohortModelOps gpt_ops;
+
+gboolean cohort_is_gpt(const CohortModel *m)
+{
+  return m && m->klass == &cohort_gpt_class;
+}
+
+static Gpt *gpt_of(const CohortModel *m)
+{
+  g_return_val_if_fail(cohort_is_gpt(m), NULL);
+  return (Gpt *)m;
+}
 
 /* Errors of cohort_gpt_new: 0 = invalid shape, 1 = out of memory. */
 #define GPT_ERROR g_quark_from_static_string("cohort-gpt-error")
@@ -92,7 +99,7 @@ static CohortTensorInfo *add_tensor(GArray *arr, char *name, int d0, int d1, int
   return &g_array_index(arr, CohortTensorInfo, arr->len - 1);
 }
 
-static void build_table(CohortGpt *gpt)
+static void build_table(Gpt *gpt)
 {
   const CohortGptShape *s = &gpt->shape;
   int C = s->n_embd;
@@ -114,15 +121,15 @@ static void build_table(CohortGpt *gpt)
   }
   add_tensor(arr, g_strdup("ln_f.weight"), C, 0, s->n_layer, &off);
   add_tensor(arr, g_strdup("ln_f.bias"), C, 0, s->n_layer, &off);
-  gpt->n_tensors = arr->len;
-  gpt->tensors = (CohortTensorInfo *)g_array_free(arr, FALSE);
-  gpt->n_params = off;
+  gpt->base.n_tensors = arr->len;
+  gpt->base.tensors = (CohortTensorInfo *)g_array_free(arr, FALSE);
+  gpt->base.n_params = off;
 }
 
 /* Parameter (or gradient) pointer of block `l`, tensor `p`. */
-static float *bp(const CohortGpt *gpt, float *base, int l, int p)
+static float *bp(const Gpt *gpt, float *base, int l, int p)
 {
-  return base + gpt->tensors[2 + l * P_BLOCK_COUNT + p].offset;
+  return base + gpt->base.tensors[2 + l * P_BLOCK_COUNT + p].offset;
 }
 
 static gboolean check_shape(const CohortGptShape *s, int max_batch, GError **error)
@@ -153,10 +160,10 @@ static gboolean check_shape(const CohortGptShape *s, int max_batch, GError **err
 }
 
 /* Carves the activation buffers out of one allocation: two passes, the first only counts. */
-static size_t layout_acts(CohortGpt *gpt, char *base)
+static size_t layout_acts(Gpt *gpt, char *base)
 {
   const CohortGptShape *s = &gpt->shape;
-  size_t N = (size_t)gpt->max_batch * s->seq_len;
+  size_t N = (size_t)gpt->base.max_batch * s->seq_len;
   size_t C = s->n_embd, V = s->vocab_size, NH = s->n_head;
   size_t used = 0;
 #define TAKE(ptr, count, type)                                                                     \
@@ -206,130 +213,128 @@ CohortGpt *cohort_gpt_new(const CohortGptShape *shape, int max_batch, GError **e
   return cohort_gpt_new_on(cohort_backend_cpu(), shape, max_batch, error);
 }
 
+static void gpt_finalize(CohortModel *m)
+{
+  Gpt *gpt = (Gpt *)m;
+  if (m->be)
+    m->be->free(gpt->act_mem);
+  g_free(gpt->blocks);
+  g_free(gpt->host_losses);
+  g_free(gpt);
+}
+
+static const CohortMetric gpt_metrics[] = {{"val_loss", 0, 1}};
+
 CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
                              GError **error)
 {
   g_return_val_if_fail(be != NULL && shape != NULL, NULL);
   if (!check_shape(shape, max_batch, error))
     return NULL;
-  CohortGpt *gpt = g_new0(CohortGpt, 1);
+  Gpt *gpt = g_new0(Gpt, 1);
+  CohortModel *m = &gpt->base;
+  m->klass = &cohort_gpt_class;
+  m->ops = &gpt_ops;
+  m->be = be;
+  m->max_batch = max_batch;
+  /* sums: loss × positions, positions */
+  m->metrics = gpt_metrics;
+  m->n_metrics = G_N_ELEMENTS(gpt_metrics);
+  m->n_sums = 2;
   gpt->shape = *shape;
-  gpt->max_batch = max_batch;
-  gpt->be = be;
   build_table(gpt);
   gpt->blocks = g_new0(BlockActs, shape->n_layer);
-  gpt->params = gpt->be->alloc(gpt->n_params * sizeof(float));
-  gpt->grads = gpt->be->alloc(gpt->n_params * sizeof(float));
   size_t act_bytes = layout_acts(gpt, NULL);
-  gpt->act_mem = gpt->be->alloc(act_bytes);
+  gpt->act_mem = be->alloc(act_bytes);
   gpt->host_losses = g_try_new(float, (size_t)max_batch * shape->seq_len);
-  if (!gpt->params || !gpt->grads || !gpt->act_mem || !gpt->host_losses) {
+  if (!cohort_model_alloc_tables(m, NULL) || !gpt->act_mem || !gpt->host_losses) {
     g_set_error(error, GPT_ERROR, 1,
                 "GPT model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(max_batch %d, seq_len %d); allowed: a smaller model or batch",
-                be->name, gpt->n_params, act_bytes / 1048576.0, max_batch, shape->seq_len);
-    cohort_gpt_free(gpt);
+                be->name, m->n_params, act_bytes / 1048576.0, max_batch, shape->seq_len);
+    cohort_model_free(m);
     return NULL;
   }
   layout_acts(gpt, gpt->act_mem);
-  return gpt;
+  return m;
 }
 
 void cohort_gpt_free(CohortGpt *gpt)
 {
-  if (!gpt)
-    return;
-  if (gpt->be) {
-    gpt->be->free(gpt->params);
-    gpt->be->free(gpt->grads);
-    gpt->be->free(gpt->act_mem);
-  }
-  for (guint i = 0; i < gpt->n_tensors; i++)
-    g_free((char *)gpt->tensors[i].name);
-  g_free(gpt->tensors);
-  g_free(gpt->blocks);
-  g_free(gpt->host_losses);
-  g_free(gpt);
+  cohort_model_free(gpt);
 }
 
-const CohortGptShape *cohort_gpt_shape(const CohortGpt *gpt)
+const CohortGptShape *cohort_gpt_shape(const CohortGpt *m)
 {
-  return &gpt->shape;
+  return &gpt_of(m)->shape;
 }
 
-size_t cohort_gpt_num_params(const CohortGpt *gpt)
+size_t cohort_gpt_num_params(const CohortGpt *m)
 {
-  return gpt->n_params;
+  return m->n_params;
 }
 
-float *cohort_gpt_params(CohortGpt *gpt)
+float *cohort_gpt_params(CohortGpt *m)
 {
-  return gpt->params;
+  return m->params;
 }
 
-float *cohort_gpt_grads(CohortGpt *gpt)
+float *cohort_gpt_grads(CohortGpt *m)
 {
-  return gpt->grads;
+  return m->grads;
 }
 
-const CohortBackend *cohort_gpt_backend(const CohortGpt *gpt)
+const CohortBackend *cohort_gpt_backend(const CohortGpt *m)
 {
-  return gpt->be;
+  return m->be;
 }
 
-gboolean cohort_gpt_on_host(const CohortGpt *gpt)
+gboolean cohort_gpt_on_host(const CohortGpt *m)
 {
-  return gpt->be == cohort_backend_cpu();
+  return cohort_model_on_host(m);
 }
 
-void cohort_gpt_download_params(const CohortGpt *gpt, float *host)
+void cohort_gpt_download_params(const CohortGpt *m, float *host)
 {
-  gpt->be->download(host, gpt->params, gpt->n_params * sizeof(float));
+  cohort_model_download_params(m, host);
 }
 
-void cohort_gpt_upload_params(CohortGpt *gpt, const float *host)
+void cohort_gpt_upload_params(CohortGpt *m, const float *host)
 {
-  gpt->be->upload(gpt->params, host, gpt->n_params * sizeof(float));
+  cohort_model_upload_params(m, host);
 }
 
-void cohort_gpt_download_grads(const CohortGpt *gpt, float *host)
+void cohort_gpt_download_grads(const CohortGpt *m, float *host)
 {
-  gpt->be->download(host, gpt->grads, gpt->n_params * sizeof(float));
+  m->be->download(host, m->grads, m->n_params * sizeof(float));
 }
 
-void cohort_gpt_upload_grads(CohortGpt *gpt, const float *host)
+void cohort_gpt_upload_grads(CohortGpt *m, const float *host)
 {
-  gpt->be->upload(gpt->grads, host, gpt->n_params * sizeof(float));
+  m->be->upload(m->grads, host, m->n_params * sizeof(float));
 }
 
-const float *cohort_gpt_params_host(const CohortGpt *gpt, float **tmp)
+const float *cohort_gpt_params_host(const CohortGpt *m, float **tmp)
 {
-  *tmp = NULL;
-  if (cohort_gpt_on_host(gpt))
-    return gpt->params;
-  *tmp = g_new(float, gpt->n_params);
-  cohort_gpt_download_params(gpt, *tmp);
-  return *tmp;
+  return cohort_model_params_host(m, tmp);
 }
 
-void cohort_gpt_download_logits(const CohortGpt *gpt, size_t offset, size_t count, float *host)
+void cohort_gpt_download_logits(const CohortGpt *m, size_t offset, size_t count, float *host)
 {
-  gpt->be->download(host, gpt->logits + offset, count * sizeof(float));
+  const Gpt *gpt = gpt_of(m);
+  m->be->download(host, gpt->logits + offset, count * sizeof(float));
 }
 
-const CohortTensorInfo *cohort_gpt_tensors(const CohortGpt *gpt, guint *n_tensors)
+const CohortTensorInfo *cohort_gpt_tensors(const CohortGpt *m, guint *n_tensors)
 {
   if (n_tensors)
-    *n_tensors = gpt->n_tensors;
-  return gpt->tensors;
+    *n_tensors = m->n_tensors;
+  return m->tensors;
 }
 
-const CohortTensorInfo *cohort_gpt_find_tensor(const CohortGpt *gpt, const char *name)
+const CohortTensorInfo *cohort_gpt_find_tensor(const CohortGpt *m, const char *name)
 {
-  for (guint i = 0; i < gpt->n_tensors; i++)
-    if (strcmp(gpt->tensors[i].name, name) == 0)
-      return &gpt->tensors[i];
-  return NULL;
+  return cohort_model_find_tensor(m, name);
 }
 
 /* splitmix64: a small, well-mixed generator; each tensor gets its own stream so the
@@ -360,14 +365,15 @@ static void fill_normal(float *dst, size_t n, double stddev, guint64 seed)
   }
 }
 
-void cohort_gpt_init_weights(CohortGpt *gpt, guint64 seed)
+void cohort_gpt_init_weights(CohortGpt *m, guint64 seed)
 {
+  Gpt *gpt = gpt_of(m);
   const double std = 0.02;
   const double proj_std = 0.02 / sqrt(2.0 * gpt->shape.n_layer);
-  size_t n = gpt->n_params;
+  size_t n = gpt->base.n_params;
   float *host = g_new0(float, n);
-  for (guint i = 0; i < gpt->n_tensors; i++) {
-    const CohortTensorInfo *t = &gpt->tensors[i];
+  for (guint i = 0; i < gpt->base.n_tensors; i++) {
+    const CohortTensorInfo *t = &gpt->base.tensors[i];
     float *dst = host + t->offset;
     if (t->ndim == 2) {
       gboolean proj = g_str_has_suffix(t->name, "c_proj.weight");
@@ -379,24 +385,23 @@ void cohort_gpt_init_weights(CohortGpt *gpt, guint64 seed)
         dst[k] = 1.0f;
     }
   }
-  gpt->be->upload(gpt->params, host, n * sizeof(float));
+  gpt->base.be->upload(gpt->base.params, host, n * sizeof(float));
   g_free(host);
 }
 
-const float *cohort_gpt_logits(const CohortGpt *gpt)
+const float *cohort_gpt_logits(const CohortGpt *m)
 {
-  return gpt->logits;
+  return gpt_of(m)->logits;
 }
 
-void cohort_gpt_zero_grad(CohortGpt *gpt)
+void cohort_gpt_zero_grad(CohortGpt *m)
 {
-  gpt->be->zero(gpt->grads, gpt->n_params * sizeof(float));
+  cohort_model_zero_grad(m);
 }
 
-void cohort_gpt_set_grad_ready_func(CohortGpt *gpt, CohortGradReadyFunc func, gpointer user_data)
+void cohort_gpt_set_grad_ready_func(CohortGpt *m, CohortGradReadyFunc func, gpointer user_data)
 {
-  gpt->grad_ready = func;
-  gpt->grad_ready_data = user_data;
+  cohort_model_set_grad_ready_func(m, func, user_data);
 }
 
 static gboolean tokens_valid(const int *tok, size_t n, int vocab)
@@ -424,20 +429,21 @@ static void linear_backward(const CohortBackend *be, float *dx, float *dw, float
   be->bias_backward(db, dy, N, out);
 }
 
-float cohort_gpt_forward(CohortGpt *gpt, const int *inputs, const int *targets, int B, int T)
+float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, int B, int T)
 {
+  Gpt *gpt = gpt_of(m);
   const CohortGptShape *s = &gpt->shape;
-  g_return_val_if_fail(B >= 1 && B <= gpt->max_batch, NAN);
+  g_return_val_if_fail(B >= 1 && B <= gpt->base.max_batch, NAN);
   g_return_val_if_fail(T >= 1 && T <= s->seq_len, NAN);
   size_t n_tok = (size_t)B * T;
   g_return_val_if_fail(tokens_valid(inputs, n_tok, s->vocab_size), NAN);
   g_return_val_if_fail(!targets || tokens_valid(targets, n_tok, s->vocab_size), NAN);
 
-  const CohortBackend *be = gpt->be;
+  const CohortBackend *be = gpt->base.be;
   int C = s->n_embd, V = s->vocab_size, NH = s->n_head, N = B * T;
-  float *p = gpt->params;
+  float *p = gpt->base.params;
   be->upload(gpt->tokens, inputs, n_tok * sizeof(int));
-  be->embedding_forward(gpt->encoded, gpt->tokens, p, p + gpt->tensors[1].offset, B, T, C);
+  be->embedding_forward(gpt->encoded, gpt->tokens, p, p + gpt->base.tensors[1].offset, B, T, C);
 
   const float *res = gpt->encoded;
   for (int l = 0; l < s->n_layer; l++) {
@@ -461,7 +467,7 @@ float cohort_gpt_forward(CohortGpt *gpt, const int *inputs, const int *targets, 
     be->add_bias(a->res3, bp(gpt, p, l, P_FC_PROJ_B), N, C);
     res = a->res3;
   }
-  const CohortTensorInfo *lnf_w = &gpt->tensors[gpt->n_tensors - 2];
+  const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
   be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res, p + lnf_w->offset,
                         p + lnf_w->offset + C, N, C);
   /* tied head: logits = lnf @ wte^T */
@@ -481,20 +487,20 @@ float cohort_gpt_forward(CohortGpt *gpt, const int *inputs, const int *targets, 
   return (float)(sum / n_tok);
 }
 
-static void grad_ready(CohortGpt *gpt, size_t offset, size_t count)
+static void grad_ready(Gpt *gpt, size_t offset, size_t count)
 {
-  if (gpt->grad_ready)
-    gpt->grad_ready(offset, count, gpt->grad_ready_data);
+  cohort_model_grad_ready(&gpt->base, offset, count);
 }
 
-void cohort_gpt_backward(CohortGpt *gpt, float grad_scale)
+void cohort_gpt_backward(CohortGpt *m, float grad_scale)
 {
+  Gpt *gpt = gpt_of(m);
   g_return_if_fail(gpt->have_targets);
   const CohortGptShape *s = &gpt->shape;
-  const CohortBackend *be = gpt->be;
+  const CohortBackend *be = gpt->base.be;
   int B = gpt->last_B, T = gpt->last_T;
   int C = s->n_embd, V = s->vocab_size, NH = s->n_head, N = B * T, L = s->n_layer;
-  float *p = gpt->params, *g = gpt->grads;
+  float *p = gpt->base.params, *g = gpt->base.grads;
 
   be->crossentropy_backward(gpt->dlogits, gpt->logits, gpt->lse, gpt->targets, N, V,
                             grad_scale / N);
@@ -502,7 +508,7 @@ void cohort_gpt_backward(CohortGpt *gpt, float grad_scale)
   be->gemm(0, 0, N, C, V, 1.0f, gpt->dlogits, V, p, C, 0.0f, gpt->dln, C);
   be->gemm(1, 0, V, C, N, 1.0f, gpt->dlogits, V, gpt->lnf, C, 1.0f, g, C);
 
-  const CohortTensorInfo *lnf_w = &gpt->tensors[gpt->n_tensors - 2];
+  const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
   const float *last = L > 0 ? gpt->blocks[L - 1].res3 : gpt->encoded;
   be->zero(gpt->dres, (size_t)N * C * sizeof(float));
   be->layernorm_backward(gpt->dres, g + lnf_w->offset, g + lnf_w->offset + C, gpt->dln, last,
@@ -530,13 +536,13 @@ void cohort_gpt_backward(CohortGpt *gpt, float grad_scale)
                            bp(gpt, p, l, P_LN1_W), a->ln1_mean, a->ln1_rstd, N, C);
     grad_ready(gpt, gpt->block_offset0 + (size_t)l * gpt->block_numel, gpt->block_numel);
   }
-  be->embedding_backward(g, g + gpt->tensors[1].offset, gpt->dres, gpt->tokens, B, T, C);
+  be->embedding_backward(g, g + gpt->base.tensors[1].offset, gpt->dres, gpt->tokens, B, T, C);
   grad_ready(gpt, 0, gpt->block_offset0);
 }
 
-double cohort_gpt_flops_per_token(const CohortGpt *gpt, int T)
+double cohort_gpt_flops_per_token(const CohortGpt *m, int T)
 {
-  const CohortGptShape *s = &gpt->shape;
+  const CohortGptShape *s = &gpt_of(m)->shape;
   /* 6 per weight multiply-add (forward 2, backward 4) over every matrix the token passes
    * through (the blocks and the tied head; the embedding lookup is no multiply), plus
    * attention's QK^T and AV: 2 products of T/2 keys on average (causal) x C, times 6. */
@@ -545,3 +551,78 @@ double cohort_gpt_flops_per_token(const CohortGpt *gpt, int T)
   double attn = s->n_layer * 2.0 * C * (T / 2.0);
   return 6.0 * (matmul + attn);
 }
+
+/* ---- the model interface ---- */
+
+static float gpt_forward_batch(CohortModel *m, const CohortBatch *b, CohortForwardMode mode)
+{
+  (void)mode; /* the GPT has no layer that behaves differently in evaluation */
+  return cohort_gpt_forward(m, b->inputs, b->targets, b->B, b->T);
+}
+
+static void gpt_backward(CohortModel *m, float grad_scale)
+{
+  cohort_gpt_backward(m, grad_scale);
+}
+
+static void gpt_init(CohortModel *m, guint64 seed)
+{
+  cohort_gpt_init_weights(m, seed);
+}
+
+static void gpt_eval_batch(CohortModel *m, const CohortBatch *b, double *sums)
+{
+  float loss = cohort_gpt_forward(m, b->inputs, b->targets, b->B, b->T);
+  double positions = (double)b->B * b->T;
+  sums[0] += (double)loss * positions;
+  sums[1] += positions;
+}
+
+static double gpt_flops_per_sample(const CohortModel *m)
+{
+  int T = gpt_of(m)->shape.seq_len;
+  return cohort_gpt_flops_per_token(m, T) * T;
+}
+
+static const CohortModelOps gpt_ops = {
+    .forward = gpt_forward_batch,
+    .backward = gpt_backward,
+    .init_weights = gpt_init,
+    .eval_batch = gpt_eval_batch,
+    .sample = cohort_gpt_sample,
+    .flops_per_sample = gpt_flops_per_sample,
+    .finalize = gpt_finalize,
+};
+
+static gint64 gpt_count_params(const CohortConfig *cfg)
+{
+  gint64 C = cfg->n_embd, L = cfg->n_layer, V = cfg->vocab_size, T = cfg->seq_len;
+  gint64 per_layer =
+      2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
+  return V * C + T * C + L * per_layer + 2 * C;
+}
+
+static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                               GError **error)
+{
+  CohortGptShape shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size};
+  return cohort_gpt_new_on(be, &shape, max_batch, error);
+}
+
+static gboolean gpt_import(CohortModel *m, const char *path, GError **error)
+{
+  return cohort_gpt_load_hf(m, path, error);
+}
+
+static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};
+
+const CohortModelClass cohort_gpt_class = {
+    .name = "gpt",
+    .title = "GPT-2-style decoder (text)",
+    .formats = gpt_formats,
+    .n_formats = G_N_ELEMENTS(gpt_formats),
+    .count_params = gpt_count_params,
+    .create = gpt_create,
+    .import_weights = gpt_import,
+    .export_extra = cohort_gpt_write_hf_config,
+};

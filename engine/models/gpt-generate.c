@@ -1,20 +1,9 @@
-#include "generate.h"
+#include "engine/models/gpt-generate.h"
+
+#include "data/dataset.h"
 
 #include <math.h>
 #include <string.h>
-
-guint64 cohort_rng_next(guint64 *state)
-{
-  guint64 z = (*state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-double cohort_rng_uniform(guint64 *state)
-{
-  return (double)(cohort_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
-}
 
 typedef struct {
   float logit;
@@ -85,4 +74,30 @@ char *cohort_bytes_to_utf8(const int *tokens, int n)
     raw[i] = (char)(tokens[i] & 0xff);
   raw[n] = 0;
   return g_utf8_make_valid(raw, n);
+}
+
+gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                           GError **error)
+{
+  (void)error;
+  const CohortConfig *cfg = req->cfg;
+  int n_prompt = 0;
+  g_autofree int *prompt = NULL;
+  gboolean text = cfg->data_format == COHORT_DATA_TEXT;
+  if (text)
+    prompt = cohort_text_encode(cfg->sample_prompt, &n_prompt);
+  int n_out = 0;
+  g_autofree int *seq =
+      cohort_generate(m, prompt, n_prompt, cfg->sample_tokens, 40, 1.0, req->rng, &n_out);
+  json_object_set_string_member(fields, "prompt", cfg->sample_prompt);
+  if (text) {
+    g_autofree char *decoded = cohort_bytes_to_utf8(seq, n_out);
+    json_object_set_string_member(fields, "text", decoded);
+  } else {
+    JsonArray *ids = json_array_new();
+    for (int i = 0; i < n_out; i++)
+      json_array_add_int_element(ids, seq[i]);
+    json_object_set_array_member(fields, "tokens", ids);
+  }
+  return TRUE;
 }

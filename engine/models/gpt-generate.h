@@ -1,16 +1,12 @@
-/* Text generation for `sample` events: autoregressive top-k sampling from the model. */
+/* Text samples from a GPT: autoregressive top-k sampling for `sample` events. */
 #pragma once
 
 #include <glib.h>
-#include "gpt.h"
+
+#include "engine/models/gpt.h"
+#include "engine/rng.h"
 
 G_BEGIN_DECLS
-
-/* One step of a small, serialisable RNG (splitmix64): the sampler's state lives in
- * checkpoints so samples after a resume are the ones a run without a stop would give. */
-guint64 cohort_rng_next(guint64 *state);
-/* Uniform in [0, 1). */
-double cohort_rng_uniform(guint64 *state);
 
 /* Continues `prompt` (token ids) by `n_new` tokens, sampling from the softmax of the last
  * position restricted to the `top_k` most likely tokens (0 = all) at `temperature`. The
@@ -20,5 +16,11 @@ int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
 
 /* Byte-level decoding: token ids as bytes, invalid UTF-8 replaced by U+FFFD. */
 char *cohort_bytes_to_utf8(const int *tokens, int n);
+
+/* The family's sample routine (CohortModelOps.sample): continues cfg->sample_prompt by
+ * cfg->sample_tokens tokens; "text" for byte-level text, "tokens" (the ids) for token shards,
+ * since those carry no tokenizer. */
+gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                           GError **error);
 
 G_END_DECLS

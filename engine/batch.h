@@ -1,0 +1,33 @@
+/* One micro-batch as the trainer hands it to a model: token windows for language models,
+ * images and labels for image models, and for every row the dataset index it came from, so a
+ * model can derive per-sample randomness from (seed, epoch, sample id) alone. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  int B; /* rows in use (<= the capacity it was allocated for) */
+
+  /* token models: [B, T] ids; targets are the inputs shifted by one */
+  int T;
+  int *inputs;
+  int *targets;
+
+  /* image models: [B, C, H, W] in [-1, 1], and a class index per row (-1 = unlabelled) */
+  int C, H, W;
+  float *images;
+  int *labels;
+
+  guint64 *sample_ids; /* [B]: the index of each row in its data set */
+  gint64 epoch;        /* the sampler's epoch; -1 for evaluation batches */
+} CohortBatch;
+
+/* Host memory for up to `capacity` rows of T tokens (T > 0) and/or C×H×W images (C > 0);
+ * the parts not asked for stay NULL. */
+CohortBatch *cohort_batch_new(int capacity, int T, int C, int H, int W);
+void cohort_batch_free(CohortBatch *b);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortBatch, cohort_batch_free)
+
+G_END_DECLS

@@ -1,0 +1,213 @@
+/* The model registry and what every model family shares: tables, memory, host copies. */
+#include "engine/model.h"
+
+#include <string.h>
+
+#include "engine/models/gpt.h"
+#include "kernels/backend.h"
+
+/* clang-format off */
+G_DEFINE_QUARK(cohort-model-error-quark, cohort_model_error)
+/* clang-format on */
+
+static const CohortModelClass *const classes[] = {
+    &cohort_gpt_class,
+    NULL,
+};
+
+const CohortModelClass *const *cohort_model_classes(void)
+{
+  return classes;
+}
+
+const CohortModelClass *cohort_model_class_find(const char *name)
+{
+  for (guint i = 0; name && classes[i]; i++)
+    if (strcmp(classes[i]->name, name) == 0)
+      return classes[i];
+  return NULL;
+}
+
+const CohortModelClass *cohort_model_class_for(const CohortConfig *cfg, const char *source,
+                                               GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_find(cfg->model);
+  if (!k) {
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (guint i = 0; classes[i]; i++)
+      g_string_append_printf(names, "%s\"%s\"", i ? ", " : "", classes[i]->name);
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"model\": \"%s\" is not a model this build trains; allowed: %s",
+                source ? source : "config", cfg->model ? cfg->model : "", names->str);
+  }
+  return k;
+}
+
+gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_for(cfg, source, error);
+  if (!k)
+    return FALSE;
+  gboolean ok = FALSE;
+  for (guint i = 0; i < k->n_formats; i++)
+    ok = ok || k->formats[i] == cfg->data_format;
+  if (!ok) {
+    g_autofree char *fmt = cohort_config_get(cfg, "data_format");
+    g_autoptr(GString) allowed = g_string_new(NULL);
+    for (guint i = 0; i < k->n_formats; i++) {
+      g_autoptr(CohortConfig) probe = cohort_config_copy(cfg);
+      probe->data_format = k->formats[i];
+      g_autofree char *name = cohort_config_get(probe, "data_format");
+      g_string_append_printf(allowed, "%s\"%s\"", i ? ", " : "", name);
+    }
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"data_format\": \"%s\" cannot train model \"%s\"; allowed: %s",
+                source ? source : "config", fmt, k->name, allowed->str);
+    return FALSE;
+  }
+  return !k->check_config || k->check_config(cfg, source, error);
+}
+
+CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                              GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_for(cfg, NULL, error);
+  if (!k)
+    return NULL;
+  return k->create(be, cfg, max_batch, error);
+}
+
+static void free_table(CohortTensorInfo *t, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    g_free((char *)t[i].name);
+  g_free(t);
+}
+
+void cohort_model_free(CohortModel *m)
+{
+  if (!m)
+    return;
+  const CohortBackend *be = m->be;
+  float *params = m->params, *grads = m->grads, *buffers = m->buffer_data;
+  CohortTensorInfo *tensors = m->tensors, *bufs = m->buffers;
+  guint n_tensors = m->n_tensors, n_bufs = m->n_buffers;
+  /* The family frees its own struct, which embeds the base: keep what the base owns first. */
+  m->ops->finalize(m);
+  if (be) {
+    be->free(params);
+    be->free(grads);
+    be->free(buffers);
+  }
+  free_table(tensors, n_tensors);
+  free_table(bufs, n_bufs);
+}
+
+gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
+{
+  m->params = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
+  m->grads = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
+  if (m->n_buffer_floats > 0)
+    m->buffer_data = m->be->alloc(m->n_buffer_floats * sizeof(float));
+  if (!m->params || !m->grads || (m->n_buffer_floats > 0 && !m->buffer_data)) {
+    g_set_error(error, cohort_model_error_quark(), 0,
+                "%s model: out of %s memory for %zu parameters; allowed: a smaller model",
+                m->klass->name, m->be->name, m->n_params);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean cohort_model_on_host(const CohortModel *m)
+{
+  return m->be == cohort_backend_cpu();
+}
+
+void cohort_model_zero_grad(CohortModel *m)
+{
+  m->be->zero(m->grads, m->n_params * sizeof(float));
+}
+
+void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data)
+{
+  m->grad_ready = func;
+  m->grad_ready_data = user_data;
+}
+
+void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count)
+{
+  if (m->grad_ready)
+    m->grad_ready(offset, count, m->grad_ready_data);
+}
+
+const CohortTensorInfo *cohort_tensor_find(const CohortTensorInfo *tensors, guint n,
+                                           const char *name)
+{
+  for (guint i = 0; i < n; i++)
+    if (strcmp(tensors[i].name, name) == 0)
+      return &tensors[i];
+  return NULL;
+}
+
+char *cohort_tensor_dims_string(int ndim, const gint64 *shape)
+{
+  GString *str = g_string_new("[");
+  for (int d = 0; d < ndim; d++)
+    g_string_append_printf(str, "%s%" G_GINT64_FORMAT, d ? ", " : "", shape[d]);
+  g_string_append_c(str, ']');
+  return g_string_free(str, FALSE);
+}
+
+const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name)
+{
+  return cohort_tensor_find(m->tensors, m->n_tensors, name);
+}
+
+const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name)
+{
+  return cohort_tensor_find(m->buffers, m->n_buffers, name);
+}
+
+static const float *host_view(const CohortModel *m, const float *buf, size_t n, float **tmp)
+{
+  *tmp = NULL;
+  if (!buf || cohort_model_on_host(m))
+    return buf;
+  *tmp = g_new(float, MAX(n, 1));
+  m->be->download(*tmp, buf, n * sizeof(float));
+  return *tmp;
+}
+
+const float *cohort_model_params_host(const CohortModel *m, float **tmp)
+{
+  return host_view(m, m->params, m->n_params, tmp);
+}
+
+const float *cohort_model_buffers_host(const CohortModel *m, float **tmp)
+{
+  return host_view(m, m->buffer_data, m->n_buffer_floats, tmp);
+}
+
+void cohort_model_download_params(const CohortModel *m, float *host)
+{
+  m->be->download(host, m->params, m->n_params * sizeof(float));
+}
+
+void cohort_model_upload_params(CohortModel *m, const float *host)
+{
+  m->be->upload(m->params, host, m->n_params * sizeof(float));
+}
+
+void cohort_model_upload_buffers(CohortModel *m, const float *host)
+{
+  if (m->n_buffer_floats > 0)
+    m->be->upload(m->buffer_data, host, m->n_buffer_floats * sizeof(float));
+}
+
+void cohort_model_metric_values(const CohortModel *m, const double *sums, double *values)
+{
+  for (guint i = 0; i < m->n_metrics; i++) {
+    double den = sums[m->metrics[i].denominator];
+    values[i] = den != 0 ? sums[m->metrics[i].numerator] / den : 0;
+  }
+}

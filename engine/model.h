@@ -1,0 +1,170 @@
+/* The model interface: what the trainer, the DDP reducer, checkpoints, exports and the window
+ * need from a model, and nothing more. Each model family (engine/models/) is a
+ * CohortModelClass in a small registry; `model` in the config picks one.
+ *
+ * A model owns, in one backend's memory:
+ *  - its parameters and gradients, one contiguous buffer each, described by a tensor table in
+ *    forward order, so reverse layer order is decreasing offsets (the reducer's buckets);
+ *  - its buffers: tensors that are saved, exported and broadcast but never optimised (BatchNorm
+ *    running statistics, a fixed position embedding), in a second table over one buffer;
+ *  - its activations, allocated once for micro-batches of up to max_batch samples.
+ * Forward takes a CohortBatch (engine/batch.h); every random choice a model makes for a
+ * sample (noise, timesteps, label dropout) is a function of (seed, epoch, sample id), never of
+ * the rank, so N ranks compute what one process computes on the combined batch. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "engine/batch.h"
+#include "engine/config.h"
+#include "engine/tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortBackend CohortBackend;
+typedef struct CohortModel CohortModel;
+typedef struct CohortModelClass CohortModelClass;
+
+typedef enum {
+  COHORT_FORWARD_TRAIN, /* keeps what backward needs; BatchNorm uses batch statistics */
+  COHORT_FORWARD_EVAL,  /* no backward follows; BatchNorm uses running statistics */
+} CohortForwardMode;
+
+/* One evaluation metric: value = sums[numerator] / sums[denominator] over the whole
+ * validation set, summed across ranks before the division (never an average of averages). */
+typedef struct {
+  const char *name; /* "val_loss", "accuracy" */
+  int numerator;
+  int denominator;
+} CohortMetric;
+
+/* What a sample routine gets. */
+typedef struct {
+  const CohortConfig *cfg;
+  gint64 step;
+  const char *workspace; /* where image samples go (samples/step-N.png) */
+  guint64 *rng;          /* the sampling RNG, saved in checkpoints */
+} CohortSampleRequest;
+
+/* The operations of one model family. Every pointer is set unless marked optional. */
+typedef struct {
+  /* Forward over `batch` (batch->B <= max_batch). Returns the mean loss over the batch; in
+   * TRAIN mode keeps what backward needs. */
+  float (*forward)(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode);
+  /* ADDS d(loss * grad_scale)/d(params) into the gradients (micro-batches accumulate),
+   * calling the grad-ready hook as ranges become final. After a TRAIN forward only. */
+  void (*backward)(CohortModel *m, float grad_scale);
+  /* The family's initialisation from `seed`; deterministic. Buffers get their initial
+   * values too. */
+  void (*init_weights)(CohortModel *m, guint64 seed);
+  /* Adds this validation batch's metric sums into `sums` (n_sums entries, see metrics). */
+  void (*eval_batch)(CohortModel *m, const CohortBatch *batch, double *sums);
+  /* Produces a sample artifact (text, an image grid) and puts its fields ("text", "tokens",
+   * "image": path) into `fields` of the `sample` event. */
+  gboolean (*sample)(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                     GError **error);
+  /* Multiply-adds of one training sample's forward + backward (for FLOP/s). Optional. */
+  double (*flops_per_sample)(const CohortModel *m);
+  /* Frees what the family allocated beyond the base (activations, its own struct). */
+  void (*finalize)(CohortModel *m);
+} CohortModelOps;
+
+struct CohortModel {
+  const CohortModelClass *klass;
+  const CohortModelOps *ops;
+  const CohortBackend *be;
+  int max_batch;
+
+  CohortTensorInfo *tensors; /* parameters, forward order, names owned by the model */
+  guint n_tensors;
+  size_t n_params;
+  float *params; /* backend memory */
+  float *grads;  /* backend memory */
+
+  CohortTensorInfo *buffers; /* may be empty */
+  guint n_buffers;
+  size_t n_buffer_floats;
+  float *buffer_data; /* backend memory; NULL when n_buffers is 0 */
+
+  const CohortMetric *metrics; /* n_metrics entries over n_sums sums */
+  guint n_metrics;
+  guint n_sums;
+
+  CohortGradReadyFunc grad_ready;
+  gpointer grad_ready_data;
+};
+
+/* A model family. */
+struct CohortModelClass {
+  const char *name;  /* the config's `model` value: "gpt" */
+  const char *title; /* for people: "GPT-2-style decoder (text)" */
+  /* Data formats the family trains on; its first is the default. */
+  const CohortDataFormat *formats;
+  guint n_formats;
+  /* Rules across keys that only this family has (n_embd divisible by n_head, …), checked
+   * after the generic ones; errors name the key. Optional. */
+  gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
+  /* Parameters of the model a config describes, without allocating it (for --explain). */
+  gint64 (*count_params)(const CohortConfig *cfg);
+  /* Allocates the model for micro-batches of up to max_batch samples on backend `be`.
+   * Parameters are zero until init_weights or a load. */
+  CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                         GError **error);
+  /* Loads pretrained weights for `init_from` (a file in the family's own exchange format,
+   * e.g. Hugging Face GPT-2 .safetensors). Optional: NULL = Cohort's own export format. */
+  gboolean (*import_weights)(CohortModel *m, const char *path, GError **error);
+  /* Writes files that belong beside an exported model.safetensors in `dir` (a Hugging Face
+   * config.json, the class names). Optional. */
+  gboolean (*export_extra)(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                           GError **error);
+  /* Prefix a foreign exchange format may put before every name ("transformer." for HF
+   * GPT-2); NULL = none. Used by the generic import. */
+  const char *import_prefix;
+};
+
+/* The registered families, NULL-terminated, in a stable order. */
+const CohortModelClass *const *cohort_model_classes(void);
+/* The family named `name`, or NULL. */
+const CohortModelClass *cohort_model_class_find(const char *name);
+/* The family cfg->model names; an error naming the key and the registered names when none. */
+const CohortModelClass *cohort_model_class_for(const CohortConfig *cfg, const char *source,
+                                               GError **error);
+/* Checks that the config's data_format suits the family, then the family's own rules. */
+gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, GError **error);
+
+/* Creates the model the config describes on backend `be` (class lookup + create). */
+CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                              GError **error);
+/* Frees the model: the family's ops->finalize (its activations and its own struct), then the
+ * base's tables and buffers. */
+void cohort_model_free(CohortModel *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortModel, cohort_model_free)
+
+/* For families: allocates params, grads and buffer_data for the tables already set on `m`
+ * (zeroed, backend memory). FALSE with an error naming the sizes when out of memory. */
+gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
+
+/* TRUE when the model's memory is host memory (the CPU backend). */
+gboolean cohort_model_on_host(const CohortModel *m);
+void cohort_model_zero_grad(CohortModel *m);
+void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data);
+/* Calls the grad-ready hook, if any (families call it from backward). */
+void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count);
+
+const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name);
+const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name);
+
+/* Host views of backend memory: the buffer itself on the CPU backend, else a downloaded copy
+ * stored in *tmp (g_free it; NULL when no copy was made). */
+const float *cohort_model_params_host(const CohortModel *m, float **tmp);
+const float *cohort_model_buffers_host(const CohortModel *m, float **tmp);
+/* Explicit copies between the model's buffers and host memory. */
+void cohort_model_download_params(const CohortModel *m, float *host);
+void cohort_model_upload_params(CohortModel *m, const float *host);
+void cohort_model_upload_buffers(CohortModel *m, const float *host);
+
+/* The value of each metric from summed `sums` (n_sums); values[n_metrics]. */
+void cohort_model_metric_values(const CohortModel *m, const double *sums, double *values);
+
+G_END_DECLS

@@ -1,0 +1,18 @@
+/* A small, serialisable random number generator (splitmix64) and the counter-based hashes
+ * that make per-sample randomness a function of (seed, epoch, sample index) alone. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* One step of splitmix64: the state lives in checkpoints, so samples after a resume are the
+ * ones a run without a stop would give. */
+guint64 cohort_rng_next(guint64 *state);
+/* Uniform in [0, 1). */
+double cohort_rng_uniform(guint64 *state);
+
+/* A well-mixed 64-bit hash of three integers: the seed of a per-sample stream. */
+guint64 cohort_rng_key(guint64 a, guint64 b, guint64 c);
+
+G_END_DECLS

@@ -1,0 +1,33 @@
+/* Training and validation data of any format, as numbered samples that fill CohortBatch rows:
+ * token windows (byte-level text, llm.c shards) for language models; images for image
+ * models. The trainer draws sample numbers from the DistributedSampler and never looks at
+ * what a sample holds. */
+#pragma once
+
+#include <glib.h>
+
+#include "engine/batch.h"
+#include "engine/config.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortSamples CohortSamples;
+
+/* Opens `path` (a config path; "builtin:" resolved here) in cfg->data_format, with a
+ * prepared-data index or cache in `cache_dir` (may be NULL). Errors name the file. */
+CohortSamples *cohort_samples_open(const CohortConfig *cfg, const char *path, const char *cache_dir,
+                                   GError **error);
+void cohort_samples_free(CohortSamples *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortSamples, cohort_samples_free)
+
+/* How many samples there are. */
+guint64 cohort_samples_count(const CohortSamples *s);
+
+/* A batch with room for `capacity` rows of the shape this data gives. */
+CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity);
+
+/* Fills row `row` of `b` with sample `index` (< count) of epoch `epoch` (-1: evaluation, no
+ * augmentation) and records the index in b->sample_ids. */
+void cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index);
+
+G_END_DECLS

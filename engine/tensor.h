@@ -1,0 +1,36 @@
+/* Named tensors over one flat float buffer: how every model lays out its parameters (and
+ * gradients, optimizer moments, EMA weights, buffers), so checkpoints, the DDP reducer and the
+ * optimizer work on any model without knowing it. */
+#pragma once
+
+#include <glib.h>
+#include <stddef.h>
+
+G_BEGIN_DECLS
+
+#define COHORT_TENSOR_MAX_DIMS 4
+
+typedef struct {
+  const char *name; /* the name in files, e.g. "h.3.mlp.c_fc.weight", "bn1.running_mean" */
+  int ndim;
+  int shape[COHORT_TENSOR_MAX_DIMS]; /* unused dimensions are 0 */
+  size_t offset;                     /* in floats, into the buffer the table describes */
+  size_t numel;
+  gboolean decay; /* AdamW/SGD weight decay applies (matrices, embeddings, convolutions) */
+  int layer;      /* position in forward order, for messages; the reducer only needs offsets */
+  gboolean int64; /* exported as I64 (a counter such as num_batches_tracked); stored as float */
+} CohortTensorInfo;
+
+/* Called during backward each time a contiguous range of gradients is final for this
+ * micro-batch, in decreasing offset order (the reverse of forward). The DDP reducer starts
+ * all-reducing a bucket from here. */
+typedef void (*CohortGradReadyFunc)(size_t offset, size_t count, gpointer user_data);
+
+/* The entry of `tensors` named `name`, or NULL. */
+const CohortTensorInfo *cohort_tensor_find(const CohortTensorInfo *tensors, guint n,
+                                           const char *name);
+
+/* "[3, 16, 16]". g_free it. */
+char *cohort_tensor_dims_string(int ndim, const gint64 *shape);
+
+G_END_DECLS

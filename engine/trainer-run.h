@@ -1,0 +1,77 @@
+/* What one run of cohort_train holds, shared by the trainer's files (not installed): set-up
+ * (trainer-setup.c), the loop (trainer.c), evaluation, samples, checkpoints and the export
+ * (trainer-output.c), and the events (trainer-events.c). */
+#pragma once
+
+#include "data/sampler.h"
+#include "engine/batch.h"
+#include "engine/checkpoint.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "engine/samples.h"
+#include "engine/trainer-dist.h"
+#include "engine/trainer.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const CohortConfig *cfg;
+  const CohortTrainOptions *opts;
+  CohortProgress *progress;
+  CohortSamples *train;
+  CohortSamples *val; /* NULL = no validation */
+  CohortModel *model;
+  CohortOptimizer *opt;
+  CohortComputeDevice dev;
+  const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
+  float *ema;              /* backend memory; NULL when ema_decay == 0 */
+  float *backup;           /* scratch for swapping EMA weights in for eval/samples */
+  float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
+  CohortTrainDist *dist;
+  int B, accum;
+  int tokens_per_sample; /* seq_len for token data, 0 for images */
+  CohortBatch *batch;
+  guint64 *indices; /* this rank's sample order for the current epoch */
+  guint64 n_indices;
+  gint64 indices_epoch;
+  CohortSamplerSpec spec;
+  gint64 steps_per_epoch;
+  gint64 total_steps;
+  double base_lr;
+  CohortTrainState st;
+  double *metrics; /* the last evaluation's values, model->n_metrics */
+  gboolean have_metrics;
+  double final_loss; /* the last step's loss (NaN before the first) */
+} CohortRun;
+
+/* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
+gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error);
+void cohort_run_free(CohortRun *r);
+/* Fills r->batch with micro-batch `micro` (0-based within the epoch) of `epoch`. */
+void cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro);
+/* Samples one optimizer step consumes across all ranks. */
+gint64 cohort_run_global_batch(const CohortRun *r);
+
+/* trainer-output.c */
+gboolean cohort_run_eval(CohortRun *r, GError **error);
+gboolean cohort_run_sample(CohortRun *r, GError **error);
+gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error);
+gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error);
+
+/* trainer-events.c */
+void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads);
+
+/* The live view of the loop: tokens/s over a short window of recent steps and the ETA. */
+typedef struct {
+  gint64 t_start;
+  gint64 start_step;
+  gint64 window_t[10];
+  int print_every;
+} CohortThroughput;
+
+void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r);
+/* The step event and the status line after a step that ended at monotonic time t1. */
+void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
+                          double lr, double scale, gboolean skipped);
+
+G_END_DECLS
