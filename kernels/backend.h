@@ -47,6 +47,32 @@ typedef struct CohortBackend {
   void (*upload)(void *dst, const void *host, size_t bytes);   /* host to backend */
   void (*download)(void *host, const void *src, size_t bytes); /* backend to host */
 
+  /* Queues of work, for devices whose ops run asynchronously (CUDA); all NULL on the CPU,
+   * whose ops have finished when they return. The DDP reducer overlaps the all-reduce with
+   * backward through these. Each int-returning op returns 0, or -1 with the reason in
+   * last_error(); pointer-returning ones return NULL on failure. */
+  int (*set_device)(int index); /* makes device `index` current for the calling thread */
+  void *(*event_new)(void);
+  void (*event_free)(void *event);
+  /* Records `event` after the work queued so far by the table's ops on this thread's device. */
+  int (*event_record)(void *event);
+  void *(*stream_new)(void); /* a queue that does not wait for the table's ops */
+  void (*stream_free)(void *stream);
+  /* On `stream`: waits for `after_event` (NULL: nothing), copies `bytes` device to host
+   * (to_host) or host to device, and returns when the copy is done. */
+  int (*stream_copy)(void *stream, void *after_event, void *dst, const void *src, size_t bytes,
+                     int to_host);
+  void *(*host_alloc)(size_t bytes); /* page-locked host memory for fast copies */
+  void (*host_free)(void *p);
+  /* to_bf16 on `stream` after `after_event`, then records `done_event` (either may be NULL);
+   * returns without waiting. */
+  int (*to_bf16_on)(void *stream, void *after_event, uint16_t *dst, const float *src, size_t n,
+                    void *done_event);
+  /* dst = fp32(src) / divisor on `stream`; returns when done. */
+  int (*from_bf16_div_on)(void *stream, float *dst, const uint16_t *src, size_t n, float divisor);
+  /* The first failure since the last clear, one line, or NULL. */
+  const char *(*last_error)(void);
+
   /* C = alpha * op(A) @ op(B) + beta * C with op(X) = X or X^T; op(A) is [M, K], op(B)
    * [K, N], C [M, N]; lda/ldb/ldc are the row strides of the stored matrices. */
   void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

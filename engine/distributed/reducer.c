@@ -1,9 +1,10 @@
-#include "reducer.h"
+#include "engine/distributed/reducer.h"
 
 #include "cohort-build-config.h"
+#include "kernels/backend.h"
 #include "kernels/math-inline.h"
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/backend.h" /* only for cohort_backend_cuda() in cohort_reducer_new_cuda */
 #endif
 
 typedef struct {
@@ -25,8 +26,10 @@ struct CohortReducer {
   guint launched, completed;
   GError *error; /* first failure of this pass */
 
-  /* Gradients on a GPU (cohort_reducer_new_cuda); cuda_device -1 = host memory. */
-  int cuda_device;
+  /* Gradients in a device's memory (cohort_reducer_new_on): its backend table, whose streams
+   * and events order the reduction after backward; NULL = host memory. */
+  const CohortBackend *dev;
+  int device;
   gboolean staged;
   void **events;     /* per bucket: recorded on the compute stream when it is launched */
   void *copy_stream; /* staged: device <-> pinned host copies; bf16: the conversions */
@@ -40,12 +43,11 @@ struct CohortReducer {
   void *converted;   /* "nccl": recorded on copy_stream once dev_half is written */
 };
 
-#if COHORT_HAVE_CUDA
-static gboolean cuda_failed(GError **error, const char *what)
+static gboolean device_failed(const CohortReducer *r, GError **error, const char *what)
 {
-  const char *e = cohort_cuda_last_error();
+  const char *e = r->dev->last_error ? r->dev->last_error() : NULL;
   g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "DDP reducer: %s: %s", what,
-              e ? e : "CUDA error");
+              e ? e : "device error");
   return FALSE;
 }
 
@@ -56,25 +58,25 @@ static gboolean reduce_device_bucket_bf16(CohortReducer *r, guint i, GError **er
 {
   Bucket *b = &g_array_index(r->buckets, Bucket, i);
   float *dev = r->grads + b->offset;
-  if (cohort_cuda_to_bf16_on(r->copy_stream, r->events[i], r->dev_half, dev, b->count,
-                             r->staged ? NULL : r->converted) != 0)
-    return cuda_failed(error, "bucket to bfloat16");
+  if (r->dev->to_bf16_on(r->copy_stream, r->events[i], r->dev_half, dev, b->count,
+                         r->staged ? NULL : r->converted) != 0)
+    return device_failed(r, error, "bucket to bfloat16");
   if (r->staged) {
     guint16 *host = (guint16 *)r->pinned;
     size_t bytes = b->count * sizeof(guint16);
-    if (cohort_cuda_stream_copy(r->copy_stream, NULL, host, r->dev_half, bytes, 1) != 0)
-      return cuda_failed(error, "bucket to host");
+    if (r->dev->stream_copy(r->copy_stream, NULL, host, r->dev_half, bytes, 1) != 0)
+      return device_failed(r, error, "bucket to host");
     if (!cohort_comm_all_reduce_bf16(r->comm, host, b->count, COHORT_REDUCE_SUM, 0, error))
       return FALSE;
-    if (cohort_cuda_stream_copy(r->copy_stream, NULL, r->dev_half, host, bytes, 0) != 0)
-      return cuda_failed(error, "bucket to device");
+    if (r->dev->stream_copy(r->copy_stream, NULL, r->dev_half, host, bytes, 0) != 0)
+      return device_failed(r, error, "bucket to device");
   } else if (!cohort_comm_all_reduce_bf16_after(r->comm, r->dev_half, b->count, COHORT_REDUCE_SUM,
                                                 r->converted, 0, error)) {
     return FALSE;
   }
   float world = (float)cohort_comm_world_size(r->comm);
-  if (cohort_cuda_from_bf16_div_on(r->copy_stream, dev, r->dev_half, b->count, world) != 0)
-    return cuda_failed(error, "bucket from bfloat16");
+  if (r->dev->from_bf16_div_on(r->copy_stream, dev, r->dev_half, b->count, world) != 0)
+    return device_failed(r, error, "bucket from bfloat16");
   return TRUE;
 }
 
@@ -89,16 +91,14 @@ static gboolean reduce_device_bucket(CohortReducer *r, guint i, GError **error)
     return cohort_comm_all_reduce_f32_after(r->comm, dev, b->count, COHORT_REDUCE_AVG, r->events[i],
                                             0, error);
   size_t bytes = b->count * sizeof(float);
-  if (cohort_cuda_stream_copy(r->copy_stream, r->events[i], r->pinned, dev, bytes, 1) != 0)
-    return cuda_failed(error, "bucket to host");
+  if (r->dev->stream_copy(r->copy_stream, r->events[i], r->pinned, dev, bytes, 1) != 0)
+    return device_failed(r, error, "bucket to host");
   if (!cohort_comm_all_reduce_f32(r->comm, r->pinned, b->count, COHORT_REDUCE_AVG, 0, error))
     return FALSE;
-  if (cohort_cuda_stream_copy(r->copy_stream, NULL, dev, r->pinned, bytes, 0) != 0)
-    return cuda_failed(error, "bucket to device");
+  if (r->dev->stream_copy(r->copy_stream, NULL, dev, r->pinned, bytes, 0) != 0)
+    return device_failed(r, error, "bucket to device");
   return TRUE;
 }
-#endif
-
 /* bf16 reduction of a bucket of host gradients. The conversions run here, serially: they are
  * one pass over memory, and an OpenMP team started from this thread would compete for the
  * cores with the one computing the rest of backward. */
@@ -119,10 +119,8 @@ static gboolean reduce_host_bucket_bf16(CohortReducer *r, const Bucket *b, GErro
 static gpointer comm_thread(gpointer data)
 {
   CohortReducer *r = data;
-#if COHORT_HAVE_CUDA
-  if (r->cuda_device >= 0)
-    cohort_cuda_set_device(r->cuda_device);
-#endif
+  if (r->dev && r->dev->set_device)
+    r->dev->set_device(r->device);
   for (;;) {
     int item = GPOINTER_TO_INT(g_async_queue_pop(r->queue));
     if (item == G_MAXINT)
@@ -133,12 +131,9 @@ static gpointer comm_thread(gpointer data)
     g_mutex_unlock(&r->lock);
     GError *error = NULL;
     /* After a failure the communicator is broken; later buckets are only counted. */
-#if COHORT_HAVE_CUDA
-    if (!failed && r->cuda_device >= 0)
+    if (!failed && r->dev)
       reduce_device_bucket(r, (guint)item - 1, &error);
-    else
-#endif
-        if (!failed && r->bf16)
+    else if (!failed && r->bf16)
       reduce_host_bucket_bf16(r, b, &error);
     else if (!failed)
       cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
@@ -156,12 +151,13 @@ static gpointer comm_thread(gpointer data)
 
 static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
                                   const CohortTensorInfo *tensors, guint n_tensors,
-                                  double bucket_cap_mb, double first_bucket_mb, int cuda_device,
-                                  gboolean staged)
+                                  double bucket_cap_mb, double first_bucket_mb,
+                                  const CohortBackend *dev, int device, gboolean staged)
 {
   CohortReducer *r = g_new0(CohortReducer, 1);
   r->comm = comm;
-  r->cuda_device = cuda_device;
+  r->dev = dev;
+  r->device = device;
   r->staged = staged;
   r->grads = grads;
   r->buckets = g_array_new(FALSE, TRUE, sizeof(Bucket));
@@ -177,17 +173,15 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
       cap = (size_t)(bucket_cap_mb * 1024 * 1024 / sizeof(float));
     }
   }
-#if COHORT_HAVE_CUDA
-  if (cuda_device >= 0) {
+  if (dev) {
     r->events = g_new0(void *, r->buckets->len);
     for (guint i = 0; i < r->buckets->len; i++)
-      r->events[i] = cohort_cuda_event_new();
+      r->events[i] = dev->event_new();
     if (staged) {
-      r->copy_stream = cohort_cuda_stream_new();
-      r->pinned = cohort_cuda_host_alloc(r->largest * sizeof(float));
+      r->copy_stream = dev->stream_new();
+      r->pinned = dev->host_alloc(r->largest * sizeof(float));
     }
   }
-#endif
   g_mutex_init(&r->lock);
   g_cond_init(&r->done_cond);
   r->queue = g_async_queue_new();
@@ -199,7 +193,20 @@ CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
                                   const CohortTensorInfo *tensors, guint n_tensors,
                                   double bucket_cap_mb, double first_bucket_mb)
 {
-  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb, -1, FALSE);
+  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb, NULL, -1,
+                     FALSE);
+}
+
+CohortReducer *cohort_reducer_new_on(CohortComm *comm, const CohortBackend *dev, int device,
+                                     gboolean staged, float *grads, size_t n,
+                                     const CohortTensorInfo *tensors, guint n_tensors,
+                                     double bucket_cap_mb, double first_bucket_mb)
+{
+  /* A backend without streams (the CPU) computes in host memory. */
+  if (!dev || !dev->event_new)
+    return cohort_reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb);
+  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb, dev,
+                     device, staged);
 }
 
 CohortReducer *cohort_reducer_new_cuda(CohortComm *comm, float *grads, size_t n,
@@ -208,8 +215,8 @@ CohortReducer *cohort_reducer_new_cuda(CohortComm *comm, float *grads, size_t n,
                                        int cuda_device, gboolean staged)
 {
 #if COHORT_HAVE_CUDA
-  return reducer_new(comm, grads, n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb,
-                     cuda_device, staged);
+  return cohort_reducer_new_on(comm, cohort_backend_cuda(), cuda_device, staged, grads, n, tensors,
+                               n_tensors, bucket_cap_mb, first_bucket_mb);
 #else
   (void)cuda_device;
   (void)staged;
@@ -224,16 +231,16 @@ void cohort_reducer_free(CohortReducer *r)
   g_async_queue_push(r->queue, GINT_TO_POINTER(G_MAXINT));
   g_thread_join(r->thread);
   g_async_queue_unref(r->queue);
-#if COHORT_HAVE_CUDA
-  if (r->events)
-    for (guint i = 0; i < r->buckets->len; i++)
-      cohort_cuda_event_free(r->events[i]);
-  cohort_cuda_stream_free(r->copy_stream);
-  cohort_cuda_host_free(r->pinned);
-  cohort_cuda_event_free(r->converted);
-  if (r->dev_half)
-    cohort_backend_cuda()->free(r->dev_half);
-#endif
+  if (r->dev) {
+    if (r->events)
+      for (guint i = 0; i < r->buckets->len; i++)
+        r->dev->event_free(r->events[i]);
+    r->dev->stream_free(r->copy_stream);
+    r->dev->host_free(r->pinned);
+    r->dev->event_free(r->converted);
+    if (r->dev_half)
+      r->dev->free(r->dev_half);
+  }
   g_free(r->half);
   g_free(r->events);
   g_array_free(r->buckets, TRUE);
@@ -250,27 +257,26 @@ gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision pr
     r->bf16 = FALSE;
     return TRUE;
   }
-#if COHORT_HAVE_CUDA
-  if (r->cuda_device >= 0) {
+  if (r->dev) {
     if (r->copy_stream == NULL)
-      r->copy_stream = cohort_cuda_stream_new();
+      r->copy_stream = r->dev->stream_new();
     if (r->converted == NULL && !r->staged)
-      r->converted = cohort_cuda_event_new();
+      r->converted = r->dev->event_new();
     if (r->dev_half == NULL)
-      r->dev_half = cohort_backend_cuda()->alloc(r->largest * sizeof(guint16));
+      r->dev_half = r->dev->alloc(r->largest * sizeof(guint16));
     if (r->copy_stream == NULL || (r->converted == NULL && !r->staged) || r->dev_half == NULL) {
-      const char *e = cohort_cuda_last_error();
+      const char *e = r->dev->last_error ? r->dev->last_error() : NULL;
       g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
-                  "DDP reducer: cannot set up the bf16 all-reduce on CUDA device %d (%.1f MiB of "
+                  "DDP reducer: cannot set up the bf16 all-reduce on %s device %d (%.1f MiB of "
                   "bfloat16 scratch, a stream and an event): %s",
-                  r->cuda_device, (double)(r->largest * sizeof(guint16)) / (1024.0 * 1024.0),
-                  e ? e : "CUDA error");
+                  r->dev->name, r->device,
+                  (double)(r->largest * sizeof(guint16)) / (1024.0 * 1024.0),
+                  e ? e : "device error");
       return FALSE;
     }
     r->bf16 = TRUE;
     return TRUE;
   }
-#endif
   (void)error; /* host memory: g_new does not fail */
   if (r->half == NULL)
     r->half = g_new(guint16, MAX(r->largest, 1));
@@ -308,11 +314,9 @@ static void launch(CohortReducer *r, guint i)
 {
   Bucket *b = &g_array_index(r->buckets, Bucket, i);
   b->launched = TRUE;
-#if COHORT_HAVE_CUDA
   /* The bucket's gradients are queued on the compute stream: mark that point. */
   if (r->events)
-    cohort_cuda_event_record(r->events[i]);
-#endif
+    r->dev->event_record(r->events[i]);
   g_mutex_lock(&r->lock);
   r->launched++;
   g_mutex_unlock(&r->lock);

@@ -21,6 +21,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct CohortBackend CohortBackend;
+
 typedef struct CohortReducer CohortReducer;
 
 /* `grads` (n floats) must stay valid for the reducer's life; tensors must cover it in
@@ -28,14 +30,21 @@ typedef struct CohortReducer CohortReducer;
 CohortReducer *cohort_reducer_new(CohortComm *comm, float *grads, size_t n,
                                   const CohortTensorInfo *tensors, guint n_tensors,
                                   double bucket_cap_mb, double first_bucket_mb);
-/* The same for gradients in the memory of CUDA device `cuda_device` (CUDA builds; elsewhere
- * it is cohort_reducer_new). When backward reports a bucket final, an event is recorded on
+/* The same for gradients in the memory of device `device` of backend `dev` (a backend with
+ * streams and events, kernels/backend.h; a backend without them — the CPU — gives
+ * cohort_reducer_new). When backward reports a bucket final, an event is recorded on
  * the compute stream (the legacy default stream), and the communication thread orders the
  * bucket's reduction after that event only, so it overlaps the rest of backward:
  *  - staged FALSE ("nccl"): the bucket is all-reduced in place on the device, the NCCL stream
  *    waiting on the event (cohort_comm_all_reduce_f32_after);
  *  - staged TRUE ("gloo" and other host backends): the bucket is copied into a pinned host
  *    buffer on a copy stream that waits on the event, all-reduced there, and copied back. */
+CohortReducer *cohort_reducer_new_on(CohortComm *comm, const CohortBackend *dev, int device,
+                                     gboolean staged, float *grads, size_t n,
+                                     const CohortTensorInfo *tensors, guint n_tensors,
+                                     double bucket_cap_mb, double first_bucket_mb);
+/* cohort_reducer_new_on with the CUDA backend (CUDA builds; elsewhere it is
+ * cohort_reducer_new). */
 CohortReducer *cohort_reducer_new_cuda(CohortComm *comm, float *grads, size_t n,
                                        const CohortTensorInfo *tensors, guint n_tensors,
                                        double bucket_cap_mb, double first_bucket_mb,
