@@ -41,8 +41,10 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
   g_string_append_printf(out, "  \"step\": %" G_GINT64_FORMAT ",\n", st->step);
   g_string_append_printf(out, "  \"epoch\": %" G_GINT64_FORMAT ",\n", st->epoch);
   g_string_append_printf(out, "  \"batch_in_epoch\": %" G_GINT64_FORMAT ",\n", st->batch_in_epoch);
-  if (st->global_batch > 0)
+  if (st->global_batch > 0) {
     g_string_append_printf(out, "  \"global_batch\": %" G_GINT64_FORMAT ",\n", st->global_batch);
+    g_string_append_printf(out, "  \"epoch_samples\": %" G_GINT64_FORMAT ",\n", st->epoch_samples);
+  }
   g_string_append_printf(out, "  \"tokens_seen\": %" G_GINT64_FORMAT ",\n", st->tokens_seen);
   /* A string: JSON numbers lose uint64 precision in many readers. */
   g_string_append_printf(out, "  \"sample_rng\": \"%" G_GUINT64_FORMAT "\",\n", st->sample_rng);
@@ -135,9 +137,13 @@ static gboolean parse_position(JsonObject *o, const char *path, CohortTrainState
       !get_int(o, path, "batch_in_epoch", &s->batch_in_epoch, error) ||
       !get_int(o, path, "tokens_seen", &s->tokens_seen, error))
     return FALSE;
-  if (json_object_has_member(o, "global_batch") &&
-      (!get_int(o, path, "global_batch", &s->global_batch, error) || s->global_batch == 0))
-    return s->global_batch == 0 ? corrupt(error, path, "\"global_batch\" is 0") : FALSE;
+  if (json_object_has_member(o, "global_batch")) {
+    if (!get_int(o, path, "global_batch", &s->global_batch, error) ||
+        !get_int(o, path, "epoch_samples", &s->epoch_samples, error))
+      return FALSE;
+    if (s->global_batch == 0)
+      return corrupt(error, path, "\"global_batch\" is 0; allowed: a positive integer");
+  }
   if (json_object_has_member(o, "run_id")) {
     const char *id = get_string(o, path, "run_id", error);
     if (!id)

@@ -47,9 +47,11 @@ typedef struct {
   gint64 skipped_steps;    /* steps whose update was skipped (overflow); AdamW's count skips them */
   /* The run this checkpoint belongs to ("" in checkpoints written before runs had ids). */
   char run_id[COHORT_RUN_ID_LEN];
-  /* The global batch (samples per optimizer step) the position above counts in, so a resume
-   * with another batch or world size can map it; 0 in checkpoints written before. */
+  /* The global batch (samples per optimizer step) and the samples of the current epoch
+   * consumed across all ranks (a prefix of the epoch's permutation), so a resume with another
+   * batch size or world size can map the position; 0 in checkpoints written before. */
   gint64 global_batch;
+  gint64 epoch_samples;
 } CohortTrainState;
 
 /* A new run id: 128 bits from the system's random source, as 32 hex digits. */

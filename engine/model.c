@@ -1,6 +1,7 @@
 /* The model registry and what every model family shares: tables, memory, host copies. */
 #include "engine/model.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "engine/models/gpt.h"
@@ -210,4 +211,31 @@ void cohort_model_metric_values(const CohortModel *m, const double *sums, double
     double den = sums[m->metrics[i].denominator];
     values[i] = den != 0 ? sums[m->metrics[i].numerator] / den : 0;
   }
+}
+
+static const CohortTensorInfo *first_non_finite(const CohortTensorInfo *t, guint n,
+                                                const float *data)
+{
+  for (guint i = 0; data && i < n; i++)
+    for (size_t k = 0; k < t[i].numel; k++)
+      if (!isfinite(data[t[i].offset + k]))
+        return &t[i];
+  return NULL;
+}
+
+gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
+{
+  g_autofree float *ptmp = NULL, *btmp = NULL;
+  const CohortTensorInfo *bad =
+      first_non_finite(m->tensors, m->n_tensors, cohort_model_params_host(m, &ptmp));
+  if (!bad)
+    bad = first_non_finite(m->buffers, m->n_buffers, cohort_model_buffers_host(m, &btmp));
+  if (bad) {
+    g_set_error(error, cohort_model_error_quark(), 1,
+                "%s: tensor \"%s\" holds a NaN or an infinity; training from it cannot give "
+                "finite results",
+                source, bad->name);
+    return FALSE;
+  }
+  return TRUE;
 }

@@ -164,6 +164,10 @@ void cohort_model_download_params(const CohortModel *m, float *host);
 void cohort_model_upload_params(CohortModel *m, const float *host);
 void cohort_model_upload_buffers(CohortModel *m, const float *host);
 
+/* FALSE with an error naming `source` (the file the weights came from) and the first tensor
+ * holding a NaN or an infinity, among the parameters and buffers. */
+gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+
 /* The value of each metric from summed `sums` (n_sums); values[n_metrics]. */
 void cohort_model_metric_values(const CohortModel *m, const double *sums, double *values);
 

@@ -185,6 +185,27 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
   return TRUE;
 }
 
+gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
+                                          GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  if (!device_comm(d))
+    return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
+  const CohortBackend *be = d->dev.be;
+  void *dev = be->alloc(MAX(nbytes, 1));
+  if (!dev) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(dev, buf, nbytes);
+  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, 0, 0, error);
+  if (ok)
+    be->download(buf, dev, nbytes);
+  be->free(dev);
+  return ok;
+}
+
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
                                        GError **error)
 {

@@ -41,6 +41,9 @@ gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError 
 /* Rank 0's parameters (backend memory of the device set above) to everyone. */
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error);
+/* Rank 0's `nbytes` of HOST memory to everyone (small start-up records). */
+gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
+                                          GError **error);
 /* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the
  * same step). FALSE with `error` when the vote itself failed (a peer is gone). */
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,

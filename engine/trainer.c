@@ -88,6 +88,17 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
   res->lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
                          (int)r->st.step, (int)r->total_steps);
+  /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
+   * holds the same reduced values, so every rank stops here. */
+  if (!fp16 && (!isfinite(res->loss) || !isfinite(res->norm))) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "step %" G_GINT64_FORMAT ": the %s is %g: training diverged and this step was "
+                "not applied; the last good checkpoint stays in %s/checkpoints (resume it with "
+                "--resume auto after lowering learning_rate or setting grad_clip)",
+                r->st.step + 1, isfinite(res->loss) ? "gradient norm" : "loss",
+                isfinite(res->loss) ? res->norm : res->loss, cfg->workspace_dir);
+    return FALSE;
+  }
   update(r, res);
   if (!cohort_device_check(&r->dev, error))
     return FALSE;
@@ -95,9 +106,11 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   r->st.step++;
   r->st.batch_in_epoch += r->accum;
   r->st.tokens_seen += cohort_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
+  r->st.epoch_samples += cohort_run_global_batch(r);
   if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
     r->st.epoch++;
     r->st.batch_in_epoch = 0;
+    r->st.epoch_samples = 0;
   }
   return TRUE;
 }

@@ -14,10 +14,12 @@ G_BEGIN_DECLS
 typedef struct {
   /* Where the config came from, for messages. */
   const char *config_source;
-  /* NULL: start fresh (or fail when the workspace already has checkpoints and `resume` is
-   * not given? no: start fresh and write new checkpoints beside old ones); "auto": the
-   * latest checkpoint in the workspace when there is one; else a checkpoint folder. */
+  /* NULL: a new run; "auto": the latest checkpoint in the workspace when there is one (else
+   * a new run); else a checkpoint folder. Only rank 0 reads it. */
   const char *resume;
+  /* Without `resume`, a workspace that holds checkpoints is refused (runs are never mixed);
+   * with `overwrite` the earlier run's outputs move to <workspace>/previous/<run id>/. */
+  gboolean overwrite;
   /* Events and the human view; rank 0 only (others get a silent one). Not owned. */
   CohortProgress *progress;
   /* Distributed: rank, world and collectives; comm NULL = one process. Not owned. */

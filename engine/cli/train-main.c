@@ -95,7 +95,7 @@ int main(int argc, char **argv)
   g_auto(GStrv) sets = NULL;
   g_autofree char *resume = NULL;
   int progress_fd = -1;
-  gboolean explain = FALSE, quiet = FALSE, version = FALSE;
+  gboolean explain = FALSE, quiet = FALSE, version = FALSE, overwrite = FALSE;
   int nproc = 0;
   GOptionEntry entries[] = {
       {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path, "TrainConfig JSON file", "FILE"},
@@ -106,6 +106,10 @@ int main(int argc, char **argv)
       {"resume", 'r', 0, G_OPTION_ARG_STRING, &resume,
        "Resume from the latest checkpoint in the workspace (auto) or from a checkpoint folder",
        "auto|PATH"},
+      {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite,
+       "Start a new run in a workspace that holds an earlier run's checkpoints, moving that "
+       "run's outputs to WORKSPACE/previous/RUN-ID/",
+       NULL},
       {"progress-fd", 0, 0, G_OPTION_ARG_INT, &progress_fd,
        "Write progress events (JSON Lines) to this file descriptor", "FD"},
       {"nproc", 'n', 0, G_OPTION_ARG_INT, &nproc,
@@ -225,6 +229,8 @@ int main(int argc, char **argv)
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
+      /* A restart of the group (cohort-run adds --resume auto) continues the run it started. */
+      .overwrite = overwrite && !resume,
       .progress = progress,
       .rank = env->rank,
       .world_size = env->world_size,
