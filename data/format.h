@@ -6,4 +6,5 @@
 typedef enum {
   COHORT_DATA_TEXT,   /* byte-level UTF-8 text */
   COHORT_DATA_TOKENS, /* llm.c token shards (.bin) */
+  COHORT_DATA_IMAGES, /* a folder of images in the ImageFolder layout */
 } CohortDataFormat;

@@ -12,7 +12,10 @@ typedef struct {
   const char *def; /* text form */
 } KeyRow;
 
-static const char *const data_format_choices[] = {"text", "tokens", NULL};
+static const char *const model_choices[] = {"gpt", NULL};
+static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
+static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
+static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
 static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", NULL};
 static const char *const precision_choices[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const reduce_precision_choices[] = {"fp32", "bf16", NULL};
@@ -26,7 +29,7 @@ static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL}
 
 /* A NULL `allowed` is filled in from type, bounds and choices (see fill_allowed), so the text
  * can never disagree with what is checked. For strings, `min` is the least length. */
-#define ROW(n, t, g, c, lo, hi, a, h, d)                                                           \
+#define ROWM(n, t, g, c, lo, hi, a, h, d, m)                                                       \
   {                                                                                                \
     {.name = #n,                                                                                   \
      .type = COHORT_KEY_##t,                                                                       \
@@ -35,22 +38,32 @@ static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL}
      .min = lo,                                                                                    \
      .max = hi,                                                                                    \
      .allowed = a,                                                                                 \
-     .help = h},                                                                                   \
+     .help = h,                                                                                    \
+     .models = m},                                                                                 \
         OFF(n), d                                                                                  \
   }
+/* A key every model family reads. */
+#define ROW(n, t, g, c, lo, hi, a, h, d) ROWM(n, t, g, c, lo, hi, a, h, d, NULL)
 
 static const KeyRow rows[] = {
     /* model */
-    ROW(model, STRING, "model", NULL, 1, 0, "gpt", "The model architecture to train.", "gpt"),
+    ROW(model, STRING, "model", model_choices, 1, 0, "gpt",
+        "The model family to train: a GPT-2-style language model, or a diffusion transformer on "
+        "images.",
+        "gpt"),
     ROW(n_layer, INT, "model", NULL, 1, 96, NULL, "Number of transformer blocks.", "4"),
     ROW(n_head, INT, "model", NULL, 1, 128, NULL,
         "Number of attention heads; n_embd must be a multiple of it.", "4"),
     ROW(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
         "256"),
-    ROW(seq_len, INT, "model", NULL, 2, 65536, NULL,
-        "Context length in tokens, also the length of each training window.", "128"),
-    ROW(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
-        "Number of distinct tokens; 256 for byte-level text.", "256"),
+    ROWM(seq_len, INT, "model", NULL, 2, 65536, NULL,
+         "Context length in tokens, also the length of each training window.", "128", "gpt"),
+    ROWM(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
+         "Number of distinct tokens; 256 for byte-level text.", "256", "gpt"),
+    ROWM(patch_size, INT, "model", NULL, 1, 64, NULL,
+         "Side in pixels of the square patches an image is cut into, one token each; "
+         "image_size must be a multiple of it.",
+         "2", "dit"),
 
     /* data */
     ROW(train_data, STRING, "data", NULL, 1, 0,
@@ -71,6 +84,23 @@ static const KeyRow rows[] = {
         "Drop the tail of the data that does not divide evenly among processes, instead of "
         "padding by wrap-around.",
         "false"),
+    ROWM(image_size, INT, "data", NULL, 4, 4096, NULL,
+         "Images are resized on their shorter side and centre-cropped to this many pixels "
+         "square.",
+         "32", "dit"),
+    ROWM(image_channels, INT, "data", NULL, 1, 3, "1 (grey) or 3 (RGB)",
+         "Colour channels the model sees: 1 for grey, 3 for RGB.", "1", "dit"),
+    ROWM(num_classes, INT, "data", NULL, 0, 1000000, NULL,
+         "Number of classes; 0 takes the number of class folders in train_data (0 folders: an "
+         "unconditional model).",
+         "0", "dit"),
+    ROWM(skip_bad_images, BOOL, "data", NULL, 0, 0, NULL,
+         "Leave out image files that cannot be read (and say how many) instead of stopping.",
+         "false", "dit"),
+    ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
+         "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
+         "and a random horizontal flip.",
+         "none", "dit"),
 
     /* training */
     ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
@@ -117,6 +147,18 @@ static const KeyRow rows[] = {
         "65536.0"),
     ROW(loss_scale_growth_interval, INT, "training", NULL, 1, NO_MAX_INT, NULL,
         "fp16 only: clean steps in a row after which the loss scale doubles.", "2000"),
+    ROWM(timestep_sampling, CHOICE, "training", timestep_choices, 0, 0, NULL,
+         "How the flow-matching time t of each sample is drawn: uniform, or the sigmoid of a "
+         "standard normal (logit-normal, as SD3).",
+         "logit_normal", "dit"),
+    ROWM(timestep_shift, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
+         "Shift s of the timesteps, t becomes s·t/(1+(s−1)·t): above 1 trains more on noisy "
+         "timesteps (larger images); 1 leaves t as drawn.",
+         "1.0", "dit"),
+    ROWM(cfg_dropout, DOUBLE, "training", NULL, 0, 1, NULL,
+         "Probability that a training sample's label is replaced by \"no label\", which "
+         "classifier-free guidance needs.",
+         "0.1", "dit"),
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
@@ -134,13 +176,22 @@ static const KeyRow rows[] = {
     ROW(eval_steps, INT, "output", NULL, 1, NO_MAX_INT, NULL,
         "Batches averaged for each validation loss.", "20"),
     ROW(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
-        "Generate a text sample every this many optimizer steps; 0 turns samples off.", "100"),
-    ROW(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
-        "This License"),
-    ROW(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
-        "Number of tokens generated per sample.", "120"),
+        "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
+        "samples off.",
+        "100"),
+    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
+         "This License", "gpt"),
+    ROWM(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
+         "Number of tokens generated per sample.", "120", "gpt"),
+    ROWM(sample_steps, INT, "output", NULL, 1, 1000, NULL,
+         "Euler steps from noise to image in each sample.", "32", "dit"),
+    ROWM(cfg_scale, DOUBLE, "output", NULL, 0, 100, NULL,
+         "Classifier-free guidance of samples: 1 samples the model as it is, larger values "
+         "follow the label more closely.",
+         "4.0", "dit"),
     ROW(init_from, STRING, "output", NULL, 0, 0,
-        "\"\" or a path to a .safetensors file with GPT-2 (Hugging Face) tensor names",
+        "\"\" or a path to a .safetensors file: Hugging Face GPT-2 names for gpt, a Cohort "
+        "export (model.safetensors) for other models",
         "Weights to start from instead of a random initialisation.", ""),
 
     /* distributed */
@@ -277,4 +328,12 @@ gsize cohort_config_key_offset(const CohortConfigKey *key)
 const char *cohort_config_key_default(const CohortConfigKey *key)
 {
   return row_of(key)->def;
+}
+
+gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model)
+{
+  if (!key->models)
+    return TRUE;
+  g_auto(GStrv) names = g_strsplit(key->models, ",", -1);
+  return model && g_strv_contains((const char *const *)names, model);
 }

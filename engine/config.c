@@ -177,7 +177,9 @@ static gboolean value_ok(const CohortConfigKey *key, JsonNode *node)
     if (!is_type(node, G_TYPE_STRING))
       return FALSE;
     const char *s = json_node_get_string(node);
-    return g_utf8_validate(s, -1, NULL) && (double)strlen(s) >= key->min;
+    /* A string key with choices (model) is one of them, kept as text. */
+    return g_utf8_validate(s, -1, NULL) && (double)strlen(s) >= key->min &&
+           (!key->choices || choice_index(key, s) >= 0);
   }
   case COHORT_KEY_CHOICE:
     return is_type(node, G_TYPE_STRING) && choice_index(key, json_node_get_string(node)) >= 0;
@@ -458,9 +460,11 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
       return FALSE;
   }
 
-  if (strcmp(cfg->model, "gpt") != 0)
-    return cross_error(error, "%s: key \"model\": \"%s\" is not allowed; allowed: gpt", s,
-                       cfg->model);
+  if (cfg->image_channels == 2)
+    return cross_error(error,
+                       "%s: key \"image_channels\": 2 is not allowed; allowed: 1 (grey) or 3 "
+                       "(RGB)",
+                       s);
   if (cfg->n_embd % cfg->n_head != 0)
     return cross_error(error,
                        "%s: key \"n_embd\": %d is not a multiple of \"n_head\": %d; allowed: "

@@ -15,6 +15,7 @@ G_BEGIN_DECLS
 #define COHORT_CONFIG_VERSION 1
 
 typedef enum { COHORT_LR_CONSTANT, COHORT_LR_COSINE, COHORT_LR_LINEAR } CohortLrSchedule;
+typedef enum { COHORT_TIMESTEPS_UNIFORM, COHORT_TIMESTEPS_LOGIT_NORMAL } CohortTimestepSampling;
 typedef enum {
   COHORT_PRECISION_FP32,
   COHORT_PRECISION_BF16,
@@ -33,12 +34,13 @@ typedef struct {
   int version;
 
   /* model */
-  char *model; /* "gpt" */
+  char *model; /* a registered family: "gpt", "dit" */
   int n_layer;
   int n_head;
   int n_embd;
   int seq_len;
   int vocab_size;
+  int patch_size; /* dit */
 
   /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
   char *train_data;
@@ -47,6 +49,11 @@ typedef struct {
   gboolean shuffle;
   gint64 seed;
   gboolean drop_last; /* DistributedSampler's drop_last */
+  int image_size;     /* images: side of the square images the model sees */
+  int image_channels; /* images: 1 (grey) or 3 (RGB) */
+  int num_classes;    /* images: 0 = as many as train_data has class folders */
+  gboolean skip_bad_images;
+  int augment; /* CohortAugment (data/augment.h): none, crop, crop_flip */
 
   /* optimisation */
   int batch_size; /* per process */
@@ -64,9 +71,12 @@ typedef struct {
   int epochs;
   double ema_decay; /* 0 = off */
   CohortPrecision precision;
-  gboolean allow_tf32;            /* fp32 GEMMs on TF32 tensor cores (GPU only) */
-  double loss_scale_init;         /* fp16: first dynamic loss scale */
-  int loss_scale_growth_interval; /* fp16: clean steps before the scale doubles */
+  gboolean allow_tf32;                      /* fp32 GEMMs on TF32 tensor cores (GPU only) */
+  double loss_scale_init;                   /* fp16: first dynamic loss scale */
+  int loss_scale_growth_interval;           /* fp16: clean steps before the scale doubles */
+  CohortTimestepSampling timestep_sampling; /* dit: how t is drawn */
+  double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
+  double cfg_dropout;                       /* dit: probability of training without the label */
   CohortDevice device;
   int threads; /* 0 = auto */
 
@@ -79,7 +89,9 @@ typedef struct {
   int sample_every; /* 0 = off */
   char *sample_prompt;
   int sample_tokens;
-  char *init_from; /* "" = random init; else a .safetensors with GPT-2 names */
+  int sample_steps; /* dit: Euler steps of a sample */
+  double cfg_scale; /* dit: classifier-free guidance of samples; 1 = none */
+  char *init_from;  /* "" = random init; else a .safetensors with GPT-2 names */
 
   /* distributed (DESIGN.md names) */
   gboolean enable_multi_gpu;
@@ -121,6 +133,7 @@ typedef struct {
   double min, max;            /* inclusive bounds for numbers */
   const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
   const char *help;           /* one sentence for tooltips and docs */
+  const char *models;         /* the families that read it ("dit", "gpt,dit"); NULL = all */
 } CohortConfigKey;
 
 #define COHORT_CONFIG_ERROR (cohort_config_error_quark())
@@ -140,6 +153,9 @@ CohortConfig *cohort_config_new(void);
 void cohort_config_free(CohortConfig *cfg);
 CohortConfig *cohort_config_copy(const CohortConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortConfig, cohort_config_free)
+
+/* TRUE when key `key` means something for model family `model` (the window shows only those). */
+gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model);
 
 /* The key table, in the order keys are written to JSON. */
 const CohortConfigKey *cohort_config_keys(guint *n_keys);

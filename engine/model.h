@@ -43,8 +43,9 @@ typedef struct {
 typedef struct {
   const CohortConfig *cfg;
   gint64 step;
-  const char *workspace; /* where image samples go (samples/step-N.png) */
-  guint64 *rng;          /* the sampling RNG, saved in checkpoints */
+  const char *workspace;          /* where image samples go (samples/step-N.png) */
+  guint64 *rng;                   /* the sampling RNG, saved in checkpoints */
+  const char *const *class_names; /* the data's classes in index order, or NULL */
 } CohortSampleRequest;
 
 /* The operations of one model family. Every pointer is set unless marked optional. */

@@ -52,9 +52,9 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 58);
+  g_assert_cmpuint(n, ==, 69);
   g_assert_null(cohort_config_find_key("version"));
-  g_assert_true(cohort_config_find_key("seed") == &keys[10]);
+  g_assert_true(cohort_config_find_key("seed") == &keys[11]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==, "constant, cosine, linear");
   g_assert_cmpstr(cohort_config_find_key("learning_rate")->allowed, ==, "a number > 0 and <= 10");
   g_assert_cmpstr(cohort_config_find_key("beta2")->allowed, ==, "a number >= 0 and < 1");
@@ -79,10 +79,16 @@ static char *other_value(const CohortConfig *cfg, const CohortConfigKey *k)
   switch (k->type) {
   case COHORT_KEY_INT:
   case COHORT_KEY_INT64: {
-    gint64 v = (gint64)k->min;
-    if (g_ascii_strtoll(cur, NULL, 10) == v)
-      v++;
-    return g_strdup_printf("%" G_GINT64_FORMAT, v);
+    /* The least allowed value, else the next, else the largest (image_channels: 1, 3). */
+    gint64 tries[] = {(gint64)k->min, (gint64)k->min + 1, (gint64)MIN(k->max, 1e15)};
+    for (guint i = 0; i < G_N_ELEMENTS(tries); i++) {
+      g_autofree char *v = g_strdup_printf("%" G_GINT64_FORMAT, tries[i]);
+      g_autoptr(CohortConfig) probe = cohort_config_copy(cfg);
+      if (g_ascii_strtoll(cur, NULL, 10) != tries[i] &&
+          cohort_config_set(probe, k->name, v, "test", NULL))
+        return g_steal_pointer(&v);
+    }
+    g_assert_not_reached();
   }
   case COHORT_KEY_DOUBLE: {
     char buf[G_ASCII_DTOSTR_BUF_SIZE];

@@ -37,6 +37,7 @@ static GPtrArray *candidates(const CohortConfigKey *key, const char *current)
     g_ptr_array_add(c, g_strdup_printf("%d", (int)key->min));
     g_ptr_array_add(c, g_strdup_printf("%d", (int)key->min + 1));
     g_ptr_array_add(c, g_strdup_printf("%d", (int)cur - 1));
+    g_ptr_array_add(c, g_strdup_printf("%d", (int)MIN(key->max, 1e9)));
     break;
   case COHORT_KEY_INT64:
     g_ptr_array_add(c, g_strdup("42"));
@@ -55,6 +56,8 @@ static GPtrArray *candidates(const CohortConfigKey *key, const char *current)
     g_ptr_array_add(c, g_strdup("1"));
     break;
   case COHORT_KEY_STRING:
+    for (const char *const *ch = key->choices; ch && *ch != NULL; ch++)
+      g_ptr_array_add(c, g_strdup(*ch));
     g_ptr_array_add(c, g_strconcat(current, "-x", NULL));
     g_ptr_array_add(c, g_strdup("other"));
     break;
