@@ -89,7 +89,8 @@ static void test_layernorm_no_affine(void)
   float *c_dinp = on_cpu(dinp, nc * 4), *g_dinp = on_gpu(dinp, nc * 4);
   cpu->layernorm_backward(c_dinp, NULL, NULL, c_dout, c_x, NULL, c_mean, c_rstd, N, C);
   gpu->layernorm_backward(g_dinp, NULL, NULL, g_dout, g_x, NULL, g_mean, g_rstd, N, C);
-  expect_close("layernorm_backward (no affine) dinp", c_dinp, g_dinp, nc, 1e-4, 1e-4);
+  /* the small row has rstd ~600, which scales the rounding of the row sums (~1e-7 each) */
+  expect_close("layernorm_backward (no affine) dinp", c_dinp, g_dinp, nc, 1e-3, 1e-4);
   /* a weight without a bias: dw accumulates, db is skipped */
   float *c_dw = on_cpu(dw, C * 4), *g_dw = on_gpu(dw, C * 4);
   cpu->layernorm_forward(c_out, c_mean, c_rstd, c_x, c_w, NULL, N, C, 1e-6f);
@@ -99,7 +100,7 @@ static void test_layernorm_no_affine(void)
   gpu->upload(g_rstd, c_rstd, N * 4);
   cpu->layernorm_backward(c_dinp, c_dw, NULL, c_dout, c_x, c_w, c_mean, c_rstd, N, C);
   gpu->layernorm_backward(g_dinp, g_dw, NULL, g_dout, g_x, g_w, g_mean, g_rstd, N, C);
-  expect_close("layernorm_backward (weight only) dinp", c_dinp, g_dinp, nc, 1e-4, 1e-4);
+  expect_close("layernorm_backward (weight only) dinp", c_dinp, g_dinp, nc, 1e-3, 1e-4);
   expect_close("layernorm_backward (weight only) dw", c_dw, g_dw, C, 1e-5, 1e-4);
   float *cb[] = {c_x, c_w, c_out, c_mean, c_rstd, c_dout, c_dinp, c_dw};
   float *gb[] = {g_x, g_w, g_out, g_mean, g_rstd, g_dout, g_dinp, g_dw};
@@ -134,8 +135,9 @@ static void test_modulate(void)
   gpu->modulate_backward(g_dx, g_dmod + SHIFT, g_dmod + SCALE, g_dout, g_x, g_mod + SCALE, AB, AT,
                          AC, ALD);
   expect_close("modulate_backward dx (accumulates)", c_dx, g_dx, n, 1e-6, 1e-6);
-  /* sums of 70 tokens in another order; the other columns must stay as they were */
-  expect_close("modulate_backward dshift, dscale (accumulate)", c_dmod, g_dmod, nm, 1e-5, 1e-5);
+  /* sums of 70 tokens in another order (partial sums up to ~10, ulp 1e-6); the other
+   * columns of [B, 6C] must stay as they were */
+  expect_close("modulate_backward dshift, dscale (accumulate)", c_dmod, g_dmod, nm, 1e-4, 1e-5);
   cpu->free(c_x), cpu->free(c_mod), cpu->free(c_out), cpu->free(c_dout), cpu->free(c_dx);
   cpu->free(c_dmod), gpu->free(g_x), gpu->free(g_mod), gpu->free(g_out), gpu->free(g_dout);
   gpu->free(g_dx), gpu->free(g_dmod);
@@ -171,7 +173,7 @@ static void test_gated_residual(void)
                                ALD);
   expect_close("gated_residual_backward dx (accumulates)", c_dx, g_dx, n, 0, 0); /* one add */
   expect_close("gated_residual_backward dy (overwrites)", c_dy, g_dy, n, 0, 0);  /* one mul */
-  expect_close("gated_residual_backward dgate (accumulates)", c_dmod, g_dmod, nm, 1e-5, 1e-5);
+  expect_close("gated_residual_backward dgate (accumulates)", c_dmod, g_dmod, nm, 1e-4, 1e-5);
   /* dx NULL */
   gpu->upload(g_dy, junk, n * 4);
   cpu->gated_residual_backward(NULL, c_dy, c_dmod + GATE, c_dout, c_mod + GATE, c_y, AB, AT, AC,
@@ -179,7 +181,7 @@ static void test_gated_residual(void)
   gpu->gated_residual_backward(NULL, g_dy, g_dmod + GATE, g_dout, g_mod + GATE, g_y, AB, AT, AC,
                                ALD);
   expect_close("gated_residual_backward (dx NULL) dy", c_dy, g_dy, n, 0, 0);
-  expect_close("gated_residual_backward (dx NULL) dgate", c_dmod, g_dmod, nm, 1e-5, 1e-5);
+  expect_close("gated_residual_backward (dx NULL) dgate", c_dmod, g_dmod, nm, 1e-4, 1e-5);
   float *cb[] = {c_x, c_mod, c_y, c_out, c_dout, c_dx, c_dy, c_dmod};
   float *gb[] = {g_x, g_mod, g_y, g_out, g_dout, g_dx, g_dy, g_dmod};
   for (size_t i = 0; i < G_N_ELEMENTS(cb); i++)
