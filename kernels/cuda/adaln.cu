@@ -1,8 +1,8 @@
 /* adaLN-Zero's per-sample ops: modulate (x * (1 + scale) + shift) and the gated residual
  * (x + gate * y), shift, scale and gate one vector per sample (row stride ld). Forwards are
  * element-wise. Backwards: a block of 32 channels x 8 token lanes per sample; each thread
- * walks its tokens in order, then lane 0 adds the 8 partial sums in order: no atomics, and
- * the same bits on every run. */
+ * walks its tokens in order, then the first token lane adds the 8 partial sums in order: no
+ * atomics, and the same bits on every run. */
 #include "cuda.cuh"
 
 #define TX 32 /* channels per block */
