@@ -92,19 +92,25 @@ typedef struct CohortBackend {
   void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                              int T, int C);
 
-  /* out = (inp - mean) * rstd * w + b per row; mean and rstd [N] are kept for backward. */
+  /* out = (inp - mean) * rstd * w + b per row, rstd = 1 / sqrt(variance + eps) (GPT-2: eps
+   * 1e-5, DiT: 1e-6); mean and rstd [N] are kept for backward. w NULL means no scale (all
+   * ones) and b NULL no shift (zeros): LayerNorm without affine parameters. */
   void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C);
-  /* Accumulates dinp, dw and db. */
+                            const float *b, int N, int C, float eps);
+  /* Accumulates dinp, dw and db. w as in the forward (NULL: ones); dw or db NULL skips that
+   * gradient (no affine parameters). eps is not needed: rstd holds it. */
   void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                              const float *w, const float *mean, const float *rstd, int N, int C);
 
-  /* Causal multi-head attention. qkv [B, T, 3C] holds q, k, v (heads of C/NH inside each);
-   * out [B, T, C]; lse [B, NH, T] keeps each softmax row's log-sum-exp for backward. */
-  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
-  /* Writes dqkv [B, T, 3C] (overwrites) from dout, the forward's qkv, out and lse. */
+  /* Multi-head attention. qkv [B, T, 3C] holds q, k, v (heads of C/NH inside each);
+   * out [B, T, C]; lse [B, NH, T] keeps each softmax row's log-sum-exp for backward.
+   * causal != 0: position i attends to positions 0..i (GPT); causal == 0: to all T (DiT). */
+  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                            int causal);
+  /* Writes dqkv [B, T, 3C] (overwrites) from dout, the forward's qkv, out and lse; causal as
+   * in the forward. */
   void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int T, int C, int NH);
+                             const float *lse, int B, int T, int C, int NH, int causal);
 
   /* out = gelu_tanh(inp) over n values. */
   void (*gelu_forward)(float *out, const float *inp, size_t n);
@@ -136,6 +142,63 @@ typedef struct CohortBackend {
   void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
   /* dst = s * src, bfloat16 bits to fp32 (the product rounded once, in fp32). */
   void (*from_bf16)(float *dst, const uint16_t *src, size_t n, float s);
+
+  /* ---- Diffusion transformers (DiT with adaLN-Zero) ----
+   * Per-sample vectors (shift, scale, gate) are column slices of the [B, 6C] adaLN modulation
+   * output: element c of sample b is at v[b * ld + c], ld being that matrix's row stride.
+   * Token tensors are [B, T, C]. A position embedding added to every sample is `add_bias`
+   * with N = B and cols = T * C. */
+
+  /* out[b, t, c] = x[b, t, c] * (1 + scale[b * ld + c]) + shift[b * ld + c]. */
+  void (*modulate_forward)(float *out, const float *x, const float *shift, const float *scale,
+                           int B, int T, int C, int ld);
+  /* dx += dout * (1 + scale); dshift[b * ld + c] += sum_t dout; dscale[b * ld + c] +=
+   * sum_t dout * x (all three accumulate; dx must not alias dout). */
+  void (*modulate_backward)(float *dx, float *dshift, float *dscale, const float *dout,
+                            const float *x, const float *scale, int B, int T, int C, int ld);
+  /* out[b, t, c] = x[b, t, c] + gate[b * ld + c] * y[b, t, c]; out may be x (in place). */
+  void (*gated_residual_forward)(float *out, const float *x, const float *gate, const float *y,
+                                 int B, int T, int C, int ld);
+  /* dx += dout (accumulates; NULL when the caller keeps dout itself as x's gradient, the
+   * in-place residual stream); dy = gate * dout (overwrites, as y is a layer's fresh output);
+   * dgate[b * ld + c] += sum_t dout * y (accumulates). dy must not alias dout. */
+  void (*gated_residual_backward)(float *dx, float *dy, float *dgate, const float *dout,
+                                  const float *gate, const float *y, int B, int T, int C, int ld);
+  /* out = inp * sigmoid(inp) over n values. */
+  void (*silu_forward)(float *out, const float *inp, size_t n);
+  /* dinp = dout * silu'(inp); dinp may be dout (in place). */
+  void (*silu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+  /* Sinusoidal timestep features (DiT's): with half = dim / 2 and f_i = max_period^(-i / half),
+   * out[b, i] = cos(t[b] f_i), out[b, half + i] = sin(t[b] f_i), and a last column of zeros
+   * when dim is odd. t [B] is backend memory. Computed in double, rounded once. */
+  void (*timestep_embedding)(float *out, const float *t, int B, int dim, float max_period);
+  /* out[b, :] = table[rows[b], :] for b < B, rows of width C; rows (backend memory) must index
+   * rows of the table (the caller checks labels). */
+  void (*rows_gather)(float *out, const float *table, const int *rows, int B, int C);
+  /* dtable[rows[b], :] += dout[b, :], repeated rows added in order of b (no atomics). */
+  void (*rows_scatter_add)(float *dtable, const float *dout, const int *rows, int B, int C);
+  /* Image [B, C, H, W] to patch tokens [B, T, C * p * p], T = (H / p) * (W / p) in row-major
+   * patch order, each token's values in the order (c, py, px) of a Conv2d(kernel p, stride p)
+   * weight [hidden, C, p, p] flattened, so that patch embedding is this and a GEMM. H and W
+   * must be multiples of p. Overwrites out. */
+  void (*patchify)(float *out, const float *img, int B, int C, int H, int W, int p);
+  /* The adjoint (and inverse) of patchify: dimg from dtokens (overwrites). */
+  void (*patchify_backward)(float *dimg, const float *dtokens, int B, int C, int H, int W, int p);
+  /* Patch tokens [B, T, p * p * C] in the order (py, px, c) (DiT's final layer) to an image
+   * [B, C, H, W]; overwrites img. */
+  void (*unpatchify)(float *img, const float *tokens, int B, int C, int H, int W, int p);
+  /* The adjoint (and inverse) of unpatchify: dtokens from dimg (overwrites). */
+  void (*unpatchify_backward)(float *dtokens, const float *dimg, int B, int C, int H, int W, int p);
+  /* losses[b] = mean over d < D of (pred[b, d] - target[b, d])^2; the batch mean is the
+   * model's. */
+  void (*mse_forward)(float *losses, const float *pred, const float *target, int B, int D);
+  /* dpred = 2 * (pred - target) / D * scale (overwrites); scale carries dloss/dlosses[b] (1/B
+   * for a batch mean) times any loss scale. */
+  void (*mse_backward)(float *dpred, const float *pred, const float *target, int B, int D,
+                       float scale);
+  /* out = a * x + b * y over n values; out may be x or y (classifier-free guidance, Euler
+   * steps). */
+  void (*axpby)(float *out, float a, const float *x, float b, const float *y, size_t n);
 } CohortBackend;
 
 /* The CPU backend: C with OpenMP, GEMMs through OpenBLAS. Always available. */

@@ -67,6 +67,44 @@ COHORT_HD static inline float cohort_gelu_grad(float x)
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
 }
 
+/* SiLU, x * sigmoid(x), through the clamped exp: for x far below 0 the denominator stays
+ * finite (~1.7e38) and the result a tiny number, never NaN. */
+COHORT_HD static inline float cohort_silu(float x)
+{
+  return x / (1.0f + cohort_expf(-x));
+}
+
+/* d silu(x) / dx = s (1 + x (1 - s)), s = sigmoid(x) */
+COHORT_HD static inline float cohort_silu_grad(float x)
+{
+  float s = 1.0f / (1.0f + cohort_expf(-x));
+  return s * (1.0f + x * (1.0f - s));
+}
+
+/* Column j of DiT's sinusoidal timestep features of time t, half = dim / 2: cos(t f_j) for
+ * j < half, sin(t f_(j - half)) for j < 2 half, 0 after (odd dim), with
+ * f_i = exp(-ln(max_period) i / half). In double, so both backends round the same value. */
+COHORT_HD static inline float cohort_timestep_feature(float t, int j, int half, float max_period)
+{
+  if (j >= 2 * half)
+    return 0.0f;
+  int i = j < half ? j : j - half;
+  double a = (double)t * exp(-log((double)max_period) * i / half);
+  return (float)(j < half ? cos(a) : sin(a));
+}
+
+/* Where pixel (b, c, y, x) of an image [B, C, H, W] goes among patch tokens [B, T, p p C]:
+ * patches of p x p in row-major order (gw = W / p per row, T of them), each token's values in
+ * the order (py, px, c) when channel_last (DiT's output) and (c, py, px) otherwise (a Conv2d
+ * weight [hidden, C, p, p] flattened). */
+COHORT_HD static inline size_t cohort_patch_offset(int b, int c, int y, int x, int C, int p, int gw,
+                                                   int T, int channel_last)
+{
+  int py = y % p, px = x % p, t = (y / p) * gw + x / p;
+  int k = channel_last ? (py * p + px) * C + c : (c * p + py) * p + px;
+  return ((size_t)b * T + t) * (size_t)(p * p * C) + k;
+}
+
 /* LayerNorm's normalised value before the affine part. */
 COHORT_HD static inline float cohort_ln_norm(float x, float mean, float rstd)
 {

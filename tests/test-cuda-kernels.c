@@ -2,92 +2,13 @@
  * with the tolerance stated at each check (|cuda - cpu| <= atol + rtol * |cpu|). Without a
  * CUDA device every case that needs one is skipped with the runtime's reason; the probe cases
  * run everywhere and check that nothing fails hard without a GPU. */
+#include "cuda-check.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend.h"
 
 #include <glib.h>
 #include <math.h>
 #include <string.h>
-
-static const CohortBackend *cpu, *gpu;
-static int n_devices;
-
-static gboolean need_gpu(void)
-{
-  if (n_devices > 0)
-    return TRUE;
-  const char *why = cohort_cuda_probe_error();
-  g_autofree char *msg = g_strdup_printf("no CUDA device: %s", why ? why : "none visible");
-  g_test_skip(msg);
-  return FALSE;
-}
-
-static void assert_no_cuda_error(const char *op)
-{
-  const char *e = cohort_cuda_last_error();
-  if (e)
-    g_test_message("%s: %s", op, e);
-  g_assert_null(e);
-}
-
-static float *rand_floats(GRand *r, size_t n, double lo, double hi)
-{
-  float *x = g_new(float, n ? n : 1);
-  for (size_t i = 0; i < n; i++)
-    x[i] = (float)g_rand_double_range(r, lo, hi);
-  return x;
-}
-
-static int *rand_ints(GRand *r, size_t n, int hi)
-{
-  int *x = g_new(int, n ? n : 1);
-  for (size_t i = 0; i < n; i++)
-    x[i] = g_rand_int_range(r, 0, hi);
-  return x;
-}
-
-static void *on_cpu(const void *host, size_t bytes)
-{
-  void *p = cpu->alloc(bytes);
-  g_assert_nonnull(p);
-  cpu->upload(p, host, bytes);
-  return p;
-}
-
-static void *on_gpu(const void *host, size_t bytes)
-{
-  void *p = gpu->alloc(bytes);
-  assert_no_cuda_error("alloc");
-  g_assert_nonnull(p);
-  gpu->upload(p, host, bytes);
-  return p;
-}
-
-/* Downloads n floats from `dev` and compares them with the CPU result `want`. */
-static void expect_close(const char *what, const float *want, const void *dev, size_t n,
-                         double atol, double rtol)
-{
-  assert_no_cuda_error(what);
-  float *got = g_new(float, n ? n : 1);
-  gpu->download(got, dev, n * sizeof(float));
-  assert_no_cuda_error(what);
-  size_t worst = 0;
-  double worst_excess = -INFINITY;
-  for (size_t i = 0; i < n; i++) {
-    double err = fabs((double)got[i] - want[i]);
-    double excess =
-        isnan(got[i]) != isnan(want[i]) ? INFINITY : err - (atol + rtol * fabs(want[i]));
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-    }
-  }
-  if (n && worst_excess > 0)
-    g_test_message("%s: element %zu of %zu: cuda %.9g, cpu %.9g (allowed %g + %g * |cpu|)", what,
-                   worst, n, got[worst], want[worst], atol, rtol);
-  g_assert_true(n == 0 || worst_excess <= 0);
-  g_free(got);
-}
 
 static void test_probe(void)
 {
@@ -298,8 +219,8 @@ static void test_layernorm(void)
   float *g_x = on_gpu(x, nc * 4), *g_w = on_gpu(w, C * 4), *g_b = on_gpu(b, C * 4);
   float *c_out = cpu->alloc(nc * 4), *c_mean = cpu->alloc(N * 4), *c_rstd = cpu->alloc(N * 4);
   float *g_out = gpu->alloc(nc * 4), *g_mean = gpu->alloc(N * 4), *g_rstd = gpu->alloc(N * 4);
-  cpu->layernorm_forward(c_out, c_mean, c_rstd, c_x, c_w, c_b, N, C);
-  gpu->layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, N, C);
+  cpu->layernorm_forward(c_out, c_mean, c_rstd, c_x, c_w, c_b, N, C, 1e-5f);
+  gpu->layernorm_forward(g_out, g_mean, g_rstd, g_x, g_w, g_b, N, C, 1e-5f);
   expect_close("layernorm_forward out", c_out, g_out, nc, 1e-5, 1e-5);
   expect_close("layernorm_forward mean", c_mean, g_mean, N, 1e-6, 1e-5);
   expect_close("layernorm_forward rstd", c_rstd, g_rstd, N, 1e-6, 1e-5);
@@ -341,16 +262,16 @@ static void attention_case(int B, int T, int C, int NH, guint32 seed)
   g_autofree char *w1 = g_strdup_printf("attention_forward out %s", shape);
   g_autofree char *w2 = g_strdup_printf("attention_forward lse %s", shape);
   g_autofree char *w3 = g_strdup_printf("attention_backward dqkv %s", shape);
-  cpu->attention_forward(c_out, c_lse, c_qkv, B, T, C, NH);
-  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH);
+  cpu->attention_forward(c_out, c_lse, c_qkv, B, T, C, NH, 1);
+  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH, 1);
   /* online softmax vs two-pass softmax: same sums in another order */
   expect_close(w1, c_out, g_out, nout, 1e-5, 1e-4);
   expect_close(w2, c_lse, g_lse, nlse, 1e-5, 1e-5);
   /* the backward of each side from the CPU's out and lse */
   gpu->upload(g_out, c_out, nout * 4);
   gpu->upload(g_lse, c_lse, nlse * 4);
-  cpu->attention_backward(c_dqkv, c_dout, c_qkv, c_out, c_lse, B, T, C, NH);
-  gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH);
+  cpu->attention_backward(c_dqkv, c_dout, c_qkv, c_out, c_lse, B, T, C, NH, 1);
+  gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH, 1);
   expect_close(w3, c_dqkv, g_dqkv, nqkv, 1e-4, 1e-3);
   cpu->free(c_qkv), cpu->free(c_dout), cpu->free(c_out), cpu->free(c_lse), cpu->free(c_dqkv);
   gpu->free(g_qkv), gpu->free(g_dout), gpu->free(g_out), gpu->free(g_lse), gpu->free(g_dqkv);
@@ -376,7 +297,7 @@ static void test_attention_too_wide(void)
   float *qkv = gpu->alloc(sizeof(float) * B * T * 3 * C);
   float *out = gpu->alloc(sizeof(float) * B * T * C), *lse = gpu->alloc(sizeof(float) * T);
   assert_no_cuda_error("alloc");
-  gpu->attention_forward(out, lse, qkv, B, T, C, NH);
+  gpu->attention_forward(out, lse, qkv, B, T, C, NH, 1);
   const char *e = cohort_cuda_last_error();
   g_assert_nonnull(e);
   g_assert_nonnull(strstr(e, "head size 260"));
@@ -510,10 +431,10 @@ static void test_deterministic(void)
   float *g_dqkv = gpu->alloc(nqkv * 4), *g_db = gpu->alloc(nc * 4);
   float *first = g_new(float, nqkv), *second = g_new(float, nqkv);
   float *db1 = g_new(float, C), *db2 = g_new(float, C);
-  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH);
+  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH, 1);
   for (int run = 0; run < 2; run++) {
     gpu->zero(g_db, C * 4);
-    gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH);
+    gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH, 1);
     gpu->bias_backward(g_db, g_dout, N, C);
     gpu->download(run ? second : first, g_dqkv, nqkv * 4);
     gpu->download(run ? db2 : db1, g_db, C * 4);

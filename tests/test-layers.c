@@ -1,11 +1,8 @@
 /* Every CPU kernel: forward against a naive loop written here, backward against central
- * finite differences of the scalar J = sum(out * R) for a fixed random R.
- *
- * The kernels are float; J is summed in double. With step h = 1e-2 the float rounding noise
- * in (J+ - J-) / 2h is ~1e-5 and the O(h^2) truncation error stays below ~1e-4 for these
- * smooth ops (the largest seen is 1e-4, attention with T = 37), so a gradient passes when
- * |fd - analytic| <= 2e-4 + 2e-3 * |analytic|. Forwards must match
- * the naive loops to 1e-5 relative (only the summation order differs). */
+ * finite differences of the scalar J = sum(out * R) for a fixed random R (tests/fd-check.h
+ * gives the tolerances). Forwards must match the naive loops to 1e-5 relative (only the
+ * summation order differs). */
+#include "fd-check.h"
 #include "kernels/backend.h"
 #include "kernels/math-inline.h"
 
@@ -13,69 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#define FD_H    1e-2f
-#define FD_ATOL 2e-4
-#define FD_RTOL 2e-3
-
 static const CohortBackend *be;
-
-static guint32 rng_state;
-
-static float frand(void)
-{
-  rng_state = rng_state * 1664525u + 1013904223u;
-  return (float)((rng_state >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float *randv(size_t n, float scale)
-{
-  float *v = g_new(float, n);
-  for (size_t i = 0; i < n; i++)
-    v[i] = frand() * scale;
-  return v;
-}
-
-static double dotd(const float *a, const float *r, size_t n)
-{
-  double s = 0.0;
-  for (size_t i = 0; i < n; i++)
-    s += (double)a[i] * r[i];
-  return s;
-}
-
-static void assert_close_vec(const float *got, const double *want, size_t n, double rtol,
-                             const char *what)
-{
-  for (size_t i = 0; i < n; i++) {
-    double tol = rtol * fmax(1.0, fabs(want[i]));
-    if (fabs(got[i] - want[i]) > tol)
-      g_error("%s: element %zu is %.8g, reference %.8g", what, i, got[i], want[i]);
-  }
-}
-
-/* The objective evaluated by a test: J(x) with x perturbed in place. */
-typedef double (*Objective)(gpointer ctx);
-
-/* Compares analytic dJ/dx (grad) with central differences over every element of x. */
-static void check_grad(float *x, const float *grad, size_t n, Objective f, gpointer ctx,
-                       const char *what)
-{
-  double worst = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    float keep = x[i];
-    x[i] = keep + FD_H;
-    double jp = f(ctx);
-    x[i] = keep - FD_H;
-    double jm = f(ctx);
-    x[i] = keep;
-    double fd = (jp - jm) / (2.0 * (double)FD_H);
-    double err = fabs(fd - grad[i]);
-    if (err > FD_ATOL + FD_RTOL * fabs(grad[i]))
-      g_error("%s: d/dx[%zu] analytic %.6g, finite difference %.6g", what, i, grad[i], fd);
-    worst = fmax(worst, err);
-  }
-  g_test_message("%s: %zu gradients, largest |fd - analytic| %.2e", what, n, worst);
-}
 
 /* ---- linear: y = x @ W + b through gemm + add_bias ---- */
 typedef struct {
@@ -179,7 +114,7 @@ typedef struct {
 static double ln_obj(gpointer p)
 {
   Ln *c = p;
-  be->layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C);
+  be->layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, c->N, c->C, 1e-5f);
   return dotd(c->out, c->r, (size_t)c->N * c->C);
 }
 
@@ -226,7 +161,7 @@ typedef struct {
 static double attn_obj(gpointer p)
 {
   Attn *c = p;
-  be->attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->C, c->NH);
+  be->attention_forward(c->out, c->lse, c->qkv, c->B, c->T, c->C, c->NH, 1);
   return dotd(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 
@@ -265,7 +200,7 @@ static void check_attention(int B, int T, int C, int NH)
   assert_close_vec(c.out, ref, n_out, 1e-5, "attention forward");
   float *dqkv = g_new(float, n_out * 3);
   memset(dqkv, 0xff, n_out * 3 * sizeof(float)); /* backward must overwrite every element */
-  be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, c.C, c.NH);
+  be->attention_backward(dqkv, c.r, c.qkv, c.out, c.lse, c.B, c.T, c.C, c.NH, 1);
   check_grad(c.qkv, dqkv, n_out * 3, attn_obj, &c, "attention dqkv");
   g_free(c.qkv), g_free(c.r), g_free(c.out), g_free(c.lse), g_free(ref), g_free(dqkv);
 }
@@ -396,7 +331,6 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   be = cohort_backend_cpu();
-  rng_state = 12345;
   g_test_add_func("/layers/linear", test_linear);
   g_test_add_func("/layers/embedding", test_embedding);
   g_test_add_func("/layers/layernorm", test_layernorm);

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#define GPT_LN_EPS 1e-5f /* GPT-2's LayerNorm epsilon */
+
 /* Offsets of one block's tensors, in the order of HF GPT-2's state dict. */
 enum {
   P_LN1_W,
@@ -449,16 +451,16 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   for (int l = 0; l < s->n_layer; l++) {
     BlockActs *a = &gpt->blocks[l];
     be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, bp(gpt, p, l, P_LN1_W),
-                          bp(gpt, p, l, P_LN1_B), N, C);
+                          bp(gpt, p, l, P_LN1_B), N, C, GPT_LN_EPS);
     linear_forward(be, a->qkv, a->ln1, bp(gpt, p, l, P_ATTN_W), bp(gpt, p, l, P_ATTN_B), N, C,
                    3 * C);
-    be->attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH);
+    be->attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH, 1);
     /* res2 = res + atty @ Wproj + bproj: the GEMM accumulates onto a copy of the residual */
     be->copy(a->res2, res, (size_t)N * C * sizeof(float));
     be->gemm(0, 0, N, C, C, 1.0f, a->atty, C, bp(gpt, p, l, P_ATTN_PROJ_W), C, 1.0f, a->res2, C);
     be->add_bias(a->res2, bp(gpt, p, l, P_ATTN_PROJ_B), N, C);
     be->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, bp(gpt, p, l, P_LN2_W),
-                          bp(gpt, p, l, P_LN2_B), N, C);
+                          bp(gpt, p, l, P_LN2_B), N, C, GPT_LN_EPS);
     linear_forward(be, a->fch, a->ln2, bp(gpt, p, l, P_FC_W), bp(gpt, p, l, P_FC_B), N, C, 4 * C);
     be->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
     be->copy(a->res3, a->res2, (size_t)N * C * sizeof(float));
@@ -469,7 +471,7 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   }
   const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
   be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res, p + lnf_w->offset,
-                        p + lnf_w->offset + C, N, C);
+                        p + lnf_w->offset + C, N, C, GPT_LN_EPS);
   /* tied head: logits = lnf @ wte^T */
   be->gemm(0, 1, N, V, C, 1.0f, gpt->lnf, C, p, C, 0.0f, gpt->logits, V);
 
@@ -529,7 +531,7 @@ void cohort_gpt_backward(CohortGpt *m, float grad_scale)
     /* attention: res2 = res + attn(ln1(res)) @ Wproj + bproj */
     linear_backward(be, gpt->datty, bp(gpt, g, l, P_ATTN_PROJ_W), bp(gpt, g, l, P_ATTN_PROJ_B),
                     gpt->dres, a->atty, bp(gpt, p, l, P_ATTN_PROJ_W), N, C, C);
-    be->attention_backward(gpt->dqkv, gpt->datty, a->qkv, a->atty, a->att_lse, B, T, C, NH);
+    be->attention_backward(gpt->dqkv, gpt->datty, a->qkv, a->atty, a->att_lse, B, T, C, NH, 1);
     linear_backward(be, gpt->dln, bp(gpt, g, l, P_ATTN_W), bp(gpt, g, l, P_ATTN_B), gpt->dqkv,
                     a->ln1, bp(gpt, p, l, P_ATTN_W), N, C, 3 * C);
     be->layernorm_backward(gpt->dres, bp(gpt, g, l, P_LN1_W), bp(gpt, g, l, P_LN1_B), gpt->dln, res,

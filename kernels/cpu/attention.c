@@ -1,10 +1,10 @@
-/* Causal multi-head attention, fused: one (batch, head) is one task; its queries go through
- * in blocks of QB rows, each against only the keys at or before its last row (causal), with
- * register-sized tiles so the compiler vectorises over 16 keys or 16 channels at a time.
- * The [T, T] probabilities are never stored: backward recomputes them from the saved
- * log-sum-exp (as FlashAttention), and the sum D_i = dout_i . out_i replaces the row sums of
- * dP * P. Key and value gradients of one head sum over query blocks in order, so results do
- * not depend on the thread count. */
+/* Multi-head attention, fused: one (batch, head) is one task; its queries go through in
+ * blocks of QB rows, each against the keys it may see (causal: those at or before the block's
+ * last row; otherwise all T), with register-sized tiles so the compiler vectorises over 16 keys or
+ * 16 channels at a time. The [T, T] probabilities are never stored: backward recomputes them from
+ * the saved log-sum-exp (as FlashAttention), and the sum D_i = dout_i . out_i replaces the row sums
+ * of dP * P. Key and value gradients of one head sum over query blocks in order, so results do not
+ * depend on the thread count. */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -125,14 +125,20 @@ COHORT_VEC static void tile_outer_acc(float *restrict G, size_t gs, const float 
   }
 }
 
-/* Softmax of QB score rows over keys 0..(i0 + r), scaled; masked keys get 0. Returns the
- * log-sum-exp of each row in lse. */
+/* The last key that query row i sees. */
+static inline int last_key(int i, int T, int causal)
+{
+  return causal ? i : T - 1;
+}
+
+/* Softmax of QB score rows (query rows i0 + r) over the keys each sees, scaled; the other
+ * keys up to n get 0. Returns the log-sum-exp of each row in lse. */
 COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int rows, int n,
-                                     float scale, float *restrict lse)
+                                     float scale, float *restrict lse, int T, int causal)
 {
   for (int r = 0; r < rows; r++) {
     float *s = S + (size_t)r * ls;
-    int last = i0 + r;
+    int last = last_key(i0 + r, T, causal);
     float mx = -INFINITY;
     for (int j = 0; j <= last; j++)
       mx = s[j] * scale > mx ? s[j] * scale : mx;
@@ -153,7 +159,7 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
 }
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                                  int NH)
+                                  int NH, int causal)
 {
   int hd = C / NH;
   float scale = 1.0f / sqrtf((float)hd);
@@ -175,19 +181,21 @@ void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int 
     transpose(KT, lt, k, stride, T, hd);
     for (int i0 = 0; i0 < T; i0 += QB) {
       int rows = T - i0 < QB ? T - i0 : QB;
-      int n = (int)round16(i0 + rows); /* keys this block can see, padded to a tile */
+      int keys = last_key(i0 + rows - 1, T, causal) + 1; /* keys this block can see */
+      int n = (int)round16(keys);                        /* padded to a tile */
       const float *a[QB];
       for (int r = 0; r < QB; r++)
         a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
       tile_scores(S, lt, a, KT, lt, n, hd);
-      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0);
-      tile_weighted_sum(o + (size_t)i0 * C, C, rows, S, lt, v, stride, i0 + rows, hd);
+      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0, T, causal);
+      tile_weighted_sum(o + (size_t)i0 * C, C, rows, S, lt, v, stride, keys, hd);
     }
   }
 }
 
 void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                   const float *out, const float *lse, int B, int T, int C, int NH)
+                                   const float *out, const float *lse, int B, int T, int C, int NH,
+                                   int causal)
 {
   int hd = C / NH;
   float scale = 1.0f / sqrtf((float)hd);
@@ -219,8 +227,9 @@ void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *
     }
     for (int i0 = 0; i0 < T; i0 += QB) {
       int rows = T - i0 < QB ? T - i0 : QB;
-      int n = (int)round16(i0 + rows);
-      /* P = exp(scale * q k^T - lse), zero above the diagonal */
+      int keys = last_key(i0 + rows - 1, T, causal) + 1;
+      int n = (int)round16(keys);
+      /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
       const float *a[QB], *ga[QB];
       for (int r = 0; r < QB; r++) {
         a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
@@ -231,7 +240,7 @@ void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *
       tile_scores(dS, lt, ga, VT, lt, n, hd);
       for (int r = 0; r < QB; r++) {
         float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
-        int last = r < rows ? i0 + r : -1;
+        int last = r < rows ? last_key(i0 + r, T, causal) : -1;
         float lr = r < rows ? l[i0 + r] : 0.0f;
         float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * C, o + (size_t)(i0 + r) * C, hd)
                            : 0.0f;
@@ -242,7 +251,6 @@ void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *
         for (int j = last + 1; j < n; j++)
           p[j] = ds[j] = 0.0f;
       }
-      int keys = i0 + rows;
       /* dq = dS k; dk += dS^T q; dv += P^T dout */
       tile_weighted_sum(dq + (size_t)i0 * stride, stride, rows, dS, lt, k, stride, keys, hd);
       tile_outer_acc(dk, stride, dS, lt, q + (size_t)i0 * stride, stride, rows, keys, hd);

@@ -77,6 +77,23 @@ static const CohortBackend cpu_backend = {
     .ema_update = cohort_cpu_ema_update,
     .to_bf16 = cohort_cpu_to_bf16,
     .from_bf16 = cohort_cpu_from_bf16,
+    /* Diffusion transformers */
+    .modulate_forward = cohort_cpu_modulate_forward,
+    .modulate_backward = cohort_cpu_modulate_backward,
+    .gated_residual_forward = cohort_cpu_gated_residual_forward,
+    .gated_residual_backward = cohort_cpu_gated_residual_backward,
+    .silu_forward = cohort_cpu_silu_forward,
+    .silu_backward = cohort_cpu_silu_backward,
+    .timestep_embedding = cohort_cpu_timestep_embedding,
+    .rows_gather = cohort_cpu_rows_gather,
+    .rows_scatter_add = cohort_cpu_rows_scatter_add,
+    .patchify = cohort_cpu_patchify,
+    .patchify_backward = cohort_cpu_patchify_backward,
+    .unpatchify = cohort_cpu_unpatchify,
+    .unpatchify_backward = cohort_cpu_unpatchify_backward,
+    .mse_forward = cohort_cpu_mse_forward,
+    .mse_backward = cohort_cpu_mse_backward,
+    .axpby = cohort_cpu_axpby,
 };
 
 const CohortBackend *cohort_backend_cpu(void)

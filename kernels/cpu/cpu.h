@@ -39,15 +39,16 @@ void cohort_cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, 
                                    int B, int T, int C);
 
 void cohort_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                                  const float *w, const float *b, int N, int C);
+                                  const float *w, const float *b, int N, int C, float eps);
 void cohort_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                    const float *inp, const float *w, const float *mean,
                                    const float *rstd, int N, int C);
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                                  int NH);
+                                  int NH, int causal);
 void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                   const float *out, const float *lse, int B, int T, int C, int NH);
+                                   const float *out, const float *lse, int B, int T, int C, int NH,
+                                   int causal);
 
 void cohort_cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cohort_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
@@ -64,3 +65,29 @@ void cohort_cpu_adamw_update(float *params, const float *grads, float *m, float 
 double cohort_cpu_sum_squares(const float *values, size_t n);
 void cohort_cpu_scale(float *values, size_t n, float s);
 void cohort_cpu_ema_update(float *ema, const float *params, size_t n, float decay);
+
+/* Diffusion transformers (adaln.c, dit.c, patch.c) */
+void cohort_cpu_modulate_forward(float *out, const float *x, const float *shift, const float *scale,
+                                 int B, int T, int C, int ld);
+void cohort_cpu_modulate_backward(float *dx, float *dshift, float *dscale, const float *dout,
+                                  const float *x, const float *scale, int B, int T, int C, int ld);
+void cohort_cpu_gated_residual_forward(float *out, const float *x, const float *gate,
+                                       const float *y, int B, int T, int C, int ld);
+void cohort_cpu_gated_residual_backward(float *dx, float *dy, float *dgate, const float *dout,
+                                        const float *gate, const float *y, int B, int T, int C,
+                                        int ld);
+void cohort_cpu_silu_forward(float *out, const float *inp, size_t n);
+void cohort_cpu_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void cohort_cpu_timestep_embedding(float *out, const float *t, int B, int dim, float max_period);
+void cohort_cpu_rows_gather(float *out, const float *table, const int *rows, int B, int C);
+void cohort_cpu_rows_scatter_add(float *dtable, const float *dout, const int *rows, int B, int C);
+void cohort_cpu_patchify(float *out, const float *img, int B, int C, int H, int W, int p);
+void cohort_cpu_patchify_backward(float *dimg, const float *dtokens, int B, int C, int H, int W,
+                                  int p);
+void cohort_cpu_unpatchify(float *img, const float *tokens, int B, int C, int H, int W, int p);
+void cohort_cpu_unpatchify_backward(float *dtokens, const float *dimg, int B, int C, int H, int W,
+                                    int p);
+void cohort_cpu_mse_forward(float *losses, const float *pred, const float *target, int B, int D);
+void cohort_cpu_mse_backward(float *dpred, const float *pred, const float *target, int B, int D,
+                             float scale);
+void cohort_cpu_axpby(float *out, float a, const float *x, float b, const float *y, size_t n);

@@ -1,8 +1,8 @@
-/* Causal multi-head attention, fused (FlashAttention style): keys and values stream through
- * shared memory in tiles of 32, each query row keeps a running max and sum (online softmax),
- * so the [T, T] matrix is never stored; lse is kept for the backward, which recomputes the
- * probabilities. One warp owns one row (a query in the forward and for dq, a key for dk and
- * dv): lanes take keys (or queries) for the dot products and head dimensions for the
+/* Multi-head attention, causal or not, fused (FlashAttention style): keys and values stream
+ * through shared memory in tiles of 32, each query row keeps a running max and sum (online
+ * softmax), so the [T, T] matrix is never stored; lse is kept for the backward, which
+ * recomputes the probabilities. One warp owns one row (a query in the forward and for dq, a key for
+ * dk and dv): lanes take keys (or queries) for the dot products and head dimensions for the
  * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics. */
 #include "cuda.cuh"
 
@@ -13,8 +13,15 @@
 
 typedef struct {
   int T, C, NH, hd, tiles; /* tiles: blocks per (batch, head) */
+  int causal;              /* query i sees keys 0..i; else all T */
   float scale;
 } AttnShape;
+
+/* One past the last key that query row i sees. */
+__device__ static inline int key_end(int i, const AttnShape &s)
+{
+  return s.causal ? i + 1 : s.T;
+}
 
 /* rows r0 .. r0 + ATT_TILE of src (row stride `stride`, hd wide) into dst (row stride hd + 1,
  * so that lanes reading different rows hit different banks); rows past T read as zeros. */
@@ -46,7 +53,7 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *qkv,
   size_t stride = (size_t)3 * s.C;
   const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
   int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
-  int last = min(i0 + ATT_ROWS, s.T) - 1;
+  int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
   float *qs = sm + warp * hd, *ks = sm + ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
   if (i < s.T)
     for (int d = lane; d < hd; d += COHORT_WARP)
@@ -56,24 +63,24 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *qkv,
   for (int k = 0; k < ATT_DPL; k++)
     acc[k] = 0.0f;
 
-  for (int j0 = 0; j0 <= last; j0 += ATT_TILE) {
+  for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads(); /* the previous tile is consumed */
     load_tile(ks, base + s.C, stride, j0, s);
     load_tile(vs, base + 2 * s.C, stride, j0, s);
     __syncthreads();
-    if (i >= s.T || j0 > i)
+    if (i >= s.T || j0 >= kend)
       continue; /* warp-uniform */
     int j = j0 + lane;
-    float sc = j <= i ? s.scale * dot_hd(qs, ks + lane * ld, hd) : -INFINITY;
-    float m_new = fmaxf(m, cohort_warp_max(sc));
-    float p = j <= i ? expf(sc - m_new) : 0.0f;
+    float sc = j < kend ? s.scale * dot_hd(qs, ks + lane * ld, hd) : -INFINITY;
+    float m_new = fmaxf(m, cohort_warp_max(sc)); /* finite: lane 0's key j0 < kend */
+    float p = j < kend ? expf(sc - m_new) : 0.0f;
     float corr = expf(m - m_new); /* 0 on the first tile, where m is -inf */
     l = l * corr + cohort_warp_sum(p);
     m = m_new;
 #pragma unroll
     for (int k = 0; k < ATT_DPL; k++)
       acc[k] *= corr;
-    int nk = min(ATT_TILE, i - j0 + 1);
+    int nk = min(ATT_TILE, kend - j0);
     for (int jj = 0; jj < nk; jj++) {
       float pj = __shfl_sync(COHORT_FULL_MASK, p, jj);
       const float *vr = vs + jj * ld;
@@ -129,7 +136,7 @@ __global__ static void attn_dq_kernel(float *dqkv, const float *dout, const floa
   const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
   const float *gbase = dout + (size_t)b * s.T * s.C + (size_t)h * hd;
   int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
-  int last = min(i0 + ATT_ROWS, s.T) - 1;
+  int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
   float *qs = sm + warp * hd, *gs = sm + (ATT_ROWS + warp) * hd;
   float *ks = sm + 2 * ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
   float li = 0.0f, Di = 0.0f;
@@ -146,20 +153,20 @@ __global__ static void attn_dq_kernel(float *dqkv, const float *dout, const floa
   for (int k = 0; k < ATT_DPL; k++)
     acc[k] = 0.0f;
 
-  for (int j0 = 0; j0 <= last; j0 += ATT_TILE) {
+  for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads();
     load_tile(ks, base + s.C, stride, j0, s);
     load_tile(vs, base + 2 * s.C, stride, j0, s);
     __syncthreads();
-    if (i >= s.T || j0 > i)
+    if (i >= s.T || j0 >= kend)
       continue;
     int j = j0 + lane;
     float ds = 0.0f;
-    if (j <= i) {
+    if (j < kend) {
       float p = expf(s.scale * dot_hd(qs, ks + lane * ld, hd) - li);
       ds = p * (dot_hd(gs, vs + lane * ld, hd) - Di) * s.scale;
     }
-    int nk = min(ATT_TILE, i - j0 + 1);
+    int nk = min(ATT_TILE, kend - j0);
     for (int jj = 0; jj < nk; jj++) {
       float dsj = __shfl_sync(COHORT_FULL_MASK, ds, jj);
       const float *kr = ks + jj * ld;
@@ -182,7 +189,8 @@ __global__ static void attn_dq_kernel(float *dqkv, const float *dout, const floa
   }
 }
 
-/* For key row j: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over queries i >= j. */
+/* For key row j: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over the queries that see
+ * key j (causal: i >= j; otherwise all). */
 __global__ static void attn_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
                                        const float *lse, const float *D, AttnShape s)
 {
@@ -207,20 +215,20 @@ __global__ static void attn_dkv_kernel(float *dqkv, const float *dout, const flo
   for (int k = 0; k < ATT_DPL; k++)
     dk[k] = dv[k] = 0.0f;
 
-  for (int i0 = j_first; i0 < s.T; i0 += ATT_TILE) {
+  for (int i0 = s.causal ? j_first : 0; i0 < s.T; i0 += ATT_TILE) {
     __syncthreads();
     load_tile(qs, base, stride, i0, s);
     load_tile(gs, gbase, s.C, i0, s);
     __syncthreads();
-    if (j >= s.T || i0 + ATT_TILE <= j)
+    if (j >= s.T || (s.causal && i0 + ATT_TILE <= j))
       continue; /* no query of this tile sees key j */
     int i = i0 + lane;
     float p = 0.0f, ds = 0.0f;
-    if (i >= j && i < s.T) {
+    if ((!s.causal || i >= j) && i < s.T) {
       p = expf(s.scale * dot_hd(qs + lane * ld, kr, hd) - lse_bh[i]);
       ds = p * (dot_hd(gs + lane * ld, vr, hd) - D_bh[i]) * s.scale;
     }
-    int first = max(0, j - i0), end = min(ATT_TILE, s.T - i0);
+    int first = s.causal ? max(0, j - i0) : 0, end = min(ATT_TILE, s.T - i0);
     for (int ii = first; ii < end; ii++) {
       float pi = __shfl_sync(COHORT_FULL_MASK, p, ii);
       float dsi = __shfl_sync(COHORT_FULL_MASK, ds, ii);
@@ -249,7 +257,7 @@ __global__ static void attn_dkv_kernel(float *dqkv, const float *dout, const flo
 }
 
 /* Fills `s` or records why the shape cannot run here. */
-static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, const char *op)
+static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, int causal, const char *op)
 {
   if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH != 0) {
     cohort_cuda_fail("cuda: %s: shape B=%d T=%d C=%d NH=%d is invalid (C must be a multiple of "
@@ -262,6 +270,7 @@ static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, const char *op
   s->NH = NH;
   s->hd = C / NH;
   s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
+  s->causal = causal != 0;
   s->scale = 1.0f / sqrtf((float)s->hd);
   if (s->hd > ATT_MAXD) {
     cohort_cuda_fail("cuda: %s: head size %d (C=%d / NH=%d) is larger than the %d supported", op,
@@ -272,10 +281,10 @@ static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, const char *op
 }
 
 void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                                   int NH)
+                                   int NH, int causal)
 {
   AttnShape s;
-  if (!attn_shape(&s, B, T, C, NH, "attention_forward"))
+  if (!attn_shape(&s, B, T, C, NH, causal, "attention_forward"))
     return;
   size_t shmem = sizeof(float) * (ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
   attn_fwd_kernel<<<(unsigned)((size_t)B * NH * s.tiles), ATT_ROWS * COHORT_WARP, shmem>>>(out, lse,
@@ -284,10 +293,11 @@ void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int
 }
 
 void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                    const float *out, const float *lse, int B, int T, int C, int NH)
+                                    const float *out, const float *lse, int B, int T, int C, int NH,
+                                    int causal)
 {
   AttnShape s;
-  if (!attn_shape(&s, B, T, C, NH, "attention_backward"))
+  if (!attn_shape(&s, B, T, C, NH, causal, "attention_backward"))
     return;
   size_t rows = (size_t)B * NH * T;
   float *D = (float *)cohort_cuda_scratch(sizeof(float) * rows);

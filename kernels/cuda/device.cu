@@ -398,6 +398,23 @@ static const CohortBackend cuda_backend = {
     .ema_update = cohort_cuda_ema_update,
     .to_bf16 = cohort_cuda_to_bf16,
     .from_bf16 = cohort_cuda_from_bf16,
+    /* Diffusion transformers */
+    .modulate_forward = cohort_cuda_modulate_forward,
+    .modulate_backward = cohort_cuda_modulate_backward,
+    .gated_residual_forward = cohort_cuda_gated_residual_forward,
+    .gated_residual_backward = cohort_cuda_gated_residual_backward,
+    .silu_forward = cohort_cuda_silu_forward,
+    .silu_backward = cohort_cuda_silu_backward,
+    .timestep_embedding = cohort_cuda_timestep_embedding,
+    .rows_gather = cohort_cuda_rows_gather,
+    .rows_scatter_add = cohort_cuda_rows_scatter_add,
+    .patchify = cohort_cuda_patchify,
+    .patchify_backward = cohort_cuda_patchify_backward,
+    .unpatchify = cohort_cuda_unpatchify,
+    .unpatchify_backward = cohort_cuda_unpatchify_backward,
+    .mse_forward = cohort_cuda_mse_forward,
+    .mse_backward = cohort_cuda_mse_backward,
+    .axpby = cohort_cuda_axpby,
 };
 
 const CohortBackend *cohort_backend_cuda(void)

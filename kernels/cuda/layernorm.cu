@@ -1,13 +1,13 @@
-/* LayerNorm over the last dimension, eps 1e-5 as GPT-2: one warp per row, two passes (mean,
- * then variance) like the CPU backend. */
+/* LayerNorm over the last dimension: one warp per row, two passes (mean, then variance) like
+ * the CPU backend. A NULL weight reads as ones and a NULL bias as zeros (DiT's LayerNorms
+ * have no affine parameters). */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
-#define LN_EPS         1e-5f
 #define ROWS_PER_BLOCK 8
 
 __global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                         const float *w, const float *b, int N, int C)
+                                         const float *w, const float *b, int N, int C, float eps)
 {
   int lane = threadIdx.x % COHORT_WARP;
   int n = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / COHORT_WARP;
@@ -21,10 +21,10 @@ __global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, c
   float v = 0.0f;
   for (int c = lane; c < C; c += COHORT_WARP)
     v += (x[c] - m) * (x[c] - m);
-  float rs = 1.0f / sqrtf(cohort_warp_sum(v) / C + LN_EPS);
+  float rs = 1.0f / sqrtf(cohort_warp_sum(v) / C + eps);
   float *y = out + (size_t)n * C;
   for (int c = lane; c < C; c += COHORT_WARP)
-    y[c] = cohort_ln_norm(x[c], m, rs) * w[c] + b[c];
+    y[c] = cohort_ln_norm(x[c], m, rs) * (w ? w[c] : 1.0f) + (b ? b[c] : 0.0f);
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = rs;
@@ -32,12 +32,13 @@ __global__ static void ln_forward_kernel(float *out, float *mean, float *rstd, c
 }
 
 void cohort_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                                   const float *w, const float *b, int N, int C)
+                                   const float *w, const float *b, int N, int C, float eps)
 {
   if (N <= 0 || C <= 0)
     return;
   int blocks = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-  ln_forward_kernel<<<blocks, ROWS_PER_BLOCK * COHORT_WARP>>>(out, mean, rstd, inp, w, b, N, C);
+  ln_forward_kernel<<<blocks, ROWS_PER_BLOCK * COHORT_WARP>>>(out, mean, rstd, inp, w, b, N, C,
+                                                              eps);
   cohort_cuda_launched("layernorm_forward");
 }
 
@@ -55,7 +56,7 @@ __global__ static void ln_dinp_kernel(float *dinp, const float *dout, const floa
   float m = mean[n], rs = rstd[n];
   float s1 = 0.0f, s2 = 0.0f;
   for (int c = lane; c < C; c += COHORT_WARP) {
-    float dxh = g[c] * w[c];
+    float dxh = g[c] * (w ? w[c] : 1.0f);
     s1 += dxh;
     s2 += dxh * cohort_ln_norm(x[c], m, rs);
   }
@@ -63,10 +64,11 @@ __global__ static void ln_dinp_kernel(float *dinp, const float *dout, const floa
   s2 = cohort_warp_sum(s2) / C;
   float *d = dinp + (size_t)n * C;
   for (int c = lane; c < C; c += COHORT_WARP)
-    d[c] += rs * (g[c] * w[c] - s1 - cohort_ln_norm(x[c], m, rs) * s2);
+    d[c] += rs * (g[c] * (w ? w[c] : 1.0f) - s1 - cohort_ln_norm(x[c], m, rs) * s2);
 }
 
-/* Column sums of dout * xhat (for dw) and dout (for db) over one chunk of rows. */
+/* Column sums of dout * xhat (for dw) and dout (for db) over one chunk of rows, both always
+ * (into scratch); the finish kernel adds only the ones asked for. */
 __global__ static void ln_param_partial_kernel(float *part_w, float *part_b, const float *dout,
                                                const float *inp, const float *mean,
                                                const float *rstd, int N, int C, int rows_per)
@@ -106,8 +108,10 @@ __global__ static void ln_param_finish_kernel(float *dw, float *db, const float 
       sw += part_w[(size_t)k * C + c];
       sb += part_b[(size_t)k * C + c];
     }
-    dw[c] += sw;
-    db[c] += sb;
+    if (dw)
+      dw[c] += sw;
+    if (db)
+      db[c] += sb;
   }
 }
 
@@ -119,7 +123,7 @@ void cohort_cuda_layernorm_backward(float *dinp, float *dw, float *db, const flo
     return;
   int blocks = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
   ln_dinp_kernel<<<blocks, ROWS_PER_BLOCK * COHORT_WARP>>>(dinp, dout, inp, w, mean, rstd, N, C);
-  if (!cohort_cuda_launched("layernorm_backward (inputs)"))
+  if (!cohort_cuda_launched("layernorm_backward (inputs)") || (!dw && !db))
     return;
   int chunks = cohort_colsum_chunks(N);
   int rows_per = (N + chunks - 1) / chunks;

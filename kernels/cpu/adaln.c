@@ -1,0 +1,117 @@
+/* adaLN-Zero's per-sample ops: modulate (x * (1 + scale) + shift) and the gated residual
+ * (x + gate * y), with shift, scale and gate one vector per sample, broadcast over tokens.
+ * The backwards sum over tokens per (sample, channel): one task is a sample and a stripe of
+ * 64 channels, its tokens in order, so the sums do not depend on the thread count. */
+#include "cpu.h"
+
+#define STRIPE 64
+
+COHORT_VEC static void modulate_row(float *out, const float *x, const float *restrict shift,
+                                    const float *restrict scale, int C)
+{
+  for (int c = 0; c < C; c++)
+    out[c] = x[c] * (1.0f + scale[c]) + shift[c];
+}
+
+void cohort_cpu_modulate_forward(float *out, const float *x, const float *shift, const float *scale,
+                                 int B, int T, int C, int ld)
+{
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= COHORT_CPU_PAR_MIN)
+  for (int bt = 0; bt < B * T; bt++) {
+    size_t v = (size_t)(bt / T) * ld;
+    modulate_row(out + (size_t)bt * C, x + (size_t)bt * C, shift + v, scale + v, C);
+  }
+}
+
+/* One sample's stripe of `width` channels (row stride C) over its T tokens. */
+COHORT_VEC static void modulate_back_stripe(float *restrict dx, float *restrict dshift,
+                                            float *restrict dscale, const float *restrict dout,
+                                            const float *restrict x, const float *restrict scale,
+                                            int T, int C, int width)
+{
+  float as[STRIPE], ac[STRIPE];
+  for (int j = 0; j < width; j++)
+    as[j] = ac[j] = 0.0f;
+  for (int t = 0; t < T; t++) {
+    const float *g = dout + (size_t)t * C, *xr = x + (size_t)t * C;
+    float *d = dx + (size_t)t * C;
+    for (int j = 0; j < width; j++) {
+      d[j] += g[j] * (1.0f + scale[j]);
+      as[j] += g[j];
+      ac[j] += g[j] * xr[j];
+    }
+  }
+  for (int j = 0; j < width; j++) {
+    dshift[j] += as[j];
+    dscale[j] += ac[j];
+  }
+}
+
+void cohort_cpu_modulate_backward(float *dx, float *dshift, float *dscale, const float *dout,
+                                  const float *x, const float *scale, int B, int T, int C, int ld)
+{
+  int stripes = (C + STRIPE - 1) / STRIPE;
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= COHORT_CPU_PAR_MIN)
+  for (int task = 0; task < B * stripes; task++) {
+    int b = task / stripes, c0 = (task % stripes) * STRIPE;
+    int width = C - c0 < STRIPE ? C - c0 : STRIPE;
+    size_t off = (size_t)b * T * C + c0, v = (size_t)b * ld + c0;
+    modulate_back_stripe(dx + off, dshift + v, dscale + v, dout + off, x + off, scale + v, T, C,
+                         width);
+  }
+}
+
+/* out may alias x: no restrict on those two. */
+COHORT_VEC static void gated_row(float *out, const float *x, const float *restrict gate,
+                                 const float *restrict y, int C)
+{
+  for (int c = 0; c < C; c++)
+    out[c] = x[c] + gate[c] * y[c];
+}
+
+void cohort_cpu_gated_residual_forward(float *out, const float *x, const float *gate,
+                                       const float *y, int B, int T, int C, int ld)
+{
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= COHORT_CPU_PAR_MIN)
+  for (int bt = 0; bt < B * T; bt++)
+    gated_row(out + (size_t)bt * C, x + (size_t)bt * C, gate + (size_t)(bt / T) * ld,
+              y + (size_t)bt * C, C);
+}
+
+COHORT_VEC static void gated_back_stripe(float *restrict dx, float *restrict dy,
+                                         float *restrict dgate, const float *restrict dout,
+                                         const float *restrict gate, const float *restrict y, int T,
+                                         int C, int width)
+{
+  float ag[STRIPE];
+  for (int j = 0; j < width; j++)
+    ag[j] = 0.0f;
+  for (int t = 0; t < T; t++) {
+    size_t r = (size_t)t * C;
+    for (int j = 0; j < width; j++) {
+      float g = dout[r + j];
+      ag[j] += g * y[r + j];
+      dy[r + j] = gate[j] * g;
+    }
+    if (dx)
+      for (int j = 0; j < width; j++)
+        dx[r + j] += dout[r + j];
+  }
+  for (int j = 0; j < width; j++)
+    dgate[j] += ag[j];
+}
+
+void cohort_cpu_gated_residual_backward(float *dx, float *dy, float *dgate, const float *dout,
+                                        const float *gate, const float *y, int B, int T, int C,
+                                        int ld)
+{
+  int stripes = (C + STRIPE - 1) / STRIPE;
+#pragma omp parallel for schedule(static) if ((size_t)B * T * C >= COHORT_CPU_PAR_MIN)
+  for (int task = 0; task < B * stripes; task++) {
+    int b = task / stripes, c0 = (task % stripes) * STRIPE;
+    int width = C - c0 < STRIPE ? C - c0 : STRIPE;
+    size_t off = (size_t)b * T * C + c0, v = (size_t)b * ld + c0;
+    gated_back_stripe(dx ? dx + off : NULL, dy + off, dgate + v, dout + off, gate + v, y + off, T,
+                      C, width);
+  }
+}

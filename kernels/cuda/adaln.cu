@@ -1,0 +1,141 @@
+/* adaLN-Zero's per-sample ops: modulate (x * (1 + scale) + shift) and the gated residual
+ * (x + gate * y), shift, scale and gate one vector per sample (row stride ld). Forwards are
+ * element-wise. Backwards: a block of 32 channels x 8 token lanes per sample; each thread
+ * walks its tokens in order, then the first token lane adds the 8 partial sums in order: no
+ * atomics, and the same bits on every run. */
+#include "cuda.cuh"
+
+#define TX 32 /* channels per block */
+#define TY 8  /* token lanes per block */
+
+/* Blocks for the backward kernels: channel tiles x samples (grid-stride over samples). */
+static dim3 sample_grid(int B, int C)
+{
+  return dim3((unsigned)((C + TX - 1) / TX), (unsigned)(B < 65535 ? B : 65535));
+}
+
+__global__ static void modulate_kernel(float *out, const float *x, const float *shift,
+                                       const float *scale, int T, int C, int ld, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  {
+    size_t bt = i / C, v = (bt / T) * ld + i % C;
+    out[i] = x[i] * (1.0f + scale[v]) + shift[v];
+  }
+}
+
+void cohort_cuda_modulate_forward(float *out, const float *x, const float *shift,
+                                  const float *scale, int B, int T, int C, int ld)
+{
+  size_t n = (size_t)B * T * C;
+  if (B <= 0 || T <= 0 || C <= 0)
+    return;
+  modulate_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, x, shift, scale, T, C, ld, n);
+  cohort_cuda_launched("modulate_forward");
+}
+
+__global__ static void modulate_back_kernel(float *dx, float *dshift, float *dscale,
+                                            const float *dout, const float *x, const float *scale,
+                                            int B, int T, int C, int ld)
+{
+  __shared__ float sh_s[TY][TX + 1], sh_c[TY][TX + 1];
+  int c = blockIdx.x * TX + threadIdx.x;
+  for (int b = blockIdx.y; b < B; b += gridDim.y) { /* uniform over the block */
+    float as = 0.0f, ac = 0.0f;
+    if (c < C) {
+      float k = 1.0f + scale[(size_t)b * ld + c];
+      for (int t = threadIdx.y; t < T; t += TY) {
+        size_t i = ((size_t)b * T + t) * C + c;
+        float g = dout[i];
+        dx[i] += g * k;
+        as += g;
+        ac += g * x[i];
+      }
+    }
+    sh_s[threadIdx.y][threadIdx.x] = as;
+    sh_c[threadIdx.y][threadIdx.x] = ac;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+      float s = 0.0f, q = 0.0f;
+      for (int y = 0; y < TY; y++) {
+        s += sh_s[y][threadIdx.x];
+        q += sh_c[y][threadIdx.x];
+      }
+      dshift[(size_t)b * ld + c] += s;
+      dscale[(size_t)b * ld + c] += q;
+    }
+    __syncthreads(); /* the next sample reuses the shared sums */
+  }
+}
+
+void cohort_cuda_modulate_backward(float *dx, float *dshift, float *dscale, const float *dout,
+                                   const float *x, const float *scale, int B, int T, int C, int ld)
+{
+  if (B <= 0 || T <= 0 || C <= 0)
+    return;
+  modulate_back_kernel<<<sample_grid(B, C), dim3(TX, TY)>>>(dx, dshift, dscale, dout, x, scale, B,
+                                                            T, C, ld);
+  cohort_cuda_launched("modulate_backward");
+}
+
+/* out may alias x: each element is read before the same thread writes it. */
+__global__ static void gated_kernel(float *out, const float *x, const float *gate, const float *y,
+                                    int T, int C, int ld, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  {
+    size_t bt = i / C, v = (bt / T) * ld + i % C;
+    out[i] = x[i] + gate[v] * y[i];
+  }
+}
+
+void cohort_cuda_gated_residual_forward(float *out, const float *x, const float *gate,
+                                        const float *y, int B, int T, int C, int ld)
+{
+  size_t n = (size_t)B * T * C;
+  if (B <= 0 || T <= 0 || C <= 0)
+    return;
+  gated_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, x, gate, y, T, C, ld, n);
+  cohort_cuda_launched("gated_residual_forward");
+}
+
+__global__ static void gated_back_kernel(float *dx, float *dy, float *dgate, const float *dout,
+                                         const float *gate, const float *y, int B, int T, int C,
+                                         int ld)
+{
+  __shared__ float sh[TY][TX + 1];
+  int c = blockIdx.x * TX + threadIdx.x;
+  for (int b = blockIdx.y; b < B; b += gridDim.y) {
+    float ag = 0.0f;
+    if (c < C) {
+      float k = gate[(size_t)b * ld + c];
+      for (int t = threadIdx.y; t < T; t += TY) {
+        size_t i = ((size_t)b * T + t) * C + c;
+        float g = dout[i];
+        ag += g * y[i];
+        dy[i] = k * g;
+        if (dx)
+          dx[i] += g;
+      }
+    }
+    sh[threadIdx.y][threadIdx.x] = ag;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+      float s = 0.0f;
+      for (int q = 0; q < TY; q++)
+        s += sh[q][threadIdx.x];
+      dgate[(size_t)b * ld + c] += s;
+    }
+    __syncthreads();
+  }
+}
+
+void cohort_cuda_gated_residual_backward(float *dx, float *dy, float *dgate, const float *dout,
+                                         const float *gate, const float *y, int B, int T, int C,
+                                         int ld)
+{
+  if (B <= 0 || T <= 0 || C <= 0)
+    return;
+  gated_back_kernel<<<sample_grid(B, C), dim3(TX, TY)>>>(dx, dy, dgate, dout, gate, y, B, T, C, ld);
+  cohort_cuda_launched("gated_residual_backward");
+}
