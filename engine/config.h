@@ -81,7 +81,7 @@ typedef struct {
   int sample_tokens;
   char *init_from; /* "" = random init; else a .safetensors with GPT-2 names */
 
-  /* distributed (DESIGN.md names) */
+  /* distributed (docs/config.md, "Distributed", describes each key) */
   gboolean enable_multi_gpu;
   CohortDistBackend distributed_backend;
   int world_size;         /* 0 = auto */
