@@ -30,7 +30,7 @@ CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, in
  * content scan (UTF-8, token ids below vocab_size) of files the index lists with the same
  * size, modification time, format and vocab is skipped; after scanning any file, the index
  * is rewritten (atomically). Header and size checks always run. This is how rank 0
- * prepares data for the others (DESIGN.md, distributed_data_loading). *n_scanned (may be
+ * prepares data for the others when distributed_data_loading is off. *n_scanned (may be
  * NULL) gets the number of files scanned. */
 CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat format,
                                             int vocab_size, int seq_len, const char *index_dir,

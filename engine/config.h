@@ -93,7 +93,7 @@ typedef struct {
   double cfg_scale; /* dit: classifier-free guidance of samples; 1 = none */
   char *init_from;  /* "" = random init; else a .safetensors with GPT-2 names */
 
-  /* distributed (DESIGN.md names) */
+  /* distributed (docs/config.md, "Distributed", describes each key) */
   gboolean enable_multi_gpu;
   CohortDistBackend distributed_backend;
   int world_size;         /* 0 = auto */

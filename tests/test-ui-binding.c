@@ -3,8 +3,8 @@
 #include <math.h>
 
 #include "tests/ui/ui-test.h"
-#include "ui/config-form.h"
-#include "ui/window.h"
+#include "ui/config-form-private.h"
+#include "ui/window-private.h"
 
 static char *tmp_dir;
 

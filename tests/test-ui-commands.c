@@ -1,11 +1,11 @@
 /* The Distributed page and the Multi-node settings dialog: launch commands for 2 nodes × 4
  * GPUs, the command line the window starts, GPU detection, and the connection test. */
 #include "tests/ui/ui-test.h"
-#include "ui/config-form.h"
-#include "ui/dist-page.h"
-#include "ui/multinode-dialog.h"
+#include "ui/config-form-private.h"
+#include "ui/dist-page-private.h"
+#include "ui/multinode-dialog-private.h"
 #include "ui/programs.h"
-#include "ui/window.h"
+#include "ui/window-private.h"
 
 static char *tmp_dir;
 

@@ -4,8 +4,8 @@
 
 #include "tests/ui/ui-test.h"
 #include "ui/key-labels.h"
-#include "ui/run-page.h"
-#include "ui/window.h"
+#include "ui/run-page-private.h"
+#include "ui/window-private.h"
 
 /* glibc caches translations; bumping this counter makes it look at LANGUAGE again. */
 extern int _nl_msg_cat_cntr;
@@ -14,7 +14,7 @@ static char *tmp_dir;
 
 static const char *page_title(CohortWindow *win, const char *name)
 {
-  GtkWidget *page = cohort_window_get_run_page(win);
+  GtkWidget *page = GTK_WIDGET(cohort_window_get_run_page(win));
   GtkStack *stack = GTK_STACK(gtk_widget_get_parent(page));
   GtkWidget *child = gtk_stack_get_child_by_name(stack, name);
   return gtk_stack_page_get_title(gtk_stack_get_page(stack, child));

@@ -1,9 +1,9 @@
 /* Presets from the window: save as, load, delete (user presets only), a broken preset shows
  * its error without replacing the settings, import/export, and the last config restored. */
 #include "tests/ui/ui-test.h"
-#include "ui/config-form.h"
+#include "ui/config-form-private.h"
 #include "ui/presets.h"
-#include "ui/window.h"
+#include "ui/window-private.h"
 
 static char *tmp_dir;
 

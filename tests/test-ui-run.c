@@ -6,10 +6,10 @@
 #include <signal.h>
 
 #include "tests/ui/ui-test.h"
-#include "ui/config-form.h"
+#include "ui/config-form-private.h"
 #include "ui/programs.h"
-#include "ui/run-page.h"
-#include "ui/window.h"
+#include "ui/run-page-private.h"
+#include "ui/window-private.h"
 
 static char *tmp_dir;
 
@@ -20,7 +20,7 @@ static gboolean run_finished(gpointer data)
 
 static gboolean has_steps(gpointer data)
 {
-  GtkWidget *page = cohort_window_get_run_page(data);
+  CohortRunPage *page = cohort_window_get_run_page(data);
   return cohort_run_page_count_points(page, FALSE) >= 2;
 }
 
@@ -55,7 +55,7 @@ static void test_replay(void)
 {
   CohortWindow *win = cohort_window_new(NULL);
   CohortRun *run = replay(win, "progress-sample.jsonl");
-  GtkWidget *page = cohort_window_get_run_page(win);
+  CohortRunPage *page = cohort_window_get_run_page(win);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "6 of 6");
   g_assert_cmpstr(cohort_run_page_get_figure(page, "epoch"), ==, "1");
   g_assert_cmpstr(cohort_run_page_get_figure(page, "loss"), ==, "5.0004");
@@ -84,7 +84,7 @@ static void test_replay_fp16(void)
 {
   CohortWindow *win = cohort_window_new(NULL);
   replay(win, "progress-fp16.jsonl");
-  GtkWidget *page = cohort_window_get_run_page(win);
+  CohortRunPage *page = cohort_window_get_run_page(win);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "14 of 14");
   g_assert_true(cohort_run_page_figure_shown(page, "loss_scale"));
   g_assert_cmpstr(cohort_run_page_get_figure(page, "loss_scale"), ==, "2097152, 11 steps skipped");
@@ -119,7 +119,7 @@ static void test_crash_report(void)
   g_test_message("summary: %s", summary);
   g_assert_true(g_str_has_prefix(summary, "Failed: rank 1: all_reduce failed"));
   g_assert_nonnull(strstr(summary, "exited with code 1"));
-  GtkWidget *page = cohort_window_get_run_page(win);
+  CohortRunPage *page = cohort_window_get_run_page(win);
   g_autofree char *log = cohort_run_page_get_log(page);
   g_assert_nonnull(strstr(log, "cohort-run: rank 1 (pid 4242) exited with code 1"));
   g_assert_nonnull(strstr(log, "[rank 1] cohort-train"));
@@ -209,7 +209,7 @@ static void real_run(int nproc, gboolean torchrun)
     g_autofree char *log = cohort_run_page_get_log(cohort_window_get_run_page(win));
     g_error("no steps reached the window; output:\n%s", log);
   }
-  GtkWidget *page = cohort_window_get_run_page(win);
+  CohortRunPage *page = cohort_window_get_run_page(win);
   g_test_message("step %s, loss %s, status %s", cohort_run_page_get_figure(page, "step"),
                  cohort_run_page_get_figure(page, "loss"),
                  cohort_run_page_get_figure(page, "status"));

@@ -1,4 +1,4 @@
-#include "ui/config-form.h"
+#include "ui/config-form-private.h"
 
 #include <glib/gi18n.h>
 

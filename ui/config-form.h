@@ -24,19 +24,6 @@ const CohortConfig *cohort_config_form_get_config(CohortConfigForm *form);
 /* Replaces the config (copied), updates every control and clears all errors. */
 void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *cfg);
 
-/* The input widget of `key` (GtkSpinButton, GtkEntry, GtkSwitch or GtkDropDown), or NULL. */
-GtkWidget *cohort_config_form_get_control(CohortConfigForm *form, const char *key);
-
-/* The control's value in the text form cohort_config_set accepts. */
-char *cohort_config_form_get_text(CohortConfigForm *form, const char *key);
-
-/* Puts `text` into the control as a user would type or pick it; the binding then applies it.
- * Returns whether the engine accepted it. */
-gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, const char *text);
-
-/* The engine's message for a refused value of `key`, or NULL when the control is valid. */
-const char *cohort_config_form_get_error(CohortConfigForm *form, const char *key);
-
 /* Number of controls holding a refused value, and the first such message (NULL if none). */
 guint cohort_config_form_count_errors(CohortConfigForm *form);
 const char *cohort_config_form_first_error(CohortConfigForm *form);

@@ -1,4 +1,4 @@
-#include "ui/dist-page.h"
+#include "ui/dist-page-private.h"
 
 #include <glib/gi18n.h>
 

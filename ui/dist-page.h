@@ -12,7 +12,4 @@ GtkWidget *cohort_dist_page_top_new(void);
 /* Shows the detected GPUs (a GPtrArray of CohortGpu; empty = "No NVIDIA GPU found"). */
 void cohort_dist_page_set_gpus(GtkWidget *top, GPtrArray *gpus);
 
-/* The text shown about GPUs, for tests. */
-const char *cohort_dist_page_get_gpu_text(GtkWidget *top);
-
 G_END_DECLS

@@ -1,25 +1,15 @@
-#include "ui/loss-chart.h"
+#include "ui/loss-chart-private.h"
 
 #include <glib/gi18n.h>
 #include <math.h>
 
-typedef struct {
+struct _CohortLossChart {
+  GtkDrawingArea parent_instance;
   GArray *train; /* of double pairs: step, loss */
   GArray *val;
-} Chart;
+};
 
-static void chart_free(gpointer data)
-{
-  Chart *c = data;
-  g_array_unref(c->train);
-  g_array_unref(c->val);
-  g_free(c);
-}
-
-static Chart *get(GtkWidget *w)
-{
-  return g_object_get_data(G_OBJECT(w), "cohort-chart");
-}
+G_DEFINE_FINAL_TYPE(CohortLossChart, cohort_loss_chart, GTK_TYPE_DRAWING_AREA)
 
 static void series_range(GArray *a, double *x0, double *x1, double *y0, double *y1)
 {
@@ -67,7 +57,7 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
 {
   (void)data;
   GtkWidget *w = GTK_WIDGET(area);
-  Chart *c = get(w);
+  CohortLossChart *c = COHORT_LOSS_CHART(area);
   GdkRGBA fg;
   gtk_style_context_get_color(gtk_widget_get_style_context(w), &fg);
   double l = 56, r = 16, t = 12, b = 28;
@@ -132,40 +122,51 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   text_at(cr, w, _("validation loss"), l + pw - 132, t + 28, 0.0);
 }
 
-GtkWidget *cohort_loss_chart_new(void)
+static void cohort_loss_chart_finalize(GObject *obj)
 {
-  GtkWidget *w = gtk_drawing_area_new();
-  Chart *c = g_new0(Chart, 1);
-  c->train = g_array_new(FALSE, FALSE, sizeof(double));
-  c->val = g_array_new(FALSE, FALSE, sizeof(double));
-  g_object_set_data_full(G_OBJECT(w), "cohort-chart", c, chart_free);
-  gtk_drawing_area_set_content_height(GTK_DRAWING_AREA(w), 220);
-  gtk_drawing_area_set_draw_func(GTK_DRAWING_AREA(w), draw, NULL, NULL);
-  gtk_widget_set_hexpand(w, TRUE);
-  gtk_widget_set_vexpand(w, TRUE);
-  return w;
+  CohortLossChart *c = COHORT_LOSS_CHART(obj);
+  g_array_unref(c->train);
+  g_array_unref(c->val);
+  G_OBJECT_CLASS(cohort_loss_chart_parent_class)->finalize(obj);
 }
 
-void cohort_loss_chart_add(GtkWidget *chart, gboolean validation, double step, double loss)
+static void cohort_loss_chart_class_init(CohortLossChartClass *klass)
 {
-  Chart *c = get(chart);
+  G_OBJECT_CLASS(klass)->finalize = cohort_loss_chart_finalize;
+  gtk_widget_class_set_template_from_resource(GTK_WIDGET_CLASS(klass),
+                                              "/org/cohort/Trainer/loss-chart.ui");
+}
+
+static void cohort_loss_chart_init(CohortLossChart *c)
+{
+  gtk_widget_init_template(GTK_WIDGET(c));
+  c->train = g_array_new(FALSE, FALSE, sizeof(double));
+  c->val = g_array_new(FALSE, FALSE, sizeof(double));
+  gtk_drawing_area_set_draw_func(GTK_DRAWING_AREA(c), draw, NULL, NULL);
+}
+
+GtkWidget *cohort_loss_chart_new(void)
+{
+  return g_object_new(COHORT_TYPE_LOSS_CHART, NULL);
+}
+
+void cohort_loss_chart_add(CohortLossChart *c, gboolean validation, double step, double loss)
+{
   if (!isfinite(loss))
     return;
   double pt[2] = {step, loss};
   g_array_append_vals(validation ? c->val : c->train, pt, 2);
-  gtk_widget_queue_draw(chart);
+  gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 
-void cohort_loss_chart_clear(GtkWidget *chart)
+void cohort_loss_chart_clear(CohortLossChart *c)
 {
-  Chart *c = get(chart);
   g_array_set_size(c->train, 0);
   g_array_set_size(c->val, 0);
-  gtk_widget_queue_draw(chart);
+  gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 
-guint cohort_loss_chart_count(GtkWidget *chart, gboolean validation)
+guint cohort_loss_chart_count(CohortLossChart *c, gboolean validation)
 {
-  Chart *c = get(chart);
   return (validation ? c->val : c->train)->len / 2;
 }

@@ -1,16 +1,22 @@
-/* A live chart of training and validation loss over optimizer steps (a GtkDrawingArea drawn
- * with cairo). */
+/* A live chart of training and validation loss over optimizer steps: a GtkDrawingArea drawn
+ * with cairo. */
 #pragma once
 
 #include <gtk/gtk.h>
 
 G_BEGIN_DECLS
 
+#define COHORT_TYPE_LOSS_CHART (cohort_loss_chart_get_type())
+G_DECLARE_FINAL_TYPE(CohortLossChart, cohort_loss_chart, COHORT, LOSS_CHART, GtkDrawingArea)
+
+/* An empty chart; it asks for 220 pixels of height and expands both ways. */
 GtkWidget *cohort_loss_chart_new(void);
-/* Adds a point; `validation` selects the validation series. Redraws. */
-void cohort_loss_chart_add(GtkWidget *chart, gboolean validation, double step, double loss);
-void cohort_loss_chart_clear(GtkWidget *chart);
-/* Number of points in a series. */
-guint cohort_loss_chart_count(GtkWidget *chart, gboolean validation);
+
+/* Adds a point; `validation` selects the validation series. Points with a loss that is not
+ * finite are dropped. Redraws. */
+void cohort_loss_chart_add(CohortLossChart *chart, gboolean validation, double step, double loss);
+
+/* Removes every point of both series. Redraws. */
+void cohort_loss_chart_clear(CohortLossChart *chart);
 
 G_END_DECLS

@@ -1,4 +1,4 @@
-#include "ui/multinode-dialog.h"
+#include "ui/multinode-dialog-private.h"
 
 #include <glib/gi18n.h>
 

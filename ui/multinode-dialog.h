@@ -22,16 +22,7 @@ void cohort_multinode_dialog_set_config_path(CohortMultinodeDialog *dlg, const c
  * message when the config cannot be launched as it stands. */
 gboolean cohort_multinode_dialog_generate(CohortMultinodeDialog *dlg);
 
-/* The generated command of `launcher` ("cohort-run", "torchrun", "srun", "sbatch", "mpirun")
- * for node `index` (or the one command), or NULL. */
-const char *cohort_multinode_dialog_get_command(CohortMultinodeDialog *dlg, const char *launcher,
-                                                guint index);
-/* How many commands `launcher` has. */
-guint cohort_multinode_dialog_count_commands(CohortMultinodeDialog *dlg, const char *launcher);
-
 /* Starts the connection test; the result appears below the button. */
 void cohort_multinode_dialog_test_connection(CohortMultinodeDialog *dlg);
-/* The text of the connection test's result ("" before any test). */
-const char *cohort_multinode_dialog_get_test_result(CohortMultinodeDialog *dlg);
 
 G_END_DECLS

@@ -4,7 +4,9 @@
 
 #include "cohort-build-config.h"
 
-G_DEFINE_QUARK(cohort - ui - error - quark, cohort_ui_error)
+/* clang-format off */
+G_DEFINE_QUARK(cohort-ui-error-quark, cohort_ui_error)
+/* clang-format on */
 
 static char *executable_if(const char *path)
 {

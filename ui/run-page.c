@@ -1,66 +1,73 @@
-#include "ui/run-page.h"
+#include "ui/run-page-private.h"
 
 #include <glib/gi18n.h>
 #include <math.h>
 
-#include "ui/loss-chart.h"
+#include "ui/loss-chart-private.h"
 
-typedef struct {
-  GHashTable *figures; /* figure name -> GtkLabel */
+struct _CohortRunPage {
+  GtkBox parent_instance;
+  /* The figures, each a GtkLabel of the template (see `figures` below). */
+  GtkLabel *status_value;
+  GtkLabel *step_value;
+  GtkLabel *epoch_value;
+  GtkLabel *loss_value;
+  GtkLabel *val_loss_value;
+  GtkLabel *lr_value;
+  GtkLabel *tokens_per_s_value;
+  GtkLabel *eta_value;
+  GtkLabel *elapsed_value;
+  GtkLabel *loss_scale_value;
+  GtkLabel *sample_value;
+  GtkWidget *loss_scale_box; /* shown only for fp16 runs, which report a loss scale */
   GtkWidget *step_bar;
   GtkWidget *epoch_bar;
-  GtkWidget *chart;
+  CohortLossChart *chart;
   GtkWidget *ranks_grid;
   GtkWidget *ranks_placeholder;
-  GtkWidget *loss_scale_box; /* shown only for fp16 runs, which report a loss scale */
-  GtkTextBuffer *log;
   GtkWidget *log_view;
+  GtkTextBuffer *log;
   guint n_ranks;
   int slowest;
   int total_steps;
   int steps_per_epoch;
-} RunPage;
+};
 
+G_DEFINE_FINAL_TYPE(CohortRunPage, cohort_run_page, GTK_TYPE_BOX)
+
+/* The figures by name (the names of cohort_run_page_get_figure). */
+static const struct {
+  const char *name;
+  gsize offset;
+} figures[] = {
+    {"step", G_STRUCT_OFFSET(CohortRunPage, step_value)},
+    {"epoch", G_STRUCT_OFFSET(CohortRunPage, epoch_value)},
+    {"loss", G_STRUCT_OFFSET(CohortRunPage, loss_value)},
+    {"val_loss", G_STRUCT_OFFSET(CohortRunPage, val_loss_value)},
+    {"lr", G_STRUCT_OFFSET(CohortRunPage, lr_value)},
+    {"tokens_per_s", G_STRUCT_OFFSET(CohortRunPage, tokens_per_s_value)},
+    {"eta", G_STRUCT_OFFSET(CohortRunPage, eta_value)},
+    {"elapsed", G_STRUCT_OFFSET(CohortRunPage, elapsed_value)},
+    {"loss_scale", G_STRUCT_OFFSET(CohortRunPage, loss_scale_value)},
+    {"status", G_STRUCT_OFFSET(CohortRunPage, status_value)},
+    {"sample", G_STRUCT_OFFSET(CohortRunPage, sample_value)},
+};
 /* Keeps the log view bounded: a long run writes many lines. */
 #define MAX_LOG_LINES 5000
 
-static RunPage *get(GtkWidget *page)
+static GtkLabel *figure_label(CohortRunPage *p, const char *name)
 {
-  return g_object_get_data(G_OBJECT(page), "cohort-run-page");
+  for (guint i = 0; i < G_N_ELEMENTS(figures); i++)
+    if (g_str_equal(figures[i].name, name))
+      return G_STRUCT_MEMBER(GtkLabel *, p, figures[i].offset);
+  return NULL;
 }
 
-static void page_free(gpointer data)
+static void set_figure(CohortRunPage *p, const char *name, const char *text)
 {
-  RunPage *p = data;
-  g_hash_table_unref(p->figures);
-  g_free(p);
-}
-
-static void set_figure(RunPage *p, const char *name, const char *text)
-{
-  GtkLabel *label = g_hash_table_lookup(p->figures, name);
+  GtkLabel *label = figure_label(p, name);
   if (label != NULL)
     gtk_label_set_text(label, text);
-}
-
-static GtkWidget *figure(RunPage *p, GtkWidget *grid, int col, int row, const char *name,
-                         const char *title)
-{
-  GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
-  GtkWidget *caption = gtk_label_new(title);
-  gtk_widget_add_css_class(caption, "dim-label");
-  gtk_widget_add_css_class(caption, "caption");
-  gtk_label_set_xalign(GTK_LABEL(caption), 0);
-  GtkWidget *value = gtk_label_new("–");
-  gtk_widget_add_css_class(value, "cohort-figure");
-  gtk_label_set_xalign(GTK_LABEL(value), 0);
-  gtk_label_set_selectable(GTK_LABEL(value), TRUE);
-  gtk_box_append(GTK_BOX(box), caption);
-  gtk_box_append(GTK_BOX(box), value);
-  gtk_widget_set_hexpand(box, TRUE);
-  gtk_grid_attach(GTK_GRID(grid), box, col, row, 1, 1);
-  g_hash_table_insert(p->figures, g_strdup(name), value);
-  return value;
 }
 
 static char *format_duration(double s)
@@ -80,122 +87,59 @@ static char *format_bytes(double b)
   return g_format_size((guint64)MAX(b, 0));
 }
 
-static GtkWidget *frame_with(const char *title, GtkWidget *child)
+static void cohort_run_page_dispose(GObject *obj)
 {
-  GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
-  GtkWidget *heading = gtk_label_new(title);
-  gtk_widget_add_css_class(heading, "heading");
-  gtk_label_set_xalign(GTK_LABEL(heading), 0);
-  GtkWidget *frame = gtk_frame_new(NULL);
-  gtk_frame_set_child(GTK_FRAME(frame), child);
-  gtk_box_append(GTK_BOX(box), heading);
-  gtk_box_append(GTK_BOX(box), frame);
-  return box;
+  gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_RUN_PAGE);
+  G_OBJECT_CLASS(cohort_run_page_parent_class)->dispose(obj);
+}
+
+static void cohort_run_page_class_init(CohortRunPageClass *klass)
+{
+  GtkWidgetClass *wc = GTK_WIDGET_CLASS(klass);
+  G_OBJECT_CLASS(klass)->dispose = cohort_run_page_dispose;
+  g_type_ensure(COHORT_TYPE_LOSS_CHART);
+  gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/run-page.ui");
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, status_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, step_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, val_loss_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, lr_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, tokens_per_s_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, eta_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, elapsed_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, sample_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_box);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, step_bar);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_bar);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, chart);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_grid);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_placeholder);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, log_view);
+}
+
+static void cohort_run_page_init(CohortRunPage *p)
+{
+  gtk_widget_init_template(GTK_WIDGET(p));
+  p->log = gtk_text_view_get_buffer(GTK_TEXT_VIEW(p->log_view));
+  p->slowest = -1;
 }
 
 GtkWidget *cohort_run_page_new(void)
 {
-  RunPage *p = g_new0(RunPage, 1);
-  p->figures = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  p->slowest = -1;
-
-  GtkWidget *page = gtk_box_new(GTK_ORIENTATION_VERTICAL, 12);
-  gtk_widget_add_css_class(page, "cohort-page");
-  g_object_set_data_full(G_OBJECT(page), "cohort-run-page", p, page_free);
-
-  GtkWidget *status = gtk_label_new(_("Not running. Press Start to train with these settings."));
-  gtk_widget_add_css_class(status, "title-4");
-  gtk_label_set_xalign(GTK_LABEL(status), 0);
-  gtk_label_set_wrap(GTK_LABEL(status), TRUE);
-  gtk_label_set_selectable(GTK_LABEL(status), TRUE);
-  g_hash_table_insert(p->figures, g_strdup("status"), status);
-  gtk_box_append(GTK_BOX(page), status);
-
-  GtkWidget *bars = gtk_grid_new();
-  gtk_grid_set_column_spacing(GTK_GRID(bars), 12);
-  gtk_grid_set_row_spacing(GTK_GRID(bars), 6);
-  GtkWidget *sl = gtk_label_new(_("Steps"));
-  GtkWidget *el = gtk_label_new(_("Epoch"));
-  gtk_label_set_xalign(GTK_LABEL(sl), 0);
-  gtk_label_set_xalign(GTK_LABEL(el), 0);
-  p->step_bar = gtk_progress_bar_new();
-  p->epoch_bar = gtk_progress_bar_new();
-  gtk_progress_bar_set_show_text(GTK_PROGRESS_BAR(p->step_bar), TRUE);
-  gtk_progress_bar_set_show_text(GTK_PROGRESS_BAR(p->epoch_bar), TRUE);
-  gtk_widget_set_hexpand(p->step_bar, TRUE);
-  gtk_widget_set_valign(p->step_bar, GTK_ALIGN_CENTER);
-  gtk_widget_set_valign(p->epoch_bar, GTK_ALIGN_CENTER);
-  gtk_grid_attach(GTK_GRID(bars), sl, 0, 0, 1, 1);
-  gtk_grid_attach(GTK_GRID(bars), p->step_bar, 1, 0, 1, 1);
-  gtk_grid_attach(GTK_GRID(bars), el, 0, 1, 1, 1);
-  gtk_grid_attach(GTK_GRID(bars), p->epoch_bar, 1, 1, 1, 1);
-  gtk_box_append(GTK_BOX(page), bars);
-
-  GtkWidget *grid = gtk_grid_new();
-  gtk_grid_set_column_spacing(GTK_GRID(grid), 18);
-  gtk_grid_set_row_spacing(GTK_GRID(grid), 8);
-  figure(p, grid, 0, 0, "step", _("Step"));
-  figure(p, grid, 1, 0, "epoch", _("Epoch"));
-  figure(p, grid, 2, 0, "loss", _("Loss"));
-  figure(p, grid, 3, 0, "val_loss", _("Validation loss"));
-  figure(p, grid, 0, 1, "lr", _("Learning rate"));
-  figure(p, grid, 1, 1, "tokens_per_s", _("Tokens per second"));
-  figure(p, grid, 2, 1, "eta", _("Time left"));
-  figure(p, grid, 3, 1, "elapsed", _("Elapsed"));
-  p->loss_scale_box =
-      gtk_widget_get_parent(figure(p, grid, 0, 2, "loss_scale", _("Loss scale (fp16)")));
-  gtk_widget_set_visible(p->loss_scale_box, FALSE);
-  gtk_box_append(GTK_BOX(page), grid);
-
-  GtkWidget *middle = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
-  gtk_widget_set_vexpand(middle, TRUE);
-  p->chart = cohort_loss_chart_new();
-  GtkWidget *chart_box = frame_with(_("Loss"), p->chart);
-  gtk_widget_set_hexpand(chart_box, TRUE);
-  gtk_box_append(GTK_BOX(middle), chart_box);
-
-  GtkWidget *side = gtk_box_new(GTK_ORIENTATION_VERTICAL, 12);
-  gtk_widget_set_size_request(side, 360, -1);
-  GtkWidget *sample = gtk_label_new(_("No sample yet."));
-  gtk_label_set_wrap(GTK_LABEL(sample), TRUE);
-  gtk_label_set_wrap_mode(GTK_LABEL(sample), PANGO_WRAP_WORD_CHAR);
-  gtk_label_set_xalign(GTK_LABEL(sample), 0);
-  gtk_label_set_yalign(GTK_LABEL(sample), 0);
-  gtk_label_set_selectable(GTK_LABEL(sample), TRUE);
-  gtk_label_set_max_width_chars(GTK_LABEL(sample), 40);
-  gtk_widget_add_css_class(sample, "cohort-sample");
-  g_hash_table_insert(p->figures, g_strdup("sample"), sample);
-  gtk_box_append(GTK_BOX(side), frame_with(_("Latest sample"), sample));
-
-  GtkWidget *ranks = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
-  p->ranks_grid = gtk_grid_new();
-  gtk_grid_set_column_spacing(GTK_GRID(p->ranks_grid), 12);
-  gtk_grid_set_row_spacing(GTK_GRID(p->ranks_grid), 4);
-  gtk_widget_add_css_class(p->ranks_grid, "cohort-ranks");
-  p->ranks_placeholder = gtk_label_new(_("Per-rank timings appear when several ranks run."));
-  gtk_label_set_wrap(GTK_LABEL(p->ranks_placeholder), TRUE);
-  gtk_widget_add_css_class(p->ranks_placeholder, "dim-label");
-  gtk_box_append(GTK_BOX(ranks), p->ranks_placeholder);
-  gtk_box_append(GTK_BOX(ranks), p->ranks_grid);
-  gtk_box_append(GTK_BOX(side), frame_with(_("Ranks"), ranks));
-  gtk_box_append(GTK_BOX(middle), side);
-  gtk_box_append(GTK_BOX(page), middle);
-
-  p->log_view = gtk_text_view_new();
-  gtk_text_view_set_editable(GTK_TEXT_VIEW(p->log_view), FALSE);
-  gtk_text_view_set_monospace(GTK_TEXT_VIEW(p->log_view), TRUE);
-  gtk_text_view_set_wrap_mode(GTK_TEXT_VIEW(p->log_view), GTK_WRAP_WORD_CHAR);
-  p->log = gtk_text_view_get_buffer(GTK_TEXT_VIEW(p->log_view));
-  GtkWidget *scroll = gtk_scrolled_window_new();
-  gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(scroll), p->log_view);
-  gtk_widget_set_size_request(scroll, -1, 140);
-  gtk_box_append(GTK_BOX(page), frame_with(_("Output"), scroll));
-  return page;
+  return g_object_new(COHORT_TYPE_RUN_PAGE, NULL);
 }
 
-void cohort_run_page_reset(GtkWidget *page)
+static void clear_ranks(CohortRunPage *p)
 {
-  RunPage *p = get(page);
+  GtkWidget *child;
+  while ((child = gtk_widget_get_first_child(p->ranks_grid)) != NULL)
+    gtk_grid_remove(GTK_GRID(p->ranks_grid), child);
+}
+
+void cohort_run_page_reset(CohortRunPage *p)
+{
   const char *names[] = {"step",         "epoch", "loss",    "val_loss",  "lr",
                          "tokens_per_s", "eta",   "elapsed", "loss_scale"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++)
@@ -206,9 +150,7 @@ void cohort_run_page_reset(GtkWidget *page)
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), NULL);
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->epoch_bar), NULL);
   cohort_loss_chart_clear(p->chart);
-  GtkWidget *child;
-  while ((child = gtk_widget_get_first_child(p->ranks_grid)) != NULL)
-    gtk_grid_remove(GTK_GRID(p->ranks_grid), child);
+  clear_ranks(p);
   gtk_widget_set_visible(p->ranks_placeholder, TRUE);
   gtk_widget_set_visible(p->loss_scale_box, FALSE);
   p->n_ranks = 0;
@@ -229,7 +171,7 @@ static double num(JsonObject *ev, const char *key, double fallback)
   return fallback;
 }
 
-static void show_step(RunPage *p, JsonObject *ev)
+static void show_step(CohortRunPage *p, JsonObject *ev)
 {
   int step = (int)num(ev, "step", 0);
   int total = (int)num(ev, "total_steps", p->total_steps);
@@ -302,15 +244,13 @@ static GtkWidget *cell(const char *text, gboolean header, gboolean slow)
   return l;
 }
 
-static void show_ranks(RunPage *p, JsonObject *ev)
+static void show_ranks(CohortRunPage *p, JsonObject *ev)
 {
   JsonArray *ranks =
       json_object_has_member(ev, "ranks") ? json_object_get_array_member(ev, "ranks") : NULL;
   if (ranks == NULL)
     return;
-  GtkWidget *child;
-  while ((child = gtk_widget_get_first_child(p->ranks_grid)) != NULL)
-    gtk_grid_remove(GTK_GRID(p->ranks_grid), child);
+  clear_ranks(p);
   gtk_widget_set_visible(p->ranks_placeholder, FALSE);
   p->slowest = (int)num(ev, "slowest", -1);
 
@@ -338,9 +278,8 @@ static void show_ranks(RunPage *p, JsonObject *ev)
   }
 }
 
-void cohort_run_page_handle_event(GtkWidget *page, JsonObject *ev)
+void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
-  RunPage *p = get(page);
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
   if (g_str_equal(name, "start")) {
     p->total_steps = (int)num(ev, "total_steps", 0);
@@ -366,18 +305,18 @@ void cohort_run_page_handle_event(GtkWidget *page, JsonObject *ev)
   } else if (g_str_equal(name, "checkpoint")) {
     g_autofree char *l = g_strdup_printf(
         _("checkpoint saved: %s"), json_object_get_string_member_with_default(ev, "path", ""));
-    cohort_run_page_append_log(page, l);
+    cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "ranks")) {
     show_ranks(p, ev);
   } else if (g_str_equal(name, "log")) {
     g_autofree char *l =
         g_strdup_printf("[%s] %s", json_object_get_string_member_with_default(ev, "level", "info"),
                         json_object_get_string_member_with_default(ev, "message", ""));
-    cohort_run_page_append_log(page, l);
+    cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "error")) {
     g_autofree char *l = g_strdup_printf(
         _("error: %s"), json_object_get_string_member_with_default(ev, "message", ""));
-    cohort_run_page_append_log(page, l);
+    cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "done")) {
     double v = num(ev, "val_loss", NAN);
     if (!isnan(v)) {
@@ -390,9 +329,8 @@ void cohort_run_page_handle_event(GtkWidget *page, JsonObject *ev)
   }
 }
 
-void cohort_run_page_append_log(GtkWidget *page, const char *line)
+void cohort_run_page_append_log(CohortRunPage *p, const char *line)
 {
-  RunPage *p = get(page);
   GtkTextIter end;
   gtk_text_buffer_get_end_iter(p->log, &end);
   gtk_text_buffer_insert(p->log, &end, line, -1);
@@ -410,47 +348,46 @@ void cohort_run_page_append_log(GtkWidget *page, const char *line)
   gtk_text_view_scroll_mark_onscreen(GTK_TEXT_VIEW(p->log_view), mark);
 }
 
-void cohort_run_page_set_status(GtkWidget *page, const char *text)
+void cohort_run_page_set_status(CohortRunPage *p, const char *text)
 {
-  set_figure(get(page), "status", text);
+  set_figure(p, "status", text);
 }
 
-const char *cohort_run_page_get_figure(GtkWidget *page, const char *name)
+const char *cohort_run_page_get_figure(CohortRunPage *p, const char *name)
 {
-  GtkLabel *label = g_hash_table_lookup(get(page)->figures, name);
+  GtkLabel *label = figure_label(p, name);
   return label != NULL ? gtk_label_get_text(label) : NULL;
 }
 
-double cohort_run_page_get_step_fraction(GtkWidget *page)
+double cohort_run_page_get_step_fraction(CohortRunPage *p)
 {
-  return gtk_progress_bar_get_fraction(GTK_PROGRESS_BAR(get(page)->step_bar));
+  return gtk_progress_bar_get_fraction(GTK_PROGRESS_BAR(p->step_bar));
 }
 
-guint cohort_run_page_count_points(GtkWidget *page, gboolean validation)
+guint cohort_run_page_count_points(CohortRunPage *p, gboolean validation)
 {
-  return cohort_loss_chart_count(get(page)->chart, validation);
+  return cohort_loss_chart_count(p->chart, validation);
 }
 
-guint cohort_run_page_count_ranks(GtkWidget *page)
+guint cohort_run_page_count_ranks(CohortRunPage *p)
 {
-  return get(page)->n_ranks;
+  return p->n_ranks;
 }
 
-int cohort_run_page_get_slowest(GtkWidget *page)
+int cohort_run_page_get_slowest(CohortRunPage *p)
 {
-  return get(page)->slowest;
+  return p->slowest;
 }
 
-char *cohort_run_page_get_log(GtkWidget *page)
+char *cohort_run_page_get_log(CohortRunPage *p)
 {
-  RunPage *p = get(page);
   GtkTextIter a, b;
   gtk_text_buffer_get_bounds(p->log, &a, &b);
   return gtk_text_buffer_get_text(p->log, &a, &b, FALSE);
 }
 
-gboolean cohort_run_page_figure_shown(GtkWidget *page, const char *figure)
+gboolean cohort_run_page_figure_shown(CohortRunPage *p, const char *figure)
 {
-  GtkWidget *label = g_hash_table_lookup(get(page)->figures, figure);
-  return label != NULL && gtk_widget_get_visible(gtk_widget_get_parent(label));
+  GtkLabel *label = figure_label(p, figure);
+  return label != NULL && gtk_widget_get_visible(gtk_widget_get_parent(GTK_WIDGET(label)));
 }

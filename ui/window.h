@@ -1,12 +1,10 @@
 /* The main window: pages that edit the config (built by the config form), the Run page, the
- * preset menu, Start/Stop, and the summary line. */
+ * preset menu, Start/Stop, and the summary line. Its actions (win.start, win.stop,
+ * win.multinode, win.load-preset and win.preset-*) are in ui/window-actions.c and
+ * ui/window-presets.c. */
 #pragma once
 
 #include <gtk/gtk.h>
-
-#include "ui/config-form.h"
-#include "ui/multinode-dialog.h"
-#include "ui/run.h"
 
 G_BEGIN_DECLS
 
@@ -17,30 +15,15 @@ G_DECLARE_FINAL_TYPE(CohortWindow, cohort_window, COHORT, WINDOW, GtkApplication
  * tiny-gpt, else the defaults; a last config that no longer loads is reported in the banner. */
 CohortWindow *cohort_window_new(GtkApplication *app);
 
-CohortConfigForm *cohort_window_get_form(CohortWindow *win);
-CohortRun *cohort_window_get_run(CohortWindow *win);
-GtkWidget *cohort_window_get_run_page(CohortWindow *win);
-GtkWidget *cohort_window_get_dist_top(CohortWindow *win);
-CohortMultinodeDialog *cohort_window_get_multinode_dialog(CohortWindow *win);
-
-/* Whether Start can be pressed now (config valid and supported, nothing running). */
-gboolean cohort_window_can_start(CohortWindow *win);
-
-/* The summary line (batch, world size, global batch, learning rate after scaling), the
- * status line, and the error banner's text (NULL when hidden). */
-const char *cohort_window_get_summary(CohortWindow *win);
-const char *cohort_window_get_status(CohortWindow *win);
-const char *cohort_window_get_banner(CohortWindow *win);
-
 /* Shows a page: "model", "data", "training", "distributed", "output" or "run". */
 void cohort_window_show_page(CohortWindow *win, const char *page);
 
 /* Presets. Loading shows a failure in the banner and keeps the current settings. */
 gboolean cohort_window_load_preset(CohortWindow *win, const char *name);
-const char *cohort_window_get_preset(CohortWindow *win);
 gboolean cohort_window_save_preset_as(CohortWindow *win, const char *name, GError **error);
 /* Deletes without asking (the menu asks first). */
 gboolean cohort_window_delete_preset(CohortWindow *win, const char *name, GError **error);
+/* Imports a config file; a failure shows in the banner and keeps the current settings. */
 gboolean cohort_window_import(CohortWindow *win, const char *path);
 gboolean cohort_window_export(CohortWindow *win, const char *path, GError **error);
 

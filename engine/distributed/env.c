@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-G_DEFINE_QUARK(cohort - dist - error - quark, cohort_dist_error)
+/* clang-format off */
+G_DEFINE_QUARK(cohort-dist-error-quark, cohort_dist_error)
+/* clang-format on */
 
 #define env_error(error, ...)                                                                      \
   g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV, __VA_ARGS__)

@@ -1,0 +1,12 @@
+/* What the window tests read from the top of the Distributed page; not for the rest of the
+ * window. */
+#pragma once
+
+#include "ui/dist-page.h"
+
+G_BEGIN_DECLS
+
+/* The text shown about GPUs. */
+const char *cohort_dist_page_get_gpu_text(GtkWidget *top);
+
+G_END_DECLS

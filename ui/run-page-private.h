@@ -1,0 +1,23 @@
+/* What the window tests read from the Run page; not for the rest of the window. */
+#pragma once
+
+#include "ui/run-page.h"
+
+G_BEGIN_DECLS
+
+/* The text shown for `figure` ("status", "step", "epoch", "loss", "val_loss", "lr",
+ * "tokens_per_s", "eta", "elapsed", "loss_scale", "sample"), or NULL for another name. */
+const char *cohort_run_page_get_figure(CohortRunPage *page, const char *figure);
+/* Whether a figure is shown; "loss_scale" is shown only once a step reports a loss scale
+ * (fp16 runs). */
+gboolean cohort_run_page_figure_shown(CohortRunPage *page, const char *figure);
+/* The step progress bar's fraction, the chart's point counts, the ranks table. */
+double cohort_run_page_get_step_fraction(CohortRunPage *page);
+guint cohort_run_page_count_points(CohortRunPage *page, gboolean validation);
+guint cohort_run_page_count_ranks(CohortRunPage *page);
+/* The rank shown as the slowest (highlighted), or -1. */
+int cohort_run_page_get_slowest(CohortRunPage *page);
+/* The whole log text. */
+char *cohort_run_page_get_log(CohortRunPage *page);
+
+G_END_DECLS
