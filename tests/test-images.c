@@ -42,7 +42,8 @@ static void test_decode_png_grey(void)
       {2, {0x1b}, {0, 85, 170, 255}},        /* 00 01 10 11 */
       {4, {0x0f, 0x7a}, {0, 255, 119, 170}}, /* 0 15 7 10 */
       {8, {3, 100, 200, 255}, {3, 100, 200, 255}},
-      {16, {0x12, 0x34, 0x80, 0xff, 0xff, 0xff, 0x01, 0x01}, {18, 128, 255, 1}},
+      /* 0x12ff rounds up to 19, where the high byte alone would give 18. */
+      {16, {0x12, 0xff, 0x80, 0xff, 0xff, 0xff, 0x01, 0x01}, {19, 128, 255, 1}},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     FxPngSpec spec = {PNG_COLOR_TYPE_GRAY, cases[i].depth, FALSE, NULL, 0, NULL, 0};
@@ -71,8 +72,8 @@ static void test_decode_png_colour(void)
   expect_pixels(path, 3, 2, 1, rgb);
   expect_pixels(path, 1, 2, 1, grey);
 
-  const guint8 rgb16[12] = {0xff, 0xff, 0, 0, 0, 0x7f, 10, 10, 20, 20, 30, 30};
-  const guint8 want16[6] = {255, 0, 0, 10, 20, 30};
+  const guint8 rgb16[12] = {0xff, 0xff, 0, 0, 0x12, 0xff, 10, 10, 20, 20, 30, 30};
+  const guint8 want16[6] = {255, 0, 19, 10, 20, 30};
   spec = (FxPngSpec){PNG_COLOR_TYPE_RGB, 16, FALSE, NULL, 0, NULL, 0};
   fx_write_png(path, 2, 1, &spec, rgb16, 12);
   expect_pixels(path, 3, 2, 1, want16);
