@@ -9,7 +9,8 @@
 #include <glib/gstdio.h>
 #include "data/dataset.h"
 
-#define CACHE_MAGIC   "COHIMGC1"
+#define CACHE_MAGIC "COHIMGC1"
+/* Bump whenever decoding or fitting would give other bytes: old caches then stop matching. */
 #define CACHE_VERSION 1
 #define CACHE_ORDER   0x01020304u
 #define META_TYPE     "(suuasa(sxxtis))"

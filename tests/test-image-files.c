@@ -251,7 +251,7 @@ static void test_cache(void)
   g_autofree char *dir = fx_mkdtemp("cache");
   g_autofree char *data = fx_subdir(dir, "data");
   g_autofree char *cache = g_build_filename(dir, "cache", "rank-0", NULL);
-  g_autofree char *paths[6];
+  char *paths[6];
   for (int i = 0; i < 6; i++) {
     g_autofree char *cls = fx_subdir(data, i < 3 ? "a" : "b");
     paths[i] = g_strdup_printf("%s/%d.png", cls, i);
@@ -336,6 +336,8 @@ static void test_cache(void)
   g_clear_pointer(&files, g_ptr_array_unref);
   files = cache_files(cache);
   g_assert_cmpuint(files->len, ==, 2);
+  for (int i = 0; i < 6; i++)
+    g_free(paths[i]);
   fx_rm_rf(dir);
 }
 
