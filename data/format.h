@@ -6,5 +6,5 @@
 typedef enum {
   COHORT_DATA_TEXT,   /* byte-level UTF-8 text */
   COHORT_DATA_TOKENS, /* llm.c token shards (.bin) */
-  COHORT_DATA_IMAGES, /* a folder of images in the ImageFolder layout */
+  COHORT_DATA_IMAGES, /* a folder of PNG/JPEG images in the ImageFolder layout (images.h) */
 } CohortDataFormat;

@@ -1,0 +1,32 @@
+/* Randomness per sample: a counter-based generator whose stream is a pure function of
+ * (seed, epoch, sample index, purpose), never of the rank, the thread or the order of calls,
+ * so N ranks that each see part of an epoch draw exactly what one process would. The key is
+ * mixed with the splitmix64 finaliser (Steele, Lea & Flood 2014); drawing steps a Weyl
+ * sequence through the same finaliser, which is splitmix64 itself. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Purposes, so that one sample's augmentation never shares draws with its other randomness
+ * (noise, timesteps: give each its own stream number). */
+enum {
+  COHORT_RNG_STREAM_AUGMENT = 1,
+};
+
+typedef struct {
+  guint64 state;
+} CohortSampleRng;
+
+/* Starts the stream of (seed, epoch, index, stream). Different keys give unrelated streams. */
+void cohort_sample_rng_init(CohortSampleRng *rng, guint64 seed, guint64 epoch, guint64 index,
+                            guint64 stream);
+/* The next 64 random bits. */
+guint64 cohort_sample_rng_next(CohortSampleRng *rng);
+/* Uniform in [0, n), without modulo bias (Lemire's multiply-and-reject); n > 0. */
+guint32 cohort_sample_rng_below(CohortSampleRng *rng, guint32 n);
+/* Uniform in [0, 1) with 53 random bits. */
+double cohort_sample_rng_uniform(CohortSampleRng *rng);
+
+G_END_DECLS
