@@ -12,7 +12,7 @@ typedef struct {
   const char *def; /* text form */
 } KeyRow;
 
-static const char *const model_choices[] = {"gpt", NULL};
+static const char *const model_choices[] = {"gpt", "dit", NULL};
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
 static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
@@ -47,7 +47,7 @@ static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL}
 
 static const KeyRow rows[] = {
     /* model */
-    ROW(model, STRING, "model", model_choices, 1, 0, "gpt",
+    ROW(model, STRING, "model", model_choices, 1, 0, "gpt, dit",
         "The model family to train: a GPT-2-style language model, or a diffusion transformer on "
         "images.",
         "gpt"),

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/models/dit.h"
 #include "engine/models/gpt.h"
 #include "kernels/backend.h"
 
@@ -13,6 +14,7 @@ G_DEFINE_QUARK(cohort-model-error-quark, cohort_model_error)
 
 static const CohortModelClass *const classes[] = {
     &cohort_gpt_class,
+    &cohort_dit_class,
     NULL,
 };
 

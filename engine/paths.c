@@ -28,9 +28,17 @@ const char *cohort_data_dir(void)
 
 char *cohort_resolve_path(const char *path)
 {
-  if (path && g_str_has_prefix(path, "builtin:"))
-    return g_build_filename(cohort_data_dir(), path + strlen("builtin:"), NULL);
-  return g_strdup(path);
+  if (!path || !g_str_has_prefix(path, "builtin:"))
+    return g_strdup(path);
+  const char *rel = path + strlen("builtin:");
+  char *in_data = g_build_filename(cohort_data_dir(), rel, NULL);
+  /* Data the build generates (the glyph set) is in the build tree until it is installed. */
+  g_autofree char *built = g_build_filename(COHORT_BUILD_ROOT, "data", rel, NULL);
+  if (!g_file_test(in_data, G_FILE_TEST_EXISTS) && g_file_test(built, G_FILE_TEST_EXISTS)) {
+    g_free(in_data);
+    return g_steal_pointer(&built);
+  }
+  return in_data;
 }
 
 char *cohort_user_preset_dir(void)

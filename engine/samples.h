@@ -23,11 +23,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortSamples, cohort_samples_free)
 /* How many samples there are. */
 guint64 cohort_samples_count(const CohortSamples *s);
 
+/* Classes of image data (0 for a flat folder and for token data), their names in index order
+ * (NULL for token data), and how many bad images skip_bad_images left out. */
+int cohort_samples_num_classes(const CohortSamples *s);
+const char *const *cohort_samples_class_names(const CohortSamples *s);
+guint cohort_samples_num_skipped(const CohortSamples *s);
+
 /* A batch with room for `capacity` rows of the shape this data gives. */
 CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity);
 
-/* Fills row `row` of `b` with sample `index` (< count) of epoch `epoch` (-1: evaluation, no
- * augmentation) and records the index in b->sample_ids. */
+/* Fills row `row` of `b` with sample `index` (< count) and records the index in
+ * b->sample_ids. Images are augmented (the config's augment) as a function of (seed,
+ * b->epoch, index); an evaluation batch (b->epoch < 0) is never augmented. */
 void cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index);
 
 G_END_DECLS

@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "data/images.h"
 #include "engine/model-io.h"
 #include "kernels/backend.h"
 
@@ -92,6 +93,7 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
       .step = r->st.step,
       .workspace = r->cfg->workspace_dir,
       .rng = &r->st.sample_rng,
+      .class_names = cohort_samples_class_names(r->train),
   };
   swap_in_ema(r, TRUE);
   gboolean ok = r->model->ops->sample(r->model, &req, f, error);
@@ -146,6 +148,11 @@ gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error)
   /* The config it was trained with, beside the weights: what a teacher folder is read by. */
   g_autofree char *cfg_path = g_build_filename(cfg->workspace_dir, "cohort-config.json", NULL);
   if (!cohort_config_save_file(cfg, cfg_path, error))
+    return FALSE;
+  /* The class mapping, so a label means the same class when the model is used again. */
+  const char *const *classes = cohort_samples_class_names(r->train);
+  g_autofree char *classes_path = g_build_filename(cfg->workspace_dir, "classes.json", NULL);
+  if (classes && !cohort_image_classes_write(classes, classes_path, error))
     return FALSE;
   if (r->model->klass->export_extra &&
       !r->model->klass->export_extra(r->model, cfg, cfg->workspace_dir, error))

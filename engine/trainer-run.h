@@ -16,6 +16,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   const CohortConfig *cfg;
+  CohortConfig *model_cfg; /* cfg with what the data decides filled in (num_classes) */
   const CohortTrainOptions *opts;
   CohortProgress *progress;
   CohortSamples *train;

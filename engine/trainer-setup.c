@@ -71,10 +71,52 @@ static gboolean plan_steps(CohortRun *r, GError **error)
   return TRUE;
 }
 
+/* What the model's shape takes from the data: the number of classes of image data. The
+ * validation set must have the same classes, by name and order. */
+static gboolean resolve_from_data(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  r->model_cfg = cohort_config_copy(cfg);
+  if (cfg->data_format != COHORT_DATA_IMAGES)
+    return TRUE;
+  int classes = cohort_samples_num_classes(r->train);
+  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
+  if (cfg->num_classes == 0) {
+    r->model_cfg->num_classes = classes;
+  } else if (classes > cfg->num_classes) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s has %d class folders but key \"num_classes\" is %d; allowed: 0 (take the "
+                "data's) or at least %d",
+                train_path, classes, cfg->num_classes, classes);
+    return FALSE;
+  }
+  if (r->val) {
+    const char *const *a = cohort_samples_class_names(r->train);
+    const char *const *b = cohort_samples_class_names(r->val);
+    if (!g_strv_equal(a, b)) {
+      g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
+      g_autofree char *ta = g_strjoinv(", ", (char **)a), *tb = g_strjoinv(", ", (char **)b);
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "%s has the classes [%s] but %s has [%s]; validation data needs the same "
+                  "class folders as the training data",
+                  val_path, tb, train_path, ta);
+      return FALSE;
+    }
+  }
+  guint skipped = cohort_samples_num_skipped(r->train);
+  if (skipped > 0)
+    cohort_progress_log(r->progress, "warning",
+                        "skip_bad_images: %u unreadable image%s in %s left out", skipped,
+                        skipped == 1 ? "" : "s", train_path);
+  return TRUE;
+}
+
 static gboolean alloc_model(CohortRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
-  r->model = cohort_model_new(r->be, cfg, r->B, error);
+  if (!resolve_from_data(r, error))
+    return FALSE;
+  r->model = cohort_model_new(r->be, r->model_cfg, r->B, error);
   if (!r->model)
     return FALSE;
   size_t n = r->model->n_params;
@@ -127,8 +169,13 @@ typedef enum { START_FRESH, START_RESUME, START_REFUSED } StartKind;
 /* What a finished or stopped run left in its workspace (not the shared events file, the
  * per-run TensorBoard folders or the data cache): --overwrite moves these aside. */
 static const char *const run_outputs[] = {
-    "checkpoints", "model.safetensors",  "model-ema.safetensors",
-    "config.json", "cohort-config.json", "samples",
+    "checkpoints",
+    "model.safetensors",
+    "model-ema.safetensors",
+    "config.json",
+    "cohort-config.json",
+    "classes.json",
+    "samples",
     NULL,
 };
 
@@ -430,6 +477,7 @@ void cohort_run_free(CohortRun *r)
   g_clear_pointer(&r->opt, cohort_optimizer_free);
   g_clear_pointer(&r->dist, cohort_train_dist_free);
   g_clear_pointer(&r->batch, cohort_batch_free);
+  g_clear_pointer(&r->model_cfg, cohort_config_free);
   if (r->be) {
     r->be->free(r->ema);
     r->be->free(r->backup);

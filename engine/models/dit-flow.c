@@ -1,0 +1,176 @@
+/* The rectified-flow objective: for a clean image x₀ and noise ε, x_t = (1 − t)·x₀ + t·ε and
+ * the network regresses the velocity v = ε − x₀ (mean squared error), as Wan 2.x and SD3
+ * train. The timestep feeds the embedding as 1000·t (SD3's convention).
+ *
+ * Randomness per sample is keyed by (seed, epoch, sample index, purpose) (data/sample-rng.h):
+ *  - t: uniform, or logit-normal (sigmoid of N(0, 1), the default), then the optional shift
+ *    t ← s·t / (1 + (s − 1)·t) that moves mass toward noisier timesteps for larger images;
+ *  - ε: N(0, 1) per pixel;
+ *  - the label is replaced by the "no label" row with probability cfg_dropout, which is what
+ *    lets sampling use classifier-free guidance.
+ * Evaluation (batch epoch −1) uses a fixed grid of 8 timesteps (by sample index), fixed noise
+ * and no label dropout, so validation curves of different runs compare. */
+#include "engine/models/dit-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "data/sample-rng.h"
+
+/* The evaluation grid of timesteps: t = (k + 0.5) / EVAL_T_GRID for sample index k mod it. */
+#define EVAL_T_GRID 8
+/* The epoch number evaluation noise is keyed by: no training epoch reaches it. */
+#define EVAL_EPOCH G_MAXUINT64
+
+static double normal(CohortSampleRng *rng)
+{
+  /* Box-Muller; 1 - u keeps the logarithm's argument in (0, 1]. */
+  double u1 = 1.0 - cohort_sample_rng_uniform(rng);
+  double u2 = cohort_sample_rng_uniform(rng);
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * G_PI * u2);
+}
+
+static double draw_t(const Dit *d, guint64 epoch, guint64 index)
+{
+  CohortSampleRng rng;
+  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_TIMESTEP);
+  double t =
+      d->timestep_logit_normal ? 1.0 / (1.0 + exp(-normal(&rng))) : cohort_sample_rng_uniform(&rng);
+  double s = d->timestep_shift;
+  return s * t / (1.0 + (s - 1.0) * t);
+}
+
+static void draw_noise(const Dit *d, guint64 epoch, guint64 index, float *eps, size_t n)
+{
+  CohortSampleRng rng;
+  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_NOISE);
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = 1.0 - cohort_sample_rng_uniform(&rng);
+    double u2 = cohort_sample_rng_uniform(&rng);
+    double r = sqrt(-2.0 * log(u1));
+    eps[i] = (float)(r * cos(2.0 * G_PI * u2));
+    if (i + 1 < n)
+      eps[i + 1] = (float)(r * sin(2.0 * G_PI * u2));
+  }
+}
+
+static int draw_label(const Dit *d, guint64 epoch, guint64 index, int label, gboolean eval)
+{
+  int null_label = d->shape.num_classes;
+  if (label < 0 || label >= d->shape.num_classes)
+    return null_label; /* unconditional data, or a class the model does not have */
+  if (eval || d->cfg_dropout <= 0)
+    return label;
+  CohortSampleRng rng;
+  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_LABEL_DROP);
+  return cohort_sample_rng_uniform(&rng) < d->cfg_dropout ? null_label : label;
+}
+
+/* Builds x_t, the target, t and labels of the batch in the host scratch. */
+static void prepare(Dit *d, const CohortBatch *b)
+{
+  int B = b->B;
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  gboolean eval = b->epoch < 0;
+  guint64 epoch = eval ? EVAL_EPOCH : (guint64)b->epoch;
+  for (int i = 0; i < B; i++) {
+    guint64 idx = b->sample_ids[i];
+    double t = eval ? (double)(idx % EVAL_T_GRID) / EVAL_T_GRID + 0.5 / EVAL_T_GRID
+                    : draw_t(d, epoch, idx);
+    float *xt = d->host_img + i * D, *tg = d->host_target + i * D;
+    const float *x0 = b->images + i * D;
+    draw_noise(d, epoch, idx, tg, D); /* ε, into the target's place first */
+    for (size_t k = 0; k < D; k++) {
+      float e = tg[k];
+      xt[k] = (float)((1.0 - t) * x0[k] + t * e);
+      tg[k] = e - x0[k];
+    }
+    d->host_t[i] = (float)t;
+    d->host_labels[i] = draw_label(d, epoch, idx, b->labels[i], eval);
+  }
+}
+
+/* Uploads a batch (t in [0, 1]; the embedding sees 1000·t) and runs the network. */
+static void run(Dit *d, const float *x_t, const float *t, const int *labels, int B)
+{
+  const CohortBackend *be = d->base.be;
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  g_autofree float *t1000 = g_new(float, B);
+  for (int i = 0; i < B; i++) {
+    t1000[i] = 1000.0f * t[i];
+    g_return_if_fail(labels[i] >= 0 && labels[i] <= d->shape.num_classes);
+  }
+  be->upload(d->img, x_t, B * D * sizeof(float));
+  be->upload(d->t, t1000, (size_t)B * sizeof(float));
+  be->upload(d->labels, labels, (size_t)B * sizeof(int));
+  cohort_dit_net_forward(d, B);
+}
+
+/* The per-sample squared errors of the last forward, summed. */
+static double loss_sum(Dit *d, int B)
+{
+  const CohortBackend *be = d->base.be;
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  be->mse_forward(d->losses, d->pred, d->target, B, (int)D);
+  be->download(d->host_losses, d->losses, (size_t)B * sizeof(float));
+  double sum = 0;
+  for (int i = 0; i < B; i++)
+    sum += d->host_losses[i];
+  return sum;
+}
+
+float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
+                               const float *target, int B)
+{
+  Dit *d = dit_of(m);
+  g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  run(d, x_t, t, labels, B);
+  m->be->upload(d->target, target, B * D * sizeof(float));
+  d->last_B = B;
+  d->have_targets = TRUE;
+  return (float)(loss_sum(d, B) / B);
+}
+
+float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode)
+{
+  (void)mode; /* no layer behaves differently in evaluation */
+  Dit *d = dit_of(m);
+  g_return_val_if_fail(batch->B >= 1 && batch->B <= m->max_batch, NAN);
+  prepare(d, batch);
+  return cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target,
+                                  batch->B);
+}
+
+void cohort_dit_backward(CohortModel *m, float grad_scale)
+{
+  Dit *d = dit_of(m);
+  g_return_if_fail(d->have_targets);
+  int B = d->last_B;
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  /* d(mean over the batch of per-sample means) */
+  m->be->mse_backward(d->dimg, d->pred, d->target, B, (int)D, grad_scale / (float)B);
+  cohort_dit_net_backward(d, B);
+}
+
+void cohort_dit_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)
+{
+  Dit *d = dit_of(m);
+  prepare(d, batch);
+  float loss =
+      cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target, batch->B);
+  d->have_targets = FALSE;
+  sums[0] += (double)loss * batch->B;
+  sums[1] += batch->B;
+}
+
+void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const int *labels, int B,
+                         float *v)
+{
+  Dit *d = dit_of(m);
+  g_return_if_fail(B >= 1 && B <= m->max_batch);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  run(d, x_t, t, labels, B);
+  d->have_targets = FALSE;
+  m->be->download(v, d->pred, B * D * sizeof(float));
+}

@@ -1,0 +1,157 @@
+/* Sampling a DiT: Euler integration of dx/dt = v(x, t) from pure noise at t = 1 to an image
+ * at t = 0, with classifier-free guidance v = v_uncond + s·(v_cond − v_uncond), and the
+ * sample grid the trainer writes every sample_every steps. */
+#include "engine/models/dit-private.h"
+
+#include <math.h>
+#include <glib/gstdio.h>
+
+#include "data/image-decode.h"
+#include "data/sample-rng.h"
+
+/* Columns of the sample grid and most rows (classes) it shows. */
+#define GRID_COLS     8
+#define GRID_MAX_ROWS 10
+#define GRID_PAD      2
+/* The grid's noise never changes over a run, so grids of successive steps compare. */
+#define GRID_SEED_SALT 0x6772696473ull
+
+static void noise(guint64 seed, guint64 index, float *x, size_t n)
+{
+  CohortSampleRng rng;
+  cohort_sample_rng_init(&rng, seed, 0, index, COHORT_RNG_STREAM_NOISE);
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = 1.0 - cohort_sample_rng_uniform(&rng);
+    double u2 = cohort_sample_rng_uniform(&rng);
+    double r = sqrt(-2.0 * log(u1));
+    x[i] = (float)(r * cos(2.0 * G_PI * u2));
+    if (i + 1 < n)
+      x[i + 1] = (float)(r * sin(2.0 * G_PI * u2));
+  }
+}
+
+/* The time of Euler step k of `steps` (1 at k = 0, 0 at k = steps), with the training shift
+ * applied so sampling spends its steps where training put its timesteps. */
+static double time_at(const Dit *d, int k, int steps)
+{
+  double t = 1.0 - (double)k / steps;
+  double s = d->timestep_shift;
+  return s * t / (1.0 + (s - 1.0) * t);
+}
+
+/* One chunk of at most max_batch (or half of it with guidance) images, in place in x. */
+static void integrate(CohortModel *m, const int *labels, int n, int steps, double cfg_scale,
+                      float *x)
+{
+  Dit *d = dit_of(m);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  gboolean guided = cfg_scale != 1.0 && d->shape.num_classes > 0;
+  int rows = guided ? 2 * n : n;
+  g_autofree float *xin = g_new(float, rows *D);
+  g_autofree float *v = g_new(float, rows *D);
+  g_autofree float *tt = g_new(float, rows);
+  g_autofree int *lab = g_new(int, rows);
+  for (int i = 0; i < n; i++) {
+    lab[i] = labels[i];
+    if (guided)
+      lab[n + i] = d->shape.num_classes; /* the "no label" row */
+  }
+  for (int k = 0; k < steps; k++) {
+    double t = time_at(d, k, steps), t_next = time_at(d, k + 1, steps);
+    for (int i = 0; i < rows; i++)
+      tt[i] = (float)t;
+    memcpy(xin, x, n * D * sizeof(float));
+    if (guided)
+      memcpy(xin + n * D, x, n * D * sizeof(float));
+    cohort_dit_velocity(m, xin, tt, lab, rows, v);
+    float dt = (float)(t_next - t);
+    for (size_t j = 0; j < n * D; j++) {
+      float vj = guided ? v[n * D + j] + (float)cfg_scale * (v[j] - v[n * D + j]) : v[j];
+      x[j] += dt * vj;
+    }
+  }
+}
+
+void cohort_dit_generate(CohortModel *m, const int *labels, int n, guint64 seed, int steps,
+                         double cfg_scale, float *out)
+{
+  Dit *d = dit_of(m);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  gboolean guided = cfg_scale != 1.0 && d->shape.num_classes > 0;
+  int chunk = MAX(guided ? m->max_batch / 2 : m->max_batch, 1);
+  for (int i = 0; i < n; i++)
+    noise(seed, (guint64)i, out + i * D, D);
+  for (int start = 0; start < n; start += chunk)
+    integrate(m, labels + start, MIN(chunk, n - start), steps, cfg_scale, out + start * D);
+}
+
+/* [-1, 1] to 8 bits, clamped and rounded. */
+static guint8 to_byte(float v)
+{
+  float x = (v + 1.0f) * 127.5f;
+  return (guint8)(x <= 0 ? 0 : x >= 255 ? 255 : lrintf(x));
+}
+
+/* Images [n, C, S, S] into a padded grid of `cols` columns, interleaved for PNG. */
+static guint8 *grid_pixels(const float *imgs, int n, int cols, int C, int S, int *w, int *h)
+{
+  int rows = (n + cols - 1) / cols;
+  *w = cols * S + (cols + 1) * GRID_PAD;
+  *h = rows * S + (rows + 1) * GRID_PAD;
+  guint8 *px = g_new0(guint8, (size_t)*w * *h * C);
+  for (int i = 0; i < n; i++) {
+    int x0 = GRID_PAD + (i % cols) * (S + GRID_PAD), y0 = GRID_PAD + (i / cols) * (S + GRID_PAD);
+    for (int c = 0; c < C; c++)
+      for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++)
+          px[((size_t)(y0 + y) * *w + x0 + x) * C + c] =
+              to_byte(imgs[(((size_t)i * C + c) * S + y) * S + x]);
+  }
+  return px;
+}
+
+gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                           GError **error)
+{
+  Dit *d = dit_of(m);
+  const CohortConfig *cfg = req->cfg;
+  int classes = d->shape.num_classes;
+  int rows = classes > 0 ? MIN(classes, GRID_MAX_ROWS) : 4;
+  int n = rows * GRID_COLS;
+  g_autofree int *labels = g_new(int, n);
+  JsonArray *shown = json_array_new();
+  for (int r = 0; r < rows; r++) {
+    /* classes spread evenly over the range, so a grid of 36 glyphs shows 0 … Z */
+    int cls = classes > 0 ? (int)((gint64)r * classes / rows) : classes;
+    for (int j = 0; j < GRID_COLS; j++)
+      labels[r * GRID_COLS + j] = cls;
+    if (classes > 0 && req->class_names)
+      json_array_add_string_element(shown, req->class_names[cls]);
+    else if (classes > 0)
+      json_array_add_int_element(shown, cls);
+  }
+  int C = d->shape.channels, S = d->shape.image_size;
+  g_autofree float *imgs = g_new(float, (size_t)n *C *S *S);
+  cohort_dit_generate(m, labels, n, (guint64)cfg->seed ^ GRID_SEED_SALT, cfg->sample_steps,
+                      cfg->cfg_scale, imgs);
+  int w, h;
+  g_autofree guint8 *px = grid_pixels(imgs, n, GRID_COLS, C, S, &w, &h);
+  g_autofree char *dir = g_build_filename(req->workspace, "samples", NULL);
+  g_autofree char *name = g_strdup_printf("step-%08" G_GINT64_FORMAT ".png", req->step);
+  g_autofree char *path = g_build_filename(dir, name, NULL);
+  if (g_mkdir_with_parents(dir, 0755) != 0) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: cannot create: %s", dir,
+                g_strerror(errno));
+    json_array_unref(shown);
+    return FALSE;
+  }
+  if (!cohort_image_write_png(path, px, w, h, C, error)) {
+    json_array_unref(shown);
+    return FALSE;
+  }
+  json_object_set_string_member(fields, "image", path);
+  json_object_set_array_member(fields, "rows", shown);
+  json_object_set_int_member(fields, "steps", cfg->sample_steps);
+  json_object_set_double_member(fields, "cfg_scale", cfg->cfg_scale);
+  return TRUE;
+}

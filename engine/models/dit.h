@@ -1,0 +1,60 @@
+/* The "dit" family: a class-conditional diffusion transformer (DiT, adaLN-Zero) trained with
+ * rectified flow, as Wan and SD3 train it.
+ *
+ * Architecture and tensor names follow the public DiT reference (facebookresearch/DiT,
+ * models.py) with learn_sigma=False, so its PyTorch module loads Cohort's file with
+ * strict=True: x_embedder.proj (a Conv2d of kernel and stride patch_size, i.e. patchify and a
+ * linear map), a fixed 2-D sine-cosine pos_embed (a buffer), t_embedder.mlp (sinusoidal
+ * features of 1000·t → Linear → SiLU → Linear), y_embedder.embedding_table (num_classes rows
+ * and one "no label" row for classifier-free guidance), n_layer blocks (LayerNorm without
+ * affine, adaLN modulation shift/scale/gate from SiLU(c), non-causal attention, tanh-GELU MLP
+ * of 4× width), and final_layer (LayerNorm, modulation, Linear to patch_size² × channels
+ * values per token, then un-patchify). Linear weights are PyTorch's [out, in].
+ *
+ * The objective (engine/models/dit-flow.c): x_t = (1 − t)·x₀ + t·ε, target v = ε − x₀, mean
+ * squared error; t and ε of a sample are functions of (seed, epoch, sample index). */
+#pragma once
+
+#include "engine/model.h"
+
+G_BEGIN_DECLS
+
+/* The "dit" family for the model registry. */
+extern const CohortModelClass cohort_dit_class;
+
+typedef struct {
+  int n_layer, n_head, hidden;
+  int image_size, channels, patch;
+  int num_classes; /* the "no label" row is num_classes */
+} CohortDitShape;
+
+/* The model's shape. */
+const CohortDitShape *cohort_dit_shape(const CohortModel *m);
+
+/* The velocity the model predicts for a batch, without a loss: x_t [B, C, H, W] and t [B]
+ * (in [0, 1]) in HOST memory, labels [B] (num_classes = no label); writes v [B, C, H, W] to
+ * host `v`. B <= max_batch. Used by sampling and by tests. */
+void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const int *labels, int B,
+                         float *v);
+
+/* The objective on a batch given explicitly (host memory: x_t, t in [0, 1], labels, target
+ * v = ε − x₀): the mean over the batch of per-sample mean squared errors, keeping what
+ * backward (ops->backward) needs. The trainer's forward draws these per sample and calls it;
+ * tests call it to compare with a reference. */
+float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
+                               const float *target, int B);
+
+/* Sampling (engine/models/dit-sample.c): Euler integration of the learned ODE from t = 1 to 0
+ * in cfg->sample_steps steps with classifier-free guidance cfg->cfg_scale, into a PNG grid
+ * with one row per class shown and a fixed noise seed (grids of successive steps compare).
+ * This is the family's CohortModelOps.sample; the event gets "image" (the PNG's path),
+ * "rows" (the class of each row) and "steps". */
+gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                           GError **error);
+
+/* Draws `n` images of classes `labels` (num_classes = unconditional) from noise of `seed`,
+ * into host `out` [n, C, H, W] in [-1, 1]. */
+void cohort_dit_generate(CohortModel *m, const int *labels, int n, guint64 seed, int steps,
+                         double cfg_scale, float *out);
+
+G_END_DECLS
