@@ -4,12 +4,11 @@
  *   forward   out_b = weight @ col                      [C_out, H_out*W_out], already NCHW
  *   backward  dweight^T += col @ dout_b^T               into scratch, added once at the end
  *             dcol = weight^T @ dout_b, col2im into dinp_b
- * Measured on ResNet-20 shapes (bench/bench-conv.c, one thread, batch 128; the commit that
- * made this choice gives the figures): one GEMM per image beat one GEMM over groups of 4, 16
- * or all 128 images plus a layout transpose (39 against 34, 34 and 22 GFLOP/s over the whole
- * net), since one image's column matrix (150 to 600 KB) stays in cache between im2col and
- * the GEMM. The weight gradient is computed transposed because OpenBLAS runs the
- * [C_out, K*K*C_in] x [.., H_out*W_out] product with the long dimension inside twice as fast
+ * Measured on ResNet-20 shapes (bench/bench-conv.c, one thread, batch 128; docs/benchmarks.md):
+ * one GEMM per image beat one GEMM over groups of 4, 16 or all 128 images plus a transpose to
+ * NCHW (39 against 34, 34 and 22 GFLOP/s over the net), since an image's column matrix (150 to
+ * 600 KB) stays in cache between im2col and the GEMM. The weight gradient is computed
+ * transposed because OpenBLAS runs [C_out, ckk] = [C_out, Ho*Wo] x [Ho*Wo, ckk] twice as fast
  * that way round at 16 channels (74 against 36 GFLOP/s). */
 #include "cpu.h"
 
@@ -18,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Scratch of the calling thread: the column matrix and the GEMM's output (or the transposed
- * gradient), grown on demand and kept, since a training step makes the same convolutions every
+/* Scratch of the calling thread: the column matrix and the transposed weight gradient, grown
+ * on demand and kept, since a training step makes the same convolutions every
  * time. Freed when the thread ends, and the main thread's at exit. */
 typedef struct {
   float *buf[2];
@@ -118,6 +117,62 @@ COHORT_VEC static void im2col_row(float *restrict dst, const float *restrict src
   }
 }
 
+/* Stride 1 with W_out == W ("same" convolutions: ResNet's 3x3 with padding 1). The rows of the
+ * input plane that a (c, kh, kw) row reads are one run of the plane shifted by `off`, so one
+ * long copy fills its valid rows. The |off| columns per row that the shift wraps into the
+ * neighbouring row are padding and get zeroed. This is im2col_row's result with a long
+ * vectorised loop instead of a short one per row. */
+typedef struct {
+  int oh0, oh1;    /* the output rows whose input row exists */
+  long base;       /* plane index of dst element oh0 * W */
+  long t_lo, t_hi; /* [t_lo, t_hi): the run's elements inside the plane */
+} SameRun;
+
+static SameRun same_run(const ConvShape *s, int kh, int off)
+{
+  SameRun r;
+  r.oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
+  r.oh1 = s->H + s->pad - kh < s->Ho ? s->H + s->pad - kh : s->Ho;
+  if (r.oh1 < r.oh0)
+    r.oh1 = r.oh0;
+  long n = (long)(r.oh1 - r.oh0) * s->W, plane = (long)s->H * s->W;
+  r.base = (long)(r.oh0 - s->pad + kh) * s->W + off;
+  r.t_lo = r.base < 0 ? -r.base : 0;
+  r.t_hi = plane - r.base < n ? plane - r.base : n;
+  if (r.t_hi < r.t_lo)
+    r.t_hi = r.t_lo;
+  return r;
+}
+
+/* Zeroes, in rows [oh0, oh1) of d (width W), the columns that a shift by off wraps. */
+static void zero_wrapped(float *d, int oh0, int oh1, int W, int off)
+{
+  int c0 = off < 0 ? 0 : (W - off > 0 ? W - off : 0);
+  int c1 = off < 0 ? (-off < W ? -off : W) : W;
+  for (int oh = oh0; oh < oh1; oh++)
+    for (int c = c0; c < c1; c++)
+      d[(size_t)oh * W + c] = 0.0f;
+}
+
+COHORT_VEC static void im2col_row_same(float *restrict dst, const float *restrict src,
+                                       const ConvShape *s, int kh, int kw)
+{
+  int W = s->W, off = kw - s->pad;
+  SameRun r = same_run(s, kh, off);
+  long n = (long)(r.oh1 - r.oh0) * W, tail = (long)(s->Ho - r.oh1) * W;
+  float *d = dst + (size_t)r.oh0 * W;
+  for (long t = 0; t < (long)r.oh0 * W; t++)
+    dst[t] = 0.0f;
+  for (long t = 0; t < r.t_lo; t++)
+    d[t] = 0.0f;
+  for (long t = r.t_lo; t < r.t_hi; t++)
+    d[t] = src[r.base + t];
+  for (long t = r.t_hi; t < n + tail; t++)
+    d[t] = 0.0f;
+  if (off != 0)
+    zero_wrapped(dst, r.oh0, r.oh1, W, off);
+}
+
 /* col [C*K*K, Ho*Wo] of one image. */
 static void im2col(float *col, const float *inp, const ConvShape *s)
 {
@@ -126,7 +181,10 @@ static void im2col(float *col, const float *inp, const ConvShape *s)
 #pragma omp parallel for schedule(static) if ((size_t)rows * howo >= COHORT_CPU_PAR_MIN)
   for (int r = 0; r < rows; r++) {
     int c = r / (s->K * s->K), kh = r / s->K % s->K, kw = r % s->K;
-    im2col_row(col + r * howo, inp + c * hw, s, kh, kw);
+    if (s->stride == 1 && s->Wo == s->W)
+      im2col_row_same(col + r * howo, inp + c * hw, s, kh, kw);
+    else
+      im2col_row(col + r * howo, inp + c * hw, s, kh, kw);
   }
 }
 
@@ -150,16 +208,36 @@ COHORT_VEC static void col2im_row(float *restrict dst, const float *restrict src
   }
 }
 
+/* col2im_row for "same" convolutions (see im2col_row_same): the wrapped columns of src, which
+ * belong to the padding, are zeroed first (src is the convolution's scratch), then one long
+ * loop adds the run. Adding those zeros changes no sum. */
+COHORT_VEC static void col2im_row_same(float *restrict dst, float *restrict src, const ConvShape *s,
+                                       int kh, int kw)
+{
+  int W = s->W, off = kw - s->pad;
+  SameRun r = same_run(s, kh, off);
+  float *d = src + (size_t)r.oh0 * W;
+  if (off != 0)
+    zero_wrapped(src, r.oh0, r.oh1, W, off);
+  for (long t = r.t_lo; t < r.t_hi; t++)
+    dst[r.base + t] += d[t];
+}
+
 /* dinp of one image += col2im(dcol). One thread per input channel, so each dinp element gets
  * its terms in (kh, kw) order whatever the thread count. */
-static void col2im(float *dinp, const float *dcol, const ConvShape *s)
+static void col2im(float *dinp, float *dcol, const ConvShape *s)
 {
   size_t howo = (size_t)s->Ho * s->Wo, hw = (size_t)s->H * s->W;
-  int KK = s->K * s->K;
+  int KK = s->K * s->K, same = s->stride == 1 && s->Wo == s->W;
 #pragma omp parallel for schedule(static) if ((size_t)s->C * KK * howo >= COHORT_CPU_PAR_MIN)
   for (int c = 0; c < s->C; c++)
-    for (int k = 0; k < KK; k++)
-      col2im_row(dinp + c * hw, dcol + ((size_t)c * KK + k) * howo, s, k / s->K, k % s->K);
+    for (int k = 0; k < KK; k++) {
+      float *row = dcol + ((size_t)c * KK + k) * howo;
+      if (same)
+        col2im_row_same(dinp + c * hw, row, s, k / s->K, k % s->K);
+      else
+        col2im_row(dinp + c * hw, row, s, k / s->K, k % s->K);
+    }
 }
 
 static int conv_shape(ConvShape *s, int C_in, int H, int W, int K, int stride, int pad)
