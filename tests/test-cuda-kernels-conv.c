@@ -114,13 +114,15 @@ static void conv_case(int B, int C, int H, int W, int O, int K, int S, int P, gu
   cpu->conv2d_backward(dx.c, dw.c, dy.c, x.c, w.c, B, C, H, W, O, K, S, P);
   gpu->conv2d_backward(dx.g, dw.g, dy.g, x.g, w.g, B, C, H, W, O, K, S, P);
   expect_close(w2, &dx, 1e-4, 1e-5);
-  /* dweight sums B*Ho*Wo products: up to ~1e5 terms here */
-  expect_close(w3, &dw, 1e-3, 1e-5);
+  /* dweight sums B*Ho*Wo products (131072 in the largest case): float rounding grows with
+   * the number of terms, ~1e-8 of it per term on both sides, so 1e-7 per term */
+  double dw_atol = fmax(1e-4, 1e-7 * B * Ho * Wo);
+  expect_close(w3, &dw, dw_atol, 1e-5);
   cpu->upload(dw.c, dw0, nw * 4);
   gpu->upload(dw.g, dw0, nw * 4);
   cpu->conv2d_backward(NULL, dw.c, dy.c, x.c, w.c, B, C, H, W, O, K, S, P);
   gpu->conv2d_backward(NULL, dw.g, dy.g, x.g, w.g, B, C, H, W, O, K, S, P);
-  expect_close(w4, &dw, 1e-3, 1e-5);
+  expect_close(w4, &dw, dw_atol, 1e-5);
   pair_free(&x), pair_free(&w), pair_free(&dy), pair_free(&y), pair_free(&dx), pair_free(&dw);
 }
 

@@ -11,7 +11,8 @@
  * 128 CIFAR images needs 19M at most, so it is one group there. */
 #define GROUP_FLOATS ((size_t)64 << 20)
 
-/* The convolutions' own buffers: the column matrix and the GEMM-layout output, per device.
+/* The convolutions' own buffers, per device: the column matrix, and the output (forward) or dout
+ * (backward) in the GEMM layout.
  * Not cohort_cuda_scratch: the bf16/fp16 GEMM takes that one for its rounded operands while
  * the column matrix is still needed. Freed when the process ends, with its CUDA context. */
 static float *conv_buf[MAX_DEVICES][2];
