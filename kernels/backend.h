@@ -199,6 +199,79 @@ typedef struct CohortBackend {
   /* out = a * x + b * y over n values; out may be x or y (classifier-free guidance, Euler
    * steps). */
   void (*axpby)(float *out, float a, const float *x, float b, const float *y, size_t n);
+  /* ---- Convolutional networks (ResNet): NCHW layouts, as PyTorch's ----
+   * H_out = (H + 2 pad - K) / stride + 1, W_out likewise; a shape whose output would be empty
+   * does nothing. The linear classifier is `gemm` + `add_bias` (backward: `gemm`,
+   * `bias_backward`), and its loss `crossentropy_forward/backward` with V = the number of
+   * classes and N = the batch (checked against PyTorch in tests/test-layers-conv.c). */
+
+  /* out [B, C_out, H_out, W_out] = conv of inp [B, C_in, H, W] with weight
+   * [C_out, C_in, K, K] (no bias), zero padding `pad`, step `stride` (overwrites). Computed as
+   * im2col + `gemm`, so the GEMM mode applies. */
+  void (*conv2d_forward)(float *out, const float *inp, const float *weight, int B, int C_in, int H,
+                         int W, int C_out, int K, int stride, int pad);
+  /* dinp += d/dinp and dweight += d/dweight of conv2d_forward for gradient dout (both
+   * accumulate); dinp may be NULL when no input gradient is needed (the first layer). */
+  void (*conv2d_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, int B, int C_in, int H, int W, int C_out, int K,
+                          int stride, int pad);
+
+  /* BatchNorm2d over x [B, C, HW], split so that SyncBatchNorm can combine statistics across
+   * ranks between the steps. Per channel c the n = B*HW values x[:, c, :]:
+   * mean[c] and m2[c] = sum of (x - mean)^2 (overwrite), two passes in double. Ranks'
+   * (n, mean, m2) combine exactly with Chan's formula (bn_combine_stats). */
+  void (*bn_stats)(const float *x, int B, int C, int HW, float *mean, float *m2);
+  /* Chan's parallel formula over R ranks in rank order: `ranks` is [R, 2C+1], row r holding
+   * rank r's mean[C], m2[C] and its count n_r (a float: exact up to 2^24 values per channel);
+   * writes the global mean [C] and m2 [C]. */
+  void (*bn_combine_stats)(float *mean, float *m2, const float *ranks, int R, int C);
+  /* rstd[c] = 1 / sqrt(var[c] * scale + eps): train mode passes m2 and scale = 1/count (the
+   * biased variance), eval mode the running variance and scale = 1. */
+  void (*bn_rstd)(float *rstd, const float *var, double scale, float eps, int C);
+  /* y = (x - mean[c]) * rstd[c] * weight[c] + bias[c] (overwrites; y may be x). */
+  void (*bn_forward)(float *y, const float *x, const float *mean, const float *rstd,
+                     const float *weight, const float *bias, int B, int C, int HW);
+  /* PyTorch's running statistics: running_mean = (1 - momentum) running_mean + momentum mean,
+   * running_var likewise with the unbiased variance m2 / (count - 1) (m2 / count when
+   * count == 1, as no estimate exists). */
+  void (*bn_running_update)(float *running_mean, float *running_var, const float *mean,
+                            const float *m2, double count, float momentum, int C);
+  /* The two per-channel sums of the train-mode backward (overwrite): sum_dy[c] = sum of dy,
+   * sum_dy_xhat[c] = sum of dy * (x - mean[c]) * rstd[c]; what SyncBatchNorm all-reduces. */
+  void (*bn_backward_reduce)(const float *dy, const float *x, const float *mean, const float *rstd,
+                             int B, int C, int HW, float *sum_dy, float *sum_dy_xhat);
+  /* dx += weight[c] rstd[c] (dy - sum_dy[c]/count - xhat sum_dy_xhat[c]/count) with `count`
+   * the number of values per channel over all ranks and the sums reduced over all ranks. */
+  void (*bn_backward_dx)(float *dx, const float *dy, const float *x, const float *mean,
+                         const float *rstd, const float *weight, const float *sum_dy,
+                         const float *sum_dy_xhat, double count, int B, int C, int HW);
+  /* dweight += sum_dy_xhat, dbias += sum_dy over C channels: pass this rank's own sums (as
+   * PyTorch's SyncBatchNorm does; DDP then averages the gradients). There is no eval-mode
+   * backward. */
+  void (*bn_backward_params)(float *dweight, float *dbias, const float *sum_dy,
+                             const float *sum_dy_xhat, int C);
+
+  /* out = max(inp, 0) over n values (NaN stays NaN, as torch.relu). */
+  void (*relu_forward)(float *out, const float *inp, size_t n);
+  /* dinp = dout where x > 0, else 0; x is relu's input or its output (same sign test).
+   * dinp may be dout (in place). */
+  void (*relu_backward)(float *dinp, const float *x, const float *dout, size_t n);
+
+  /* out [B, C] = the mean of each row of inp [B, C, HW]. */
+  void (*avgpool_global_forward)(float *out, const float *inp, int B, int C, int HW);
+  /* dinp [B, C, HW] += dout[b, c] / HW (accumulates). */
+  void (*avgpool_global_backward)(float *dinp, const float *dout, int B, int C, int HW);
+
+  /* Number of rows of logits [N, V] whose first maximum (torch.argmax) is at labels[n]
+   * (labels in backend memory); the count is returned to the host. -1 on a backend failure. */
+  int (*accuracy_count)(const float *logits, const int *labels, int N, int V);
+
+  /* torch.optim.SGD over n values: g = grad + weight_decay * p; with momentum != 0,
+   * buf = g on the first step, else momentum buf + (1 - dampening) g, and g = g + momentum buf
+   * (nesterov) or buf; then p -= lr g. momentum_buf may be NULL when momentum == 0. */
+  void (*sgd_update)(float *params, const float *grads, float *momentum_buf, size_t n, float lr,
+                     float momentum, float dampening, float weight_decay, int nesterov,
+                     int first_step);
 } CohortBackend;
 
 /* The CPU backend: C with OpenMP, GEMMs through OpenBLAS. Always available. */

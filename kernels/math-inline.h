@@ -186,3 +186,19 @@ COHORT_HD static inline float cohort_round_fp16(float x)
   float r = (a + big) - big;
   return copysignf(r, x);
 }
+
+/* One torch.optim.SGD element: weight decay into the gradient, the momentum buffer (the
+ * gradient itself on the first step, then momentum buf + (1 - dampening) g), Nesterov's
+ * look-ahead, the step. */
+COHORT_HD static inline void cohort_sgd_elem(float *p, float g, float *buf, float lr,
+                                             float momentum, float dampening, float wd,
+                                             int nesterov, int first_step)
+{
+  float d = wd != 0.0f ? g + wd * *p : g;
+  if (momentum != 0.0f) {
+    float b = first_step ? d : momentum * *buf + (1.0f - dampening) * d;
+    *buf = b;
+    d = nesterov ? d + momentum * b : b;
+  }
+  *p = *p - lr * d;
+}

@@ -94,6 +94,23 @@ static const CohortBackend cpu_backend = {
     .mse_forward = cohort_cpu_mse_forward,
     .mse_backward = cohort_cpu_mse_backward,
     .axpby = cohort_cpu_axpby,
+    /* Convolutional networks */
+    .conv2d_forward = cohort_cpu_conv2d_forward,
+    .conv2d_backward = cohort_cpu_conv2d_backward,
+    .bn_stats = cohort_cpu_bn_stats,
+    .bn_combine_stats = cohort_cpu_bn_combine_stats,
+    .bn_rstd = cohort_cpu_bn_rstd,
+    .bn_forward = cohort_cpu_bn_forward,
+    .bn_running_update = cohort_cpu_bn_running_update,
+    .bn_backward_reduce = cohort_cpu_bn_backward_reduce,
+    .bn_backward_dx = cohort_cpu_bn_backward_dx,
+    .bn_backward_params = cohort_cpu_bn_backward_params,
+    .relu_forward = cohort_cpu_relu_forward,
+    .relu_backward = cohort_cpu_relu_backward,
+    .avgpool_global_forward = cohort_cpu_avgpool_global_forward,
+    .avgpool_global_backward = cohort_cpu_avgpool_global_backward,
+    .accuracy_count = cohort_cpu_accuracy_count,
+    .sgd_update = cohort_cpu_sgd_update,
 };
 
 const CohortBackend *cohort_backend_cpu(void)

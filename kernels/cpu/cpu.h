@@ -91,3 +91,33 @@ void cohort_cpu_mse_forward(float *losses, const float *pred, const float *targe
 void cohort_cpu_mse_backward(float *dpred, const float *pred, const float *target, int B, int D,
                              float scale);
 void cohort_cpu_axpby(float *out, float a, const float *x, float b, const float *y, size_t n);
+/* Convolutional networks (conv.c, batchnorm.c, relu.c, pool.c, accuracy.c, sgd.c); the
+ * table's comments in kernels/backend.h say what each computes. */
+void cohort_cpu_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
+                               int H, int W, int C_out, int K, int stride, int pad);
+void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                const float *weight, int B, int C_in, int H, int W, int C_out,
+                                int K, int stride, int pad);
+void cohort_cpu_bn_stats(const float *x, int B, int C, int HW, float *mean, float *m2);
+void cohort_cpu_bn_combine_stats(float *mean, float *m2, const float *ranks, int R, int C);
+void cohort_cpu_bn_rstd(float *rstd, const float *var, double scale, float eps, int C);
+void cohort_cpu_bn_forward(float *y, const float *x, const float *mean, const float *rstd,
+                           const float *weight, const float *bias, int B, int C, int HW);
+void cohort_cpu_bn_running_update(float *running_mean, float *running_var, const float *mean,
+                                  const float *m2, double count, float momentum, int C);
+void cohort_cpu_bn_backward_reduce(const float *dy, const float *x, const float *mean,
+                                   const float *rstd, int B, int C, int HW, float *sum_dy,
+                                   float *sum_dy_xhat);
+void cohort_cpu_bn_backward_dx(float *dx, const float *dy, const float *x, const float *mean,
+                               const float *rstd, const float *weight, const float *sum_dy,
+                               const float *sum_dy_xhat, double count, int B, int C, int HW);
+void cohort_cpu_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
+                                   const float *sum_dy_xhat, int C);
+void cohort_cpu_relu_forward(float *out, const float *inp, size_t n);
+void cohort_cpu_relu_backward(float *dinp, const float *x, const float *dout, size_t n);
+void cohort_cpu_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW);
+void cohort_cpu_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW);
+int cohort_cpu_accuracy_count(const float *logits, const int *labels, int N, int V);
+void cohort_cpu_sgd_update(float *params, const float *grads, float *momentum_buf, size_t n,
+                           float lr, float momentum, float dampening, float weight_decay,
+                           int nesterov, int first_step);

@@ -415,6 +415,23 @@ static const CohortBackend cuda_backend = {
     .mse_forward = cohort_cuda_mse_forward,
     .mse_backward = cohort_cuda_mse_backward,
     .axpby = cohort_cuda_axpby,
+    /* Convolutional networks */
+    .conv2d_forward = cohort_cuda_conv2d_forward,
+    .conv2d_backward = cohort_cuda_conv2d_backward,
+    .bn_stats = cohort_cuda_bn_stats,
+    .bn_combine_stats = cohort_cuda_bn_combine_stats,
+    .bn_rstd = cohort_cuda_bn_rstd,
+    .bn_forward = cohort_cuda_bn_forward,
+    .bn_running_update = cohort_cuda_bn_running_update,
+    .bn_backward_reduce = cohort_cuda_bn_backward_reduce,
+    .bn_backward_dx = cohort_cuda_bn_backward_dx,
+    .bn_backward_params = cohort_cuda_bn_backward_params,
+    .relu_forward = cohort_cuda_relu_forward,
+    .relu_backward = cohort_cuda_relu_backward,
+    .avgpool_global_forward = cohort_cuda_avgpool_global_forward,
+    .avgpool_global_backward = cohort_cuda_avgpool_global_backward,
+    .accuracy_count = cohort_cuda_accuracy_count,
+    .sgd_update = cohort_cuda_sgd_update,
 };
 
 const CohortBackend *cohort_backend_cuda(void)

@@ -1,0 +1,300 @@
+/* 2-D convolution (NCHW, no bias) as im2col + GEMM, one image at a time.
+ *
+ * Per image, with col [C_in*K*K, H_out*W_out] the image's column matrix:
+ *   forward   out_b = weight @ col                      [C_out, H_out*W_out], already NCHW
+ *   backward  dweight^T += col @ dout_b^T               into scratch, added once at the end
+ *             dcol = weight^T @ dout_b, col2im into dinp_b
+ * Measured on ResNet-20 shapes (bench/bench-conv.c, one thread, batch 128; docs/benchmarks.md):
+ * one GEMM per image beat one GEMM over groups of 4, 16 or all 128 images plus a transpose to
+ * NCHW (39 against 34, 34 and 22 GFLOP/s over the net), since an image's column matrix (150 to
+ * 600 KB) stays in cache between im2col and the GEMM. The weight gradient is computed
+ * transposed because OpenBLAS runs [C_out, ckk] = [C_out, Ho*Wo] x [Ho*Wo, ckk] twice as fast
+ * that way round at 16 channels (74 against 36 GFLOP/s). */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Scratch of the calling thread: the column matrix and the transposed weight gradient, grown
+ * on demand and kept, since a training step makes the same convolutions every
+ * time. Freed when the thread ends, and the main thread's at exit. */
+typedef struct {
+  float *buf[2];
+  size_t cap[2];
+} ConvScratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+  ConvScratch *s = p;
+  if (!s)
+    return;
+  free(s->buf[0]);
+  free(s->buf[1]);
+  free(s);
+}
+
+static void scratch_free_at_exit(void)
+{
+  ConvScratch *s = pthread_getspecific(scratch_key);
+  pthread_setspecific(scratch_key, NULL);
+  scratch_free(s);
+}
+
+static void scratch_init(void)
+{
+  if (pthread_key_create(&scratch_key, scratch_free) == 0)
+    atexit(scratch_free_at_exit);
+}
+
+/* Buffer `which` (0 or 1) of at least n floats; aborts when memory runs out, as gemm does:
+ * the table's ops cannot fail, and running out mid-step is not recoverable. */
+static float *scratch(int which, size_t n)
+{
+  pthread_once(&scratch_once, scratch_init);
+  ConvScratch *s = pthread_getspecific(scratch_key);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    if (!s || pthread_setspecific(scratch_key, s) != 0)
+      goto oom;
+  }
+  if (s->cap[which] < n) {
+    free(s->buf[which]);
+    s->buf[which] = malloc(n * sizeof(float));
+    s->cap[which] = s->buf[which] ? n : 0;
+    if (!s->buf[which])
+      goto oom;
+  }
+  return s->buf[which];
+oom:
+  fprintf(stderr, "cohort: out of memory for a convolution's scratch (%zu floats)\n", n);
+  abort();
+}
+
+typedef struct {
+  int C, H, W, K, stride, pad, Ho, Wo;
+} ConvShape;
+
+/* The output columns ow in [lo, hi) whose input column ow * stride + off lies in [0, W). */
+static void valid_cols(const ConvShape *s, int off, int *lo, int *hi)
+{
+  int a = off < 0 ? (-off + s->stride - 1) / s->stride : 0;
+  int b = s->W - off <= 0 ? 0 : (s->W - off + s->stride - 1) / s->stride;
+  *lo = a < s->Wo ? a : s->Wo;
+  *hi = b < *lo ? *lo : (b < s->Wo ? b : s->Wo);
+}
+
+/* One row (c, kh, kw) of the column matrix for one image: dst[oh * Wo + ow] =
+ * src[ih, iw] with ih = oh*stride - pad + kh, iw likewise, or 0 in the padding. Plain loops
+ * rather than memcpy/memset: the runs are 8 to 32 floats, where calls cost more than copies. */
+COHORT_VEC static void im2col_row(float *restrict dst, const float *restrict src,
+                                  const ConvShape *s, int kh, int kw)
+{
+  int off = kw - s->pad, lo, hi, Wo = s->Wo, st = s->stride;
+  valid_cols(s, off, &lo, &hi);
+  for (int oh = 0; oh < s->Ho; oh++, dst += Wo) {
+    int ih = oh * st - s->pad + kh;
+    if (ih < 0 || ih >= s->H) {
+      for (int ow = 0; ow < Wo; ow++)
+        dst[ow] = 0.0f;
+      continue;
+    }
+    const float *row = src + (size_t)ih * s->W;
+    for (int ow = 0; ow < lo; ow++)
+      dst[ow] = 0.0f;
+    if (st == 1)
+      for (int ow = lo; ow < hi; ow++)
+        dst[ow] = row[ow + off];
+    else
+      for (int ow = lo; ow < hi; ow++)
+        dst[ow] = row[ow * st + off];
+    for (int ow = hi; ow < Wo; ow++)
+      dst[ow] = 0.0f;
+  }
+}
+
+/* Stride 1 with W_out == W ("same" convolutions: ResNet's 3x3 with padding 1). The rows of the
+ * input plane that a (c, kh, kw) row reads are one run of the plane shifted by `off`, so one
+ * long copy fills its valid rows. The |off| columns per row that the shift wraps into the
+ * neighbouring row are padding and get zeroed. This is im2col_row's result with a long
+ * vectorised loop instead of a short one per row. */
+typedef struct {
+  int oh0, oh1;    /* the output rows whose input row exists */
+  long base;       /* plane index of dst element oh0 * W */
+  long t_lo, t_hi; /* [t_lo, t_hi): the run's elements inside the plane */
+} SameRun;
+
+static SameRun same_run(const ConvShape *s, int kh, int off)
+{
+  SameRun r;
+  r.oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
+  r.oh1 = s->H + s->pad - kh < s->Ho ? s->H + s->pad - kh : s->Ho;
+  if (r.oh1 < r.oh0)
+    r.oh1 = r.oh0;
+  long n = (long)(r.oh1 - r.oh0) * s->W, plane = (long)s->H * s->W;
+  r.base = (long)(r.oh0 - s->pad + kh) * s->W + off;
+  r.t_lo = r.base < 0 ? -r.base : 0;
+  r.t_hi = plane - r.base < n ? plane - r.base : n;
+  if (r.t_hi < r.t_lo)
+    r.t_hi = r.t_lo;
+  return r;
+}
+
+/* Zeroes, in rows [oh0, oh1) of d (width W), the columns that a shift by off wraps. */
+static void zero_wrapped(float *d, int oh0, int oh1, int W, int off)
+{
+  int c0 = off < 0 ? 0 : (W - off > 0 ? W - off : 0);
+  int c1 = off < 0 ? (-off < W ? -off : W) : W;
+  for (int oh = oh0; oh < oh1; oh++)
+    for (int c = c0; c < c1; c++)
+      d[(size_t)oh * W + c] = 0.0f;
+}
+
+COHORT_VEC static void im2col_row_same(float *restrict dst, const float *restrict src,
+                                       const ConvShape *s, int kh, int kw)
+{
+  int W = s->W, off = kw - s->pad;
+  SameRun r = same_run(s, kh, off);
+  long n = (long)(r.oh1 - r.oh0) * W, tail = (long)(s->Ho - r.oh1) * W;
+  float *d = dst + (size_t)r.oh0 * W;
+  for (long t = 0; t < (long)r.oh0 * W; t++)
+    dst[t] = 0.0f;
+  for (long t = 0; t < r.t_lo; t++)
+    d[t] = 0.0f;
+  for (long t = r.t_lo; t < r.t_hi; t++)
+    d[t] = src[r.base + t];
+  for (long t = r.t_hi; t < n + tail; t++)
+    d[t] = 0.0f;
+  if (off != 0)
+    zero_wrapped(dst, r.oh0, r.oh1, W, off);
+}
+
+/* col [C*K*K, Ho*Wo] of one image. */
+static void im2col(float *col, const float *inp, const ConvShape *s)
+{
+  int rows = s->C * s->K * s->K;
+  size_t howo = (size_t)s->Ho * s->Wo, hw = (size_t)s->H * s->W;
+#pragma omp parallel for schedule(static) if ((size_t)rows * howo >= COHORT_CPU_PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    int c = r / (s->K * s->K), kh = r / s->K % s->K, kw = r % s->K;
+    if (s->stride == 1 && s->Wo == s->W)
+      im2col_row_same(col + r * howo, inp + c * hw, s, kh, kw);
+    else
+      im2col_row(col + r * howo, inp + c * hw, s, kh, kw);
+  }
+}
+
+/* The transpose of im2col_row: dst[ih, iw] += src[oh * Wo + ow]. */
+COHORT_VEC static void col2im_row(float *restrict dst, const float *restrict src,
+                                  const ConvShape *s, int kh, int kw)
+{
+  int off = kw - s->pad, lo, hi, Wo = s->Wo, st = s->stride;
+  valid_cols(s, off, &lo, &hi);
+  for (int oh = 0; oh < s->Ho; oh++, src += Wo) {
+    int ih = oh * st - s->pad + kh;
+    if (ih < 0 || ih >= s->H)
+      continue;
+    float *row = dst + (size_t)ih * s->W;
+    if (st == 1)
+      for (int ow = lo; ow < hi; ow++)
+        row[ow + off] += src[ow];
+    else
+      for (int ow = lo; ow < hi; ow++)
+        row[ow * st + off] += src[ow];
+  }
+}
+
+/* col2im_row for "same" convolutions (see im2col_row_same): the wrapped columns of src, which
+ * belong to the padding, are zeroed first (src is the convolution's scratch), then one long
+ * loop adds the run. Adding those zeros changes no sum. */
+COHORT_VEC static void col2im_row_same(float *restrict dst, float *restrict src, const ConvShape *s,
+                                       int kh, int kw)
+{
+  int W = s->W, off = kw - s->pad;
+  SameRun r = same_run(s, kh, off);
+  float *d = src + (size_t)r.oh0 * W;
+  if (off != 0)
+    zero_wrapped(src, r.oh0, r.oh1, W, off);
+  for (long t = r.t_lo; t < r.t_hi; t++)
+    dst[r.base + t] += d[t];
+}
+
+/* dinp of one image += col2im(dcol). One thread per input channel, so each dinp element gets
+ * its terms in (kh, kw) order whatever the thread count. */
+static void col2im(float *dinp, float *dcol, const ConvShape *s)
+{
+  size_t howo = (size_t)s->Ho * s->Wo, hw = (size_t)s->H * s->W;
+  int KK = s->K * s->K, same = s->stride == 1 && s->Wo == s->W;
+#pragma omp parallel for schedule(static) if ((size_t)s->C * KK * howo >= COHORT_CPU_PAR_MIN)
+  for (int c = 0; c < s->C; c++)
+    for (int k = 0; k < KK; k++) {
+      float *row = dcol + ((size_t)c * KK + k) * howo;
+      if (same)
+        col2im_row_same(dinp + c * hw, row, s, k / s->K, k % s->K);
+      else
+        col2im_row(dinp + c * hw, row, s, k / s->K, k % s->K);
+    }
+}
+
+static int conv_shape(ConvShape *s, int C_in, int H, int W, int K, int stride, int pad)
+{
+  *s = (ConvShape){.C = C_in, .H = H, .W = W, .K = K, .stride = stride, .pad = pad};
+  if (K < 1 || stride < 1 || pad < 0)
+    return 0;
+  s->Ho = (H + 2 * pad - K) / stride + 1;
+  s->Wo = (W + 2 * pad - K) / stride + 1;
+  return H + 2 * pad >= K && W + 2 * pad >= K && s->Ho > 0 && s->Wo > 0;
+}
+
+void cohort_cpu_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
+                               int H, int W, int C_out, int K, int stride, int pad)
+{
+  ConvShape s;
+  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+    return;
+  int ckk = C_in * K * K, howo = s.Ho * s.Wo;
+  size_t hw = (size_t)H * W;
+  float *col = scratch(0, (size_t)ckk * howo);
+  for (int b = 0; b < B; b++) {
+    im2col(col, inp + (size_t)b * C_in * hw, &s);
+    cohort_cpu_gemm(0, 0, C_out, howo, ckk, 1.0f, weight, ckk, col, howo, 0.0f,
+                    out + (size_t)b * C_out * howo, howo);
+  }
+}
+
+/* dweight [C_out, ckk] += dwt^T, dwt [ckk, C_out] */
+static void add_transposed(float *dweight, const float *dwt, int C_out, int ckk)
+{
+  for (int o = 0; o < C_out; o++)
+    for (int r = 0; r < ckk; r++)
+      dweight[(size_t)o * ckk + r] += dwt[(size_t)r * C_out + o];
+}
+
+void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                const float *weight, int B, int C_in, int H, int W, int C_out,
+                                int K, int stride, int pad)
+{
+  ConvShape s;
+  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+    return;
+  int ckk = C_in * K * K, howo = s.Ho * s.Wo;
+  size_t hw = (size_t)H * W;
+  float *col = scratch(0, (size_t)ckk * howo);
+  float *dwt = scratch(1, (size_t)ckk * C_out);
+  for (int b = 0; b < B; b++) {
+    const float *d = dout + (size_t)b * C_out * howo;
+    im2col(col, inp + (size_t)b * C_in * hw, &s);
+    /* dwt [ckk, C_out] (+)= col @ d^T, summed over the images in order */
+    cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, d, howo, b ? 1.0f : 0.0f, dwt, C_out);
+    if (!dinp)
+      continue;
+    /* dcol [ckk, howo] = weight^T @ d, into the column buffer (no longer needed) */
+    cohort_cpu_gemm(1, 0, ckk, howo, C_out, 1.0f, weight, ckk, d, howo, 0.0f, col, howo);
+    col2im(dinp + (size_t)b * C_in * hw, col, &s);
+  }
+  add_transposed(dweight, dwt, C_out, ckk);
+}

@@ -1,0 +1,276 @@
+/* BatchNorm2d over [B, C, HW], split as the table says so that SyncBatchNorm can combine ranks
+ * between the steps. The per-channel reductions cut a channel's B*HW values into chunks whose
+ * number depends on B*HW alone; one block per (chunk, channel) reduces in double with a tree of
+ * fixed shape, and a second kernel combines the chunks in order: no atomics, and the same bits
+ * on every run. */
+#include "cuda.cuh"
+
+#define THREADS    256 /* a power of two, for cohort_block_sum */
+#define MAX_CHUNKS 64
+#define MIN_CHUNK  2048
+
+static int chunks_for(size_t nv, size_t *per)
+{
+  size_t chunks = (nv + MIN_CHUNK - 1) / MIN_CHUNK;
+  chunks = chunks < 1 ? 1 : (chunks > MAX_CHUNKS ? MAX_CHUNKS : chunks);
+  *per = (nv + chunks - 1) / chunks;
+  return (int)chunks;
+}
+
+/* Offset of value j of channel c: j runs over the B rows of HW values. */
+__device__ static inline size_t chan_index(size_t j, int c, int C, int HW)
+{
+  return (j / HW * C + c) * (size_t)HW + j % HW;
+}
+
+/* Per (chunk, channel): count, mean and M2 of the chunk, two passes (the second re-reads the
+ * chunk from cache), into part[(c * chunks + chunk) * 3 ...]. */
+__global__ static void stats_partial_kernel(double *part, const float *x, int B, int C, int HW,
+                                            size_t per)
+{
+  __shared__ double sh[THREADS];
+  int c = blockIdx.y, k = blockIdx.x;
+  size_t nv = (size_t)B * HW, j0 = (size_t)k * per;
+  size_t j1 = j0 + per < nv ? j0 + per : nv;
+  double s = 0.0;
+  for (size_t j = j0 + threadIdx.x; j < j1; j += THREADS)
+    s += x[chan_index(j, c, C, HW)];
+  double n = j1 > j0 ? (double)(j1 - j0) : 0.0;
+  s = cohort_block_sum(s, sh);
+  double m = n > 0.0 ? s / n : 0.0, q = 0.0;
+  for (size_t j = j0 + threadIdx.x; j < j1; j += THREADS) {
+    double d = x[chan_index(j, c, C, HW)] - m;
+    q += d * d;
+  }
+  q = cohort_block_sum(q, sh);
+  if (threadIdx.x == 0) {
+    double *out = part + ((size_t)c * gridDim.x + k) * 3;
+    out[0] = n;
+    out[1] = m;
+    out[2] = q;
+  }
+}
+
+/* Chan's formula: (n, m, q) += (nb, mb, qb). */
+__device__ static inline void chan_add(double *n, double *m, double *q, double nb, double mb,
+                                       double qb)
+{
+  if (nb <= 0.0)
+    return;
+  double delta = mb - *m, tot = *n + nb;
+  *m += delta * (nb / tot);
+  *q += qb + delta * delta * (*n * nb / tot);
+  *n = tot;
+}
+
+__global__ static void stats_finish_kernel(float *mean, float *m2, const double *part, int chunks,
+                                           int C)
+{
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    double n = 0.0, m = 0.0, q = 0.0;
+    for (int k = 0; k < chunks; k++) {
+      const double *p = part + ((size_t)c * chunks + k) * 3;
+      chan_add(&n, &m, &q, p[0], p[1], p[2]);
+    }
+    mean[c] = (float)m;
+    m2[c] = (float)q;
+  }
+}
+
+void cohort_cuda_bn_stats(const float *x, int B, int C, int HW, float *mean, float *m2)
+{
+  if (C <= 0)
+    return;
+  size_t nv = (size_t)(B > 0 ? B : 0) * (HW > 0 ? HW : 0), per;
+  int chunks = chunks_for(nv, &per);
+  double *part = (double *)cohort_cuda_scratch(sizeof(double) * 3 * chunks * C);
+  if (!part)
+    return;
+  stats_partial_kernel<<<dim3(chunks, C), THREADS>>>(part, x, B, C, HW, per);
+  if (!cohort_cuda_launched("bn_stats (chunks)"))
+    return;
+  stats_finish_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(mean, m2, part, chunks, C);
+  cohort_cuda_launched("bn_stats (combine)");
+}
+
+__global__ static void combine_kernel(float *mean, float *m2, const float *ranks, int R, int C)
+{
+  size_t stride = 2 * (size_t)C + 1;
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    double n = 0.0, m = 0.0, q = 0.0;
+    for (int r = 0; r < R; r++) {
+      const float *row = ranks + r * stride;
+      chan_add(&n, &m, &q, row[2 * (size_t)C], row[c], row[C + c]);
+    }
+    mean[c] = (float)m;
+    m2[c] = (float)q;
+  }
+}
+
+void cohort_cuda_bn_combine_stats(float *mean, float *m2, const float *ranks, int R, int C)
+{
+  if (C <= 0)
+    return;
+  combine_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(mean, m2, ranks, R, C);
+  cohort_cuda_launched("bn_combine_stats");
+}
+
+__global__ static void rstd_kernel(float *rstd, const float *var, double scale, float eps, int C)
+{
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
+    rstd[c] = (float)(1.0 / sqrt((double)var[c] * scale + (double)eps));
+}
+
+void cohort_cuda_bn_rstd(float *rstd, const float *var, double scale, float eps, int C)
+{
+  if (C <= 0)
+    return;
+  rstd_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(rstd, var, scale, eps, C);
+  cohort_cuda_launched("bn_rstd");
+}
+
+/* y may be x: each element is read, then written, by one thread. */
+__global__ static void forward_kernel(float *y, const float *x, const float *mean,
+                                      const float *rstd, const float *w, const float *b, int C,
+                                      int HW, size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    int c = (int)(i / HW % C);
+    y[i] = (x[i] - mean[c]) * (rstd[c] * w[c]) + b[c];
+  }
+}
+
+void cohort_cuda_bn_forward(float *y, const float *x, const float *mean, const float *rstd,
+                            const float *weight, const float *bias, int B, int C, int HW)
+{
+  size_t total = (size_t)(B > 0 ? B : 0) * (C > 0 ? C : 0) * (HW > 0 ? HW : 0);
+  if (total == 0)
+    return;
+  forward_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(y, x, mean, rstd, weight, bias, C,
+                                                                  HW, total);
+  cohort_cuda_launched("bn_forward");
+}
+
+__global__ static void running_kernel(float *rm, float *rv, const float *mean, const float *m2,
+                                      double count, double mom, int C)
+{
+  double div = count > 1.0 ? count - 1.0 : 1.0;
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    rm[c] = (float)((1.0 - mom) * rm[c] + mom * mean[c]);
+    rv[c] = (float)((1.0 - mom) * rv[c] + mom * (m2[c] / div));
+  }
+}
+
+void cohort_cuda_bn_running_update(float *running_mean, float *running_var, const float *mean,
+                                   const float *m2, double count, float momentum, int C)
+{
+  if (C <= 0)
+    return;
+  running_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(running_mean, running_var, mean, m2,
+                                                              count, momentum, C);
+  cohort_cuda_launched("bn_running_update");
+}
+
+/* Per (chunk, channel): sums of dy and dy * xhat into part[(c * chunks + chunk) * 2 ...]. */
+__global__ static void reduce_partial_kernel(double *part, const float *dy, const float *x,
+                                             const float *mean, const float *rstd, int B, int C,
+                                             int HW, size_t per)
+{
+  __shared__ double sh[THREADS];
+  int c = blockIdx.y, k = blockIdx.x;
+  size_t nv = (size_t)B * HW, j0 = (size_t)k * per;
+  size_t j1 = j0 + per < nv ? j0 + per : nv;
+  float m = mean[c], rs = rstd[c];
+  double s1 = 0.0, s2 = 0.0;
+  for (size_t j = j0 + threadIdx.x; j < j1; j += THREADS) {
+    size_t o = chan_index(j, c, C, HW);
+    float g = dy[o];
+    s1 += g;
+    s2 += g * ((x[o] - m) * rs);
+  }
+  s1 = cohort_block_sum(s1, sh);
+  s2 = cohort_block_sum(s2, sh);
+  if (threadIdx.x == 0) {
+    double *out = part + ((size_t)c * gridDim.x + k) * 2;
+    out[0] = s1;
+    out[1] = s2;
+  }
+}
+
+__global__ static void reduce_finish_kernel(float *sum_dy, float *sum_dy_xhat, const double *part,
+                                            int chunks, int C)
+{
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int k = 0; k < chunks; k++) {
+      s1 += part[((size_t)c * chunks + k) * 2];
+      s2 += part[((size_t)c * chunks + k) * 2 + 1];
+    }
+    sum_dy[c] = (float)s1;
+    sum_dy_xhat[c] = (float)s2;
+  }
+}
+
+void cohort_cuda_bn_backward_reduce(const float *dy, const float *x, const float *mean,
+                                    const float *rstd, int B, int C, int HW, float *sum_dy,
+                                    float *sum_dy_xhat)
+{
+  if (C <= 0)
+    return;
+  size_t nv = (size_t)(B > 0 ? B : 0) * (HW > 0 ? HW : 0), per;
+  int chunks = chunks_for(nv, &per);
+  double *part = (double *)cohort_cuda_scratch(sizeof(double) * 2 * chunks * C);
+  if (!part)
+    return;
+  reduce_partial_kernel<<<dim3(chunks, C), THREADS>>>(part, dy, x, mean, rstd, B, C, HW, per);
+  if (!cohort_cuda_launched("bn_backward_reduce (chunks)"))
+    return;
+  reduce_finish_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(sum_dy, sum_dy_xhat, part,
+                                                                    chunks, C);
+  cohort_cuda_launched("bn_backward_reduce (final sums)");
+}
+
+__global__ static void dx_kernel(float *dx, const float *dy, const float *x, const float *mean,
+                                 const float *rstd, const float *w, const float *sum_dy,
+                                 const float *sum_dy_xhat, double count, int C, int HW,
+                                 size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    int c = (int)(i / HW % C);
+    float rs = rstd[c], a = (float)(sum_dy[c] / count), bq = (float)(sum_dy_xhat[c] / count);
+    dx[i] += (w[c] * rs) * (dy[i] - a - (x[i] - mean[c]) * rs * bq);
+  }
+}
+
+void cohort_cuda_bn_backward_dx(float *dx, const float *dy, const float *x, const float *mean,
+                                const float *rstd, const float *weight, const float *sum_dy,
+                                const float *sum_dy_xhat, double count, int B, int C, int HW)
+{
+  size_t total = (size_t)(B > 0 ? B : 0) * (C > 0 ? C : 0) * (HW > 0 ? HW : 0);
+  if (total == 0)
+    return;
+  dx_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(dx, dy, x, mean, rstd, weight, sum_dy,
+                                                             sum_dy_xhat, count, C, HW, total);
+  cohort_cuda_launched("bn_backward_dx");
+}
+
+__global__ static void params_kernel(float *dw, float *db, const float *sum_dy,
+                                     const float *sum_dy_xhat, int C)
+{
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+    dw[c] += sum_dy_xhat[c];
+    db[c] += sum_dy[c];
+  }
+}
+
+void cohort_cuda_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
+                                    const float *sum_dy_xhat, int C)
+{
+  if (C <= 0)
+    return;
+  params_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(dweight, dbias, sum_dy, sum_dy_xhat,
+                                                             C);
+  cohort_cuda_launched("bn_backward_params");
+}
