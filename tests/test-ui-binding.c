@@ -230,6 +230,40 @@ static void test_summary(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Shown: the row (a list row in a section) and its section. */
+static gboolean shown(CohortConfigForm *form, const char *key)
+{
+  GtkWidget *row =
+      gtk_widget_get_ancestor(cohort_config_form_get_control(form, key), GTK_TYPE_LIST_BOX_ROW);
+  g_assert_nonnull(row);
+  GtkWidget *section = gtk_widget_get_parent(gtk_widget_get_parent(row));
+  return gtk_widget_get_visible(row) && gtk_widget_get_visible(section);
+}
+
+/* The model is a drop-down of the registered families, and only the chosen family's keys
+ * show: a GPT has a vocabulary and no patches, a DiT the other way round. */
+static void test_keys_per_model(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(GTK_IS_DROP_DOWN(cohort_config_form_get_control(form, "model")));
+  g_assert_true(shown(form, "vocab_size"));
+  g_assert_true(shown(form, "sample_prompt"));
+  g_assert_false(shown(form, "patch_size"));
+  g_assert_false(shown(form, "image_size")); /* and its whole "Images" section */
+  g_assert_true(shown(form, "learning_rate"));
+
+  g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
+  g_assert_cmpstr(cohort_config_form_get_config(form)->model, ==, "dit");
+  g_assert_false(shown(form, "vocab_size"));
+  g_assert_false(shown(form, "sample_prompt"));
+  g_assert_true(shown(form, "patch_size"));
+  g_assert_true(shown(form, "image_size"));
+  g_assert_true(shown(form, "cfg_scale"));
+  g_assert_true(shown(form, "learning_rate"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
@@ -238,6 +272,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/binding/invalid-disables-start", test_invalid_value_disables_start);
   g_test_add_func("/ui/binding/hidden-choice", test_hidden_choice);
   g_test_add_func("/ui/binding/summary", test_summary);
+  g_test_add_func("/ui/binding/keys-per-model", test_keys_per_model);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

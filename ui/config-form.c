@@ -147,6 +147,30 @@ static void retry_pending(CohortConfigForm *form, FormKey *except)
   }
 }
 
+/* Only the keys the chosen model family reads are shown (a GPT has no patch size), and a
+ * section only while one of its keys is. */
+static void update_visibility(CohortConfigForm *form)
+{
+  g_autoptr(GHashTable) sections = g_hash_table_new(NULL, NULL);
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    gboolean shown = cohort_config_key_applies(fk->key, form->cfg->model);
+    GtkWidget *lrow = gtk_widget_get_parent(fk->row);
+    gtk_widget_set_visible(GTK_IS_LIST_BOX_ROW(lrow) ? lrow : fk->row, shown);
+    GtkWidget *list = lrow ? gtk_widget_get_parent(lrow) : NULL;
+    GtkWidget *section = list ? gtk_widget_get_parent(list) : NULL;
+    if (GTK_IS_LIST_BOX(list) && section)
+      g_hash_table_insert(
+          sections, section,
+          GINT_TO_POINTER(shown || GPOINTER_TO_INT(g_hash_table_lookup(sections, section))));
+  }
+  GHashTableIter it;
+  gpointer section, shown;
+  g_hash_table_iter_init(&it, sections);
+  while (g_hash_table_iter_next(&it, &section, &shown))
+    gtk_widget_set_visible(section, GPOINTER_TO_INT(shown));
+}
+
 static void on_control_changed(CohortConfigForm *form, FormKey *fk)
 {
   if (form->updating)
@@ -154,6 +178,7 @@ static void on_control_changed(CohortConfigForm *form, FormKey *fk)
   g_autofree char *text = control_text(fk);
   if (apply(form, fk, text))
     retry_pending(form, fk);
+  update_visibility(form);
   g_signal_emit(form, signals[SIGNAL_CHANGED], 0);
 }
 
@@ -199,6 +224,11 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
     gtk_widget_set_halign(w, GTK_ALIGN_END);
     g_signal_connect(w, "notify::active", G_CALLBACK(on_notify), fk);
     break;
+  case COHORT_KEY_STRING:
+    if (key->choices == NULL)
+      goto entry;
+    /* a string kept as text but limited to choices (model): a drop-down too */
+    G_GNUC_FALLTHROUGH;
   case COHORT_KEY_CHOICE:
     w = gtk_drop_down_new(NULL, NULL);
     fk->values = g_ptr_array_new_with_free_func(g_free);
@@ -207,6 +237,7 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
     g_signal_connect(w, "notify::selected", G_CALLBACK(on_notify), fk);
     break;
   default: /* INT64 (beyond a double's exact range), DOUBLE, STRING, INT_LIST */
+  entry:
     w = gtk_entry_new();
     gtk_editable_set_width_chars(GTK_EDITABLE(w), 18);
     if (key->type == COHORT_KEY_INT_LIST)
@@ -316,6 +347,7 @@ void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *c
       fk->pending = g_strdup(text);
   }
   form->updating = FALSE;
+  update_visibility(form);
   g_signal_emit(form, signals[SIGNAL_CHANGED], 0);
 }
 
@@ -402,6 +434,7 @@ static void place(FormKey *fk, GtkWidget *list)
   gtk_list_box_append(GTK_LIST_BOX(list), fk->row);
   GtkWidget *lrow = gtk_widget_get_parent(fk->row);
   gtk_list_box_row_set_activatable(GTK_LIST_BOX_ROW(lrow), FALSE);
+  gtk_widget_set_visible(fk->row, TRUE); /* visibility is the list row's from now on */
 }
 
 static gboolean known_group(const char *group)
@@ -463,6 +496,7 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *gro
   gtk_widget_set_size_request(page, 560, -1);
   gtk_box_append(GTK_BOX(clamp), page);
   gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(scrolled), clamp);
+  update_visibility(form);
   return scrolled;
 }
 

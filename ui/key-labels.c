@@ -12,12 +12,18 @@ static const struct {
     {"n_embd", N_("Embedding width")},
     {"seq_len", N_("Context length")},
     {"vocab_size", N_("Vocabulary size")},
+    {"patch_size", N_("Patch size")},
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
     {"shuffle", N_("Shuffle")},
     {"seed", N_("Random seed")},
     {"drop_last", N_("Drop incomplete last batch")},
+    {"image_size", N_("Image size")},
+    {"image_channels", N_("Colour channels")},
+    {"num_classes", N_("Classes")},
+    {"skip_bad_images", N_("Skip unreadable images")},
+    {"augment", N_("Augmentation")},
     {"batch_size", N_("Batch size per process")},
     {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
     {"learning_rate", N_("Learning rate")},
@@ -36,6 +42,9 @@ static const struct {
     {"allow_tf32", N_("Allow TF32 matrix products")},
     {"loss_scale_init", N_("Initial loss scale (fp16)")},
     {"loss_scale_growth_interval", N_("Loss scale growth interval (fp16)")},
+    {"timestep_sampling", N_("Timestep sampling")},
+    {"timestep_shift", N_("Timestep shift")},
+    {"cfg_dropout", N_("Label dropout for guidance")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"workspace_dir", N_("Workspace folder")},
@@ -46,6 +55,8 @@ static const struct {
     {"sample_every", N_("Generate a sample every")},
     {"sample_prompt", N_("Sample prompt")},
     {"sample_tokens", N_("Sample length")},
+    {"sample_steps", N_("Sampling steps")},
+    {"cfg_scale", N_("Guidance scale")},
     {"init_from", N_("Initial weights")},
     {"enable_multi_gpu", N_("Train on several GPUs")},
     {"distributed_backend", N_("Communication backend")},
@@ -66,8 +77,11 @@ static const struct {
     {"timeout_s", N_("Timeout (seconds)")},
 };
 
-static const char *const arch_keys[] = {"model",   "n_layer",    "n_head", "n_embd",
-                                        "seq_len", "vocab_size", NULL};
+static const char *const arch_keys[] = {"model",   "n_layer",    "n_head",     "n_embd",
+                                        "seq_len", "vocab_size", "patch_size", NULL};
+static const char *const image_keys[] = {"image_size", "image_channels",  "num_classes",
+                                         "augment",    "skip_bad_images", NULL};
+static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
@@ -88,15 +102,18 @@ static const char *const grad_keys[] = {
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
-static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens", NULL};
+static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens",
+                                          "sample_steps", "cfg_scale",     NULL};
 
 static const CohortKeySection sections[] = {
     {"model", N_("Architecture"), arch_keys},
     {"data", N_("Files"), files_keys},
     {"data", N_("Order"), order_keys},
+    {"data", N_("Images"), image_keys},
     {"training", N_("Batch and length"), batch_keys},
     {"training", N_("Optimizer (AdamW)"), optim_keys},
     {"training", N_("Schedule"), sched_keys},
+    {"training", N_("Flow matching"), flow_keys},
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
     {"distributed", N_("GPUs"), gpus_keys},
@@ -116,10 +133,21 @@ static const struct {
   const char *value;
   const char *label;
 } choice_labels[] = {
-    {"text", N_("text (bytes)")}, {"tokens", N_("tokens (llm.c .bin)")},
-    {"constant", N_("constant")}, {"cosine", N_("cosine")},
-    {"linear", N_("linear")},     {"auto", N_("automatic")},
-    {"none", N_("none")},         {"sqrt", N_("square root")},
+    {"text", N_("text (bytes)")},
+    {"tokens", N_("tokens (llm.c .bin)")},
+    {"constant", N_("constant")},
+    {"cosine", N_("cosine")},
+    {"linear", N_("linear")},
+    {"auto", N_("automatic")},
+    {"none", N_("none")},
+    {"sqrt", N_("square root")},
+    {"images", N_("images (class folders of PNG/JPEG)")},
+    {"gpt", N_("GPT (text)")},
+    {"dit", N_("Diffusion transformer (images)")},
+    {"crop", N_("random crop")},
+    {"crop_flip", N_("random crop and flip")},
+    {"uniform", N_("uniform")},
+    {"logit_normal", N_("logit-normal")},
 };
 
 const char *cohort_key_label(const char *key)
