@@ -11,7 +11,8 @@
 static void test_operations(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "tok", &error);
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, "tok", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   g_assert_cmpint(port, >, 0);
@@ -73,7 +74,7 @@ static gpointer set_later(gpointer data)
 static void test_wait_and_timeouts(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   g_autoptr(CohortStore) a = cohort_store_connect("127.0.0.1", port, "", 5, &error);
@@ -113,7 +114,7 @@ static void test_wait_and_timeouts(void)
 static void test_wrong_token(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "job-a", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "job-a", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   gint64 t0 = g_get_monotonic_time();
@@ -169,7 +170,7 @@ static int raw_request(int fd, guint8 op, guint32 key_len, guint64 val_len, char
 static void test_oversized(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "t", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "t", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
 
@@ -204,10 +205,10 @@ static void test_oversized(void)
 static void test_port_taken(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) first = cohort_store_server_new(NULL, 0, "", &error);
+  g_autoptr(CohortStoreServer) first = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(first);
-  g_autoptr(CohortStoreServer) second = cohort_store_server_new(NULL, port, "", &error);
+  g_autoptr(CohortStoreServer) second = cohort_store_server_new(NULL, port, "", NULL, &error);
   g_assert_null(second);
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ADDR_IN_USE);
   g_autofree char *port_s = g_strdup_printf("port %d", port);
@@ -219,7 +220,7 @@ static void test_port_taken(void)
   g_assert_cmpint(suggested, !=, port);
   g_clear_error(&error);
   /* the suggestion really is free */
-  g_autoptr(CohortStoreServer) third = cohort_store_server_new(NULL, suggested, "", &error);
+  g_autoptr(CohortStoreServer) third = cohort_store_server_new(NULL, suggested, "", NULL, &error);
   g_assert_no_error(error);
 }
 
@@ -244,7 +245,7 @@ static void test_server_starts_later(void)
   GThread *t = g_thread_new("client", connect_early, &args);
   g_usleep(400 * 1000);
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, port, "x", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, port, "x", NULL, &error);
   g_assert_no_error(error);
   g_thread_join(t);
   g_assert_no_error(args.error);
@@ -265,7 +266,7 @@ static void test_unreachable_and_lost(void)
   g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
   g_clear_error(&error);
 
-  CohortStoreServer *server = cohort_store_server_new(NULL, 0, "", &error);
+  CohortStoreServer *server = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_autoptr(CohortStore) c =
       cohort_store_connect("127.0.0.1", cohort_store_server_port(server), "", 5, &error);
   g_assert_no_error(error);
