@@ -40,7 +40,21 @@ static const char usage[] =
     "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
     "                          commands for --config FILE and exit\n"
     "  --config FILE           the config for --print-commands\n"
-    "  --version, --help\n";
+    "  --version, --help\n"
+    "\n"
+    "Environment: COHORT_JOB_TOKEN, the job secret from which the ranks derive the\n"
+    "rendezvous store's token (16 to 4096 characters). On one node cohort-run makes a random\n"
+    "one when it is not set; with --nnodes > 1 export the same one on every node. It reaches\n"
+    "the workers through their environment, never their command line.\n"
+    "\n"
+    "Exit status:\n"
+    "  0    every worker exited 0\n"
+    "  1    the group failed (a worker exited non-zero or was killed, including a worker\n"
+    "       stopped by a signal cohort-run did not send) after any restarts, or could not\n"
+    "       start: e.g. the store's port is taken (not retried)\n"
+    "  2    a bad command line or COHORT_JOB_TOKEN\n"
+    "  129, 130, 143  stopped by SIGHUP, SIGINT or SIGTERM to cohort-run (128 + the signal);\n"
+    "       the workers got SIGTERM and saved a checkpoint\n";
 
 static int fail(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 static int fail(const char *fmt, ...)
@@ -239,7 +253,12 @@ int main(int argc, char **argv)
   }
   o->argv = g_strdupv(argv + i);
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
-  if (r == NULL)
-    return fail("%s", error->message);
+  if (r == NULL) {
+    int status = fail("%s", error->message);
+    /* Bad input is 2; a launch that could not start (a taken port, a system error) is 1. */
+    gboolean bad_input = g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID) ||
+                         g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV);
+    return bad_input ? status : 1;
+  }
   return cohort_launch_exit_status(r);
 }

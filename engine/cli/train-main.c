@@ -17,6 +17,7 @@
 #include "engine/trainer.h"
 #include "kernels/cpu/threading.h"
 
+/* The signal that asked this rank to stop, 0 = none. */
 static volatile int stop_requested;
 
 static void on_stop_signal(int sig)
@@ -26,7 +27,7 @@ static void on_stop_signal(int sig)
     signal(sig, SIG_DFL);
     raise(sig);
   }
-  stop_requested = 1;
+  stop_requested = sig;
 }
 
 static void install_signal_handlers(void)
@@ -87,6 +88,36 @@ static GStrv worker_command(char **argv)
   return (GStrv)g_ptr_array_free(g_steal_pointer(&out), FALSE);
 }
 
+static const char exit_codes[] =
+    "Exit status:\n"
+    "  0    the run completed\n"
+    "  1    the run failed: a bad config, a failed rank or rendezvous, a non-finite loss,\n"
+    "       a write error (in spawn mode: some rank failed)\n"
+    "  2    a bad command line\n"
+    "  130  stopped by SIGINT, after saving a checkpoint (--resume auto goes on)\n"
+    "  143  stopped by SIGTERM, after saving a checkpoint; also a rank that stopped because\n"
+    "       another rank of its job was stopped\n"
+    "In spawn mode (--nproc N) a SIGINT or SIGTERM to this process stops every rank, and it\n"
+    "exits 130 or 143 likewise. A second signal ends a rank at once, without a checkpoint.\n"
+    "\n"
+    "Environment: COHORT_JOB_TOKEN, the job secret shared by the ranks (see\n"
+    "docs/launching.md); spawn mode makes one when it is not set.";
+
+/* Rank 0 warns, once, when its store can be reached from other hosts and its token derives
+ * from job ids a stranger could learn. The token itself is never printed. */
+static void warn_if_exposed(CohortStore *store, const CohortDistEnv *env)
+{
+  CohortStoreServer *server = store ? cohort_store_get_server(store) : NULL;
+  if (server == NULL || !cohort_store_server_is_exposed(server) || env->secret_source != NULL)
+    return;
+  fprintf(stderr,
+          "cohort-train: warning: the rendezvous store listens on port %d of a network address, "
+          "and no job secret is set: its token derives from job ids that others on the network "
+          "may learn. Export the same %s on every node (e.g. from `openssl rand -hex 16`); see "
+          "docs/launching.md.\n",
+          cohort_store_server_port(server), COHORT_JOB_TOKEN_VAR);
+}
+
 int main(int argc, char **argv)
 {
   cohort_cpu_threading_env(argv);
@@ -119,6 +150,7 @@ int main(int argc, char **argv)
   g_auto(GStrv) original_argv = g_strdupv(argv);
   g_autoptr(GOptionContext) ctx = g_option_context_new("- train a model with Cohort");
   g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, exit_codes);
   g_autoptr(GError) error = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
     fprintf(stderr, "cohort-train: %s (see --help)\n", error->message);
@@ -206,7 +238,10 @@ int main(int argc, char **argv)
     }
     g_autofree char *token = cohort_dist_job_token(env);
     store = cohort_store_open(env, token, cfg->timeout_s, &error);
-    if (!store || !cohort_dist_check_config(store, env, cfg, cfg->timeout_s, &error))
+    if (!store)
+      return fail_rank(progress, env->rank, error->message);
+    warn_if_exposed(store, env);
+    if (!cohort_dist_check_config(store, env, cfg, cfg->timeout_s, &error))
       return fail_rank(progress, env->rank, error->message);
     if (cfg->distributed_backend == COHORT_BACKEND_NCCL)
       comm = cohort_comm_new_nccl(store, env, device.cuda_device, cfg->timeout_s, &error);
@@ -244,5 +279,9 @@ int main(int argc, char **argv)
   /* Rank 0 hosts the store: everyone is done with it before it goes away. */
   if (comm && !cohort_comm_barrier(comm, 0, &error))
     return fail_rank(progress, env->rank, error->message);
+  /* A stopped run is not a completed one: 128 + the signal, as a shell reports it. A rank
+   * stopped by its peers' vote, without a signal of its own, says SIGTERM. */
+  if (stopped)
+    return 128 + (stop_requested ? stop_requested : SIGTERM);
   return 0;
 }

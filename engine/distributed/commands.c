@@ -1,7 +1,12 @@
 /* Launch commands for a config on a cluster: cohort-run, torchrun, srun, sbatch, mpirun. */
 #include "engine/distributed/commands.h"
+#include "engine/distributed/env.h"
 
 #include <string.h>
+
+/* A fresh secret drawn by the shell that runs a command once (srun, sbatch, mpirun, a
+ * single-node torchrun): never shown, never stored. */
+#define SHELL_SECRET "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')"
 
 void cohort_launch_command_free(CohortLaunchCommand *cmd)
 {
@@ -90,12 +95,23 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
   word(worker, "--config");
   word(worker, cfg_abs);
 
+  /* Nodes that run one command each must share a secret: drawn here, the same in every
+   * node's command (and only there). On one node cohort-run draws its own. */
+  g_autofree char *shared = NULL;
+  if (nodes > 1) {
+    g_autofree char *secret = cohort_dist_new_secret(error);
+    if (secret == NULL)
+      return NULL;
+    shared = g_strdup_printf("%s=%s", COHORT_JOB_TOKEN_VAR, secret);
+  }
+  g_autofree char *drawn = g_strdup_printf("%s=%s", COHORT_JOB_TOKEN_VAR, SHELL_SECRET);
+
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)cohort_launch_command_free);
 
   /* cohort-run, one per node */
   GPtrArray *lines = g_ptr_array_new();
   for (int n = 0; n < nodes; n++) {
-    g_autoptr(GString) s = g_string_new(NULL);
+    g_autoptr(GString) s = g_string_new(shared);
     word(s, runner);
     wordf(s, "--nnodes");
     wordf(s, "%d", nodes);
@@ -117,15 +133,23 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
     g_string_append_printf(s, " %s", worker->str);
     g_ptr_array_add(lines, g_string_free(g_steal_pointer(&s), FALSE));
   }
+  const char *shared_note =
+      nodes > 1 ? "Every node's command carries the same COHORT_JOB_TOKEN, a secret made for "
+                  "this job (in the environment, not the command line): keep these commands "
+                  "private, and generate them again for another job."
+                : "";
   g_ptr_array_add(
       out, command("cohort-run",
                    nodes > 1 ? "cohort-run (run the command for node N on node N)" : "cohort-run",
-                   "", lines));
+                   shared_note, lines));
 
   /* torchrun, one per node */
+  const char *tr_note = "torchrun restarts workers without --resume auto; they see "
+                        "TORCHELASTIC_RESTART_COUNT > 0 instead.";
+  g_autofree char *tr_note_nodes = g_strdup_printf("%s %s", shared_note, tr_note);
   lines = g_ptr_array_new();
   for (int n = 0; n < nodes; n++) {
-    g_autoptr(GString) s = g_string_new(NULL);
+    g_autoptr(GString) s = g_string_new(nodes > 1 ? shared : drawn);
     word(s, "torchrun");
     wordf(s, "--nnodes=%d", nodes);
     if (cfg->nproc_per_node > 0)
@@ -146,12 +170,10 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
                           nodes > 1 ? "torchrun (PyTorch's launcher; the command for node N on "
                                       "node N)"
                                     : "torchrun (PyTorch's launcher)",
-                          "torchrun restarts workers without --resume auto; they see "
-                          "TORCHELASTIC_RESTART_COUNT > 0 instead.",
-                          lines));
+                          nodes > 1 ? tr_note_nodes : tr_note, lines));
 
   /* srun inside an allocation */
-  g_autoptr(GString) srun = g_string_new(NULL);
+  g_autoptr(GString) srun = g_string_new(drawn);
   wordf(srun, "MASTER_PORT=%d", cfg->master_port);
   word(srun, "srun");
   wordf(srun, "--nodes=%d", nodes);
@@ -176,6 +198,8 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
     g_string_append_printf(sb, "#SBATCH --gpus-per-node=%d\n", nproc);
   g_string_append(sb, "# Every task reads its rank from SLURM; rank 0's store listens on the\n"
                       "# first node of the allocation.\n");
+  g_string_append(sb, "# A secret for this job's rendezvous store; srun passes it to every task.\n");
+  g_string_append_printf(sb, "export %s\n", drawn);
   g_string_append_printf(sb, "export MASTER_PORT=%d\n", cfg->master_port);
   g_string_append_printf(sb, "srun %s\n", worker->str);
   lines = g_ptr_array_new();
@@ -184,7 +208,7 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
                                auto_note, lines));
 
   /* mpirun */
-  g_autoptr(GString) mpi = g_string_new(NULL);
+  g_autoptr(GString) mpi = g_string_new(drawn);
   word(mpi, "mpirun");
   word(mpi, "-np");
   wordf(mpi, "%d", nodes * nproc);
@@ -198,6 +222,9 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
   wordf(mpi, "MASTER_ADDR=%s", cfg->master_addr);
   word(mpi, "-x");
   wordf(mpi, "MASTER_PORT=%d", cfg->master_port);
+  /* By name: mpirun passes the value from its environment, off its command line. */
+  word(mpi, "-x");
+  word(mpi, COHORT_JOB_TOKEN_VAR);
   g_string_append_printf(mpi, " %s", worker->str);
   lines = g_ptr_array_new();
   g_ptr_array_add(lines, g_string_free(g_steal_pointer(&mpi), FALSE));

@@ -133,6 +133,7 @@ typedef struct {
   int port;
   int world_size;
   char *run_id;
+  char *secret; /* COHORT_JOB_TOKEN made for this job, NULL when given or not made */
   gboolean quiet;
 } Launch;
 
@@ -214,6 +215,9 @@ static char **worker_environ(const Launch *l, const Worker *w, int restart, gboo
   }
   if (set_omp)
     env = g_environ_setenv(env, "OMP_NUM_THREADS", "1", TRUE);
+  /* The secret goes through the environment only: never argv, which anyone can read. */
+  if (l->secret != NULL)
+    env = g_environ_setenv(env, COHORT_JOB_TOKEN_VAR, l->secret, TRUE);
   for (int i = 0; o->extra_env != NULL && o->extra_env[i] != NULL; i++) {
     const char *eq = strchr(o->extra_env[i], '=');
     if (eq == NULL)
@@ -500,13 +504,12 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
   return TRUE;
 }
 
-CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **error)
+static gboolean check_options(const CohortLaunchOptions *o, GError **error)
 {
-  const char *me = g_get_prgname() ? g_get_prgname() : "cohort-run";
 #define BAD(...)                                                                                   \
   do {                                                                                             \
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID, __VA_ARGS__);                 \
-    return NULL;                                                                                   \
+    return FALSE;                                                                                  \
   } while (0)
   if (o->argv == NULL || o->argv[0] == NULL)
     BAD("no worker command given; usage: cohort-run [options] PROGRAM [ARGS...]");
@@ -538,12 +541,85 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   if (o->log_dir != NULL && g_mkdir_with_parents(o->log_dir, 0755) != 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
                 "--log-dir %s: cannot create it: %s", o->log_dir, g_strerror(errno));
-    return NULL;
+    return FALSE;
   }
+  return TRUE;
+}
 
+/* The job secret the workers get (see launcher.h). FALSE when a given one is unusable. */
+static gboolean choose_secret(Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  const char *given = g_getenv(COHORT_JOB_TOKEN_VAR);
+  for (int i = 0; o->extra_env != NULL && o->extra_env[i] != NULL; i++)
+    if (g_str_has_prefix(o->extra_env[i], COHORT_JOB_TOKEN_VAR "="))
+      given = o->extra_env[i] + strlen(COHORT_JOB_TOKEN_VAR "=");
+  if (given != NULL)
+    return cohort_dist_check_secret(given, error);
+  /* Nodes cannot agree on a secret one of them draws: on several nodes the user sets it,
+   * and without it the ranks derive a weaker one (rank 0 warns). */
+  if (o->nnodes > 1)
+    return TRUE;
+  l->secret = cohort_dist_new_secret(error);
+  return l->secret != NULL;
+}
+
+/* The node of global rank 0 checks, before each attempt, that the store's port is free:
+ * when it is taken, starting the workers (again) cannot help. */
+static gboolean check_port(const Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  if (o->node_rank != 0)
+    return TRUE;
+  return cohort_store_check_port(cohort_store_bind_address(o->master_addr, o->nnodes == 1),
+                                 l->port, error);
+}
+
+/* Runs attempts until one succeeds, is interrupted, or the restarts are spent. FALSE when
+ * an attempt could not start. */
+static gboolean run_attempts(const Launch *l, CohortLaunchResult *result, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  for (int attempt = 0;; attempt++) {
+    GError *port_error = NULL;
+    if (attempt > 0 && !check_port(l, &port_error)) {
+      g_free(result->failure);
+      result->failure = g_strdup_printf("%s: not restarting: %s", l->me, port_error->message);
+      fprintf(stderr, "%s\n", result->failure);
+      g_error_free(port_error);
+      return TRUE;
+    }
+    GroupOutcome out;
+    if (!run_group(l, attempt, result, &out, error))
+      return FALSE;
+    result->restarts = attempt;
+    if (out.signal != 0) {
+      result->interrupted = TRUE;
+      result->signal = out.signal;
+      return TRUE;
+    }
+    if (out.failed < 0) {
+      result->success = TRUE;
+      return TRUE;
+    }
+    if (attempt >= o->max_restarts)
+      return TRUE;
+    if (!o->quiet)
+      fprintf(stderr, "%s: restarting the group (restart %d of %d); workers get --resume auto\n",
+              l->me, attempt + 1, o->max_restarts);
+  }
+}
+
+CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **error)
+{
+  if (!check_options(o, error))
+    return NULL;
+  const char *me = g_get_prgname() ? g_get_prgname() : "cohort-run";
   Launch l = {.opts = o, .me = me, .quiet = o->quiet};
   l.world_size = o->nnodes * o->nproc_per_node;
   l.port = o->master_port > 0 ? o->master_port : cohort_store_find_free_port(0);
+  if (!check_port(&l, error) || !choose_secret(&l, error))
+    return NULL;
   l.run_id = g_strdup(o->run_id ? o->run_id : "none");
   if (o->nproc_per_node > 1 && g_getenv("OMP_NUM_THREADS") == NULL && !o->quiet)
     fprintf(stderr,
@@ -554,6 +630,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "pipe: %s", g_strerror(errno));
     g_free(l.run_id);
+    g_free(l.secret);
     return NULL;
   }
   struct sigaction old[G_N_ELEMENTS(handled)];
@@ -569,29 +646,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   result->failed_rank = -1;
   result->failed_exit_code = -1;
   result->last_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
-  gboolean ok = TRUE;
-  for (int attempt = 0;; attempt++) {
-    GroupOutcome out;
-    if (!run_group(&l, attempt, result, &out, error)) {
-      ok = FALSE;
-      break;
-    }
-    result->restarts = attempt;
-    if (out.signal != 0) {
-      result->interrupted = TRUE;
-      result->signal = out.signal;
-      break;
-    }
-    if (out.failed < 0) {
-      result->success = TRUE;
-      break;
-    }
-    if (attempt >= o->max_restarts)
-      break;
-    if (!o->quiet)
-      fprintf(stderr, "%s: restarting the group (restart %d of %d); workers get --resume auto\n",
-              me, attempt + 1, o->max_restarts);
-  }
+  gboolean ok = run_attempts(&l, result, error);
 
   for (guint i = 0; i < G_N_ELEMENTS(handled); i++)
     sigaction(handled[i], &old[i], NULL);
@@ -599,6 +654,10 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   close(sig_pipe[1]);
   sig_pipe[0] = sig_pipe[1] = -1;
   g_free(l.run_id);
+  if (l.secret != NULL) {
+    explicit_bzero(l.secret, strlen(l.secret));
+    g_free(l.secret);
+  }
   if (!ok) {
     cohort_launch_result_free(result);
     return NULL;
