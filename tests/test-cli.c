@@ -91,8 +91,8 @@ static GArray *step_losses_from(GPtrArray *ev, gint64 from_step)
   return out;
 }
 
-/* SIGTERM mid-run saves a checkpoint, reports "stopped" and exits 143; --resume auto then finishes with
- * the same losses and bit-identical weights as a run that never stopped. */
+/* SIGTERM mid-run saves a checkpoint, reports "stopped" and exits 143; --resume auto then finishes
+ * with the same losses and bit-identical weights as a run that never stopped. */
 static void test_stop_and_resume(void)
 {
   g_autofree char *ws_a = tu_mkdtemp("full");

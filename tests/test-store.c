@@ -1,9 +1,15 @@
 /* The rendezvous store over loopback: operations, timeouts, token, limits, port in use,
- * late server, lost server, and the config check between ranks. */
+ * late server, lost server, and the config check between ranks; and the server's defences:
+ * the hello timeout, the caps on pending and authenticated connections, threads, descriptors
+ * and mappings after a flood, the total size, ADD overflow, a nested config value, the
+ * ranks a rendezvous timeout names, and the address a job's store binds. */
 #include "engine/distributed/store.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -349,6 +355,485 @@ static void test_config_check(void)
   }
 }
 
+/* ---- the server's defences ---- */
+
+static int raw_open(const char *addr, int port)
+{
+  struct sockaddr_storage ss = {0};
+  socklen_t len;
+  int family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+  if (family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons((guint16)port);
+    g_assert_cmpint(inet_pton(AF_INET6, addr, &a->sin6_addr), ==, 1);
+    len = sizeof *a;
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_port = htons((guint16)port);
+    g_assert_cmpint(inet_pton(AF_INET, addr, &a->sin_addr), ==, 1);
+    len = sizeof *a;
+  }
+  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_assert_cmpint(fd, >=, 0);
+  if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+/* TRUE when the server closes `fd` (end of file or reset) within `ms`. */
+static gboolean closed_within(int fd, int ms)
+{
+  struct pollfd p = {fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0)
+    return FALSE;
+  char buf[256];
+  return recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0;
+}
+
+static guint count_entries(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  guint n = 0;
+  while (g_dir_read_name(d) != NULL)
+    n++;
+  return n;
+}
+
+static guint count_lines(const char *path)
+{
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  guint n = 0;
+  for (const char *p = text; *p; p++)
+    n += *p == '\n';
+  return n;
+}
+
+static CohortStoreStats stats_of(CohortStoreServer *server)
+{
+  CohortStoreStats st;
+  cohort_store_server_get_stats(server, &st);
+  return st;
+}
+
+/* Waits up to 5 s for the server to hold no connection but `clients` authenticated ones. */
+static void wait_idle(CohortStoreServer *server, guint clients)
+{
+  gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+  CohortStoreStats st = stats_of(server);
+  while ((st.pending != 0 || st.clients != clients) && g_get_monotonic_time() < deadline) {
+    g_usleep(10000);
+    st = stats_of(server);
+  }
+  g_assert_cmpuint(st.pending, ==, 0);
+  g_assert_cmpuint(st.clients, ==, clients);
+}
+
+/* A connection that never completes its hello is closed after hello_timeout_s. */
+static void test_hello_timeout(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortStoreLimits limits = {.hello_timeout_s = 0.3};
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, "t", &limits, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  int silent = raw_open("127.0.0.1", port);
+  int partial = raw_open("127.0.0.1", port);
+  g_assert_cmpint(write(partial, "CHST\0\0", 6), ==, 6);
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_true(closed_within(silent, 3000));
+  g_assert_true(closed_within(partial, 3000));
+  gint64 took = g_get_monotonic_time() - t0;
+  g_assert_cmpint(took, >=, 200000);
+  g_assert_cmpint(took, <, 2 * G_USEC_PER_SEC);
+  g_assert_cmpuint(stats_of(server).timed_out, ==, 2);
+  close(silent);
+  close(partial);
+  /* a client that says hello at once is not affected */
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_no_error(error);
+  g_usleep(500000);
+  g_assert_true(cohort_store_set(c, "k", "v", 1, &error));
+  g_assert_no_error(error);
+}
+
+/* Idle connections past max_pending push out the oldest; a real client still gets in. */
+static void test_pending_cap(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortStoreLimits limits = {.max_pending = 8};
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, "t", &limits, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  int fds[40];
+  for (int i = 0; i < 40; i++) {
+    fds[i] = raw_open("127.0.0.1", port);
+    g_assert_cmpint(fds[i], >=, 0);
+  }
+  int closed = 0;
+  for (int i = 0; i < 40; i++)
+    closed += closed_within(fds[i], i < 32 ? 2000 : 100);
+  g_test_message("%d of 40 idle connections closed; stats: pending %u, evicted %" G_GUINT64_FORMAT,
+                 closed, stats_of(server).pending, stats_of(server).evicted);
+  g_assert_cmpint(closed, >=, 32);
+  g_assert_cmpuint(stats_of(server).pending, <=, 8);
+  g_assert_cmpuint(stats_of(server).evicted, >=, 32);
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_no_error(error);
+  for (int i = 0; i < 40; i++)
+    close(fds[i]);
+}
+
+/* At most max_clients past their hello; the next is refused, and a freed slot is reused. */
+static void test_client_cap(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortStoreLimits limits = {.max_clients = 3};
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, "t", &limits, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  CohortStore *c[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+    g_assert_no_error(error);
+  }
+  g_assert_null(cohort_store_connect("127.0.0.1", port, "t", 5, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "3 clients"));
+  g_clear_error(&error);
+  cohort_store_free(c[0]);
+  wait_idle(server, 2);
+  c[0] = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_no_error(error);
+  for (int i = 0; i < 3; i++)
+    cohort_store_free(c[i]);
+}
+
+/* Thousands of connect/close cycles, some with half a hello or a wrong token, leave the
+ * process with the threads, descriptors and memory mappings it had (a thread per connection
+ * that is never joined keeps its stack mapped). */
+static void test_flood(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "t", NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_autoptr(CohortStore) keep = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_set(keep, "k", "v", 1, &error));
+  guint fds0 = count_entries("/proc/self/fd"), tasks0 = count_entries("/proc/self/task");
+  guint maps0 = count_lines("/proc/self/maps");
+  const int cycles = 3000;
+  gint64 t0 = g_get_monotonic_time();
+  for (int i = 0; i < cycles; i++) {
+    int fd = raw_open("127.0.0.1", port);
+    g_assert_cmpint(fd, >=, 0);
+    if (i % 3 == 1)
+      g_assert_cmpint(write(fd, "CHST", 4), ==, 4);
+    if (i % 3 == 2) {
+      guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 1, 0, 0, 0, 5};
+      g_assert_cmpint(write(fd, hello, 12), ==, 12);
+      g_assert_cmpint(write(fd, "wrong", 5), ==, 5);
+    }
+    close(fd);
+  }
+  wait_idle(server, 1);
+  double secs = (g_get_monotonic_time() - t0) / 1e6;
+  guint fds1 = count_entries("/proc/self/fd"), tasks1 = count_entries("/proc/self/task");
+  guint maps1 = count_lines("/proc/self/maps");
+  CohortStoreStats st = stats_of(server);
+  g_test_message("%d cycles in %.2f s; fds %u → %u, threads %u → %u, mappings %u → %u; "
+                 "accepted %" G_GUINT64_FORMAT ", refused %" G_GUINT64_FORMAT,
+                 cycles, secs, fds0, fds1, tasks0, tasks1, maps0, maps1, st.accepted, st.refused);
+  g_assert_cmpuint(st.accepted, >=, (guint64)cycles);
+  g_assert_cmpuint(fds1, ==, fds0);
+  g_assert_cmpuint(tasks1, ==, tasks0);
+  g_assert_cmpuint(maps1, <=, maps0 + 16);
+  g_autoptr(GBytes) v = cohort_store_get(keep, "k", 1, &error);
+  g_assert_no_error(error);
+  g_assert_cmpmem(g_bytes_get_data(v, NULL), g_bytes_get_size(v), "v", 1);
+}
+
+/* Everything stored together is capped; the refusal names the limit. */
+static void test_total_cap(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "t", NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "t", 30, &error);
+  gsize big = COHORT_STORE_MAX_VALUE;
+  g_autofree guint8 *value = g_malloc0(big);
+  guint fitting = COHORT_STORE_MAX_TOTAL / COHORT_STORE_MAX_VALUE - 1;
+  for (guint i = 0; i < fitting; i++) {
+    g_autofree char *key = g_strdup_printf("big/%u", i);
+    g_assert_true(cohort_store_set(c, key, value, big, &error));
+    g_assert_no_error(error);
+  }
+  /* replacing a value does not count it twice */
+  g_assert_true(cohort_store_set(c, "big/0", value, big, &error));
+  g_assert_no_error(error);
+  g_assert_false(cohort_store_set(c, "big/x", value, big, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "256 MiB"));
+}
+
+/* A sum outside the 64-bit range is refused and the value kept. */
+static void test_add_overflow(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "t", NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_autoptr(CohortStore) a = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  gint64 r = 0;
+  g_assert_true(cohort_store_add(a, "n", G_MAXINT64, &r, &error));
+  g_assert_cmpint(r, ==, G_MAXINT64);
+  g_assert_false(cohort_store_add(a, "n", 1, &r, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "64-bit"));
+  g_clear_error(&error);
+  g_autoptr(CohortStore) b = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_true(cohort_store_add(b, "n", 0, &r, &error));
+  g_assert_cmpint(r, ==, G_MAXINT64);
+  g_assert_true(cohort_store_add(b, "n", G_MININT64, &r, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(r, ==, -1);
+  /* the other end, and a stored number too large to be one */
+  g_autoptr(CohortStore) d = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_true(cohort_store_add(d, "m", G_MININT64, &r, &error));
+  g_assert_false(cohort_store_add(d, "m", -1, &r, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_clear_error(&error);
+  g_autoptr(CohortStore) e = cohort_store_connect("127.0.0.1", port, "t", 5, &error);
+  g_assert_true(cohort_store_set(e, "huge", "99999999999999999999", 20, &error));
+  g_assert_false(cohort_store_add(e, "huge", 1, &r, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+}
+
+typedef struct {
+  CohortStore *store;
+  char *value;
+  gsize len;
+} FakeRank;
+
+/* Plays rank 1 of 2: publishes `value` as its config with a hash that differs from rank 0's,
+ * then acknowledges the verdict. */
+static gpointer fake_rank(gpointer data)
+{
+  FakeRank *f = data;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_store_set(f->store, "config/json/1", f->value, f->len, &error));
+  g_assert_true(cohort_store_set(f->store, "config/hash/1", "bogus", 5, &error));
+  g_autoptr(GBytes) v = cohort_store_get(f->store, "config/verdict", 10, &error);
+  g_assert_no_error(error);
+  cohort_store_add(f->store, "config/verdict_read", 1, NULL, NULL);
+  return NULL;
+}
+
+/* A config value nested a million deep (a recursive parser would overflow the stack) is
+ * reported as unreadable, not parsed: rank 0 fails cleanly. Once engine/json-read (the strict
+ * reader with a depth limit) reads these values, this still holds: the message may name its
+ * limit instead. */
+static void test_nested_config(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.rank = 0,
+                       .world_size = 2,
+                       .local_world_size = 2,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autofree char *token = cohort_dist_job_token(&env);
+  g_autoptr(CohortStore) s0 = cohort_store_open(&env, token, 10, &error);
+  g_assert_no_error(error);
+  CohortDistEnv env1 = env;
+  env1.rank = env1.local_rank = 1;
+  g_autoptr(CohortStore) s1 = cohort_store_open(&env1, token, 10, &error);
+  g_assert_no_error(error);
+  FakeRank f = {s1, NULL, 1000000};
+  f.value = g_malloc(f.len);
+  memset(f.value, '[', f.len);
+  GThread *t = g_thread_new("rank1", fake_rank, &f);
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_assert_false(cohort_dist_check_config(s0, &env, cfg, 10, &error));
+  g_thread_join(t);
+  g_test_message("%s", error->message);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH);
+  g_assert_nonnull(strstr(error->message, "rank 1"));
+  g_assert_nonnull(strstr(error->message, "unreadable"));
+  g_free(f.value);
+}
+
+typedef struct {
+  CohortDistEnv env;
+  CohortStore *store;
+  GError *error;
+} Arriving;
+
+static gpointer arrive(gpointer data)
+{
+  Arriving *a = data;
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cohort_dist_check_config(a->store, &a->env, cfg, 1, &a->error);
+  return NULL;
+}
+
+/* World size 4, ranks 2 and 3 never start: both ranks that did say which are missing, not
+ * which store keys. */
+static void test_missing_ranks(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.world_size = 4,
+                       .local_world_size = 4,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autofree char *token = cohort_dist_job_token(&env);
+  Arriving a[2];
+  for (int r = 1; r >= 0; r--) { /* rank 1 first: it waits for rank 0's store */
+    a[r] = (Arriving){.env = env};
+    a[r].env.rank = a[r].env.local_rank = r;
+  }
+  a[0].store = cohort_store_open(&a[0].env, token, 5, &error);
+  g_assert_no_error(error);
+  a[1].store = cohort_store_open(&a[1].env, token, 5, &error);
+  g_assert_no_error(error);
+  GThread *t[2];
+  for (int r = 0; r < 2; r++)
+    t[r] = g_thread_new("rank", arrive, &a[r]);
+  for (int r = 0; r < 2; r++)
+    g_thread_join(t[r]);
+  for (int r = 1; r >= 0; r--) {
+    g_assert_nonnull(a[r].error);
+    g_test_message("rank %d: %s", r, a[r].error->message);
+    g_assert_error(a[r].error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+    g_assert_nonnull(strstr(a[r].error->message, "ranks 2, 3 of 4 never joined"));
+    g_assert_null(strstr(a[r].error->message, "config/"));
+    g_error_free(a[r].error);
+    cohort_store_free(a[r].store);
+  }
+}
+
+/* A local address of this host other than loopback, or NULL. */
+static char *non_loopback_address(void)
+{
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) != 0)
+    return NULL;
+  char *found = NULL;
+  for (struct ifaddrs *i = list; i != NULL && found == NULL; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+      continue;
+    char host[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof host);
+    if (!g_str_has_prefix(host, "127."))
+      found = g_strdup(host);
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+/* Rank 0 of a single-node job at 127.0.0.1 listens on loopback only: the port cannot be
+ * reached on the host's network address. With that address as master, the reverse. A
+ * multi-node job whose master is a host name listens on every address. */
+static void test_bind_address(void)
+{
+  g_autofree char *lan = non_loopback_address();
+  if (lan == NULL) {
+    g_test_skip("this host has no address but loopback: nothing to check the bind against");
+    return;
+  }
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.world_size = 2,
+                       .local_world_size = 2,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) local = cohort_store_open(&env, "t", 5, &error);
+  g_assert_no_error(error);
+  CohortStoreServer *server = cohort_store_get_server(local);
+  g_assert_false(cohort_store_server_is_exposed(server));
+  g_assert_cmpstr(cohort_store_server_addresses(server)[0], ==, "127.0.0.1");
+  g_assert_null(cohort_store_server_addresses(server)[1]);
+  g_test_message("store on 127.0.0.1:%d; trying %s", env.master_port, lan);
+  int fd = raw_open(lan, env.master_port);
+  g_assert_cmpint(fd, ==, -1);
+  g_assert_cmpint(errno, ==, ECONNREFUSED);
+  fd = raw_open("127.0.0.1", env.master_port);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+
+  CohortDistEnv on_lan = env;
+  on_lan.master_addr = lan;
+  on_lan.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) exposed = cohort_store_open(&on_lan, "t", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_server_is_exposed(cohort_store_get_server(exposed)));
+  g_assert_cmpint(raw_open("127.0.0.1", on_lan.master_port), ==, -1);
+  g_assert_cmpint(errno, ==, ECONNREFUSED);
+
+  CohortDistEnv nodes = env;
+  nodes.world_size = 4;
+  nodes.master_addr = (char *)"localhost";
+  nodes.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) wide = cohort_store_open(&nodes, "t", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_server_is_exposed(cohort_store_get_server(wide)));
+  fd = raw_open(lan, nodes.master_port);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+  g_assert_null(cohort_store_bind_address("node0", FALSE));
+  g_assert_cmpstr(cohort_store_bind_address("10.1.2.3", FALSE), ==, "10.1.2.3");
+  g_assert_cmpstr(cohort_store_bind_address("node0", TRUE), ==, "node0");
+}
+
+/* The job token: unguessable from the run id alone, one per attempt, and refusing a client
+ * that presents the old predictable form. */
+static void test_job_token(void)
+{
+  CohortDistEnv env = {.run_id = (char *)"none", .job_secret = (char *)"0123456789abcdef0123"};
+  g_autofree char *t0 = cohort_dist_job_token(&env);
+  g_assert_cmpuint(strlen(t0), ==, 64);
+  g_assert_null(strstr(t0, env.job_secret));
+  g_assert_null(strstr(t0, "none"));
+  g_autofree char *again = cohort_dist_job_token(&env);
+  g_assert_cmpstr(again, ==, t0);
+  env.restart_count = 1;
+  g_autofree char *t1 = cohort_dist_job_token(&env);
+  g_assert_cmpstr(t1, !=, t0);
+  env.restart_count = 0;
+  env.job_secret = (char *)"another secret, long enough";
+  g_autofree char *other = cohort_dist_job_token(&env);
+  g_assert_cmpstr(other, !=, t0);
+
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, t0, NULL, &error);
+  int port = cohort_store_server_port(server);
+  g_assert_null(cohort_store_connect("127.0.0.1", port, "cohort/none/attempt-0", 5, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_null(strstr(error->message, t0));
+  g_clear_error(&error);
+  g_autoptr(CohortStore) ok = cohort_store_connect("127.0.0.1", port, t0, 5, &error);
+  g_assert_no_error(error);
+
+  g_autofree char *s1 = cohort_dist_new_secret(&error);
+  g_autofree char *s2 = cohort_dist_new_secret(&error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(strlen(s1), ==, 32);
+  g_assert_cmpstr(s1, !=, s2);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -360,5 +845,15 @@ int main(int argc, char **argv)
   g_test_add_func("/store/server-starts-later", test_server_starts_later);
   g_test_add_func("/store/unreachable-and-lost", test_unreachable_and_lost);
   g_test_add_func("/store/config-check", test_config_check);
+  g_test_add_func("/store/hello-timeout", test_hello_timeout);
+  g_test_add_func("/store/pending-cap", test_pending_cap);
+  g_test_add_func("/store/client-cap", test_client_cap);
+  g_test_add_func("/store/flood", test_flood);
+  g_test_add_func("/store/total-cap", test_total_cap);
+  g_test_add_func("/store/add-overflow", test_add_overflow);
+  g_test_add_func("/store/nested-config", test_nested_config);
+  g_test_add_func("/store/missing-ranks", test_missing_ranks);
+  g_test_add_func("/store/bind-address", test_bind_address);
+  g_test_add_func("/store/job-token", test_job_token);
   return g_test_run();
 }

@@ -198,7 +198,8 @@ GPtrArray *cohort_launch_commands(const CohortConfig *cfg, const char *config_pa
     g_string_append_printf(sb, "#SBATCH --gpus-per-node=%d\n", nproc);
   g_string_append(sb, "# Every task reads its rank from SLURM; rank 0's store listens on the\n"
                       "# first node of the allocation.\n");
-  g_string_append(sb, "# A secret for this job's rendezvous store; srun passes it to every task.\n");
+  g_string_append(sb,
+                  "# A secret for this job's rendezvous store; srun passes it to every task.\n");
   g_string_append_printf(sb, "export %s\n", drawn);
   g_string_append_printf(sb, "export MASTER_PORT=%d\n", cfg->master_port);
   g_string_append_printf(sb, "srun %s\n", worker->str);

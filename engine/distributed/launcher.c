@@ -571,8 +571,8 @@ static gboolean check_port(const Launch *l, GError **error)
   const CohortLaunchOptions *o = l->opts;
   if (o->node_rank != 0)
     return TRUE;
-  return cohort_store_check_port(cohort_store_bind_address(o->master_addr, o->nnodes == 1),
-                                 l->port, error);
+  return cohort_store_check_port(cohort_store_bind_address(o->master_addr, o->nnodes == 1), l->port,
+                                 error);
 }
 
 /* Runs attempts until one succeeds, is interrupted, or the restarts are spent. FALSE when

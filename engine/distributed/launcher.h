@@ -44,9 +44,9 @@
  * Port: before each attempt, the launcher of node 0 checks that the store's port is free
  * (cohort_store_check_port on the address rank 0 will bind); when it is taken, the launch
  * fails at once (before the first attempt: an error, COHORT_DIST_ERROR_ADDR_IN_USE naming the
- * port; before a restart: a failure without restarting), since starting again cannot help. Each worker runs in its own process
- * group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed launcher leaves nothing
- * behind. The group succeeds when every worker has exited 0. */
+ * port; before a restart: a failure without restarting), since starting again cannot help. Each
+ * worker runs in its own process group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed
+ * launcher leaves nothing behind. The group succeeds when every worker has exited 0. */
 #pragma once
 
 #include <glib.h>

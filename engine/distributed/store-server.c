@@ -363,13 +363,13 @@ static void conn_read(CohortStoreServer *s, Conn *c)
 {
   gsize budget = READ_BUDGET;
   while (!c->dead && c->state != CONN_CLOSING && c->out_len == 0 && budget > 0) {
-    if (c->in_cap < c->in_need) {
+    if (c->in_len == c->in_cap) {
       /* Grow with what arrives, never past the frame's size. */
       gsize cap = MIN(c->in_need, MAX(FIRST_CAPACITY, c->in_cap * 2));
       c->in = g_realloc(c->in, cap);
       c->in_cap = cap;
     }
-    gsize want = MIN(c->in_need - c->in_len, budget);
+    gsize want = MIN(MIN(c->in_need, c->in_cap) - c->in_len, budget);
     ssize_t n = recv(c->fd, c->in + c->in_len, want, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR)
       continue;
@@ -425,6 +425,19 @@ static void accept_some(CohortStoreServer *s, int lfd)
   }
 }
 
+/* Closes connections past their deadline: the hello, or the time to take a refusal. */
+static void expire(CohortStoreServer *s, gint64 now)
+{
+  for (guint i = 0; i < s->conns->len; i++) {
+    Conn *c = s->conns->pdata[i];
+    if (c->state != CONN_READY && !c->dead && now >= c->deadline) {
+      if (c->state == CONN_HELLO)
+        STAT_ADD(s, timed_out, 1);
+      conn_kill(s, c);
+    }
+  }
+}
+
 /* Closes what died this turn and publishes the connection counts. */
 static void sweep(CohortStoreServer *s)
 {
@@ -442,7 +455,8 @@ static void sweep(CohortStoreServer *s)
 }
 
 /* Fills `pfd` (the wake pipe, the listeners, then one entry per connection, in s->conns
- * order) and returns the poll timeout in ms: until the next deadline, -1 for none. */
+ * order; none is dead) and returns the poll timeout in ms: until the next deadline, -1 for
+ * none. */
 static int prepare_poll(CohortStoreServer *s, GArray *pfd, gint64 now)
 {
   g_array_set_size(pfd, 0);
@@ -456,15 +470,10 @@ static int prepare_poll(CohortStoreServer *s, GArray *pfd, gint64 now)
   gint64 next = paused ? s->accept_paused_until : G_MAXINT64;
   for (guint i = 0; i < s->conns->len; i++) {
     Conn *c = s->conns->pdata[i];
-    if (c->state != CONN_READY && now >= c->deadline) {
-      if (c->state == CONN_HELLO)
-        STAT_ADD(s, timed_out, 1);
-      conn_kill(s, c);
-    }
-    if (c->state != CONN_READY && !c->dead)
+    if (c->state != CONN_READY)
       next = MIN(next, c->deadline);
     short ev = c->out_len > 0 ? POLLOUT : c->state != CONN_CLOSING ? POLLIN : 0;
-    struct pollfd p = {c->dead ? -1 : c->fd, ev, 0};
+    struct pollfd p = {c->fd, ev, 0};
     g_array_append_val(pfd, p);
   }
   if (next == G_MAXINT64)
@@ -479,8 +488,10 @@ static gpointer server_main(gpointer data)
   guint first_conn = 1 + s->listen_fds->len;
   for (;;) {
     /* Sweep first: the poll entries must match s->conns until the turn is over. */
+    gint64 now = g_get_monotonic_time();
+    expire(s, now);
     sweep(s);
-    int timeout = prepare_poll(s, pfd, g_get_monotonic_time());
+    int timeout = prepare_poll(s, pfd, now);
     int r = poll((struct pollfd *)pfd->data, pfd->len, timeout);
     if (r < 0 && errno != EINTR)
       break;
