@@ -336,8 +336,13 @@ static void signal_all(Worker *ws, int n, int sig)
 static char *describe_status(int status)
 {
   char buf[32];
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 128 + SIGINT || code == 128 + SIGTERM)
+    return g_strdup_printf("exited with code %d (stopped: it or another rank of the job got %s, "
+                           "which the launcher did not send)",
+                           code, code == 128 + SIGINT ? "SIGINT" : "SIGTERM");
   if (WIFEXITED(status))
-    return g_strdup_printf("exited with code %d", WEXITSTATUS(status));
+    return g_strdup_printf("exited with code %d", code);
   if (WIFSIGNALED(status))
     return g_strdup_printf("was killed by %s%s", cohort_signal_name(WTERMSIG(status), buf),
                            WCOREDUMP(status) ? " (core dumped)" : "");

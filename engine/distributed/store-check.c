@@ -36,19 +36,20 @@ static char *format_ranks(const gboolean *missing, int world, int *count)
 }
 
 /* After a rendezvous wait timed out: replaces the error, which names store keys, with one
- * that names the ranks that never published their config. */
-static void name_missing_ranks(CohortStore *store, const CohortDistEnv *env, double timeout_s,
-                               GError **error)
+ * that names the ranks that never published their config. Returns how many did not, -1 when
+ * that cannot be told. */
+static int name_missing_ranks(CohortStore *store, const CohortDistEnv *env, double timeout_s,
+                              GError **error)
 {
   if (error == NULL || *error == NULL ||
       !g_error_matches(*error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT))
-    return;
+    return -1;
   g_autofree gboolean *missing = g_new0(gboolean, env->world_size);
   for (int r = 0; r < env->world_size; r++) {
     g_autofree char *key = g_strdup_printf("config/hash/%d", r);
     gboolean exists = TRUE;
     if (!cohort_store_check(store, key, &exists, NULL))
-      return; /* the store is gone: the timeout is the better message */
+      return -1; /* the store is gone: the timeout is the better message */
     missing[r] = !exists;
   }
   int n = 0;
@@ -59,7 +60,7 @@ static void name_missing_ranks(CohortStore *store, const CohortDistEnv *env, dou
                 "rendezvous timed out after %g s: every rank joined, but rank 0 gave no verdict "
                 "on their configs",
                 timeout_s);
-    return;
+    return 0;
   }
   g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
               "rendezvous timed out after %g s: rank%s %s of %d never joined; check that every "
@@ -67,6 +68,7 @@ static void name_missing_ranks(CohortStore *store, const CohortDistEnv *env, dou
               "COHORT_JOB_TOKEN",
               timeout_s, n > 1 ? "s" : "", ranks, env->world_size, env->master_addr,
               env->master_port);
+  return n;
 }
 
 /* TRUE when brackets nest at most `max` deep outside strings. Another rank's config is
@@ -104,16 +106,16 @@ static CohortConfig *comparable(const CohortConfig *cfg)
 }
 
 /* Rank 0: compares everyone's published config with its own; returns the verdict text, "ok"
- * when all agree. */
+ * when all agree. When ranks never arrive, *n_missing says how many. */
 static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own_hash,
-                   const CohortConfig *own, double timeout_s, GError **error)
+                   const CohortConfig *own, double timeout_s, int *n_missing, GError **error)
 {
   g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
   for (int r = 0; r < env->world_size; r++)
     g_ptr_array_add(keys, g_strdup_printf("config/hash/%d", r));
   g_ptr_array_add(keys, NULL);
   if (!cohort_store_wait(store, (const char *const *)keys->pdata, timeout_s, error)) {
-    name_missing_ranks(store, env, timeout_s, error);
+    *n_missing = name_missing_ranks(store, env, timeout_s, error);
     return NULL;
   }
 
@@ -167,6 +169,46 @@ static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own
                          keys_text->len ? keys_text->str : "none reported");
 }
 
+/* The verdict rank 0 publishes when ranks never arrived: this, then the message naming them,
+ * so the ranks that did arrive report the same. */
+#define TIMEOUT_VERDICT "timeout\n"
+
+/* Rank 0 hosts the store and is about to exit: gives the `readers` other ranks a few seconds
+ * to read the verdict first, so every rank reports the same reason, not a lost connection. */
+static void wait_for_readers(CohortStore *store, gint64 readers, double timeout_s)
+{
+  gint64 deadline = g_get_monotonic_time() + (gint64)(MIN(timeout_s, 10.0) * G_USEC_PER_SEC);
+  gint64 read = 0;
+  while (read < readers && g_get_monotonic_time() < deadline) {
+    if (!cohort_store_add(store, "config/verdict_read", 0, &read, NULL))
+      break;
+    g_usleep(10000);
+  }
+}
+
+/* Rank 0's verdict, published; NULL with an error when there is none to publish. */
+static char *rank0_verdict(CohortStore *store, const CohortDistEnv *env, const char *hash,
+                           const CohortConfig *own, double timeout_s, GError **error)
+{
+  int n_missing = -1;
+  GError *local = NULL;
+  char *verdict = judge(store, env, hash, own, timeout_s, &n_missing, &local);
+  if (verdict == NULL && n_missing > 0)
+    verdict = g_strconcat(TIMEOUT_VERDICT, local->message, NULL);
+  if (verdict == NULL) {
+    g_propagate_error(error, local);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!cohort_store_set(store, "config/verdict", verdict, strlen(verdict), error)) {
+    g_free(verdict);
+    return NULL;
+  }
+  if (strcmp(verdict, "ok") != 0)
+    wait_for_readers(store, env->world_size - 1 - MAX(n_missing, 0), timeout_s);
+  return verdict;
+}
+
 gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
                                   const CohortConfig *cfg, double timeout_s, GError **error)
 {
@@ -183,10 +225,8 @@ gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
 
   g_autofree char *verdict = NULL;
   if (env->rank == 0) {
-    verdict = judge(store, env, hash, own, timeout_s, error);
+    verdict = rank0_verdict(store, env, hash, own, timeout_s, error);
     if (verdict == NULL)
-      return FALSE;
-    if (!cohort_store_set(store, "config/verdict", verdict, strlen(verdict), error))
       return FALSE;
   } else {
     g_autoptr(GBytes) v = cohort_store_get(store, "config/verdict", timeout_s, error);
@@ -199,16 +239,10 @@ gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
     if (strcmp(verdict, "ok") != 0)
       cohort_store_add(store, "config/verdict_read", 1, NULL, NULL);
   }
-  if (strcmp(verdict, "ok") != 0 && env->rank == 0) {
-    /* Rank 0 hosts the store and is about to exit: give the others a few seconds to read
-     * the verdict first, so every rank reports the same reason, not a lost connection. */
-    gint64 deadline = g_get_monotonic_time() + (gint64)(MIN(timeout_s, 10.0) * G_USEC_PER_SEC);
-    gint64 read = 0;
-    while (read < env->world_size - 1 && g_get_monotonic_time() < deadline) {
-      if (!cohort_store_add(store, "config/verdict_read", 0, &read, NULL))
-        break;
-      g_usleep(10000);
-    }
+  if (g_str_has_prefix(verdict, TIMEOUT_VERDICT)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT, "%s",
+                verdict + strlen(TIMEOUT_VERDICT));
+    return FALSE;
   }
   if (strcmp(verdict, "ok") != 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH, "%s", verdict);
