@@ -47,9 +47,9 @@ static inline gboolean closed_within(int fd, int ms)
 {
   gint64 deadline = g_get_monotonic_time() + (gint64)ms * 1000;
   for (;;) {
-    int left = (int)((deadline - g_get_monotonic_time()) / 1000);
+    int left = (int)MAX((deadline - g_get_monotonic_time()) / 1000, 0);
     struct pollfd p = {fd, POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, left) <= 0)
+    if (poll(&p, 1, left) <= 0)
       return FALSE;
     char buf[4096];
     if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0)
