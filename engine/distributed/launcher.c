@@ -354,25 +354,14 @@ typedef struct {
   int signal; /* a signal to the launcher, 0 */
 } GroupOutcome;
 
-/* Runs one attempt of the group to its end. */
-static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *result,
-                          GroupOutcome *out, GError **error)
+/* Starts every worker of an attempt; on a failure stops those that started. */
+static gboolean start_all(const Launch *l, Worker *ws, int restart, GError **error)
 {
   const CohortLaunchOptions *o = l->opts;
   int n = o->nproc_per_node;
-  g_autofree Worker *ws = g_new0(Worker, n);
-  for (int i = 0; i < n; i++) {
-    ws[i].err_fd = -1;
-    ws[i].local_rank = i;
-    ws[i].rank = o->node_rank * n + i;
-    ws[i].partial = g_string_new(NULL);
-    g_queue_init(&ws[i].lines);
-  }
   gboolean set_omp = n > 1 && g_getenv("OMP_NUM_THREADS") == NULL;
   g_autofree char *attempt_dir =
       o->log_dir ? g_strdup_printf("%s/attempt_%d", o->log_dir, restart) : NULL;
-  out->failed = -1;
-  out->signal = 0;
   int started = 0;
   gboolean ok = TRUE;
   for (int i = 0; i < n && ok; i++) {
@@ -385,14 +374,60 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
       kill(-ws[i].pid, SIGKILL);
     for (int i = 0; i < started; i++)
       waitpid(ws[i].pid, NULL, 0);
-    for (int i = 0; i < n; i++)
-      worker_clear(&ws[i]);
-    return FALSE;
   }
-  g_array_set_size(result->last_pids, 0);
-  for (int i = 0; i < n; i++)
-    g_array_append_val(result->last_pids, ws[i].pid);
+  return ok;
+}
 
+/* Reads the signals the launcher got: the first stops the group, a second kills it. */
+static void take_signals(const Launch *l, Worker *ws, GroupOutcome *out, gboolean *killed)
+{
+  unsigned char sigs[64];
+  ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
+  for (ssize_t k = 0; k < got; k++) {
+    if (sigs[k] == SIGCHLD)
+      continue;
+    if (out->signal == 0) {
+      out->signal = sigs[k];
+      if (!l->quiet)
+        fprintf(stderr, "%s: got %s, stopping the workers\n", l->me,
+                cohort_signal_name(sigs[k], (char[32]){0}));
+    } else if (!*killed) {
+      /* a second signal: no more patience */
+      signal_all(ws, l->opts->nproc_per_node, SIGKILL);
+      *killed = TRUE;
+    }
+  }
+}
+
+/* Reaps the workers that exited; returns how many did. The first that failed while the
+ * launcher was not stopping the group fails it. */
+static int reap(Worker *ws, int n, gboolean stopping, GroupOutcome *out)
+{
+  int reaped = 0;
+  for (int i = 0; i < n; i++) {
+    if (ws[i].exited)
+      continue;
+    int st;
+    if (waitpid(ws[i].pid, &st, WNOHANG) != ws[i].pid)
+      continue;
+    ws[i].exited = TRUE;
+    ws[i].status = st;
+    reaped++;
+    gboolean failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Workers we stopped ourselves are not failures. */
+    if (failed && out->failed < 0 && !stopping && out->signal == 0)
+      out->failed = i;
+  }
+  return reaped;
+}
+
+/* Watches the running workers until all have exited: echoes their stderr, stops the group
+ * on the first failure or a signal to the launcher (SIGTERM, SIGKILL after the grace
+ * period). */
+static void supervise(const Launch *l, Worker *ws, GroupOutcome *out)
+{
+  const CohortLaunchOptions *o = l->opts;
+  int n = o->nproc_per_node;
   gint64 stop_at = 0; /* when SIGKILL follows SIGTERM; 0 = not stopping */
   gboolean killed = FALSE;
   gint64 drain_until = 0;
@@ -416,47 +451,15 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
     if (r < 0 && errno != EINTR)
       break;
     for (int k = 1; r > 0 && k < np; k++) {
-      if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) {
-        Worker *w = &ws[idx[k]];
-        if (!worker_read(w)) {
-          close(w->err_fd);
-          w->err_fd = -1;
-        }
+      Worker *w = &ws[idx[k]];
+      if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) && !worker_read(w)) {
+        close(w->err_fd);
+        w->err_fd = -1;
       }
     }
-    if (r > 0 && (pfd[0].revents & POLLIN)) {
-      unsigned char sigs[64];
-      ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
-      for (ssize_t k = 0; k < got; k++) {
-        if (sigs[k] == SIGCHLD)
-          continue;
-        if (out->signal == 0) {
-          out->signal = sigs[k];
-          if (!l->quiet)
-            fprintf(stderr, "%s: got %s, stopping the workers\n", l->me,
-                    cohort_signal_name(sigs[k], (char[32]){0}));
-        } else if (!killed) {
-          /* a second signal: no more patience */
-          signal_all(ws, n, SIGKILL);
-          killed = TRUE;
-        }
-      }
-    }
-    for (int i = 0; i < n; i++) {
-      if (ws[i].exited)
-        continue;
-      int st;
-      pid_t p = waitpid(ws[i].pid, &st, WNOHANG);
-      if (p != ws[i].pid)
-        continue;
-      ws[i].exited = TRUE;
-      ws[i].status = st;
-      alive--;
-      gboolean failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-      /* Workers we stopped ourselves are not failures. */
-      if (failed && out->failed < 0 && stop_at == 0 && out->signal == 0)
-        out->failed = i;
-    }
+    if (r > 0 && (pfd[0].revents & POLLIN))
+      take_signals(l, ws, out, &killed);
+    alive -= reap(ws, n, stop_at != 0, out);
     gint64 now = g_get_monotonic_time();
     if (stop_at == 0 && (out->failed >= 0 || out->signal != 0) && alive > 0) {
       signal_all(ws, n, SIGTERM);
@@ -477,36 +480,65 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
         break;
     }
   }
-  /* Anything left in a process group (a worker's own children) goes too. */
-  for (int i = 0; i < n; i++)
-    kill(-ws[i].pid, SIGKILL);
+}
 
-  if (out->failed >= 0) {
-    Worker *w = &ws[out->failed];
-    g_autofree char *how = describe_status(w->status);
-    g_autoptr(GString) rep = g_string_new(NULL);
-    g_string_append_printf(rep, "%s: rank %d (local rank %d, pid %d) %s", l->me, w->rank,
-                           w->local_rank, (int)w->pid, how);
-    if (restart > 0)
-      g_string_append_printf(rep, " in restart %d", restart);
-    guint nl = g_queue_get_length(&w->lines);
-    if (nl > 0) {
-      g_string_append_printf(rep, "\nlast %u line%s of its stderr:", nl, nl > 1 ? "s" : "");
-      for (GList *it = w->lines.head; it != NULL; it = it->next)
-        g_string_append_printf(rep, "\n  [rank %d]: %s", w->rank, (char *)it->data);
-    } else {
-      g_string_append(rep, " (it wrote nothing to stderr)");
-    }
-    g_free(result->failure);
-    result->failure = g_string_free(g_steal_pointer(&rep), FALSE);
-    result->failed_rank = w->rank;
-    result->failed_exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : -1;
-    result->failed_signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
-    fprintf(stderr, "%s\n", result->failure);
+/* The failure report of worker `w`, into `result` and on stderr. */
+static void report_failure(const Launch *l, const Worker *w, int restart,
+                           CohortLaunchResult *result)
+{
+  g_autofree char *how = describe_status(w->status);
+  g_autoptr(GString) rep = g_string_new(NULL);
+  g_string_append_printf(rep, "%s: rank %d (local rank %d, pid %d) %s", l->me, w->rank,
+                         w->local_rank, (int)w->pid, how);
+  if (restart > 0)
+    g_string_append_printf(rep, " in restart %d", restart);
+  guint nl = g_queue_get_length((GQueue *)&w->lines);
+  if (nl > 0) {
+    g_string_append_printf(rep, "\nlast %u line%s of its stderr:", nl, nl > 1 ? "s" : "");
+    for (GList *it = w->lines.head; it != NULL; it = it->next)
+      g_string_append_printf(rep, "\n  [rank %d]: %s", w->rank, (char *)it->data);
+  } else {
+    g_string_append(rep, " (it wrote nothing to stderr)");
+  }
+  g_free(result->failure);
+  result->failure = g_string_free(g_steal_pointer(&rep), FALSE);
+  result->failed_rank = w->rank;
+  result->failed_exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : -1;
+  result->failed_signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+  fprintf(stderr, "%s\n", result->failure);
+}
+
+/* Runs one attempt of the group to its end. */
+static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *result,
+                          GroupOutcome *out, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  int n = o->nproc_per_node;
+  g_autofree Worker *ws = g_new0(Worker, n);
+  for (int i = 0; i < n; i++) {
+    ws[i].err_fd = -1;
+    ws[i].local_rank = i;
+    ws[i].rank = o->node_rank * n + i;
+    ws[i].partial = g_string_new(NULL);
+    g_queue_init(&ws[i].lines);
+  }
+  out->failed = -1;
+  out->signal = 0;
+  gboolean ok = start_all(l, ws, restart, error);
+  if (ok) {
+    g_array_set_size(result->last_pids, 0);
+    for (int i = 0; i < n; i++)
+      g_array_append_val(result->last_pids, ws[i].pid);
+    supervise(l, ws, out);
+    /* Anything left in a process group (a worker's own children) goes too. */
+    for (int i = 0; i < n; i++)
+      kill(-ws[i].pid, SIGKILL);
+    if (out->failed >= 0)
+      report_failure(l, &ws[out->failed], restart, result);
   }
   for (int i = 0; i < n; i++)
     worker_clear(&ws[i]);
-  return TRUE;
+  return ok;
 }
 
 static gboolean check_options(const CohortLaunchOptions *o, GError **error)
