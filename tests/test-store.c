@@ -530,7 +530,8 @@ static void test_bind_address(void)
   g_assert_cmpint(fd, >=, 0);
   close(fd);
   g_assert_null(cohort_store_bind_address("node0", FALSE));
-  g_assert_cmpstr(cohort_store_bind_address("10.1.2.3", FALSE), ==, "10.1.2.3");
+  g_assert_cmpstr(cohort_store_bind_address(lan, FALSE), ==, lan);
+  g_assert_null(cohort_store_bind_address("198.51.100.7", FALSE)); /* not this host's */
   g_assert_cmpstr(cohort_store_bind_address("node0", TRUE), ==, "node0");
 }
 

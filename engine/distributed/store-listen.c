@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -100,11 +101,41 @@ static gboolean is_numeric_address(const char *host)
   return inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
 }
 
+/* TRUE when the numeric address is one of this host's interfaces (any loopback counts). */
+static gboolean is_local_address(const char *numeric)
+{
+  if (store_address_is_loopback(numeric))
+    return TRUE;
+  struct in_addr a4;
+  struct in6_addr a6;
+  gboolean v4 = inet_pton(AF_INET, numeric, &a4) == 1;
+  if (!v4 && inet_pton(AF_INET6, numeric, &a6) != 1)
+    return FALSE;
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) != 0)
+    return FALSE;
+  gboolean found = FALSE;
+  for (struct ifaddrs *i = list; i != NULL && !found; i = i->ifa_next) {
+    if (i->ifa_addr == NULL)
+      continue;
+    if (v4 && i->ifa_addr->sa_family == AF_INET)
+      found = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a4.s_addr;
+    else if (!v4 && i->ifa_addr->sa_family == AF_INET6)
+      found = memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, &a6, sizeof a6) == 0;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
 const char *cohort_store_bind_address(const char *master_addr, gboolean single_node)
 {
   if (master_addr == NULL || master_addr[0] == '\0')
     return NULL;
-  if (single_node || is_numeric_address(master_addr))
+  if (single_node)
+    return master_addr;
+  /* Several nodes: a numeric master that is not on an interface of this host (a public
+   * address behind NAT) is reached through another one: listen on every address. */
+  if (is_numeric_address(master_addr) && is_local_address(master_addr))
     return master_addr;
   return NULL;
 }

@@ -87,9 +87,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStoreServer, cohort_store_server_free)
 
 /* Where rank 0 should listen for a job whose master is `master_addr`: the master address
  * itself for a single-node job (loopback for 127.0.0.1 or localhost) and for a multi-node
- * job whose master is a numeric address; NULL (every address) for a multi-node job whose
- * master is a host name, since the other nodes may resolve that name to an address this host
- * does not (Debian maps its own host name to 127.0.1.1). */
+ * job whose master is a numeric address of one of this host's interfaces; NULL (every
+ * address) for a multi-node job whose master is a host name, since the other nodes may
+ * resolve that name to an address this host does not (Debian maps its own host name to
+ * 127.0.1.1), or an address this host is reached at through NAT. */
 const char *cohort_store_bind_address(const char *master_addr, gboolean single_node);
 
 /* Checks that a store could listen on `port` of `bind_addr` (as cohort_store_server_new
