@@ -494,7 +494,7 @@ static gpointer server_main(gpointer data)
     int timeout = prepare_poll(s, pfd, now);
     int r = poll((struct pollfd *)pfd->data, pfd->len, timeout);
     if (r < 0 && errno != EINTR)
-      break;
+      g_usleep(10000); /* out of memory for a moment: the ranks still need the store */
     if (r <= 0)
       continue;
     struct pollfd *p = (struct pollfd *)pfd->data;
