@@ -252,6 +252,31 @@ static char *joined(GStrv v)
 
 static const char *const abuse_sets[] = {"max_steps=40", "timeout_s=60", NULL};
 
+/* No file under `dir` holds the job's secret or token. */
+static void assert_files_free_of_secret(const char *dir, GStrv rank0_env)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  const char *name;
+  while ((name = g_dir_read_name(d)) != NULL) {
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+      assert_files_free_of_secret(path, rank0_env);
+      continue;
+    }
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(path, &text, &len, NULL));
+    /* binary files too */
+    const char *secret = g_environ_getenv(rank0_env, "COHORT_JOB_TOKEN");
+    g_autoptr(CohortDistEnv) env =
+        cohort_dist_env_from_environ((const char *const *)rank0_env, NULL);
+    g_autofree char *token = cohort_dist_job_token(env);
+    g_assert_null(memmem(text, len, secret, strlen(secret)));
+    g_assert_null(memmem(text, len, token, strlen(token)));
+  }
+}
+
 static const char *const spawn2[] = {"--nproc", "2", "--progress-fd", "3", NULL};
 
 /* The weights a finished job left in `ws`, after checking it completed. */
@@ -325,6 +350,7 @@ static void test_abuse_during_job(void)
   g_assert_true(g_file_get_contents(ev, &events, NULL, NULL));
   const char *texts[] = {c0, c1, err, events, NULL};
   assert_secret_absent(env0, texts);
+  assert_files_free_of_secret(ws, env0); /* the workspace: events, checkpoints, logs */
   tu_rm_rf(ws_ref);
   tu_rm_rf(ws);
 }
@@ -373,26 +399,6 @@ static void test_missing_ranks(void)
   tu_rm_rf(ws);
 }
 
-/* Does any file under `dir` hold the job's secret or token? */
-static gboolean logs_hold(const char *dir, GStrv rank0_env)
-{
-  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-  const char *name;
-  while (d != NULL && (name = g_dir_read_name(d)) != NULL) {
-    g_autofree char *path = g_build_filename(dir, name, NULL);
-    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-      if (logs_hold(path, rank0_env))
-        return TRUE;
-      continue;
-    }
-    g_autofree char *text = NULL;
-    g_file_get_contents(path, &text, NULL, NULL);
-    const char *texts[] = {text ? text : "", NULL};
-    assert_secret_absent(rank0_env, texts);
-  }
-  return FALSE;
-}
-
 /* cohort-run with 2 ranks and `restarts`; SIGTERM to rank 1 once rank 0 has made 3 steps.
  * Returns cohort-run's status and stderr. */
 static char *sigterm_one_worker(int restarts, const char *max_steps, const char *ws, int *status)
@@ -419,7 +425,7 @@ static char *sigterm_one_worker(int restarts, const char *max_steps, const char 
   g_test_message("cohort-run exited %d:\n%s", *status, err);
   const char *texts[] = {err, NULL};
   assert_secret_absent(env0, texts);
-  g_assert_false(logs_hold(logs, env0));
+  assert_files_free_of_secret(logs, env0);
   return err;
 }
 
