@@ -391,6 +391,9 @@ static void conn_read(CohortStoreServer *s, Conn *c)
       execute(s, c);
       if (c->state == CONN_READY)
         conn_expect(c, STORE_HDR_LEN);
+      /* A client waits for the answer before its next request: reading on would only find
+       * nothing (and a client that does send ahead is served on the next turn). */
+      return;
     }
   }
 }
