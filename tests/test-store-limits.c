@@ -1,6 +1,7 @@
 /* The rendezvous store's defences, in one process over loopback: the hello timeout, the caps
  * on pending and authenticated connections, the threads, descriptors and mappings left after
- * a flood of connections, the cap on everything stored, and ADD's overflow. */
+ * a flood of connections, the cap on everything stored, ADD's overflow, and a client that
+ * sends ahead. */
 #include "engine/distributed/store.h"
 #include "store-raw.h"
 
@@ -211,6 +212,54 @@ static void test_add_overflow(void)
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
 }
 
+/* A client that sends its next requests before reading the answers is served in order;
+ * the server reads on only once an answer has gone out, so it never queues answers. */
+static void test_pipelined(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "t", NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  int fd = raw_open("127.0.0.1", port);
+  g_assert_cmpint(raw_hello(fd, "t", NULL), ==, 0);
+  /* set k=v, then get k, get absent, in one write */
+  guint8 frames[3 * 16 + 1 + 1 + 1 + 1];
+  guint8 *p = frames;
+  const struct {
+    guint8 op;
+    const char *key, *value;
+  } reqs[] = {{1, "k", "v"}, {2, "k", ""}, {2, "x", ""}};
+  for (int i = 0; i < 3; i++) {
+    guint8 hdr[16] = {reqs[i].op};
+    guint32 kl = GUINT32_TO_BE(1);
+    guint64 vl = GUINT64_TO_BE(strlen(reqs[i].value));
+    memcpy(hdr + 4, &kl, 4);
+    memcpy(hdr + 8, &vl, 8);
+    memcpy(p, hdr, 16);
+    p += 16;
+    *p++ = (guint8)reqs[i].key[0];
+    if (reqs[i].value[0])
+      *p++ = (guint8)reqs[i].value[0];
+  }
+  g_assert_cmpint(write(fd, frames, p - frames), ==, p - frames);
+  const guint8 want_status[] = {0, 0, 1};
+  const gsize want_len[] = {0, 1, 0};
+  for (int i = 0; i < 3; i++) {
+    guint8 resp[16];
+    g_assert_cmpint(recv(fd, resp, 16, MSG_WAITALL), ==, 16);
+    g_assert_cmpint(resp[0], ==, want_status[i]);
+    guint64 len;
+    memcpy(&len, resp + 8, 8);
+    g_assert_cmpuint(GUINT64_FROM_BE(len), ==, want_len[i]);
+    if (want_len[i] > 0) {
+      char v;
+      g_assert_cmpint(recv(fd, &v, 1, MSG_WAITALL), ==, 1);
+      g_assert_cmpint(v, ==, 'v');
+    }
+  }
+  close(fd);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -220,5 +269,6 @@ int main(int argc, char **argv)
   g_test_add_func("/store-limits/flood", test_flood);
   g_test_add_func("/store-limits/total-cap", test_total_cap);
   g_test_add_func("/store-limits/add-overflow", test_add_overflow);
+  g_test_add_func("/store-limits/pipelined", test_pipelined);
   return g_test_run();
 }
