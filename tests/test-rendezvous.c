@@ -7,6 +7,7 @@
  *    the host's network address; the job's secret is in no worker's command line nor in any
  *    output;
  *  - ranks 2 and 3 of a 4-rank job never start: the others name them;
+ *  - rank 0 warns when its store is on a network address without a job secret;
  *  - SIGTERM to one worker of a cohort-run group fails the group (or restarts it with
  *    --max-restarts), SIGTERM to cohort-run exits 143, SIGINT to cohort-train exits 130. */
 #include <fcntl.h>
@@ -355,8 +356,10 @@ static void test_abuse_during_job(void)
   tu_rm_rf(ws);
 }
 
-/* Starts rank `rank` of `world` by hand, with torchrun's variables and `secret`. */
-static GSubprocess *start_rank(int rank, int world, int port, const char *secret, const char *ws)
+/* Starts rank `rank` of `world` by hand, with torchrun's variables, master `addr` and
+ * `secret` (NULL = no COHORT_JOB_TOKEN), running `max_steps` with `timeout`. */
+static GSubprocess *start_rank(int rank, int world, const char *addr, int port, const char *secret,
+                               const char *ws, const char *max_steps)
 {
   g_autofree char *r = g_strdup_printf("%d", rank), *w = g_strdup_printf("%d", world);
   g_autofree char *p = g_strdup_printf("%d", port);
@@ -369,15 +372,53 @@ static GSubprocess *start_rank(int rank, int world, int port, const char *secret
                        "LOCAL_WORLD_SIZE",
                        w,
                        "MASTER_ADDR",
-                       "127.0.0.1",
+                       addr,
                        "MASTER_PORT",
                        p,
-                       "COHORT_JOB_TOKEN",
+                       "TORCHELASTIC_RUN_ID",
+                       "job-1",
+                       secret ? "COHORT_JOB_TOKEN" : NULL,
                        secret,
                        NULL};
   const char *flags[] = {"--quiet", NULL};
-  const char *extra[] = {"max_steps=3", "timeout_s=3", NULL};
+  const char *extra[] = {max_steps, "timeout_s=3", NULL};
   return start_job(NULL, flags, ws, NULL, extra, env);
+}
+
+/* Rank 0 warns when its store listens on a network address and the token derives only from
+ * job ids; not with a secret, nor on loopback. The secret never shows. */
+static void test_exposed_warning(void)
+{
+  g_autofree char *lan = non_loopback_address();
+  if (lan == NULL) {
+    g_test_skip("this host has no address but loopback");
+    return;
+  }
+  g_autofree char *secret = cohort_dist_new_secret(NULL);
+  const struct {
+    const char *addr, *secret;
+    gboolean warns;
+  } cases[] = {{lan, NULL, TRUE}, {lan, secret, FALSE}, {"127.0.0.1", NULL, FALSE}};
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *ws = tu_mkdtemp("exposed");
+    int port = cohort_store_find_free_port(0);
+    g_autoptr(GSubprocess) r0 =
+        start_rank(0, 2, cases[i].addr, port, cases[i].secret, ws, "max_steps=2");
+    g_autoptr(GSubprocess) r1 =
+        start_rank(1, 2, cases[i].addr, port, cases[i].secret, ws, "max_steps=2");
+    int st0 = -1, st1 = -1;
+    g_autofree char *e0 = finish(r0, &st0);
+    g_autofree char *e1 = finish(r1, &st1);
+    g_test_message("master %s, %s: rank 0 said: %s", cases[i].addr,
+                   cases[i].secret ? "a secret" : "no secret", e0);
+    g_assert_cmpint(st0, ==, 0);
+    g_assert_cmpint(st1, ==, 0);
+    g_assert_cmpint(strstr(e0, "warning: the rendezvous store listens") != NULL, ==,
+                    cases[i].warns);
+    g_assert_null(strstr(e1, "warning"));
+    g_assert_null(strstr(e0, secret));
+    tu_rm_rf(ws);
+  }
 }
 
 /* World size 4, ranks 2 and 3 never start: ranks 0 and 1 fail naming them, not store keys. */
@@ -386,8 +427,8 @@ static void test_missing_ranks(void)
   g_autofree char *ws = tu_mkdtemp("missing");
   int port = cohort_store_find_free_port(0);
   g_autofree char *secret = cohort_dist_new_secret(NULL);
-  g_autoptr(GSubprocess) r0 = start_rank(0, 4, port, secret, ws);
-  g_autoptr(GSubprocess) r1 = start_rank(1, 4, port, secret, ws);
+  g_autoptr(GSubprocess) r0 = start_rank(0, 4, "127.0.0.1", port, secret, ws, "max_steps=3");
+  g_autoptr(GSubprocess) r1 = start_rank(1, 4, "127.0.0.1", port, secret, ws, "max_steps=3");
   for (int r = 0; r < 2; r++) {
     int st = -1;
     g_autofree char *err = finish(r == 0 ? r0 : r1, &st);
@@ -492,6 +533,7 @@ int main(int argc, char **argv)
   g_unsetenv("COHORT_JOB_TOKEN");
   g_test_add_func("/rendezvous/abuse-during-job", test_abuse_during_job);
   g_test_add_func("/rendezvous/missing-ranks", test_missing_ranks);
+  g_test_add_func("/rendezvous/exposed-warning", test_exposed_warning);
   g_test_add_func("/rendezvous/sigterm-worker", test_sigterm_worker);
   g_test_add_func("/rendezvous/stop-statuses", test_stop_statuses);
   return g_test_run();
