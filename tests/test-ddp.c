@@ -373,7 +373,15 @@ static GArray *weights_under(const char *launcher, const char *const *extra)
 {
   g_autofree char *ws = tu_mkdtemp("launcher");
   g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-  int port = cohort_store_find_free_port(0);
+  /* Under torchrun our store takes MASTER_PORT + 1: both free, and below the ephemeral range
+   * (32768 and up), where a connection of torchrun's own could take the second. */
+  int port = 0;
+  for (int tries = 0; port == 0 || port > 32000; tries++) {
+    g_assert_cmpint(tries, <, 100);
+    port = cohort_store_find_free_port(20000 + g_random_int_range(0, 12000));
+    if (port > 0 && cohort_store_find_free_port(port) != port + 1)
+      port = 0;
+  }
   g_autofree char *port_text = g_strdup_printf("%d", port);
   const char *env[12] = {NULL};
   if (g_str_equal(launcher, "torchrun")) {

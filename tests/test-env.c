@@ -170,11 +170,86 @@ static void test_tasks_per_node(void)
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV);
 }
 
+/* The token rank `env_text` derives (space-separated KEY=VALUE), and its secret source. */
+static char *token_of(const char *env_text, const char **secret_source, GError **error)
+{
+  g_auto(GStrv) envp = g_strsplit(env_text, " ", -1);
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_from_environ((const char *const *)envp, error);
+  if (env == NULL)
+    return NULL;
+  *secret_source = env->secret_source;
+  return cohort_dist_job_token(env);
+}
+
+/* The job secret: COHORT_JOB_TOKEN when given (checked, and never echoed in an error);
+ * Open MPI's per-job random key; else job ids. Every rank of a job derives the same token,
+ * and other jobs another. */
+static void test_job_secret(void)
+{
+  g_autoptr(GError) error = NULL;
+  const char *src = NULL;
+  const char *tr0 = "RANK=0 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=5 TORCHELASTIC_RUN_ID=job";
+  const char *tr1 = "RANK=1 WORLD_SIZE=2 MASTER_ADDR=h MASTER_PORT=5 TORCHELASTIC_RUN_ID=job";
+  g_autofree char *plain0 = token_of(tr0, &src, &error);
+  g_assert_no_error(error);
+  g_assert_null(src); /* derived from the run id: guessable, and rank 0 will say so */
+  g_autofree char *plain1 = token_of(tr1, &src, &error);
+  g_assert_cmpstr(plain0, ==, plain1);
+
+  g_autofree char *with0 = g_strdup_printf("%s COHORT_JOB_TOKEN=5f0c2a9d81e34b6a90d1", tr0);
+  g_autofree char *with1 = g_strdup_printf("%s COHORT_JOB_TOKEN=5f0c2a9d81e34b6a90d1", tr1);
+  g_autofree char *other = g_strdup_printf("%s COHORT_JOB_TOKEN=77777777777777777777", tr1);
+  g_autofree char *s0 = token_of(with0, &src, &error);
+  g_assert_cmpstr(src, ==, "COHORT_JOB_TOKEN");
+  g_autofree char *s1 = token_of(with1, &src, &error);
+  g_autofree char *s2 = token_of(other, &src, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(s0, ==, s1);
+  g_assert_cmpstr(s0, !=, s2);
+  g_assert_cmpstr(s0, !=, plain0);
+
+  g_autofree char *weak = g_strdup_printf("%s COHORT_JOB_TOKEN=hunter2", tr0);
+  g_assert_null(token_of(weak, &src, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV);
+  g_assert_nonnull(strstr(error->message, "COHORT_JOB_TOKEN"));
+  g_assert_nonnull(strstr(error->message, "16"));
+  g_assert_null(strstr(error->message, "hunter2"));
+  g_clear_error(&error);
+
+  const char *mpi = "OMPI_COMM_WORLD_RANK=%d OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=%d "
+                    "OMPI_COMM_WORLD_LOCAL_SIZE=2 OMPI_MCA_ess_base_jobid=41 "
+                    "OMPI_MCA_orte_precondition_transports=%s";
+  g_autofree char *m0 = g_strdup_printf(mpi, 0, 0, "7ca00410092c1db3-7c4c2c1201ed36f9");
+  g_autofree char *m1 = g_strdup_printf(mpi, 1, 1, "7ca00410092c1db3-7c4c2c1201ed36f9");
+  g_autofree char *m2 = g_strdup_printf(mpi, 1, 1, "0000000000000001-7c4c2c1201ed36f9");
+  g_autofree char *t0 = token_of(m0, &src, &error);
+  g_assert_cmpstr(src, ==, "Open MPI's job key");
+  g_autofree char *t1 = token_of(m1, &src, &error);
+  g_autofree char *t2 = token_of(m2, &src, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(t0, ==, t1);
+  g_assert_cmpstr(t0, !=, t2);
+
+  const char *slurm = "SLURM_PROCID=%d SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 SLURM_NODELIST=a "
+                      "SLURM_JOB_ID=%d SLURM_JOB_UID=1000";
+  g_autofree char *j0 = g_strdup_printf(slurm, 0, 7);
+  g_autofree char *j1 = g_strdup_printf(slurm, 1, 7);
+  g_autofree char *k1 = g_strdup_printf(slurm, 1, 8);
+  g_autofree char *u0 = token_of(j0, &src, &error);
+  g_assert_null(src);
+  g_autofree char *u1 = token_of(j1, &src, &error);
+  g_autofree char *v1 = token_of(k1, &src, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(u0, ==, u1);
+  g_assert_cmpstr(u0, !=, v1);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/env/table", test_table);
   g_test_add_func("/env/nodelist", test_nodelist);
   g_test_add_func("/env/tasks-per-node", test_tasks_per_node);
+  g_test_add_func("/env/job-secret", test_job_secret);
   return g_test_run();
 }

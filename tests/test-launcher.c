@@ -5,11 +5,15 @@
 #include "engine/distributed/commands.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
+#include "engine/distributed/store.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -246,9 +250,9 @@ static void run_signal_launcher(int sig)
   g_assert_cmpint(kill(launcher, sig), ==, 0);
   int status = 0;
   g_assert_cmpint(waitpid(launcher, &status, 0), ==, launcher);
-  if (sig == SIGTERM) {
+  if (sig != SIGKILL) {
     g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), ==, 128 + SIGTERM);
+    g_assert_cmpint(WEXITSTATUS(status), ==, 128 + sig);
   }
   /* The workers are gone; after a SIGKILLed launcher they die by PR_SET_PDEATHSIG and are
    * reaped by whoever adopted them, so allow a moment and count a zombie as gone. */
@@ -276,6 +280,11 @@ static void run_signal_launcher(int sig)
 static void test_sigterm_to_launcher(void)
 {
   run_signal_launcher(SIGTERM);
+}
+
+static void test_sigint_to_launcher(void)
+{
+  run_signal_launcher(SIGINT);
 }
 
 static void test_sigkill_to_launcher(void)
@@ -469,6 +478,33 @@ static void test_commands(void)
   assert_has(mpi->commands[0], "mpirun -np 8 |ppr:4:node|-x MASTER_ADDR=10.1.2.3|"
                                "-x MASTER_PORT=29400|cohort-train --config '/runs/my run.json'");
 
+  /* The nodes share one secret, in the environment of their commands, fresh for each call;
+   * commands run once draw theirs in the shell, and mpirun passes it by name. */
+  const char *secret = run->commands[0] + strlen("COHORT_JOB_TOKEN=");
+  g_assert_true(g_str_has_prefix(run->commands[0], "COHORT_JOB_TOKEN="));
+  g_assert_cmpint(strspn(secret, "0123456789abcdef"), ==, 32);
+  g_assert_cmpint(secret[32], ==, ' ');
+  g_autofree char *prefix = g_strndup(run->commands[0], strlen("COHORT_JOB_TOKEN=") + 33);
+  for (int n = 0; n < 2; n++) {
+    g_assert_true(g_str_has_prefix(run->commands[n], prefix));
+    g_assert_true(g_str_has_prefix(tr->commands[n], prefix));
+  }
+  assert_has(srun->commands[0], "COHORT_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom");
+  assert_has(sb->commands[0], "export COHORT_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom");
+  assert_has(mpi->commands[0], "COHORT_JOB_TOKEN=$(od |-x COHORT_JOB_TOKEN ");
+  g_autofree char *hex = g_strndup(secret, 32);
+  g_assert_null(strstr(srun->commands[0], hex));
+  g_assert_null(strstr(mpi->commands[0], hex));
+  g_autoptr(GPtrArray) again = cohort_launch_commands(cfg, "/runs/my run.json", NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_false(g_str_has_prefix(find_cmd(again, "cohort-run")->commands[0], prefix));
+  /* one node: cohort-run draws its own */
+  cfg->num_nodes = 1;
+  g_autoptr(GPtrArray) one = cohort_launch_commands(cfg, "/runs/x.json", NULL, NULL, &error);
+  g_assert_true(g_str_has_prefix(find_cmd(one, "cohort-run")->commands[0], "cohort-run "));
+  assert_has(find_cmd(one, "torchrun")->commands[0], "COHORT_JOB_TOKEN=$(od ");
+  cfg->num_nodes = 2;
+
   /* two nodes cannot meet at a loopback master */
   g_free(cfg->master_addr);
   cfg->master_addr = g_strdup("127.0.0.1");
@@ -477,15 +513,170 @@ static void test_commands(void)
   g_assert_nonnull(strstr(error->message, "master_addr"));
 }
 
+static const char *secret_of(GStrv env)
+{
+  const char *v = get(env, "COHORT_JOB_TOKEN");
+  g_assert_nonnull(v);
+  return v;
+}
+
+static gboolean is_fresh_secret(const char *v)
+{
+  return strlen(v) == 32 && strspn(v, "0123456789abcdef") == 32;
+}
+
+/* Runs the cohort-run program with dist-worker on 2 ranks; returns its exit status and
+ * stderr. */
+static int run_program(const char *dir, const char *const *flags, char **err)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)g_getenv("COHORT_RUN"));
+  for (int i = 0; flags[i] != NULL; i++)
+    g_ptr_array_add(argv, (gpointer)flags[i]);
+  g_autofree char *w = worker_path();
+  g_ptr_array_add(argv, w);
+  g_ptr_array_add(argv, (gpointer)dir);
+  g_ptr_array_add(argv, NULL);
+  int st = -1;
+  g_autoptr(GError) error = NULL;
+  g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, err,
+               &st, &error);
+  g_assert_no_error(error);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Spawn mode and cohort-run give the workers a random COHORT_JOB_TOKEN per job, the same on
+ * every rank and across restarts, in their environment and never their argv or the
+ * launcher's output; a given one is used as it is, a weak one refused; several nodes get none
+ * unless the user gives it. */
+static void test_job_secret(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *d1 = make_outdir(), *d2 = make_outdir();
+  g_autofree char *w = worker_path();
+  const char *argv1[] = {w, d1, NULL}, *argv2[] = {w, d2, NULL};
+  g_assert_cmpint(cohort_launch_spawn(argv1, 2, -1, &error), ==, 0);
+  g_assert_cmpint(cohort_launch_spawn(argv2, 2, -1, &error), ==, 0);
+  g_auto(GStrv) a0 = read_env(d1, 0, 0), a1 = read_env(d1, 1, 0), b0 = read_env(d2, 0, 0);
+  g_assert_true(is_fresh_secret(secret_of(a0)));
+  g_assert_cmpstr(secret_of(a0), ==, secret_of(a1));
+  g_assert_cmpstr(secret_of(a0), !=, secret_of(b0));
+  g_assert_null(strstr(get(a0, "ARGV"), secret_of(a0)));
+  rm_rf(d1);
+  rm_rf(d2);
+
+  /* the program, twice: different secrets, none in its output or the workers' argv */
+  g_autofree char *d3 = make_outdir(), *d4 = make_outdir();
+  g_autofree char *e3 = NULL, *e4 = NULL;
+  const char *flags[] = {"--standalone", "--nproc-per-node=2", NULL};
+  g_assert_cmpint(run_program(d3, flags, &e3), ==, 0);
+  g_assert_cmpint(run_program(d4, flags, &e4), ==, 0);
+  g_auto(GStrv) c0 = read_env(d3, 0, 0), c1 = read_env(d3, 1, 0), f0 = read_env(d4, 0, 0);
+  g_assert_cmpstr(secret_of(c0), ==, secret_of(c1));
+  g_assert_cmpstr(secret_of(c0), !=, secret_of(f0));
+  g_assert_null(strstr(e3, secret_of(c0)));
+  g_assert_null(strstr(get(c1, "ARGV"), secret_of(c0)));
+  rm_rf(d3);
+  rm_rf(d4);
+
+  /* restarts keep the job's secret (the token carries the attempt) */
+  g_autofree char *d5 = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(d5, 2);
+  o->max_restarts = 1;
+  const char *fail_once[] = {"DIST_WORKER_MODE=fail", "DIST_WORKER_FAIL_RANK=1",
+                             "DIST_WORKER_FAIL_ONCE=1", NULL};
+  o->extra_env = g_strdupv((char **)fail_once);
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  g_assert_no_error(error);
+  g_assert_true(r->success);
+  g_auto(GStrv) first = read_env(d5, 0, 0), second = read_env(d5, 0, 1);
+  g_assert_cmpstr(secret_of(first), ==, secret_of(second));
+  rm_rf(d5);
+
+  /* given: passed on as it is; too short: refused without echoing it */
+  g_autofree char *d6 = make_outdir();
+  g_autoptr(CohortLaunchOptions) given = options(d6, 2);
+  const char *mine[] = {"COHORT_JOB_TOKEN=0123456789abcdefXYZ", NULL};
+  given->extra_env = g_strdupv((char **)mine);
+  g_autoptr(CohortLaunchResult) rg = cohort_launch_run(given, &error);
+  g_assert_no_error(error);
+  g_auto(GStrv) g0 = read_env(d6, 0, 0);
+  g_assert_cmpstr(secret_of(g0), ==, "0123456789abcdefXYZ");
+  const char *weak[] = {"COHORT_JOB_TOKEN=short", NULL};
+  g_strfreev(given->extra_env);
+  given->extra_env = g_strdupv((char **)weak);
+  g_assert_null(cohort_launch_run(given, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV);
+  g_assert_null(strstr(error->message, "short"));
+  g_clear_error(&error);
+  rm_rf(d6);
+
+  /* several nodes: nothing drawn (node 1's launcher: node 0 would host the store) */
+  g_autofree char *d7 = make_outdir();
+  g_autoptr(CohortLaunchOptions) multi = options(d7, 1);
+  multi->nnodes = 2;
+  multi->node_rank = 1;
+  multi->master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortLaunchResult) rm = cohort_launch_run(multi, &error);
+  g_assert_no_error(error);
+  g_auto(GStrv) m1 = read_env(d7, 1, 0);
+  g_assert_nonnull(m1);
+  g_assert_null(get(m1, "COHORT_JOB_TOKEN"));
+  rm_rf(d7);
+}
+
+/* A taken store port fails at once, naming the port, without starting a worker and without
+ * the restarts --max-restarts allows. */
+static void test_port_taken(void)
+{
+  int sock = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+  g_assert_cmpint(bind(sock, (struct sockaddr *)&addr, sizeof addr), ==, 0);
+  g_assert_cmpint(listen(sock, 1), ==, 0);
+  socklen_t len = sizeof addr;
+  getsockname(sock, (struct sockaddr *)&addr, &len);
+  int port = ntohs(addr.sin_port);
+  g_autofree char *dir = make_outdir();
+  g_autofree char *port_flag = g_strdup_printf("--master-port=%d", port);
+  const char *flags[] = {"--nproc-per-node=2", "--max-restarts=3", port_flag, NULL};
+  g_autofree char *err = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  int status = run_program(dir, flags, &err);
+  double secs = (g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("exit %d after %.2f s:\n%s", status, secs, err);
+  g_assert_cmpint(status, ==, 1);
+  g_assert_cmpfloat(secs, <, 5);
+  g_autofree char *port_text = g_strdup_printf("port %d", port);
+  g_assert_nonnull(strstr(err, port_text));
+  g_assert_null(strstr(err, "restarting"));
+  g_assert_true(strstr(err, "cannot host") == g_strrstr(err, "cannot host")); /* one attempt */
+  g_auto(GStrv) none = read_env(dir, 0, 0);
+  g_assert_null(none);
+
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortLaunchOptions) o = options(dir, 2);
+  o->master_port = port;
+  o->max_restarts = 3;
+  g_assert_null(cohort_launch_run(o, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ADDR_IN_USE);
+  close(sock);
+  rm_rf(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  /* The secret tests expect the launcher to draw one. */
+  g_unsetenv("COHORT_JOB_TOKEN");
   g_test_add_func("/launcher/env-contract", test_env_contract);
   g_test_add_func("/launcher/failure-exit", test_failure_exit);
   g_test_add_func("/launcher/failure-signal", test_failure_signal);
   g_test_add_func("/launcher/restart", test_restart);
   g_test_add_func("/launcher/sigterm", test_sigterm_to_launcher);
+  g_test_add_func("/launcher/sigint", test_sigint_to_launcher);
   g_test_add_func("/launcher/sigkill", test_sigkill_to_launcher);
+  g_test_add_func("/launcher/job-secret", test_job_secret);
+  g_test_add_func("/launcher/port-taken", test_port_taken);
   g_test_add_func("/launcher/spawn", test_spawn);
   g_test_add_func("/launcher/nproc", test_nproc);
   g_test_add_func("/launcher/torchrun-agrees", test_torchrun_agrees);

@@ -1,9 +1,15 @@
 /* The rendezvous store over loopback: operations, timeouts, token, limits, port in use,
- * late server, lost server, and the config check between ranks. */
+ * late server, lost server, the config check between ranks, a nested config value, the ranks
+ * a rendezvous timeout names, the address a job's store binds, and the job token. (The
+ * server's connection limits: test-store-limits.c.) */
 #include "engine/distributed/store.h"
+#include "store-raw.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +17,8 @@
 static void test_operations(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, "tok", &error);
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, "tok", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   g_assert_cmpint(port, >, 0);
@@ -73,7 +80,7 @@ static gpointer set_later(gpointer data)
 static void test_wait_and_timeouts(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   g_autoptr(CohortStore) a = cohort_store_connect("127.0.0.1", port, "", 5, &error);
@@ -113,7 +120,7 @@ static void test_wait_and_timeouts(void)
 static void test_wrong_token(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "job-a", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "job-a", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
   gint64 t0 = g_get_monotonic_time();
@@ -169,7 +176,7 @@ static int raw_request(int fd, guint8 op, guint32 key_len, guint64 val_len, char
 static void test_oversized(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "t", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, 0, "t", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(server);
 
@@ -204,10 +211,10 @@ static void test_oversized(void)
 static void test_port_taken(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) first = cohort_store_server_new(NULL, 0, "", &error);
+  g_autoptr(CohortStoreServer) first = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_assert_no_error(error);
   int port = cohort_store_server_port(first);
-  g_autoptr(CohortStoreServer) second = cohort_store_server_new(NULL, port, "", &error);
+  g_autoptr(CohortStoreServer) second = cohort_store_server_new(NULL, port, "", NULL, &error);
   g_assert_null(second);
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ADDR_IN_USE);
   g_autofree char *port_s = g_strdup_printf("port %d", port);
@@ -219,7 +226,7 @@ static void test_port_taken(void)
   g_assert_cmpint(suggested, !=, port);
   g_clear_error(&error);
   /* the suggestion really is free */
-  g_autoptr(CohortStoreServer) third = cohort_store_server_new(NULL, suggested, "", &error);
+  g_autoptr(CohortStoreServer) third = cohort_store_server_new(NULL, suggested, "", NULL, &error);
   g_assert_no_error(error);
 }
 
@@ -244,7 +251,7 @@ static void test_server_starts_later(void)
   GThread *t = g_thread_new("client", connect_early, &args);
   g_usleep(400 * 1000);
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, port, "x", &error);
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new(NULL, port, "x", NULL, &error);
   g_assert_no_error(error);
   g_thread_join(t);
   g_assert_no_error(args.error);
@@ -265,7 +272,7 @@ static void test_unreachable_and_lost(void)
   g_assert_cmpint(g_get_monotonic_time() - t0, <, 3 * G_USEC_PER_SEC);
   g_clear_error(&error);
 
-  CohortStoreServer *server = cohort_store_server_new(NULL, 0, "", &error);
+  CohortStoreServer *server = cohort_store_server_new(NULL, 0, "", NULL, &error);
   g_autoptr(CohortStore) c =
       cohort_store_connect("127.0.0.1", cohort_store_server_port(server), "", 5, &error);
   g_assert_no_error(error);
@@ -348,6 +355,222 @@ static void test_config_check(void)
   }
 }
 
+/* ---- rendezvous, bind address, token ---- */
+
+typedef struct {
+  CohortStore *store;
+  char *value;
+  gsize len;
+} FakeRank;
+
+/* Plays rank 1 of 2: publishes `value` as its config with a hash that differs from rank 0's,
+ * then acknowledges the verdict. */
+static gpointer fake_rank(gpointer data)
+{
+  FakeRank *f = data;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_store_set(f->store, "config/json/1", f->value, f->len, &error));
+  g_assert_true(cohort_store_set(f->store, "config/hash/1", "bogus", 5, &error));
+  g_autoptr(GBytes) v = cohort_store_get(f->store, "config/verdict", 10, &error);
+  g_assert_no_error(error);
+  cohort_store_add(f->store, "config/verdict_read", 1, NULL, NULL);
+  return NULL;
+}
+
+/* A config value nested a million deep (a recursive parser would overflow the stack) is
+ * reported as unreadable, not parsed: rank 0 fails cleanly. Once engine/json-read (the strict
+ * reader with a depth limit) reads these values, this still holds: the message may name its
+ * limit instead. */
+static void test_nested_config(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.rank = 0,
+                       .world_size = 2,
+                       .local_world_size = 2,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autofree char *token = cohort_dist_job_token(&env);
+  g_autoptr(CohortStore) s0 = cohort_store_open(&env, token, 10, &error);
+  g_assert_no_error(error);
+  CohortDistEnv env1 = env;
+  env1.rank = env1.local_rank = 1;
+  g_autoptr(CohortStore) s1 = cohort_store_open(&env1, token, 10, &error);
+  g_assert_no_error(error);
+  FakeRank f = {s1, NULL, 1000000};
+  f.value = g_malloc(f.len);
+  memset(f.value, '[', f.len);
+  GThread *t = g_thread_new("rank1", fake_rank, &f);
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_assert_false(cohort_dist_check_config(s0, &env, cfg, 10, &error));
+  g_thread_join(t);
+  g_test_message("%s", error->message);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH);
+  g_assert_nonnull(strstr(error->message, "rank 1"));
+  g_assert_nonnull(strstr(error->message, "unreadable"));
+  g_free(f.value);
+}
+
+typedef struct {
+  CohortDistEnv env;
+  CohortStore *store;
+  GError *error;
+} Arriving;
+
+static gpointer arrive(gpointer data)
+{
+  Arriving *a = data;
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cohort_dist_check_config(a->store, &a->env, cfg, 1, &a->error);
+  return NULL;
+}
+
+/* World size 4, ranks 2 and 3 never start: both ranks that did say which are missing, not
+ * which store keys. */
+static void test_missing_ranks(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.world_size = 4,
+                       .local_world_size = 4,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autofree char *token = cohort_dist_job_token(&env);
+  Arriving a[2];
+  for (int r = 1; r >= 0; r--) { /* rank 1 first: it waits for rank 0's store */
+    a[r] = (Arriving){.env = env};
+    a[r].env.rank = a[r].env.local_rank = r;
+  }
+  a[0].store = cohort_store_open(&a[0].env, token, 5, &error);
+  g_assert_no_error(error);
+  a[1].store = cohort_store_open(&a[1].env, token, 5, &error);
+  g_assert_no_error(error);
+  GThread *t[2];
+  for (int r = 0; r < 2; r++)
+    t[r] = g_thread_new("rank", arrive, &a[r]);
+  for (int r = 0; r < 2; r++)
+    g_thread_join(t[r]);
+  for (int r = 1; r >= 0; r--) {
+    g_assert_nonnull(a[r].error);
+    g_test_message("rank %d: %s", r, a[r].error->message);
+    g_assert_error(a[r].error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+    g_assert_nonnull(strstr(a[r].error->message, "ranks 2, 3 of 4 never joined"));
+    g_assert_null(strstr(a[r].error->message, "config/"));
+    g_error_free(a[r].error);
+    cohort_store_free(a[r].store);
+  }
+}
+
+/* A local address of this host other than loopback, or NULL. */
+static char *non_loopback_address(void)
+{
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) != 0)
+    return NULL;
+  char *found = NULL;
+  for (struct ifaddrs *i = list; i != NULL && found == NULL; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+      continue;
+    char host[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, host, sizeof host);
+    if (!g_str_has_prefix(host, "127."))
+      found = g_strdup(host);
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+/* Rank 0 of a single-node job at 127.0.0.1 listens on loopback only: the port cannot be
+ * reached on the host's network address. With that address as master, the reverse. A
+ * multi-node job whose master is a host name listens on every address. */
+static void test_bind_address(void)
+{
+  g_autofree char *lan = non_loopback_address();
+  if (lan == NULL) {
+    g_test_skip("this host has no address but loopback: nothing to check the bind against");
+    return;
+  }
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env = {.world_size = 2,
+                       .local_world_size = 2,
+                       .master_addr = (char *)"127.0.0.1",
+                       .run_id = (char *)"t"};
+  env.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) local = cohort_store_open(&env, "t", 5, &error);
+  g_assert_no_error(error);
+  CohortStoreServer *server = cohort_store_get_server(local);
+  g_assert_false(cohort_store_server_is_exposed(server));
+  g_assert_cmpstr(cohort_store_server_addresses(server)[0], ==, "127.0.0.1");
+  g_assert_null(cohort_store_server_addresses(server)[1]);
+  g_test_message("store on 127.0.0.1:%d; trying %s", env.master_port, lan);
+  int fd = raw_open(lan, env.master_port);
+  g_assert_cmpint(fd, ==, -1);
+  g_assert_cmpint(errno, ==, ECONNREFUSED);
+  fd = raw_open("127.0.0.1", env.master_port);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+
+  CohortDistEnv on_lan = env;
+  on_lan.master_addr = lan;
+  on_lan.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) exposed = cohort_store_open(&on_lan, "t", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_server_is_exposed(cohort_store_get_server(exposed)));
+  g_assert_cmpint(raw_open("127.0.0.1", on_lan.master_port), ==, -1);
+  g_assert_cmpint(errno, ==, ECONNREFUSED);
+
+  CohortDistEnv nodes = env;
+  nodes.world_size = 4;
+  nodes.master_addr = (char *)"localhost";
+  nodes.master_port = cohort_store_find_free_port(0);
+  g_autoptr(CohortStore) wide = cohort_store_open(&nodes, "t", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_server_is_exposed(cohort_store_get_server(wide)));
+  fd = raw_open(lan, nodes.master_port);
+  g_assert_cmpint(fd, >=, 0);
+  close(fd);
+  g_assert_null(cohort_store_bind_address("node0", FALSE));
+  g_assert_cmpstr(cohort_store_bind_address(lan, FALSE), ==, lan);
+  g_assert_null(cohort_store_bind_address("198.51.100.7", FALSE)); /* not this host's */
+  g_assert_cmpstr(cohort_store_bind_address("node0", TRUE), ==, "node0");
+}
+
+/* The job token: unguessable from the run id alone, one per attempt, and refusing a client
+ * that presents the old predictable form. */
+static void test_job_token(void)
+{
+  CohortDistEnv env = {.run_id = (char *)"none", .job_secret = (char *)"0123456789abcdef0123"};
+  g_autofree char *t0 = cohort_dist_job_token(&env);
+  g_assert_cmpuint(strlen(t0), ==, 64);
+  g_assert_null(strstr(t0, env.job_secret));
+  g_assert_null(strstr(t0, "none"));
+  g_autofree char *again = cohort_dist_job_token(&env);
+  g_assert_cmpstr(again, ==, t0);
+  env.restart_count = 1;
+  g_autofree char *t1 = cohort_dist_job_token(&env);
+  g_assert_cmpstr(t1, !=, t0);
+  env.restart_count = 0;
+  env.job_secret = (char *)"another secret, long enough";
+  g_autofree char *other = cohort_dist_job_token(&env);
+  g_assert_cmpstr(other, !=, t0);
+
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server = cohort_store_server_new("127.0.0.1", 0, t0, NULL, &error);
+  int port = cohort_store_server_port(server);
+  g_assert_null(cohort_store_connect("127.0.0.1", port, "cohort/none/attempt-0", 5, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_null(strstr(error->message, t0));
+  g_clear_error(&error);
+  g_autoptr(CohortStore) ok = cohort_store_connect("127.0.0.1", port, t0, 5, &error);
+  g_assert_no_error(error);
+
+  g_autofree char *s1 = cohort_dist_new_secret(&error);
+  g_autofree char *s2 = cohort_dist_new_secret(&error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(strlen(s1), ==, 32);
+  g_assert_cmpstr(s1, !=, s2);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -359,5 +582,9 @@ int main(int argc, char **argv)
   g_test_add_func("/store/server-starts-later", test_server_starts_later);
   g_test_add_func("/store/unreachable-and-lost", test_unreachable_and_lost);
   g_test_add_func("/store/config-check", test_config_check);
+  g_test_add_func("/store/nested-config", test_nested_config);
+  g_test_add_func("/store/missing-ranks", test_missing_ranks);
+  g_test_add_func("/store/bind-address", test_bind_address);
+  g_test_add_func("/store/job-token", test_job_token);
   return g_test_run();
 }

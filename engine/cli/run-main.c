@@ -40,7 +40,21 @@ static const char usage[] =
     "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
     "                          commands for --config FILE and exit\n"
     "  --config FILE           the config for --print-commands\n"
-    "  --version, --help\n";
+    "  --version, --help\n"
+    "\n"
+    "Environment: COHORT_JOB_TOKEN, the job secret from which the ranks derive the\n"
+    "rendezvous store's token (16 to 4096 characters). On one node cohort-run makes a random\n"
+    "one when it is not set; with --nnodes > 1 export the same one on every node. It reaches\n"
+    "the workers through their environment, never their command line.\n"
+    "\n"
+    "Exit status:\n"
+    "  0    every worker exited 0\n"
+    "  1    the group failed (a worker exited non-zero or was killed, including a worker\n"
+    "       stopped by a signal cohort-run did not send) after any restarts, or could not\n"
+    "       start: e.g. the store's port is taken (not retried)\n"
+    "  2    a bad command line or COHORT_JOB_TOKEN\n"
+    "  129, 130, 143  stopped by SIGHUP, SIGINT or SIGTERM to cohort-run (128 + the signal);\n"
+    "       the workers got SIGTERM and saved a checkpoint\n";
 
 static int fail(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 static int fail(const char *fmt, ...)
@@ -100,14 +114,112 @@ static const char *const valued[] = {
     "--progress-fd",  "--rdzv-id",        "--run-id",           "--rdzv-endpoint",
     "--rdzv-backend", "--grace-period",   "--config",           NULL};
 
+/* What the options set beside the launch options. */
+typedef struct {
+  gboolean standalone, print, port_given;
+  const char *nproc_text;
+  char *config_path;
+} Parsed;
+
+static void parsed_clear(Parsed *p)
+{
+  g_free(p->config_path);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Parsed, parsed_clear)
+
+/* Applies option `name` (dashed, e.g. "--nnodes") with `value` (NULL for a flag; `arg` is
+ * the option as given, for messages). Returns -1 to go on, else the exit status. */
+static int apply_option(CohortLaunchOptions *o, Parsed *st, const char *arg, const char *name,
+                        const char *value)
+{
+  if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  } else if (strcmp(name, "--version") == 0) {
+    printf("cohort-run %s\n", COHORT_VERSION);
+    return 0;
+  } else if (strcmp(name, "--nnodes") == 0) {
+    if (strchr(value, ':') != NULL)
+      return fail("--nnodes %s: elastic ranges (MIN:MAX) are not supported; membership is "
+                  "static, give one number",
+                  value);
+    if (!parse_int(name, value, 1, 100000, &o->nnodes))
+      return 2;
+  } else if (strcmp(name, "--nproc-per-node") == 0) {
+    st->nproc_text = value;
+  } else if (strcmp(name, "--node-rank") == 0) {
+    if (!parse_int(name, value, 0, 100000, &o->node_rank))
+      return 2;
+  } else if (strcmp(name, "--master-addr") == 0) {
+    if (value[0] == '\0')
+      return fail("--master-addr is empty; give a host name or address");
+    g_free(o->master_addr);
+    o->master_addr = g_strdup(value);
+  } else if (strcmp(name, "--master-port") == 0) {
+    if (!parse_int(name, value, 1, 65535, &o->master_port))
+      return 2;
+    st->port_given = TRUE;
+  } else if (strcmp(name, "--rdzv-endpoint") == 0) {
+    const char *colon = strrchr(value, ':');
+    if (colon == NULL || colon == value)
+      return fail("--rdzv-endpoint \"%s\" is not HOST:PORT", value);
+    g_autofree char *host = g_strndup(value, colon - value);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+      char *inner = g_strndup(host + 1, strlen(host) - 2);
+      g_free(host);
+      host = inner;
+    }
+    if (!parse_int(name, colon + 1, 1, 65535, &o->master_port))
+      return 2;
+    st->port_given = TRUE;
+    g_free(o->master_addr);
+    o->master_addr = g_steal_pointer(&host);
+  } else if (strcmp(name, "--rdzv-backend") == 0) {
+    if (strcmp(value, "static") != 0 && strcmp(value, "c10d") != 0)
+      return fail("--rdzv-backend %s is not supported; membership is static (static, or c10d "
+                  "taken as static)",
+                  value);
+  } else if (strcmp(name, "--rdzv-id") == 0 || strcmp(name, "--run-id") == 0) {
+    g_free(o->run_id);
+    o->run_id = g_strdup(value);
+  } else if (strcmp(name, "--standalone") == 0) {
+    st->standalone = TRUE;
+  } else if (strcmp(name, "--max-restarts") == 0) {
+    if (!parse_int(name, value, 0, 100000, &o->max_restarts))
+      return 2;
+  } else if (strcmp(name, "--monitor-interval") == 0) {
+    if (!parse_double(name, value, 0.001, &o->monitor_interval))
+      return 2;
+  } else if (strcmp(name, "--grace-period") == 0) {
+    if (!parse_double(name, value, 0, &o->grace_period))
+      return 2;
+  } else if (strcmp(name, "--log-dir") == 0) {
+    g_free(o->log_dir);
+    o->log_dir = g_strdup(value);
+  } else if (strcmp(name, "--progress-fd") == 0) {
+    if (!parse_int(name, value, 0, 1 << 20, &o->progress_fd))
+      return 2;
+  } else if (strcmp(name, "--no-python") == 0) {
+    /* our workers are always programs */
+  } else if (strcmp(name, "--quiet") == 0) {
+    o->quiet = TRUE;
+  } else if (strcmp(name, "--print-commands") == 0) {
+    st->print = TRUE;
+  } else if (strcmp(name, "--config") == 0) {
+    g_free(st->config_path);
+    st->config_path = g_strdup(value);
+  } else {
+    return fail("unknown option %s (see --help)", arg);
+  }
+  return -1;
+}
+
 int main(int argc, char **argv)
 {
   g_set_prgname("cohort-run");
   g_autoptr(CohortLaunchOptions) o = cohort_launch_options_new();
   o->master_port = 29500;
-  gboolean standalone = FALSE, print = FALSE, port_given = FALSE;
-  const char *nproc_text = "1";
-  g_autofree char *config_path = NULL;
+  g_auto(Parsed) st = {.nproc_text = "1"};
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -137,99 +249,23 @@ int main(int argc, char **argv)
       return fail("%s takes no value", name);
     }
 
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-      fputs(usage, stdout);
-      return 0;
-    } else if (strcmp(name, "--version") == 0) {
-      printf("cohort-run %s\n", COHORT_VERSION);
-      return 0;
-    } else if (strcmp(name, "--nnodes") == 0) {
-      if (strchr(value, ':') != NULL)
-        return fail("--nnodes %s: elastic ranges (MIN:MAX) are not supported; membership is "
-                    "static, give one number",
-                    value);
-      if (!parse_int(name, value, 1, 100000, &o->nnodes))
-        return 2;
-    } else if (strcmp(name, "--nproc-per-node") == 0) {
-      nproc_text = value;
-    } else if (strcmp(name, "--node-rank") == 0) {
-      if (!parse_int(name, value, 0, 100000, &o->node_rank))
-        return 2;
-    } else if (strcmp(name, "--master-addr") == 0) {
-      if (value[0] == '\0')
-        return fail("--master-addr is empty; give a host name or address");
-      g_free(o->master_addr);
-      o->master_addr = g_strdup(value);
-    } else if (strcmp(name, "--master-port") == 0) {
-      if (!parse_int(name, value, 1, 65535, &o->master_port))
-        return 2;
-      port_given = TRUE;
-    } else if (strcmp(name, "--rdzv-endpoint") == 0) {
-      const char *colon = strrchr(value, ':');
-      if (colon == NULL || colon == value)
-        return fail("--rdzv-endpoint \"%s\" is not HOST:PORT", value);
-      g_autofree char *host = g_strndup(value, colon - value);
-      if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        char *inner = g_strndup(host + 1, strlen(host) - 2);
-        g_free(host);
-        host = inner;
-      }
-      if (!parse_int(name, colon + 1, 1, 65535, &o->master_port))
-        return 2;
-      port_given = TRUE;
-      g_free(o->master_addr);
-      o->master_addr = g_steal_pointer(&host);
-    } else if (strcmp(name, "--rdzv-backend") == 0) {
-      if (strcmp(value, "static") != 0 && strcmp(value, "c10d") != 0)
-        return fail("--rdzv-backend %s is not supported; membership is static (static, or c10d "
-                    "taken as static)",
-                    value);
-    } else if (strcmp(name, "--rdzv-id") == 0 || strcmp(name, "--run-id") == 0) {
-      g_free(o->run_id);
-      o->run_id = g_strdup(value);
-    } else if (strcmp(name, "--standalone") == 0) {
-      standalone = TRUE;
-    } else if (strcmp(name, "--max-restarts") == 0) {
-      if (!parse_int(name, value, 0, 100000, &o->max_restarts))
-        return 2;
-    } else if (strcmp(name, "--monitor-interval") == 0) {
-      if (!parse_double(name, value, 0.001, &o->monitor_interval))
-        return 2;
-    } else if (strcmp(name, "--grace-period") == 0) {
-      if (!parse_double(name, value, 0, &o->grace_period))
-        return 2;
-    } else if (strcmp(name, "--log-dir") == 0) {
-      g_free(o->log_dir);
-      o->log_dir = g_strdup(value);
-    } else if (strcmp(name, "--progress-fd") == 0) {
-      if (!parse_int(name, value, 0, 1 << 20, &o->progress_fd))
-        return 2;
-    } else if (strcmp(name, "--no-python") == 0) {
-      /* our workers are always programs */
-    } else if (strcmp(name, "--quiet") == 0) {
-      o->quiet = TRUE;
-    } else if (strcmp(name, "--print-commands") == 0) {
-      print = TRUE;
-    } else if (strcmp(name, "--config") == 0) {
-      g_free(config_path);
-      config_path = g_strdup(value);
-    } else {
-      return fail("unknown option %s (see --help)", a);
-    }
+    int status = apply_option(o, &st, a, name, value);
+    if (status >= 0)
+      return status;
   }
-  if (print)
-    return print_commands(config_path);
+  if (st.print)
+    return print_commands(st.config_path);
   if (i >= argc)
     return fail("no program given; usage: cohort-run [OPTIONS] PROGRAM [ARGS...]");
 
   g_autoptr(GError) error = NULL;
-  o->nproc_per_node = cohort_launch_resolve_nproc(nproc_text, "--nproc-per-node", &error);
+  o->nproc_per_node = cohort_launch_resolve_nproc(st.nproc_text, "--nproc-per-node", &error);
   if (o->nproc_per_node < 0)
     return fail("%s", error->message);
-  if (standalone) {
+  if (st.standalone) {
     if (o->nnodes != 1)
       return fail("--standalone runs one node, but --nnodes is %d", o->nnodes);
-    if (port_given)
+    if (st.port_given)
       return fail("--standalone picks a free port itself; leave out --master-port");
     g_free(o->master_addr);
     o->master_addr = g_strdup("127.0.0.1");
@@ -239,7 +275,12 @@ int main(int argc, char **argv)
   }
   o->argv = g_strdupv(argv + i);
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
-  if (r == NULL)
-    return fail("%s", error->message);
+  if (r == NULL) {
+    int status = fail("%s", error->message);
+    /* Bad input is 2; a launch that could not start (a taken port, a system error) is 1. */
+    gboolean bad_input = g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID) ||
+                         g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ENV);
+    return bad_input ? status : 1;
+  }
   return cohort_launch_exit_status(r);
 }

@@ -17,6 +17,7 @@
 #include "engine/trainer.h"
 #include "kernels/cpu/threading.h"
 
+/* The signal that asked this rank to stop, 0 = none. */
 static volatile int stop_requested;
 
 static void on_stop_signal(int sig)
@@ -26,7 +27,7 @@ static void on_stop_signal(int sig)
     signal(sig, SIG_DFL);
     raise(sig);
   }
-  stop_requested = 1;
+  stop_requested = sig;
 }
 
 static void install_signal_handlers(void)
@@ -87,48 +88,91 @@ static GStrv worker_command(char **argv)
   return (GStrv)g_ptr_array_free(g_steal_pointer(&out), FALSE);
 }
 
-int main(int argc, char **argv)
+static const char exit_codes[] =
+    "Exit status:\n"
+    "  0    the run completed\n"
+    "  1    the run failed: a bad config, a failed rank or rendezvous, a non-finite loss,\n"
+    "       a write error (in spawn mode: some rank failed)\n"
+    "  2    a bad command line\n"
+    "  130  stopped by SIGINT, after saving a checkpoint (--resume auto goes on)\n"
+    "  143  stopped by SIGTERM, after saving a checkpoint; also a rank that stopped because\n"
+    "       another rank of its job was stopped\n"
+    "In spawn mode (--nproc N) a SIGINT or SIGTERM to this process stops every rank, and it\n"
+    "exits 130 or 143 likewise. A second signal ends a rank at once, without a checkpoint.\n"
+    "\n"
+    "Environment: COHORT_JOB_TOKEN, the job secret shared by the ranks (see\n"
+    "docs/launching.md); spawn mode makes one when it is not set.";
+
+/* Rank 0 warns, once, when its store can be reached from other hosts and its token derives
+ * from job ids a stranger could learn. The token itself is never printed. */
+static void warn_if_exposed(CohortStore *store, const CohortDistEnv *env)
 {
-  cohort_cpu_threading_env(argv);
-  g_autofree char *config_path = NULL;
-  g_autofree char *preset = NULL;
-  g_auto(GStrv) sets = NULL;
-  g_autofree char *resume = NULL;
-  int progress_fd = -1;
-  gboolean explain = FALSE, quiet = FALSE, version = FALSE, overwrite = FALSE;
-  int nproc = 0;
+  CohortStoreServer *server = store ? cohort_store_get_server(store) : NULL;
+  if (server == NULL || !cohort_store_server_is_exposed(server) || env->secret_source != NULL)
+    return;
+  fprintf(stderr,
+          "cohort-train: warning: the rendezvous store listens on port %d of a network address, "
+          "and no job secret is set: its token derives from job ids that others on the network "
+          "may learn. Export the same %s on every node (e.g. from `openssl rand -hex 16`); see "
+          "docs/launching.md.\n",
+          cohort_store_server_port(server), COHORT_JOB_TOKEN_VAR);
+}
+
+/* The command line. */
+typedef struct {
+  char *config_path;
+  char *preset;
+  GStrv sets;
+  char *resume;
+  int progress_fd;
+  gboolean explain, quiet, version, overwrite;
+  int nproc;
+} Args;
+
+static void args_clear(Args *a)
+{
+  g_free(a->config_path);
+  g_free(a->preset);
+  g_strfreev(a->sets);
+  g_free(a->resume);
+}
+
+/* Parses the command line into `a`; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, Args *a)
+{
+  a->progress_fd = -1;
   GOptionEntry entries[] = {
-      {"config", 'c', 0, G_OPTION_ARG_FILENAME, &config_path, "TrainConfig JSON file", "FILE"},
-      {"preset", 'p', 0, G_OPTION_ARG_STRING, &preset,
+      {"config", 'c', 0, G_OPTION_ARG_FILENAME, &a->config_path, "TrainConfig JSON file", "FILE"},
+      {"preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset,
        "Built-in or user preset (default: tiny-gpt)", "NAME"},
-      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override one key (repeatable)",
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &a->sets, "Override one key (repeatable)",
        "KEY=VALUE"},
-      {"resume", 'r', 0, G_OPTION_ARG_STRING, &resume,
+      {"resume", 'r', 0, G_OPTION_ARG_STRING, &a->resume,
        "Resume from the latest checkpoint in the workspace (auto) or from a checkpoint folder",
        "auto|PATH"},
-      {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite,
+      {"overwrite", 0, 0, G_OPTION_ARG_NONE, &a->overwrite,
        "Start a new run in a workspace that holds an earlier run's checkpoints, moving that "
        "run's outputs to WORKSPACE/previous/RUN-ID/",
        NULL},
-      {"progress-fd", 0, 0, G_OPTION_ARG_INT, &progress_fd,
+      {"progress-fd", 0, 0, G_OPTION_ARG_INT, &a->progress_fd,
        "Write progress events (JSON Lines) to this file descriptor", "FD"},
-      {"nproc", 'n', 0, G_OPTION_ARG_INT, &nproc,
+      {"nproc", 'n', 0, G_OPTION_ARG_INT, &a->nproc,
        "Spawn mode: fork N local ranks on this machine (a free port is chosen)", "N"},
-      {"explain", 0, 0, G_OPTION_ARG_NONE, &explain, "Print the resolved plan as JSON and exit",
+      {"explain", 0, 0, G_OPTION_ARG_NONE, &a->explain, "Print the resolved plan as JSON and exit",
        NULL},
-      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No human progress output", NULL},
-      {"version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version and exit", NULL},
+      {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No human progress output", NULL},
+      {"version", 0, 0, G_OPTION_ARG_NONE, &a->version, "Print the version and exit", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
-  g_auto(GStrv) original_argv = g_strdupv(argv);
   g_autoptr(GOptionContext) ctx = g_option_context_new("- train a model with Cohort");
   g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(ctx, exit_codes);
   g_autoptr(GError) error = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
     fprintf(stderr, "cohort-train: %s (see --help)\n", error->message);
     return 2;
   }
-  if (version) {
+  if (a->version) {
     printf("cohort-train %s\n", COHORT_VERSION);
     return 0;
   }
@@ -136,34 +180,69 @@ int main(int argc, char **argv)
     fprintf(stderr, "cohort-train: unexpected argument '%s' (see --help)\n", argv[1]);
     return 2;
   }
-  if (config_path && preset) {
+  if (a->config_path && a->preset) {
     fprintf(stderr, "cohort-train: give --config or --preset, not both\n");
     return 2;
   }
-  if (progress_fd >= 0 && fcntl(progress_fd, F_GETFD) == -1) {
-    fprintf(stderr, "cohort-train: --progress-fd %d is not an open file descriptor\n", progress_fd);
+  if (a->progress_fd >= 0 && fcntl(a->progress_fd, F_GETFD) == -1) {
+    fprintf(stderr, "cohort-train: --progress-fd %d is not an open file descriptor\n",
+            a->progress_fd);
     return 2;
   }
+  return -1;
+}
 
-  g_autoptr(CohortConfig) cfg = NULL;
-  const char *source = config_path ? config_path : NULL;
-  g_autofree char *preset_source = NULL;
-  if (config_path) {
-    cfg = cohort_config_load_file(config_path, &error);
-  } else {
-    preset_source = cohort_preset_path(preset ? preset : "tiny-gpt", &error);
-    if (preset_source)
-      cfg = cohort_config_load_file(preset_source, &error);
-    source = preset_source;
-  }
+/* The config the command line names, with its --set overrides, validated; *source gets the
+ * file it came from. */
+static CohortConfig *load_config(const Args *a, char **source, GError **error)
+{
+  *source = a->config_path ? g_strdup(a->config_path)
+                           : cohort_preset_path(a->preset ? a->preset : "tiny-gpt", error);
+  if (*source == NULL)
+    return NULL;
+  g_autoptr(CohortConfig) cfg = cohort_config_load_file(*source, error);
+  if (!cfg)
+    return NULL;
+  if (a->sets &&
+      !cohort_config_apply_assignments(cfg, (const char *const *)a->sets, "--set", error))
+    return NULL;
+  if (!cohort_config_validate(cfg, *source, error))
+    return NULL;
+  return g_steal_pointer(&cfg);
+}
+
+/* Meets the job's other ranks: the store (rank 0 hosts it), the config check, then the
+ * collectives on `cuda_device` (NCCL) or the CPU (Gloo). */
+static gboolean join_job(const CohortDistEnv *env, const CohortConfig *cfg, int cuda_device,
+                         CohortStore **store, CohortComm **comm, GError **error)
+{
+  g_autofree char *token = cohort_dist_job_token(env);
+  *store = cohort_store_open(env, token, cfg->timeout_s, error);
+  explicit_bzero(token, strlen(token));
+  if (*store == NULL)
+    return FALSE;
+  warn_if_exposed(*store, env);
+  if (!cohort_dist_check_config(*store, env, cfg, cfg->timeout_s, error))
+    return FALSE;
+  if (cfg->distributed_backend == COHORT_BACKEND_NCCL)
+    *comm = cohort_comm_new_nccl(*store, env, cuda_device, cfg->timeout_s, error);
+  else
+    *comm = cohort_comm_new_gloo(*store, env, cfg->timeout_s, error);
+  return *comm != NULL;
+}
+
+/* Everything after the command line: spawn mode, or this rank's run. */
+static int run(const Args *a, char **original_argv)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *source = NULL;
+  g_autoptr(CohortConfig) cfg = load_config(a, &source, &error);
   if (!cfg)
     return fail(NULL, 0, error->message);
-  if (sets && !cohort_config_apply_assignments(cfg, (const char *const *)sets, "--set", &error))
-    return fail(NULL, 0, error->message);
-  if (!cohort_config_validate(cfg, source, &error))
-    return fail(NULL, 0, error->message);
+  int nproc = a->nproc;
+  int progress_fd = a->progress_fd;
 
-  if (explain) {
+  if (a->explain) {
     g_autofree char *plan = cohort_explain(cfg, nproc > 0 ? nproc : 1, 8, &error);
     if (!plan)
       return fail(NULL, 0, error->message);
@@ -191,7 +270,7 @@ int main(int argc, char **argv)
     return fail(NULL, 0, error->message);
   gboolean rank0 = env->rank == 0;
   g_autoptr(CohortProgress) progress =
-      cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !quiet);
+      cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !a->quiet);
   g_autoptr(CohortStore) store = NULL;
   g_autoptr(CohortComm) comm = NULL;
   /* The rank's device first: NCCL is created on it. */
@@ -208,29 +287,22 @@ int main(int argc, char **argv)
           source);
       return fail(progress, env->rank, msg);
     }
-    g_autofree char *token = cohort_dist_job_token(env);
-    store = cohort_store_open(env, token, cfg->timeout_s, &error);
-    if (!store || !cohort_dist_check_config(store, env, cfg, cfg->timeout_s, &error))
-      return fail_rank(progress, env->rank, error->message);
-    if (cfg->distributed_backend == COHORT_BACKEND_NCCL)
-      comm = cohort_comm_new_nccl(store, env, device.cuda_device, cfg->timeout_s, &error);
-    else
-      comm = cohort_comm_new_gloo(store, env, cfg->timeout_s, &error);
-    if (!comm)
+    if (!join_job(env, cfg, device.cuda_device, &store, &comm, &error))
       return fail_rank(progress, env->rank, error->message);
   }
 
   /* A restarted group resumes from its checkpoint, whoever restarted it (cohort-run also
    * passes --resume auto; torchrun only sets the restart count). */
+  const char *resume = a->resume;
   if (!resume && env->restart_count > 0)
-    resume = g_strdup("auto");
+    resume = "auto";
 
   install_signal_handlers();
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
       /* A restart of the group (cohort-run adds --resume auto) continues the run it started. */
-      .overwrite = overwrite && !resume,
+      .overwrite = a->overwrite && !resume,
       .progress = progress,
       .rank = env->rank,
       .world_size = env->world_size,
@@ -250,5 +322,24 @@ int main(int argc, char **argv)
   /* Rank 0 hosts the store: everyone is done with it before it goes away. */
   if (comm && !cohort_comm_barrier(comm, 0, &error))
     return fail_rank(progress, env->rank, error->message);
+  /* A stopped run is not a completed one: 128 + the signal, as a shell reports it. A rank
+   * stopped by its peers' vote, without a signal of its own, says SIGTERM. */
+  if (stopped)
+    return 128 + (stop_requested ? stop_requested : SIGTERM);
   return 0;
+}
+
+int main(int argc, char **argv)
+{
+  cohort_cpu_threading_env(argv);
+  g_auto(GStrv) original_argv = g_strdupv(argv);
+  Args args = {0};
+  int status = parse_args(argc, argv, &args);
+  if (status >= 0) {
+    args_clear(&args);
+    return status;
+  }
+  status = run(&args, original_argv);
+  args_clear(&args);
+  return status;
 }

@@ -7,7 +7,15 @@
  * distribution's packaging (Debian bookworm's torchrun, for one, needs `-r 1 -t 1` to start;
  * see docs/launching.md). nproc_per_node 0 ("auto") becomes `auto` for cohort-run and
  * torchrun, and for srun/sbatch/mpirun (which need a number) the length of device_indexes,
- * else 1 — the note says so. */
+ * else 1 — the note says so.
+ *
+ * The job secret (COHORT_JOB_TOKEN, see env.h) travels in each command's environment, never
+ * on a launcher's command line: commands run once (srun, sbatch, mpirun, and torchrun on one
+ * node) draw a fresh one in the shell that runs them (`COHORT_JOB_TOKEN=$(od … /dev/urandom
+ * …)`; mpirun passes it on with `-x COHORT_JOB_TOKEN`, by name); commands run once per node
+ * (cohort-run and torchrun on several nodes) carry the same secret, drawn when the commands
+ * are generated, as a `COHORT_JOB_TOKEN=<32 hex digits>` prefix, so each call gives a new
+ * one. A single-node cohort-run draws its own and needs none. */
 #pragma once
 
 #include <glib.h>
@@ -28,7 +36,8 @@ typedef struct {
 void cohort_launch_command_free(CohortLaunchCommand *cmd);
 
 /* The commands for every launcher, in the order above (a GPtrArray of CohortLaunchCommand*,
- * freeing its elements). `config_path` is the config file as the nodes will see it (made
+ * freeing its elements). Several nodes get a fresh shared secret in their commands (see
+ * above), so two calls differ. `config_path` is the config file as the nodes will see it (made
  * absolute when relative); `train_program` and `run_program` are the cohort-train and
  * cohort-run commands to write (NULL = "cohort-train" and "cohort-run"). Returns NULL with a
  * COHORT_CONFIG_ERROR_INVALID error when the config cannot be launched as it stands (e.g.

@@ -2,8 +2,11 @@
 #include "engine/distributed/env.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-dist-error-quark, cohort_dist_error)
@@ -88,6 +91,7 @@ CohortDistEnv *cohort_dist_env_copy(const CohortDistEnv *env)
   *c = *env;
   c->master_addr = g_strdup(env->master_addr);
   c->run_id = g_strdup(env->run_id);
+  c->job_secret = g_strdup(env->job_secret);
   return c;
 }
 
@@ -97,6 +101,10 @@ void cohort_dist_env_free(CohortDistEnv *env)
     return;
   g_free(env->master_addr);
   g_free(env->run_id);
+  if (env->job_secret != NULL) {
+    explicit_bzero(env->job_secret, strlen(env->job_secret));
+    g_free(env->job_secret);
+  }
   g_free(env);
 }
 
@@ -461,6 +469,119 @@ static CohortDistEnv *from_mpi(const char *const *envp, GError **error)
   return g_steal_pointer(&env);
 }
 
+/* ---- the job secret and token ---- */
+
+gboolean cohort_dist_check_secret(const char *secret, GError **error)
+{
+  gsize n = strlen(secret);
+  if (n < COHORT_JOB_TOKEN_MIN || n > 4096) {
+    env_error(error,
+              "%s is %zu bytes long; use %d to 4096 random characters (e.g. `openssl rand -hex "
+              "16`), the same on every node",
+              COHORT_JOB_TOKEN_VAR, n, COHORT_JOB_TOKEN_MIN);
+    return FALSE;
+  }
+  for (const char *p = secret; *p; p++) {
+    if ((guchar)*p < 0x20 || *p == 0x7f) {
+      env_error(error, "%s holds a control character; use printable characters only",
+                COHORT_JOB_TOKEN_VAR);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+char *cohort_dist_new_secret(GError **error)
+{
+  guint8 raw[16];
+  gsize got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (gsize)n;
+  }
+  if (got < sizeof raw) {
+    /* A kernel without getrandom (before 3.17): its device gives the same bytes. */
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    got = fd >= 0 && read(fd, raw, sizeof raw) == (ssize_t)sizeof raw ? sizeof raw : 0;
+    if (fd >= 0)
+      close(fd);
+  }
+  if (got < sizeof raw) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "cannot make a job secret: the kernel's random source is not available (%s)",
+                g_strerror(errno));
+    return NULL;
+  }
+  char *hex = g_malloc(2 * sizeof raw + 1);
+  for (gsize i = 0; i < sizeof raw; i++)
+    g_snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  explicit_bzero(raw, sizeof raw);
+  return hex;
+}
+
+/* "NAME=value\n" for each of `names` that is set: what every rank of one job sees alike. */
+static char *job_identity(const char *const *envp, const char *source, const char *const *names)
+{
+  GString *s = g_string_new(source);
+  g_string_append_c(s, '\n');
+  for (int i = 0; names[i] != NULL; i++) {
+    const char *v = lookup(envp, names[i]);
+    if (v != NULL)
+      g_string_append_printf(s, "%s=%s\n", names[i], v);
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* Fills env->job_secret and env->secret_source (see env.h). */
+static gboolean read_secret(const char *const *envp, CohortDistEnv *env, GError **error)
+{
+  const char *given = lookup(envp, COHORT_JOB_TOKEN_VAR);
+  if (given != NULL) {
+    if (!cohort_dist_check_secret(given, error))
+      return FALSE;
+    env->job_secret = g_strdup(given);
+    env->secret_source = COHORT_JOB_TOKEN_VAR;
+    return TRUE;
+  }
+  if (g_str_equal(env->source, "mpi") &&
+      lookup(envp, "OMPI_MCA_orte_precondition_transports") != NULL) {
+    /* mpirun draws this key at random for each job and gives it to every rank. */
+    static const char *const mpi_key[] = {"OMPI_MCA_orte_precondition_transports",
+                                          "OMPI_MCA_ess_base_jobid", NULL};
+    env->job_secret = job_identity(envp, "mpi", mpi_key);
+    env->secret_source = "Open MPI's job key";
+    return TRUE;
+  }
+  static const char *const torchrun_ids[] = {"TORCHELASTIC_RUN_ID", NULL};
+  static const char *const slurm_ids[] = {"SLURM_CLUSTER_NAME", "SLURM_JOB_ID",     "SLURM_JOB_UID",
+                                          "SLURM_JOB_NAME",     "SLURM_SUBMIT_DIR", NULL};
+  static const char *const mpi_ids[] = {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", NULL};
+  const char *const *ids = g_str_equal(env->source, "slurm") ? slurm_ids
+                           : g_str_equal(env->source, "mpi") ? mpi_ids
+                                                             : torchrun_ids;
+  g_autofree char *identity = job_identity(envp, env->source, ids);
+  /* The node list under either of SLURM's names, the same on every task. */
+  const char *nodes = lookup(envp, "SLURM_JOB_NODELIST");
+  if (nodes == NULL)
+    nodes = lookup(envp, "SLURM_NODELIST");
+  env->job_secret = g_strdup_printf("%snodes=%s\n", identity,
+                                    g_str_equal(env->source, "slurm") && nodes ? nodes : "");
+  env->secret_source = NULL;
+  return TRUE;
+}
+
+char *cohort_dist_job_token(const CohortDistEnv *env)
+{
+  g_autofree char *msg = g_strdup_printf("cohort-store/1\nrun %s\nattempt %d\n",
+                                         env->run_id ? env->run_id : "none", env->restart_count);
+  const char *key = env->job_secret ? env->job_secret : "";
+  return g_compute_hmac_for_string(G_CHECKSUM_SHA256, (const guchar *)key, strlen(key), msg, -1);
+}
+
 CohortDistEnv *cohort_dist_env_from_environ(const char *const *envp, GError **error)
 {
   g_auto(GStrv) own = NULL;
@@ -468,11 +589,17 @@ CohortDistEnv *cohort_dist_env_from_environ(const char *const *envp, GError **er
     own = g_get_environ();
     envp = (const char *const *)own;
   }
+  g_autoptr(CohortDistEnv) env = NULL;
   if (lookup(envp, "RANK") != NULL || lookup(envp, "WORLD_SIZE") != NULL)
-    return from_torchrun(envp, error);
-  if (lookup(envp, "SLURM_PROCID") != NULL)
-    return from_slurm(envp, error);
-  if (lookup(envp, "OMPI_COMM_WORLD_RANK") != NULL || lookup(envp, "OMPI_COMM_WORLD_SIZE") != NULL)
-    return from_mpi(envp, error);
-  return cohort_dist_env_new_single();
+    env = from_torchrun(envp, error);
+  else if (lookup(envp, "SLURM_PROCID") != NULL)
+    env = from_slurm(envp, error);
+  else if (lookup(envp, "OMPI_COMM_WORLD_RANK") != NULL ||
+           lookup(envp, "OMPI_COMM_WORLD_SIZE") != NULL)
+    env = from_mpi(envp, error);
+  else
+    return cohort_dist_env_new_single();
+  if (env == NULL || !read_secret(envp, env, error))
+    return NULL;
+  return g_steal_pointer(&env);
 }

@@ -22,6 +22,14 @@
  *     node; master_port is MASTER_PORT, else 20000 + OMPI_MCA_ess_base_jobid % 20000.
  *  4. Otherwise one process: rank 0 of 1, source "single", master 127.0.0.1 port 0.
  *
+ * The job secret, from which every rank derives the store's job token
+ * (cohort_dist_job_token), comes from COHORT_JOB_TOKEN when it is set (cohort-run and spawn
+ * mode set a random one on a single node; on several nodes the user sets the same one on
+ * every node). Otherwise it is derived from what every rank of the job sees alike: Open MPI's
+ * per-job random key (OMPI_MCA_orte_precondition_transports, a real secret); else, weaker,
+ * TORCHELASTIC_RUN_ID, or SLURM's job id, user id, node list, submit directory and job name,
+ * which another user of the cluster could find out. secret_source tells which.
+ *
  * Every number must be a plain decimal integer; anything inconsistent (rank >= world size,
  * local rank >= local world size, a local world larger than the world, no master address or
  * port with more than one process, a port outside 1..65535) is an error that names the
@@ -61,7 +69,16 @@ typedef struct {
   int restart_count;    /* how many times the launcher restarted the group */
   char *run_id;         /* TORCHELASTIC_RUN_ID, SLURM_JOB_ID or Open MPI's job id; else "none" */
   const char *source;   /* static: "torchrun", "slurm", "mpi" or "single" */
+  char *job_secret;     /* see above; never printed. NULL = none (the token is then
+                         * derived from run_id alone) */
+  const char *secret_source; /* static: "COHORT_JOB_TOKEN", "Open MPI's job key", or NULL
+                              * when the secret is only derived from guessable job ids */
 } CohortDistEnv;
+
+/* The environment variable that carries the job secret to every rank. */
+#define COHORT_JOB_TOKEN_VAR "COHORT_JOB_TOKEN"
+/* The shortest COHORT_JOB_TOKEN accepted, in bytes (a random one has 32 hex digits). */
+#define COHORT_JOB_TOKEN_MIN 16
 
 /* Reads the environment in `envp` (as g_get_environ() returns it; NULL = the process's own
  * environment). Returns NULL with COHORT_DIST_ERROR_ENV on an inconsistent environment. */
@@ -73,6 +90,22 @@ CohortDistEnv *cohort_dist_env_new_single(void);
 CohortDistEnv *cohort_dist_env_copy(const CohortDistEnv *env);
 void cohort_dist_env_free(CohortDistEnv *env);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDistEnv, cohort_dist_env_free)
+
+/* The token ranks present to the rendezvous store: 64 hex digits of
+ * HMAC-SHA256(env->job_secret, run id + restart count). Unguessable when the secret is (so
+ * anyone who can reach the port but does not hold the secret is refused), and different for
+ * each restart of the group, so a stray rank of an earlier attempt is refused too. (Not the
+ * config hash: ranks with different configs must still meet, so that
+ * cohort_dist_check_config can say which keys differ.) Free with g_free; never print it. */
+char *cohort_dist_job_token(const CohortDistEnv *env);
+
+/* A fresh job secret: 128 bits from the kernel's random source (getrandom, else
+ * /dev/urandom) as 32 hex digits. NULL with COHORT_DIST_ERROR_FAILED when neither works. */
+char *cohort_dist_new_secret(GError **error);
+
+/* Checks a COHORT_JOB_TOKEN value: COHORT_JOB_TOKEN_MIN to 4096 bytes, no control
+ * characters. The error (COHORT_DIST_ERROR_ENV) says what is wrong without the value. */
+gboolean cohort_dist_check_secret(const char *secret, GError **error);
 
 /* Expands a SLURM host list such as "node[01-03,07],gpu5" into
  * {"node01","node02","node03","node07","gpu5",NULL}; zero padding of a range is kept.

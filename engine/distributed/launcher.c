@@ -133,6 +133,7 @@ typedef struct {
   int port;
   int world_size;
   char *run_id;
+  char *secret; /* COHORT_JOB_TOKEN made for this job, NULL when given or not made */
   gboolean quiet;
 } Launch;
 
@@ -214,6 +215,9 @@ static char **worker_environ(const Launch *l, const Worker *w, int restart, gboo
   }
   if (set_omp)
     env = g_environ_setenv(env, "OMP_NUM_THREADS", "1", TRUE);
+  /* The secret goes through the environment only: never argv, which anyone can read. */
+  if (l->secret != NULL)
+    env = g_environ_setenv(env, COHORT_JOB_TOKEN_VAR, l->secret, TRUE);
   for (int i = 0; o->extra_env != NULL && o->extra_env[i] != NULL; i++) {
     const char *eq = strchr(o->extra_env[i], '=');
     if (eq == NULL)
@@ -332,8 +336,13 @@ static void signal_all(Worker *ws, int n, int sig)
 static char *describe_status(int status)
 {
   char buf[32];
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 128 + SIGINT || code == 128 + SIGTERM)
+    return g_strdup_printf("exited with code %d (stopped: it or another rank of the job got %s, "
+                           "which the launcher did not send)",
+                           code, code == 128 + SIGINT ? "SIGINT" : "SIGTERM");
   if (WIFEXITED(status))
-    return g_strdup_printf("exited with code %d", WEXITSTATUS(status));
+    return g_strdup_printf("exited with code %d", code);
   if (WIFSIGNALED(status))
     return g_strdup_printf("was killed by %s%s", cohort_signal_name(WTERMSIG(status), buf),
                            WCOREDUMP(status) ? " (core dumped)" : "");
@@ -345,25 +354,14 @@ typedef struct {
   int signal; /* a signal to the launcher, 0 */
 } GroupOutcome;
 
-/* Runs one attempt of the group to its end. */
-static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *result,
-                          GroupOutcome *out, GError **error)
+/* Starts every worker of an attempt; on a failure stops those that started. */
+static gboolean start_all(const Launch *l, Worker *ws, int restart, GError **error)
 {
   const CohortLaunchOptions *o = l->opts;
   int n = o->nproc_per_node;
-  g_autofree Worker *ws = g_new0(Worker, n);
-  for (int i = 0; i < n; i++) {
-    ws[i].err_fd = -1;
-    ws[i].local_rank = i;
-    ws[i].rank = o->node_rank * n + i;
-    ws[i].partial = g_string_new(NULL);
-    g_queue_init(&ws[i].lines);
-  }
   gboolean set_omp = n > 1 && g_getenv("OMP_NUM_THREADS") == NULL;
   g_autofree char *attempt_dir =
       o->log_dir ? g_strdup_printf("%s/attempt_%d", o->log_dir, restart) : NULL;
-  out->failed = -1;
-  out->signal = 0;
   int started = 0;
   gboolean ok = TRUE;
   for (int i = 0; i < n && ok; i++) {
@@ -376,14 +374,60 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
       kill(-ws[i].pid, SIGKILL);
     for (int i = 0; i < started; i++)
       waitpid(ws[i].pid, NULL, 0);
-    for (int i = 0; i < n; i++)
-      worker_clear(&ws[i]);
-    return FALSE;
   }
-  g_array_set_size(result->last_pids, 0);
-  for (int i = 0; i < n; i++)
-    g_array_append_val(result->last_pids, ws[i].pid);
+  return ok;
+}
 
+/* Reads the signals the launcher got: the first stops the group, a second kills it. */
+static void take_signals(const Launch *l, Worker *ws, GroupOutcome *out, gboolean *killed)
+{
+  unsigned char sigs[64];
+  ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
+  for (ssize_t k = 0; k < got; k++) {
+    if (sigs[k] == SIGCHLD)
+      continue;
+    if (out->signal == 0) {
+      out->signal = sigs[k];
+      if (!l->quiet)
+        fprintf(stderr, "%s: got %s, stopping the workers\n", l->me,
+                cohort_signal_name(sigs[k], (char[32]){0}));
+    } else if (!*killed) {
+      /* a second signal: no more patience */
+      signal_all(ws, l->opts->nproc_per_node, SIGKILL);
+      *killed = TRUE;
+    }
+  }
+}
+
+/* Reaps the workers that exited; returns how many did. The first that failed while the
+ * launcher was not stopping the group fails it. */
+static int reap(Worker *ws, int n, gboolean stopping, GroupOutcome *out)
+{
+  int reaped = 0;
+  for (int i = 0; i < n; i++) {
+    if (ws[i].exited)
+      continue;
+    int st;
+    if (waitpid(ws[i].pid, &st, WNOHANG) != ws[i].pid)
+      continue;
+    ws[i].exited = TRUE;
+    ws[i].status = st;
+    reaped++;
+    gboolean failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Workers we stopped ourselves are not failures. */
+    if (failed && out->failed < 0 && !stopping && out->signal == 0)
+      out->failed = i;
+  }
+  return reaped;
+}
+
+/* Watches the running workers until all have exited: echoes their stderr, stops the group
+ * on the first failure or a signal to the launcher (SIGTERM, SIGKILL after the grace
+ * period). */
+static void supervise(const Launch *l, Worker *ws, GroupOutcome *out)
+{
+  const CohortLaunchOptions *o = l->opts;
+  int n = o->nproc_per_node;
   gint64 stop_at = 0; /* when SIGKILL follows SIGTERM; 0 = not stopping */
   gboolean killed = FALSE;
   gint64 drain_until = 0;
@@ -407,47 +451,15 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
     if (r < 0 && errno != EINTR)
       break;
     for (int k = 1; r > 0 && k < np; k++) {
-      if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) {
-        Worker *w = &ws[idx[k]];
-        if (!worker_read(w)) {
-          close(w->err_fd);
-          w->err_fd = -1;
-        }
+      Worker *w = &ws[idx[k]];
+      if ((pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) && !worker_read(w)) {
+        close(w->err_fd);
+        w->err_fd = -1;
       }
     }
-    if (r > 0 && (pfd[0].revents & POLLIN)) {
-      unsigned char sigs[64];
-      ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
-      for (ssize_t k = 0; k < got; k++) {
-        if (sigs[k] == SIGCHLD)
-          continue;
-        if (out->signal == 0) {
-          out->signal = sigs[k];
-          if (!l->quiet)
-            fprintf(stderr, "%s: got %s, stopping the workers\n", l->me,
-                    cohort_signal_name(sigs[k], (char[32]){0}));
-        } else if (!killed) {
-          /* a second signal: no more patience */
-          signal_all(ws, n, SIGKILL);
-          killed = TRUE;
-        }
-      }
-    }
-    for (int i = 0; i < n; i++) {
-      if (ws[i].exited)
-        continue;
-      int st;
-      pid_t p = waitpid(ws[i].pid, &st, WNOHANG);
-      if (p != ws[i].pid)
-        continue;
-      ws[i].exited = TRUE;
-      ws[i].status = st;
-      alive--;
-      gboolean failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-      /* Workers we stopped ourselves are not failures. */
-      if (failed && out->failed < 0 && stop_at == 0 && out->signal == 0)
-        out->failed = i;
-    }
+    if (r > 0 && (pfd[0].revents & POLLIN))
+      take_signals(l, ws, out, &killed);
+    alive -= reap(ws, n, stop_at != 0, out);
     gint64 now = g_get_monotonic_time();
     if (stop_at == 0 && (out->failed >= 0 || out->signal != 0) && alive > 0) {
       signal_all(ws, n, SIGTERM);
@@ -468,45 +480,73 @@ static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *resu
         break;
     }
   }
-  /* Anything left in a process group (a worker's own children) goes too. */
-  for (int i = 0; i < n; i++)
-    kill(-ws[i].pid, SIGKILL);
+}
 
-  if (out->failed >= 0) {
-    Worker *w = &ws[out->failed];
-    g_autofree char *how = describe_status(w->status);
-    g_autoptr(GString) rep = g_string_new(NULL);
-    g_string_append_printf(rep, "%s: rank %d (local rank %d, pid %d) %s", l->me, w->rank,
-                           w->local_rank, (int)w->pid, how);
-    if (restart > 0)
-      g_string_append_printf(rep, " in restart %d", restart);
-    guint nl = g_queue_get_length(&w->lines);
-    if (nl > 0) {
-      g_string_append_printf(rep, "\nlast %u line%s of its stderr:", nl, nl > 1 ? "s" : "");
-      for (GList *it = w->lines.head; it != NULL; it = it->next)
-        g_string_append_printf(rep, "\n  [rank %d]: %s", w->rank, (char *)it->data);
-    } else {
-      g_string_append(rep, " (it wrote nothing to stderr)");
-    }
-    g_free(result->failure);
-    result->failure = g_string_free(g_steal_pointer(&rep), FALSE);
-    result->failed_rank = w->rank;
-    result->failed_exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : -1;
-    result->failed_signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
-    fprintf(stderr, "%s\n", result->failure);
+/* The failure report of worker `w`, into `result` and on stderr. */
+static void report_failure(const Launch *l, const Worker *w, int restart,
+                           CohortLaunchResult *result)
+{
+  g_autofree char *how = describe_status(w->status);
+  g_autoptr(GString) rep = g_string_new(NULL);
+  g_string_append_printf(rep, "%s: rank %d (local rank %d, pid %d) %s", l->me, w->rank,
+                         w->local_rank, (int)w->pid, how);
+  if (restart > 0)
+    g_string_append_printf(rep, " in restart %d", restart);
+  guint nl = g_queue_get_length((GQueue *)&w->lines);
+  if (nl > 0) {
+    g_string_append_printf(rep, "\nlast %u line%s of its stderr:", nl, nl > 1 ? "s" : "");
+    for (GList *it = w->lines.head; it != NULL; it = it->next)
+      g_string_append_printf(rep, "\n  [rank %d]: %s", w->rank, (char *)it->data);
+  } else {
+    g_string_append(rep, " (it wrote nothing to stderr)");
+  }
+  g_free(result->failure);
+  result->failure = g_string_free(g_steal_pointer(&rep), FALSE);
+  result->failed_rank = w->rank;
+  result->failed_exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : -1;
+  result->failed_signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+  fprintf(stderr, "%s\n", result->failure);
+}
+
+/* Runs one attempt of the group to its end. */
+static gboolean run_group(const Launch *l, int restart, CohortLaunchResult *result,
+                          GroupOutcome *out, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  int n = o->nproc_per_node;
+  g_autofree Worker *ws = g_new0(Worker, n);
+  for (int i = 0; i < n; i++) {
+    ws[i].err_fd = -1;
+    ws[i].local_rank = i;
+    ws[i].rank = o->node_rank * n + i;
+    ws[i].partial = g_string_new(NULL);
+    g_queue_init(&ws[i].lines);
+  }
+  out->failed = -1;
+  out->signal = 0;
+  gboolean ok = start_all(l, ws, restart, error);
+  if (ok) {
+    g_array_set_size(result->last_pids, 0);
+    for (int i = 0; i < n; i++)
+      g_array_append_val(result->last_pids, ws[i].pid);
+    supervise(l, ws, out);
+    /* Anything left in a process group (a worker's own children) goes too. */
+    for (int i = 0; i < n; i++)
+      kill(-ws[i].pid, SIGKILL);
+    if (out->failed >= 0)
+      report_failure(l, &ws[out->failed], restart, result);
   }
   for (int i = 0; i < n; i++)
     worker_clear(&ws[i]);
-  return TRUE;
+  return ok;
 }
 
-CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **error)
+static gboolean check_options(const CohortLaunchOptions *o, GError **error)
 {
-  const char *me = g_get_prgname() ? g_get_prgname() : "cohort-run";
 #define BAD(...)                                                                                   \
   do {                                                                                             \
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID, __VA_ARGS__);                 \
-    return NULL;                                                                                   \
+    return FALSE;                                                                                  \
   } while (0)
   if (o->argv == NULL || o->argv[0] == NULL)
     BAD("no worker command given; usage: cohort-run [options] PROGRAM [ARGS...]");
@@ -538,12 +578,85 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   if (o->log_dir != NULL && g_mkdir_with_parents(o->log_dir, 0755) != 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
                 "--log-dir %s: cannot create it: %s", o->log_dir, g_strerror(errno));
-    return NULL;
+    return FALSE;
   }
+  return TRUE;
+}
 
+/* The job secret the workers get (see launcher.h). FALSE when a given one is unusable. */
+static gboolean choose_secret(Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  const char *given = g_getenv(COHORT_JOB_TOKEN_VAR);
+  for (int i = 0; o->extra_env != NULL && o->extra_env[i] != NULL; i++)
+    if (g_str_has_prefix(o->extra_env[i], COHORT_JOB_TOKEN_VAR "="))
+      given = o->extra_env[i] + strlen(COHORT_JOB_TOKEN_VAR "=");
+  if (given != NULL)
+    return cohort_dist_check_secret(given, error);
+  /* Nodes cannot agree on a secret one of them draws: on several nodes the user sets it,
+   * and without it the ranks derive a weaker one (rank 0 warns). */
+  if (o->nnodes > 1)
+    return TRUE;
+  l->secret = cohort_dist_new_secret(error);
+  return l->secret != NULL;
+}
+
+/* The node of global rank 0 checks, before each attempt, that the store's port is free:
+ * when it is taken, starting the workers (again) cannot help. */
+static gboolean check_port(const Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  if (o->node_rank != 0)
+    return TRUE;
+  return cohort_store_check_port(cohort_store_bind_address(o->master_addr, o->nnodes == 1), l->port,
+                                 error);
+}
+
+/* Runs attempts until one succeeds, is interrupted, or the restarts are spent. FALSE when
+ * an attempt could not start. */
+static gboolean run_attempts(const Launch *l, CohortLaunchResult *result, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  for (int attempt = 0;; attempt++) {
+    GError *port_error = NULL;
+    if (attempt > 0 && !check_port(l, &port_error)) {
+      g_free(result->failure);
+      result->failure = g_strdup_printf("%s: not restarting: %s", l->me, port_error->message);
+      fprintf(stderr, "%s\n", result->failure);
+      g_error_free(port_error);
+      return TRUE;
+    }
+    GroupOutcome out;
+    if (!run_group(l, attempt, result, &out, error))
+      return FALSE;
+    result->restarts = attempt;
+    if (out.signal != 0) {
+      result->interrupted = TRUE;
+      result->signal = out.signal;
+      return TRUE;
+    }
+    if (out.failed < 0) {
+      result->success = TRUE;
+      return TRUE;
+    }
+    if (attempt >= o->max_restarts)
+      return TRUE;
+    if (!o->quiet)
+      fprintf(stderr, "%s: restarting the group (restart %d of %d); workers get --resume auto\n",
+              l->me, attempt + 1, o->max_restarts);
+  }
+}
+
+CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **error)
+{
+  if (!check_options(o, error))
+    return NULL;
+  const char *me = g_get_prgname() ? g_get_prgname() : "cohort-run";
   Launch l = {.opts = o, .me = me, .quiet = o->quiet};
   l.world_size = o->nnodes * o->nproc_per_node;
   l.port = o->master_port > 0 ? o->master_port : cohort_store_find_free_port(0);
+  if (!check_port(&l, error) || !choose_secret(&l, error))
+    return NULL;
   l.run_id = g_strdup(o->run_id ? o->run_id : "none");
   if (o->nproc_per_node > 1 && g_getenv("OMP_NUM_THREADS") == NULL && !o->quiet)
     fprintf(stderr,
@@ -554,6 +667,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "pipe: %s", g_strerror(errno));
     g_free(l.run_id);
+    g_free(l.secret);
     return NULL;
   }
   struct sigaction old[G_N_ELEMENTS(handled)];
@@ -569,29 +683,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   result->failed_rank = -1;
   result->failed_exit_code = -1;
   result->last_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
-  gboolean ok = TRUE;
-  for (int attempt = 0;; attempt++) {
-    GroupOutcome out;
-    if (!run_group(&l, attempt, result, &out, error)) {
-      ok = FALSE;
-      break;
-    }
-    result->restarts = attempt;
-    if (out.signal != 0) {
-      result->interrupted = TRUE;
-      result->signal = out.signal;
-      break;
-    }
-    if (out.failed < 0) {
-      result->success = TRUE;
-      break;
-    }
-    if (attempt >= o->max_restarts)
-      break;
-    if (!o->quiet)
-      fprintf(stderr, "%s: restarting the group (restart %d of %d); workers get --resume auto\n",
-              me, attempt + 1, o->max_restarts);
-  }
+  gboolean ok = run_attempts(&l, result, error);
 
   for (guint i = 0; i < G_N_ELEMENTS(handled); i++)
     sigaction(handled[i], &old[i], NULL);
@@ -599,6 +691,10 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   close(sig_pipe[1]);
   sig_pipe[0] = sig_pipe[1] = -1;
   g_free(l.run_id);
+  if (l.secret != NULL) {
+    explicit_bzero(l.secret, strlen(l.secret));
+    g_free(l.secret);
+  }
   if (!ok) {
     cohort_launch_result_free(result);
     return NULL;

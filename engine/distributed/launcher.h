@@ -12,6 +12,16 @@
  * TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, and OMP_NUM_THREADS=1 when it is unset and
  * more than one worker runs on the node (a warning says so once).
  *
+ * Job secret (COHORT_JOB_TOKEN, from which the ranks derive the rendezvous store's token):
+ * one given in the launcher's environment (or extra_env) is checked
+ * (cohort_dist_check_secret) and passed on as it is; on a single node the launcher otherwise
+ * draws a fresh 128-bit one per job (the same across restarts: the token also carries the
+ * restart count) and puts it in the workers' environment. It is never put on a command line
+ * nor printed. On several nodes the launchers cannot agree on a drawn secret, so none is
+ * drawn: the user exports the same COHORT_JOB_TOKEN on every node (the commands from
+ * cohort_launch_commands say so), and without it the ranks derive a guessable one and rank 0
+ * warns.
+ *
  * Worker command line: the given argv; global rank 0 alone gets "--progress-fd N" appended
  * (and inherits fd N) when a progress fd is given; on a restart every worker gets
  * "--resume auto" appended: the contract is that a worker given it resumes from its
@@ -25,10 +35,18 @@
  * Supervision: the first worker that exits non-zero or dies of a signal fails the group: the
  * others get SIGTERM (to their process group), SIGKILL after the grace period, and the
  * launcher reports the failure (global rank, pid, exit code or signal name, last stderr
- * lines). The group is restarted up to max_restarts times. SIGINT, SIGTERM or SIGHUP to the
- * launcher stop the group the same way (no restart). Each worker runs in its own process
- * group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed launcher leaves nothing
- * behind. The group succeeds when every worker has exited 0. */
+ * lines). The group is restarted up to max_restarts times. A worker that exits 130 or 143
+ * (cohort-train stopped by SIGINT or SIGTERM) without the launcher having asked is such a
+ * failure too: something outside stopped part of the group. SIGINT, SIGTERM or SIGHUP to the
+ * launcher stop the group the same way (SIGTERM to every worker, no restart) and the launcher
+ * exits 128 + that signal.
+ *
+ * Port: before each attempt, the launcher of node 0 checks that the store's port is free
+ * (cohort_store_check_port on the address rank 0 will bind); when it is taken, the launch
+ * fails at once (before the first attempt: an error, COHORT_DIST_ERROR_ADDR_IN_USE naming the
+ * port; before a restart: a failure without restarting), since starting again cannot help. Each
+ * worker runs in its own process group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed
+ * launcher leaves nothing behind. The group succeeds when every worker has exited 0. */
 #pragma once
 
 #include <glib.h>
@@ -82,7 +100,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortLaunchResult, cohort_launch_result_free)
 
 /* Runs this node's workers until the group succeeds, fails past max_restarts, or the
  * launcher is signalled. Returns NULL with an error only when nothing could be started (bad
- * options, a program not found, a log dir not writable); otherwise a result. Installs
+ * options, a program not found, a log dir not writable: COHORT_DIST_ERROR_INVALID or
+ * _FAILED; an unusable COHORT_JOB_TOKEN: _ENV; the store's port taken: _ADDR_IN_USE);
+ * otherwise a result. Installs
  * handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD while it runs and restores the old ones.
  * Call from the main thread. */
 CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *opts, GError **error);

@@ -1,13 +1,100 @@
-/* Start-of-job checks over the store: the job token, and that every rank runs the same
- * config. */
+/* Start-of-job checks over the store: every rank arrives, and runs the same config. */
 #include "engine/distributed/store.h"
 
 #include <string.h>
 
-char *cohort_dist_job_token(const CohortDistEnv *env)
+/* A config nests three levels deep; anything past this is not a config. */
+#define MAX_CONFIG_NESTING 32
+
+/* "2, 3" or "4-60, 62" (runs of three or more as ranges), at most a dozen items. */
+static char *format_ranks(const gboolean *missing, int world, int *count)
 {
-  g_autofree char *run_id = g_strndup(env->run_id ? env->run_id : "none", 200);
-  return g_strdup_printf("cohort/%s/attempt-%d", run_id, env->restart_count);
+  GString *s = g_string_new(NULL);
+  int items = 0;
+  *count = 0;
+  for (int r = 0; r < world; r++) {
+    if (!missing[r])
+      continue;
+    int end = r;
+    while (end + 1 < world && missing[end + 1])
+      end++;
+    *count += end - r + 1;
+    for (int k = r; k <= end && items < 12; k++) {
+      if (end - r >= 2) {
+        g_string_append_printf(s, "%s%d-%d", items ? ", " : "", r, end);
+        items++;
+        break;
+      }
+      g_string_append_printf(s, "%s%d", items ? ", " : "", k);
+      items++;
+    }
+    r = end;
+  }
+  if (items >= 12)
+    g_string_append(s, ", …");
+  return g_string_free(s, FALSE);
+}
+
+/* After a rendezvous wait timed out: replaces the error, which names store keys, with one
+ * that names the ranks that never published their config. Returns how many did not, -1 when
+ * that cannot be told. */
+static int name_missing_ranks(CohortStore *store, const CohortDistEnv *env, double timeout_s,
+                              GError **error)
+{
+  if (error == NULL || *error == NULL ||
+      !g_error_matches(*error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT))
+    return -1;
+  g_autofree gboolean *missing = g_new0(gboolean, env->world_size);
+  for (int r = 0; r < env->world_size; r++) {
+    g_autofree char *key = g_strdup_printf("config/hash/%d", r);
+    gboolean exists = TRUE;
+    if (!cohort_store_check(store, key, &exists, NULL))
+      return -1; /* the store is gone: the timeout is the better message */
+    missing[r] = !exists;
+  }
+  int n = 0;
+  g_autofree char *ranks = format_ranks(missing, env->world_size, &n);
+  g_clear_error(error);
+  if (n == 0) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+                "rendezvous timed out after %g s: every rank joined, but rank 0 gave no verdict "
+                "on their configs",
+                timeout_s);
+    return 0;
+  }
+  g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+              "rendezvous timed out after %g s: rank%s %s of %d never joined; check that every "
+              "node started its ranks, that they reach the master at %s:%d, and that they share "
+              "COHORT_JOB_TOKEN",
+              timeout_s, n > 1 ? "s" : "", ranks, env->world_size, env->master_addr,
+              env->master_port);
+  return n;
+}
+
+/* TRUE when brackets nest at most `max` deep outside strings. Another rank's config is
+ * parsed only past this check, so a value nested a million deep (which would exhaust the
+ * stack of a recursive parser) is reported as unreadable instead of crashing rank 0. */
+static gboolean nesting_within(const char *p, gsize n, int max)
+{
+  int depth = 0;
+  gboolean in_string = FALSE;
+  for (gsize i = 0; i < n; i++) {
+    char ch = p[i];
+    if (in_string) {
+      if (ch == '\\')
+        i++;
+      else if (ch == '"')
+        in_string = FALSE;
+    } else if (ch == '"') {
+      in_string = TRUE;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max)
+        return FALSE;
+    } else if (ch == ']' || ch == '}') {
+      depth--;
+    }
+  }
+  return TRUE;
 }
 
 /* The config as the ranks compare it: node_rank is the one key that differs between nodes. */
@@ -19,16 +106,18 @@ static CohortConfig *comparable(const CohortConfig *cfg)
 }
 
 /* Rank 0: compares everyone's published config with its own; returns the verdict text, "ok"
- * when all agree. */
+ * when all agree. When ranks never arrive, *n_missing says how many. */
 static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own_hash,
-                   const CohortConfig *own, double timeout_s, GError **error)
+                   const CohortConfig *own, double timeout_s, int *n_missing, GError **error)
 {
   g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
   for (int r = 0; r < env->world_size; r++)
     g_ptr_array_add(keys, g_strdup_printf("config/hash/%d", r));
   g_ptr_array_add(keys, NULL);
-  if (!cohort_store_wait(store, (const char *const *)keys->pdata, timeout_s, error))
+  if (!cohort_store_wait(store, (const char *const *)keys->pdata, timeout_s, error)) {
+    *n_missing = name_missing_ranks(store, env, timeout_s, error);
     return NULL;
+  }
 
   g_autoptr(GString) ranks = g_string_new(NULL);
   g_autoptr(GPtrArray) diff_keys = g_ptr_array_new_with_free_func(g_free);
@@ -48,8 +137,13 @@ static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own
       return NULL;
     g_autofree char *src = g_strdup_printf("rank %d's config", r);
     g_autoptr(GError) perr = NULL;
-    g_autoptr(CohortConfig) other = cohort_config_load_data(
-        g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json), src, &perr);
+    g_autoptr(CohortConfig) other = NULL;
+    if (!nesting_within(g_bytes_get_data(json, NULL), g_bytes_get_size(json), MAX_CONFIG_NESTING))
+      g_set_error(&perr, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                  "%s nests deeper than %d levels", src, MAX_CONFIG_NESTING);
+    else
+      other = cohort_config_load_data(g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json),
+                                      src, &perr);
     if (other == NULL) {
       g_ptr_array_add(diff_keys, g_strdup_printf("(unreadable: %s)", perr->message));
       continue;
@@ -75,6 +169,46 @@ static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own
                          keys_text->len ? keys_text->str : "none reported");
 }
 
+/* The verdict rank 0 publishes when ranks never arrived: this, then the message naming them,
+ * so the ranks that did arrive report the same. */
+#define TIMEOUT_VERDICT "timeout\n"
+
+/* Rank 0 hosts the store and is about to exit: gives the `readers` other ranks a few seconds
+ * to read the verdict first, so every rank reports the same reason, not a lost connection. */
+static void wait_for_readers(CohortStore *store, gint64 readers, double timeout_s)
+{
+  gint64 deadline = g_get_monotonic_time() + (gint64)(MIN(timeout_s, 10.0) * G_USEC_PER_SEC);
+  gint64 read = 0;
+  while (read < readers && g_get_monotonic_time() < deadline) {
+    if (!cohort_store_add(store, "config/verdict_read", 0, &read, NULL))
+      break;
+    g_usleep(10000);
+  }
+}
+
+/* Rank 0's verdict, published; NULL with an error when there is none to publish. */
+static char *rank0_verdict(CohortStore *store, const CohortDistEnv *env, const char *hash,
+                           const CohortConfig *own, double timeout_s, GError **error)
+{
+  int n_missing = -1;
+  GError *local = NULL;
+  char *verdict = judge(store, env, hash, own, timeout_s, &n_missing, &local);
+  if (verdict == NULL && n_missing > 0)
+    verdict = g_strconcat(TIMEOUT_VERDICT, local->message, NULL);
+  if (verdict == NULL) {
+    g_propagate_error(error, local);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!cohort_store_set(store, "config/verdict", verdict, strlen(verdict), error)) {
+    g_free(verdict);
+    return NULL;
+  }
+  if (strcmp(verdict, "ok") != 0)
+    wait_for_readers(store, env->world_size - 1 - MAX(n_missing, 0), timeout_s);
+  return verdict;
+}
+
 gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
                                   const CohortConfig *cfg, double timeout_s, GError **error)
 {
@@ -91,30 +225,24 @@ gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
 
   g_autofree char *verdict = NULL;
   if (env->rank == 0) {
-    verdict = judge(store, env, hash, own, timeout_s, error);
+    verdict = rank0_verdict(store, env, hash, own, timeout_s, error);
     if (verdict == NULL)
-      return FALSE;
-    if (!cohort_store_set(store, "config/verdict", verdict, strlen(verdict), error))
       return FALSE;
   } else {
     g_autoptr(GBytes) v = cohort_store_get(store, "config/verdict", timeout_s, error);
-    if (v == NULL)
+    if (v == NULL) {
+      name_missing_ranks(store, env, timeout_s, error);
       return FALSE;
+    }
     verdict = g_strndup(g_bytes_get_data(v, NULL), g_bytes_get_size(v));
     /* Tell rank 0 this rank has the verdict, so it may stop the store. */
     if (strcmp(verdict, "ok") != 0)
       cohort_store_add(store, "config/verdict_read", 1, NULL, NULL);
   }
-  if (strcmp(verdict, "ok") != 0 && env->rank == 0) {
-    /* Rank 0 hosts the store and is about to exit: give the others a few seconds to read
-     * the verdict first, so every rank reports the same reason, not a lost connection. */
-    gint64 deadline = g_get_monotonic_time() + (gint64)(MIN(timeout_s, 10.0) * G_USEC_PER_SEC);
-    gint64 read = 0;
-    while (read < env->world_size - 1 && g_get_monotonic_time() < deadline) {
-      if (!cohort_store_add(store, "config/verdict_read", 0, &read, NULL))
-        break;
-      g_usleep(10000);
-    }
+  if (g_str_has_prefix(verdict, TIMEOUT_VERDICT)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT, "%s",
+                verdict + strlen(TIMEOUT_VERDICT));
+    return FALSE;
   }
   if (strcmp(verdict, "ok") != 0) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH, "%s", verdict);

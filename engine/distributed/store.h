@@ -5,17 +5,29 @@
  * rendezvous store, and to record which collective each rank has reached (so a timeout can
  * name the ranks that did not arrive).
  *
- * Protocol (one TCP connection per client, requests answered in order): a client first sends
- * a hello with the job token; a server whose token differs answers with a refusal and closes.
- * Limits, checked on both sides: a key is 1..COHORT_STORE_MAX_KEY bytes, a value at most
- * COHORT_STORE_MAX_VALUE bytes, a token at most COHORT_STORE_MAX_TOKEN bytes. A request over
- * a limit is refused with a message naming the limit and the connection is closed.
+ * Protocol (store-wire.h; one TCP connection per client, requests answered in order): a
+ * client first sends a hello with the job token; a server whose token differs answers with a
+ * refusal and closes. Waiting (cohort_store_wait, cohort_store_get) polls the server with a
+ * short backoff, so the server never blocks on behalf of a client.
  *
- * Waiting (cohort_store_wait, cohort_store_get) polls the server with a short backoff, so a
- * waiting client never holds the connection for longer than one round trip.
+ * What protects the store (docs/launching.md, "Security of the rendezvous store"):
+ *  - The job token (cohort_dist_job_token): a client that does not present it can do nothing
+ *    but be refused. It is derived from a secret that reaches the ranks through the
+ *    environment (COHORT_JOB_TOKEN), never a command line, and is never printed.
+ *  - The bind address (cohort_store_bind_address): a single-node job listens on the address
+ *    its ranks use, loopback for the usual 127.0.0.1, not on every interface.
+ *  - Bounded resources, so no client, with or without the token, can exhaust rank 0: one
+ *    server thread serves every connection from a poll() loop (no thread per connection);
+ *    at most `max_pending` connections may be before their hello (a newer one closes the
+ *    oldest) and each must complete it within `hello_timeout_s`; at most `max_clients` may
+ *    be past it. Sizes are checked before anything is allocated: a key is
+ *    1..COHORT_STORE_MAX_KEY bytes, a value at most COHORT_STORE_MAX_VALUE, a token at most
+ *    COHORT_STORE_MAX_TOKEN, everything stored at most COHORT_STORE_MAX_TOTAL; buffers grow
+ *    with the bytes that actually arrive. A request over a limit is refused with a message
+ *    naming the limit, and the connection is closed.
  *
  * Thread safety: a CohortStore may be used from several threads; requests are serialized on
- * its connection. The server runs on its own threads. */
+ * its connection. */
 #pragma once
 
 #include <glib.h>
@@ -28,23 +40,63 @@ G_BEGIN_DECLS
 #define COHORT_STORE_MAX_KEY   1024
 #define COHORT_STORE_MAX_VALUE (64u * 1024u * 1024u)
 #define COHORT_STORE_MAX_TOKEN 256
+#define COHORT_STORE_MAX_TOTAL (256u * 1024u * 1024u)
 
 /* ---- server ---- */
 
 typedef struct _CohortStoreServer CohortStoreServer;
 
-/* Listens on `port` of `bind_addr` (NULL = every address, IPv6 and IPv4; else a host name or
- * address) and serves in background threads. `port` 0 picks a free port (see
- * cohort_store_server_port). When the port is taken the error is
+/* Connection limits of a server. Zero fields take the defaults. */
+typedef struct {
+  int max_clients;        /* connections past their hello at once (default 1024) */
+  int max_pending;        /* connections before their hello at once (default 64) */
+  double hello_timeout_s; /* time allowed from accept to a complete hello (default 5 s) */
+} CohortStoreLimits;
+
+/* What a server has done, for tests and diagnostics. */
+typedef struct {
+  guint clients;     /* connections past their hello now */
+  guint pending;     /* connections before their hello now */
+  guint64 accepted;  /* connections accepted in all */
+  guint64 refused;   /* refusals: wrong token or version, a limit, too many clients */
+  guint64 timed_out; /* closed for not completing the hello in time */
+  guint64 evicted;   /* closed before their hello to make room for a newer connection */
+  guint64 requests;  /* requests served */
+} CohortStoreStats;
+
+/* Listens on `port` of `bind_addr` and serves from one background thread. `bind_addr` NULL
+ * = every address (IPv6 and IPv4); else a host name or address, and the server listens on
+ * every address it resolves to. `port` 0 picks a free port (see cohort_store_server_port).
+ * `limits` may be NULL (defaults). When the port is taken the error is
  * COHORT_DIST_ERROR_ADDR_IN_USE and its message names the port and suggests one that is free
  * now. `token` may be "" (then clients must send ""). */
 CohortStoreServer *cohort_store_server_new(const char *bind_addr, int port, const char *token,
-                                           GError **error);
+                                           const CohortStoreLimits *limits, GError **error);
 /* The port actually bound. */
 int cohort_store_server_port(CohortStoreServer *server);
-/* Stops serving, closes every connection, frees all keys. */
+/* The numeric addresses listened on ("127.0.0.1", "::1"; "::" or "0.0.0.0" for every
+ * address). Owned by the server. */
+const char *const *cohort_store_server_addresses(CohortStoreServer *server);
+/* TRUE when the server listens on an address other than loopback (every address included). */
+gboolean cohort_store_server_is_exposed(CohortStoreServer *server);
+/* A snapshot of the counters. */
+void cohort_store_server_get_stats(CohortStoreServer *server, CohortStoreStats *stats);
+/* Stops serving, closes every connection, joins the server thread, frees all keys. */
 void cohort_store_server_free(CohortStoreServer *server);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStoreServer, cohort_store_server_free)
+
+/* Where rank 0 should listen for a job whose master is `master_addr`: the master address
+ * itself for a single-node job (loopback for 127.0.0.1 or localhost) and for a multi-node
+ * job whose master is a numeric address of one of this host's interfaces; NULL (every
+ * address) for a multi-node job whose master is a host name, since the other nodes may
+ * resolve that name to an address this host does not (Debian maps its own host name to
+ * 127.0.1.1), or an address this host is reached at through NAT. */
+const char *cohort_store_bind_address(const char *master_addr, gboolean single_node);
+
+/* Checks that a store could listen on `port` of `bind_addr` (as cohort_store_server_new
+ * reads them) right now, with the same error when it could not. Racy by nature; the
+ * launcher uses it to fail at once, without restarting, when the port is taken. */
+gboolean cohort_store_check_port(const char *bind_addr, int port, GError **error);
 
 /* A TCP port that nothing on this host listens on right now, near `near` when possible
  * (`near` 0 = any). Racy by nature: another process may take it before it is used. Returns 0
@@ -56,18 +108,23 @@ int cohort_store_find_free_port(int near);
 typedef struct _CohortStore CohortStore;
 
 /* Connects to the store at host:port, retrying until `timeout_s` has passed (the server may
- * start later than its clients). `host` may be a name or an IPv4/IPv6 address. Errors:
- * COHORT_DIST_ERROR_CONNECT (not reachable in time; names host, port and the last reason),
- * COHORT_DIST_ERROR_REFUSED (token differs: a stray client of another job). */
+ * start later than its clients, or be closing older connections to make room). `host` may be
+ * a name or an IPv4/IPv6 address. Errors: COHORT_DIST_ERROR_CONNECT (not reachable in time;
+ * names host, port and the last reason), COHORT_DIST_ERROR_REFUSED (token differs: a stray
+ * client of another job; or the store is full). */
 CohortStore *cohort_store_connect(const char *host, int port, const char *token, double timeout_s,
                                   GError **error);
 
-/* The usual start of a rank: global rank 0 starts a server on env->master_port (every
- * address) and connects to it; the others connect to env->master_addr:master_port. The
- * returned store owns the server (when this rank hosts it) and stops it when freed, so rank
- * 0's store must outlive everyone's use of it: free it after a final barrier. */
+/* The usual start of a rank: global rank 0 starts a server on env->master_port at
+ * cohort_store_bind_address(), allowing world_size + 16 clients, and connects to it; the
+ * others connect to env->master_addr:master_port. The returned store owns the server (when
+ * this rank hosts it) and stops it when freed, so rank 0's store must outlive everyone's use
+ * of it: free it after a final barrier. */
 CohortStore *cohort_store_open(const CohortDistEnv *env, const char *token, double timeout_s,
                                GError **error);
+
+/* The server this store owns (rank 0's), else NULL. */
+CohortStoreServer *cohort_store_get_server(CohortStore *store);
 
 /* Frees the connection, and the server when this store owns one. */
 void cohort_store_free(CohortStore *store);
@@ -86,7 +143,10 @@ GBytes *cohort_store_try_get(CohortStore *store, const char *key, GError **error
 gboolean cohort_store_wait(CohortStore *store, const char *const *keys, double timeout_s,
                            GError **error);
 /* Adds delta to the integer stored under key (absent = 0) and returns the new value in
- * *result (may be NULL). The value is stored as decimal text, so get() reads it too. */
+ * *result (may be NULL). The value is stored as decimal text, so get() reads it too. A sum
+ * outside the 64-bit range is refused (COHORT_DIST_ERROR_REFUSED) and the value is kept:
+ * the counters the store keeps (ranks arrived, instances) never come near it, so reaching it
+ * means a confused or hostile client, and a wrapped or saturated count would mislead. */
 gboolean cohort_store_add(CohortStore *store, const char *key, gint64 delta, gint64 *result,
                           GError **error);
 /* Sets *exists to whether key exists now. */
@@ -96,17 +156,14 @@ gboolean cohort_store_delete(CohortStore *store, const char *key, GError **error
 
 /* ---- start-of-job checks ---- */
 
-/* The job token ranks present to the store: the launcher's run id (env->run_id) and the
- * restart count, so a stray process of another job, or of an earlier attempt of this one, is
- * refused. (Not the config hash: ranks with different configs must still meet, so that
- * cohort_dist_check_config can say which keys differ.) Free with g_free. */
-char *cohort_dist_job_token(const CohortDistEnv *env);
-
 /* Every rank publishes its resolved config; rank 0 compares them all (node_rank excluded) and
  * publishes a verdict. On a mismatch every rank returns COHORT_DIST_ERROR_MISMATCH with the
  * same message, naming the ranks that differ from rank 0 and the differing keys, e.g.
  * "rank 2 runs a different config from rank 0 (keys differ: learning_rate); every rank must
- * load the same config". */
+ * load the same config". When ranks never arrive, COHORT_DIST_ERROR_TIMEOUT names them
+ * ("rendezvous timed out after 30 s: ranks 2, 3 of 4 never joined; ..."). A config value that
+ * cannot be read (malformed, or nested deeper than any config) is reported as unreadable, not
+ * parsed. */
 gboolean cohort_dist_check_config(CohortStore *store, const CohortDistEnv *env,
                                   const CohortConfig *cfg, double timeout_s, GError **error);
 
