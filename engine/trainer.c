@@ -581,6 +581,14 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   cohort_train_dist_set_device(r->dist, &r->dev);
   if (!setup(r, &resumed_from, error))
     goto out;
+  /* Run record (engine/run-record.h; rank 0's progress has a recorder). PLACEHOLDER run id
+   * until run ids are kept in the checkpoint: a fresh id per process, so a resumed run starts
+   * a new TensorBoard folder for now. Pass the run's id here (kept across --resume). */
+  {
+    g_autofree char *run_id = cohort_run_id_new();
+    if (!cohort_progress_open_record(r->progress, cfg->workspace_dir, run_id, error))
+      goto out;
+  }
   cohort_train_dist_attach(r->dist, r->gpt, cfg->bucket_cap_mb);
   last_saved = resumed_from ? r->st.step : -1;
   emit_start(r, resumed_from, threads);

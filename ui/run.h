@@ -27,6 +27,16 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
  * (recorded runs, tests). "finished" comes at the end of the stream. */
 void cohort_run_replay(CohortRun *run, GInputStream *stream);
 
+/* Like cohort_run_replay, for a workspace's events.jsonl, which holds every run, each event
+ * with its "run_id": only the events of run `run_id` are shown (NULL: every event); those of
+ * other runs are left out, and the log says which runs they were. */
+void cohort_run_replay_run(CohortRun *run, GInputStream *stream, const char *run_id);
+
+/* The "run_id" of the last event in the file `path` (a workspace's events.jsonl: the run that
+ * ran last), or NULL when that event has none (a plain progress stream) or the file cannot
+ * be read. */
+char *cohort_run_last_run_id(const char *path);
+
 /* SIGTERM to the child's process group; SIGKILL to the group when it has not exited after
  * `grace_s` seconds. Returns at once; "finished" reports the end. */
 void cohort_run_stop(CohortRun *run, double grace_s);
