@@ -134,7 +134,11 @@ static void write_held(CohortRunRecord *rec, GPtrArray *notes)
 gboolean cohort_run_record_open(CohortRunRecord *rec, const char *workspace, const char *run_id,
                                 GPtrArray *notes, GError **error)
 {
-  g_return_val_if_fail(!cohort_run_record_is_open(rec), FALSE);
+  if (cohort_run_record_is_open(rec)) {
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                "%s: the run record is already open for run %s", rec->events_path, rec->run_id);
+    return FALSE;
+  }
   if (!cohort_run_id_check(run_id, error))
     return FALSE;
   if (g_mkdir_with_parents(workspace, 0755) != 0) {

@@ -8,9 +8,9 @@
  * The progress stream feeds it (cohort_progress_set_recorder). Events emitted before the run
  * id is known (set-up messages) are held and written when the record opens, so the files get
  * every event from the first on. Each events.jsonl line is one write() on an O_APPEND file
- * with no buffering in the process, so a process killed at any moment leaves whole lines; a
- * torn last line (a crash of the machine, a full disk) is cut away when the next run opens
- * the file, so it is never glued onto the next line. */
+ * with no buffering in the process, so a killed process leaves whole lines; a torn last line
+ * (a crash of the machine, a full disk) is cut away when the next run opens the file, so it
+ * is never glued onto the next line. */
 #pragma once
 
 #include <glib.h>
@@ -31,8 +31,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortRunRecord, cohort_run_record_free)
  * <workspace>/tensorboard/<run_id>/ (continuing the newest one there, so a resumed run with
  * the same id goes on in the same files), then writes the events held so far. Repairs made
  * on the way (a torn last line or record cut away) are appended to `notes` (may be NULL) as
- * one-line messages for the log. FALSE with `error` when `run_id` is not a valid id or a file
- * cannot be created; the record then stays closed. */
+ * one-line messages for the log. FALSE with `error` when `run_id` is not a valid id, a file
+ * cannot be created, or the record is open already; a record that was closed stays closed. */
 gboolean cohort_run_record_open(CohortRunRecord *rec, const char *workspace, const char *run_id,
                                 GPtrArray *notes, GError **error);
 

@@ -60,22 +60,63 @@ void cohort_tfrecord_append(GByteArray *out, const void *data, gsize len)
   g_byte_array_append(out, tail, sizeof tail);
 }
 
-static gboolean all_zero(const guint8 *p, gsize n)
+/* Reads exactly `len` bytes at `off`; FALSE at the end of the file or on an error (errno
+ * 0 for the end). */
+static gboolean read_at(int fd, void *buf, gsize len, guint64 off)
 {
-  for (gsize i = 0; i < n; i++)
-    if (p[i] != 0)
+  gsize got = 0;
+  while (got < len) {
+    ssize_t n = pread(fd, (guint8 *)buf + got, len - got, (off_t)(off + got));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = 0;
       return FALSE;
+    }
+    got += (gsize)n;
+  }
   return TRUE;
 }
 
-/* Classifies the bytes from `at` to the end once a record there failed to check. */
-static void classify_tail(const guint8 *buf, gsize size, gsize at, gboolean complete,
-                          CohortTfrecordScan *out)
+enum { CHUNK = 65536 };
+
+/* CRC-32C of `len` bytes at `off`, read in chunks: an event file may be larger than memory
+ * should hold at once. */
+static gboolean crc_at(int fd, guint64 off, guint64 len, guint8 *chunk, guint32 *crc)
 {
-  if (!complete || all_zero(buf + at, size - at))
-    out->torn_tail = TRUE;
-  else
-    out->corrupt = TRUE;
+  *crc = 0;
+  for (guint64 done = 0; done < len;) {
+    gsize n = (gsize)MIN((guint64)CHUNK, len - done);
+    if (!read_at(fd, chunk, n, off + done))
+      return FALSE;
+    *crc = cohort_crc32c(*crc, chunk, n);
+    done += n;
+  }
+  return TRUE;
+}
+
+/* TRUE when the bytes from `off` to `end` are all zero. */
+static gboolean zeros_at(int fd, guint64 off, guint64 end, guint8 *chunk)
+{
+  for (; off < end;) {
+    gsize n = (gsize)MIN((guint64)CHUNK, end - off);
+    if (!read_at(fd, chunk, n, off))
+      return FALSE;
+    for (gsize i = 0; i < n; i++)
+      if (chunk[i] != 0)
+        return FALSE;
+    off += n;
+  }
+  return TRUE;
+}
+
+static gboolean io_error(const char *path, GError **error)
+{
+  int e = errno;
+  g_set_error(error, G_IO_ERROR, e ? g_io_error_from_errno(e) : G_IO_ERROR_FAILED,
+              "%s: cannot read: %s", path, e ? g_strerror(e) : "the file shrank while being read");
+  return FALSE;
 }
 
 gboolean cohort_tfrecord_scan(int fd, const char *path, CohortTfrecordScan *out, GBytes **first,
@@ -85,53 +126,49 @@ gboolean cohort_tfrecord_scan(int fd, const char *path, CohortTfrecordScan *out,
   if (first)
     *first = NULL;
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "%s: %s", path, g_strerror(errno));
-    return FALSE;
-  }
-  /* Event files of one run are small (about 100 bytes per progress event): read whole. */
-  gsize size = (gsize)st.st_size;
-  g_autofree guint8 *buf = g_malloc(MAX(size, 1));
-  gsize got = 0;
-  while (got < size) {
-    ssize_t n = pread(fd, buf + got, size - got, (off_t)got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "%s: cannot read: %s", path,
-                  n < 0 ? g_strerror(errno) : "the file shrank while being read");
-      return FALSE;
-    }
-    got += (gsize)n;
-  }
+  if (fstat(fd, &st) != 0)
+    return io_error(path, error);
+  guint64 size = (guint64)st.st_size, at = 0;
   out->file_length = size;
-  gsize at = 0;
+  g_autofree guint8 *chunk = g_malloc(CHUNK);
   while (at < size) {
-    if (size - at < 12) {
-      classify_tail(buf, size, at, FALSE, out);
-      break;
-    }
+    /* A record that fails to check ends the scan; what follows is a torn tail when the
+     * record is incomplete or the rest is zeros, else damage. */
+    gboolean complete = FALSE;
+    guint8 head[12], tail[4];
     guint64 len = 0;
+    guint32 crc = 0;
+    if (size - at < 12)
+      goto bad;
+    if (!read_at(fd, head, 12, at))
+      return io_error(path, error);
     for (int i = 0; i < 8; i++)
-      len |= (guint64)buf[at + i] << (8 * i);
-    if (get_le32(buf + at + 8) != cohort_tfrecord_mask(cohort_crc32c(0, buf + at, 8))) {
-      classify_tail(buf, size, at, TRUE, out);
-      break;
-    }
-    if (len > size - at - 12 || size - at - 12 - len < 4) {
-      classify_tail(buf, size, at, FALSE, out);
-      break;
-    }
-    const guint8 *data = buf + at + 12;
-    if (get_le32(data + len) != cohort_tfrecord_mask(cohort_crc32c(0, data, (gsize)len))) {
-      classify_tail(buf, size, at, TRUE, out);
-      break;
-    }
-    if (first && out->records == 0)
-      *first = g_bytes_new(data, (gsize)len);
+      len |= (guint64)head[i] << (8 * i);
+    complete = TRUE;
+    if (get_le32(head + 8) != cohort_tfrecord_mask(cohort_crc32c(0, head, 8)))
+      goto bad;
+    complete = len <= size - at - 12 && size - at - 12 - len >= 4;
+    if (!complete)
+      goto bad;
+    if (!crc_at(fd, at + 12, len, chunk, &crc) || !read_at(fd, tail, 4, at + 12 + len))
+      return io_error(path, error);
+    if (get_le32(tail) != cohort_tfrecord_mask(crc))
+      goto bad;
+    if (first && out->records == 0 && len <= CHUNK && read_at(fd, chunk, (gsize)len, at + 12))
+      *first = g_bytes_new(chunk, (gsize)len);
     out->records++;
-    at += 12 + (gsize)len + 4;
+    at += 12 + len + 4;
     out->good_length = at;
+    continue;
+  bad:
+    errno = 0;
+    if (!complete || zeros_at(fd, at, size, chunk))
+      out->torn_tail = TRUE;
+    else if (errno != 0)
+      return io_error(path, error);
+    else
+      out->corrupt = TRUE;
+    break;
   }
   return TRUE;
 }

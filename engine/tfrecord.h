@@ -37,9 +37,9 @@ typedef struct {
   gboolean corrupt;
 } CohortTfrecordScan;
 
-/* Reads the records of the open file `fd` from offset 0 and checks every CRC. When `first`
- * is not NULL it gets a copy of the first record's data (NULL when there is none). FALSE with
- * `error` set only when the file cannot be read. */
+/* Reads the records of the open file `fd` from offset 0 (in 64 KiB pieces) and checks every
+ * CRC. When `first` is not NULL it gets a copy of the first record's data (NULL when there is
+ * none, or it is over 64 KiB). FALSE with `error` set only when the file cannot be read. */
 gboolean cohort_tfrecord_scan(int fd, const char *path, CohortTfrecordScan *out, GBytes **first,
                               GError **error);
 

@@ -117,6 +117,9 @@ static void record_run(Fixture *f, const char *run_id, int from, int to)
   g_assert_no_error(error);
   CohortRunRecord *rec = cohort_progress_get_recorder(p);
   g_assert_true(cohort_run_record_is_open(rec));
+  g_assert_false(cohort_progress_open_record(p, f->ws, "other", &error));
+  g_assert_nonnull(strstr(error->message, "the run record is already open for run "));
+  g_clear_error(&error);
   emit_run(p, from, to);
   close(fd);
 }
@@ -451,6 +454,33 @@ static void test_scan_tails(void)
     g_assert_false(scan.corrupt);
     g_assert_cmpmem(g_bytes_get_data(first, NULL), g_bytes_get_size(first), "hello", 5);
   }
+  /* A record larger than the scan's 64 KiB pieces: checked across pieces, whole or cut. */
+  g_autoptr(GByteArray) big = g_byte_array_new();
+  g_autofree guint8 *data = g_malloc(150000);
+  for (guint i = 0; i < 150000; i++)
+    data[i] = (guint8)(i * 7 + i / 256);
+  cohort_tfrecord_append(big, data, 150000);
+  for (int cut = 0; cut < 3; cut++) {
+    guint len = cut == 0 ? big->len : cut == 1 ? big->len - 4 : 100000;
+    if (cut == 2)
+      big->data[80000] ^= 1; /* not seen: the record is cut before its end anyway */
+    g_assert_true(g_file_set_contents(path, (char *)big->data, len, NULL));
+    int fd = open(path, O_RDONLY);
+    CohortTfrecordScan scan;
+    g_assert_true(cohort_tfrecord_scan(fd, path, &scan, NULL, NULL));
+    close(fd);
+    g_assert_cmpuint(scan.records, ==, cut == 0 ? 1 : 0);
+    g_assert_cmpint(scan.torn_tail, ==, cut != 0);
+    g_assert_false(scan.corrupt);
+  }
+  /* One flipped bit in the middle of the big record's data: damage. */
+  g_assert_true(g_file_set_contents(path, (char *)big->data, big->len, NULL));
+  int fd = open(path, O_RDONLY);
+  CohortTfrecordScan scan;
+  g_assert_true(cohort_tfrecord_scan(fd, path, &scan, NULL, NULL));
+  close(fd);
+  g_assert_cmpuint(scan.records, ==, 0);
+  g_assert_true(scan.corrupt);
   tu_rm_rf(dir);
 }
 
