@@ -169,6 +169,14 @@ static char *host_part(void)
   return h;
 }
 
+/* The record every event file starts with. */
+static gboolean write_version(CohortTbWriter *w, GError **error)
+{
+  g_autoptr(GByteArray) ev = event_head((double)g_get_real_time() / 1e6, 0);
+  put_bytes(ev, EV_FILE_VERSION, FILE_VERSION, strlen(FILE_VERSION));
+  return write_record(w, ev, error);
+}
+
 static gboolean create_file(CohortTbWriter *w, const char *dir, GError **error)
 {
   g_autofree char *host = host_part();
@@ -192,9 +200,7 @@ static gboolean create_file(CohortTbWriter *w, const char *dir, GError **error)
     g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS, "%s: cannot create: name taken", w->path);
     return FALSE;
   }
-  g_autoptr(GByteArray) ev = event_head((double)g_get_real_time() / 1e6, 0);
-  put_bytes(ev, EV_FILE_VERSION, FILE_VERSION, strlen(FILE_VERSION));
-  return write_record(w, ev, error);
+  return write_version(w, error);
 }
 
 /* Opens `path` to continue it. *usable is FALSE when it must be left alone (damaged). */
@@ -213,12 +219,12 @@ static gboolean continue_file(CohortTbWriter *w, const char *path, gboolean *usa
     close(fd);
     return FALSE;
   }
-  if (scan.corrupt || scan.records == 0) {
-    /* Damage inside the file, or no file_version record: start a fresh file beside it. */
+  if (scan.corrupt) {
+    /* Damage inside the file: left as it is for whoever wants to look; a fresh file beside. */
     close(fd);
     if (note)
-      *note = g_strdup_printf("%s: %s; continuing in a new event file", path,
-                              scan.corrupt ? "a record with a bad checksum" : "no complete record");
+      *note =
+          g_strdup_printf("%s: a record with a bad checksum; continuing in a new event file", path);
     return TRUE;
   }
   if (scan.torn_tail) {
@@ -236,7 +242,8 @@ static gboolean continue_file(CohortTbWriter *w, const char *path, gboolean *usa
   w->fd = fd;
   w->path = g_strdup(path);
   *usable = TRUE;
-  return TRUE;
+  /* Killed while writing its very first record: the file starts over. */
+  return scan.records > 0 || write_version(w, error);
 }
 
 CohortTbWriter *cohort_tb_writer_open(const char *dir, char **note, GError **error)

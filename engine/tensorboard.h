@@ -28,9 +28,10 @@ typedef struct CohortTbWriter CohortTbWriter;
 /* Opens the event file of the run folder `dir` (created when missing). When the folder
  * already has event files, the newest (by the time in its name) is continued: a torn last
  * record (a process killed mid-write) is cut away first and noted in *note (may be NULL;
- * g_free it). A file damaged elsewhere is left as it is and a new file started beside it
- * (TensorBoard reads every file of the folder). Otherwise a new file is created with the
- * file_version record. FALSE with `error` when the folder or file cannot be made or read. */
+ * g_free it; a file whose first record was torn starts over). A file damaged elsewhere is
+ * left as it is and a new file started beside it (TensorBoard reads every file of the
+ * folder). Otherwise a new file is created with the file_version record. FALSE with `error` when
+ * the folder or file cannot be made or read. */
 CohortTbWriter *cohort_tb_writer_open(const char *dir, char **note, GError **error);
 void cohort_tb_writer_free(CohortTbWriter *w);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortTbWriter, cohort_tb_writer_free)

@@ -9,6 +9,7 @@
 
 #include "engine/progress.h"
 #include "engine/run-record.h"
+#include "engine/tensorboard.h"
 #include "engine/tfrecord.h"
 #include "test-util.h"
 #include "train-run.h"
@@ -409,6 +410,35 @@ static void test_damage_is_not_cut(void)
   fixture_clear(&f);
 }
 
+/* A process killed while writing an event file's first record: the file starts over. */
+static void test_torn_first_record(void)
+{
+  g_autofree char *dir = tu_mkdtemp("tb-first");
+  g_autofree char *path = g_build_filename(dir, "events.out.tfevents.100.somehost", NULL);
+  g_autoptr(GByteArray) rec = g_byte_array_new();
+  cohort_tfrecord_append(rec, "0123456789", 10);
+  g_assert_true(g_file_set_contents(path, (char *)rec->data, 15, NULL));
+  g_autofree char *note = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortTbWriter) w = cohort_tb_writer_open(dir, &note, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(cohort_tb_writer_path(w), ==, path);
+  g_assert_nonnull(strstr(note, "removed an incomplete last record (15 bytes)"));
+  g_autoptr(CohortTbScalars) s = cohort_tb_scalars_new();
+  cohort_tb_scalars_add(s, "train/loss", 2.5);
+  g_assert_true(cohort_tb_writer_add(w, 1e9, 7, s, &error));
+  g_autoptr(GPtrArray) got = tbr_read_file(path);
+  g_assert_cmpuint(got->len, ==, 2);
+  g_assert_cmpstr(((TbrEvent *)g_ptr_array_index(got, 0))->file_version, ==, "brain.Event:2");
+  TbrEvent *e = g_ptr_array_index(got, 1);
+  float v = 0;
+  g_assert_true(tbr_event_lookup(e, "train/loss", &v));
+  g_assert_cmpfloat(v, ==, 2.5f);
+  g_assert_cmpint(e->step, ==, 7);
+  g_assert_cmpfloat(e->wall_time, ==, 1e9);
+  tu_rm_rf(dir);
+}
+
 /* Zeros after the last record (a crash before the data reached the disk) count as a torn
  * tail; so do a header alone and a record cut inside its data. */
 static void test_scan_tails(void)
@@ -644,6 +674,7 @@ int main(int argc, char **argv)
   g_test_add_func("/run-record/resume-continues-files", test_resume_continues_files);
   g_test_add_func("/run-record/damage-is-not-cut", test_damage_is_not_cut);
   g_test_add_func("/run-record/scan-tails", test_scan_tails);
+  g_test_add_func("/run-record/torn-first-record", test_torn_first_record);
   g_test_add_func("/run-record/bad-run-id", test_bad_run_id);
   g_test_add_func("/run-record/stream-into-events-file", test_stream_into_events_file);
   g_test_add_func("/run-record/engine-end-to-end", test_engine_end_to_end);
