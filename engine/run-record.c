@@ -59,13 +59,6 @@ gboolean cohort_run_id_check(const char *id, GError **error)
   return ok;
 }
 
-char *cohort_run_id_new(void)
-{
-  g_autoptr(GDateTime) now = g_date_time_new_now_utc();
-  g_autofree char *stamp = g_date_time_format(now, "%Y%m%d-%H%M%S");
-  return g_strdup_printf("%s-%08x", stamp, g_random_int());
-}
-
 static gboolean write_all(int fd, const char *buf, gsize len)
 {
   while (len > 0) {

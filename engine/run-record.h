@@ -59,9 +59,6 @@ void cohort_run_record_event(CohortRunRecord *rec, JsonObject *ev);
  *          (rank/0/step_s, rank/0/comm_s, rank/0/data_s, rank/0/mem_bytes, …). */
 CohortTbScalars *cohort_run_record_scalars(JsonObject *ev);
 
-/* A new run id: the UTC start time and 32 random bits, "20250601-142233-9f3a61c2". */
-char *cohort_run_id_new(void);
-
 /* TRUE when `id` can name a run (and its TensorBoard folder): 1 to 128 characters from
  * A-Z a-z 0-9 . _ -, not starting with '.'. Else FALSE with a one-line `error` naming it. */
 gboolean cohort_run_id_check(const char *id, GError **error);

@@ -585,7 +585,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
    * until run ids are kept in the checkpoint: a fresh id per process, so a resumed run starts
    * a new TensorBoard folder for now. Pass the run's id here (kept across --resume). */
   {
-    g_autofree char *run_id = cohort_run_id_new();
+    g_autofree char *run_id = g_uuid_string_random();
     if (!cohort_progress_open_record(r->progress, cfg->workspace_dir, run_id, error))
       goto out;
   }
