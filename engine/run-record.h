@@ -52,8 +52,8 @@ const char *cohort_run_record_tb_path(CohortRunRecord *rec);
 void cohort_run_record_event(CohortRunRecord *rec, JsonObject *ev);
 
 /* The TensorBoard scalars of a progress event, or NULL when it has none:
- *   step   train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/loss_scale
- *          (those present);
+ *   step   train/loss, train/lr, train/grad_norm, train/tokens_per_s, train/samples_per_s,
+ *          train/loss_scale (those present);
  *   eval   eval/<name> for every numeric member but step and time (eval/val_loss, …);
  *   ranks  rank/<r>/<name> for every numeric member of each rank but "rank"
  *          (rank/0/step_s, rank/0/comm_s, rank/0/data_s, rank/0/mem_bytes, …). */

@@ -79,9 +79,9 @@ static void emit_run(CohortProgress *p, int from, int to)
                               "\"loss_scale\":32768,\"skipped\":true}",
                               s, 1e-4 * s)
             : g_strdup_printf("{\"step\":%d,\"total_steps\":%d,\"loss\":%.9f,\"lr\":%.6f,"
-                              "\"grad_norm\":%.5f,\"tokens_per_s\":%.3f,\"eta_s\":3.5,"
-                              "\"loss_scale\":65536,\"skipped\":false}",
-                              s, to, 5.0 / s + 1e-7, 1e-4 * s, 0.5 + s * 0.01, 1000.0 + s);
+                              "\"grad_norm\":%.5f,\"tokens_per_s\":%.3f,\"samples_per_s\":%d,"
+                              "\"eta_s\":3.5,\"loss_scale\":65536,\"skipped\":false}",
+                              s, to, 5.0 / s + 1e-7, 1e-4 * s, 0.5 + s * 0.01, 1000.0 + s, 30 + s);
     cohort_progress_emit(p, "step", obj_of(step));
     if (s % 3 == 0) {
       g_autofree char *eval = g_strdup_printf(
@@ -154,6 +154,20 @@ static void check_events_equal_stream(char **stream, char **events, const char *
   }
 }
 
+/* Every member of `o` that is a JSON number, but those in `skip`, as `prefix``name`. */
+static void add_numbers(TbrEvent *e, JsonObject *o, const char *prefix, const char *const *skip)
+{
+  g_autoptr(GList) names = json_object_get_members(o);
+  for (GList *l = names; l; l = l->next) {
+    JsonNode *n = json_object_get_member(o, l->data);
+    if (g_strv_contains(skip, l->data) || !JSON_NODE_HOLDS_VALUE(n))
+      continue;
+    GType t = json_node_get_value_type(n);
+    if (t == G_TYPE_INT64 || t == G_TYPE_DOUBLE)
+      tbr_event_add(e, g_strconcat(prefix, l->data, NULL), json_node_get_double(n));
+  }
+}
+
 /* The TensorBoard events a stream should give, in order: scalars of step/eval/ranks events
  * and a SessionLog START for a `start` with start_step > 0. */
 static GPtrArray *expected_tb(char **stream)
@@ -176,28 +190,23 @@ static GPtrArray *expected_tb(char **stream)
       continue;
     }
     if (g_str_equal(name, "step")) {
-      const char *keys[] = {"loss", "lr", "grad_norm", "tokens_per_s", "loss_scale"};
+      const char *keys[] = {"loss",          "lr",        "grad_norm", "tokens_per_s",
+                            "samples_per_s", "loss_scale"};
       for (guint k = 0; k < G_N_ELEMENTS(keys); k++)
         if (json_object_has_member(ev, keys[k]))
           tbr_event_add(e, g_strconcat("train/", keys[k], NULL),
                         json_object_get_double_member(ev, keys[k]));
     } else if (g_str_equal(name, "eval")) {
-      tbr_event_add(e, g_strdup("eval/val_loss"), json_object_get_double_member(ev, "val_loss"));
-      tbr_event_add(e, g_strdup("eval/val_tokens"),
-                    (double)json_object_get_int_member(ev, "val_tokens"));
-      if (json_object_has_member(ev, "accuracy"))
-        tbr_event_add(e, g_strdup("eval/accuracy"), json_object_get_double_member(ev, "accuracy"));
+      const char *skip[] = {"event", "time", "step", "run_id", NULL};
+      add_numbers(e, ev, "eval/", skip);
     } else if (g_str_equal(name, "ranks")) {
       JsonArray *ranks = json_object_get_array_member(ev, "ranks");
-      const char *keys[] = {"step_s", "data_s", "comm_s", "mem_bytes", "gpu_util"};
+      const char *skip[] = {"rank", NULL};
       for (guint r = 0; r < json_array_get_length(ranks); r++) {
         JsonObject *o = json_array_get_object_element(ranks, r);
-        for (guint k = 0; k < G_N_ELEMENTS(keys); k++)
-          if (json_object_has_member(o, keys[k]))
-            tbr_event_add(
-                e,
-                g_strdup_printf("rank/%d/%s", (int)json_object_get_int_member(o, "rank"), keys[k]),
-                json_object_get_double_member(o, keys[k]));
+        g_autofree char *prefix =
+            g_strdup_printf("rank/%d/", (int)json_object_get_int_member(o, "rank"));
+        add_numbers(e, o, prefix, skip);
       }
     }
     if (e->tags->len > 0)
@@ -272,6 +281,35 @@ static void test_synthetic_stream(void)
   /* 8 steps, 2 evals, 2 ranks reports. */
   g_assert_cmpuint(want->len, ==, 12);
   check_tb_equal(got, 1, want);
+  /* The tags the documentation promises, spelled out. */
+  const char *tags[] = {"train/loss",
+                        "train/lr",
+                        "train/grad_norm",
+                        "train/tokens_per_s",
+                        "train/samples_per_s",
+                        "train/loss_scale",
+                        "eval/val_loss",
+                        "eval/val_tokens",
+                        "eval/accuracy",
+                        "rank/0/step_s",
+                        "rank/1/comm_s",
+                        "rank/1/data_s",
+                        "rank/0/mem_bytes",
+                        "rank/1/gpu_util",
+                        NULL};
+  for (guint t = 0; tags[t]; t++) {
+    gboolean seen = FALSE;
+    for (guint i = 1; i < got->len && !seen; i++) {
+      float v;
+      seen = tbr_event_lookup(g_ptr_array_index(got, i), tags[t], &v);
+    }
+    if (!seen)
+      g_error("no %s in %s", tags[t], tb);
+  }
+  float v = NAN;
+  g_assert_true(tbr_event_lookup(g_ptr_array_index(got, 1), "train/loss", &v));
+  g_assert_cmpfloat(v, ==, (float)(5.0 / 1 + 1e-7));
+  g_assert_false(tbr_event_lookup(g_ptr_array_index(got, 2), "train/loss", &v));
   fixture_clear(&f);
 }
 
@@ -589,6 +627,14 @@ static void check_engine_run(const char *ws, const char *stream, guint skip_line
   *n_tb = want->len;
 }
 
+/* A new run in a workspace that holds an earlier run's checkpoints is refused (or moves
+ * them aside with --overwrite); events.jsonl and tensorboard/ stay, shared by all runs. */
+static void forget_checkpoints(const char *ws)
+{
+  g_autofree char *ck = g_build_filename(ws, "checkpoints", NULL);
+  tu_rm_rf(ck);
+}
+
 static void test_engine_end_to_end(void)
 {
   g_autofree char *dir = tu_mkdtemp("run-record-e2e");
@@ -604,6 +650,7 @@ static void test_engine_end_to_end(void)
   g_assert_cmpuint(n1, ==, 13);
 
   g_auto(GStrv) before = read_lines(s1);
+  forget_checkpoints(ws);
   run_engine(ws, s2, extra);
   g_autofree char *id2 = NULL;
   guint n2 = 0;
@@ -615,6 +662,7 @@ static void test_engine_end_to_end(void)
   g_autofree char *events_path = g_build_filename(ws, "events.jsonl", NULL);
   g_auto(GStrv) two = read_lines(events_path);
   g_autoptr(GPtrArray) args = small_args(ws, extra);
+  forget_checkpoints(ws);
   RunResult r = run_train(args, NULL);
   g_assert_cmpint(r.status, ==, 0);
   run_result_clear(&r);
