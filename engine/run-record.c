@@ -172,6 +172,11 @@ gboolean cohort_run_record_is_open(CohortRunRecord *rec)
   return rec->run_id != NULL;
 }
 
+const char *cohort_run_record_run_id(CohortRunRecord *rec)
+{
+  return rec->run_id;
+}
+
 const char *cohort_run_record_events_path(CohortRunRecord *rec)
 {
   return rec->events_path;

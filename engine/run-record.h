@@ -38,6 +38,9 @@ gboolean cohort_run_record_open(CohortRunRecord *rec, const char *workspace, con
 
 gboolean cohort_run_record_is_open(CohortRunRecord *rec);
 
+/* The run id once open, else NULL. */
+const char *cohort_run_record_run_id(CohortRunRecord *rec);
+
 /* <workspace>/events.jsonl once open, else NULL. */
 const char *cohort_run_record_events_path(CohortRunRecord *rec);
 
@@ -45,7 +48,8 @@ const char *cohort_run_record_events_path(CohortRunRecord *rec);
 const char *cohort_run_record_tb_path(CohortRunRecord *rec);
 
 /* Records one progress event (an object with "event" and "time"): sets its "run_id" member
- * and appends it to events.jsonl, and writes its scalars (cohort_run_record_scalars) to
+ * (in place when the event has one: the same id, never a second member) and appends it to
+ * events.jsonl, and writes its scalars (cohort_run_record_scalars) to
  * TensorBoard at its "step". Before the record is open the event is held (a reference is
  * kept; the first 1000). A write that fails is reported once on stderr and that file is
  * then left alone; training goes on. */

@@ -5,6 +5,7 @@
  * kill tore their tails; damage is not cut; bad ids and a stream aimed at events.jsonl are
  * refused; and the real cohort-train end to end. */
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "engine/progress.h"
@@ -98,7 +99,11 @@ static void emit_run(CohortProgress *p, int from, int to)
     }
   }
   cohort_progress_emit(p, "sample", obj_of("{\"step\":4,\"prompt\":\"a\",\"text\":\"a \\u00e9\"}"));
-  cohort_progress_emit(p, "checkpoint", obj_of("{\"step\":4,\"path\":\"ws/checkpoints/x\"}"));
+  /* An event that carries the run id itself (the engine's `start` does): kept, not doubled. */
+  g_autofree char *ck =
+      g_strdup_printf("{\"step\":4,\"run_id\":\"%s\",\"path\":\"ws/checkpoints/x\"}",
+                      cohort_run_record_run_id(cohort_progress_get_recorder(p)));
+  cohort_progress_emit(p, "checkpoint", obj_of(ck));
   cohort_progress_log(p, "info", "a log line with \"quotes\"");
   cohort_progress_emit(p, "error", obj_of("{\"rank\":1,\"message\":\"all_reduce failed\"}"));
   cohort_progress_emit(p, "done", obj_of("{\"status\":\"failed\"}"));
@@ -142,12 +147,20 @@ static char **read_lines(const char *path)
 }
 
 /* Every events.jsonl line is the stream's line with ,"run_id":"…" before its closing brace
- * (exactly: same bytes otherwise). */
+ * (exactly: same bytes otherwise), or the stream's line itself when the event carries the
+ * run id already (the engine's `start` does). */
 static void check_events_equal_stream(char **stream, char **events, const char *const *ids)
 {
   g_assert_cmpuint(g_strv_length(events), ==, g_strv_length(stream));
   for (guint i = 0; stream[i]; i++) {
     g_assert_true(g_str_has_suffix(stream[i], "}"));
+    g_autoptr(JsonObject) ev = obj_of(stream[i]);
+    const char *has = json_object_get_string_member_with_default(ev, "run_id", NULL);
+    if (has) {
+      g_assert_cmpstr(has, ==, ids[i]);
+      g_assert_cmpstr(events[i], ==, stream[i]);
+      continue;
+    }
     g_autofree char *head = g_strndup(stream[i], strlen(stream[i]) - 1);
     g_autofree char *want = g_strdup_printf("%s,\"run_id\":\"%s\"}", head, ids[i]);
     g_assert_cmpstr(events[i], ==, want);
@@ -328,6 +341,14 @@ static gsize file_size(const char *path)
   return (gsize)st.st_size;
 }
 
+static char **concat_lines(char **a, char **b)
+{
+  g_autoptr(GStrvBuilder) both = g_strv_builder_new();
+  g_strv_builder_addv(both, (const char **)a);
+  g_strv_builder_addv(both, (const char **)b);
+  return g_strv_builder_end(both);
+}
+
 /* A kill mid-write leaves half a record and half a line; the resumed run (same id) cuts
  * both, says so, and continues the same files; its START purges the redone steps. */
 static void test_resume_continues_files(void)
@@ -367,10 +388,7 @@ static void test_resume_continues_files(void)
   /* events.jsonl: the first run's lines, then the second's; nothing glued. */
   g_auto(GStrv) stream1 = read_lines(first_stream);
   g_auto(GStrv) events = read_lines(events_path);
-  g_autoptr(GStrvBuilder) both = g_strv_builder_new();
-  g_strv_builder_addv(both, (const char **)stream1);
-  g_strv_builder_addv(both, (const char **)stream2);
-  g_auto(GStrv) all = g_strv_builder_end(both);
+  g_auto(GStrv) all = concat_lines(stream1, stream2);
   g_autofree const char **ids = g_new0(const char *, g_strv_length(all) + 1);
   for (guint i = 0; all[i]; i++)
     ids[i] = "run-r";
@@ -669,14 +687,23 @@ static void test_engine_end_to_end(void)
   g_auto(GStrv) three = read_lines(events_path);
   guint n2_lines = g_strv_length(two), n3_lines = g_strv_length(three);
   g_assert_cmpuint(n3_lines - n2_lines, ==, g_strv_length(before));
-  g_autoptr(JsonObject) start = obj_of(three[n2_lines]);
-  g_autoptr(JsonObject) done = obj_of(three[n3_lines - 2]);
-  g_assert_cmpstr(json_object_get_string_member(start, "event"), ==, "start");
-  g_assert_cmpstr(json_object_get_string_member(done, "event"), ==, "done");
-  g_assert_cmpstr(json_object_get_string_member(done, "status"), ==, "completed");
-  const char *id3 = json_object_get_string_member(start, "run_id");
-  g_assert_cmpstr(json_object_get_string_member(done, "run_id"), ==, id3);
+  /* The third run's lines: one run id, a start, and one done that says completed. */
+  g_autoptr(JsonObject) first3 = obj_of(three[n2_lines]);
+  const char *id3 = json_object_get_string_member(first3, "run_id");
   g_assert_cmpstr(id3, !=, id2);
+  guint starts = 0, dones = 0;
+  for (guint i = n2_lines; i < n3_lines; i++) {
+    g_autoptr(JsonObject) ev = obj_of(three[i]);
+    const char *name = json_object_get_string_member(ev, "event");
+    g_assert_cmpstr(json_object_get_string_member(ev, "run_id"), ==, id3);
+    starts += g_str_equal(name, "start");
+    if (g_str_equal(name, "done")) {
+      dones++;
+      g_assert_cmpstr(json_object_get_string_member(ev, "status"), ==, "completed");
+    }
+  }
+  g_assert_cmpuint(starts, ==, 1);
+  g_assert_cmpuint(dones, ==, 1);
   g_autofree char *tb3 = g_build_filename(ws, "tensorboard", id3, NULL);
   g_assert_true(g_file_test(tb3, G_FILE_TEST_IS_DIR));
   tu_rm_rf(dir);
@@ -715,6 +742,74 @@ static void test_engine_two_ranks(void)
   tu_rm_rf(dir);
 }
 
+/* Stopped (SIGTERM: a checkpoint) and resumed with --resume auto: the resumed run appends to
+ * events.jsonl under the same run id and continues the same TensorBoard file, after a
+ * SessionLog START at the step after its checkpoint. */
+static void test_engine_resume(void)
+{
+  g_autofree char *dir = tu_mkdtemp("run-record-resume");
+  g_autofree char *ws = g_build_filename(dir, "ws", NULL);
+  g_autofree char *s1 = g_build_filename(dir, "progress-1.jsonl", NULL);
+  g_autofree char *s2 = g_build_filename(dir, "progress-2.jsonl", NULL);
+  const char *quiet[] = {"-q", NULL};
+  g_autoptr(GPtrArray) args1 = small_args(ws, quiet);
+  g_autoptr(GSubprocess) p = start_train(args1, s1);
+  gint64 deadline = g_get_monotonic_time() + 120 * G_USEC_PER_SEC;
+  for (;;) {
+    g_autofree char *text = NULL;
+    g_file_get_contents(s1, &text, NULL, NULL);
+    if (text && strstr(text, "\"step\":7,"))
+      break;
+    g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    g_usleep(20000);
+  }
+  g_subprocess_send_signal(p, SIGTERM);
+  RunResult r1 = finish_train(p);
+  g_assert_cmpint(r1.status, ==, 0);
+  run_result_clear(&r1);
+  const char *resume[] = {"--resume", "auto", "-q", NULL};
+  run_engine(ws, s2, resume);
+
+  g_auto(GStrv) c1 = read_lines(s1);
+  g_auto(GStrv) c2 = read_lines(s2);
+  g_auto(GStrv) all = concat_lines(c1, c2);
+  g_autofree char *events_path = g_build_filename(ws, "events.jsonl", NULL);
+  g_auto(GStrv) events = read_lines(events_path);
+  guint n1 = g_strv_length(c1), n = g_strv_length(all);
+  g_assert_cmpuint(g_strv_length(events), ==, n);
+  g_autoptr(JsonObject) first1 = obj_of(events[0]);
+  g_autoptr(JsonObject) first2 = obj_of(events[n1]);
+  const char *id1 = json_object_get_string_member(first1, "run_id");
+  const char *id2 = json_object_get_string_member(first2, "run_id");
+  g_autofree const char **ids = g_new0(const char *, n + 1);
+  for (guint i = 0; i < n; i++)
+    ids[i] = i < n1 ? id1 : id2;
+  check_events_equal_stream(all, events, ids);
+  if (!g_str_equal(id1, id2)) {
+    g_test_skip("this engine gives a resumed run a new run id (the trainer's placeholder)");
+    tu_rm_rf(dir);
+    return;
+  }
+  g_autofree char *tb_dir = g_build_filename(ws, "tensorboard", id1, NULL);
+  g_autofree char *tb = only_file(tb_dir);
+  g_autoptr(GPtrArray) got = tbr_read_file(tb);
+  g_autoptr(GPtrArray) want = expected_tb(all);
+  check_tb_equal(got, 1, want);
+  g_autoptr(JsonObject) start2 = obj_of(c2[0]);
+  gint64 from = json_object_get_int_member(start2, "start_step");
+  g_assert_cmpint(from, >=, 7);
+  guint restarts = 0;
+  for (guint i = 0; i < got->len; i++) {
+    TbrEvent *e = g_ptr_array_index(got, i);
+    if (e->session_status == 1) {
+      g_assert_cmpint(e->step, ==, from + 1);
+      restarts++;
+    }
+  }
+  g_assert_cmpuint(restarts, ==, 1);
+  tu_rm_rf(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -728,5 +823,6 @@ int main(int argc, char **argv)
   g_test_add_func("/run-record/stream-into-events-file", test_stream_into_events_file);
   g_test_add_func("/run-record/engine-end-to-end", test_engine_end_to_end);
   g_test_add_func("/run-record/engine-two-ranks", test_engine_two_ranks);
+  g_test_add_func("/run-record/engine-resume", test_engine_resume);
   return g_test_run();
 }
