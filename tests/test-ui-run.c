@@ -10,6 +10,7 @@
 #include "ui/config-form.h"
 #include "ui/programs.h"
 #include "ui/run-page.h"
+#include "ui/run.h"
 #include "ui/window.h"
 
 static char *tmp_dir;
@@ -151,10 +152,24 @@ static char *write_events_file(void)
   return path;
 }
 
+/* Replays `path` into `win` showing run `run_id` (NULL: the last) and waits for its end. */
 static void replay_path_run(CohortWindow *win, const char *path, const char *run_id)
 {
-  cohort_window_replay_run(win, path, run_id);
+  cohort_run_set_replay_choice(run_id);
+  cohort_window_replay(win, path);
+  cohort_run_set_replay_choice(NULL);
   g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 10));
+}
+
+/* The Run page's figures, point counts and log (whatever type the page getter returns). */
+static const char *figure(CohortWindow *win, const char *name)
+{
+  return cohort_run_page_get_figure(cohort_window_get_run_page(win), name);
+}
+
+static guint points(CohortWindow *win, gboolean validation)
+{
+  return cohort_run_page_count_points(cohort_window_get_run_page(win), validation);
 }
 
 /* events.jsonl holds several runs: the last run is shown whole (both of its parts, without
@@ -163,35 +178,31 @@ static void replay_path_run(CohortWindow *win, const char *path, const char *run
 static void test_replay_events_file(void)
 {
   g_autofree char *path = write_events_file();
-  g_autofree char *last = cohort_run_last_run_id(path);
-  g_assert_cmpstr(last, ==, "run-a");
   CohortWindow *win = cohort_window_new(NULL);
-  GtkWidget *page = cohort_window_get_run_page(win);
-  cohort_window_replay(win, path);
-  g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 10));
-  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "6 of 6");
-  g_assert_cmpstr(cohort_run_page_get_figure(page, "loss"), ==, "5.0004");
-  g_assert_cmpstr(cohort_run_page_get_figure(page, "val_loss"), ==, "5.0055");
-  g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
+  replay_path_run(win, path, NULL);
+  g_assert_cmpstr(figure(win, "step"), ==, "6 of 6");
+  g_assert_cmpstr(figure(win, "loss"), ==, "5.0004");
+  g_assert_cmpstr(figure(win, "val_loss"), ==, "5.0055");
+  g_assert_false(cohort_run_page_figure_shown(cohort_window_get_run_page(win), "loss_scale"));
   /* Steps 1-4, then 4-6 again after the resume from step 3: six points, not seven. */
-  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 6);
-  g_assert_cmpuint(cohort_run_page_count_points(page, TRUE), ==, 2);
+  g_assert_cmpuint(points(win, FALSE), ==, 6);
+  g_assert_cmpuint(points(win, TRUE), ==, 2);
   g_assert_true(
       g_str_has_prefix(cohort_run_get_summary(cohort_window_get_run(win)), "Completed: 6 steps"));
-  g_autofree char *log = cohort_run_page_get_log(page);
+  g_autofree char *log = cohort_run_page_get_log(cohort_window_get_run_page(win));
   g_assert_nonnull(strstr(log, "replay: run run-a; 33 events of other runs (run-b) left out"));
   g_assert_null(strstr(log, "gradients overflowed"));
 
   replay_path_run(win, path, "run-b");
-  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "14 of 14");
-  g_assert_true(cohort_run_page_figure_shown(page, "loss_scale"));
-  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 14);
+  g_assert_cmpstr(figure(win, "step"), ==, "14 of 14");
+  g_assert_true(cohort_run_page_figure_shown(cohort_window_get_run_page(win), "loss_scale"));
+  g_assert_cmpuint(points(win, FALSE), ==, 14);
 
   replay_path_run(win, path, "run-c");
-  g_autofree char *log_c = cohort_run_page_get_log(page);
+  g_autofree char *log_c = cohort_run_page_get_log(cohort_window_get_run_page(win));
   g_assert_nonnull(strstr(log_c, "replay: no events of run run-c in this file; its runs: run-a, "
                                  "run-b"));
-  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 0);
+  g_assert_cmpuint(points(win, FALSE), ==, 0);
   gtk_window_destroy(GTK_WINDOW(win));
 }
 

@@ -4,6 +4,7 @@
 #include <locale.h>
 
 #include "cohort-build-config.h"
+#include "ui/run.h"
 #include "ui/window.h"
 
 static char *locale_dir;
@@ -73,7 +74,8 @@ static void on_activate(GApplication *app)
   /* Presented first, so a dialog opened for --page multinode stays above it. */
   gtk_window_present(win);
   if (replay_path != NULL) {
-    cohort_window_replay_run(COHORT_WINDOW(win), replay_path, replay_run);
+    cohort_run_set_replay_choice(replay_run);
+    cohort_window_replay(COHORT_WINDOW(win), replay_path);
     cohort_window_show_page(COHORT_WINDOW(win), "run");
   }
   if (g_strcmp0(start_page, "multinode") == 0) {

@@ -6,7 +6,6 @@
 #include <glib/gi18n.h>
 #include <gio/gunixinputstream.h>
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -274,33 +273,32 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
   return TRUE;
 }
 
-void cohort_run_replay(CohortRun *run, GInputStream *stream)
-{
-  cohort_run_replay_run(run, stream, NULL);
-}
+static char *replay_choice;
 
-void cohort_run_replay_run(CohortRun *run, GInputStream *stream, const char *run_id)
+void cohort_run_set_replay_choice(const char *run_id)
 {
-  reset(run);
-  run->only_run = g_strdup(run_id);
-  read_lines(run, stream, TRUE);
+  g_free(replay_choice);
+  replay_choice = g_strdup(run_id);
 }
 
 /* Progress lines are at most 1 MiB: the last event starts within the last 2 MiB. */
 #define TAIL_BYTES (2 << 20)
 
-char *cohort_run_last_run_id(const char *path)
+/* The "run_id" of the last event of a seekable `stream` (left at its start again), or NULL
+ * when that event has none (a plain progress stream) or the stream cannot seek. */
+static char *last_run_id(GInputStream *stream)
 {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
+  if (!G_IS_SEEKABLE(stream) || !g_seekable_can_seek(G_SEEKABLE(stream)))
     return NULL;
-  long start = 0;
-  if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > TAIL_BYTES)
-    start = ftell(f) - TAIL_BYTES;
-  fseek(f, start, SEEK_SET);
+  GSeekable *s = G_SEEKABLE(stream);
   g_autofree char *tail = g_malloc(TAIL_BYTES + 1);
-  size_t n = fread(tail, 1, TAIL_BYTES, f);
-  fclose(f);
+  gsize n = 0;
+  gboolean ok = g_seekable_seek(s, 0, G_SEEK_END, NULL, NULL);
+  goffset size = g_seekable_tell(s);
+  ok = ok && g_seekable_seek(s, MAX(size - TAIL_BYTES, 0), G_SEEK_SET, NULL, NULL) &&
+       g_input_stream_read_all(stream, tail, TAIL_BYTES, &n, NULL, NULL);
+  if (!g_seekable_seek(s, 0, G_SEEK_SET, NULL, NULL) || !ok)
+    return NULL;
   tail[n] = '\0';
   g_auto(GStrv) lines = g_strsplit(tail, "\n", -1);
   /* The first line may be cut (it started before the tail); it is the last one tried. */
@@ -316,6 +314,14 @@ char *cohort_run_last_run_id(const char *path)
     return g_strdup(json_object_get_string_member_with_default(ev, "run_id", NULL));
   }
   return NULL;
+}
+
+void cohort_run_replay(CohortRun *run, GInputStream *stream)
+{
+  reset(run);
+  if (G_IS_SEEKABLE(stream) && g_seekable_can_seek(G_SEEKABLE(stream)))
+    run->only_run = replay_choice ? g_strdup(replay_choice) : last_run_id(stream);
+  read_lines(run, stream, TRUE);
 }
 
 static gboolean kill_group(gpointer data)

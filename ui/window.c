@@ -438,12 +438,6 @@ void cohort_window_stop(CohortWindow *win)
 
 void cohort_window_replay(CohortWindow *win, const char *path)
 {
-  cohort_window_replay_run(win, path, NULL);
-}
-
-void cohort_window_replay_run(CohortWindow *win, const char *path, const char *run_id)
-{
-  g_autofree char *last = run_id ? NULL : cohort_run_last_run_id(path);
   g_autoptr(GFile) file = g_file_new_for_path(path);
   g_autoptr(GError) error = NULL;
   g_autoptr(GFileInputStream) in = g_file_read(file, NULL, &error);
@@ -452,7 +446,7 @@ void cohort_window_replay_run(CohortWindow *win, const char *path, const char *r
     return;
   }
   cohort_run_page_reset(win->run_page);
-  cohort_run_replay_run(win->run, G_INPUT_STREAM(in), run_id ? run_id : last);
+  cohort_run_replay(win->run, G_INPUT_STREAM(in));
   update_state(win);
 }
 

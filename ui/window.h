@@ -49,11 +49,7 @@ gboolean cohort_window_export(CohortWindow *win, const char *path, GError **erro
 gboolean cohort_window_start(CohortWindow *win, GError **error);
 void cohort_window_stop(CohortWindow *win);
 
-/* Shows a recorded progress stream (JSON Lines file) on the Run page. A workspace's
- * events.jsonl holds every run: the last run in the file is shown. */
+/* Shows a recorded progress stream (JSON Lines file) on the Run page. */
 void cohort_window_replay(CohortWindow *win, const char *path);
-
-/* Like cohort_window_replay, showing the run `run_id` of an events.jsonl (NULL: the last). */
-void cohort_window_replay_run(CohortWindow *win, const char *path, const char *run_id);
 
 G_END_DECLS
