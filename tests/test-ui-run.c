@@ -10,7 +10,6 @@
 #include "ui/config-form.h"
 #include "ui/programs.h"
 #include "ui/run-page.h"
-#include "ui/run.h"
 #include "ui/window.h"
 
 static char *tmp_dir;
