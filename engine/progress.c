@@ -2,8 +2,10 @@
 #include "json-write.h"
 
 #include <errno.h>
+#include <gio/gio.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct CohortProgress {
@@ -11,6 +13,7 @@ struct CohortProgress {
   gboolean human;
   gboolean tty;
   gboolean live_shown;
+  CohortRunRecord *recorder;
 };
 
 CohortProgress *cohort_progress_new(int fd, gboolean human)
@@ -27,6 +30,7 @@ void cohort_progress_free(CohortProgress *p)
   if (!p)
     return;
   cohort_progress_finish_line(p);
+  cohort_run_record_free(p->recorder);
   g_free(p);
 }
 
@@ -46,9 +50,50 @@ static void write_all(CohortProgress *p, const char *buf, gsize len)
   }
 }
 
+void cohort_progress_set_recorder(CohortProgress *p, CohortRunRecord *rec)
+{
+  if (p->recorder != rec)
+    cohort_run_record_free(p->recorder);
+  p->recorder = rec;
+}
+
+CohortRunRecord *cohort_progress_get_recorder(CohortProgress *p)
+{
+  return p->recorder;
+}
+
+/* TRUE when the JSON stream is the file at `path`. */
+static gboolean stream_is(CohortProgress *p, const char *path)
+{
+  struct stat a, b;
+  return p->fd >= 0 && fstat(p->fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+gboolean cohort_progress_open_record(CohortProgress *p, const char *workspace, const char *run_id,
+                                     GError **error)
+{
+  if (!p->recorder)
+    return TRUE;
+  g_autofree char *events = g_build_filename(workspace, "events.jsonl", NULL);
+  if (stream_is(p, events)) {
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                "--progress-fd %d writes to %s, which the run writes itself (the run record); "
+                "give --progress-fd another file",
+                p->fd, events);
+    return FALSE;
+  }
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+  if (!cohort_run_record_open(p->recorder, workspace, run_id, notes, error))
+    return FALSE;
+  for (guint i = 0; i < notes->len; i++)
+    cohort_progress_log(p, "warning", "%s", (const char *)g_ptr_array_index(notes, i));
+  return TRUE;
+}
+
 void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fields)
 {
-  if (p->fd < 0) {
+  if (p->fd < 0 && !p->recorder) {
     if (fields)
       json_object_unref(fields);
     return;
@@ -65,10 +110,15 @@ void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fiel
       json_object_set_member(obj, name, json_node_copy(node));
     json_object_unref(fields);
   }
-  g_autoptr(JsonNode) root = json_node_init_object(json_node_alloc(), obj);
-  g_autofree char *text = cohort_json_to_string(root, FALSE);
-  g_autofree char *line = g_strconcat(text, "\n", NULL);
-  write_all(p, line, strlen(line));
+  if (p->fd >= 0) {
+    g_autoptr(JsonNode) root = json_node_init_object(json_node_alloc(), obj);
+    g_autofree char *text = cohort_json_to_string(root, FALSE);
+    g_autofree char *line = g_strconcat(text, "\n", NULL);
+    write_all(p, line, strlen(line));
+  }
+  /* After the stream's line is written: the record adds "run_id" to the object. */
+  if (p->recorder)
+    cohort_run_record_event(p->recorder, obj);
 }
 
 void cohort_progress_finish_line(CohortProgress *p)

@@ -8,6 +8,8 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/run-record.h"
+
 G_BEGIN_DECLS
 
 typedef struct CohortProgress CohortProgress;
@@ -17,6 +19,21 @@ typedef struct CohortProgress CohortProgress;
 CohortProgress *cohort_progress_new(int fd, gboolean human);
 void cohort_progress_free(CohortProgress *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortProgress, cohort_progress_free)
+
+/* Gives `rec` to `p` (freed with it; NULL removes it): from now on every event `p` emits,
+ * `log`, `error` and `done` included, also goes to the run record, whether or not there is a
+ * JSON stream. Global rank 0 sets one; the record holds events until
+ * cohort_progress_open_record. */
+void cohort_progress_set_recorder(CohortProgress *p, CohortRunRecord *rec);
+
+/* The recorder set on `p`, or NULL. */
+CohortRunRecord *cohort_progress_get_recorder(CohortProgress *p);
+
+/* Opens the recorder's files for run `run_id` in `workspace` (cohort_run_record_open) and logs
+ * what it repaired as `warning` events. TRUE at once when `p` has no recorder. Fails when the
+ * JSON stream goes to the record's own events.jsonl (the two writers would interleave). */
+gboolean cohort_progress_open_record(CohortProgress *p, const char *workspace, const char *run_id,
+                                     GError **error);
 
 /* Writes {"event": event, "time": now, …fields} as one line; takes ownership of `fields`
  * (may be NULL). */

@@ -264,7 +264,9 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     return FALSE;
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
   cohort_train_dist_set_device(r->dist, &r->dev);
-  if (cohort_run_setup(r, &resumed_from, error)) {
+  /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
+  if (cohort_run_setup(r, &resumed_from, error) &&
+      cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
     cohort_run_emit_start(r, resumed_from, threads);

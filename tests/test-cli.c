@@ -24,7 +24,7 @@ static int count_lines(const char *text)
 static void test_default_preset_learns(void)
 {
   g_autofree char *ws = tu_mkdtemp("learn");
-  g_autofree char *events_path = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *events_path = g_build_filename(ws, "progress.jsonl", NULL);
   g_autoptr(GPtrArray) a = g_ptr_array_new_with_free_func(g_free);
   const char *sets[] = {"max_steps=40",   "warmup_steps=5", "eval_every=0", "eval_steps=8",
                         "sample_every=0", "save_every=0",   "threads=2",    NULL};
@@ -97,7 +97,7 @@ static void test_stop_and_resume(void)
 {
   g_autofree char *ws_a = tu_mkdtemp("full");
   g_autofree char *ws_b = tu_mkdtemp("stopped");
-  g_autofree char *ev_a = g_build_filename(ws_a, "events.jsonl", NULL);
+  g_autofree char *ev_a = g_build_filename(ws_a, "progress.jsonl", NULL);
   g_autofree char *ev_b1 = g_build_filename(ws_b, "events-1.jsonl", NULL);
   g_autofree char *ev_b2 = g_build_filename(ws_b, "events-2.jsonl", NULL);
 
@@ -165,7 +165,7 @@ static void test_stop_and_resume(void)
 static void test_ema(void)
 {
   g_autofree char *ws = tu_mkdtemp("ema");
-  g_autofree char *ev_path = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
   const char *extra[] = {"--set", "ema_decay=0.5", "--set", "max_steps=12", NULL};
   g_autoptr(GPtrArray) args = small_args(ws, extra);
   RunResult r = run_train(args, ev_path);

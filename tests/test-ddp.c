@@ -300,8 +300,8 @@ static void test_restart_completes(void)
 {
   g_autofree char *ws_ok = tu_mkdtemp("restart-ref");
   g_autofree char *ws = tu_mkdtemp("restart");
-  g_autofree char *ev_ok = g_build_filename(ws_ok, "events.jsonl", NULL);
-  g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev_ok = g_build_filename(ws_ok, "progress.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws, "progress.jsonl", NULL);
   const char *extra[] = {"max_steps=40", "save_every=5", "batch_size=2", NULL};
 
   g_autoptr(GSubprocess) ref = start_cohort_run(ws_ok, ev_ok, 0, extra);
@@ -350,7 +350,7 @@ static void test_restart_completes(void)
 static void test_sigterm_launcher(void)
 {
   g_autofree char *ws = tu_mkdtemp("sigterm");
-  g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws, "progress.jsonl", NULL);
   const char *extra[] = {"max_steps=3000", "batch_size=2", NULL};
   g_autoptr(GSubprocess) p = start_cohort_run(ws, ev, 0, extra);
   wait_for_text(ev, "\"step\":3,");

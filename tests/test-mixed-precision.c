@@ -63,7 +63,7 @@ static RunResult run_in(const char *ws, const char *events, const char *const *e
 static void test_fp16_loss_scaling(void)
 {
   g_autofree char *ws = tu_mkdtemp("fp16");
-  g_autofree char *ev_path = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
   const char *extra[] = {"--set", "precision=fp16",
                          "--set", "loss_scale_init=" SCALE_2_32,
                          "--set", "loss_scale_growth_interval=4",
@@ -127,7 +127,7 @@ static void test_fp16_skipped_steps_keep_weights(void)
   g_autoptr(GPtrArray) weights = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
   for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
     g_autofree char *ws = tu_mkdtemp("skip");
-    g_autofree char *ev_path = g_build_filename(ws, "events.jsonl", NULL);
+    g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
     g_autofree char *steps = g_strdup_printf("max_steps=%s", runs[i][0]);
     g_autofree char *prec = g_strdup_printf("precision=%s", runs[i][1]);
     const char *extra[] = {"--set", steps,
@@ -164,7 +164,7 @@ static void test_bf16_close_to_fp32(void)
   const char *precs[] = {"precision=fp32", "precision=bf16"};
   for (guint i = 0; i < 2; i++) {
     g_autofree char *ws = tu_mkdtemp("bf16");
-    g_autofree char *ev_path = g_build_filename(ws, "events.jsonl", NULL);
+    g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
     const char *extra[] = {"--set", precs[i], "--set", "sample_every=0", NULL};
     RunResult r = run_in(ws, ev_path, extra);
     g_autoptr(GPtrArray) ev = tu_read_events(ev_path);
@@ -200,7 +200,7 @@ static void test_fp16_resume(void)
 {
   g_autofree char *ws_a = tu_mkdtemp("fp16-full");
   g_autofree char *ws_b = tu_mkdtemp("fp16-resumed");
-  g_autofree char *ev_a = g_build_filename(ws_a, "events.jsonl", NULL);
+  g_autofree char *ev_a = g_build_filename(ws_a, "progress.jsonl", NULL);
   g_autofree char *ev_b1 = g_build_filename(ws_b, "events-1.jsonl", NULL);
   g_autofree char *ev_b2 = g_build_filename(ws_b, "events-2.jsonl", NULL);
   const char *common[] = {"--set", "precision=fp16",
@@ -263,7 +263,7 @@ static void test_fp16_resume(void)
   g_assert_null(strstr(old, "\"loss_scale\":"));
   g_assert_true(g_file_set_contents(state_path, old, -1, NULL));
   g_autofree char *ws_c = tu_mkdtemp("fp16-old");
-  g_autofree char *ev_c = g_build_filename(ws_c, "events.jsonl", NULL);
+  g_autofree char *ev_c = g_build_filename(ws_c, "progress.jsonl", NULL);
   g_autoptr(GPtrArray) xc = g_ptr_array_copy(base, NULL, NULL);
   const char *from_old[] = {"--set", "max_steps=18", "--resume", ck, NULL};
   for (guint i = 0; from_old[i]; i++)

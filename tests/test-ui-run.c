@@ -1,5 +1,6 @@
 /* The Run page and the child process: a recorded progress stream reaches every widget, a
- * failing run reports which rank failed, Stop leaves no process behind, and a real
+ * workspace's events.jsonl replays its last run (or the one asked for), a failing run reports
+ * which rank failed, Stop leaves no process behind, and a real
  * cohort-train run launched from the window (one process, and spawn with 2 ranks) shows its
  * progress and stops cleanly. */
 #include <errno.h>
@@ -95,6 +96,112 @@ static void test_replay_fp16(void)
 
   replay(win, "progress-sample.jsonl");
   g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* `line` with "run_id" added (a JSON object line), or as it is (any other line). */
+static char *with_run_id(const char *line, const char *id)
+{
+  if (!g_str_has_suffix(line, "}"))
+    return g_strdup(line);
+  g_autofree char *head = g_strndup(line, strlen(line) - 1);
+  return g_strdup_printf("%s,\"run_id\":\"%s\"}", head, id);
+}
+
+static char **fixture_lines(const char *name)
+{
+  g_autofree char *path = g_test_build_filename(G_TEST_DIST, "ui", name, NULL);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+  g_strchomp(text);
+  return g_strsplit(text, "\n", -1);
+}
+
+/* A workspace's events.jsonl as a resumed run leaves it: run-a until a kill after its
+ * checkpoint at step 3 (step 4 done, then lost), run-b (the fp16 stream) in between, then
+ * run-a resumed from step 3 to its end. */
+static char *write_events_file(void)
+{
+  g_auto(GStrv) a = fixture_lines("progress-sample.jsonl");
+  g_auto(GStrv) b = fixture_lines("progress-fp16.jsonl");
+  g_autoptr(GString) out = g_string_new(NULL);
+  guint resume_at = 0;
+  for (guint i = 0; a[i] && resume_at == 0; i++) {
+    g_autofree char *l = with_run_id(a[i], "run-a");
+    g_string_append_printf(out, "%s\n", l);
+    if (strstr(a[i], "\"event\":\"step\"") && strstr(a[i], "\"step\":4,"))
+      resume_at = i + 1;
+  }
+  g_assert_cmpuint(resume_at, >, 0);
+  for (guint i = 0; b[i]; i++) {
+    g_autofree char *l = with_run_id(b[i], "run-b");
+    g_string_append_printf(out, "%s\n", l);
+  }
+  /* The resumed process: a start at step 3, then the steps after the checkpoint again. */
+  g_autoptr(GString) start = g_string_new(a[0]);
+  g_assert_cmpuint(g_string_replace(start, "\"start_step\":0", "\"start_step\":3", 1), ==, 1);
+  g_autofree char *s = with_run_id(start->str, "run-a");
+  g_string_append_printf(out, "%s\n", s);
+  for (guint i = resume_at - 1; a[i]; i++) {
+    g_autofree char *l = with_run_id(a[i], "run-a");
+    g_string_append_printf(out, "%s\n", l);
+  }
+  char *path = g_build_filename(tmp_dir, "events.jsonl", NULL);
+  g_assert_true(g_file_set_contents(path, out->str, -1, NULL));
+  return path;
+}
+
+/* Replays `path` into `win` showing run `run_id` (NULL: the last) and waits for its end. */
+static void replay_path_run(CohortWindow *win, const char *path, const char *run_id)
+{
+  cohort_run_set_replay_choice(run_id);
+  cohort_window_replay(win, path);
+  cohort_run_set_replay_choice(NULL);
+  g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 10));
+}
+
+/* The Run page's figures, point counts and log (whatever type the page getter returns). */
+static const char *figure(CohortWindow *win, const char *name)
+{
+  return cohort_run_page_get_figure(cohort_window_get_run_page(win), name);
+}
+
+static guint points(CohortWindow *win, gboolean validation)
+{
+  return cohort_run_page_count_points(cohort_window_get_run_page(win), validation);
+}
+
+/* events.jsonl holds several runs: the last run is shown whole (both of its parts, without
+ * the points its resume redid twice) and the other runs are left out, with a word in the
+ * log; --run picks another. */
+static void test_replay_events_file(void)
+{
+  g_autofree char *path = write_events_file();
+  CohortWindow *win = cohort_window_new(NULL);
+  replay_path_run(win, path, NULL);
+  g_assert_cmpstr(figure(win, "step"), ==, "6 of 6");
+  g_assert_cmpstr(figure(win, "loss"), ==, "5.0004");
+  g_assert_cmpstr(figure(win, "val_loss"), ==, "5.0055");
+  g_assert_false(cohort_run_page_figure_shown(cohort_window_get_run_page(win), "loss_scale"));
+  /* Steps 1-4, then 4-6 again after the resume from step 3: six points, not seven. */
+  g_assert_cmpuint(points(win, FALSE), ==, 6);
+  g_assert_cmpuint(points(win, TRUE), ==, 2);
+  g_assert_true(
+      g_str_has_prefix(cohort_run_get_summary(cohort_window_get_run(win)), "Completed: 6 steps"));
+  g_autofree char *log = cohort_run_page_get_log(cohort_window_get_run_page(win));
+  g_assert_nonnull(strstr(log, "replay: run run-a; 33 events of other runs (run-b) left out"));
+  g_assert_null(strstr(log, "gradients overflowed"));
+
+  replay_path_run(win, path, "run-b");
+  g_assert_cmpstr(figure(win, "step"), ==, "14 of 14");
+  g_assert_true(cohort_run_page_figure_shown(cohort_window_get_run_page(win), "loss_scale"));
+  g_assert_cmpuint(points(win, FALSE), ==, 14);
+
+  replay_path_run(win, path, "run-c");
+  g_autofree char *log_c = cohort_run_page_get_log(cohort_window_get_run_page(win));
+  g_assert_nonnull(strstr(log_c, "replay: no events of run run-c in this file; its runs: run-a, "
+                                 "run-b"));
+  g_assert_cmpuint(points(win, FALSE), ==, 0);
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -255,6 +362,7 @@ int main(int argc, char **argv)
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/run/replay", test_replay);
   g_test_add_func("/ui/run/replay-fp16", test_replay_fp16);
+  g_test_add_func("/ui/run/replay-events-file", test_replay_events_file);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
   g_test_add_func("/ui/run/real-single", test_real_single);

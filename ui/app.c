@@ -4,11 +4,13 @@
 #include <locale.h>
 
 #include "cohort-build-config.h"
+#include "ui/run.h"
 #include "ui/window.h"
 
 static char *locale_dir;
 static char *start_page;
 static char *replay_path;
+static char *replay_run;
 
 static gboolean running_from_build_tree(void)
 {
@@ -72,6 +74,7 @@ static void on_activate(GApplication *app)
   /* Presented first, so a dialog opened for --page multinode stays above it. */
   gtk_window_present(win);
   if (replay_path != NULL) {
+    cohort_run_set_replay_choice(replay_run);
     cohort_window_replay(COHORT_WINDOW(win), replay_path);
     cohort_window_show_page(COHORT_WINDOW(win), "run");
   }
@@ -98,6 +101,11 @@ static int on_local_options(GApplication *app, GVariantDict *options, gpointer d
   (void)data;
   g_variant_dict_lookup(options, "page", "s", &start_page);
   g_variant_dict_lookup(options, "replay", "^ay", &replay_path);
+  g_variant_dict_lookup(options, "run", "s", &replay_run);
+  if (replay_run != NULL && replay_path == NULL) {
+    g_printerr(_("cohort: --run needs --replay FILE (the run to show from it)\n"));
+    return 2;
+  }
   return -1;
 }
 
@@ -111,8 +119,13 @@ GtkApplication *cohort_app_new(void)
                                   "output, run or multinode"),
                                 _("PAGE"));
   g_application_add_main_option(G_APPLICATION(app), "replay", 0, 0, G_OPTION_ARG_FILENAME,
-                                _("Show a recorded progress stream (JSON Lines) on the Run page"),
+                                _("Show a recorded progress stream (JSON Lines, or a "
+                                  "workspace's events.jsonl) on the Run page"),
                                 _("FILE"));
+  g_application_add_main_option(G_APPLICATION(app), "run", 0, 0, G_OPTION_ARG_STRING,
+                                _("With --replay of an events.jsonl: the run id to show "
+                                  "(default: the last run)"),
+                                _("ID"));
   g_signal_connect(app, "handle-local-options", G_CALLBACK(on_local_options), NULL);
 
   static const GActionEntry actions[] = {{.name = "quit", .activate = on_quit}};

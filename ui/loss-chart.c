@@ -166,6 +166,26 @@ void cohort_loss_chart_clear(CohortLossChart *c)
   gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 
+static void drop_after(GArray *a, double step)
+{
+  guint keep = 0;
+  for (guint i = 0; i + 1 < a->len; i += 2) {
+    if (g_array_index(a, double, i) > step)
+      continue;
+    g_array_index(a, double, keep) = g_array_index(a, double, i);
+    g_array_index(a, double, keep + 1) = g_array_index(a, double, i + 1);
+    keep += 2;
+  }
+  g_array_set_size(a, keep);
+}
+
+void cohort_loss_chart_drop_after(CohortLossChart *c, double step)
+{
+  drop_after(c->train, step);
+  drop_after(c->val, step);
+  gtk_widget_queue_draw(GTK_WIDGET(c));
+}
+
 guint cohort_loss_chart_count(CohortLossChart *c, gboolean validation)
 {
   return (validation ? c->val : c->train)->len / 2;

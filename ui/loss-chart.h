@@ -19,4 +19,8 @@ void cohort_loss_chart_add(CohortLossChart *chart, gboolean validation, double s
 /* Removes every point of both series. Redraws. */
 void cohort_loss_chart_clear(CohortLossChart *chart);
 
+/* Removes the points of steps after `step` from both series: a run resumed from its
+ * checkpoint at `step` redoes them. Redraws. */
+void cohort_loss_chart_drop_after(CohortLossChart *chart, double step);
+
 G_END_DECLS

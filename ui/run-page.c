@@ -282,6 +282,9 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
   if (g_str_equal(name, "start")) {
+    /* A resumed run (a replayed events.jsonl holds its earlier part too) redoes the steps
+     * after its checkpoint: their old points go. */
+    cohort_loss_chart_drop_after(p->chart, num(ev, "start_step", 0));
     p->total_steps = (int)num(ev, "total_steps", 0);
     p->steps_per_epoch = (int)num(ev, "steps_per_epoch", 0);
     int world = (int)num(ev, "world_size", 1);

@@ -24,6 +24,11 @@ struct _CohortRun {
   char *error_message; /* first error event */
   char *last_output;   /* last non-empty output line */
   char *summary;
+  /* Replaying one run of a workspace's events.jsonl: events of other runs are left out. */
+  char *only_run;
+  guint run_events;      /* events of only_run seen */
+  guint other_events;    /* events of other runs left out */
+  GPtrArray *other_runs; /* their ids, in order of appearance */
 };
 
 G_DEFINE_FINAL_TYPE(CohortRun, cohort_run, G_TYPE_OBJECT)
@@ -39,6 +44,41 @@ typedef struct {
 
 static void finish_if_done(CohortRun *run);
 
+/* TRUE when `ev` belongs to another run than the one being replayed (events.jsonl holds
+ * every run of a workspace, each event with its "run_id"). */
+static gboolean other_run(CohortRun *run, JsonObject *ev)
+{
+  if (run->only_run == NULL)
+    return FALSE;
+  const char *id = json_object_get_string_member_with_default(ev, "run_id", NULL);
+  if (id == NULL || g_str_equal(id, run->only_run)) {
+    run->run_events++;
+    return FALSE;
+  }
+  run->other_events++;
+  if (!g_ptr_array_find_with_equal_func(run->other_runs, id, g_str_equal, NULL))
+    g_ptr_array_add(run->other_runs, g_strdup(id));
+  return TRUE;
+}
+
+/* At the end of a replay of one run: what was left out, in the log. */
+static void report_other_runs(CohortRun *run)
+{
+  if (run->only_run == NULL || run->other_runs->len == 0)
+    return;
+  g_ptr_array_add(run->other_runs, NULL);
+  g_autofree char *ids = g_strjoinv(", ", (char **)run->other_runs->pdata);
+  g_ptr_array_remove_index(run->other_runs, run->other_runs->len - 1);
+  g_autofree char *msg =
+      run->run_events == 0
+          ? g_strdup_printf(_("replay: no events of run %s in this file; its runs: %s"),
+                            run->only_run, ids)
+          : g_strdup_printf(_("replay: run %s; %u events of other runs (%s) left out; --run ID "
+                              "shows another"),
+                            run->only_run, run->other_events, ids);
+  g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
+}
+
 static void handle_progress_line(CohortRun *run, const char *line)
 {
   g_autoptr(JsonParser) parser = json_parser_new();
@@ -53,6 +93,8 @@ static void handle_progress_line(CohortRun *run, const char *line)
     return;
   }
   JsonObject *ev = json_node_get_object(root);
+  if (other_run(run, ev))
+    return;
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
   if (g_str_equal(name, "done")) {
     g_free(run->done_status);
@@ -85,6 +127,8 @@ static void on_line(GObject *source, GAsyncResult *res, gpointer data)
           g_strdup_printf(_("reading the run's output failed: %s"), error->message);
       g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
     }
+    if (r->progress)
+      report_other_runs(run);
     g_object_unref(r->in);
     g_free(r);
     run->open_streams--;
@@ -185,6 +229,9 @@ static void reset(CohortRun *run)
   g_clear_pointer(&run->error_message, g_free);
   g_clear_pointer(&run->last_output, g_free);
   g_clear_pointer(&run->summary, g_free);
+  g_clear_pointer(&run->only_run, g_free);
+  run->run_events = run->other_events = 0;
+  g_ptr_array_set_size(run->other_runs, 0);
 }
 
 static void child_setup(gpointer data)
@@ -226,9 +273,54 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
   return TRUE;
 }
 
+static char *replay_choice;
+
+void cohort_run_set_replay_choice(const char *run_id)
+{
+  g_free(replay_choice);
+  replay_choice = g_strdup(run_id);
+}
+
+/* Progress lines are at most 1 MiB: the last event starts within the last 2 MiB. */
+#define TAIL_BYTES (2 << 20)
+
+/* The "run_id" of the last event of a seekable `stream` (left at its start again), or NULL
+ * when that event has none (a plain progress stream) or the stream cannot seek. */
+static char *last_run_id(GInputStream *stream)
+{
+  if (!G_IS_SEEKABLE(stream) || !g_seekable_can_seek(G_SEEKABLE(stream)))
+    return NULL;
+  GSeekable *s = G_SEEKABLE(stream);
+  g_autofree char *tail = g_malloc(TAIL_BYTES + 1);
+  gsize n = 0;
+  gboolean ok = g_seekable_seek(s, 0, G_SEEK_END, NULL, NULL);
+  goffset size = g_seekable_tell(s);
+  ok = ok && g_seekable_seek(s, MAX(size - TAIL_BYTES, 0), G_SEEK_SET, NULL, NULL) &&
+       g_input_stream_read_all(stream, tail, TAIL_BYTES, &n, NULL, NULL);
+  if (!g_seekable_seek(s, 0, G_SEEK_SET, NULL, NULL) || !ok)
+    return NULL;
+  tail[n] = '\0';
+  g_auto(GStrv) lines = g_strsplit(tail, "\n", -1);
+  /* The first line may be cut (it started before the tail); it is the last one tried. */
+  for (guint i = g_strv_length(lines); i-- > 0;) {
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root;
+    if (*lines[i] == '\0' || !json_parser_load_from_data(parser, lines[i], -1, NULL) ||
+        (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root))
+      continue;
+    JsonObject *ev = json_node_get_object(root);
+    if (!json_object_has_member(ev, "event"))
+      continue;
+    return g_strdup(json_object_get_string_member_with_default(ev, "run_id", NULL));
+  }
+  return NULL;
+}
+
 void cohort_run_replay(CohortRun *run, GInputStream *stream)
 {
   reset(run);
+  if (G_IS_SEEKABLE(stream) && g_seekable_can_seek(G_SEEKABLE(stream)))
+    run->only_run = replay_choice ? g_strdup(replay_choice) : last_run_id(stream);
   read_lines(run, stream, TRUE);
 }
 
@@ -286,6 +378,8 @@ static void cohort_run_finalize(GObject *obj)
   g_free(run->error_message);
   g_free(run->last_output);
   g_free(run->summary);
+  g_free(run->only_run);
+  g_ptr_array_unref(run->other_runs);
   G_OBJECT_CLASS(cohort_run_parent_class)->finalize(obj);
 }
 
@@ -305,6 +399,7 @@ static void cohort_run_class_init(CohortRunClass *klass)
 static void cohort_run_init(CohortRun *run)
 {
   run->cancel = g_cancellable_new();
+  run->other_runs = g_ptr_array_new_with_free_func(g_free);
 }
 
 CohortRun *cohort_run_new(void)

@@ -24,8 +24,15 @@ CohortRun *cohort_run_new(void);
 gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *cwd, GError **error);
 
 /* Reads progress lines from `stream` through the same reader as a live run, without a child
- * (recorded runs, tests). "finished" comes at the end of the stream. */
+ * (recorded runs, tests). "finished" comes at the end of the stream. A workspace's
+ * events.jsonl holds every run, each event with its "run_id": when `stream` can seek, only
+ * the run chosen with cohort_run_set_replay_choice is shown, else the run of the file's last
+ * event; events of other runs are left out and the log says which runs they were. */
 void cohort_run_replay(CohortRun *run, GInputStream *stream);
+
+/* The run id replays show (`cohort --run ID`); NULL (the default): the last run of the file.
+ * Applies to every later replay in this process. */
+void cohort_run_set_replay_choice(const char *run_id);
 
 /* SIGTERM to the child's process group; SIGKILL to the group when it has not exited after
  * `grace_s` seconds. Returns at once; "finished" reports the end. */

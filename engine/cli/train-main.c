@@ -271,6 +271,9 @@ static int run(const Args *a, char **original_argv)
   gboolean rank0 = env->rank == 0;
   g_autoptr(CohortProgress) progress =
       cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !a->quiet);
+  /* Rank 0 keeps the run record: events.jsonl and TensorBoard scalars in the workspace. */
+  if (rank0)
+    cohort_progress_set_recorder(progress, cohort_run_record_new());
   g_autoptr(CohortStore) store = NULL;
   g_autoptr(CohortComm) comm = NULL;
   /* The rank's device first: NCCL is created on it. */
