@@ -294,7 +294,7 @@ static void test_abuse_during_job(void)
 {
   /* The same job left alone, for its result. */
   g_autofree char *ws_ref = tu_mkdtemp("abuse-ref");
-  g_autofree char *ev_ref = g_build_filename(ws_ref, "events.jsonl", NULL);
+  g_autofree char *ev_ref = g_build_filename(ws_ref, "progress.jsonl", NULL);
   g_autoptr(GSubprocess) ref = start_job(NULL, spawn2, ws_ref, ev_ref, abuse_sets, NULL);
   int st = -1;
   g_autofree char *err_ref = finish(ref, &st);
@@ -302,7 +302,7 @@ static void test_abuse_during_job(void)
   g_autoptr(GArray) want = result_of(ws_ref, ev_ref);
 
   g_autofree char *ws = tu_mkdtemp("abuse");
-  g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws, "progress.jsonl", NULL);
   g_autoptr(GSubprocess) p = start_job(NULL, spawn2, ws, ev, abuse_sets, NULL);
   wait_for_text(ev, "\"step\":2,");
   int ranks[2];
@@ -444,7 +444,7 @@ static void test_missing_ranks(void)
  * Returns cohort-run's status and stderr. */
 static char *sigterm_one_worker(int restarts, const char *max_steps, const char *ws, int *status)
 {
-  g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws, "progress.jsonl", NULL);
   g_autofree char *logs = g_build_filename(ws, "logs", NULL);
   g_autofree char *restart_flag = g_strdup_printf("--max-restarts=%d", restarts);
   g_autofree char *log_flag = g_strdup_printf("--log-dir=%s", logs);
@@ -486,7 +486,7 @@ static void test_sigterm_worker(void)
   g_autofree char *err2 = sigterm_one_worker(1, "max_steps=200", ws2, &st);
   g_assert_cmpint(st, ==, 0);
   g_assert_nonnull(strstr(err2, "restarting the group"));
-  g_autofree char *ev = g_build_filename(ws2, "events.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws2, "progress.jsonl", NULL);
   g_autoptr(GPtrArray) events = tu_read_events(ev);
   g_autoptr(GArray) starts = tu_event_values(events, "start", "start_step");
   g_assert_cmpuint(starts->len, ==, 2);
@@ -499,7 +499,7 @@ static void test_sigterm_worker(void)
 static void test_stop_statuses(void)
 {
   g_autofree char *ws = tu_mkdtemp("sigterm-run");
-  g_autofree char *ev = g_build_filename(ws, "events.jsonl", NULL);
+  g_autofree char *ev = g_build_filename(ws, "progress.jsonl", NULL);
   const char *pre[] = {program("COHORT_RUN"), "--standalone", "--nproc-per-node=2",
                        "--progress-fd=3", NULL};
   const char *extra[] = {"max_steps=3000", NULL};
@@ -514,7 +514,7 @@ static void test_stop_statuses(void)
   tu_rm_rf(ws);
 
   g_autofree char *ws1 = tu_mkdtemp("sigint-train");
-  g_autofree char *ev1 = g_build_filename(ws1, "events.jsonl", NULL);
+  g_autofree char *ev1 = g_build_filename(ws1, "progress.jsonl", NULL);
   const char *flags[] = {"--progress-fd=3", NULL};
   g_autoptr(GSubprocess) t = start_job(NULL, flags, ws1, ev1, extra, NULL);
   wait_for_text(ev1, "\"step\":3,");
