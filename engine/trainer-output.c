@@ -89,7 +89,7 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
   JsonObject *f = json_object_new();
   json_object_set_int_member(f, "step", r->st.step);
   CohortSampleRequest req = {
-      .cfg = r->cfg,
+      .cfg = r->model_cfg,
       .step = r->st.step,
       .workspace = r->cfg->workspace_dir,
       .rng = &r->st.sample_rng,
@@ -116,8 +116,10 @@ gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   if (r->opts->rank == 0) {
-    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->cfg, r->model, r->opt, ema_on_host(r),
-                                &r->st, r->cfg->keep_last, &dir, error))
+    /* The config as the model was built (num_classes from the data), so the checkpoint alone
+     * rebuilds it (cohort-train --sample). */
+    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model, r->opt,
+                                ema_on_host(r), &r->st, r->cfg->keep_last, &dir, error))
       return FALSE;
     JsonObject *f = json_object_new();
     json_object_set_int_member(f, "step", r->st.step);
@@ -147,7 +149,7 @@ gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error)
   }
   /* The config it was trained with, beside the weights: what a teacher folder is read by. */
   g_autofree char *cfg_path = g_build_filename(cfg->workspace_dir, "cohort-config.json", NULL);
-  if (!cohort_config_save_file(cfg, cfg_path, error))
+  if (!cohort_config_save_file(r->model_cfg, cfg_path, error))
     return FALSE;
   /* The class mapping, so a label means the same class when the model is used again. */
   const char *const *classes = cohort_samples_class_names(r->train);

@@ -13,6 +13,7 @@
 #include "engine/distributed/launcher.h"
 #include "engine/distributed/store.h"
 #include "engine/explain.h"
+#include "engine/sample-saved.h"
 #include "engine/progress.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/threading.h"
@@ -126,6 +127,8 @@ typedef struct {
   char *resume;
   int progress_fd;
   gboolean explain, quiet, version, overwrite;
+  char *sample; /* --sample PATH */
+  char *output;
   int nproc;
 } Args;
 
@@ -135,6 +138,8 @@ static void args_clear(Args *a)
   g_free(a->preset);
   g_strfreev(a->sets);
   g_free(a->resume);
+  g_free(a->sample);
+  g_free(a->output);
 }
 
 /* Parses the command line into `a`; returns -1 to go on, else the exit status. */
@@ -158,6 +163,12 @@ static int parse_args(int argc, char **argv, Args *a)
        "Write progress events (JSON Lines) to this file descriptor", "FD"},
       {"nproc", 'n', 0, G_OPTION_ARG_INT, &a->nproc,
        "Spawn mode: fork N local ranks on this machine (a free port is chosen)", "N"},
+      {"sample", 0, 0, G_OPTION_ARG_FILENAME, &a->sample,
+       "Draw a sample from a saved model (a checkpoint folder or an exported model folder) "
+       "and exit; --set changes sampling keys",
+       "PATH"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &a->output,
+       "With --sample: the image file to write (default sample-step-N.png)", "FILE"},
       {"explain", 0, 0, G_OPTION_ARG_NONE, &a->explain, "Print the resolved plan as JSON and exit",
        NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No human progress output", NULL},
@@ -231,9 +242,26 @@ static gboolean join_job(const CohortDistEnv *env, const CohortConfig *cfg, int 
   return *comm != NULL;
 }
 
+/* --sample: one sample from a saved model; prints where the image went (or the text). */
+static int sample_saved(const Args *a)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) f =
+      cohort_sample_saved(a->sample, (const char *const *)a->sets, a->output, &error);
+  if (!f)
+    return fail(NULL, 0, error->message);
+  if (json_object_has_member(f, "image"))
+    printf("%s\n", json_object_get_string_member(f, "image"));
+  else if (json_object_has_member(f, "text"))
+    printf("%s\n", json_object_get_string_member(f, "text"));
+  return 0;
+}
+
 /* Everything after the command line: spawn mode, or this rank's run. */
 static int run(const Args *a, char **original_argv)
 {
+  if (a->sample)
+    return sample_saved(a);
   g_autoptr(GError) error = NULL;
   g_autofree char *source = NULL;
   g_autoptr(CohortConfig) cfg = load_config(a, &source, &error);

@@ -136,9 +136,10 @@ gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
                       cfg->cfg_scale, imgs);
   int w, h;
   g_autofree guint8 *px = grid_pixels(imgs, n, GRID_COLS, C, S, &w, &h);
-  g_autofree char *dir = g_build_filename(req->workspace, "samples", NULL);
   g_autofree char *name = g_strdup_printf("step-%08" G_GINT64_FORMAT ".png", req->step);
-  g_autofree char *path = g_build_filename(dir, name, NULL);
+  g_autofree char *path = req->image_path ? g_strdup(req->image_path)
+                                          : g_build_filename(req->workspace, "samples", name, NULL);
+  g_autofree char *dir = g_path_get_dirname(path);
   if (g_mkdir_with_parents(dir, 0755) != 0) {
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: cannot create: %s", dir,
                 g_strerror(errno));
