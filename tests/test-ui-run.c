@@ -205,6 +205,54 @@ static void test_replay_events_file(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* A w×h grey PNG of one shade, as a sample grid would be. */
+static char *write_png(const char *name, int w, int h, guint8 shade)
+{
+  g_autofree guint8 *px = g_malloc((size_t)w * h * 3);
+  memset(px, shade, (size_t)w * h * 3);
+  g_autoptr(GBytes) bytes = g_bytes_new(px, (size_t)w * h * 3);
+  g_autoptr(GdkTexture) tex = gdk_memory_texture_new(w, h, GDK_MEMORY_R8G8B8, bytes, (gsize)w * 3);
+  char *path = g_build_filename(tmp_dir, name, NULL);
+  g_assert_true(gdk_texture_save_to_png(tex, path));
+  return path;
+}
+
+/* Image samples: the newest grid is shown, a strip keeps every grid to go back to by step,
+ * and a click opens the shown one enlarged. */
+static void test_image_samples(void)
+{
+  g_autofree char *a = write_png("step-a.png", 40, 50, 40);
+  g_autofree char *b = write_png("step-b.png", 40, 50, 200);
+  g_autofree char *path = g_build_filename(tmp_dir, "images.jsonl", NULL);
+  g_autofree char *text = g_strdup_printf(
+      "{\"event\":\"start\",\"time\":1,\"run\":\"d\",\"total_steps\":20,\"world_size\":1}\n"
+      "{\"event\":\"sample\",\"time\":2,\"step\":10,\"image\":\"%s\",\"rows\":[\"0\"]}\n"
+      "{\"event\":\"sample\",\"time\":3,\"step\":20,\"image\":\"%s\",\"rows\":[\"0\"]}\n"
+      "{\"event\":\"done\",\"time\":4,\"status\":\"completed\",\"step\":20}\n",
+      a, b);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  CohortWindow *win = cohort_window_new(NULL);
+  cohort_window_replay(win, path);
+  g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 10));
+  CohortSampleView *view = cohort_run_page_get_samples(cohort_window_get_run_page(win));
+  g_assert_cmpuint(cohort_sample_view_count_images(view), ==, 2);
+  g_assert_cmpstr(cohort_sample_view_get_image(view), ==, b);
+  g_assert_cmpstr(cohort_sample_view_get_text(view), ==, "Step 20");
+  cohort_sample_view_show(view, 0);
+  g_assert_cmpstr(cohort_sample_view_get_image(view), ==, a);
+  g_assert_cmpstr(cohort_sample_view_get_text(view), ==, "Step 10");
+  GtkWindow *big = cohort_sample_view_enlarge(view);
+  g_assert_nonnull(big);
+  g_assert_cmpstr(gtk_window_get_title(big), ==, "Sample at step 10");
+  GtkWidget *pic = gtk_window_get_child(big);
+  g_assert_true(GTK_IS_PICTURE(pic));
+  GdkPaintable *paint = gtk_picture_get_paintable(GTK_PICTURE(pic));
+  g_assert_nonnull(paint);
+  g_assert_cmpint(gdk_paintable_get_intrinsic_width(paint), ==, 40);
+  gtk_window_destroy(big);
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 static void test_crash_report(void)
 {
   g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-train.sh", NULL);
@@ -363,6 +411,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/run/replay", test_replay);
   g_test_add_func("/ui/run/replay-fp16", test_replay_fp16);
   g_test_add_func("/ui/run/replay-events-file", test_replay_events_file);
+  g_test_add_func("/ui/run/image-samples", test_image_samples);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
   g_test_add_func("/ui/run/real-single", test_real_single);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "ui/run-page.h"
+#include "ui/sample-view.h"
 
 G_BEGIN_DECLS
 
@@ -17,6 +18,8 @@ guint cohort_run_page_count_points(CohortRunPage *page, gboolean validation);
 guint cohort_run_page_count_ranks(CohortRunPage *page);
 /* The rank shown as the slowest (highlighted), or -1. */
 int cohort_run_page_get_slowest(CohortRunPage *page);
+/* The sample area. */
+CohortSampleView *cohort_run_page_get_samples(CohortRunPage *page);
 /* The whole log text. */
 char *cohort_run_page_get_log(CohortRunPage *page);
 

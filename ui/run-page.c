@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "ui/loss-chart-private.h"
+#include "ui/sample-view.h"
 
 struct _CohortRunPage {
   GtkBox parent_instance;
@@ -18,7 +19,7 @@ struct _CohortRunPage {
   GtkLabel *eta_value;
   GtkLabel *elapsed_value;
   GtkLabel *loss_scale_value;
-  GtkLabel *sample_value;
+  CohortSampleView *samples;
   GtkWidget *loss_scale_box; /* shown only for fp16 runs, which report a loss scale */
   GtkWidget *step_bar;
   GtkWidget *epoch_bar;
@@ -50,13 +51,14 @@ static const struct {
     {"elapsed", G_STRUCT_OFFSET(CohortRunPage, elapsed_value)},
     {"loss_scale", G_STRUCT_OFFSET(CohortRunPage, loss_scale_value)},
     {"status", G_STRUCT_OFFSET(CohortRunPage, status_value)},
-    {"sample", G_STRUCT_OFFSET(CohortRunPage, sample_value)},
 };
 /* Keeps the log view bounded: a long run writes many lines. */
 #define MAX_LOG_LINES 5000
 
 static GtkLabel *figure_label(CohortRunPage *p, const char *name)
 {
+  if (g_str_equal(name, "sample"))
+    return NULL; /* the sample view's, see cohort_run_page_get_figure */
   for (guint i = 0; i < G_N_ELEMENTS(figures); i++)
     if (g_str_equal(figures[i].name, name))
       return G_STRUCT_MEMBER(GtkLabel *, p, figures[i].offset);
@@ -98,6 +100,7 @@ static void cohort_run_page_class_init(CohortRunPageClass *klass)
   GtkWidgetClass *wc = GTK_WIDGET_CLASS(klass);
   G_OBJECT_CLASS(klass)->dispose = cohort_run_page_dispose;
   g_type_ensure(COHORT_TYPE_LOSS_CHART);
+  g_type_ensure(COHORT_TYPE_SAMPLE_VIEW);
   gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/run-page.ui");
   gtk_widget_class_bind_template_child(wc, CohortRunPage, status_value);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, step_value);
@@ -109,7 +112,7 @@ static void cohort_run_page_class_init(CohortRunPageClass *klass)
   gtk_widget_class_bind_template_child(wc, CohortRunPage, eta_value);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, elapsed_value);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, sample_value);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, samples);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_box);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, step_bar);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_bar);
@@ -144,7 +147,7 @@ void cohort_run_page_reset(CohortRunPage *p)
                          "tokens_per_s", "eta",   "elapsed", "loss_scale"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++)
     set_figure(p, names[i], "–");
-  set_figure(p, "sample", _("No sample yet."));
+  cohort_sample_view_reset(p->samples);
   gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 0);
   gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->epoch_bar), 0);
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), NULL);
@@ -304,7 +307,7 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
       cohort_loss_chart_add(p->chart, TRUE, num(ev, "step", 0), v);
     }
   } else if (g_str_equal(name, "sample")) {
-    set_figure(p, "sample", json_object_get_string_member_with_default(ev, "text", ""));
+    cohort_sample_view_add(p->samples, ev);
   } else if (g_str_equal(name, "checkpoint")) {
     g_autofree char *l = g_strdup_printf(
         _("checkpoint saved: %s"), json_object_get_string_member_with_default(ev, "path", ""));
@@ -358,8 +361,15 @@ void cohort_run_page_set_status(CohortRunPage *p, const char *text)
 
 const char *cohort_run_page_get_figure(CohortRunPage *p, const char *name)
 {
+  if (g_str_equal(name, "sample"))
+    return cohort_sample_view_get_text(p->samples);
   GtkLabel *label = figure_label(p, name);
   return label != NULL ? gtk_label_get_text(label) : NULL;
+}
+
+CohortSampleView *cohort_run_page_get_samples(CohortRunPage *p)
+{
+  return p->samples;
 }
 
 double cohort_run_page_get_step_fraction(CohortRunPage *p)

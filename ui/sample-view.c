@@ -1,0 +1,162 @@
+#include "ui/sample-view.h"
+
+#include <glib/gi18n.h>
+
+struct _CohortSampleView {
+  GtkBox parent_instance;
+  GtkLabel *text;
+  GtkPicture *picture;
+  GtkWidget *strip_scroller;
+  GtkWidget *strip;
+  GPtrArray *images; /* paths, in the order the samples came */
+  GArray *steps;     /* gint64, one per image */
+  char *shown;       /* the path in the picture */
+  gint64 shown_step;
+};
+
+G_DEFINE_FINAL_TYPE(CohortSampleView, cohort_sample_view, GTK_TYPE_BOX)
+
+static void show_image(CohortSampleView *v, guint i)
+{
+  g_return_if_fail(i < v->images->len);
+  g_free(v->shown);
+  v->shown = g_strdup(g_ptr_array_index(v->images, i));
+  v->shown_step = g_array_index(v->steps, gint64, i);
+  gtk_picture_set_filename(v->picture, v->shown);
+  g_autofree char *caption = g_strdup_printf(_("Step %lld"), (long long)v->shown_step);
+  gtk_label_set_text(v->text, caption);
+  gtk_widget_set_visible(GTK_WIDGET(v->picture), TRUE);
+}
+
+static void on_thumb_clicked(GtkButton *button, CohortSampleView *v)
+{
+  show_image(v, GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(button), "cohort-index")));
+}
+
+static void on_picture_pressed(GtkGestureClick *gesture, int n_press, double x, double y,
+                               CohortSampleView *v)
+{
+  (void)gesture;
+  (void)n_press;
+  (void)x;
+  (void)y;
+  cohort_sample_view_enlarge(v);
+}
+
+static void cohort_sample_view_dispose(GObject *obj)
+{
+  CohortSampleView *v = COHORT_SAMPLE_VIEW(obj);
+  g_clear_pointer(&v->images, g_ptr_array_unref);
+  g_clear_pointer(&v->steps, g_array_unref);
+  g_clear_pointer(&v->shown, g_free);
+  gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_SAMPLE_VIEW);
+  G_OBJECT_CLASS(cohort_sample_view_parent_class)->dispose(obj);
+}
+
+static void cohort_sample_view_class_init(CohortSampleViewClass *klass)
+{
+  GtkWidgetClass *wc = GTK_WIDGET_CLASS(klass);
+  G_OBJECT_CLASS(klass)->dispose = cohort_sample_view_dispose;
+  gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/sample-view.ui");
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, text);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, picture);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, strip_scroller);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, strip);
+}
+
+static void cohort_sample_view_init(CohortSampleView *v)
+{
+  gtk_widget_init_template(GTK_WIDGET(v));
+  v->images = g_ptr_array_new_with_free_func(g_free);
+  v->steps = g_array_new(FALSE, FALSE, sizeof(gint64));
+  GtkGesture *click = gtk_gesture_click_new();
+  g_signal_connect(click, "pressed", G_CALLBACK(on_picture_pressed), v);
+  gtk_widget_add_controller(GTK_WIDGET(v->picture), GTK_EVENT_CONTROLLER(click));
+}
+
+void cohort_sample_view_reset(CohortSampleView *v)
+{
+  g_ptr_array_set_size(v->images, 0);
+  g_array_set_size(v->steps, 0);
+  g_clear_pointer(&v->shown, g_free);
+  GtkWidget *child;
+  while ((child = gtk_widget_get_first_child(v->strip)) != NULL)
+    gtk_box_remove(GTK_BOX(v->strip), child);
+  gtk_picture_set_paintable(v->picture, NULL);
+  gtk_widget_set_visible(GTK_WIDGET(v->picture), FALSE);
+  gtk_widget_set_visible(v->strip_scroller, FALSE);
+  gtk_label_set_text(v->text, _("No sample yet."));
+}
+
+/* A small copy of the grid in the strip; clicking it shows that step's grid. */
+static void add_thumb(CohortSampleView *v, const char *path, gint64 step)
+{
+  GtkWidget *pic = gtk_picture_new_for_filename(path);
+  gtk_picture_set_can_shrink(GTK_PICTURE(pic), TRUE);
+  gtk_widget_set_size_request(pic, 48, 56);
+  GtkWidget *button = gtk_button_new();
+  gtk_button_set_child(GTK_BUTTON(button), pic);
+  gtk_widget_add_css_class(button, "flat");
+  g_autofree char *tip = g_strdup_printf(_("Step %lld"), (long long)step);
+  gtk_widget_set_tooltip_text(button, tip);
+  g_object_set_data(G_OBJECT(button), "cohort-index", GUINT_TO_POINTER(v->images->len - 1));
+  g_signal_connect(button, "clicked", G_CALLBACK(on_thumb_clicked), v);
+  gtk_box_append(GTK_BOX(v->strip), button);
+  gtk_widget_set_visible(v->strip_scroller, v->images->len > 1);
+}
+
+void cohort_sample_view_add(CohortSampleView *v, JsonObject *ev)
+{
+  const char *image = json_object_get_string_member_with_default(ev, "image", NULL);
+  if (image == NULL) {
+    gtk_label_set_text(v->text, json_object_get_string_member_with_default(ev, "text", ""));
+    return;
+  }
+  gint64 step = json_object_get_int_member_with_default(ev, "step", 0);
+  g_ptr_array_add(v->images, g_strdup(image));
+  g_array_append_val(v->steps, step);
+  add_thumb(v, image, step);
+  show_image(v, v->images->len - 1);
+}
+
+const char *cohort_sample_view_get_text(CohortSampleView *v)
+{
+  return gtk_label_get_text(v->text);
+}
+
+const char *cohort_sample_view_get_image(CohortSampleView *v)
+{
+  return v->shown;
+}
+
+guint cohort_sample_view_count_images(CohortSampleView *v)
+{
+  return v->images->len;
+}
+
+void cohort_sample_view_show(CohortSampleView *v, guint i)
+{
+  GtkWidget *button = gtk_widget_get_first_child(v->strip);
+  for (guint k = 0; button != NULL && k < i; k++)
+    button = gtk_widget_get_next_sibling(button);
+  if (button != NULL)
+    g_signal_emit_by_name(button, "clicked");
+}
+
+GtkWindow *cohort_sample_view_enlarge(CohortSampleView *v)
+{
+  if (v->shown == NULL)
+    return NULL;
+  GtkWidget *win = gtk_window_new();
+  g_autofree char *title = g_strdup_printf(_("Sample at step %lld"), (long long)v->shown_step);
+  gtk_window_set_title(GTK_WINDOW(win), title);
+  GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(v));
+  if (GTK_IS_WINDOW(root))
+    gtk_window_set_transient_for(GTK_WINDOW(win), GTK_WINDOW(root));
+  gtk_window_set_destroy_with_parent(GTK_WINDOW(win), TRUE);
+  gtk_window_set_default_size(GTK_WINDOW(win), 640, 760);
+  GtkWidget *pic = gtk_picture_new_for_filename(v->shown);
+  gtk_window_set_child(GTK_WINDOW(win), pic);
+  gtk_window_present(GTK_WINDOW(win));
+  return GTK_WINDOW(win);
+}
