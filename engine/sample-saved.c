@@ -53,8 +53,8 @@ static GStrv class_names(const char *path, gboolean is_checkpoint)
   return g_file_test(file, G_FILE_TEST_IS_REGULAR) ? cohort_image_classes_read(file, NULL) : NULL;
 }
 
-JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
-                                GError **error)
+CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
+                                     CohortConfig **cfg_out, gint64 *step, GError **error)
 {
   gboolean is_checkpoint = FALSE;
   CohortTrainState st = {0};
@@ -66,16 +66,33 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
   CohortComputeDevice dev;
   if (!cohort_device_select(cfg, path, 0, 1, &dev, error))
     return NULL;
-  /* Sampling batches: a guided grid runs conditional and unconditional rows together. */
-  g_autoptr(CohortModel) m = cohort_model_new(dev.be, cfg, MAX(cfg->batch_size, 16), error);
+  g_autoptr(CohortModel) m = cohort_model_new(dev.be, cfg, max_batch, error);
   if (!m || !load_weights(m, path, is_checkpoint, error))
     return NULL;
+  if (step)
+    *step = st.step;
+  if (cfg_out)
+    *cfg_out = g_steal_pointer(&cfg);
+  return g_steal_pointer(&m);
+}
+
+JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
+                                GError **error)
+{
+  g_autoptr(CohortConfig) cfg = NULL;
+  gint64 step = 0;
+  /* Sampling batches: a guided grid runs conditional and unconditional rows together. */
+  g_autoptr(CohortModel) m = cohort_model_load_saved(path, sets, 32, &cfg, &step, error);
+  if (!m)
+    return NULL;
+  g_autofree char *state = g_build_filename(path, "state.json", NULL);
+  gboolean is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
   g_auto(GStrv) classes = class_names(path, is_checkpoint);
-  g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", st.step);
+  g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);
   guint64 rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL;
   CohortSampleRequest req = {
       .cfg = cfg,
-      .step = st.step,
+      .step = step,
       .workspace = ".",
       .image_path = output ? output : default_out,
       .rng = &rng,

@@ -6,6 +6,18 @@
 
 G_BEGIN_DECLS
 
+#include "engine/config.h"
+#include "engine/model.h"
+
+/* Loads a saved model: `path` is a checkpoint folder (state.json + model.safetensors; its EMA
+ * weights when it has them) or a model folder as the final export leaves it
+ * (cohort-config.json + model-ema.safetensors when present, else model.safetensors). `sets`
+ * override keys. The model is built for micro-batches of max_batch on the config's device.
+ * *cfg_out (may be NULL) gets the config, *step (may be NULL) the checkpoint's step (0 for a
+ * folder). Errors name the file. */
+CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
+                                     CohortConfig **cfg_out, gint64 *step, GError **error);
+
 /* Draws a sample from `path`: a checkpoint folder (state.json + model.safetensors; its EMA
  * weights when it has them) or a model folder as the final export leaves it
  * (cohort-config.json + model-ema.safetensors or model.safetensors, classes.json). `sets`
