@@ -1,0 +1,128 @@
+/* Times training steps (forward, backward, AdamW) of any model family on the CPU, through the
+ * model interface, on a synthetic batch of the shape its data would give: random images in
+ * [-1, 1] with random labels, or random tokens. The model is the one a config describes:
+ *
+ *   bench-model [--preset NAME] [--set KEY=VALUE]... [--threads N] [--steps N] [--warmup N]
+ *
+ * Prints one line: "<model>: batch B, threads N, wall X ms/step, cpu Y ms/step, Z samples/s"
+ * (samples/s from the median wall-clock step; CPU time is the whole process's, which other
+ * processes on the machine disturb less). */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/threading.h"
+
+static double cpu_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, n, sizeof(double), cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A batch of the config's data shape, filled with seeded random values. */
+static CohortBatch *random_batch(const CohortConfig *cfg, int B)
+{
+  gboolean images = cfg->data_format == COHORT_DATA_IMAGES;
+  CohortBatch *b =
+      images ? cohort_batch_new(B, 0, cfg->image_channels, cfg->image_size, cfg->image_size)
+             : cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
+  GRand *rand = g_rand_new_with_seed(7);
+  for (int i = 0; i < B; i++) {
+    b->sample_ids[i] = (guint64)i;
+    if (images) {
+      size_t D = (size_t)cfg->image_channels * cfg->image_size * cfg->image_size;
+      for (size_t k = 0; k < D; k++)
+        b->images[i * D + k] = (float)g_rand_double_range(rand, -1, 1);
+      b->labels[i] = cfg->num_classes > 0 ? g_rand_int_range(rand, 0, cfg->num_classes) : -1;
+    } else {
+      for (int t = 0; t < cfg->seq_len; t++) {
+        b->inputs[i * cfg->seq_len + t] = g_rand_int_range(rand, 0, cfg->vocab_size);
+        b->targets[i * cfg->seq_len + t] = g_rand_int_range(rand, 0, cfg->vocab_size);
+      }
+    }
+  }
+  b->epoch = 0;
+  g_rand_free(rand);
+  return b;
+}
+
+int main(int argc, char **argv)
+{
+  cohort_cpu_threading_env(argv);
+  g_autofree char *preset = NULL;
+  g_auto(GStrv) sets = NULL;
+  int threads = 1, steps = 10, warmup = 2;
+  GOptionEntry entries[] = {
+      {"preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Preset (default tiny-gpt)", "NAME"},
+      {"set", 's', 0, G_OPTION_ARG_STRING_ARRAY, &sets, "Override a key", "KEY=VALUE"},
+      {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "Threads (OpenMP and OpenBLAS)", "N"},
+      {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed steps", "N"},
+      {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new("- time a model's training steps");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_autoptr(GError) error = NULL;
+  if (!g_option_context_parse(ctx, &argc, &argv, &error) || threads < 1 || steps < 1 ||
+      warmup < 0) {
+    fprintf(stderr, "bench-model: %s\n",
+            error ? error->message : "--threads and --steps >= 1, --warmup >= 0");
+    return 2;
+  }
+  g_autoptr(CohortConfig) cfg = cohort_preset_load(preset ? preset : "tiny-gpt", &error);
+  if (!cfg ||
+      (sets && !cohort_config_apply_assignments(cfg, (const char *const *)sets, "--set", &error))) {
+    fprintf(stderr, "bench-model: %s\n", error->message);
+    return 2;
+  }
+  if (cfg->data_format == COHORT_DATA_IMAGES && cfg->num_classes == 0)
+    cfg->num_classes = 36; /* the glyphs' */
+  cohort_backend_cpu()->set_threads(threads);
+  int B = cfg->batch_size;
+  g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), cfg, B, &error);
+  if (!m) {
+    fprintf(stderr, "bench-model: %s\n", error->message);
+    return 1;
+  }
+  m->ops->init_weights(m, 1);
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new(m->n_params);
+  g_autoptr(CohortBatch) batch = random_batch(cfg, B);
+  g_autofree double *wall = g_new(double, steps);
+  g_autofree double *cpu = g_new(double, steps);
+  for (int s = 0; s < warmup + steps; s++) {
+    gint64 t0 = g_get_monotonic_time();
+    double c0 = cpu_seconds();
+    cohort_model_zero_grad(m);
+    m->ops->forward(m, batch, COHORT_FORWARD_TRAIN);
+    m->ops->backward(m, 1.0f);
+    cohort_adamw_step(opt, m->params, m->grads, m->tensors, m->n_tensors, 1e-4, 0.9, 0.95, 1e-8,
+                      0.0, s + 1);
+    if (s >= warmup) {
+      wall[s - warmup] = (double)(g_get_monotonic_time() - t0) / 1e6;
+      cpu[s - warmup] = cpu_seconds() - c0;
+    }
+  }
+  double w = median(wall, steps), c = median(cpu, steps);
+  printf("%s: batch %d, threads %d, %zu parameters, wall %.2f ms/step, cpu %.2f ms/step, "
+         "%.1f samples/s\n",
+         cfg->model, B, threads, m->n_params, w * 1e3, c * 1e3, B / w);
+  return 0;
+}
