@@ -7,16 +7,20 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include "engine/gpt-io.h"
 #include "kernels/backend.h"
+#include "engine/json-read.h"
 #include "engine/json-write.h"
 #include "engine/safetensors.h"
 
 #define MODEL_FILE "model.safetensors"
 #define STATE_FILE "state.json"
+/* state.json holds a few numbers and the config: anything larger is not one. */
+#define MAX_STATE_BYTES (16 * 1024 * 1024)
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-checkpoint-error-quark, cohort_checkpoint_error)
@@ -85,14 +89,36 @@ static gboolean write_synced(const char *path, const char *data, gsize len, GErr
   return TRUE;
 }
 
-/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
-static char *sha256_file(const char *path, GError **error)
+/* Opens `path` for reading if it is a regular file: a FIFO in a checkpoint folder would
+ * block the reader forever. */
+static FILE *open_regular(const char *path, GError **error)
 {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     io_error(error, path, "read", errno);
     return NULL;
   }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO,
+                "%s: cannot read: not a regular file", path);
+    return NULL;
+  }
+  FILE *fp = fdopen(fd, "rb");
+  if (!fp) {
+    io_error(error, path, "read", errno);
+    close(fd);
+  }
+  return fp;
+}
+
+/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
+static char *sha256_file(const char *path, GError **error)
+{
+  FILE *fp = open_regular(path, error);
+  if (!fp)
+    return NULL;
   g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
   g_autofree guchar *buf = g_malloc(1 << 20);
   size_t n;
@@ -408,6 +434,33 @@ static gboolean check_no_extra(const CohortGpt *gpt, const CohortStFile *f, cons
   return TRUE;
 }
 
+/* The text of state.json (a regular file of at most MAX_STATE_BYTES). */
+static char *read_state(const char *path, gsize *len, GError **error)
+{
+  FILE *fp = open_regular(path, error);
+  if (!fp)
+    return NULL;
+  g_autoptr(GString) text = g_string_new(NULL);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, fp)) > 0 && text->len <= MAX_STATE_BYTES)
+    g_string_append_len(text, buf, (gssize)n);
+  gboolean failed = ferror(fp);
+  int e = errno;
+  fclose(fp);
+  if (failed) {
+    io_error(error, path, "read", e);
+    return NULL;
+  }
+  if (text->len > MAX_STATE_BYTES) {
+    corrupt(error, path, "larger than %d MiB, which is not a checkpoint's state",
+            MAX_STATE_BYTES >> 20);
+    return NULL;
+  }
+  *len = text->len;
+  return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
 gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *opt,
                                 float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
                                 GError **error)
@@ -415,19 +468,18 @@ gboolean cohort_checkpoint_load(const char *dir, CohortGpt *gpt, CohortAdamW *op
   g_autofree char *state_path = g_build_filename(dir, STATE_FILE, NULL);
   g_autofree char *model_path = g_build_filename(dir, MODEL_FILE, NULL);
 
-  g_autofree char *text = NULL;
   gsize len = 0;
+  g_autofree char *text = read_state(state_path, &len, error);
+  if (!text)
+    return FALSE;
   g_autoptr(GError) local = NULL;
-  if (!g_file_get_contents(state_path, &text, &len, &local)) {
-    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot read: %s",
-                state_path, local->message);
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, state_path, 0, &local);
+  if (!root) {
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT,
+                        local->message);
     return FALSE;
   }
-  g_autoptr(JsonParser) parser = json_parser_new();
-  if (!json_parser_load_from_data(parser, text, (gssize)len, &local))
-    return corrupt(error, state_path, "not valid JSON (%s)", local->message);
-  JsonNode *root = json_parser_get_root(parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+  if (!JSON_NODE_HOLDS_OBJECT(root))
     return corrupt(error, state_path, "not a JSON object");
   JsonObject *o = json_node_get_object(root);
 

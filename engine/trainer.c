@@ -422,6 +422,17 @@ static gboolean setup(Run *r, char **resumed_from, GError **error)
         return FALSE;
       }
     }
+    /* The position must lie inside an epoch of this data and batch size, or the first step
+     * would index past the sampler's indices. */
+    if (r->st.batch_in_epoch > (r->steps_per_epoch - 1) * r->accum) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "%s/state.json: \"batch_in_epoch\" %" G_GINT64_FORMAT
+                  " is not allowed with this data and batch size; allowed: 0 to %" G_GINT64_FORMAT
+                  " (%" G_GINT64_FORMAT " steps of %d micro-batches per epoch)",
+                  ckpt, r->st.batch_in_epoch, (r->steps_per_epoch - 1) * r->accum,
+                  r->steps_per_epoch, r->accum);
+      return FALSE;
+    }
     keep_scale = saved->precision == COHORT_PRECISION_FP16 && r->st.loss_scale > 0;
     if (r->ema && !saved->ema_decay)
       r->be->copy(r->ema, cohort_gpt_params(r->gpt), n * sizeof(float));
