@@ -65,15 +65,18 @@ static gboolean ensure_epoch_indices(Run *r, gint64 epoch)
   return TRUE;
 }
 
-/* Fills inputs/targets with micro-batch `micro` (0-based within the epoch). */
-static void load_micro_batch(Run *r, gint64 epoch, gint64 micro)
+/* Fills inputs/targets with micro-batch `micro` (0-based within the epoch); fails when a
+ * data file changed under the run and now holds a token outside the vocabulary. */
+static gboolean load_micro_batch(Run *r, gint64 epoch, gint64 micro, GError **error)
 {
   ensure_epoch_indices(r, epoch);
   for (int b = 0; b < r->B; b++) {
     guint64 idx = r->indices[(guint64)micro * (guint64)r->B + (guint64)b];
-    cohort_dataset_window(r->train, idx, r->inputs + (size_t)b * r->T,
-                          r->targets + (size_t)b * r->T);
+    if (!cohort_dataset_window(r->train, idx, r->inputs + (size_t)b * r->T,
+                               r->targets + (size_t)b * r->T, error))
+      return FALSE;
   }
+  return TRUE;
 }
 
 static void swap_in_ema(Run *r, gboolean in)
@@ -111,8 +114,11 @@ static gboolean evaluate(Run *r, double *val_loss, gint64 *val_tokens, GError **
   for (int s = 0; s < r->cfg->eval_steps; s++) {
     for (int b = 0; b < r->B; b++) {
       gint64 g = ((gint64)s * r->B + b) * world + rank;
-      cohort_dataset_window(r->val, (gsize)(g % (gint64)nwin), r->inputs + (size_t)b * r->T,
-                            r->targets + (size_t)b * r->T);
+      if (!cohort_dataset_window(r->val, (gsize)(g % (gint64)nwin), r->inputs + (size_t)b * r->T,
+                                 r->targets + (size_t)b * r->T, error)) {
+        swap_in_ema(r, FALSE);
+        return FALSE;
+      }
     }
     float loss = cohort_gpt_forward(r->gpt, r->inputs, r->targets, r->B, r->T);
     sums[0] += (double)loss * r->B * r->T;
@@ -500,7 +506,8 @@ static gboolean train_step(Run *r, double *loss_out, double *norm_out, double *l
   for (int m = 0; m < r->accum; m++) {
     gint64 micro = r->st.batch_in_epoch + m;
     gint64 t0 = g_get_monotonic_time();
-    load_micro_batch(r, r->st.epoch, micro);
+    if (!load_micro_batch(r, r->st.epoch, micro, error))
+      return FALSE;
     cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, m == r->accum - 1);
