@@ -71,14 +71,19 @@ static inline guint8 fuzz_never_valid_byte(FuzzRng *r)
 /* The case being read; printed when the process dies on it (signal or sanitizer report). */
 static char fuzz_current[4096];
 
+/* Seconds an in-process case may take before it counts as a hang (SIGALRM). */
+#define FUZZ_CASE_LIMIT_S 20
+
+/* Names the case about to be read ("" when none) and arms the hang watchdog. */
 static inline void fuzz_set_current(const char *path)
 {
   g_strlcpy(fuzz_current, path, sizeof fuzz_current);
+  alarm(*path ? FUZZ_CASE_LIMIT_S : 0);
 }
 
 static inline void fuzz_say_current(void)
 {
-  static const char intro[] = "\nfuzz: crashed on input ";
+  static const char intro[] = "\nfuzz: crashed or hung on input ";
   if (fuzz_current[0] == '\0')
     return;
   if (write(2, intro, sizeof intro - 1) < 0 || write(2, fuzz_current, strlen(fuzz_current)) < 0 ||
@@ -106,7 +111,7 @@ static inline void fuzz_watch_crashes(void)
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = fuzz_on_crash;
   sa.sa_flags = SA_ONSTACK;
-  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM};
   for (guint i = 0; i < G_N_ELEMENTS(sigs); i++)
     sigaction(sigs[i], &sa, NULL);
   if (__sanitizer_set_death_callback)
