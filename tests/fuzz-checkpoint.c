@@ -65,7 +65,7 @@ static FuzzRun resume(const char *ckpt, const char *ws, const char *events)
   g_ptr_array_add(args, g_strdup("--resume"));
   g_ptr_array_add(args, g_strdup(ckpt));
   g_ptr_array_add(args, NULL);
-  return fuzz_run_train((const char *const *)args->pdata, events, 60);
+  return fuzz_run_train((const char *const *)args->pdata, events, 30 * fuzz_time_scale());
 }
 
 /* The "start" event's start_step and the "done" event's status, from a progress file. */
@@ -466,7 +466,7 @@ static void make_base(Ctx *c)
   g_ptr_array_add(args, g_strdup("--set"));
   g_ptr_array_add(args, g_strdup_printf("workspace_dir=%s", ws));
   g_ptr_array_add(args, NULL);
-  FuzzRun r = fuzz_run_train((const char *const *)args->pdata, NULL, 120);
+  FuzzRun r = fuzz_run_train((const char *const *)args->pdata, NULL, 120 * fuzz_time_scale());
   if (r.status != 0)
     g_error("the base run failed (%d): %s", r.status, r.err);
   fuzz_run_clear(&r);

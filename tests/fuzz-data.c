@@ -64,7 +64,7 @@ static void train_on(Ctx *c, const char *data, gboolean tokens, const char *ws, 
   }
   g_ptr_array_add(args, NULL);
   g_autofree char *events = g_strconcat(ws, ".events", NULL);
-  FuzzRun r = fuzz_run_train((const char *const *)args->pdata, events, 60);
+  FuzzRun r = fuzz_run_train((const char *const *)args->pdata, events, 30 * fuzz_time_scale());
   if (fuzz_judge_run(&c->t, data, culprit, expect, &r) && expect == FUZZ_ACCEPT) {
     gint64 want = (gint64)((n_tokens - 1) / T), got = steps_per_epoch(events);
     if (got != want)

@@ -232,7 +232,7 @@ static void run_file(Ctx *c, const char *name, GByteArray *file, FuzzExpect expe
   }
   fuzz_set_current("");
   double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
-  if (secs > 2.0)
+  if (secs > 2.0 * fuzz_time_scale())
     fuzz_fail(&c->t, path, "took %.1f s", secs);
   if (file)
     g_byte_array_unref(file);

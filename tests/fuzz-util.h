@@ -68,6 +68,15 @@ static inline guint8 fuzz_never_valid_byte(FuzzRng *r)
 
 /* ---- naming the input an in-process case crashed on ---- */
 
+/* Set by the sanitizers' runtime when the program is built with them. */
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+/* How much slower than a plain build this one runs: sanitizers cost several times. */
+static inline double fuzz_time_scale(void)
+{
+  return __sanitizer_set_death_callback ? 4.0 : 1.0;
+}
+
 /* The case being read; printed when the process dies on it (signal or sanitizer report). */
 static char fuzz_current[4096];
 
@@ -78,7 +87,7 @@ static char fuzz_current[4096];
 static inline void fuzz_set_current(const char *path)
 {
   g_strlcpy(fuzz_current, path, sizeof fuzz_current);
-  alarm(*path ? FUZZ_CASE_LIMIT_S : 0);
+  alarm(*path ? (unsigned)(FUZZ_CASE_LIMIT_S * fuzz_time_scale()) : 0);
 }
 
 static inline void fuzz_say_current(void)
@@ -97,9 +106,6 @@ static inline void fuzz_on_crash(int sig)
   signal(sig, SIG_DFL);
   raise(sig);
 }
-
-/* Set by the sanitizers' runtime when the program is built with them. */
-extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 static inline void fuzz_watch_crashes(void)
 {
