@@ -262,9 +262,10 @@ static void test_tiling_and_strict(void)
       write_simple("late.safetensors",
                    "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", data, 16);
   expect_open_error(not_at_zero, COHORT_SAFETENSORS_ERROR_FORMAT, "starts at byte 8");
+  guint8 longer[33] = {0};
   g_autofree char *trailing = write_simple(
       "trailing.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}}",
-      data, 32 + 1);
+      longer, sizeof longer);
   expect_open_error(trailing, COHORT_SAFETENSORS_ERROR_FORMAT,
                     "cover 32 bytes but the data section after the header has 33");
   g_autofree char *empty_but_data = write_simple("empty-data.safetensors", "{}", data, 4);
