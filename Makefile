@@ -33,7 +33,8 @@ check: build
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dgui=disabled -Dcuda=disabled
 	meson compile -C $(ASAN_BUILD)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  meson test -C $(ASAN_BUILD) --suite unit --suite dist --print-errorlogs --num-processes 1 \
+	  meson test -C $(ASAN_BUILD) --suite unit --suite dist --suite fuzz --print-errorlogs \
+	  --num-processes 1 \
 	  --timeout-multiplier 4
 
 clean:

@@ -3,7 +3,11 @@
  * shards costs address space, not memory. */
 #include "data/dataset.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
@@ -16,16 +20,25 @@
 G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
 /* clang-format on */
 
+/* Bytes hashed for a file's fingerprint in the prepared-data index: its start, its end and
+ * FINGERPRINT_BLOCKS blocks spread evenly between. */
+#define FINGERPRINT_HEAD   65536
+#define FINGERPRINT_BLOCK  4096
+#define FINGERPRINT_BLOCKS 16
+
 typedef struct {
   GMappedFile *map;
+  char *path;
   const guint8 *data; /* first token */
   gsize count;        /* tokens in this segment */
   gsize start;        /* index of the first token in the whole stream */
+  gsize offset;       /* byte offset of the first token in the file */
 } Segment;
 
 struct CohortDataset {
   GArray *segments; /* of Segment */
   int elem_size;    /* 1 for text bytes, 2 for uint16 shard tokens */
+  int vocab_size;
   gsize n_tokens;
   int seq_len;
 };
@@ -34,6 +47,7 @@ static void segment_clear(gpointer p)
 {
   Segment *s = p;
   g_clear_pointer(&s->map, g_mapped_file_unref);
+  g_clear_pointer(&s->path, g_free);
 }
 
 void cohort_dataset_free(CohortDataset *ds)
@@ -44,26 +58,59 @@ void cohort_dataset_free(CohortDataset *ds)
   g_free(ds);
 }
 
-static GMappedFile *map_file(const char *path, GError **error)
+/* What a file that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode)
 {
+  if (S_ISDIR(mode))
+    return "a folder";
+  if (S_ISFIFO(mode))
+    return "a FIFO (named pipe)";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+static gboolean not_regular(GError **error, const char *path, mode_t mode)
+{
+  g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
+              "%s: is %s; allowed: a regular file, or a folder of regular files", path,
+              file_kind(mode));
+  return FALSE;
+}
+
+/* Maps `path` after checking, on the open file, that it is a regular file: a FIFO would block
+ * the reader forever and a device never ends. */
+static GMappedFile *map_file(const char *path, struct stat *st, GError **error)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
+                g_strerror(e));
+    return NULL;
+  }
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    not_regular(error, path, st->st_mode);
+    return NULL;
+  }
   g_autoptr(GError) local = NULL;
-  GMappedFile *map = g_mapped_file_new(path, FALSE, &local);
+  GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
+  close(fd);
   if (!map)
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
                 local->message);
   return map;
 }
 
-static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_size, gboolean scan,
+static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
                               GError **error)
 {
-  GMappedFile *map = map_file(path, error);
-  if (!map)
-    return FALSE;
-  Segment seg = {.map = map,
-                 .data = (const guint8 *)g_mapped_file_get_contents(map),
-                 .count = g_mapped_file_get_length(map),
-                 .start = ds->n_tokens};
+  const char *path = seg.path;
+  seg.data = (const guint8 *)g_mapped_file_get_contents(seg.map);
+  seg.count = g_mapped_file_get_length(seg.map);
   g_array_append_val(ds->segments, seg);
 
   const char *end = NULL;
@@ -89,15 +136,12 @@ static gboolean add_text_file(CohortDataset *ds, const char *path, int vocab_siz
   return TRUE;
 }
 
-static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_size, gboolean scan,
+static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
                                GError **error)
 {
-  GMappedFile *map = map_file(path, error);
-  if (!map)
-    return FALSE;
-  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(map);
-  gsize size = g_mapped_file_get_length(map);
-  Segment seg = {.map = map, .start = ds->n_tokens};
+  const char *path = seg.path;
+  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg.map);
+  gsize size = g_mapped_file_get_length(seg.map);
   g_array_append_val(ds->segments, seg);
 
   if (size < SHARD_HEADER_SIZE) {
@@ -140,6 +184,7 @@ static gboolean add_shard_file(CohortDataset *ds, const char *path, int vocab_si
 
   Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
   s->data = bytes + SHARD_HEADER_SIZE;
+  s->offset = SHARD_HEADER_SIZE;
   s->count = (gsize)count;
   for (gsize i = 0; scan && i < s->count; i++) {
     guint16 tok;
@@ -177,8 +222,24 @@ static GPtrArray *list_folder(const char *dir, const char *suffix, GError **erro
     if (!g_str_has_suffix(name, suffix) || name[0] == '.')
       continue;
     g_autofree char *full = g_build_filename(dir, name, NULL);
-    if (g_file_test(full, G_FILE_TEST_IS_REGULAR))
-      g_ptr_array_add(names, g_steal_pointer(&full));
+    GStatBuf st;
+    if (g_stat(full, &st) != 0) {
+      int e = errno;
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", full,
+                  g_strerror(e));
+      g_ptr_array_unref(names);
+      return NULL;
+    }
+    /* Folders are not searched; anything else that is not a regular file is an error, not a
+     * silent gap in the data. */
+    if (S_ISDIR(st.st_mode))
+      continue;
+    if (!S_ISREG(st.st_mode)) {
+      not_regular(error, full, st.st_mode);
+      g_ptr_array_unref(names);
+      return NULL;
+    }
+    g_ptr_array_add(names, g_steal_pointer(&full));
   }
   g_ptr_array_sort(names, compare_names);
   if (names->len == 0) {
@@ -190,17 +251,33 @@ static GPtrArray *list_folder(const char *dir, const char *suffix, GError **erro
   return names;
 }
 
-/* The prepared-data index: files whose content scan passed, by path, size, mtime, format
- * and vocab, so later opens (other ranks, later runs) skip the scan. */
-static char *index_entry_key(const char *file, CohortDataFormat format, int vocab_size)
+/* The prepared-data index: files whose content scan passed, so later opens (other ranks,
+ * later runs) skip the scan. A file is known by its path, device and inode, size, mtime and
+ * ctime to the nanosecond, and a SHA-256 of its first 64 KiB, its last 4 KiB and 16 blocks
+ * of 4 KiB spread between; with the format and vocab. A rewrite that keeps size and mtime
+ * still changes ctime (which no program can set back), and the hash catches a different
+ * file restored with the same times. Whatever slips through (a file changed while mapped)
+ * meets the range check on every window (cohort_dataset_window). */
+static char *index_entry_key(const Segment *seg, const struct stat *st, CohortDataFormat format,
+                             int vocab_size)
 {
-  GStatBuf st;
-  if (g_stat(file, &st) != 0)
-    return NULL;
-  g_autofree char *abs = g_canonicalize_filename(file, NULL);
-  return g_strdup_printf("%s|%" G_GINT64_FORMAT "|%" G_GINT64_FORMAT "|%s|%d", abs,
-                         (gint64)st.st_size, (gint64)st.st_mtime,
-                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size);
+  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg->map);
+  gsize size = g_mapped_file_get_length(seg->map);
+  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+  g_checksum_update(sum, bytes, (gssize)MIN(size, FINGERPRINT_HEAD));
+  if (size > FINGERPRINT_HEAD) {
+    gsize span = size - FINGERPRINT_BLOCK;
+    for (gsize b = 1; b <= FINGERPRINT_BLOCKS; b++)
+      g_checksum_update(sum, bytes + span / FINGERPRINT_BLOCKS * b, FINGERPRINT_BLOCK);
+  }
+  g_autofree char *abs = g_canonicalize_filename(seg->path, NULL);
+  return g_strdup_printf("%s|%" G_GUINT64_FORMAT "|%" G_GUINT64_FORMAT "|%" G_GINT64_FORMAT
+                         "|%" G_GINT64_FORMAT ".%09ld|%" G_GINT64_FORMAT ".%09ld|%s|%d|%s",
+                         abs, (guint64)st->st_dev, (guint64)st->st_ino, (gint64)st->st_size,
+                         (gint64)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
+                         (gint64)st->st_ctim.tv_sec, st->st_ctim.tv_nsec,
+                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size,
+                         g_checksum_get_string(sum));
 }
 
 static GHashTable *index_load(const char *index_path)
@@ -230,8 +307,19 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   g_return_val_if_fail(path != NULL, NULL);
   g_return_val_if_fail(seq_len > 0 && vocab_size > 0, NULL);
 
-  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder", path);
+  GStatBuf top;
+  if (g_stat(path, &top) != 0) {
+    int e = errno;
+    if (e == ENOENT)
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder",
+                  path);
+    else
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
+                  g_strerror(e));
+    return NULL;
+  }
+  if (!S_ISDIR(top.st_mode) && !S_ISREG(top.st_mode)) {
+    not_regular(error, path, top.st_mode);
     return NULL;
   }
 
@@ -239,11 +327,12 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   ds->segments = g_array_new(FALSE, TRUE, sizeof(Segment));
   g_array_set_clear_func(ds->segments, segment_clear);
   ds->elem_size = format == COHORT_DATA_TEXT ? 1 : 2;
+  ds->vocab_size = vocab_size;
   ds->seq_len = seq_len;
   const char *suffix = format == COHORT_DATA_TEXT ? ".txt" : ".bin";
 
   g_autoptr(GPtrArray) files = NULL;
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+  if (S_ISDIR(top.st_mode)) {
     files = list_folder(path, suffix, error);
     if (!files)
       return NULL;
@@ -259,15 +348,19 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   guint scanned = 0;
   for (guint i = 0; i < files->len; i++) {
     const char *file = files->pdata[i];
-    g_autofree char *key = index_entry_key(file, format, vocab_size);
-    gboolean scan = !key || !g_hash_table_contains(known, key);
-    gboolean ok = format == COHORT_DATA_TEXT ? add_text_file(ds, file, vocab_size, scan, error)
-                                             : add_shard_file(ds, file, vocab_size, scan, error);
+    struct stat st;
+    Segment seg = {.map = map_file(file, &st, error), .start = ds->n_tokens};
+    if (!seg.map)
+      return NULL;
+    seg.path = g_strdup(file);
+    g_autofree char *key = index_entry_key(&seg, &st, format, vocab_size);
+    gboolean scan = !g_hash_table_contains(known, key);
+    gboolean ok = format == COHORT_DATA_TEXT ? add_text_file(ds, seg, vocab_size, scan, error)
+                                             : add_shard_file(ds, seg, vocab_size, scan, error);
     if (!ok)
       return NULL;
     scanned += scan;
-    if (key)
-      g_string_append_printf(index, "%s\n", key);
+    g_string_append_printf(index, "%s\n", key);
   }
   if (n_scanned)
     *n_scanned = scanned;
@@ -336,14 +429,42 @@ static void copy_tokens(const CohortDataset *ds, gsize pos, int count, int *out)
   }
 }
 
-void cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets)
+/* Fails with the file and offset of the first token in buf[0..n) at or above vocab_size. */
+static gboolean range_error(const CohortDataset *ds, gsize pos, const int *buf, int n,
+                            GError **error)
 {
-  g_return_if_fail(index < cohort_dataset_num_windows(ds));
+  for (int t = 0; t < n; t++, pos++) {
+    if (buf[t] < ds->vocab_size)
+      continue;
+    const Segment *s = &g_array_index(ds->segments, Segment, find_segment(ds, pos));
+    gsize k = pos - s->start;
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
+                "%s: token %d at position %" G_GSIZE_FORMAT " (byte offset %" G_GSIZE_FORMAT
+                ") is not below vocab_size %d; the file changed after it was checked",
+                s->path, buf[t], k, s->offset + k * (gsize)ds->elem_size, ds->vocab_size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets,
+                               GError **error)
+{
+  g_return_val_if_fail(index < cohort_dataset_num_windows(ds), FALSE);
   int T = ds->seq_len;
   g_autofree int *buf = g_new(int, T + 1);
   copy_tokens(ds, index * (gsize)T, T + 1, buf);
+  /* The open scanned every token (or the index vouched for the file), but a mapped file can
+   * change under a run: no id outside the vocabulary may reach a kernel. One pass for the
+   * maximum (it vectorises), a second only to name the culprit. */
+  int max = 0;
+  for (int t = 0; t <= T; t++)
+    max = MAX(max, buf[t]);
+  if (max >= ds->vocab_size)
+    return range_error(ds, index * (gsize)T, buf, T + 1, error);
   memcpy(inputs, buf, sizeof(int) * T);
   memcpy(targets, buf + 1, sizeof(int) * T);
+  return TRUE;
 }
 
 int *cohort_text_encode(const char *text, int *n_tokens)

@@ -21,17 +21,19 @@ typedef enum {
 
 typedef struct CohortDataset CohortDataset;
 
-/* Opens `path` (already resolved, see cohort_resolve_path). Checks every token against
- * vocab_size and that at least one window of seq_len + 1 tokens exists. Errors name the file
- * and what is wrong. */
+/* Opens `path` (already resolved, see cohort_resolve_path): a regular file, or a folder whose
+ * regular files with the format's suffix are read (a FIFO, device or socket is refused, never
+ * opened). Checks every token against vocab_size and that at least one window of seq_len + 1
+ * tokens exists. Errors name the file and what is wrong. */
 CohortDataset *cohort_dataset_open(const char *path, CohortDataFormat format, int vocab_size,
                                    int seq_len, GError **error);
 /* Like cohort_dataset_open, with a prepared-data index in `index_dir` (NULL = none): the
  * content scan (UTF-8, token ids below vocab_size) of files the index lists with the same
- * size, modification time, format and vocab is skipped; after scanning any file, the index
- * is rewritten (atomically). Header and size checks always run. This is how rank 0
- * prepares data for the others when distributed_data_loading is off. *n_scanned (may be
- * NULL) gets the number of files scanned. */
+ * fingerprint (path, inode, size, mtime and ctime in nanoseconds, a hash of sampled blocks;
+ * see index_entry_key), format and vocab is skipped; after scanning any file, the index is
+ * rewritten (atomically). Header and size checks always run, and every window is range
+ * checked as it is read. This is how rank 0 prepares data for the others when
+ * distributed_data_loading is off. *n_scanned (may be NULL) gets the number of files scanned. */
 CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat format,
                                             int vocab_size, int seq_len, const char *index_dir,
                                             guint *n_scanned, GError **error);
@@ -42,8 +44,13 @@ gsize cohort_dataset_num_tokens(const CohortDataset *ds);
 gsize cohort_dataset_num_windows(const CohortDataset *ds);
 int cohort_dataset_seq_len(const CohortDataset *ds);
 
-/* Copies window `index`: inputs[t] = tok[i*T + t], targets[t] = tok[i*T + t + 1]. */
-void cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets);
+/* Copies window `index`: inputs[t] = tok[i*T + t], targets[t] = tok[i*T + t + 1]. Every
+ * token is checked against vocab_size first, so no out-of-range id ever reaches a model even
+ * when a file changed after it was opened (files are memory-mapped): then it fails with
+ * COHORT_DATA_ERROR_VOCAB naming the file, the token's position and byte offset, and leaves
+ * inputs and targets untouched. */
+gboolean cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets,
+                               GError **error);
 
 /* Byte-level text: the prompt's bytes as token ids (vocab 256); decoding is the identity. */
 int *cohort_text_encode(const char *text, int *n_tokens);

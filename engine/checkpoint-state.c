@@ -6,6 +6,7 @@
 #include <string.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/json-read.h"
 #include "engine/json-write.h"
 
 void cohort_state_extras_clear(CohortStateExtras *x)
@@ -164,11 +165,13 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
                             CohortStateExtras *x, GError **error)
 {
   g_autoptr(GError) local = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new();
-  if (!json_parser_load_from_data(parser, text, (gssize)len, &local))
-    return corrupt(error, path, "not valid JSON (%s)", local->message);
-  JsonNode *root = json_parser_get_root(parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, path, 0, &local);
+  if (!root) {
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT,
+                        local->message);
+    return FALSE;
+  }
+  if (!JSON_NODE_HOLDS_OBJECT(root))
     return corrupt(error, path, "not a JSON object");
   JsonObject *o = json_node_get_object(root);
 

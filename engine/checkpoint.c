@@ -3,8 +3,11 @@
 #include "engine/checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
 
 #include "engine/checkpoint-state.h"
@@ -15,6 +18,8 @@
 #define MODEL_FILE "model.safetensors"
 #define STATE_FILE "state.json"
 #define EMA_PREFIX "ema."
+/* state.json holds a few numbers and the config: anything larger is not one. */
+#define MAX_STATE_BYTES (16 * 1024 * 1024)
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-checkpoint-error-quark, cohort_checkpoint_error)
@@ -54,14 +59,63 @@ static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
   return FALSE;
 }
 
-/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
-static char *sha256_file(const char *path, GError **error)
+/* Checkpoint files are regular files: a FIFO or device named like one would block or never
+ * end. */
+static FILE *open_regular(const char *path, GError **error)
 {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     io_error(error, path, "read", errno);
     return NULL;
   }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO,
+                "%s: cannot read: not a regular file", path);
+    return NULL;
+  }
+  FILE *fp = fdopen(fd, "rb");
+  if (!fp) {
+    io_error(error, path, "read", errno);
+    close(fd);
+  }
+  return fp;
+}
+
+/* The text of state.json (a regular file of at most MAX_STATE_BYTES). */
+static char *read_state(const char *path, gsize *len, GError **error)
+{
+  FILE *fp = open_regular(path, error);
+  if (!fp)
+    return NULL;
+  g_autoptr(GString) text = g_string_new(NULL);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, fp)) > 0 && text->len <= MAX_STATE_BYTES)
+    g_string_append_len(text, buf, (gssize)n);
+  gboolean failed = ferror(fp);
+  int e = errno;
+  fclose(fp);
+  if (failed) {
+    io_error(error, path, "read", e);
+    return NULL;
+  }
+  if (text->len > MAX_STATE_BYTES) {
+    corrupt(error, path, "larger than %d MiB, which is not a checkpoint's state",
+            MAX_STATE_BYTES >> 20);
+    return NULL;
+  }
+  *len = text->len;
+  return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
+static char *sha256_file(const char *path, GError **error)
+{
+  FILE *fp = open_regular(path, error);
+  if (!fp)
+    return NULL;
   g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
   g_autofree guchar *buf = g_malloc(1 << 20);
   size_t n;
@@ -315,14 +369,10 @@ gboolean cohort_checkpoint_read_state(const char *dir, CohortTrainState *st,
                                       CohortConfig **saved_cfg, GError **error)
 {
   g_autofree char *state_path = g_build_filename(dir, STATE_FILE, NULL);
-  g_autofree char *text = NULL;
   gsize len = 0;
-  g_autoptr(GError) local = NULL;
-  if (!g_file_get_contents(state_path, &text, &len, &local)) {
-    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot read: %s",
-                state_path, local->message);
+  g_autofree char *text = read_state(state_path, &len, error);
+  if (!text)
     return FALSE;
-  }
   CohortStateExtras x = {0};
   if (!cohort_state_parse(text, len, state_path, st, &x, error))
     return FALSE;
@@ -427,14 +477,10 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
   g_autofree char *model_path = g_build_filename(dir, MODEL_FILE, NULL);
 
   /* 1. parse state.json */
-  g_autofree char *text = NULL;
   gsize len = 0;
-  g_autoptr(GError) local = NULL;
-  if (!g_file_get_contents(state_path, &text, &len, &local)) {
-    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot read: %s",
-                state_path, local->message);
+  g_autofree char *text = read_state(state_path, &len, error);
+  if (!text)
     return FALSE;
-  }
   CohortTrainState s = {0};
   g_auto(CohortStateExtras) x = {0};
   if (!cohort_state_parse(text, len, state_path, &s, &x, error))

@@ -204,8 +204,9 @@ static const KeyRow rows[] = {
         "Total number of processes; 0 takes it from the launcher or num_nodes x "
         "nproc_per_node.",
         "0"),
-    ROW(device_indexes, INT_LIST, "distributed", NULL, G_MININT, G_MAXINT,
-        "distinct integers >= 0, like [0, 1] (\"0,1\" with --set); [] uses the local rank",
+    ROW(device_indexes, INT_LIST, "distributed", NULL, 0, 1023,
+        "at most 1024 distinct integers from 0 to 1023, like [0, 1] (\"0,1\" with --set); [] "
+        "uses the local rank",
         "GPU index for each local process, in local-rank order.", ""),
     ROW(use_torchrun, BOOL, "distributed", NULL, 0, 0, NULL,
         "Start processes through the torchrun-style launcher (cohort-run) instead of spawning "

@@ -22,4 +22,8 @@ const char *cohort_config_key_default(const CohortConfigKey *key);
  * buttons, JSON readers in other languages). */
 #define COHORT_KEY_MAX_SEED 9007199254740991.0
 
+/* Most entries a list key holds. device_indexes names GPUs of one machine: 1024 is far above
+ * any machine's count, and keeps checking a list (and its repeats) cheap. */
+#define COHORT_KEY_MAX_LIST 1024
+
 G_END_DECLS

@@ -3,6 +3,7 @@
  * --set text, so both paths give the same messages. */
 #include "engine/config.h"
 #include "engine/config-keys.h"
+#include "engine/json-read.h"
 #include "engine/json-write.h"
 #include "cohort-build-config.h"
 
@@ -123,10 +124,15 @@ static JsonNode *text_to_node(const CohortConfigKey *key, const char *text)
     inner = g_strstrip(t + 1);
   }
   g_autoptr(JsonArray) array = json_array_new();
-  if (*inner) {
-    g_auto(GStrv) parts = g_strsplit(inner, ",", -1);
-    for (char **p = parts; *p; p++)
-      json_array_add_element(array, scalar_node(*p));
+  /* Split by hand: g_strsplit calls strstr once per part, and a sanitizer's strstr reads the
+   * whole rest of the text each time, so a long list took minutes there. */
+  char *part = *inner ? inner : NULL;
+  while (part) {
+    char *comma = strchr(part, ',');
+    if (comma)
+      *comma = '\0';
+    json_array_add_element(array, scalar_node(part));
+    part = comma ? comma + 1 : NULL;
   }
   return json_node_init_array(json_node_alloc(), array);
 }
@@ -149,6 +155,42 @@ static int choice_index(const CohortConfigKey *key, const char *s)
     if (strcmp(key->choices[i], s) == 0)
       return i;
   return -1;
+}
+
+/* What is wrong with a list value, or NULL when it is fine: at most COHORT_KEY_MAX_LIST
+ * distinct integers within the key's bounds. Linear, so a huge list is refused quickly; the
+ * bounds of list keys are small (a bitmap of max - min + 1 bits finds repeats). */
+static char *list_problem(const CohortConfigKey *key, JsonNode *node, gboolean *worth_saying)
+{
+  /* A wrong type shows in the value itself; a bad entry of a long list does not. */
+  *worth_saying = FALSE;
+  if (!JSON_NODE_HOLDS_ARRAY(node))
+    return g_strdup("not a list");
+  JsonArray *a = json_node_get_array(node);
+  guint n = json_array_get_length(a);
+  for (guint i = 0; i < n; i++) {
+    JsonNode *e = json_array_get_element(a, i);
+    if (!is_int_node(e))
+      return g_strdup_printf("entry %u is not an integer", i);
+  }
+  *worth_saying = TRUE;
+  if (n > COHORT_KEY_MAX_LIST)
+    return g_strdup_printf("%u entries, more than %d", n, COHORT_KEY_MAX_LIST);
+  gint64 lo = (gint64)key->min, hi = (gint64)key->max;
+  g_assert(hi >= lo && hi - lo < (1 << 20));
+  g_autofree guint8 *seen = g_new0(guint8, (gsize)(hi - lo) / 8 + 1);
+  for (guint i = 0; i < n; i++) {
+    gint64 v = json_array_get_int_element(a, i);
+    if (v < lo)
+      return g_strdup_printf("%" G_GINT64_FORMAT " is %s", v, lo == 0 ? "negative" : "too small");
+    if (v > hi)
+      return g_strdup_printf("%" G_GINT64_FORMAT " is above %" G_GINT64_FORMAT, v, hi);
+    gsize bit = (gsize)(v - lo);
+    if (seen[bit / 8] & (1u << (bit % 8)))
+      return g_strdup_printf("%" G_GINT64_FORMAT " appears twice", v);
+    seen[bit / 8] |= (guint8)(1u << (bit % 8));
+  }
+  return NULL;
 }
 
 static gboolean value_ok(const CohortConfigKey *key, JsonNode *node)
@@ -184,16 +226,9 @@ static gboolean value_ok(const CohortConfigKey *key, JsonNode *node)
   case COHORT_KEY_CHOICE:
     return is_type(node, G_TYPE_STRING) && choice_index(key, json_node_get_string(node)) >= 0;
   case COHORT_KEY_INT_LIST: {
-    if (!JSON_NODE_HOLDS_ARRAY(node))
-      return FALSE;
-    JsonArray *a = json_node_get_array(node);
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-      JsonNode *e = json_array_get_element(a, i);
-      if (!is_int_node(e) || (double)json_node_get_int(e) < key->min ||
-          (double)json_node_get_int(e) > key->max)
-        return FALSE;
-    }
-    return TRUE;
+    gboolean unused;
+    g_autofree char *why = list_problem(key, node, &unused);
+    return why == NULL;
   }
   }
   return FALSE;
@@ -212,9 +247,13 @@ static gboolean check_typed(const CohortConfigKey *key, JsonNode *node, const ch
   } else {
     shown = node_text(node);
   }
+  /* A list can be long: say which entry is wrong. */
+  gboolean say = FALSE;
+  g_autofree char *why = key->type == COHORT_KEY_INT_LIST ? list_problem(key, node, &say) : NULL;
+  g_autofree char *reason = say ? g_strdup_printf(" (%s)", why) : g_strdup("");
   g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-              "%s: key \"%s\": %s is not allowed; allowed: %s", src(source), key->name, shown,
-              key->allowed);
+              "%s: key \"%s\": %s is not allowed%s; allowed: %s", src(source), key->name, shown,
+              reason, key->allowed);
   return FALSE;
 }
 
@@ -427,12 +466,15 @@ const char *cohort_config_suggest_key(const char *name)
 static void unknown_key_error(const char *source, const char *name, GError **error)
 {
   const char *suggestion = cohort_config_suggest_key(name);
+  /* Escaped and cut short: a name may hold a newline or be a megabyte long. */
+  g_autoptr(JsonNode) node = string_node(name);
+  g_autofree char *shown = node_text(node);
   if (suggestion)
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNKNOWN_KEY,
-                "%s: unknown key \"%s\"; did you mean \"%s\"?", src(source), name, suggestion);
+                "%s: unknown key %s; did you mean \"%s\"?", src(source), shown, suggestion);
   else
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNKNOWN_KEY,
-                "%s: unknown key \"%s\"; the keys are listed in docs/config.md", src(source), name);
+                "%s: unknown key %s; the keys are listed in docs/config.md", src(source), shown);
 }
 
 /* ---- validation ---- */
@@ -481,21 +523,6 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
                        "%s: key \"warmup_steps\": %d is not allowed with \"max_steps\": %d; "
                        "allowed: at most max_steps",
                        s, cfg->warmup_steps, cfg->max_steps);
-  const GArray *dev = cfg->device_indexes;
-  for (guint i = 0; dev && i < dev->len; i++) {
-    int v = g_array_index(dev, int, i);
-    gboolean dup = FALSE;
-    for (guint j = 0; j < i; j++)
-      dup = dup || g_array_index(dev, int, j) == v;
-    if (v < 0 || dup) {
-      g_autoptr(JsonNode) node = value_node(cfg, cohort_config_find_key("device_indexes"));
-      g_autofree char *shown = node_text(node);
-      return cross_error(error,
-                         "%s: key \"device_indexes\": %s is not allowed (%d %s); allowed: %s", s,
-                         shown, v, v < 0 ? "is negative" : "appears twice",
-                         cohort_config_find_key("device_indexes")->allowed);
-    }
-  }
   if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256)
     return cross_error(error,
                        "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\"; "
@@ -769,51 +796,25 @@ static gboolean migrate(JsonObject *obj, const char *source, GError **error)
 
 /* ---- JSON in ---- */
 
-/* json-glib keeps the last of repeated members without a word; its per-member signal lets us
- * refuse them instead, since a silently dropped value is as bad as an unknown key. */
-typedef struct {
-  GHashTable *seen; /* "object pointer/name" */
-  char *repeated;
-} RepeatCheck;
-
-static void on_member(JsonParser *parser, JsonObject *obj, const char *name, gpointer data)
-{
-  RepeatCheck *check = data;
-  (void)parser;
-  if (!g_hash_table_add(check->seen, g_strdup_printf("%p/%s", (void *)obj, name)) &&
-      !check->repeated)
-    check->repeated = g_strdup(name);
-}
-
 CohortConfig *cohort_config_load_data(const char *json, gssize length, const char *source,
                                       GError **error)
 {
   const char *s = src(source);
-  g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) parse_error = NULL;
-  g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  RepeatCheck check = {seen, NULL};
-  g_signal_connect(parser, "object-member", G_CALLBACK(on_member), &check);
-  gboolean parsed = json_parser_load_from_data(parser, json, length, &parse_error);
-  g_autofree char *repeated = check.repeated;
-  if (!parsed) {
-    const char *msg = parse_error->message;
-    /* json-glib names the input "<data>"; the source already says which file it is. */
-    if (g_str_has_prefix(msg, "<data>:"))
-      msg += strlen("<data>:");
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_PARSE, "%s: not valid JSON: %s", s,
-                msg);
+  /* Strict JSON: a repeated key is refused there, since a silently dropped value is as bad as
+   * an unknown key. */
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(json, length, s, 0, &parse_error);
+  if (!root) {
+    gboolean repeated =
+        g_error_matches(parse_error, COHORT_JSON_ERROR, COHORT_JSON_ERROR_DUPLICATE_KEY);
+    g_set_error_literal(error, COHORT_CONFIG_ERROR,
+                        repeated ? COHORT_CONFIG_ERROR_INVALID : COHORT_CONFIG_ERROR_PARSE,
+                        parse_error->message);
     return NULL;
   }
-  JsonNode *root = json_parser_get_root(parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+  if (!JSON_NODE_HOLDS_OBJECT(root)) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_PARSE,
                 "%s: not a TrainConfig: the top level must be one JSON object { ... }", s);
-    return NULL;
-  }
-  if (repeated) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s: key \"%s\" is given more than once; allowed: each key once", s, repeated);
     return NULL;
   }
   JsonObject *obj = json_node_get_object(root);

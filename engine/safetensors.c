@@ -7,8 +7,11 @@
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+
+#include "engine/json-read.h"
 
 /* Headers above this are refused before parsing: real ones are kilobytes to a few MB. */
 #define MAX_HEADER_SIZE (100u * 1024u * 1024u)
@@ -203,16 +206,44 @@ static gint compare_begin(gconstpointer a, gconstpointer b)
   return 0;
 }
 
+/* The tensors, sorted by offset, must tile the data section exactly: no gap, no overlap, no
+ * byte left over. A header length off by one (every tensor shifted a byte) fails here. */
+static gboolean check_tiling(CohortStFile *f, GPtrArray *sorted, GError **error)
+{
+  guint64 covered = 0;
+  for (guint i = 0; i < sorted->len; i++) {
+    TensorDesc *t = sorted->pdata[i];
+    if (t->begin < covered)
+      return bad(error, f->path, "tensors \"%s\" and \"%s\" overlap in the data section",
+                 ((TensorDesc *)sorted->pdata[i - 1])->name, t->name);
+    if (t->begin > covered)
+      return bad(error, f->path,
+                 "tensor \"%s\" starts at byte %" G_GUINT64_FORMAT
+                 " of the data section but the tensors before it end at byte %" G_GUINT64_FORMAT
+                 "; allowed: tensors packed without gaps",
+                 t->name, t->begin, covered);
+    covered = t->end;
+  }
+  if (covered != f->data_size)
+    return bad(error, f->path,
+               "the tensors cover %" G_GUINT64_FORMAT " bytes but the data section after the "
+               "header has %" G_GUINT64_FORMAT
+               " (a wrong header length, a truncated file or trailing bytes)",
+               covered, f->data_size);
+  return TRUE;
+}
+
 static gboolean parse_header(CohortStFile *f, const char *json, gsize len, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) local = NULL;
-  if (!g_utf8_validate(json, (gssize)len, NULL))
-    return bad(error, f->path, "the header is not UTF-8 JSON");
-  if (!json_parser_load_from_data(parser, json, (gssize)len, &local))
-    return bad(error, f->path, "the header is not valid JSON: %s", local->message);
-  JsonNode *root = json_parser_get_root(parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+  g_autofree char *source = g_strdup_printf("%s: header", f->path);
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(json, (gssize)len, source, 0, &local);
+  if (!root) {
+    g_set_error_literal(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_FORMAT,
+                        local->message);
+    return FALSE;
+  }
+  if (!JSON_NODE_HOLDS_OBJECT(root))
     return bad(error, f->path, "the header is not a JSON object");
   JsonObject *obj = json_node_get_object(root);
 
@@ -238,7 +269,7 @@ static gboolean parse_header(CohortStFile *f, const char *json, gsize len, GErro
       return FALSE;
   }
 
-  /* Tensors must not share bytes; sorting by offset also gives the file order of names. */
+  /* Sorting by offset gives the file order of names, and lets the tiling be checked. */
   guint n = g_hash_table_size(f->tensors);
   g_autoptr(GPtrArray) sorted = g_ptr_array_sized_new(n);
   GHashTableIter it;
@@ -248,33 +279,57 @@ static gboolean parse_header(CohortStFile *f, const char *json, gsize len, GErro
     g_ptr_array_add(sorted, value);
   g_ptr_array_sort(sorted, compare_begin);
   f->names = g_new0(char *, n + 1);
-  for (guint i = 0; i < n; i++) {
-    TensorDesc *t = sorted->pdata[i];
-    f->names[i] = t->name;
-    if (i > 0) {
-      TensorDesc *p = sorted->pdata[i - 1];
-      if (t->begin < p->end && t->begin < t->end)
-        return bad(error, f->path, "tensors \"%s\" and \"%s\" overlap in the data section", p->name,
-                   t->name);
-    }
+  for (guint i = 0; i < n; i++)
+    f->names[i] = ((TensorDesc *)sorted->pdata[i])->name;
+  return check_tiling(f, sorted, error);
+}
+
+/* Maps `path` when it is a regular file; a FIFO or device would block or never end. */
+static GMappedFile *map_regular(const char *path, GError **error)
+{
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
+                path, g_strerror(e));
+    return NULL;
   }
-  return TRUE;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
+                path, g_strerror(e));
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
+                "%s: cannot read: it is %s, not a regular file", path,
+                S_ISDIR(st.st_mode)    ? "a folder"
+                : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                                       : "a device or socket");
+    return NULL;
+  }
+  g_autoptr(GError) local = NULL;
+  GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
+  close(fd);
+  if (!map)
+    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
+                path, local->message);
+  return map;
 }
 
 CohortStFile *cohort_safetensors_open(const char *path, GError **error)
 {
-  g_autoptr(GError) local = NULL;
   g_autoptr(CohortStFile) f = g_new0(CohortStFile, 1);
   f->path = g_strdup(path);
   f->tensors = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, tensor_desc_free);
   f->metadata = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 
-  f->map = g_mapped_file_new(path, FALSE, &local);
-  if (!f->map) {
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
-                path, local->message);
+  f->map = map_regular(path, error);
+  if (!f->map)
     return NULL;
-  }
   const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(f->map);
   guint64 size = g_mapped_file_get_length(f->map);
   if (size < 8) {

@@ -89,22 +89,22 @@ CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity)
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
 }
 
-void cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index)
+gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index,
+                             GError **error)
 {
   b->sample_ids[row] = index;
-  if (!s->images) {
-    cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
-                          b->targets + (size_t)row * b->T);
-    return;
-  }
+  if (!s->images)
+    return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
+                                 b->targets + (size_t)row * b->T, error);
   size_t D = (size_t)s->C * s->S * s->S;
   float *dst = b->images + row * D;
   if (b->epoch < 0 || s->augment == COHORT_AUGMENT_NONE) {
     cohort_image_set_get(s->images, index, dst, &b->labels[row]);
-    return;
+    return TRUE;
   }
   /* Training: the augmentation of (seed, epoch, index), the same on every rank. */
   cohort_image_set_get(s->images, index, s->scratch, &b->labels[row]);
   cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, s->scratch,
                        dst);
+  return TRUE;
 }

@@ -45,7 +45,10 @@ static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError *
   for (int s = 0; s < r->cfg->eval_steps; s++) {
     for (int b = 0; b < r->B; b++) {
       gint64 g = ((gint64)s * r->B + b) * world + rank;
-      cohort_samples_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val));
+      if (!cohort_samples_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), error)) {
+        swap_in_ema(r, FALSE);
+        return FALSE;
+      }
     }
     m->ops->eval_batch(m, r->batch, sums);
   }

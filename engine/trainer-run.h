@@ -48,8 +48,9 @@ typedef struct {
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error);
 void cohort_run_free(CohortRun *r);
-/* Fills r->batch with micro-batch `micro` (0-based within the epoch) of `epoch`. */
-void cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro);
+/* Fills r->batch with micro-batch `micro` (0-based within the epoch) of `epoch`; FALSE when
+ * a data file changed under the run (see cohort_samples_load). */
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, GError **error);
 /* Samples one optimizer step consumes across all ranks. */
 gint64 cohort_run_global_batch(const CohortRun *r);
 

@@ -492,7 +492,7 @@ gint64 cohort_run_global_batch(const CohortRun *r)
   return cohort_config_global_batch(r->cfg, r->opts->world_size);
 }
 
-void cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro)
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, GError **error)
 {
   if (!r->indices || r->indices_epoch != epoch) {
     g_free(r->indices);
@@ -503,6 +503,8 @@ void cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro)
   r->batch->epoch = epoch;
   for (int b = 0; b < r->B; b++) {
     guint64 idx = r->indices[(guint64)micro * (guint64)r->B + (guint64)b];
-    cohort_samples_load(r->train, r->batch, b, idx);
+    if (!cohort_samples_load(r->train, r->batch, b, idx, error))
+      return FALSE;
   }
+  return TRUE;
 }

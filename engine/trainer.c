@@ -69,7 +69,8 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 t0 = g_get_monotonic_time();
-    cohort_run_load_micro_batch(r, r->st.epoch, micro);
+    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, error))
+      return FALSE;
     cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);

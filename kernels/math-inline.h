@@ -19,10 +19,13 @@
  * |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes' coefficients, ~1 ulp), and 2^n put
  * into the exponent bits. The input is clamped to [-87.3, 88]: below, the result is the
  * smallest normal float (~1e-38) instead of a denormal or 0, which no caller can tell from 0
- * after adding it to something of order 1. */
-COHORT_HD static inline float cohort_expf(float x)
+ * after adding it to something of order 1; +inf gives e^88. NaN, which passes the clamp,
+ * is computed as 0 and returned as itself: n must stay in [-126, 127], or the exponent bits
+ * below would come from a negative number shifted left (undefined behaviour). */
+COHORT_HD static inline float cohort_expf(float x_in)
 {
-  x = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+  float x = x_in < -87.3f ? -87.3f : (x_in > 88.0f ? 88.0f : x_in);
+  x = x == x ? x : 0.0f;
   /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22, no rint call */
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - n * 0.693359375f;
@@ -39,7 +42,7 @@ COHORT_HD static inline float cohort_expf(float x)
     float f;
   } scale;
   scale.i = ((int)n + 127) << 23;
-  return y * scale.f;
+  return x_in == x_in ? y * scale.f : x_in;
 }
 
 /* tanh written through one exp so that compilers can vectorise it (libm's tanhf is a call

@@ -312,11 +312,75 @@ static void test_explain(void)
   run_result_clear(&r);
 }
 
+/* Runs cohort-train with `args` under the locale `lc_all` (LOCPATH `locpath` when not NULL). */
+static RunResult run_in_locale(const char *const *args, const char *lc_all, const char *locpath)
+{
+  g_autoptr(GSubprocessLauncher) l =
+      g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_setenv(l, "LC_ALL", lc_all, TRUE);
+  if (locpath)
+    g_subprocess_launcher_setenv(l, "LOCPATH", locpath, TRUE);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)train_program());
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(argv, (gpointer)args[i]);
+  g_ptr_array_add(argv, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSubprocess) p =
+      g_subprocess_launcher_spawnv(l, (const char *const *)argv->pdata, &error);
+  g_assert_no_error(error);
+  return finish_train(p);
+}
+
+/* A UTF-8 argument reaches the config under a UTF-8 locale (setlocale was never called, so
+ * GLib took the C locale's ASCII and refused "Über"), numbers keep their C spelling under a
+ * locale that writes 0,5 (de_DE, built with localedef when the system can), and a locale
+ * that cannot hold the argument gets a hint, not only iconv's words. */
+static void test_locale(void)
+{
+  const char *args[] = {"--explain",
+                        "--set",
+                        "sample_prompt=\xC3\x9C"
+                        "ber",
+                        "--set",
+                        "learning_rate=0.5",
+                        NULL};
+  g_autofree char *dir = tu_mkdtemp("locale");
+  g_autofree char *de_cmd = g_strdup_printf("localedef -i de_DE -f UTF-8 %s/de_DE.UTF-8", dir);
+  int de_status = system(de_cmd);
+  const char *locales[][2] = {{"C.UTF-8", NULL}, {"de_DE.UTF-8", dir}};
+  for (guint i = 0; i < G_N_ELEMENTS(locales); i++) {
+    if (i == 1 && de_status != 0) {
+      g_test_message("localedef cannot build de_DE.UTF-8 here: that locale is not checked");
+      continue;
+    }
+    RunResult r = run_in_locale(args, locales[i][0], locales[i][1]);
+    g_test_message("%s: status %d, stderr %s", locales[i][0], r.status, r.err);
+    g_assert_cmpint(r.status, ==, 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) node = json_from_string(r.out, &error);
+    g_assert_no_error(error);
+    JsonObject *cfg = json_object_get_object_member(json_node_get_object(node), "config");
+    g_assert_cmpstr(json_object_get_string_member(cfg, "sample_prompt"), ==,
+                    "\xC3\x9C"
+                    "ber");
+    g_assert_cmpfloat(json_object_get_double_member(cfg, "learning_rate"), ==, 0.5);
+    run_result_clear(&r);
+  }
+  RunResult c = run_in_locale(args, "C", NULL);
+  g_assert_cmpint(c.status, ==, 2);
+  g_assert_cmpint(count_lines(c.err), ==, 1);
+  g_assert_nonnull(strstr(c.err, "use a UTF-8 locale, like LC_ALL=C.UTF-8"));
+  run_result_clear(&c);
+  tu_rm_rf(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/cli/explain", test_explain);
   g_test_add_func("/cli/errors", test_errors);
+  g_test_add_func("/cli/locale", test_locale);
   g_test_add_func("/cli/cuda-without-device", test_cuda_without_device);
   g_test_add_func("/cli/ema", test_ema);
   g_test_add_func("/cli/stop-and-resume", test_stop_and_resume);

@@ -1,7 +1,10 @@
 /* Dataset readers: text file and folder, .bin shards, windows, and every bad-file case. */
 #include <string.h>
 #include <glib/gstdio.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utime.h>
 #include "data/dataset.h"
 
@@ -90,20 +93,31 @@ static void test_text_file(Fixture *fx, gconstpointer data)
   g_assert_cmpuint(cohort_dataset_num_windows(ds), ==, (strlen(text) - 1) / 4);
   g_assert_cmpint(cohort_dataset_seq_len(ds), ==, 4);
   int in[4], tg[4];
-  cohort_dataset_window(ds, 1, in, tg);
+  g_assert_true(cohort_dataset_window(ds, 1, in, tg, NULL));
   for (int t = 0; t < 4; t++) {
     g_assert_cmpint(in[t], ==, (guint8)text[4 + t]);
     g_assert_cmpint(tg[t], ==, (guint8)text[5 + t]);
   }
   /* The last window reaches the é bytes (above 127). */
   gsize last = cohort_dataset_num_windows(ds) - 1;
-  cohort_dataset_window(ds, last, in, tg);
+  g_assert_true(cohort_dataset_window(ds, last, in, tg, NULL));
   g_assert_cmpint(tg[3], ==, (guint8)text[last * 4 + 4]);
 }
 
-/* The prepared-data index: a second open of unchanged files skips the content scan (so a
- * bad token planted without changing size or mtime goes unseen: proof the scan was
- * skipped); touching the file makes the next open scan again and find it. */
+/* Overwrites token `pos` of the shard at `path` in place with `value`. */
+static void poke_token(const char *path, gsize pos, guint16 value)
+{
+  FILE *f = fopen(path, "r+b");
+  g_assert_nonnull(f);
+  g_assert_cmpint(fseek(f, 1024 + 2 * (long)pos, SEEK_SET), ==, 0);
+  guint16 le = GUINT16_TO_LE(value);
+  g_assert_cmpuint(fwrite(&le, 2, 1, f), ==, 1);
+  g_assert_cmpint(fclose(f), ==, 0);
+}
+
+/* The prepared-data index: a second open of an unchanged file skips the content scan; a file
+ * rewritten in place with the same size and mtime (the stale-index bug: its bad token used to
+ * reach the model) is scanned again and refused; another vocab is another preparation. */
 static void test_prepared_index(Fixture *fx, gconstpointer data)
 {
   (void)data;
@@ -111,37 +125,99 @@ static void test_prepared_index(Fixture *fx, gconstpointer data)
   g_autofree char *index_dir = g_build_filename(fx->dir, "cache", NULL);
   g_autoptr(GError) error = NULL;
   guint scanned = 99;
+  g_autoptr(CohortDataset) other =
+      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 61, 8, index_dir, &scanned, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(scanned, ==, 1);
   g_autoptr(CohortDataset) a =
       cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
   g_assert_no_error(error);
   g_assert_cmpuint(scanned, ==, 1);
-
-  GStatBuf st;
-  g_assert_cmpint(g_stat(path, &st), ==, 0);
-  FILE *f = fopen(path, "r+b");
-  fseek(f, 1024 + 2 * 10, SEEK_SET);
-  guint16 bad = GUINT16_TO_LE(60);
-  fwrite(&bad, 2, 1, f);
-  fclose(f);
-  struct utimbuf keep = {st.st_atime, st.st_mtime};
-  g_assert_cmpint(g_utime(path, &keep), ==, 0);
-
-  g_autoptr(CohortDataset) b =
+  g_autoptr(CohortDataset) again =
       cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
   g_assert_no_error(error);
   g_assert_cmpuint(scanned, ==, 0);
-  /* Another vocab is another preparation: scanned again. */
-  g_autoptr(CohortDataset) c =
-      cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 61, 8, index_dir, &scanned, &error);
-  g_assert_no_error(error);
-  g_assert_cmpuint(scanned, ==, 1);
 
-  struct utimbuf later = {st.st_atime, st.st_mtime + 10};
-  g_assert_cmpint(g_utime(path, &later), ==, 0);
-  g_autoptr(CohortDataset) d =
+  /* Same size, and the modification time put back to the nanosecond (as touch -r or rsync
+   * -t would). */
+  struct stat st;
+  g_assert_cmpint(stat(path, &st), ==, 0);
+  poke_token(path, 10, 60);
+  struct timespec keep[2] = {st.st_atim, st.st_mtim};
+  g_assert_cmpint(utimensat(AT_FDCWD, path, keep, 0), ==, 0);
+  struct stat now;
+  g_assert_cmpint(stat(path, &now), ==, 0);
+  g_assert_cmpint(now.st_size, ==, st.st_size);
+  g_assert_cmpint(now.st_mtim.tv_sec, ==, st.st_mtim.tv_sec);
+  g_assert_cmpint(now.st_mtim.tv_nsec, ==, st.st_mtim.tv_nsec);
+  g_autoptr(CohortDataset) b =
       cohort_dataset_open_prepared(path, COHORT_DATA_TOKENS, 50, 8, index_dir, &scanned, &error);
-  g_assert_null(d);
+  g_assert_null(b);
   g_assert_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB);
+  g_assert_nonnull(strstr(error->message, "token 60 at position 10"));
+}
+
+/* A file that changes while a dataset has it mapped (the index or the scan vouched for it
+ * before): the window that holds the bad token fails, naming the file and the offset, and
+ * hands nothing to the caller; other windows still read. */
+static void test_window_range_check(Fixture *fx, gconstpointer data)
+{
+  (void)data;
+  g_autofree char *path = write_shard(fx->dir, "w.bin", 20240520, 1, 64, 64, 0, 50);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortDataset) ds = cohort_dataset_open(path, COHORT_DATA_TOKENS, 50, 8, &error);
+  g_assert_no_error(error);
+  /* Through the file, not the mapping: the private mapping still shows the page cache. */
+  poke_token(path, 20, 50);
+  int in[8] = {0}, tg[8] = {0};
+  g_assert_true(cohort_dataset_window(ds, 0, in, tg, &error));
+  g_assert_no_error(error);
+  int before[8];
+  memcpy(before, in, sizeof before);
+  g_assert_false(cohort_dataset_window(ds, 2, in, tg, &error));
+  g_assert_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, path));
+  g_assert_nonnull(strstr(error->message,
+                          "token 50 at position 20 (byte offset 1064) is not below vocab_size 50"));
+  g_assert_cmpmem(in, sizeof in, before, sizeof before);
+  g_clear_error(&error);
+  /* Window 3 (tokens 24 to 32) does not hold it. */
+  g_assert_true(cohort_dataset_window(ds, 3, in, tg, &error));
+  g_assert_no_error(error);
+}
+
+/* Only regular files are data: a FIFO would block the reader forever, a device never ends.
+ * Refused at once with the path and what it is, given directly or inside a data folder. */
+static void test_not_regular(Fixture *fx, gconstpointer data)
+{
+  (void)data;
+  g_autofree char *fifo = g_build_filename(fx->dir, "pipe.txt", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  gint64 t0 = g_get_monotonic_time();
+  expect_error(fifo, COHORT_DATA_TEXT, 256, 4, COHORT_DATA_ERROR_IO,
+               "is a FIFO (named pipe); allowed: a regular file, or a folder of regular files");
+  expect_error("/dev/zero", COHORT_DATA_TEXT, 256, 4, COHORT_DATA_ERROR_IO, "is a device");
+
+  g_autofree char *folder = g_build_filename(fx->dir, "corpus", NULL);
+  g_mkdir(folder, 0755);
+  g_free(write_file(folder, "a.txt", "abcdefghij", 10));
+  g_autofree char *inner = g_build_filename(folder, "b.txt", NULL);
+  g_assert_cmpint(mkfifo(inner, 0600), ==, 0);
+  expect_error(folder, COHORT_DATA_TEXT, 256, 4, COHORT_DATA_ERROR_IO, "b.txt: is a FIFO");
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 5 * G_USEC_PER_SEC);
+
+  /* A folder whose name has the suffix is skipped, not read; a symlink to a file is read. */
+  g_unlink(inner);
+  g_autofree char *sub = g_build_filename(folder, "sub.txt", NULL);
+  g_mkdir(sub, 0755);
+  g_autofree char *target = write_file(fx->dir, "target.txt", "KLMNO", 5);
+  g_autofree char *link = g_build_filename(folder, "c.txt", NULL);
+  g_assert_cmpint(symlink(target, link), ==, 0);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortDataset) ds = cohort_dataset_open(folder, COHORT_DATA_TEXT, 256, 4, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(cohort_dataset_num_tokens(ds), ==, 15);
 }
 
 static void test_text_folder(Fixture *fx, gconstpointer data)
@@ -159,10 +235,10 @@ static void test_text_folder(Fixture *fx, gconstpointer data)
   g_assert_cmpuint(cohort_dataset_num_windows(ds), ==, 2);
   /* Window 1 crosses from a.txt into b.txt: "CDE" -> "DEF". */
   int in[3], tg[3];
-  cohort_dataset_window(ds, 0, in, tg);
+  g_assert_true(cohort_dataset_window(ds, 0, in, tg, NULL));
   g_assert_cmpint(in[0], ==, 'A');
   g_assert_cmpint(tg[2], ==, 'D');
-  cohort_dataset_window(ds, 1, in, tg);
+  g_assert_true(cohort_dataset_window(ds, 1, in, tg, NULL));
   g_assert_cmpint(in[0], ==, 'D');
   g_assert_cmpint(in[2], ==, 'F');
   g_assert_cmpint(tg[2], ==, 'G');
@@ -182,7 +258,7 @@ static void test_shards(Fixture *fx, gconstpointer data)
   g_assert_cmpuint(cohort_dataset_num_windows(ds), ==, 4);
   int in[4], tg[4];
   /* Window 2: tokens 8..12, crossing from shard 0 (50000..50009) into shard 1 (10..19). */
-  cohort_dataset_window(ds, 2, in, tg);
+  g_assert_true(cohort_dataset_window(ds, 2, in, tg, NULL));
   g_assert_cmpint(in[0], ==, 50008);
   g_assert_cmpint(in[1], ==, 50009);
   g_assert_cmpint(in[2], ==, 10);
@@ -191,7 +267,7 @@ static void test_shards(Fixture *fx, gconstpointer data)
   g_autofree char *one = write_shard(fx->dir, "single.bin", 20240520, 1, 5, 5, 1, 7);
   g_autoptr(CohortDataset) ds1 = cohort_dataset_open(one, COHORT_DATA_TOKENS, 7, 2, &error);
   g_assert_no_error(error);
-  cohort_dataset_window(ds1, 1, in, tg);
+  g_assert_true(cohort_dataset_window(ds1, 1, in, tg, NULL));
   g_assert_cmpint(in[0], ==, 3);
   g_assert_cmpint(tg[1], ==, 5);
 }
@@ -286,6 +362,10 @@ int main(int argc, char **argv)
   g_test_add("/dataset/shards", Fixture, NULL, fixture_setup, test_shards, fixture_teardown);
   g_test_add("/dataset/bad-files", Fixture, NULL, fixture_setup, test_bad_files, fixture_teardown);
   g_test_add("/dataset/prepared-index", Fixture, NULL, fixture_setup, test_prepared_index,
+             fixture_teardown);
+  g_test_add("/dataset/window-range-check", Fixture, NULL, fixture_setup, test_window_range_check,
+             fixture_teardown);
+  g_test_add("/dataset/not-regular", Fixture, NULL, fixture_setup, test_not_regular,
              fixture_teardown);
   g_test_add_func("/dataset/builtin-sample", test_builtin_sample);
   g_test_add_func("/dataset/encode", test_encode);

@@ -214,10 +214,37 @@ static void test_bf16_conversions(void)
   g_rand_free(rng);
 }
 
+/* The vectorisable exp, tanh and GELU on non-finite input: NaN stays NaN, infinities give the
+ * documented limits, and no undefined behaviour on the way (under UBSan, a NaN once reached
+ * a left shift of a negative number). Finite inputs keep their accuracy against libm. */
+static void test_math_non_finite(void)
+{
+  /* volatile: computed at run time, so the sanitizer sees the arithmetic. */
+  volatile float nan_in = NAN, inf_in = INFINITY;
+  g_assert_true(isnan(cohort_expf(nan_in)));
+  g_assert_true(isnan(cohort_expf(-nan_in)));
+  g_assert_true(isnan(cohort_tanh(nan_in)));
+  g_assert_true(isnan(cohort_gelu(nan_in)));
+  g_assert_true(isnan(cohort_gelu_grad(nan_in)));
+  /* Clamped: e^88 for +inf, the smallest normal-ish e^-87.3 for -inf. */
+  float big = cohort_expf(inf_in), tiny = cohort_expf(-inf_in);
+  g_assert_true(isfinite(big) && big > 1e38f);
+  g_assert_true(tiny >= 0.0f && tiny < 1e-37f);
+  g_assert_cmpfloat(cohort_tanh(inf_in), ==, 1.0f);
+  g_assert_cmpfloat(cohort_tanh(-inf_in), ==, -1.0f);
+  g_assert_true(isinf(cohort_gelu(inf_in)));
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.173f)
+    worst = fmax(worst, fabs((double)cohort_expf(x) - exp((double)x)) / exp((double)x));
+  g_test_message("cohort_expf: largest relative error %.3g on [-87, 88]", worst);
+  g_assert_cmpfloat(worst, <, 4e-7);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/precision/round-bf16", test_round_bf16);
+  g_test_add_func("/precision/math-non-finite", test_math_non_finite);
   g_test_add_func("/precision/round-fp16", test_round_fp16);
   g_test_add_func("/precision/gemm-modes", test_gemm_modes);
   g_test_add_func("/precision/gemm-fp16-range-and-tf32", test_gemm_fp16_range_and_tf32);

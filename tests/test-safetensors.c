@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include "engine/safetensors.h"
@@ -213,6 +214,103 @@ static void test_bad_files(void)
   expect_open_error(array_root, COHORT_SAFETENSORS_ERROR_FORMAT, "object");
 }
 
+/* Rewrites the 8-byte header length of the file at `path` to its value + `delta`. */
+static void shift_header_length(const char *path, gint64 delta)
+{
+  g_autofree char *bytes = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &bytes, &len, NULL));
+  guint64 hl;
+  memcpy(&hl, bytes, 8);
+  hl = GUINT64_TO_LE((guint64)((gint64)GUINT64_FROM_LE(hl) + delta));
+  memcpy(bytes, &hl, 8);
+  g_assert_true(g_file_set_contents(path, bytes, (gssize)len, NULL));
+}
+
+/* The data section must be tiled exactly by the tensors, the header must be strict JSON, and
+ * only regular files are opened. */
+static void test_tiling_and_strict(void)
+{
+  float data[8] = {0};
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  CohortStEntry e[] = {{"a", v, 1, {2}}, {"b", v + 2, 2, {2, 2}}};
+  g_autoptr(GError) error = NULL;
+
+  /* The header length off by one either way: every tensor would be shifted a byte. The
+   * writer pads the header with spaces, so one byte less is still valid JSON. */
+  for (gint64 delta = -1; delta <= 1; delta += 2) {
+    g_autofree char *name = g_strdup_printf("shift%+d.safetensors", (int)delta);
+    g_autofree char *path = tmp_path(name);
+    g_assert_true(cohort_safetensors_write(path, e, 2, NULL, &error));
+    g_assert_no_error(error);
+    shift_header_length(path, delta);
+    expect_open_error(path, COHORT_SAFETENSORS_ERROR_FORMAT,
+                      delta < 0 ? "the tensors cover 24 bytes but the data section after the "
+                                  "header has 25"
+                                : NULL);
+  }
+
+  g_autofree char *gap =
+      write_simple("gap.safetensors",
+                   "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}",
+                   data, 32);
+  expect_open_error(gap, COHORT_SAFETENSORS_ERROR_FORMAT,
+                    "tensor \"b\" starts at byte 16 of the data section but the tensors before "
+                    "it end at byte 8");
+  g_autofree char *not_at_zero =
+      write_simple("late.safetensors",
+                   "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", data, 16);
+  expect_open_error(not_at_zero, COHORT_SAFETENSORS_ERROR_FORMAT, "starts at byte 8");
+  guint8 longer[33] = {0};
+  g_autofree char *trailing = write_simple(
+      "trailing.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,4],\"data_offsets\":[0,32]}}",
+      longer, sizeof longer);
+  expect_open_error(trailing, COHORT_SAFETENSORS_ERROR_FORMAT,
+                    "cover 32 bytes but the data section after the header has 33");
+  g_autofree char *empty_but_data = write_simple("empty-data.safetensors", "{}", data, 4);
+  expect_open_error(empty_but_data, COHORT_SAFETENSORS_ERROR_FORMAT, "cover 0 bytes");
+
+  /* Valid: header order differs from data order, zero-size tensors, no tensors at all. */
+  g_autofree char *shuffled =
+      write_simple("shuffled.safetensors",
+                   "{\"z\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[32,32]},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]},"
+                   "\"a\":{\"dtype\":\"F16\",\"shape\":[8],\"data_offsets\":[0,16]}}  \n",
+                   data, 32);
+  g_autoptr(CohortStFile) ok = cohort_safetensors_open(shuffled, &error);
+  g_assert_no_error(error);
+  const char *const *names = cohort_safetensors_names(ok);
+  g_assert_cmpstr(names[0], ==, "a");
+  g_assert_cmpstr(names[1], ==, "b");
+  g_assert_cmpstr(names[2], ==, "z");
+  g_autofree char *nothing = write_simple("nothing.safetensors", "{}", NULL, 0);
+  g_autoptr(CohortStFile) none = cohort_safetensors_open(nothing, &error);
+  g_assert_no_error(error);
+
+  /* Strict JSON: a repeated tensor or metadata key, a BOM, trailing text are refused. */
+  g_autofree char *dup =
+      write_simple("dup.safetensors",
+                   "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                   "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+                   data, 16);
+  expect_open_error(dup, COHORT_SAFETENSORS_ERROR_FORMAT,
+                    "header: key \"a\" is given more than once (at 1:55)");
+  g_autofree char *dup_meta =
+      write_simple("dupmeta.safetensors", "{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", NULL, 0);
+  expect_open_error(dup_meta, COHORT_SAFETENSORS_ERROR_FORMAT, "key \"k\" is given more than once");
+  g_autofree char *bom = write_simple("bom.safetensors", "\xEF\xBB\xBF{}", NULL, 0);
+  expect_open_error(bom, COHORT_SAFETENSORS_ERROR_FORMAT, "header: not valid JSON: 1:1: a byte");
+  g_autofree char *second = write_simple("second.safetensors", "{}{}", NULL, 0);
+  expect_open_error(second, COHORT_SAFETENSORS_ERROR_FORMAT, "1:3: '{' after the end");
+
+  /* A FIFO would block the reader forever; a folder is no file. */
+  g_autofree char *fifo = tmp_path("fifo.safetensors");
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  expect_open_error(fifo, COHORT_SAFETENSORS_ERROR_IO, "it is a FIFO (named pipe), not a regular");
+  expect_open_error(tmp_dir, COHORT_SAFETENSORS_ERROR_IO, "it is a folder, not a regular file");
+}
+
 static void test_read_errors(void)
 {
   gint32 ints[8] = {0};
@@ -342,6 +440,7 @@ int main(int argc, char **argv)
   g_test_add_func("/safetensors/round-trip", test_round_trip);
   g_test_add_func("/safetensors/f16-bf16", test_conversions);
   g_test_add_func("/safetensors/bad-files", test_bad_files);
+  g_test_add_func("/safetensors/tiling-and-strict", test_tiling_and_strict);
   g_test_add_func("/safetensors/read-errors", test_read_errors);
   g_test_add_func("/safetensors/write-errors", test_write_errors);
   g_test_add_func("/safetensors/atomic-write", test_atomic_write);

@@ -571,6 +571,50 @@ static void test_job_token(void)
   g_assert_cmpstr(s1, !=, s2);
 }
 
+/* A rank that publishes a hostile config (60,000 nested arrays, which once overflowed the
+ * stack of every JSON reader) makes rank 0 report it unreadable, not crash. */
+static void test_config_check_hostile(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortDistEnv env0 = {.rank = 0,
+                        .world_size = 2,
+                        .local_world_size = 2,
+                        .master_addr = (char *)"127.0.0.1",
+                        .run_id = (char *)"h"};
+  env0.master_port = cohort_store_find_free_port(0);
+  Rank rank0 = {.env = env0, .cfg = cohort_config_new()};
+  CohortDistEnv env1 = env0;
+  env1.rank = env1.local_rank = 1;
+  g_autofree char *token = cohort_dist_job_token(&env0);
+  rank0.store = cohort_store_open(&rank0.env, token, 10, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortStore) store1 = cohort_store_open(&env1, token, 10, &error);
+  g_assert_no_error(error);
+  GThread *t = g_thread_new("rank0", check_rank, &rank0);
+
+  g_autoptr(GString) deep = g_string_new("{\"version\": 1, \"device_indexes\": ");
+  for (int i = 0; i < 60000; i++)
+    g_string_append_c(deep, '[');
+  g_assert_true(cohort_store_set(store1, "config/json/1", deep->str, deep->len, &error));
+  g_assert_true(cohort_store_set(store1, "config/hash/1", "x", 1, &error));
+  g_autoptr(GBytes) verdict = cohort_store_get(store1, "config/verdict", 10, &error);
+  g_assert_no_error(error);
+  g_autofree char *text = g_strndup(g_bytes_get_data(verdict, NULL), g_bytes_get_size(verdict));
+  g_test_message("verdict: %s", text);
+  g_assert_nonnull(strstr(text, "rank 1 runs a different config"));
+  g_assert_nonnull(strstr(text, "unreadable: rank 1's config: not valid JSON"));
+  g_assert_nonnull(strstr(text, "nested deeper than 64 levels"));
+  g_assert_true(cohort_store_add(store1, "config/verdict_read", 1, NULL, &error));
+  g_thread_join(t);
+  g_assert_false(rank0.ok);
+  g_assert_error(rank0.error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_MISMATCH);
+  g_error_free(rank0.error);
+  g_clear_pointer(&store1, cohort_store_free);
+  cohort_store_free(rank0.store);
+  cohort_config_free(rank0.cfg);
+}
+
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -586,5 +630,6 @@ int main(int argc, char **argv)
   g_test_add_func("/store/missing-ranks", test_missing_ranks);
   g_test_add_func("/store/bind-address", test_bind_address);
   g_test_add_func("/store/job-token", test_job_token);
+  g_test_add_func("/store/config-check-hostile", test_config_check_hostile);
   return g_test_run();
 }

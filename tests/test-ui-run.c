@@ -253,6 +253,57 @@ static void test_image_samples(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Lines that are not events (too deep, wrong types, two objects, a NUL, not UTF-8) are
+ * skipped with a word in the log; the run around them shows normally. */
+static void test_replay_malformed(void)
+{
+  g_autoptr(GString) deep = g_string_new("{\"event\":\"step\",\"step\":");
+  for (int i = 0; i < 60000; i++)
+    g_string_append_c(deep, '[');
+  const char *bad[] = {
+      deep->str,
+      "{\"event\":5}",
+      "{\"event\":\"error\",\"rank\":\"one\",\"message\":7}",
+      "{\"event\":\"ranks\",\"ranks\":5}",
+      "{\"event\":\"ranks\",\"ranks\":[1,\"a\"]}",
+      "{\"event\":\"ranks\",\"ranks\":[{\"host\":[]}]}",
+      "{\"event\":\"step\",\"step\":1}{\"event\":\"done\"}",
+      "{\"event\":\"log\",\"level\":\"info\",\"message\":\"a\\u0000b\"}",
+      "{\"event\":\"log\",\"message\":\"\xFF\"}",
+      "{\"event\":\"step\",\"step\":{\"x\":1}}",
+      "{\"event\":\"step\",\"event\":\"done\"}",
+      "{\"event\":\"done\",\"status\":null}",
+      "[\"event\"]",
+  };
+  g_autoptr(GString) text =
+      g_string_new("{\"event\":\"start\",\"run\":\"m\",\"params\":10,\"device\":\"cpu\","
+                   "\"world_size\":1,\"total_steps\":2}\n");
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++)
+    g_string_append_printf(text, "%s\n", bad[i]);
+  static const char nul_line[] = "{\"event\":\"log\",\0\"message\":\"x\"}\n";
+  g_string_append_len(text, nul_line, sizeof nul_line - 1);
+  g_string_append(text, "{\"event\":\"step\",\"step\":2,\"total_steps\":2,\"loss\":4.5}\n"
+                        "{\"event\":\"done\",\"status\":\"completed\",\"step\":2}\n");
+  g_autofree char *path = g_build_filename(tmp_dir, "malformed.jsonl", NULL);
+  g_assert_true(g_file_set_contents(path, text->str, (gssize)text->len, NULL));
+
+  CohortWindow *win = cohort_window_new(NULL);
+  cohort_window_replay(win, path);
+  CohortRun *run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 20));
+  CohortRunPage *page = cohort_window_get_run_page(win);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "2 of 2");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "loss"), ==, "4.5000");
+  g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed: 2 steps"));
+  g_autofree char *log = cohort_run_page_get_log(page);
+  guint skipped = 0;
+  for (const char *p = log; (p = strstr(p, "progress: not an event: ")) != NULL; p++)
+    skipped++;
+  g_assert_cmpuint(skipped, ==, G_N_ELEMENTS(bad) + 1);
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+
 static void test_crash_report(void)
 {
   g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-train.sh", NULL);
@@ -412,6 +463,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/run/replay-fp16", test_replay_fp16);
   g_test_add_func("/ui/run/replay-events-file", test_replay_events_file);
   g_test_add_func("/ui/run/image-samples", test_image_samples);
+  g_test_add_func("/ui/run/replay-malformed", test_replay_malformed);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
   g_test_add_func("/ui/run/real-single", test_real_single);

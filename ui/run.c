@@ -1,4 +1,5 @@
 #include "ui/run.h"
+#include "engine/json-read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,17 +80,66 @@ static void report_other_runs(CohortRun *run)
   g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
 }
 
+/* Members whose type the Run page relies on: read with the string or integer getters, which
+ * return NULL or complain about another type. */
+static const char *const string_members[] = {"event", "status", "message", "text",
+                                             "path",  "level",  "run",     "device"};
+
+static gboolean holds(JsonObject *o, const char *name, GType type)
+{
+  JsonNode *n = json_object_get_member(o, name);
+  return n == NULL || (JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == type);
+}
+
+/* An event the page can show without surprises: "event" and the text members are strings,
+ * "rank" an integer, "ranks" a list of objects whose "host" is a string. */
+static gboolean well_formed(JsonNode *root)
+{
+  if (!JSON_NODE_HOLDS_OBJECT(root))
+    return FALSE;
+  JsonObject *ev = json_node_get_object(root);
+  if (!json_object_has_member(ev, "event") || !holds(ev, "rank", G_TYPE_INT64))
+    return FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS(string_members); i++)
+    if (!holds(ev, string_members[i], G_TYPE_STRING))
+      return FALSE;
+  for (const char *const *key = (const char *const[]){"step", "elapsed_s", NULL}; *key; key++) {
+    JsonNode *n = json_object_get_member(ev, *key);
+    if (n != NULL && !JSON_NODE_HOLDS_VALUE(n))
+      return FALSE;
+  }
+  JsonNode *ranks = json_object_get_member(ev, "ranks");
+  if (ranks == NULL)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_ARRAY(ranks))
+    return FALSE;
+  JsonArray *a = json_node_get_array(ranks);
+  for (guint i = 0; i < json_array_get_length(a); i++) {
+    JsonNode *r = json_array_get_element(a, i);
+    if (!JSON_NODE_HOLDS_OBJECT(r) || !holds(json_node_get_object(r), "host", G_TYPE_STRING))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* A progress line that is no event goes to the log, cut short: it may be megabytes. */
+static void not_an_event(CohortRun *run, const char *line)
+{
+  const char *cut = g_utf8_strlen(line, -1) > 200 ? g_utf8_offset_to_pointer(line, 200) : NULL;
+  g_autofree char *shown = cut ? g_strdup_printf("%.*s...", (int)(cut - line), line) : NULL;
+  g_autofree char *msg = g_strdup_printf(_("progress: not an event: %s"), shown ? shown : line);
+  g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
+}
+
+/* A line of the progress stream: strict JSON (the engine writes nothing else), so a damaged
+ * or hostile line, however deep or odd, is shown as text and skipped, never read. */
 static void handle_progress_line(CohortRun *run, const char *line)
 {
-  g_autoptr(JsonParser) parser = json_parser_new();
-  JsonNode *root;
   if (*line == '\0')
     return;
-  if (!json_parser_load_from_data(parser, line, -1, NULL) ||
-      (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root) ||
-      !json_object_has_member(json_node_get_object(root), "event")) {
-    g_autofree char *msg = g_strdup_printf(_("progress: not an event: %s"), line);
-    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, msg);
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(line, -1, "progress", 0, NULL);
+  if (root == NULL || !well_formed(root)) {
+    not_an_event(run, line);
     return;
   }
   JsonObject *ev = json_node_get_object(root);
@@ -118,10 +168,10 @@ static void on_line(GObject *source, GAsyncResult *res, gpointer data)
   Reader *r = data;
   g_autoptr(GError) error = NULL;
   gsize len = 0;
-  g_autofree char *line =
-      g_data_input_stream_read_line_finish_utf8(G_DATA_INPUT_STREAM(source), res, &len, &error);
+  g_autofree char *raw =
+      g_data_input_stream_read_line_finish(G_DATA_INPUT_STREAM(source), res, &len, &error);
   CohortRun *run = r->run;
-  if (line == NULL) {
+  if (raw == NULL) {
     if (error != NULL && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
       g_autofree char *msg =
           g_strdup_printf(_("reading the run's output failed: %s"), error->message);
@@ -136,7 +186,13 @@ static void on_line(GObject *source, GAsyncResult *res, gpointer data)
     g_object_unref(run);
     return;
   }
-  if (r->progress) {
+  /* A line that is not UTF-8 (or holds a NUL byte) is shown repaired, never read as an event,
+   * and the lines after it are still read. */
+  gboolean clean = memchr(raw, '\0', len) == NULL && g_utf8_validate(raw, (gssize)len, NULL);
+  g_autofree char *line = clean ? g_steal_pointer(&raw) : g_utf8_make_valid(raw, (gssize)len);
+  if (r->progress && !clean) {
+    not_an_event(run, line);
+  } else if (r->progress) {
     handle_progress_line(run, line);
   } else {
     g_autofree char *trimmed = g_strstrip(g_strdup(line));

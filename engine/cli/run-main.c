@@ -6,6 +6,7 @@
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,9 @@ static int apply_option(CohortLaunchOptions *o, Parsed *st, const char *arg, con
 
 int main(int argc, char **argv)
 {
+  /* The user's locale for messages and character sets; numbers keep the C spelling. */
+  setlocale(LC_ALL, "");
+  setlocale(LC_NUMERIC, "C");
   g_set_prgname("cohort-run");
   g_autoptr(CohortLaunchOptions) o = cohort_launch_options_new();
   o->master_port = 29500;

@@ -1,6 +1,7 @@
 /* cohort-train: one engine process (a rank). */
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,7 +181,13 @@ static int parse_args(int argc, char **argv, Args *a)
   g_option_context_set_description(ctx, exit_codes);
   g_autoptr(GError) error = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
-    fprintf(stderr, "cohort-train: %s (see --help)\n", error->message);
+    if (error->domain == G_CONVERT_ERROR)
+      fprintf(stderr,
+              "cohort-train: %s: an argument is not text in the locale's character set (%s); "
+              "use a UTF-8 locale, like LC_ALL=C.UTF-8\n",
+              error->message, setlocale(LC_CTYPE, NULL));
+    else
+      fprintf(stderr, "cohort-train: %s (see --help)\n", error->message);
     return 2;
   }
   if (a->version) {
@@ -362,6 +369,11 @@ static int run(const Args *a, char **original_argv)
 
 int main(int argc, char **argv)
 {
+  /* The user's locale, so arguments convert from its character set (--set
+   * sample_prompt=Über); numbers stay in the C locale's spelling everywhere (0.5, never 0,5),
+   * in what is parsed and in what is written. */
+  setlocale(LC_ALL, "");
+  setlocale(LC_NUMERIC, "C");
   cohort_cpu_threading_env(argv);
   g_auto(GStrv) original_argv = g_strdupv(argv);
   Args args = {0};
