@@ -286,23 +286,51 @@ static gboolean broadcast_state(CohortRun *r, gboolean *keep_scale, GError **err
   return TRUE;
 }
 
+/* The position fields of a checkpoint's state.json, checked against each other and against
+ * the data before they are used: the epoch consumed at most all its samples (padded to the
+ * world size, which is at most the global batch), in whole steps, and batch_in_epoch is those
+ * steps times a possible accumulation. */
+static gboolean position_valid(const CohortRun *r, const char *ckpt, GError **error)
+{
+  const CohortTrainState *st = &r->st;
+  if (st->global_batch == 0)
+    return TRUE; /* an early checkpoint: map_position checks what it has */
+  gint64 steps = st->epoch_samples / st->global_batch;
+  gint64 accum = steps > 0 ? st->batch_in_epoch / steps : 0;
+  gboolean ok = st->epoch_samples % st->global_batch == 0 &&
+                st->epoch_samples <= (gint64)r->spec.n + st->global_batch &&
+                (steps == 0 ? st->batch_in_epoch == 0
+                            : st->batch_in_epoch % steps == 0 && accum >= 1 && accum <= 4096 &&
+                                  st->global_batch % accum == 0);
+  if (!ok)
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s/state.json: \"epoch_samples\" %" G_GINT64_FORMAT
+                ", \"batch_in_epoch\" %" G_GINT64_FORMAT " and \"global_batch\" %" G_GINT64_FORMAT
+                " do not describe a position in an epoch of %" G_GUINT64_FORMAT
+                " samples; the checkpoint is damaged",
+                ckpt, st->epoch_samples, st->batch_in_epoch, st->global_batch, (guint64)r->spec.n);
+  return ok;
+}
+
 /* Where in the epoch a resumed run continues. The samples an epoch has consumed are a prefix
  * of its permutation whatever the world size, so a checkpoint from another batch or world size
  * continues after the same prefix, rounded down to a whole step of the new plan. */
-static gboolean map_position(CohortRun *r, GError **error)
+static gboolean map_position(CohortRun *r, const char *ckpt, GError **error)
 {
   CohortTrainState *st = &r->st;
   gint64 gb = cohort_run_global_batch(r);
+  if (!position_valid(r, ckpt, error))
+    return FALSE;
   if (st->global_batch == 0) {
     /* Written before checkpoints recorded their batch: only the same layout can continue. */
     if (st->batch_in_epoch % r->accum != 0 || st->batch_in_epoch / r->accum >= r->steps_per_epoch) {
       g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                  "the checkpoint's position (micro-batch %" G_GINT64_FORMAT
+                  "%s/state.json: the position (micro-batch %" G_GINT64_FORMAT
                   " of epoch %" G_GINT64_FORMAT ") does not fit this run's %" G_GINT64_FORMAT
-                  " steps per epoch, and it was written before checkpoints recorded their batch "
-                  "size; resume it with the batch_size, gradient_accumulation_steps and number "
-                  "of processes it was written with",
-                  st->batch_in_epoch, st->epoch, r->steps_per_epoch);
+                  " steps per epoch, and the checkpoint was written before checkpoints recorded "
+                  "their batch size; resume it with the batch_size, gradient_accumulation_steps "
+                  "and number of processes it was written with",
+                  ckpt, st->batch_in_epoch, st->epoch, r->steps_per_epoch);
       return FALSE;
     }
     st->epoch_samples = st->batch_in_epoch / r->accum * gb;
@@ -407,7 +435,7 @@ static gboolean resume_or_start(CohortRun *r, char **resumed_from, gboolean *kee
                   "rank 0 could not load checkpoint %s (its message says why)", ckpt);
     return FALSE;
   }
-  if (!broadcast_state(r, keep_scale, error) || !map_position(r, error) ||
+  if (!broadcast_state(r, keep_scale, error) || !map_position(r, ckpt, error) ||
       !cohort_model_check_finite(r->model, ckpt, error))
     return FALSE;
   *resumed_from = g_steal_pointer(&ckpt);

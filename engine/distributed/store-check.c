@@ -3,9 +3,6 @@
 
 #include <string.h>
 
-/* A config nests three levels deep; anything past this is not a config. */
-#define MAX_CONFIG_NESTING 32
-
 /* "2, 3" or "4-60, 62" (runs of three or more as ranges), at most a dozen items. */
 static char *format_ranks(const gboolean *missing, int world, int *count)
 {
@@ -71,32 +68,6 @@ static int name_missing_ranks(CohortStore *store, const CohortDistEnv *env, doub
   return n;
 }
 
-/* TRUE when brackets nest at most `max` deep outside strings. Another rank's config is
- * parsed only past this check, so a value nested a million deep (which would exhaust the
- * stack of a recursive parser) is reported as unreadable instead of crashing rank 0. */
-static gboolean nesting_within(const char *p, gsize n, int max)
-{
-  int depth = 0;
-  gboolean in_string = FALSE;
-  for (gsize i = 0; i < n; i++) {
-    char ch = p[i];
-    if (in_string) {
-      if (ch == '\\')
-        i++;
-      else if (ch == '"')
-        in_string = FALSE;
-    } else if (ch == '"') {
-      in_string = TRUE;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > max)
-        return FALSE;
-    } else if (ch == ']' || ch == '}') {
-      depth--;
-    }
-  }
-  return TRUE;
-}
-
 /* The config as the ranks compare it: node_rank is the one key that differs between nodes. */
 static CohortConfig *comparable(const CohortConfig *cfg)
 {
@@ -138,12 +109,10 @@ static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own
     g_autofree char *src = g_strdup_printf("rank %d's config", r);
     g_autoptr(GError) perr = NULL;
     g_autoptr(CohortConfig) other = NULL;
-    if (!nesting_within(g_bytes_get_data(json, NULL), g_bytes_get_size(json), MAX_CONFIG_NESTING))
-      g_set_error(&perr, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
-                  "%s nests deeper than %d levels", src, MAX_CONFIG_NESTING);
-    else
-      other = cohort_config_load_data(g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json),
-                                      src, &perr);
+    /* The strict reader (engine/json-read.h) refuses deep nesting before parsing: a value
+     * nested a million deep is reported as unreadable, it cannot exhaust rank 0's stack. */
+    other = cohort_config_load_data(g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json),
+                                    src, &perr);
     if (other == NULL) {
       g_ptr_array_add(diff_keys, g_strdup_printf("(unreadable: %s)", perr->message));
       continue;
