@@ -18,13 +18,15 @@ setup: deps $(BUILD)/build.ninja
 build: setup
 	meson compile -C $(BUILD)
 
-# Trains the default preset (tiny-gpt) data-parallel, 2 ranks × 1 thread through the
-# launcher (as torchrun would), with live progress; the model lands in runs/tiny-gpt. Each
-# `make run` is a new run: --overwrite moves an earlier one to runs/tiny-gpt/previous/.
+# Trains the default preset (tiny-gpt; PRESET=tiny-dit for the image model) data-parallel,
+# 2 ranks × 1 thread through the launcher (as torchrun would), with live progress; the model
+# lands in runs/<preset>. Each `make run` is a new run: --overwrite moves an earlier one to
+# runs/<preset>/previous/.
+PRESET ?= tiny-gpt
 NPROC ?= 2
 run: build
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( $$(getconf _NPROCESSORS_ONLN) / $(NPROC) ))} $(BUILD)/engine/cli/cohort-run --standalone \
-	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset tiny-gpt --overwrite
+	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset $(PRESET) --overwrite
 
 check: build
 	meson test -C $(BUILD) --print-errorlogs --num-processes 1

@@ -1,0 +1,176 @@
+/* Model families on a GPU (suite cuda): each family's model on the CUDA backend against the
+ * same model on the CPU backend, through the model interface (the trainer's own calls):
+ * identical initial weights, the same batches, 30 AdamW steps, per-step losses and final
+ * weights compared; then a whole cohort-train run with device cuda against device cpu. Every
+ * case skips without a CUDA device.
+ *
+ * Tolerances (fp32, no TF32): per-step loss |gpu - cpu| <= 2e-3 * max(1, cpu), final
+ * parameters max |gpu - cpu| <= 5e-3: cuBLAS and OpenBLAS (and the reductions) add in other
+ * orders, so the two agree to rounding and drift slowly with training (as test-cuda-train). */
+#include <math.h>
+#include <string.h>
+
+#include "engine/batch.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend.h"
+#include "test-util.h"
+#include "train-run.h"
+
+#define LOSS_TOL  2e-3
+#define PARAM_TOL 5e-3
+enum { STEPS = 30, B = 6 };
+
+static gboolean need_gpu(void)
+{
+  if (cohort_cuda_device_count() > 0 && cohort_cuda_set_device(0) == 0)
+    return TRUE;
+  const char *why = cohort_cuda_probe_error();
+  g_autofree char *msg = g_strdup_printf("no CUDA device: %s", why ? why : "none usable");
+  g_test_skip(msg);
+  return FALSE;
+}
+
+static CohortConfig *family_config(const char *const *sets)
+{
+  CohortConfig *cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_config_apply_assignments(cfg, sets, "test", &error));
+  return cfg;
+}
+
+/* A batch of random images (the config's shape) with labels, or random tokens. */
+static void fill(CohortBatch *b, const CohortConfig *cfg, guint32 seed)
+{
+  for (int i = 0; i < b->B; i++) {
+    b->sample_ids[i] = seed * 131u + (guint)i;
+    if (b->images) {
+      size_t D = (size_t)b->C * b->H * b->W;
+      for (size_t k = 0; k < D; k++) {
+        seed = seed * 1664525u + 1013904223u;
+        b->images[i * D + k] = (float)((seed >> 8) * (1.0 / 8388608.0)) - 1.0f;
+      }
+      b->labels[i] = (int)(seed % (guint)MAX(cfg->num_classes, 1));
+    } else {
+      for (int t = 0; t < b->T; t++) {
+        seed = seed * 1664525u + 1013904223u;
+        b->inputs[i * b->T + t] = (int)((seed >> 8) % (guint)cfg->vocab_size);
+        b->targets[i * b->T + t] = (b->inputs[i * b->T + t] * 7 + 3) % cfg->vocab_size;
+      }
+    }
+  }
+  b->epoch = 0;
+}
+
+static void train(CohortModel *m, CohortAdamW *opt, const CohortConfig *cfg, double *losses)
+{
+  g_autoptr(CohortBatch) b =
+      cfg->data_format == COHORT_DATA_IMAGES
+          ? cohort_batch_new(B, 0, cfg->image_channels, cfg->image_size, cfg->image_size)
+          : cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
+  for (int s = 0; s < STEPS; s++) {
+    fill(b, cfg, (guint32)s + 1);
+    cohort_model_zero_grad(m);
+    losses[s] = m->ops->forward(m, b, COHORT_FORWARD_TRAIN);
+    m->ops->backward(m, 1.0f);
+    cohort_clip_grad_norm_on(m->be, m->grads, m->n_params, 1.0);
+    cohort_adamw_step(opt, m->params, m->grads, m->tensors, m->n_tensors, 2e-3, 0.9, 0.95, 1e-8,
+                      0.1, s + 1);
+  }
+}
+
+static void check_family(const char *const *sets)
+{
+  if (!need_gpu())
+    return;
+  g_autoptr(CohortConfig) cfg = family_config(sets);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) cpu = cohort_model_new(cohort_backend_cpu(), cfg, B, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortModel) gpu = cohort_model_new(cohort_backend_cuda(), cfg, B, &error);
+  g_assert_no_error(error);
+  cpu->ops->init_weights(cpu, 3);
+  gpu->ops->init_weights(gpu, 3);
+  g_autoptr(CohortAdamW) opt_c = cohort_adamw_new_on(cohort_backend_cpu(), cpu->n_params);
+  g_autoptr(CohortAdamW) opt_g = cohort_adamw_new_on(cohort_backend_cuda(), gpu->n_params);
+  double lc[STEPS], lg[STEPS];
+  train(cpu, opt_c, cfg, lc);
+  train(gpu, opt_g, cfg, lg);
+  g_assert_null(cohort_cuda_last_error());
+  for (int s = 0; s < STEPS; s++)
+    if (fabs(lg[s] - lc[s]) > LOSS_TOL * MAX(1.0, fabs(lc[s])))
+      g_error("%s step %d: gpu loss %.6f, cpu %.6f", cfg->model, s + 1, lg[s], lc[s]);
+  g_autofree float *pg = g_new(float, gpu->n_params);
+  cohort_model_download_params(gpu, pg);
+  double worst = 0;
+  for (size_t k = 0; k < cpu->n_params; k++)
+    worst = fmax(worst, fabs((double)pg[k] - cpu->params[k]));
+  g_test_message("%s: losses %.5f → %.5f (cpu), largest parameter difference %.2e", cfg->model,
+                 lc[0], lc[STEPS - 1], worst);
+  g_assert_cmpfloat(worst, <=, PARAM_TOL);
+  g_assert_cmpfloat(lc[STEPS - 1], <, lc[0]); /* it trained */
+}
+
+static const char *const dit_sets[] = {
+    "model=dit",     "data_format=images", "n_layer=2",    "n_head=2",
+    "n_embd=32",     "image_size=8",       "patch_size=2", "image_channels=1",
+    "num_classes=3", "cfg_dropout=0.3",    NULL,
+};
+
+static void test_dit(void)
+{
+  check_family(dit_sets);
+}
+
+/* cohort-train with device cuda and device cpu on the glyphs: the same step losses (within the
+ * tolerance), and a sample grid from each. */
+static void test_dit_run(void)
+{
+  if (!need_gpu())
+    return;
+  const char *common[] = {"--set", "model=dit",
+                          "--set", "data_format=images",
+                          "--set", "train_data=builtin:glyphs/train",
+                          "--set", "val_data=builtin:glyphs/val",
+                          "--set", "image_size=16",
+                          "--set", "patch_size=4",
+                          "--set", "n_embd=64",
+                          "--set", "n_head=4",
+                          "--set", "sample_every=10",
+                          "--set", "sample_steps=4",
+                          "--set", "max_steps=20",
+                          NULL};
+  GArray *losses[2];
+  for (int dev = 0; dev < 2; dev++) {
+    g_autofree char *ws = tu_mkdtemp("cuda-dit");
+    g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+    g_autoptr(GPtrArray) a = small_args(ws, common);
+    g_ptr_array_add(a, g_strdup("--set"));
+    g_ptr_array_add(a, g_strdup(dev ? "device=cuda" : "device=cpu"));
+    RunResult r = run_train(a, events);
+    if (r.status != 0)
+      g_error("cohort-train (%s) exited %d: %s", dev ? "cuda" : "cpu", r.status, r.err);
+    g_autoptr(GPtrArray) ev = tu_read_events(events);
+    losses[dev] = tu_event_values(ev, "step", "loss");
+    g_autofree char *grid = g_build_filename(ws, "samples", "step-00000020.png", NULL);
+    g_assert_true(g_file_test(grid, G_FILE_TEST_IS_REGULAR));
+    run_result_clear(&r);
+    tu_rm_rf(ws);
+  }
+  g_assert_cmpuint(losses[0]->len, ==, losses[1]->len);
+  for (guint s = 0; s < losses[0]->len; s++) {
+    double c = g_array_index(losses[0], double, s), g = g_array_index(losses[1], double, s);
+    g_assert_cmpfloat(fabs(g - c), <=, LOSS_TOL * MAX(1.0, fabs(c)));
+  }
+  g_array_unref(losses[0]);
+  g_array_unref(losses[1]);
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cuda-models/dit", test_dit);
+  g_test_add_func("/cuda-models/dit-run", test_dit_run);
+  return g_test_run();
+}
