@@ -15,6 +15,7 @@
 #include "engine/batch.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/presets.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
 

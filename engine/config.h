@@ -214,14 +214,6 @@ const char *cohort_data_dir(void);
  * they are. */
 char *cohort_resolve_path(const char *path);
 
-/* Presets: built-in ones in <data dir>/presets/NAME.json, the user's in
- * $XDG_CONFIG_HOME/cohort/presets/NAME.json (the user's wins on a name clash). */
-char *cohort_preset_path(const char *name, GError **error);
-CohortConfig *cohort_preset_load(const char *name, GError **error);
-/* Sorted, NULL-terminated names of all presets; `user_only` limits to the user's. */
-GStrv cohort_preset_list(gboolean user_only);
-char *cohort_user_preset_dir(void);
-
 /* Derived quantities the CLI, the explain output and the GUI summary all show. */
 int cohort_config_global_batch(const CohortConfig *cfg, int world_size);
 double cohort_config_scaled_lr(const CohortConfig *cfg, int world_size);

@@ -2,6 +2,7 @@
  * save, presets, hashing and diffs. */
 #include "cohort-build-config.h"
 #include "engine/config.h"
+#include "engine/presets.h"
 
 #include <glib/gstdio.h>
 #include <string.h>

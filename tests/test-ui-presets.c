@@ -30,7 +30,7 @@ static void test_save_load_delete(void)
   g_assert_no_error(error);
   g_autofree char *path = user_preset("mine");
   g_assert_true(g_file_test(path, G_FILE_TEST_IS_REGULAR));
-  g_assert_true(cohort_ui_preset_is_user("mine"));
+  g_assert_true(cohort_preset_is_user("mine"));
   g_auto(GStrv) mine = cohort_preset_list(TRUE);
   g_assert_true(g_strv_contains((const char *const *)mine, "mine"));
   g_assert_cmpstr(cohort_window_get_preset(win), ==, "mine");

@@ -39,7 +39,7 @@ gboolean cohort_window_load_preset(CohortWindow *win, const char *name)
 
 gboolean cohort_window_save_preset_as(CohortWindow *win, const char *name, GError **error)
 {
-  if (!cohort_ui_preset_save(cohort_config_form_get_config(win->form), name, error))
+  if (!cohort_preset_save(cohort_config_form_get_config(win->form), name, error))
     return FALSE;
   cohort_window_set_preset(win, name);
   cohort_window_rebuild_preset_menu(win);
@@ -48,7 +48,7 @@ gboolean cohort_window_save_preset_as(CohortWindow *win, const char *name, GErro
 
 gboolean cohort_window_delete_preset(CohortWindow *win, const char *name, GError **error)
 {
-  if (!cohort_ui_preset_delete(name, error))
+  if (!cohort_preset_delete(name, error))
     return FALSE;
   if (g_strcmp0(win->preset, name) == 0)
     cohort_window_set_preset(win, NULL);
@@ -110,7 +110,7 @@ static void on_preset_save(GSimpleAction *action, GVariant *param, gpointer data
   (void)action;
   (void)param;
   CohortWindow *win = data;
-  if (win->preset != NULL && cohort_ui_preset_is_user(win->preset)) {
+  if (win->preset != NULL && cohort_preset_is_user(win->preset)) {
     g_autoptr(GError) error = NULL;
     g_autofree char *name = g_strdup(win->preset);
     if (!cohort_window_save_preset_as(win, name, &error))
@@ -146,7 +146,7 @@ static void on_preset_delete(GSimpleAction *action, GVariant *param, gpointer da
   (void)action;
   (void)param;
   CohortWindow *win = data;
-  if (win->preset == NULL || !cohort_ui_preset_is_user(win->preset))
+  if (win->preset == NULL || !cohort_preset_is_user(win->preset))
     return;
   GtkWidget *dialog =
       gtk_message_dialog_new(GTK_WINDOW(win), GTK_DIALOG_MODAL, GTK_MESSAGE_QUESTION,

@@ -80,7 +80,7 @@ void cohort_window_update_state(CohortWindow *win)
   set_action_enabled(win, "start", !running && n_errors == 0 && supported);
   set_action_enabled(win, "stop", running);
   set_action_enabled(win, "preset-delete",
-                     win->preset != NULL && cohort_ui_preset_is_user(win->preset));
+                     win->preset != NULL && cohort_preset_is_user(win->preset));
 }
 
 static gboolean save_last_now(gpointer data)

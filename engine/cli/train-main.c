@@ -9,6 +9,7 @@
 
 #include "cohort-build-config.h"
 #include "engine/config.h"
+#include "engine/presets.h"
 #include "engine/distributed/comm.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
