@@ -614,7 +614,6 @@ static void test_config_check_hostile(void)
   cohort_config_free(rank0.cfg);
 }
 
-
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);

@@ -303,7 +303,6 @@ static void test_replay_malformed(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
-
 static void test_crash_report(void)
 {
   g_autofree char *fake = g_test_build_filename(G_TEST_DIST, "ui", "fake-train.sh", NULL);
