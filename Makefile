@@ -31,6 +31,7 @@ run: build
 check: build
 	meson test -C $(BUILD) --print-errorlogs --num-processes 1
 	scripts/check-style
+	scripts/check-sizes
 	@test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) -Dbuildtype=debugoptimized \
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dgui=disabled -Dcuda=disabled
 	meson compile -C $(ASAN_BUILD)

@@ -145,6 +145,57 @@ static void print_device_memory(const CohortBackend *be)
   (void)be;
 }
 
+/* The numeric options in range; a message on stderr when not. */
+static gboolean numbers_ok(int threads, int steps, int warmup, int batch, double peak_tflops,
+                           double clip)
+{
+  if (threads < 1 || steps < 1 || warmup < 0 || batch < 1) {
+    fprintf(stderr, "bench-gpu-gpt: --threads, --steps and --batch must be >= 1, --warmup "
+                    ">= 0\n");
+    return FALSE;
+  }
+  if (!(peak_tflops >= 0.0) || !isfinite(peak_tflops)) {
+    fprintf(stderr, "bench-gpu-gpt: --peak-tflops is %g; allowed: a finite number >= 0\n",
+            peak_tflops);
+    return FALSE;
+  }
+  if (!(clip >= 0.0) || !isfinite(clip)) {
+    fprintf(stderr, "bench-gpu-gpt: --clip is %g; allowed: a finite number >= 0\n", clip);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The result line: the median step (a step slowed by something else on the machine moves it
+ * little), tokens/s, FLOP/s and MFU against the peak given or looked up. */
+static void report(const CohortGptShape *sh, int batch, size_t n, double *times, int steps,
+                   float loss, gboolean cpu, const char *dev_label, int prec, const GpuPeaks *peaks,
+                   double peak_tflops)
+{
+  const char *precision = precision_names[prec];
+  int T = sh->seq_len;
+  double step = median(times, steps);
+  double tok_s = (double)batch * T / step;
+  double flops_tok = 6.0 * (double)n + 12.0 * sh->n_layer * (double)T * sh->n_embd;
+  double tflops = tok_s * flops_tok / 1e12;
+  g_autofree char *mfu = NULL;
+  if (peak_tflops > 0)
+    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (given)", 100.0 * tflops / peak_tflops,
+                          peak_tflops);
+  else if (peaks)
+    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (%s %s dense)",
+                          100.0 * tflops / peaks->peak[prec], peaks->peak[prec], peaks->label,
+                          precision);
+  else if (cpu)
+    mfu = g_strdup("MFU n/a (no peak for a CPU; give --peak-tflops)");
+  else
+    mfu = g_strdup_printf("MFU n/a (peak of %s not in the table; give --peak-tflops)", dev_label);
+  printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %s, %s: %.2f ms/step, %.0f tokens/s, "
+         "%.4g GFLOP/token (6N+12LTC), %.4g TFLOP/s, %s, last loss %.4f\n",
+         sh->n_layer, sh->n_head, sh->n_embd, T, sh->vocab_size, batch, n, dev_label, precision,
+         1e3 * step, tok_s, flops_tok / 1e9, tflops, mfu, loss);
+}
+
 int main(int argc, char **argv)
 {
   /* The engine's programs run with these thread-pool settings; so does the benchmark. */
@@ -186,20 +237,8 @@ int main(int argc, char **argv)
             argv[1]);
     return 2;
   }
-  if (threads < 1 || steps < 1 || warmup < 0 || batch < 1) {
-    fprintf(stderr, "bench-gpu-gpt: --threads, --steps and --batch must be >= 1, --warmup "
-                    ">= 0\n");
+  if (!numbers_ok(threads, steps, warmup, batch, peak_tflops, clip))
     return 2;
-  }
-  if (!(peak_tflops >= 0.0) || !isfinite(peak_tflops)) {
-    fprintf(stderr, "bench-gpu-gpt: --peak-tflops is %g; allowed: a finite number >= 0\n",
-            peak_tflops);
-    return 2;
-  }
-  if (!(clip >= 0.0) || !isfinite(clip)) {
-    fprintf(stderr, "bench-gpu-gpt: --clip is %g; allowed: a finite number >= 0\n", clip);
-    return 2;
-  }
   const char *devices[] = {"cpu", "cuda"};
   int dev = parse_choice("--device", device, devices, G_N_ELEMENTS(devices));
   int prec = parse_choice("--precision", precision, precision_names, G_N_ELEMENTS(precision_names));
@@ -266,27 +305,7 @@ int main(int argc, char **argv)
     return 1;
   }
 
-  /* the median step: a step slowed by something else on the machine moves it little */
-  double step = median(times, steps);
-  double tok_s = (double)batch * T / step;
-  double flops_tok = 6.0 * (double)n + 12.0 * shape.n_layer * (double)T * shape.n_embd;
-  double tflops = tok_s * flops_tok / 1e12;
-  g_autofree char *mfu = NULL;
-  if (peak_tflops > 0)
-    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (given)", 100.0 * tflops / peak_tflops,
-                          peak_tflops);
-  else if (peaks)
-    mfu = g_strdup_printf("MFU %.1f%% of %g TFLOP/s (%s %s dense)",
-                          100.0 * tflops / peaks->peak[prec], peaks->peak[prec], peaks->label,
-                          precision);
-  else if (dev == 0)
-    mfu = g_strdup("MFU n/a (no peak for a CPU; give --peak-tflops)");
-  else
-    mfu = g_strdup_printf("MFU n/a (peak of %s not in the table; give --peak-tflops)", dev_label);
-  printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %s, %s: %.2f ms/step, %.0f tokens/s, "
-         "%.4g GFLOP/token (6N+12LTC), %.4g TFLOP/s, %s, last loss %.4f\n",
-         shape.n_layer, shape.n_head, shape.n_embd, T, shape.vocab_size, batch, n, dev_label,
-         precision, 1e3 * step, tok_s, flops_tok / 1e9, tflops, mfu, loss);
+  report(&shape, batch, n, times, steps, loss, dev == 0, dev_label, prec, peaks, peak_tflops);
   print_device_memory(be);
   return 0;
 }
