@@ -8,16 +8,9 @@
 #pragma once
 
 #include "engine/distributed/comm.h"
+#include "engine/distributed/dtype.h"
 
 G_BEGIN_DECLS
-
-typedef enum {
-  COHORT_DTYPE_F32,
-  COHORT_DTYPE_F64,
-  /* bfloat16 bits in uint16_t. Backends add two values in float32 and round the sum to
-   * bfloat16 (nearest, ties to even: cohort_f32_to_bf16), pair by pair. */
-  COHORT_DTYPE_BF16,
-} CohortDtype;
 
 /* Each function returns FALSE with a short reason (e.g. the library's own message) in
  * *error; comm.c wraps it. `timeout_ms` is always > 0. */

@@ -95,8 +95,7 @@ static gboolean gloo_all_reduce(gpointer impl, void *buf, gsize count, CohortDty
   (void)op; /* comm.c divides for AVG */
   GlooImpl *g = impl;
   char *msg = NULL;
-  int kind = dtype == COHORT_DTYPE_F32 ? 0 : dtype == COHORT_DTYPE_F64 ? 1 : 2;
-  int st = cohort_gloo_allreduce_sum(g->gloo, buf, count, kind, (long)timeout_ms, &msg);
+  int st = cohort_gloo_allreduce_sum(g->gloo, buf, count, dtype, (long)timeout_ms, &msg);
   return shim_result(st, msg, error);
 }
 

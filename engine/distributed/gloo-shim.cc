@@ -169,7 +169,7 @@ extern "C" int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size
   return st;
 }
 
-extern "C" int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, int dtype,
+extern "C" int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, CohortDtype dtype,
                                          long timeout_ms, char **err)
 {
   if (count == 0)
@@ -177,11 +177,11 @@ extern "C" int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count,
   return guarded(err, [&] {
     gloo::AllreduceOptions opts(g->context);
     opts.setTimeout(std::chrono::milliseconds(timeout_ms));
-    if (dtype == 0) {
+    if (dtype == COHORT_DTYPE_F32) {
       opts.setOutput(static_cast<float *>(buf), count);
       opts.setReduceFunction(
           static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
-    } else if (dtype == 2) {
+    } else if (dtype == COHORT_DTYPE_BF16) {
       opts.setOutput(static_cast<uint16_t *>(buf), count);
       opts.setReduceFunction(&sum_bf16);
     } else {

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "engine/distributed/dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -35,10 +37,10 @@ typedef struct CohortGloo CohortGloo;
 int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size, const char *hostname,
                     const char *iface, long timeout_ms, CohortGloo **out, char **err);
 
-/* dtype: 0 = float32, 1 = float64, 2 = bfloat16 (the bits, uint16_t; each sum of two values
- * is computed in float32 and rounded to bfloat16, nearest, ties to even). Sums in place. */
-int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, int dtype, long timeout_ms,
-                              char **err);
+/* Sums `count` values of `dtype` in place (COHORT_DTYPE_BF16: the bits, uint16_t; each sum of
+ * two values is computed in float32 and rounded to bfloat16, nearest, ties to even). */
+int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, CohortDtype dtype,
+                              long timeout_ms, char **err);
 int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, long timeout_ms,
                           char **err);
 int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *recv,
