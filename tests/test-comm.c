@@ -1,8 +1,13 @@
 /* Collectives: the local backend, and Gloo across 2 and 3 forked processes over loopback
  * (exact values, broadcast, all_gather, barrier), a peer that exits and a peer that is late
- * (the others get an error naming the collective and the rank, within the timeout). */
-#include "engine/distributed/comm.h"
-#include "wait-ranks.h"
+ * (the others get an error naming the collective and the rank, within the timeout); and the
+ * bfloat16 all-reduce: with 2 ranks every element is exactly bf16(bf16(a) + bf16(b)) (values
+ * chosen so that the rounding matters: ties, cancellation, far-apart magnitudes) for 1, 3 and
+ * 1000003 elements (the last spans several Gloo segments), and AVG; with 3 ranks every rank
+ * gets the same bits, each a sum rounded pair by pair; a peer that exits or is late gives an
+ * error naming the bfloat16 all_reduce, within the timeout. */
+#include "bf16-ref.h"
+#include "rank-harness.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -26,16 +31,6 @@ static void test_local(void)
   g_assert_false(cohort_comm_broadcast(c, send, 4, 1, 0, &error));
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
 }
-
-typedef enum { SCENARIO_VALUES, SCENARIO_PEER_EXITS, SCENARIO_PEER_LATE } Scenario;
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
 
 static int values(CohortComm *c, int rank, int world)
 {
@@ -82,6 +77,8 @@ static int values(CohortComm *c, int rank, int world)
   CHECK(cohort_comm_barrier(c, 10, &error));
   if (error != NULL)
     fprintf(stderr, "rank %d: %s\n", rank, error->message);
+  /* rank 0 hosts the store: let the others finish with it first */
+  CHECK(cohort_comm_barrier(c, 10, &error));
   return 0;
 }
 
@@ -133,73 +130,184 @@ static int peer_late(CohortComm *c, int rank, int world)
   return 0;
 }
 
-static int child(int rank, int world, int port, Scenario s)
-{
-  g_autoptr(GError) error = NULL;
-  CohortDistEnv env = {.rank = rank,
-                       .local_rank = rank,
-                       .world_size = world,
-                       .local_world_size = world,
-                       .master_addr = (char *)"127.0.0.1",
-                       .master_port = port,
-                       .run_id = (char *)"test",
-                       .source = "torchrun"};
-  g_autofree char *token = cohort_dist_job_token(&env);
-  g_autoptr(CohortStore) store = cohort_store_open(&env, token, 20, &error);
-  CHECK(store != NULL);
-  g_autoptr(CohortComm) c = cohort_comm_new_gloo(store, &env, 20, &error);
-  if (c == NULL)
-    fprintf(stderr, "rank %d: %s\n", rank, error->message);
-  CHECK(c != NULL);
-  CHECK(cohort_comm_world_size(c) == world && cohort_comm_rank(c) == rank);
-  int rc = s == SCENARIO_VALUES       ? values(c, rank, world)
-           : s == SCENARIO_PEER_EXITS ? peer_exits(c, rank, world)
-                                      : peer_late(c, rank, world);
-  /* rank 0 hosts the store: let the others finish with it first */
-  if (s == SCENARIO_VALUES) {
-    g_autoptr(GError) e2 = NULL;
-    CHECK(cohort_comm_barrier(c, 10, &e2));
-  }
-  return rc;
-}
-
-/* Forks `world` ranks and waits (bounded) for them; every rank must exit 0. */
-static void run_ranks(int world, Scenario s)
-{
-  if (!cohort_comm_backend_available("gloo")) {
-    g_test_skip("built without Gloo");
-    return;
-  }
-  int port = cohort_store_find_free_port(0);
-  g_assert_cmpint(port, >, 0);
-  pid_t pids[8];
-  for (int r = 0; r < world; r++) {
-    pids[r] = fork();
-    g_assert_cmpint(pids[r], >=, 0);
-    if (pids[r] == 0)
-      _exit(child(r, world, port, s));
-  }
-  tu_wait_ranks(pids, world, 60);
-}
-
 static void test_gloo_2(void)
 {
-  run_ranks(2, SCENARIO_VALUES);
+  run_gloo_ranks(2, "test-comm", values, 60);
 }
 
 static void test_gloo_3(void)
 {
-  run_ranks(3, SCENARIO_VALUES);
+  run_gloo_ranks(3, "test-comm", values, 60);
 }
 
 static void test_peer_exits(void)
 {
-  run_ranks(3, SCENARIO_PEER_EXITS);
+  run_gloo_ranks(3, "test-comm", peer_exits, 60);
 }
 
 static void test_peer_late(void)
 {
-  run_ranks(2, SCENARIO_PEER_LATE);
+  run_gloo_ranks(2, "test-comm", peer_late, 60);
+}
+
+/* ---- the bfloat16 all-reduce ---- */
+
+static void test_bf16_local(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortComm) c = cohort_comm_new_local();
+  guint16 h[3] = {0x3f80, 0xc0a1, 0x0001};
+  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+    g_assert_true(cohort_comm_all_reduce_bf16(c, h, 3, op, 0, &error));
+    g_assert_no_error(error);
+    g_assert_cmphex(h[0], ==, 0x3f80);
+    g_assert_cmphex(h[1], ==, 0xc0a1);
+    g_assert_cmphex(h[2], ==, 0x0001);
+  }
+  g_assert_false(cohort_comm_all_reduce_bf16(NULL, h, 3, COHORT_REDUCE_SUM, 0, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+}
+
+/* The reference itself: ties go to even, and a value that is already bfloat16 stays. */
+static void test_bf16_reference(void)
+{
+  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256), ==, 0x3f80);                /* tie, down to even */
+  g_assert_cmphex(ref_bf16(1.0f + 3.0f / 256), ==, 0x3f82);                /* tie, up to even */
+  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256 + 1.0f / 65536), ==, 0x3f81); /* above the tie */
+  g_assert_cmphex(ref_bf16(-2.5f), ==, 0xc020);
+  g_assert_cmphex(ref_bf16(0.0f), ==, 0x0000);
+}
+
+/* 2 ranks: bit-exact sums for each size, and AVG. */
+static int bf16_exact_pairs(CohortComm *c, int rank, int world)
+{
+  (void)world;
+  g_autoptr(GError) error = NULL;
+  const gsize sizes[] = {1, 3, 1000003};
+  for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
+    gsize n = sizes[s];
+    g_autofree guint16 *h = g_new(guint16, n);
+    g_autofree guint16 *want = g_new(guint16, n);
+    gsize rounding_matters = 0;
+    for (gsize i = 0; i < n; i++) {
+      float a = value(0, i), b = value(1, i);
+      h[i] = ref_bf16(value(rank, i));
+      want[i] = ref_bf16(ref_round(a) + ref_round(b));
+      rounding_matters += want[i] != ref_bf16(a + b);
+    }
+    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
+    for (gsize i = 0; i < n; i++) {
+      if (h[i] != want[i])
+        fprintf(stderr, "rank %d, %zu elements: [%zu] got 0x%04x, want 0x%04x (%g + %g)\n", rank, n,
+                i, h[i], want[i], (double)value(0, i), (double)value(1, i));
+      CHECK(h[i] == want[i]);
+    }
+    if (n > 1000) {
+      /* The data would catch a reduction that skipped rounding the inputs. */
+      if (rank == 0)
+        fprintf(stderr, "%zu of %zu sums differ from the once-rounded sum\n", rounding_matters, n);
+      CHECK(rounding_matters > n / 20);
+    }
+    /* AVG: the bfloat16 sum halved, rounded again (exact here: halving a bfloat16 is). */
+    for (gsize i = 0; i < n; i++)
+      h[i] = ref_bf16(value(rank, i));
+    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_AVG, 20, &error));
+    for (gsize i = 0; i < n; i++)
+      CHECK(h[i] == ref_bf16(bf16_value(want[i]) / 2.0f));
+  }
+  CHECK(cohort_comm_all_reduce_bf16(c, NULL, 0, COHORT_REDUCE_SUM, 20, &error));
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* 3 ranks: Gloo picks the order of the sums; every element must be one of the three orders,
+ * each pairwise sum rounded, and the same on every rank. */
+static int bf16_three_ranks(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  const gsize n = 300007;
+  g_autofree guint16 *h = g_new(guint16, n);
+  for (gsize i = 0; i < n; i++)
+    h[i] = ref_bf16(value(rank, i));
+  CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
+  gsize order_matters = 0;
+  for (gsize i = 0; i < n; i++) {
+    float x[3] = {ref_round(value(0, i)), ref_round(value(1, i)), ref_round(value(2, i))};
+    guint16 w0 = ref_bf16(ref_round(x[0] + x[1]) + x[2]);
+    guint16 w1 = ref_bf16(ref_round(x[1] + x[2]) + x[0]);
+    guint16 w2 = ref_bf16(ref_round(x[2] + x[0]) + x[1]);
+    order_matters += w0 != w1 || w1 != w2;
+    CHECK(h[i] == w0 || h[i] == w1 || h[i] == w2);
+  }
+  CHECK(order_matters > 0);
+  CHECK(same_on_all_ranks(c, h, n, world, &error));
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* The last rank leaves after a barrier: rank 0's bf16 all_reduce fails fast, naming it. */
+static int bf16_peer_exits(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  CHECK(cohort_comm_barrier(c, 10, &error));
+  if (rank == world - 1)
+    _exit(0);
+  guint16 h[16] = {0};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 5, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  CHECK(!ok);
+  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
+  CHECK(took < 6 * G_USEC_PER_SEC);
+  CHECK(strstr(error->message, "all_reduce #2 (bfloat16, 16 elements)") != NULL);
+  CHECK(strstr(error->message, "rank 1") != NULL);
+  g_clear_error(&error);
+  CHECK(!cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1, &error));
+  CHECK(strstr(error->message, "broken") != NULL);
+  return 0;
+}
+
+/* Rank 1 is alive but late: rank 0's bf16 all_reduce times out and names it. */
+static int bf16_peer_late(CohortComm *c, int rank, int world)
+{
+  (void)world;
+  g_autoptr(GError) error = NULL;
+  if (rank == 1) {
+    g_usleep(3 * G_USEC_PER_SEC);
+    return 0;
+  }
+  guint16 h[16] = {0};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1.0, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  CHECK(!ok);
+  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
+  CHECK(g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT));
+  CHECK(took >= 900000 && took < 3 * G_USEC_PER_SEC);
+  CHECK(strstr(error->message, "all_reduce #1 (bfloat16") != NULL);
+  CHECK(strstr(error->message, "rank 1 did not arrive") != NULL);
+  g_usleep(2500 * 1000); /* keep the store up until rank 1 is done with it */
+  return 0;
+}
+
+static void test_bf16_gloo_exact(void)
+{
+  run_gloo_ranks(2, "test-comm-bf16", bf16_exact_pairs, 100);
+}
+
+static void test_bf16_gloo_three(void)
+{
+  run_gloo_ranks(3, "test-comm-bf16", bf16_three_ranks, 100);
+}
+
+static void test_bf16_peer_exits(void)
+{
+  run_gloo_ranks(2, "test-comm-bf16", bf16_peer_exits, 100);
+}
+
+static void test_bf16_peer_late(void)
+{
+  run_gloo_ranks(2, "test-comm-bf16", bf16_peer_late, 100);
 }
 
 int main(int argc, char **argv)
@@ -210,5 +318,11 @@ int main(int argc, char **argv)
   g_test_add_func("/comm/gloo/3-ranks", test_gloo_3);
   g_test_add_func("/comm/gloo/peer-exits", test_peer_exits);
   g_test_add_func("/comm/gloo/peer-late", test_peer_late);
+  g_test_add_func("/comm/bf16/reference-rounding", test_bf16_reference);
+  g_test_add_func("/comm/bf16/local", test_bf16_local);
+  g_test_add_func("/comm/bf16/gloo/2-ranks-exact", test_bf16_gloo_exact);
+  g_test_add_func("/comm/bf16/gloo/3-ranks", test_bf16_gloo_three);
+  g_test_add_func("/comm/bf16/gloo/peer-exits", test_bf16_peer_exits);
+  g_test_add_func("/comm/bf16/gloo/peer-late", test_bf16_peer_late);
   return g_test_run();
 }

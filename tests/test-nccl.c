@@ -10,6 +10,7 @@
  * touches CUDA. */
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
+#include "rank-harness.h"
 #include "kernels/cuda/backend.h"
 #include "kernels/math-inline.h"
 #include "wait-ranks.h"
@@ -36,19 +37,6 @@ static gboolean need_gpus(int n)
   }
   g_test_skip(msg);
   return FALSE;
-}
-
-static CohortDistEnv rank_env(int rank, int world, int port)
-{
-  CohortDistEnv env = {.rank = rank,
-                       .local_rank = rank,
-                       .world_size = world,
-                       .local_world_size = world,
-                       .master_addr = (char *)"127.0.0.1",
-                       .master_port = port,
-                       .run_id = (char *)"test-nccl",
-                       .source = "torchrun"};
-  return env;
 }
 
 static void *device_copy(const void *host, gsize bytes)
@@ -238,14 +226,6 @@ static void test_reducer_bf16_one_rank(void)
 
 /* ---- forked ranks ---- */
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
-
 typedef enum { SCENARIO_SAME_GPU, SCENARIO_TWO_GPUS } Scenario;
 
 static int same_gpu(int rank, CohortStore *store, CohortComm *c, GError *error)
@@ -330,7 +310,7 @@ static int two_gpus(int rank, CohortComm *c)
 
 static int child(int rank, int port, int device, Scenario s)
 {
-  CohortDistEnv env = rank_env(rank, 2, port);
+  CohortDistEnv env = rank_env(rank, 2, port, "test-nccl");
   g_autoptr(GError) error = NULL;
   g_autofree char *token = cohort_dist_job_token(&env);
   g_autoptr(CohortStore) store = cohort_store_open(&env, token, 20, &error);

@@ -1,10 +1,5 @@
-/* The bf16 gradient all-reduce (reduce_precision: bf16), suite dist, loopback only.
- *  - Collectives, Gloo across forked ranks: with 2 ranks every element is exactly
- *    bf16(bf16(a) + bf16(b)) (values chosen so that the rounding matters: ties, cancellation,
- *    far-apart magnitudes), for 1, 3 and 1000003 elements (the last spans several Gloo
- *    segments), and AVG; with 3 ranks every rank gets the same bits, each one a sum rounded
- *    pair by pair; a peer that exits or is late gives an error naming the bfloat16 all_reduce,
- *    within the timeout.
+/* The bf16 gradient all-reduce in the DDP reducer (reduce_precision: bf16), suite dist,
+ * loopback only (the bfloat16 collectives themselves are tested in test-comm.c).
  *  - The DDP reducer, 2 ranks training a tiny GPT: after one backward with small buckets the
  *    gradients are exactly bf16(bf16(a) + bf16(b)) / 2 of the two ranks' own gradients, a
  *    no_sync pass leaves them alone, and after some AdamW steps both ranks hold the same
@@ -21,8 +16,9 @@
 #include "engine/distributed/reducer.h"
 #include "engine/models/gpt.h"
 #include "engine/optim.h"
+#include "bf16-ref.h"
+#include "rank-harness.h"
 #include "test-util.h"
-#include "wait-ranks.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -34,121 +30,9 @@
 #include "kernels/cuda/backend.h"
 #endif
 
-/* ---- the reference rounding ---- */
-
-static float bf16_value(guint16 h)
+static void run_gloo_ranks_bf16(int world, RankFunc fn)
 {
-  guint32 u = (guint32)h << 16;
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-/* The bfloat16 nearest to finite x, ties to the even one: of the value that keeps x's top 16
- * bits and the next one away from zero, the closer in double arithmetic. */
-static guint16 ref_bf16(float x)
-{
-  guint32 u;
-  memcpy(&u, &x, sizeof u);
-  guint16 lo = (guint16)(u >> 16), hi = (guint16)(lo + 1);
-  double dl = fabs((double)x - bf16_value(lo)), dh = fabs((double)bf16_value(hi) - (double)x);
-  if (dl != dh)
-    return dl < dh ? lo : hi;
-  return (lo & 1) ? hi : lo;
-}
-
-static float ref_round(float x)
-{
-  return bf16_value(ref_bf16(x));
-}
-
-/* Rank r's value at index i: deterministic, so every rank can compute every other's. Four
- * kinds by i % 4: random floats; exact ties (x + 2^-8 x's exponent, half an ulp); near
- * cancellation (rank 1 about -rank 0); magnitudes 2^9 to 2^16 apart. */
-static guint64 mix(guint64 x)
-{
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-static float random_float(guint64 h)
-{
-  float m = 1.0f + (float)(h & 0x7fffff) / 8388608.0f;
-  int e = (int)((h >> 23) % 17) - 8;
-  return ((h >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(m, e);
-}
-
-static float value(int rank, gsize i)
-{
-  guint64 h0 = mix(i * 4 + 0), hr = mix(i * 4 + 1 + (guint64)rank);
-  float base = random_float(h0);
-  if (rank >= 2)
-    return random_float(hr);
-  switch (i % 4) {
-  case 1: { /* a bfloat16 value plus half its ulp */
-    float b = ref_round(base);
-    int e;
-    frexpf(b, &e);
-    return rank == 0 ? b : copysignf(ldexpf(1.0f, e - 9), b);
-  }
-  case 2: /* nearly cancelling */
-    return rank == 0 ? base : -base * (1.0f + (float)(hr & 0xffff) / 65536.0f * 0.02f);
-  case 3: /* far apart */
-    return rank == 0 ? base : ldexpf(random_float(hr), -9 - (int)(hr % 8));
-  default:
-    return random_float(hr);
-  }
-}
-
-/* ---- forked ranks ---- */
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond);            \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
-
-typedef int (*RankFunc)(CohortComm *c, int rank, int world);
-
-static int child(int rank, int world, int port, RankFunc fn)
-{
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  g_autoptr(GError) error = NULL;
-  CohortDistEnv env = {.rank = rank,
-                       .local_rank = rank,
-                       .world_size = world,
-                       .local_world_size = world,
-                       .master_addr = (char *)"127.0.0.1",
-                       .master_port = port,
-                       .run_id = (char *)"test-reduce-bf16",
-                       .source = "torchrun"};
-  g_autofree char *token = cohort_dist_job_token(&env);
-  g_autoptr(CohortStore) store = cohort_store_open(&env, token, 20, &error);
-  CHECK(store != NULL);
-  g_autoptr(CohortComm) c = cohort_comm_new_gloo(store, &env, 20, &error);
-  if (c == NULL)
-    fprintf(stderr, "rank %d: %s\n", rank, error->message);
-  CHECK(c != NULL);
-  return fn(c, rank, world);
-}
-
-/* Forks `world` ranks running fn and waits (bounded); every rank must exit 0. */
-static void run_ranks(int world, RankFunc fn)
-{
-  int port = cohort_store_find_free_port(0);
-  g_assert_cmpint(port, >, 0);
-  pid_t pids[4];
-  for (int r = 0; r < world; r++) {
-    pids[r] = fork();
-    g_assert_cmpint(pids[r], >=, 0);
-    if (pids[r] == 0)
-      _exit(child(r, world, port, fn));
-  }
-  tu_wait_ranks(pids, world, 100);
+  run_gloo_ranks(world, "test-reduce-bf16", fn, 100);
 }
 
 static gboolean have_gloo(void)
@@ -157,183 +41,6 @@ static gboolean have_gloo(void)
     return TRUE;
   g_test_skip("built without Gloo");
   return FALSE;
-}
-
-/* Every rank's `n` 16-bit values equal rank 0's. */
-static gboolean same_on_all_ranks(CohortComm *c, const guint16 *mine, gsize n, int world,
-                                  GError **error)
-{
-  g_autofree guint16 *all = g_new(guint16, n * (gsize)world);
-  if (!cohort_comm_all_gather(c, mine, n * sizeof *mine, all, 20, error))
-    return FALSE;
-  for (int r = 1; r < world; r++)
-    if (memcmp(all, all + (gsize)r * n, n * sizeof *mine) != 0)
-      return FALSE;
-  return TRUE;
-}
-
-/* ---- collectives ---- */
-
-static void test_local(void)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(CohortComm) c = cohort_comm_new_local();
-  guint16 h[3] = {0x3f80, 0xc0a1, 0x0001};
-  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
-    g_assert_true(cohort_comm_all_reduce_bf16(c, h, 3, op, 0, &error));
-    g_assert_no_error(error);
-    g_assert_cmphex(h[0], ==, 0x3f80);
-    g_assert_cmphex(h[1], ==, 0xc0a1);
-    g_assert_cmphex(h[2], ==, 0x0001);
-  }
-  g_assert_false(cohort_comm_all_reduce_bf16(NULL, h, 3, COHORT_REDUCE_SUM, 0, &error));
-  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
-}
-
-/* The reference itself: ties go to even, and a value that is already bfloat16 stays. */
-static void test_reference_rounding(void)
-{
-  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256), ==, 0x3f80);                /* tie, down to even */
-  g_assert_cmphex(ref_bf16(1.0f + 3.0f / 256), ==, 0x3f82);                /* tie, up to even */
-  g_assert_cmphex(ref_bf16(1.0f + 1.0f / 256 + 1.0f / 65536), ==, 0x3f81); /* above the tie */
-  g_assert_cmphex(ref_bf16(-2.5f), ==, 0xc020);
-  g_assert_cmphex(ref_bf16(0.0f), ==, 0x0000);
-}
-
-/* 2 ranks: bit-exact sums for each size, and AVG. */
-static int exact_pairs(CohortComm *c, int rank, int world)
-{
-  (void)world;
-  g_autoptr(GError) error = NULL;
-  const gsize sizes[] = {1, 3, 1000003};
-  for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
-    gsize n = sizes[s];
-    g_autofree guint16 *h = g_new(guint16, n);
-    g_autofree guint16 *want = g_new(guint16, n);
-    gsize rounding_matters = 0;
-    for (gsize i = 0; i < n; i++) {
-      float a = value(0, i), b = value(1, i);
-      h[i] = ref_bf16(value(rank, i));
-      want[i] = ref_bf16(ref_round(a) + ref_round(b));
-      rounding_matters += want[i] != ref_bf16(a + b);
-    }
-    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
-    for (gsize i = 0; i < n; i++) {
-      if (h[i] != want[i])
-        fprintf(stderr, "rank %d, %zu elements: [%zu] got 0x%04x, want 0x%04x (%g + %g)\n", rank, n,
-                i, h[i], want[i], (double)value(0, i), (double)value(1, i));
-      CHECK(h[i] == want[i]);
-    }
-    if (n > 1000) {
-      /* The data would catch a reduction that skipped rounding the inputs. */
-      if (rank == 0)
-        fprintf(stderr, "%zu of %zu sums differ from the once-rounded sum\n", rounding_matters, n);
-      CHECK(rounding_matters > n / 20);
-    }
-    /* AVG: the bfloat16 sum halved, rounded again (exact here: halving a bfloat16 is). */
-    for (gsize i = 0; i < n; i++)
-      h[i] = ref_bf16(value(rank, i));
-    CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_AVG, 20, &error));
-    for (gsize i = 0; i < n; i++)
-      CHECK(h[i] == ref_bf16(bf16_value(want[i]) / 2.0f));
-  }
-  CHECK(cohort_comm_all_reduce_bf16(c, NULL, 0, COHORT_REDUCE_SUM, 20, &error));
-  CHECK(cohort_comm_barrier(c, 20, &error));
-  return 0;
-}
-
-/* 3 ranks: Gloo picks the order of the sums; every element must be one of the three orders,
- * each pairwise sum rounded, and the same on every rank. */
-static int three_ranks(CohortComm *c, int rank, int world)
-{
-  g_autoptr(GError) error = NULL;
-  const gsize n = 300007;
-  g_autofree guint16 *h = g_new(guint16, n);
-  for (gsize i = 0; i < n; i++)
-    h[i] = ref_bf16(value(rank, i));
-  CHECK(cohort_comm_all_reduce_bf16(c, h, n, COHORT_REDUCE_SUM, 20, &error));
-  gsize order_matters = 0;
-  for (gsize i = 0; i < n; i++) {
-    float x[3] = {ref_round(value(0, i)), ref_round(value(1, i)), ref_round(value(2, i))};
-    guint16 w0 = ref_bf16(ref_round(x[0] + x[1]) + x[2]);
-    guint16 w1 = ref_bf16(ref_round(x[1] + x[2]) + x[0]);
-    guint16 w2 = ref_bf16(ref_round(x[2] + x[0]) + x[1]);
-    order_matters += w0 != w1 || w1 != w2;
-    CHECK(h[i] == w0 || h[i] == w1 || h[i] == w2);
-  }
-  CHECK(order_matters > 0);
-  CHECK(same_on_all_ranks(c, h, n, world, &error));
-  CHECK(cohort_comm_barrier(c, 20, &error));
-  return 0;
-}
-
-/* The last rank leaves after a barrier: rank 0's bf16 all_reduce fails fast, naming it. */
-static int peer_exits(CohortComm *c, int rank, int world)
-{
-  g_autoptr(GError) error = NULL;
-  CHECK(cohort_comm_barrier(c, 10, &error));
-  if (rank == world - 1)
-    _exit(0);
-  guint16 h[16] = {0};
-  gint64 t0 = g_get_monotonic_time();
-  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 5, &error);
-  gint64 took = g_get_monotonic_time() - t0;
-  CHECK(!ok);
-  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
-  CHECK(took < 6 * G_USEC_PER_SEC);
-  CHECK(strstr(error->message, "all_reduce #2 (bfloat16, 16 elements)") != NULL);
-  CHECK(strstr(error->message, "rank 1") != NULL);
-  g_clear_error(&error);
-  CHECK(!cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1, &error));
-  CHECK(strstr(error->message, "broken") != NULL);
-  return 0;
-}
-
-/* Rank 1 is alive but late: rank 0's bf16 all_reduce times out and names it. */
-static int peer_late(CohortComm *c, int rank, int world)
-{
-  (void)world;
-  g_autoptr(GError) error = NULL;
-  if (rank == 1) {
-    g_usleep(3 * G_USEC_PER_SEC);
-    return 0;
-  }
-  guint16 h[16] = {0};
-  gint64 t0 = g_get_monotonic_time();
-  gboolean ok = cohort_comm_all_reduce_bf16(c, h, 16, COHORT_REDUCE_SUM, 1.0, &error);
-  gint64 took = g_get_monotonic_time() - t0;
-  CHECK(!ok);
-  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
-  CHECK(g_error_matches(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT));
-  CHECK(took >= 900000 && took < 3 * G_USEC_PER_SEC);
-  CHECK(strstr(error->message, "all_reduce #1 (bfloat16") != NULL);
-  CHECK(strstr(error->message, "rank 1 did not arrive") != NULL);
-  g_usleep(2500 * 1000); /* keep the store up until rank 1 is done with it */
-  return 0;
-}
-
-static void test_gloo_exact(void)
-{
-  if (have_gloo())
-    run_ranks(2, exact_pairs);
-}
-
-static void test_gloo_three(void)
-{
-  if (have_gloo())
-    run_ranks(3, three_ranks);
-}
-
-static void test_peer_exits(void)
-{
-  if (have_gloo())
-    run_ranks(2, peer_exits);
-}
-
-static void test_peer_late(void)
-{
-  if (have_gloo())
-    run_ranks(2, peer_late);
 }
 
 /* ---- the DDP reducer on made-up gradients ---- */
@@ -420,13 +127,13 @@ static int reducer_synthetic(CohortComm *c, int rank, int world)
 static void test_reducer_synthetic_2(void)
 {
   if (have_gloo())
-    run_ranks(2, reducer_synthetic);
+    run_gloo_ranks_bf16(2, reducer_synthetic);
 }
 
 static void test_reducer_synthetic_3(void)
 {
   if (have_gloo())
-    run_ranks(3, reducer_synthetic);
+    run_gloo_ranks_bf16(3, reducer_synthetic);
 }
 
 /* ---- the DDP reducer with a tiny GPT ---- */
@@ -595,7 +302,7 @@ static int reducer_gpt(CohortComm *c, int rank, int world)
 static void test_reducer_gpt(void)
 {
   if (have_gloo())
-    run_ranks(2, reducer_gpt);
+    run_gloo_ranks_bf16(2, reducer_gpt);
 }
 
 /* ---- cohort-train ---- */
@@ -760,7 +467,7 @@ static int reducer_cuda_staged(CohortComm *c, int rank, int world)
 static void test_cuda_staged(void)
 {
   if (g_test_subprocess()) {
-    run_ranks(2, reducer_cuda_staged);
+    run_gloo_ranks_bf16(2, reducer_cuda_staged);
     return;
   }
   if (!have_gloo() || !need_gpu())
@@ -773,12 +480,6 @@ static void test_cuda_staged(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/reduce-bf16/reference-rounding", test_reference_rounding);
-  g_test_add_func("/reduce-bf16/local", test_local);
-  g_test_add_func("/reduce-bf16/gloo/2-ranks-exact", test_gloo_exact);
-  g_test_add_func("/reduce-bf16/gloo/3-ranks", test_gloo_three);
-  g_test_add_func("/reduce-bf16/gloo/peer-exits", test_peer_exits);
-  g_test_add_func("/reduce-bf16/gloo/peer-late", test_peer_late);
   g_test_add_func("/reduce-bf16/reducer/2-ranks", test_reducer_synthetic_2);
   g_test_add_func("/reduce-bf16/reducer/3-ranks", test_reducer_synthetic_3);
   g_test_add_func("/reduce-bf16/reducer/gpt", test_reducer_gpt);
