@@ -2,6 +2,8 @@
  * checked against the mapped size before any tensor is touched. */
 #include "engine/safetensors.h"
 
+#include "engine/fileio.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -459,22 +461,6 @@ gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, in
 
 /* ---- writing ---- */
 
-static gboolean write_all(int fd, const void *buf, gsize len)
-{
-  const guint8 *p = buf;
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return FALSE;
-    }
-    p += n;
-    len -= (gsize)n;
-  }
-  return TRUE;
-}
-
 static int compare_keys(const void *a, const void *b)
 {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -532,7 +518,7 @@ static gboolean write_tensor(int fd, const CohortStEntry *e)
   for (int d = 0; d < e->ndim; d++)
     numel *= (gsize)e->shape[d];
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN
-  return write_all(fd, e->data, numel * sizeof(float));
+  return cohort_write_all(fd, e->data, numel * sizeof(float));
 #else
   guint32 buf[4096];
   for (gsize i = 0; i < numel; i += G_N_ELEMENTS(buf)) {
@@ -542,11 +528,29 @@ static gboolean write_tensor(int fd, const CohortStEntry *e)
       memcpy(&bits, e->data + i + k, 4);
       buf[k] = GUINT32_TO_LE(bits);
     }
-    if (!write_all(fd, buf, m * 4))
+    if (!cohort_write_all(fd, buf, m * 4))
       return FALSE;
   }
   return TRUE;
 #endif
+}
+
+/* What cohort_write_atomic puts in the temporary file. */
+typedef struct {
+  const CohortStEntry *entries;
+  guint n;
+  const char *header; /* padded to 8 bytes */
+  gsize padded;
+} Contents;
+
+static gboolean write_contents(int fd, gpointer data)
+{
+  const Contents *c = data;
+  guint64 len_le = GUINT64_TO_LE((guint64)c->padded);
+  gboolean ok = cohort_write_all(fd, &len_le, 8) && cohort_write_all(fd, c->header, c->padded);
+  for (guint i = 0; ok && i < c->n; i++)
+    ok = write_tensor(fd, &c->entries[i]);
+  return ok;
 }
 
 gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
@@ -575,41 +579,13 @@ gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries
   g_autofree char *header = g_malloc(padded);
   memcpy(header, json, json_len);
   memset(header + json_len, ' ', padded - json_len);
-  guint64 len_le = GUINT64_TO_LE((guint64)padded);
 
-  g_autofree char *tmp = g_strdup_printf("%s.tmp-XXXXXX", path);
-  int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
-                "%s: cannot create a temporary file: %s", path, g_strerror(e));
+  Contents c = {entries, n, header, padded};
+  g_autoptr(GError) local = NULL;
+  if (!cohort_write_atomic(path, write_contents, &c, &local)) {
+    g_set_error_literal(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
+                        local->message);
     return FALSE;
-  }
-  gboolean ok = write_all(fd, &len_le, 8) && write_all(fd, header, padded);
-  for (guint i = 0; ok && i < n; i++)
-    ok = write_tensor(fd, &entries[i]);
-  ok = ok && fsync(fd) == 0;
-  int e = errno;
-  if (close(fd) != 0 && ok) {
-    ok = FALSE;
-    e = errno;
-  }
-  if (ok && g_rename(tmp, path) != 0) {
-    ok = FALSE;
-    e = errno;
-  }
-  if (!ok) {
-    g_unlink(tmp);
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
-                "%s: cannot write: %s", path, g_strerror(e));
-    return FALSE;
-  }
-  /* The rename is durable only once the folder itself is synced. */
-  g_autofree char *dir = g_path_get_dirname(path);
-  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
   }
   return TRUE;
 }
