@@ -229,8 +229,10 @@ static const KeyRow rows[] = {
         "How the learning rate grows with the number of processes: unchanged, times world "
         "size, or times its square root.",
         "none"),
-    ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 10240, NULL,
-        "Size in MiB of the gradient buckets that are all-reduced while backward runs.", "25.0"),
+    ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, 0, 10240, NULL,
+        "Size in MiB of the gradient buckets that are all-reduced while backward runs; 0 sizes "
+        "them from the model (about an eighth of the gradients each).",
+        "0.0"),
     ROW(reduce_precision, CHOICE, "distributed", reduce_precision_choices, 0, 0, NULL,
         "Number format of the gradient all-reduce: bf16 halves the traffic and rounds each "
         "gradient to about three significant digits.",

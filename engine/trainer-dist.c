@@ -11,6 +11,7 @@
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
 typedef struct {
   double step_s, data_s, comm_s;
+  double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
   double mem_bytes;
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
@@ -31,7 +32,8 @@ struct CohortTrainDist {
   CohortReducer *reducer;
   GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
   gint64 data_us, step_us, comm_us;
-  guint64 gpu_mem_peak; /* the most NVML showed at any report */
+  gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
+  guint64 gpu_mem_peak;  /* the most NVML showed at any report */
   int steps_since_report;
 };
 
@@ -119,6 +121,8 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
 {
   if (!d->comm)
     return;
+  if (bucket_cap_mb <= 0)
+    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
   if (d->dev.cuda_device >= 0)
     d->reducer =
         cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
@@ -148,6 +152,7 @@ gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
   gint64 wait_us = 0;
   gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
   d->comm_us += wait_us;
+  d->reduce_wait_us += wait_us;
   return ok;
 }
 
@@ -253,6 +258,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .step_s = (double)d->step_us / 1e6 / k,
       .data_s = (double)d->data_us / 1e6 / k,
       .comm_s = (double)d->comm_us / 1e6 / k,
+      .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
+      .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
@@ -265,7 +272,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     mine.gpu_mem_peak = (double)d->gpu_mem_peak;
     mine.gpu_util = util;
   }
-  d->step_us = d->data_us = d->comm_us = 0;
+  d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
@@ -284,6 +291,11 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     json_object_set_double_member(o, "step_s", all[r].step_s);
     json_object_set_double_member(o, "data_s", all[r].data_s);
     json_object_set_double_member(o, "comm_s", all[r].comm_s);
+    json_object_set_double_member(o, "allreduce_s", all[r].reduce_s);
+    /* The share of the all-reduce that ran while backward computed (the rest was waited for). */
+    if (all[r].reduce_s > 0)
+      json_object_set_double_member(o, "allreduce_hidden",
+                                    CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
     if (all[r].gpu_mem_used >= 0) {
       json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);

@@ -40,7 +40,7 @@ static void test_defaults(void)
   g_assert_cmpint(cfg->lr_schedule, ==, COHORT_LR_COSINE);
   g_assert_cmpint(cfg->distributed_backend, ==, COHORT_BACKEND_GLOO);
   g_assert_cmpint(cfg->master_port, ==, 29500);
-  g_assert_cmpfloat(cfg->bucket_cap_mb, ==, 25);
+  g_assert_cmpfloat(cfg->bucket_cap_mb, ==, 0); /* sized from the model */
   g_assert_cmpfloat(cfg->timeout_s, ==, 300);
   g_assert_true(cfg->use_torchrun);
   g_assert_cmpuint(cfg->device_indexes->len, ==, 0);
@@ -729,7 +729,7 @@ static void test_presets(void)
 
   g_assert_null(cohort_preset_load("tiny-gtp", &error));
   g_assert_nonnull(strstr(error->message, "\"tiny-gtp\""));
-  g_assert_nonnull(strstr(error->message, "available: gpt2-124m, tiny-gpt"));
+  g_assert_nonnull(strstr(error->message, "available: gpt2-124m, tiny-dit, tiny-gpt"));
   g_clear_error(&error);
   g_assert_null(cohort_preset_path("../tiny-gpt", &error));
   g_clear_error(&error);

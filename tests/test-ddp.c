@@ -89,6 +89,45 @@ static void test_equiv_drop_last(void)
   check_equivalence(&(EquivCase){3, 2, 2, TRUE});
 }
 
+/* With bucket_cap_mb 0 the buckets are sized from the model (several of them), and the ranks
+ * event says for each rank how long the gradient all-reduce took and what share of it ran
+ * while backward was still computing. */
+static void test_ranks_report(void)
+{
+  g_autofree char *ws = tu_mkdtemp("ddp-ranks");
+  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
+  g_ptr_array_add(argv, g_strdup("--nproc"));
+  g_ptr_array_add(argv, g_strdup("2"));
+  add_sets(argv, ws, (const char *[]){"max_steps=20", "batch_size=4", "bucket_cap_mb=0", NULL});
+  Result r = run(argv, events, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_free(r.err);
+  g_autoptr(GPtrArray) ev = tu_read_events(events);
+  guint reports = 0;
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = g_ptr_array_index(ev, i);
+    if (!g_str_equal(json_object_get_string_member(o, "event"), "ranks"))
+      continue;
+    reports++;
+    JsonArray *ranks = json_object_get_array_member(o, "ranks");
+    g_assert_cmpuint(json_array_get_length(ranks), ==, 2);
+    for (guint k = 0; k < 2; k++) {
+      JsonObject *rk = json_array_get_object_element(ranks, k);
+      double busy = json_object_get_double_member(rk, "allreduce_s");
+      double hidden = json_object_get_double_member(rk, "allreduce_hidden");
+      g_assert_cmpfloat(busy, >, 0);
+      g_assert_cmpfloat(hidden, >=, 0);
+      g_assert_cmpfloat(hidden, <=, 1);
+    }
+  }
+  g_assert_cmpuint(reports, ==, 2); /* every 10 steps */
+  tu_rm_rf(ws);
+}
+
 /* Without distributed_data_loading rank 0 prepares the data (one index under cache/) and
  * the others reuse it; with it, each rank keeps its own index under cache/rank-N. */
 static void test_data_preparation(void)
@@ -464,6 +503,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ddp/equivalence/accumulation", test_equiv_accum);
   g_test_add_func("/ddp/equivalence/drop-last", test_equiv_drop_last);
   g_test_add_func("/ddp/data-preparation", test_data_preparation);
+  g_test_add_func("/ddp/ranks-report", test_ranks_report);
   g_test_add_func("/ddp/dead-rank", test_dead_rank);
   g_test_add_func("/ddp/config-mismatch", test_config_mismatch);
   g_test_add_func("/ddp/port-taken", test_port_taken);

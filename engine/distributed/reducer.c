@@ -24,7 +24,8 @@ struct CohortReducer {
   GMutex lock;
   GCond done_cond;
   guint launched, completed;
-  GError *error; /* first failure of this pass */
+  GError *error;  /* first failure of this pass */
+  gint64 busy_us; /* time the communication thread spent on buckets, since last taken */
 
   /* Gradients in a device's memory (cohort_reducer_new_on): its backend table, whose streams
    * and events order the reduction after backward; NULL = host memory. */
@@ -130,6 +131,7 @@ static gpointer comm_thread(gpointer data)
     gboolean failed = r->error != NULL;
     g_mutex_unlock(&r->lock);
     GError *error = NULL;
+    gint64 t0 = g_get_monotonic_time();
     /* After a failure the communicator is broken; later buckets are only counted. */
     if (!failed && r->dev)
       reduce_device_bucket(r, (guint)item - 1, &error);
@@ -139,6 +141,7 @@ static gpointer comm_thread(gpointer data)
       cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
                                  &error);
     g_mutex_lock(&r->lock);
+    r->busy_us += g_get_monotonic_time() - t0;
     if (error && !r->error)
       r->error = error;
     else if (error)
@@ -282,6 +285,24 @@ gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision pr
     r->half = g_new(guint16, MAX(r->largest, 1));
   r->bf16 = TRUE;
   return TRUE;
+}
+
+gint64 cohort_reducer_take_busy_us(CohortReducer *r)
+{
+  g_mutex_lock(&r->lock);
+  gint64 us = r->busy_us;
+  r->busy_us = 0;
+  g_mutex_unlock(&r->lock);
+  return us;
+}
+
+double cohort_reducer_auto_bucket_mb(size_t n_floats)
+{
+  /* About eight buckets, so the first all-reduce starts while most of backward is still to
+   * come and the last one left to wait for is small; not below 0.25 MiB, where the latency
+   * of a round trip outweighs the overlap, nor above PyTorch's 25 MiB. */
+  double total_mb = (double)n_floats * sizeof(float) / (1024.0 * 1024.0);
+  return CLAMP(total_mb / 8.0, 0.25, 25.0);
 }
 
 guint cohort_reducer_num_buckets(const CohortReducer *r)

@@ -67,6 +67,15 @@ gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision pr
 /* Stops the communication thread (after aborting the communicator if it is stuck). */
 void cohort_reducer_free(CohortReducer *r);
 
+/* Microseconds the communication thread spent reducing buckets since the last call (all of it,
+ * whether backward was still running or the step waited for it): with the wait that
+ * cohort_reducer_finish reports, how much communication was hidden. */
+gint64 cohort_reducer_take_busy_us(CohortReducer *r);
+
+/* The bucket size (MiB) bucket_cap_mb 0 ("auto") gives a model of n_floats gradients: about
+ * an eighth of them, between 0.25 and 25 MiB. */
+double cohort_reducer_auto_bucket_mb(size_t n_floats);
+
 guint cohort_reducer_num_buckets(const CohortReducer *r);
 /* Bucket i's range in floats; bucket 0 is the one at the end of the buffer. */
 void cohort_reducer_bucket(const CohortReducer *r, guint i, size_t *offset, size_t *count);

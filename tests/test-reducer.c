@@ -32,7 +32,7 @@
 
 static void run_gloo_ranks_bf16(int world, RankFunc fn)
 {
-  run_gloo_ranks(world, "test-reduce-bf16", fn, 100);
+  run_gloo_ranks(world, "test-reducer", fn, 100);
 }
 
 static gboolean have_gloo(void)
@@ -190,7 +190,7 @@ static gboolean train_steps(CohortGpt *gpt, CohortReducer *r, int first, int row
   return TRUE;
 }
 
-static CohortGpt *tiny_gpt(int max_batch)
+static CohortGpt *tiny_gpt_model(int max_batch)
 {
   g_autoptr(GError) error = NULL;
   CohortGpt *gpt = cohort_gpt_new(&tiny, max_batch, &error);
@@ -211,7 +211,7 @@ static int reducer_gpt(CohortComm *c, int rank, int world)
 {
   (void)world; /* always 2 */
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortGpt) gpt = tiny_gpt(B);
+  g_autoptr(CohortGpt) gpt = tiny_gpt_model(B);
   size_t n = cohort_gpt_num_params(gpt);
   guint nt = 0;
   const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &nt);
@@ -267,19 +267,19 @@ static int reducer_gpt(CohortComm *c, int rank, int world)
   CHECK(memcmp(all, all + n, n * sizeof(float)) == 0);
 
   CHECK(cohort_reducer_set_precision(r, COHORT_REDUCE_FP32, &error));
-  g_autoptr(CohortGpt) gpt32 = tiny_gpt(B);
+  g_autoptr(CohortGpt) gpt32 = tiny_gpt_model(B);
   cohort_reducer_free(r);
   r = cohort_reducer_new(c, cohort_gpt_grads(gpt32), n, tensors, nt, 0.015, 0.008);
   cohort_gpt_set_grad_ready_func(gpt32, cohort_reducer_grad_ready, r);
   CHECK(train_steps(gpt32, r, rank * B, B, &error));
   cohort_reducer_free(r);
   if (rank == 0) {
-    g_autoptr(CohortGpt) one = tiny_gpt(2 * B);
+    g_autoptr(CohortGpt) one = tiny_gpt_model(2 * B);
     CHECK(train_steps(one, NULL, 0, 2 * B, &error));
     const float *w1 = cohort_gpt_params(one);
     double d16 = max_abs_diff_f(cohort_gpt_params(gpt), w1, n);
     double d32 = max_abs_diff_f(cohort_gpt_params(gpt32), w1, n);
-    g_autoptr(CohortGpt) init = tiny_gpt(B);
+    g_autoptr(CohortGpt) init = tiny_gpt_model(B);
     double moved = max_abs_diff_f(w1, cohort_gpt_params(init), n);
     double sum16 = 0, sum32 = 0;
     for (size_t i = 0; i < n; i++) {
@@ -477,17 +477,41 @@ static void test_cuda_staged(void)
 }
 #endif
 
+/* bucket_cap_mb 0: buckets sized from the model, about eight of them, within 0.25..25 MiB. */
+static void test_auto_buckets(void)
+{
+  g_assert_cmpfloat(cohort_reducer_auto_bucket_mb(1000), ==, 0.25);
+  g_assert_cmpfloat(cohort_reducer_auto_bucket_mb((size_t)2e9), ==, 25.0);
+  /* on the tiny-gpt preset's tensors: several buckets */
+  const CohortGptShape preset = {4, 4, 256, 128, 256};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortGpt) gpt = cohort_gpt_new(&preset, 1, &error);
+  g_assert_no_error(error);
+  size_t params = cohort_gpt_num_params(gpt);
+  double mb = cohort_reducer_auto_bucket_mb(params);
+  g_assert_cmpfloat(fabs(mb - params * 4.0 / 1048576 / 8), <, 1e-9);
+  guint nt;
+  const CohortTensorInfo *t = cohort_gpt_tensors(gpt, &nt);
+  g_autoptr(CohortComm) c = cohort_comm_new_local();
+  size_t n = cohort_gpt_num_params(gpt);
+  CohortReducer *r =
+      cohort_reducer_new(c, cohort_gpt_grads(gpt), n, t, nt, cohort_reducer_auto_bucket_mb(n), 0.0);
+  g_assert_cmpuint(cohort_reducer_num_buckets(r), >=, 4);
+  cohort_reducer_free(r);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/reduce-bf16/reducer/2-ranks", test_reducer_synthetic_2);
-  g_test_add_func("/reduce-bf16/reducer/3-ranks", test_reducer_synthetic_3);
-  g_test_add_func("/reduce-bf16/reducer/gpt", test_reducer_gpt);
-  g_test_add_func("/reduce-bf16/trainer/2-ranks", test_trainer);
+  g_test_add_func("/reducer/auto-buckets", test_auto_buckets);
+  g_test_add_func("/reducer/bf16/2-ranks", test_reducer_synthetic_2);
+  g_test_add_func("/reducer/bf16/3-ranks", test_reducer_synthetic_3);
+  g_test_add_func("/reducer/bf16/gpt", test_reducer_gpt);
+  g_test_add_func("/reducer/bf16/trainer-2-ranks", test_trainer);
 #if COHORT_HAVE_CUDA
   /* Last: they start CUDA in this process, and the tests above fork. */
-  g_test_add_func("/reduce-bf16/cuda/conversions", test_cuda_conversions);
-  g_test_add_func("/reduce-bf16/cuda/gloo-staged-2-ranks", test_cuda_staged);
+  g_test_add_func("/reducer/bf16/cuda-conversions", test_cuda_conversions);
+  g_test_add_func("/reducer/bf16/cuda-gloo-staged-2-ranks", test_cuda_staged);
 #endif
   return g_test_run();
 }
