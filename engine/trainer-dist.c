@@ -12,6 +12,7 @@
 typedef struct {
   double step_s, data_s, comm_s;
   double mem_bytes;
+  double teacher_bytes; /* the distillation teacher's share, 0 without one */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -32,6 +33,7 @@ struct CohortTrainDist {
   GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
   gint64 data_us, step_us, comm_us;
   guint64 gpu_mem_peak; /* the most NVML showed at any report */
+  size_t teacher_bytes;
   int steps_since_report;
 };
 
@@ -220,6 +222,11 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
   return TRUE;
 }
 
+void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)
+{
+  d->teacher_bytes = bytes;
+}
+
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)
 {
   d->data_us += us;
@@ -254,6 +261,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .data_s = (double)d->data_us / 1e6 / k,
       .comm_s = (double)d->comm_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
+      .teacher_bytes = (double)d->teacher_bytes,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -285,6 +293,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     json_object_set_double_member(o, "data_s", all[r].data_s);
     json_object_set_double_member(o, "comm_s", all[r].comm_s);
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].teacher_bytes > 0)
+      json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {
       json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);
       json_object_set_int_member(o, "gpu_mem_peak", (gint64)all[r].gpu_mem_peak);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/distill.h"
 #include "engine/rng.h"
 
 /* clang-format off */
@@ -369,6 +370,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
     return NULL;
   }
   layout_acts(d, d->act_mem);
+  m->act_bytes = act_bytes;
   d->xL = cfg->n_layer > 0 ? d->blocks[cfg->n_layer - 1].x_out : d->x0;
   return m;
 }
@@ -383,4 +385,6 @@ const CohortModelClass cohort_dit_class = {
     .check_config = dit_check_config,
     .count_params = dit_count_params,
     .create = dit_create,
+    .check_teacher = cohort_dit_check_teacher,
+    .distill_new = cohort_dit_distill_new,
 };
