@@ -44,8 +44,8 @@ static CohortConfig *dit_cfg(int L, int H, int C, int patch)
 static CohortModel *make(const CohortConfig *cfg, int B, gboolean frozen, guint64 seed)
 {
   g_autoptr(GError) error = NULL;
-  CohortModel *m = frozen ? cohort_model_new_frozen(cpu, cfg, B, &error)
-                          : cohort_model_new(cpu, cfg, B, &error);
+  CohortModel *m =
+      frozen ? cohort_model_new_frozen(cpu, cfg, B, &error) : cohort_model_new(cpu, cfg, B, &error);
   g_assert_no_error(error);
   m->ops->init_weights(m, seed);
   return m;
@@ -294,8 +294,7 @@ static void check_frozen(const CohortConfig *cfg, int B)
   size_t f = h1 - h0, n = h2 - h1, want = frozen->n_params * sizeof(float);
   g_test_message("%s: heap +%zu bytes frozen, +%zu trainable; memory_bytes %zu, gradients %zu",
                  cfg->model, f, n, cohort_model_memory_bytes(frozen), want);
-  g_assert_cmpuint(cohort_model_memory_bytes(normal) - cohort_model_memory_bytes(frozen), ==,
-                   want);
+  g_assert_cmpuint(cohort_model_memory_bytes(normal) - cohort_model_memory_bytes(frozen), ==, want);
   g_assert_cmpuint(cohort_model_memory_bytes(frozen), ==,
                    (frozen->n_params + frozen->n_buffer_floats) * 4 + frozen->act_bytes);
   g_assert_cmpuint(frozen->act_bytes, >, 0);

@@ -40,7 +40,7 @@ static void fd_case(float tau)
   kl_sum(&c);
   for (int n = 0; n < c.N; n++)
     g_assert_cmpfloat(c.losses[n], >, 0);
-  float *grad = g_new0(float, (size_t)c.N * c.V);
+  float *grad = g_new0(float, (size_t)c.N *c.V);
   be->kl_div_backward(grad, c.s, c.t, c.lse, c.N, c.V, tau, 1.0f);
   g_autofree char *what = g_strdup_printf("kl_div d/dstudent (tau %g)", tau);
   check_grad(c.s, grad, (size_t)c.N * c.V, kl_sum, &c, what);
