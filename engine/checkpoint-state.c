@@ -205,8 +205,7 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
     return corrupt(error, path, "version %" G_GINT64_FORMAT " is not supported (1 to %d)", version,
                    COHORT_CHECKPOINT_VERSION);
   if (!parse_position(o, path, &s, error) || !parse_loss_scale(o, path, &s, error) ||
-      !parse_teacher(o, path, &s, error) ||
-      !get_bool(o, path, "has_ema", &e.has_ema, error) ||
+      !parse_teacher(o, path, &s, error) || !get_bool(o, path, "has_ema", &e.has_ema, error) ||
       !get_bool(o, path, "has_optim", &e.has_optim, error))
     return FALSE;
   const char *sha = get_string(o, path, "model_sha256", error);

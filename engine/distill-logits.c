@@ -12,10 +12,10 @@
 
 typedef struct {
   CohortDistill base;
-  int capacity;     /* rows the buffers hold */
-  float *kl;        /* [capacity] backend */
-  float *lse;       /* [capacity, 2] backend */
-  float *host_kl;   /* [capacity] */
+  int capacity;   /* rows the buffers hold */
+  float *kl;      /* [capacity] backend */
+  float *lse;     /* [capacity, 2] backend */
+  float *host_kl; /* [capacity] */
   const float *teacher_logits;
   int rows;
   float kl_scale; /* alpha tau² grad_scale / rows, for the backward in progress */

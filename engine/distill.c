@@ -35,8 +35,7 @@ gboolean cohort_distill_check_config(const CohortConfig *cfg, const char *source
                         "%s: key \"student_init\": \"teacher_layers\" is not allowed with "
                         "\"teacher_from\": \"\"; allowed: \"random\", or name a teacher folder",
                         src);
-  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS && cfg->init_from &&
-      *cfg->init_from)
+  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS && cfg->init_from && *cfg->init_from)
     return config_error(error,
                         "%s: key \"student_init\": \"teacher_layers\" is not allowed with "
                         "\"init_from\": \"%s\" (both choose the first weights); allowed: "
@@ -145,8 +144,7 @@ static gboolean shape_error(const CohortTensorInfo *s, const CohortTensorInfo *t
 
 /* The teacher tensor student tensor `s` takes, or NULL with an error. */
 static const CohortTensorInfo *source_of(const CohortModel *student, const CohortModel *teacher,
-                                         const CohortTensorInfo *s, int ls, int lt,
-                                         GError **error)
+                                         const CohortTensorInfo *s, int ls, int lt, GError **error)
 {
   const CohortTensorInfo *t = NULL;
   if (s->layer >= 0 && s->layer < ls) {

@@ -12,7 +12,7 @@
 typedef struct {
   double step_s, data_s, comm_s;
   double mem_bytes;
-  double teacher_bytes; /* the distillation teacher's share, 0 without one */
+  double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;

@@ -24,8 +24,8 @@ typedef struct {
   CohortSamples *train;
   CohortSamples *val; /* NULL = no validation */
   CohortModel *model;
-  CohortTeacher *teacher;  /* teacher_from, frozen; NULL without distillation */
-  CohortDistill *distill;  /* the student's loss against the teacher; NULL without */
+  CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
+  CohortDistill *distill; /* the student's loss against the teacher; NULL without */
   CohortOptimizer *opt;
   CohortComputeDevice dev;
   const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */

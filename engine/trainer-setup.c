@@ -173,8 +173,8 @@ static gboolean setup_teacher(CohortRun *r, GError **error)
   if (!cfg->teacher_from || !*cfg->teacher_from)
     return TRUE;
   GError *local = NULL;
-  r->teacher = cohort_teacher_load(r->be, r->model_cfg, cohort_samples_class_names(r->train), r->B,
-                                   &local);
+  r->teacher =
+      cohort_teacher_load(r->be, r->model_cfg, cohort_samples_class_names(r->train), r->B, &local);
   if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
     return FALSE;
   char sha[65];
@@ -196,11 +196,12 @@ static gboolean setup_teacher(CohortRun *r, GError **error)
   if (!r->distill)
     return FALSE;
   cohort_train_dist_set_teacher_bytes(r->dist, cohort_teacher_bytes(r->teacher));
-  cohort_progress_log(r->progress, "info",
-                      "teacher %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
-                      r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
-                      r->teacher->model->n_params / 1e6,
-                      cohort_teacher_bytes(r->teacher) / 1048576.0, r->teacher->sha256);
+  cohort_progress_log(
+      r->progress, "info",
+      "teacher_from %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
+      r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
+      r->teacher->model->n_params / 1e6, cohort_teacher_bytes(r->teacher) / 1048576.0,
+      r->teacher->sha256);
   return TRUE;
 }
 

@@ -20,9 +20,9 @@ int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
 
 /* The outcome of one optimizer step. */
 typedef struct {
-  double loss; /* mean over the global batch */
+  double loss;                          /* mean over the global batch */
   double parts[COHORT_DISTILL_N_PARTS]; /* distillation's teacher and task terms, likewise */
-  double norm; /* gradient norm before clipping */
+  double norm;                          /* gradient norm before clipping */
   double lr;
   double scale; /* the fp16 loss scale this step used (1 otherwise) */
   gboolean skipped;

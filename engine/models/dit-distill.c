@@ -37,8 +37,7 @@ static double mean_mse(Dit *s, const float *target, int B)
 }
 
 float cohort_dit_distill_forward_given(CohortDistill *base, const float *x_t, const float *t,
-                                       const int *labels, const float *target, int B,
-                                       double *parts)
+                                       const int *labels, const float *target, int B, double *parts)
 {
   DitDistill *dd = (DitDistill *)base;
   Dit *s = dit_of(base->student), *te = dit_of(base->teacher);
@@ -55,10 +54,12 @@ float cohort_dit_distill_forward_given(CohortDistill *base, const float *x_t, co
   }
   te->have_targets = FALSE;
 
-  parts[COHORT_DISTILL_PART_TASK] = cohort_dit_forward_given(base->student, x_t, t, labels, target, B);
+  parts[COHORT_DISTILL_PART_TASK] =
+      cohort_dit_forward_given(base->student, x_t, t, labels, target, B);
   parts[COHORT_DISTILL_PART_TEACHER] = mean_mse(s, dd->v_teacher, B);
   dd->last_B = B;
-  return (float)(a * parts[COHORT_DISTILL_PART_TEACHER] + (1 - a) * parts[COHORT_DISTILL_PART_TASK]);
+  return (float)(a * parts[COHORT_DISTILL_PART_TEACHER] +
+                 (1 - a) * parts[COHORT_DISTILL_PART_TASK]);
 }
 
 static float dit_distill_forward(CohortDistill *base, const CohortBatch *batch, double *parts)
@@ -139,7 +140,8 @@ gboolean cohort_dit_check_teacher(const CohortConfig *student, const CohortConfi
   if (!cohort_distill_check_images(student, teacher, teacher_dir, error))
     return FALSE;
   /* Guidance needs an unconditional velocity, which only label dropout teaches. */
-  if (student->distill_cfg_scale != 1.0 && (teacher->cfg_dropout <= 0 || teacher->num_classes == 0)) {
+  if (student->distill_cfg_scale != 1.0 &&
+      (teacher->cfg_dropout <= 0 || teacher->num_classes == 0)) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "teacher_from %s: key \"distill_cfg_scale\": %g needs a teacher trained with "
                 "label dropout on classes, but the teacher has cfg_dropout %g and %d classes; "
