@@ -15,6 +15,7 @@
 #include "train-run.h"
 
 #include "data/images.h"
+#include "engine/distill.h"
 #include "engine/model-io.h"
 #include "engine/teacher.h"
 #include "kernels/backend.h"
@@ -445,6 +446,79 @@ static void test_bad_teachers(void)
   tu_rm_rf(small_dir), tu_rm_rf(names_dir), tu_rm_rf(nodrop_dir);
 }
 
+static const char *const quick_sets[] = {
+    "max_steps=2",    "warmup_steps=1", "eval_every=0", "eval_steps=1",
+    "sample_every=0", "save_every=0",   "threads=1",    NULL};
+
+/* The teacher of the dit preset: the tiny-dit preset once it exists, else the shape
+ * docs/distillation.md assumes for it. */
+static const char *const assumed_tiny_dit[] = {
+    "model=dit",
+    "data_format=images",
+    "train_data=builtin:glyphs/train",
+    "val_data=builtin:glyphs/val",
+    "image_size=32",
+    "image_channels=1",
+    "patch_size=4",
+    "n_layer=4",
+    "n_head=4",
+    "n_embd=128",
+    "batch_size=32",
+    "cfg_dropout=0.1",
+    NULL,
+};
+
+/* Each distill preset: about a quarter of its teacher preset's parameters, and two steps of it
+ * against a teacher of that preset's shape. */
+static void check_preset(const char *preset, const char *teacher_preset,
+                         const char *const *teacher_sets)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortConfig) student = cohort_preset_load(preset, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortConfig) teacher = cohort_preset_load(teacher_preset, &error);
+  g_assert_no_error(error);
+  g_clear_error(&error);
+  g_assert_true(cohort_config_apply_assignments(teacher, teacher_sets, "test", &error));
+  g_assert_true(cohort_distill_check_config(student, preset, &error));
+  if (student->num_classes == 0)
+    student->num_classes = teacher->num_classes = 36; /* the glyph set's */
+  const CohortModelClass *k = cohort_model_class_find(student->model);
+  double ratio = (double)k->count_params(student) / (double)k->count_params(teacher);
+  g_test_message("%s: %.1f %% of its teacher's parameters", preset, 100 * ratio);
+  g_assert_cmpfloat(ratio, >=, 0.2);
+  g_assert_cmpfloat(ratio, <=, 0.3);
+  g_autofree char *teacher_ws = path_in(root, teacher_preset);
+  g_autofree char *student_ws = path_in(root, preset);
+  const char *tflags[] = {"--preset", teacher_preset, NULL};
+  g_autoptr(GPtrArray) tsets = g_ptr_array_new();
+  for (guint i = 0; teacher_sets[i]; i++)
+    g_ptr_array_add(tsets, (gpointer)teacher_sets[i]);
+  g_ptr_array_add(tsets, NULL);
+  RunResult r = train(teacher_ws, quick_sets, (const char *const *)tsets->pdata, tflags, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autofree char *events = g_strconcat(student_ws, ".jsonl", NULL);
+  g_autofree char *teacher_set = g_strdup_printf("teacher_from=%s", teacher_ws);
+  const char *sflags[] = {"--preset", preset, NULL};
+  r = train(student_ws, quick_sets, (const char *[]){teacher_set, NULL}, sflags, events);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autoptr(GPtrArray) ev = tu_read_events(events);
+  g_assert_cmpuint(check_steps(ev, student->distill_alpha), ==, 2);
+  tu_rm_rf(teacher_ws), tu_rm_rf(student_ws);
+}
+
+static void test_presets(void)
+{
+  check_preset("distill-tiny-gpt", "tiny-gpt", (const char *[]){NULL});
+  g_autofree char *tiny_dit = cohort_preset_path("tiny-dit", NULL);
+  if (tiny_dit)
+    check_preset("distill-tiny-dit", "tiny-dit", (const char *[]){NULL});
+  else
+    check_preset("distill-tiny-dit", "tiny-gpt", assumed_tiny_dit);
+}
+
 /* The two teachers the tests distil from, trained here in a few seconds. */
 static char *train_teacher(const char *name, const char *const *base, const char *const *extra)
 {
@@ -468,6 +542,7 @@ int main(int argc, char **argv)
   g_test_add_func("/distill/hf-and-ema-teachers", test_hf_and_ema_teachers);
   g_test_add_func("/distill/dit-run", test_dit_run);
   g_test_add_func("/distill/bad-teachers", test_bad_teachers);
+  g_test_add_func("/distill/presets", test_presets);
   int status = g_test_run();
   tu_rm_rf(root);
   g_free(root), g_free(gpt_teacher), g_free(dit_teacher);
