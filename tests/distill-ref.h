@@ -56,11 +56,11 @@ static inline double ref_compare(const char *what, const float *ours, const doub
   for (size_t i = 0; i < n; i++) {
     double e = fabs(ours[i] - ref[i]);
     if (!(e <= rtol * mx + atol))
-      g_error("%s[%zu]: ours %.9g, PyTorch %.9g (largest |PyTorch| %.3g)", what, i, ours[i],
-              ref[i], mx);
+      g_error("%s[%zu]: ours %.9g, PyTorch %.9g (largest |PyTorch| %.3g)", what, i, ours[i], ref[i],
+              mx);
     worst = fmax(worst, e);
   }
-  g_test_message("%s: %zu values, largest difference %.2e (largest |PyTorch| %.3g)", what, n,
-                 worst, mx);
+  g_test_message("%s: %zu values, largest difference %.2e (largest |PyTorch| %.3g)", what, n, worst,
+                 mx);
   return worst;
 }
