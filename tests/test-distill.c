@@ -201,6 +201,51 @@ static void test_gpt_run(void)
   tu_rm_rf(ws);
 }
 
+/* The step events' `member` values from step `from` on. */
+static GArray *step_values(GPtrArray *events, const char *member, gint64 from)
+{
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint i = 0; i < events->len; i++) {
+    JsonObject *o = g_ptr_array_index(events, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "step") &&
+        json_object_get_int_member(o, "step") >= from) {
+      double v = json_object_get_double_member(o, member);
+      g_array_append_val(out, v);
+    }
+  }
+  return out;
+}
+
+/* A distillation resumed from its checkpoint ends as the run that never stopped: same losses
+ * (both parts), bit-identical weights. */
+static void test_resume_equals_straight(void)
+{
+  g_autofree char *ws_a = path_in(root, "straight"), *ws_b = path_in(root, "resumed");
+  g_autofree char *ev_a = path_in(root, "straight.jsonl"), *ev_b = path_in(root, "resumed.jsonl");
+  g_autofree char *teacher_set = g_strdup_printf("teacher_from=%s", gpt_teacher);
+  const char *extra[] = {teacher_set, "max_steps=8", "save_every=4", "keep_last=0", NULL};
+  RunResult r = train(ws_a, gpt_sets, extra, NULL, ev_a);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autofree char *ckpt = path_in(ws_a, "checkpoints/step-00000004");
+  const char *resume[] = {"--resume", ckpt, NULL};
+  r = train(ws_b, gpt_sets, extra, resume, ev_b);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autoptr(GPtrArray) a = tu_read_events(ev_a), b = tu_read_events(ev_b);
+  const char *members[] = {"loss", "loss_distill", "loss_task"};
+  for (guint m = 0; m < G_N_ELEMENTS(members); m++) {
+    g_autoptr(GArray) va = step_values(a, members[m], 5), vb = step_values(b, members[m], 5);
+    g_assert_cmpuint(va->len, ==, 4);
+    g_assert_cmpmem(va->data, va->len * sizeof(double), vb->data, vb->len * sizeof(double));
+  }
+  g_autofree char *wa_path = path_in(ws_a, "model.safetensors");
+  g_autofree char *wb_path = path_in(ws_b, "model.safetensors");
+  g_autoptr(GArray) wa = tu_read_weights(wa_path), wb = tu_read_weights(wb_path);
+  g_assert_cmpmem(wa->data, wa->len * 4, wb->data, wb->len * 4);
+  tu_rm_rf(ws_a), tu_rm_rf(ws_b);
+}
+
 static void copy_file(const char *from_dir, const char *to_dir, const char *name)
 {
   g_autofree char *a = path_in(from_dir, name), *b = path_in(to_dir, name);
@@ -538,6 +583,7 @@ int main(int argc, char **argv)
   dit_teacher = train_teacher("dit-teacher", dit_sets,
                               (const char *[]){"n_layer=2", "n_embd=32", "max_steps=20", NULL});
   g_test_add_func("/distill/gpt-run", test_gpt_run);
+  g_test_add_func("/distill/resume-equals-straight", test_resume_equals_straight);
   g_test_add_func("/distill/changed-teacher-at-resume", test_changed_teacher_at_resume);
   g_test_add_func("/distill/hf-and-ema-teachers", test_hf_and_ema_teachers);
   g_test_add_func("/distill/dit-run", test_dit_run);
