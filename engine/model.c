@@ -96,6 +96,11 @@ CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig
   return m;
 }
 
+gboolean cohort_model_creating_frozen(void)
+{
+  return g_private_get(&creating_frozen) != NULL;
+}
+
 static void free_table(CohortTensorInfo *t, guint n)
 {
   for (guint i = 0; i < n; i++)
@@ -124,7 +129,7 @@ void cohort_model_free(CohortModel *m)
 
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
 {
-  gboolean frozen = g_private_get(&creating_frozen) != NULL;
+  gboolean frozen = cohort_model_creating_frozen();
   m->params = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
   if (!frozen)
     m->grads = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));

@@ -188,6 +188,11 @@ CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig
 void cohort_model_free(CohortModel *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortModel, cohort_model_free)
 
+/* For families' create: TRUE while cohort_model_new_frozen runs it on this thread, so a family
+ * may lay out forward-only activations (no backward scratch, one set of block buffers that
+ * every block reuses). */
+gboolean cohort_model_creating_frozen(void);
+
 /* For families: allocates params, grads and buffer_data for the tables already set on `m`
  * (zeroed, backend memory); no grads inside cohort_model_new_frozen. FALSE with an error
  * naming the sizes when out of memory. */

@@ -143,7 +143,7 @@ float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortF
 void cohort_dit_backward(CohortModel *m, float grad_scale)
 {
   Dit *d = dit_of(m);
-  g_return_if_fail(d->have_targets);
+  g_return_if_fail(d->have_targets && m->grads);
   int B = d->last_B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   /* d(mean over the batch of per-sample means) */

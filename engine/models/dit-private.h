@@ -78,6 +78,9 @@ typedef struct {
 
   int last_B;
   gboolean have_targets;
+  /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
+   * same activation buffers (a block reads its input before it overwrites them). */
+  gboolean forward_only;
 } Dit;
 
 static inline Dit *dit_of(const CohortModel *m)

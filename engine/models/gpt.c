@@ -67,6 +67,9 @@ typedef struct {
 
   int last_B, last_T;
   gboolean have_targets;
+  /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
+   * same activation buffers (a block reads its input before it overwrites them). */
+  gboolean forward_only;
 } Gpt;
 
 static const CohortModelOps gpt_ops;
@@ -181,6 +184,10 @@ static size_t layout_acts(Gpt *gpt, char *base)
   TAKE(gpt->encoded, N * C, float);
   for (int l = 0; l < s->n_layer; l++) {
     BlockActs *a = &gpt->blocks[l];
+    if (gpt->forward_only && l > 0) {
+      *a = gpt->blocks[0];
+      continue;
+    }
     TAKE(a->ln1, N * C, float);
     TAKE(a->ln1_mean, N, float);
     TAKE(a->ln1_rstd, N, float);
@@ -201,12 +208,14 @@ static size_t layout_acts(Gpt *gpt, char *base)
   TAKE(gpt->logits, N * V, float);
   TAKE(gpt->lse, N, float);
   TAKE(gpt->losses, N, float);
-  TAKE(gpt->dres, N * C, float);
-  TAKE(gpt->dln, N * C, float);
-  TAKE(gpt->dqkv, N * 3 * C, float);
-  TAKE(gpt->datty, N * C, float);
-  TAKE(gpt->dfch, N * 4 * C, float);
-  TAKE(gpt->dlogits, N * V, float);
+  if (!gpt->forward_only) {
+    TAKE(gpt->dres, N * C, float);
+    TAKE(gpt->dln, N * C, float);
+    TAKE(gpt->dqkv, N * 3 * C, float);
+    TAKE(gpt->datty, N * C, float);
+    TAKE(gpt->dfch, N * 4 * C, float);
+    TAKE(gpt->dlogits, N * V, float);
+  }
 #undef TAKE
   return used;
 }
@@ -245,6 +254,7 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
   m->n_metrics = G_N_ELEMENTS(gpt_metrics);
   m->n_sums = 2;
   gpt->shape = *shape;
+  gpt->forward_only = cohort_model_creating_frozen();
   build_table(gpt);
   gpt->blocks = g_new0(BlockActs, shape->n_layer);
   size_t act_bytes = layout_acts(gpt, NULL);
