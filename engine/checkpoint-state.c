@@ -58,6 +58,13 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
   g_string_append_printf(out, "  \"has_ema\": %s,\n", has_ema ? "true" : "false");
   g_string_append_printf(out, "  \"has_optim\": %s,\n", has_optim ? "true" : "false");
   g_string_append_printf(out, "  \"model_sha256\": \"%s\",\n", sha);
+  if (st->teacher_sha256[0]) {
+    g_autofree char *path = cohort_resolve_path(cfg->teacher_from);
+    g_string_append(out, "  \"teacher_path\": ");
+    cohort_json_append_string(out, path);
+    g_string_append(out, ",\n");
+    g_string_append_printf(out, "  \"teacher_sha256\": \"%s\",\n", st->teacher_sha256);
+  }
   g_string_append(out, "  \"config\": ");
   g_string_append(out, cfg_json);
   g_string_append(out, "\n}\n");
@@ -132,6 +139,23 @@ static gboolean parse_loss_scale(JsonObject *o, const char *path, CohortTrainSta
   return TRUE;
 }
 
+/* Optional since distillation: the teacher's digest, 64 lowercase hex digits. */
+static gboolean parse_teacher(JsonObject *o, const char *path, CohortTrainState *s, GError **error)
+{
+  if (!json_object_has_member(o, "teacher_sha256"))
+    return TRUE;
+  const char *sha = get_string(o, path, "teacher_sha256", error);
+  if (!sha)
+    return FALSE;
+  gboolean ok = strlen(sha) == 64;
+  for (const char *c = sha; ok && *c; c++)
+    ok = g_ascii_isxdigit(*c) && !g_ascii_isupper(*c);
+  if (!ok)
+    return corrupt(error, path, "\"teacher_sha256\" \"%s\" is not 64 lowercase hex digits", sha);
+  g_strlcpy(s->teacher_sha256, sha, sizeof s->teacher_sha256);
+  return TRUE;
+}
+
 static gboolean parse_position(JsonObject *o, const char *path, CohortTrainState *s, GError **error)
 {
   if (!get_int(o, path, "step", &s->step, error) || !get_int(o, path, "epoch", &s->epoch, error) ||
@@ -184,7 +208,7 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
     return corrupt(error, path, "version %" G_GINT64_FORMAT " is not supported (1 to %d)", version,
                    COHORT_CHECKPOINT_VERSION);
   if (!parse_position(o, path, &s, error) || !parse_loss_scale(o, path, &s, error) ||
-      !get_bool(o, path, "has_ema", &e.has_ema, error) ||
+      !parse_teacher(o, path, &s, error) || !get_bool(o, path, "has_ema", &e.has_ema, error) ||
       !get_bool(o, path, "has_optim", &e.has_optim, error))
     return FALSE;
   const char *sha = get_string(o, path, "model_sha256", error);

@@ -5,8 +5,10 @@
  *                      (AdamW: "optim.m.<name>" and "optim.v.<name>");
  *   state.json         version, run_id, step, epoch, batch_in_epoch, global_batch,
  *                      tokens_seen, sample_rng (a uint64 as a string), fp16 loss-scale state,
- *                      the config as a JSON object, and the sha256 of model.safetensors
- *                      (engine/checkpoint-state.c).
+ *                      the config as a JSON object, the sha256 of model.safetensors, and for
+ *                      a distillation the teacher's folder and the sha256 of its weights
+ *                      (teacher_path, teacher_sha256; engine/checkpoint-state.c).
+ * A distillation teacher is never part of a checkpoint: only its path and digest are.
  * A checkpoint is written into step-%08d.tmp/, its files synced, the folder renamed and the
  * parent synced, so a kill at any moment leaves either the complete checkpoint or none.
  * Only complete folders (no suffix, both files present) count as checkpoints. */
@@ -52,6 +54,9 @@ typedef struct {
    * batch size or world size can map the position; 0 in checkpoints written before. */
   gint64 global_batch;
   gint64 epoch_samples;
+  /* The sha256 of the distillation teacher's weights ("" without a teacher, and in checkpoints
+   * written before distillation): a resume refuses another teacher. */
+  char teacher_sha256[65];
 } CohortTrainState;
 
 /* A new run id: 128 bits from the system's random source, as 32 hex digits. */

@@ -22,6 +22,7 @@ static const char *const reduce_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const backend_choices[] = {"nccl", "gloo", NULL};
 static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
+static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
 
 #define OFF(field) offsetof(CohortConfig, field)
 #define NO_MAX_INT ((double)G_MAXINT)
@@ -163,6 +164,29 @@ static const KeyRow rows[] = {
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
         "CPU threads per process; 0 lets Cohort choose.", "0"),
+    ROW(teacher_from, STRING, "training", NULL, 0, 0,
+        "\"\" or a folder: a Cohort model folder (model.safetensors and cohort-config.json, as "
+        "a run's export leaves them) or a Hugging Face GPT-2 folder (config.json and "
+        "model.safetensors)",
+        "Teacher to distil from: a frozen model of the same family run on every batch; \"\" "
+        "trains without one.",
+        ""),
+    ROW(distill_alpha, DOUBLE, "training", NULL, 0, 1, NULL,
+        "Weight of the teacher's term in the loss; the task's (labels, or the flow-matching "
+        "target) gets 1 − alpha.",
+        "0.5"),
+    ROWM(distill_temperature, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
+         "Softmax temperature of the teacher's and the student's distributions; the KL term "
+         "is multiplied by its square.",
+         "2.0", "gpt"),
+    ROWM(distill_cfg_scale, DOUBLE, "training", NULL, 0, 100, NULL,
+         "Classifier-free guidance of the teacher's velocity that the student learns: 1 "
+         "distils the conditional velocity, larger values distil guidance into one pass.",
+         "1.0", "dit"),
+    ROW(student_init, CHOICE, "training", student_init_choices, 0, 0, NULL,
+        "How the student starts: the family's random initialisation (or init_from), or a copy "
+        "of every k-th block of a teacher of the same width.",
+        "random"),
 
     /* output */
     ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",

@@ -23,6 +23,10 @@ typedef enum {
 } CohortPrecision;
 typedef enum { COHORT_REDUCE_FP32, COHORT_REDUCE_BF16 } CohortReducePrecision;
 typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
+typedef enum {
+  COHORT_STUDENT_INIT_RANDOM,        /* the family's initialisation (or init_from) */
+  COHORT_STUDENT_INIT_TEACHER_LAYERS /* every k-th teacher block (engine/distill.h) */
+} CohortStudentInit;
 typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
 typedef enum {
   COHORT_LR_SCALING_NONE,
@@ -79,6 +83,13 @@ typedef struct {
   double cfg_dropout;                       /* dit: probability of training without the label */
   CohortDevice device;
   int threads; /* 0 = auto */
+
+  /* distillation (engine/distill.h) */
+  char *teacher_from;         /* "" = no teacher; a Cohort model folder or a HF GPT-2 folder */
+  double distill_alpha;       /* weight of the teacher's term */
+  double distill_temperature; /* logits families: softmax temperature */
+  double distill_cfg_scale;   /* dit: guidance of the teacher's velocity; 1 = none */
+  CohortStudentInit student_init;
 
   /* output */
   char *workspace_dir;

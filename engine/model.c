@@ -80,6 +80,27 @@ CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, 
   return k->create(be, cfg, max_batch, error);
 }
 
+/* Set on this thread while cohort_model_new_frozen runs the family's create, so that
+ * cohort_model_alloc_tables, which every family calls, leaves out the gradients: no family
+ * needs a second create for teachers. */
+static GPrivate creating_frozen;
+
+CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig *cfg,
+                                     int max_batch, GError **error)
+{
+  g_private_set(&creating_frozen, GINT_TO_POINTER(1));
+  CohortModel *m = cohort_model_new(be, cfg, max_batch, error);
+  g_private_set(&creating_frozen, NULL);
+  if (m)
+    m->frozen = TRUE;
+  return m;
+}
+
+gboolean cohort_model_creating_frozen(void)
+{
+  return g_private_get(&creating_frozen) != NULL;
+}
+
 static void free_table(CohortTensorInfo *t, guint n)
 {
   for (guint i = 0; i < n; i++)
@@ -108,11 +129,13 @@ void cohort_model_free(CohortModel *m)
 
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
 {
+  gboolean frozen = cohort_model_creating_frozen();
   m->params = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
-  m->grads = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
+  if (!frozen)
+    m->grads = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
   if (m->n_buffer_floats > 0)
     m->buffer_data = m->be->alloc(m->n_buffer_floats * sizeof(float));
-  if (!m->params || !m->grads || (m->n_buffer_floats > 0 && !m->buffer_data)) {
+  if (!m->params || (!frozen && !m->grads) || (m->n_buffer_floats > 0 && !m->buffer_data)) {
     g_set_error(error, cohort_model_error_quark(), 0,
                 "%s model: out of %s memory for %zu parameters; allowed: a smaller model",
                 m->klass->name, m->be->name, m->n_params);
@@ -126,9 +149,16 @@ gboolean cohort_model_on_host(const CohortModel *m)
   return m->be == cohort_backend_cpu();
 }
 
+size_t cohort_model_memory_bytes(const CohortModel *m)
+{
+  size_t floats = m->n_params + m->n_buffer_floats + (m->grads ? m->n_params : 0);
+  return floats * sizeof(float) + m->act_bytes;
+}
+
 void cohort_model_zero_grad(CohortModel *m)
 {
-  m->be->zero(m->grads, m->n_params * sizeof(float));
+  if (m->grads)
+    m->be->zero(m->grads, m->n_params * sizeof(float));
 }
 
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data)

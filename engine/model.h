@@ -39,6 +39,22 @@ typedef struct {
   int denominator;
 } CohortMetric;
 
+/* Knowledge distillation (engine/distill.h): a frozen teacher's outputs on the student's own
+ * micro-batch become part of the student's loss. */
+typedef struct CohortDistill CohortDistill;
+
+/* The distillation keys of the config, as the families read them. */
+typedef struct {
+  double alpha;       /* weight of the teacher's term; the task's (labels, targets) is 1 - alpha */
+  double temperature; /* logits families: the softmax temperature of both distributions */
+  double cfg_scale;   /* dit: classifier-free guidance of the teacher's velocity; 1 = none */
+} CohortDistillSettings;
+
+/* Adds another loss's gradient onto dlogits [rows, classes] (backend memory), which holds the
+ * task loss's gradient already; `logits` are the forward's. */
+typedef void (*CohortLogitsGradFunc)(float *dlogits, const float *logits, int rows, int classes,
+                                     gpointer user_data);
+
 /* What a sample routine gets. */
 typedef struct {
   const CohortConfig *cfg;
@@ -70,6 +86,14 @@ typedef struct {
   double (*flops_per_sample)(const CohortModel *m);
   /* Frees what the family allocated beyond the base (activations, its own struct). */
   void (*finalize)(CohortModel *m);
+
+  /* Logits families (GPT, classifiers): what cohort_logits_distill_new needs. Optional. */
+  /* The logits of the last forward, [*rows, *classes] in backend memory. */
+  const float *(*logits)(const CohortModel *m, int *rows, int *classes);
+  /* ops->backward with the task loss's gradient of the logits scaled by task_weight, `add`
+   * (may be NULL) called on that gradient, then the rest of backward through the network. */
+  void (*backward_logits)(CohortModel *m, float grad_scale, float task_weight,
+                          CohortLogitsGradFunc add, gpointer user_data);
 } CohortModelOps;
 
 struct CohortModel {
@@ -95,6 +119,13 @@ struct CohortModel {
 
   CohortGradReadyFunc grad_ready;
   gpointer grad_ready_data;
+
+  /* A model made by cohort_model_new_frozen (a distillation teacher): no gradient buffer
+   * (grads is NULL), forward only. */
+  gboolean frozen;
+  /* Bytes of activations (and backward scratch) the family allocated for max_batch; 0 when
+   * the family does not say. */
+  size_t act_bytes;
 };
 
 /* A model family. */
@@ -123,6 +154,16 @@ struct CohortModelClass {
   /* Prefix a foreign exchange format may put before every name ("transformer." for HF
    * GPT-2); NULL = none. Used by the generic import. */
   const char *import_prefix;
+
+  /* Distillation (engine/distill.h); a family without distill_new cannot be a student. */
+  /* What a teacher's config must share with the student's beyond the family (vocabulary;
+   * image size, channels and classes); errors name the key, both values and `teacher_dir`.
+   * Optional. */
+  gboolean (*check_teacher)(const CohortConfig *student, const CohortConfig *teacher,
+                            const char *teacher_dir, GError **error);
+  /* The family's distiller: cohort_logits_distill_new for logits families. Optional. */
+  CohortDistill *(*distill_new)(CohortModel *student, CohortModel *teacher,
+                                const CohortDistillSettings *settings, GError **error);
 };
 
 /* The registered families, NULL-terminated, in a stable order. */
@@ -138,17 +179,33 @@ gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, 
 /* Creates the model the config describes on backend `be` (class lookup + create). */
 CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                               GError **error);
+/* The same without a gradient buffer, for forward only (a distillation teacher): m->frozen is
+ * set and m->grads is NULL. Families need nothing for it: cohort_model_alloc_tables skips the
+ * gradients while this call creates the model. */
+CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig *cfg,
+                                     int max_batch, GError **error);
 /* Frees the model: the family's ops->finalize (its activations and its own struct), then the
  * base's tables and buffers. */
 void cohort_model_free(CohortModel *m);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortModel, cohort_model_free)
 
+/* For families' create: TRUE while cohort_model_new_frozen runs it on this thread, so a family
+ * may lay out forward-only activations (no backward scratch, one set of block buffers that
+ * every block reuses). */
+gboolean cohort_model_creating_frozen(void);
+
 /* For families: allocates params, grads and buffer_data for the tables already set on `m`
- * (zeroed, backend memory). FALSE with an error naming the sizes when out of memory. */
+ * (zeroed, backend memory); no grads inside cohort_model_new_frozen. FALSE with an error
+ * naming the sizes when out of memory. */
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
+
+/* Backend bytes the model holds: parameters, gradients (none when frozen), buffers and the
+ * activations the family reports in act_bytes. */
+size_t cohort_model_memory_bytes(const CohortModel *m);
 
 /* TRUE when the model's memory is host memory (the CPU backend). */
 gboolean cohort_model_on_host(const CohortModel *m);
+/* Zeroes the gradients; nothing for a frozen model. */
 void cohort_model_zero_grad(CohortModel *m);
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data);
 /* Calls the grad-ready hook, if any (families call it from backward). */

@@ -13,6 +13,7 @@ typedef struct {
   double step_s, data_s, comm_s;
   double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
   double mem_bytes;
+  double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -34,6 +35,7 @@ struct CohortTrainDist {
   gint64 data_us, step_us, comm_us;
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
+  size_t teacher_bytes;
   int steps_since_report;
 };
 
@@ -225,6 +227,11 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
   return TRUE;
 }
 
+void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)
+{
+  d->teacher_bytes = bytes;
+}
+
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)
 {
   d->data_us += us;
@@ -261,6 +268,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
+      .teacher_bytes = (double)d->teacher_bytes,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -297,6 +305,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       json_object_set_double_member(o, "allreduce_hidden",
                                     CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].teacher_bytes > 0)
+      json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {
       json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);
       json_object_set_int_member(o, "gpu_mem_peak", (gint64)all[r].gpu_mem_peak);

@@ -49,6 +49,9 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
                                        GError **error);
 
+/* Backend bytes of this rank's distillation teacher, reported in the `ranks` event. */
+void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes);
+
 /* Timings for the `ranks` event (microseconds). */
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
 void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);

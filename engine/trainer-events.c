@@ -58,6 +58,16 @@ static JsonObject *start_fields(CohortRun *r, const char *resumed_from, int thre
   json_object_set_int_member(f, "start_step", r->st.step);
   if (resumed_from)
     json_object_set_string_member(f, "resumed_from", resumed_from);
+  if (r->teacher) {
+    JsonObject *t = json_object_new();
+    json_object_set_string_member(t, "path", r->teacher->dir);
+    json_object_set_string_member(t, "weights", r->teacher->weights);
+    json_object_set_string_member(t, "sha256", r->teacher->sha256);
+    json_object_set_int_member(t, "params", (gint64)r->teacher->model->n_params);
+    json_object_set_int_member(t, "bytes", (gint64)cohort_teacher_bytes(r->teacher));
+    json_object_set_boolean_member(t, "ema", r->teacher->ema);
+    json_object_set_object_member(f, "teacher", t);
+  }
   JsonArray *metrics = json_array_new();
   for (guint i = 0; i < r->model->n_metrics; i++)
     json_array_add_string_element(metrics, r->model->metrics[i].name);
@@ -111,7 +121,7 @@ void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r)
 }
 
 void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
-                          double lr, double scale, gboolean skipped)
+                          double lr, double scale, gboolean skipped, const double *parts)
 {
   enum { WINDOW = G_N_ELEMENTS(tp->window_t) };
   const CohortConfig *cfg = r->cfg;
@@ -133,6 +143,10 @@ void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double 
   /* Not finite after an fp16 overflow (or a diverged run): absent, per the protocol. */
   if (isfinite(loss))
     json_object_set_double_member(f, "loss", loss);
+  if (parts && isfinite(parts[COHORT_DISTILL_PART_TEACHER]))
+    json_object_set_double_member(f, "loss_distill", parts[COHORT_DISTILL_PART_TEACHER]);
+  if (parts && isfinite(parts[COHORT_DISTILL_PART_TASK]))
+    json_object_set_double_member(f, "loss_task", parts[COHORT_DISTILL_PART_TASK]);
   json_object_set_double_member(f, "lr", lr);
   if (isfinite(norm))
     json_object_set_double_member(f, "grad_norm", norm);
@@ -155,9 +169,13 @@ void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double 
                         r->st.step, scale, r->st.loss_scale);
   g_autofree char *eta_text = cohort_format_duration(eta);
   double rate = r->tokens_per_sample > 0 ? smp_s * r->tokens_per_sample : smp_s;
+  g_autofree char *split =
+      parts ? g_strdup_printf(" (distill %.4f, task %.4f)", parts[COHORT_DISTILL_PART_TEACHER],
+                              parts[COHORT_DISTILL_PART_TASK])
+            : g_strdup("");
   cohort_progress_status(
       r->progress, r->st.step % tp->print_every == 0 || r->st.step == r->total_steps,
-      "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " | loss %.4f | lr %.2e | %.0f %s/s | ETA %s",
-      r->st.step, r->total_steps, loss, lr, rate, r->tokens_per_sample > 0 ? "tok" : "img",
+      "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " | loss %.4f%s | lr %.2e | %.0f %s/s | ETA %s",
+      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_sample > 0 ? "tok" : "img",
       done_here >= 2 ? eta_text : "…");
 }

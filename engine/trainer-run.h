@@ -6,9 +6,11 @@
 #include "data/sampler.h"
 #include "engine/batch.h"
 #include "engine/checkpoint.h"
+#include "engine/distill.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/samples.h"
+#include "engine/teacher.h"
 #include "engine/trainer-dist.h"
 #include "engine/trainer.h"
 
@@ -22,6 +24,8 @@ typedef struct {
   CohortSamples *train;
   CohortSamples *val; /* NULL = no validation */
   CohortModel *model;
+  CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
+  CohortDistill *distill; /* the student's loss against the teacher; NULL without */
   CohortOptimizer *opt;
   CohortComputeDevice dev;
   const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
@@ -72,8 +76,9 @@ typedef struct {
 } CohortThroughput;
 
 void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r);
-/* The step event and the status line after a step that ended at monotonic time t1. */
+/* The step event and the status line after a step that ended at monotonic time t1. `parts`
+ * (COHORT_DISTILL_N_PARTS values) are the distillation loss's parts, NULL without a teacher. */
 void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
-                          double lr, double scale, gboolean skipped);
+                          double lr, double scale, gboolean skipped, const double *parts);
 
 G_END_DECLS

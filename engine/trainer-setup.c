@@ -3,6 +3,7 @@
 #include "engine/trainer-run.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
 
@@ -143,6 +144,93 @@ static gboolean alloc_model(CohortRun *r, GError **error)
   return TRUE;
 }
 
+/* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
+ * that failed reports its own `mine`; the others say that a peer failed at `what`. */
+static gboolean all_ranks_ok(CohortRun *r, gboolean ok, GError *mine, const char *what,
+                             GError **error)
+{
+  double failed = ok ? 0 : 1;
+  if (!cohort_train_dist_sum(r->dist, &failed, 1, error)) {
+    g_clear_error(&mine);
+    return FALSE;
+  }
+  if (failed == 0)
+    return TRUE;
+  if (mine)
+    g_propagate_error(error, mine);
+  else
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%.0f other rank%s could not %s (their messages say why)", failed,
+                failed == 1 ? "" : "s", what);
+  return FALSE;
+}
+
+/* teacher_from: every rank loads the teacher itself (it is never sent over the network), all
+ * must hold the same weights as rank 0, and the student's loss becomes the distillation's. */
+static gboolean setup_teacher(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (!cfg->teacher_from || !*cfg->teacher_from)
+    return TRUE;
+  GError *local = NULL;
+  r->teacher =
+      cohort_teacher_load(r->be, r->model_cfg, cohort_samples_class_names(r->train), r->B, &local);
+  if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
+    return FALSE;
+  char sha[65];
+  g_strlcpy(sha, r->teacher->sha256, sizeof sha);
+  if (!cohort_train_dist_broadcast_host(r->dist, sha, sizeof sha, error))
+    return FALSE;
+  gboolean same = strcmp(sha, r->teacher->sha256) == 0;
+  local = NULL;
+  if (!same)
+    g_set_error(&local, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "rank %d: teacher_from %s: %s has sha256 %s but rank 0's has %s; every rank needs "
+                "the same teacher",
+                r->opts->rank, r->teacher->dir, r->teacher->weights, r->teacher->sha256, sha);
+  if (!all_ranks_ok(r, same, local, "find rank 0's teacher", error))
+    return FALSE;
+  CohortDistillSettings settings;
+  cohort_distill_settings_from_config(cfg, &settings);
+  r->distill = cohort_distill_new(r->model, r->teacher->model, &settings, error);
+  if (!r->distill)
+    return FALSE;
+  cohort_train_dist_set_teacher_bytes(r->dist, cohort_teacher_bytes(r->teacher));
+  cohort_progress_log(
+      r->progress, "info",
+      "teacher_from %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
+      r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
+      r->teacher->model->n_params / 1e6, cohort_teacher_bytes(r->teacher) / 1048576.0,
+      r->teacher->sha256);
+  return TRUE;
+}
+
+/* A checkpoint continues only with the teacher it was trained with (or without one). */
+static gboolean same_teacher(CohortRun *r, const char *ckpt, GError **error)
+{
+  const char *now = r->teacher ? r->teacher->sha256 : "";
+  const char *then = r->st.teacher_sha256;
+  if (strcmp(now, then) == 0)
+    return TRUE;
+  if (!*now)
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: the checkpoint was distilled from a teacher (sha256 %s) but teacher_from is "
+                "\"\"; resume needs the teacher the run started with",
+                ckpt, then);
+  else if (!*then)
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: the checkpoint was trained without a teacher but teacher_from is %s; resume "
+                "needs the run's own objective (to distil from it, start a new run with "
+                "init_from)",
+                ckpt, r->teacher->dir);
+  else
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "teacher_from %s: %s has sha256 %s but checkpoint %s was trained with a teacher "
+                "of sha256 %s; resume needs the teacher the run started with",
+                r->teacher->dir, r->teacher->weights, now, ckpt, then);
+  return FALSE;
+}
+
 /* The config keys a checkpoint must share with the run resuming it. */
 static gboolean same_shape(const CohortConfig *saved, const CohortConfig *cfg, const char *ckpt,
                            GError **error)
@@ -251,7 +339,7 @@ static gboolean load_on_rank0(CohortRun *r, const char *ckpt, gboolean *keep_sca
   g_autoptr(CohortConfig) saved = NULL;
   float *ema_load = r->ema_host ? r->ema_host : r->ema;
   if (!cohort_checkpoint_load(ckpt, r->model, r->opt, ema_load, &r->st, &saved, error) ||
-      !same_shape(saved, cfg, ckpt, error))
+      !same_shape(saved, cfg, ckpt, error) || !same_teacher(r, ckpt, error))
     return FALSE;
   if (r->ema_host)
     r->be->upload(r->ema, r->ema_host, n * sizeof(float));
@@ -366,6 +454,10 @@ static gboolean start_fresh(CohortRun *r, GError **error)
   } else {
     r->model->ops->init_weights(r->model, (guint64)cfg->seed);
   }
+  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS &&
+      !cohort_distill_copy_teacher_layers(r->model, r->model_cfg->n_layer, r->teacher->model,
+                                          r->teacher->cfg->n_layer, error))
+    return FALSE;
   /* Every rank starts from rank 0's weights (and buffers), as DDP's constructor does. */
   if (!cohort_train_dist_broadcast_params(r->dist, r->model->params, r->model->n_params, error))
     return FALSE;
@@ -478,10 +570,14 @@ gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
   const CohortTrainOptions *o = r->opts;
   r->B = cfg->batch_size;
   r->accum = cfg->gradient_accumulation_steps;
-  if (!cohort_model_check_config(cfg, o->config_source, error) || !prepare_workspace(r, error) ||
-      !open_data(r, error) || !plan_steps(r, error) || !alloc_model(r, error))
+  if (!cohort_model_check_config(cfg, o->config_source, error) ||
+      !cohort_distill_check_config(cfg, o->config_source, error) || !prepare_workspace(r, error) ||
+      !open_data(r, error) || !plan_steps(r, error) || !alloc_model(r, error) ||
+      !setup_teacher(r, error))
     return FALSE;
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
+  if (r->teacher)
+    g_strlcpy(r->st.teacher_sha256, r->teacher->sha256, sizeof r->st.teacher_sha256);
   gboolean keep_scale = FALSE;
   if (!resume_or_start(r, resumed_from, &keep_scale, error))
     return FALSE;
@@ -501,6 +597,8 @@ void cohort_run_free(CohortRun *r)
 {
   g_clear_pointer(&r->train, cohort_samples_free);
   g_clear_pointer(&r->val, cohort_samples_free);
+  g_clear_pointer(&r->distill, cohort_distill_free);
+  g_clear_pointer(&r->teacher, cohort_teacher_free);
   g_clear_pointer(&r->model, cohort_model_free);
   g_clear_pointer(&r->opt, cohort_optimizer_free);
   g_clear_pointer(&r->dist, cohort_train_dist_free);

@@ -20,8 +20,9 @@ int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
 
 /* The outcome of one optimizer step. */
 typedef struct {
-  double loss; /* mean over the global batch */
-  double norm; /* gradient norm before clipping */
+  double loss;                          /* mean over the global batch */
+  double parts[COHORT_DISTILL_N_PARTS]; /* distillation's teacher and task terms, likewise */
+  double norm;                          /* gradient norm before clipping */
   double lr;
   double scale; /* the fp16 loss scale this step used (1 otherwise) */
   gboolean skipped;
@@ -65,6 +66,8 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   float scale = fp16 ? (float)r->st.loss_scale : 1.0f;
   *res = (StepResult){.scale = scale};
 
+  /* The loss, then the distillation parts: each a mean over micro-batches, summed over ranks. */
+  double sums[1 + COHORT_DISTILL_N_PARTS] = {0};
   cohort_model_zero_grad(m);
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
@@ -74,15 +77,25 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
     cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
-    loss_sum += m->ops->forward(m, r->batch, COHORT_FORWARD_TRAIN);
-    m->ops->backward(m, scale / (float)r->accum);
+    if (r->distill) {
+      double parts[COHORT_DISTILL_N_PARTS];
+      loss_sum += cohort_distill_forward(r->distill, r->batch, parts);
+      for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
+        sums[1 + k] += parts[k] / r->accum;
+      cohort_distill_backward(r->distill, scale / (float)r->accum);
+    } else {
+      loss_sum += m->ops->forward(m, r->batch, COHORT_FORWARD_TRAIN);
+      m->ops->backward(m, scale / (float)r->accum);
+    }
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
-  double loss = loss_sum / r->accum;
-  if (!cohort_train_dist_sum(r->dist, &loss, 1, error))
+  sums[0] = loss_sum / r->accum;
+  if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
     return FALSE;
-  res->loss = loss / r->opts->world_size;
+  res->loss = sums[0] / r->opts->world_size;
+  for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
+    res->parts[k] = sums[1 + k] / r->opts->world_size;
 
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
@@ -162,7 +175,8 @@ static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError
     gint64 t1 = g_get_monotonic_time();
     cohort_train_dist_add_step_time(r->dist, t1 - t0);
     r->final_loss = res.loss;
-    cohort_run_emit_step(r, &tp, t1, res.loss, res.norm, res.lr, res.scale, res.skipped);
+    cohort_run_emit_step(r, &tp, t1, res.loss, res.norm, res.lr, res.scale, res.skipped,
+                         r->distill ? res.parts : NULL);
     if (!after_step(r, last_saved, error))
       return FALSE;
   }

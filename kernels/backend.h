@@ -126,6 +126,17 @@ typedef struct CohortBackend {
   /* dlogits = (softmax(logits) - onehot(target)) * dloss (overwrites). */
   void (*crossentropy_backward)(float *dlogits, const float *logits, const float *lse,
                                 const int *targets, int N, int V, float dloss);
+  /* Knowledge distillation, per row of student logits s [N, V] and teacher logits t [N, V] at
+   * temperature tau > 0: with p = softmax(t / tau) and q = softmax(s / tau),
+   * losses[n] = KL(p || q) = sum_v p_v (log p_v - log q_v); lse [N, 2] keeps the log-sum-exp of
+   * s / tau and of t / tau for backward. Row sums in double (CPU) or a fixed-order tree
+   * (CUDA). The family scales by tau^2 and mixes with cross-entropy (GPT, classifiers). */
+  void (*kl_div_forward)(float *losses, float *lse, const float *student, const float *teacher,
+                         int N, int V, float tau);
+  /* dstudent += (q - p) / tau * scale (accumulates, so it adds onto crossentropy_backward's
+   * dlogits); scale carries dloss/dlosses[n], e.g. alpha tau^2 / N for a mean over rows. */
+  void (*kl_div_backward)(float *dstudent, const float *student, const float *teacher,
+                          const float *lse, int N, int V, float tau, float scale);
 
   /* PyTorch AdamW over n values: p -= lr*wd*p (when wd != 0), then the Adam update with
    * bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */

@@ -94,8 +94,8 @@ static inline GPtrArray *expected_tb(char **stream)
       continue;
     }
     if (g_str_equal(name, "step")) {
-      const char *keys[] = {"loss",          "lr",        "grad_norm", "tokens_per_s",
-                            "samples_per_s", "loss_scale"};
+      const char *keys[] = {"loss",          "lr",         "grad_norm",    "tokens_per_s",
+                            "samples_per_s", "loss_scale", "loss_distill", "loss_task"};
       for (guint k = 0; k < G_N_ELEMENTS(keys); k++)
         if (json_object_has_member(ev, keys[k]))
           tbr_event_add(e, g_strconcat("train/", keys[k], NULL),

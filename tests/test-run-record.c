@@ -73,7 +73,8 @@ static void emit_run(CohortProgress *p, int from, int to)
                               s, 1e-4 * s)
             : g_strdup_printf("{\"step\":%d,\"total_steps\":%d,\"loss\":%.9f,\"lr\":%.6f,"
                               "\"grad_norm\":%.5f,\"tokens_per_s\":%.3f,\"samples_per_s\":%d,"
-                              "\"eta_s\":3.5,\"loss_scale\":65536,\"skipped\":false}",
+                              "\"eta_s\":3.5,\"loss_scale\":65536,\"skipped\":false,"
+                              "\"loss_distill\":0.75,\"loss_task\":1.5}",
                               s, to, 5.0 / s + 1e-7, 1e-4 * s, 0.5 + s * 0.01, 1000.0 + s, 30 + s);
     cohort_progress_emit(p, "step", obj_of(step));
     if (s % 3 == 0) {
@@ -157,6 +158,8 @@ static void test_synthetic_stream(void)
                         "train/tokens_per_s",
                         "train/samples_per_s",
                         "train/loss_scale",
+                        "train/loss_distill",
+                        "train/loss_task",
                         "eval/val_loss",
                         "eval/val_tokens",
                         "eval/accuracy",

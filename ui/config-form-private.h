@@ -19,4 +19,9 @@ gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, co
 /* The engine's message for a refused value of `key`, or NULL when the control is valid. */
 const char *cohort_config_form_get_error(CohortConfigForm *form, const char *key);
 
+/* The folder button of `key` (cohort_config_form_add_folder_chooser), or NULL; and the chooser
+ * its last click opened and that has not answered yet, or NULL. */
+GtkWidget *cohort_config_form_get_chooser_button(CohortConfigForm *form, const char *key);
+GtkNativeDialog *cohort_config_form_get_open_chooser(CohortConfigForm *form);
+
 G_END_DECLS

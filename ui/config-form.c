@@ -14,6 +14,8 @@ typedef struct {
   char *hidden_choice;
   char *hidden_reason;
   gboolean placed;
+  GtkWidget *chooser_button; /* a folder chooser beside the entry, or NULL */
+  char *chooser_title;
 } FormKey;
 
 struct _CohortConfigForm {
@@ -21,7 +23,8 @@ struct _CohortConfigForm {
   CohortConfig *cfg;
   FormKey *keys;
   guint n_keys;
-  gboolean updating; /* set while the form writes to controls itself */
+  gboolean updating;             /* set while the form writes to controls itself */
+  GtkNativeDialog *open_chooser; /* the folder chooser waiting for an answer */
 };
 
 G_DEFINE_FINAL_TYPE(CohortConfigForm, cohort_config_form, G_TYPE_OBJECT)
@@ -278,18 +281,33 @@ static GtkWidget *make_row(FormKey *fk)
   return row;
 }
 
+static void on_chooser_response(GtkNativeDialog *native, int response, gpointer data);
+
+static void close_chooser(CohortConfigForm *form)
+{
+  if (form->open_chooser == NULL)
+    return;
+  g_signal_handlers_disconnect_by_func(form->open_chooser, on_chooser_response, NULL);
+  gtk_native_dialog_destroy(form->open_chooser);
+  g_clear_object(&form->open_chooser);
+}
+
 static void cohort_config_form_dispose(GObject *obj)
 {
   CohortConfigForm *form = COHORT_CONFIG_FORM(obj);
+  close_chooser(form);
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
     g_signal_handlers_disconnect_by_data(fk->control, fk);
+    if (fk->chooser_button != NULL)
+      g_signal_handlers_disconnect_by_data(fk->chooser_button, fk);
     g_clear_object(&fk->row);
     g_clear_pointer(&fk->values, g_ptr_array_unref);
     g_clear_pointer(&fk->error, g_free);
     g_clear_pointer(&fk->pending, g_free);
     g_clear_pointer(&fk->hidden_choice, g_free);
     g_clear_pointer(&fk->hidden_reason, g_free);
+    g_clear_pointer(&fk->chooser_title, g_free);
   }
   g_clear_pointer(&form->keys, g_free);
   form->n_keys = 0;
@@ -411,6 +429,64 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
   fk->hidden_choice = g_strdup(value);
   fk->hidden_reason = g_strdup(reason);
   cohort_config_form_set_config(form, form->cfg);
+}
+
+static void on_chooser_response(GtkNativeDialog *native, int response, gpointer data)
+{
+  FormKey *fk = data;
+  CohortConfigForm *form = g_object_get_data(G_OBJECT(fk->control), "cohort-form");
+  if (response == GTK_RESPONSE_ACCEPT) {
+    g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(native));
+    g_autofree char *path = file != NULL ? g_file_get_path(file) : NULL;
+    if (path != NULL)
+      cohort_config_form_set_text(form, fk->key->name, path);
+  }
+  if (form->open_chooser == native)
+    g_clear_object(&form->open_chooser);
+}
+
+static void on_chooser_clicked(GtkButton *button, gpointer data)
+{
+  FormKey *fk = data;
+  CohortConfigForm *form = g_object_get_data(G_OBJECT(fk->control), "cohort-form");
+  GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(button));
+  GtkFileChooserNative *native = gtk_file_chooser_native_new(
+      fk->chooser_title, GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL,
+      GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER, _("_Select"), _("_Cancel"));
+  /* Start where the current value points, when it is a folder. */
+  g_autofree char *current = control_text(fk);
+  if (current != NULL && *current != '\0' && g_file_test(current, G_FILE_TEST_IS_DIR)) {
+    g_autoptr(GFile) dir = g_file_new_for_path(current);
+    gtk_file_chooser_set_current_folder(GTK_FILE_CHOOSER(native), dir, NULL);
+  }
+  g_signal_connect(native, "response", G_CALLBACK(on_chooser_response), fk);
+  close_chooser(form);
+  form->open_chooser = GTK_NATIVE_DIALOG(native);
+  gtk_native_dialog_show(form->open_chooser);
+}
+
+void cohort_config_form_add_folder_chooser(CohortConfigForm *form, const char *key,
+                                           const char *title)
+{
+  FormKey *fk = find(form, key);
+  g_return_if_fail(fk != NULL && GTK_IS_ENTRY(fk->control) && fk->chooser_button == NULL);
+  fk->chooser_title = g_strdup(title);
+  fk->chooser_button = gtk_button_new_from_icon_name("folder-open-symbolic");
+  gtk_widget_set_tooltip_text(fk->chooser_button, title);
+  gtk_widget_set_valign(fk->chooser_button, GTK_ALIGN_CENTER);
+  g_signal_connect(fk->chooser_button, "clicked", G_CALLBACK(on_chooser_clicked), fk);
+  gtk_box_append(GTK_BOX(fk->row), fk->chooser_button);
+}
+
+GtkWidget *cohort_config_form_get_chooser_button(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? fk->chooser_button : NULL;
+}
+
+GtkNativeDialog *cohort_config_form_get_open_chooser(CohortConfigForm *form)
+{
+  return form->open_chooser;
 }
 
 static GtkWidget *section_box(const char *title, GtkWidget **list_out)

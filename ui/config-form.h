@@ -39,6 +39,11 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
 GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
                                          const char *const *skip, GtkWidget *top);
 
+/* Adds a button beside the entry of string key `key` that opens a folder chooser titled
+ * `title`; the chosen folder's path becomes the key's value (teacher_from). */
+void cohort_config_form_add_folder_chooser(CohortConfigForm *form, const char *key,
+                                           const char *title);
+
 /* A list of rows for the given keys (NULL-terminated), for dialogs. */
 GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys);
 

@@ -47,6 +47,11 @@ static const struct {
     {"cfg_dropout", N_("Label dropout for guidance")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
+    {"teacher_from", N_("Teacher folder")},
+    {"distill_alpha", N_("Teacher's share of the loss (α)")},
+    {"distill_temperature", N_("Temperature (τ)")},
+    {"distill_cfg_scale", N_("Teacher guidance scale")},
+    {"student_init", N_("Student initialisation")},
     {"workspace_dir", N_("Workspace folder")},
     {"save_every", N_("Save a checkpoint every")},
     {"keep_last", N_("Checkpoints to keep")},
@@ -99,6 +104,9 @@ static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeo
 static const char *const grad_keys[] = {
     "lr_scaling", "bucket_cap_mb", "reduce_precision", "sync_batchnorm", "distributed_data_loading",
     NULL};
+static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
+                                           "distill_temperature", "distill_cfg_scale",
+                                           "student_init",        NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
@@ -116,6 +124,7 @@ static const CohortKeySection sections[] = {
     {"training", N_("Flow matching"), flow_keys},
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
+    {"training", N_("Distillation"), distill_keys},
     {"distributed", N_("GPUs"), gpus_keys},
     {"distributed", N_("Launcher"), launch_keys},
     {"distributed", N_("Gradients and data"), grad_keys},
@@ -148,6 +157,8 @@ static const struct {
     {"crop_flip", N_("random crop and flip")},
     {"uniform", N_("uniform")},
     {"logit_normal", N_("logit-normal")},
+    {"random", N_("random")},
+    {"teacher_layers", N_("every k-th teacher block")},
 };
 
 const char *cohort_key_label(const char *key)

@@ -7,5 +7,7 @@ G_BEGIN_DECLS
 
 /* Number of points in a series. */
 guint cohort_loss_chart_count(CohortLossChart *chart, gboolean validation);
+/* Number of points of the teacher term (`teacher`) or the task term. */
+guint cohort_loss_chart_count_part(CohortLossChart *chart, gboolean teacher);
 
 G_END_DECLS

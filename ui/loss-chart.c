@@ -7,6 +7,16 @@ struct _CohortLossChart {
   GtkDrawingArea parent_instance;
   GArray *train; /* of double pairs: step, loss */
   GArray *val;
+  GArray *parts[2]; /* a distillation's teacher and task terms, likewise */
+};
+
+/* Colours and legend of the distillation parts, dashed under the training loss they make up. */
+static const struct {
+  double r, g, b;
+  const char *label;
+} part_style[2] = {
+    {0.18, 0.62, 0.35, N_("teacher term")},
+    {0.56, 0.32, 0.72, N_("task term")},
 };
 
 G_DEFINE_FINAL_TYPE(CohortLossChart, cohort_loss_chart, GTK_TYPE_DRAWING_AREA)
@@ -78,6 +88,8 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   series_range(c->train, &x0, &x1, &y0, &y1);
   series_range(c->val, &x0, &x1, &y0, &y1);
+  for (int k = 0; k < 2; k++)
+    series_range(c->parts[k], &x0, &x1, &y0, &y1);
   x0 = MIN(x0, 0);
   if (x1 <= x0)
     x1 = x0 + 1;
@@ -101,6 +113,14 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   text_at(cr, w, xs1, l + pw, t + ph + b / 2.0, 1.0);
   text_at(cr, w, _("step"), l + pw / 2, t + ph + b / 2.0, 0.5);
 
+  static const double dash[] = {5, 3};
+  cairo_set_line_width(cr, 1.5);
+  cairo_set_dash(cr, dash, 2, 0);
+  for (int k = 0; k < 2; k++) {
+    cairo_set_source_rgb(cr, part_style[k].r, part_style[k].g, part_style[k].b);
+    draw_series(cr, c->parts[k], x0, x1, y0, y1, l, t, pw, ph, FALSE);
+  }
+  cairo_set_dash(cr, NULL, 0, 0);
   cairo_set_line_width(cr, 2);
   cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
   draw_series(cr, c->train, x0, x1, y0, y1, l, t, pw, ph, FALSE);
@@ -120,6 +140,16 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   cairo_fill(cr);
   cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.9);
   text_at(cr, w, _("validation loss"), l + pw - 132, t + 28, 0.0);
+  for (int k = 0, row = 0; k < 2; k++) {
+    if (c->parts[k]->len == 0)
+      continue;
+    double y = t + 44 + 18 * row++;
+    cairo_set_source_rgb(cr, part_style[k].r, part_style[k].g, part_style[k].b);
+    cairo_rectangle(cr, l + pw - 150, y, 12, 3);
+    cairo_fill(cr);
+    cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.9);
+    text_at(cr, w, _(part_style[k].label), l + pw - 132, y + 2, 0.0);
+  }
 }
 
 static void cohort_loss_chart_finalize(GObject *obj)
@@ -127,6 +157,8 @@ static void cohort_loss_chart_finalize(GObject *obj)
   CohortLossChart *c = COHORT_LOSS_CHART(obj);
   g_array_unref(c->train);
   g_array_unref(c->val);
+  for (int k = 0; k < 2; k++)
+    g_array_unref(c->parts[k]);
   G_OBJECT_CLASS(cohort_loss_chart_parent_class)->finalize(obj);
 }
 
@@ -142,6 +174,8 @@ static void cohort_loss_chart_init(CohortLossChart *c)
   gtk_widget_init_template(GTK_WIDGET(c));
   c->train = g_array_new(FALSE, FALSE, sizeof(double));
   c->val = g_array_new(FALSE, FALSE, sizeof(double));
+  for (int k = 0; k < 2; k++)
+    c->parts[k] = g_array_new(FALSE, FALSE, sizeof(double));
   gtk_drawing_area_set_draw_func(GTK_DRAWING_AREA(c), draw, NULL, NULL);
 }
 
@@ -159,10 +193,26 @@ void cohort_loss_chart_add(CohortLossChart *c, gboolean validation, double step,
   gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 
+void cohort_loss_chart_add_part(CohortLossChart *c, gboolean teacher, double step, double value)
+{
+  if (!isfinite(value))
+    return;
+  double pt[2] = {step, value};
+  g_array_append_vals(c->parts[teacher ? 0 : 1], pt, 2);
+  gtk_widget_queue_draw(GTK_WIDGET(c));
+}
+
+guint cohort_loss_chart_count_part(CohortLossChart *c, gboolean teacher)
+{
+  return c->parts[teacher ? 0 : 1]->len / 2;
+}
+
 void cohort_loss_chart_clear(CohortLossChart *c)
 {
   g_array_set_size(c->train, 0);
   g_array_set_size(c->val, 0);
+  for (int k = 0; k < 2; k++)
+    g_array_set_size(c->parts[k], 0);
   gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 

@@ -1,5 +1,5 @@
-/* A live chart of training and validation loss over optimizer steps: a GtkDrawingArea drawn
- * with cairo. */
+/* A live chart of training and validation loss over optimizer steps, and of a distillation's
+ * two loss parts: a GtkDrawingArea drawn with cairo. */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -16,7 +16,12 @@ GtkWidget *cohort_loss_chart_new(void);
  * finite are dropped. Redraws. */
 void cohort_loss_chart_add(CohortLossChart *chart, gboolean validation, double step, double loss);
 
-/* Removes every point of both series. Redraws. */
+/* Adds a point to a distillation's part of the training loss, drawn dashed: the teacher term
+ * (`teacher`) or the task term. Values that are not finite are dropped. Redraws. */
+void cohort_loss_chart_add_part(CohortLossChart *chart, gboolean teacher, double step,
+                                double value);
+
+/* Removes every point of every series. Redraws. */
 void cohort_loss_chart_clear(CohortLossChart *chart);
 
 /* Removes the points of steps after `step` from both series: a run resumed from its

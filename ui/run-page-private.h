@@ -16,6 +16,8 @@ gboolean cohort_run_page_figure_shown(CohortRunPage *page, const char *figure);
 double cohort_run_page_get_step_fraction(CohortRunPage *page);
 guint cohort_run_page_count_points(CohortRunPage *page, gboolean validation);
 guint cohort_run_page_count_ranks(CohortRunPage *page);
+/* Points of a distillation's loss parts in the chart: the teacher term or the task term. */
+guint cohort_run_page_count_parts(CohortRunPage *page, gboolean teacher);
 /* The rank shown as the slowest (highlighted), or -1. */
 int cohort_run_page_get_slowest(CohortRunPage *page);
 /* The sample area. */

@@ -203,6 +203,8 @@ static void show_step(CohortRunPage *p, JsonObject *ev)
     set_figure(p, "loss", l);
     cohort_loss_chart_add(p->chart, FALSE, step, loss);
   }
+  cohort_loss_chart_add_part(p->chart, TRUE, step, num(ev, "loss_distill", NAN));
+  cohort_loss_chart_add_part(p->chart, FALSE, step, num(ev, "loss_task", NAN));
   double lr = num(ev, "lr", NAN);
   if (!isnan(lr)) {
     g_autofree char *l = g_strdup_printf("%.3g", lr);
@@ -380,6 +382,11 @@ double cohort_run_page_get_step_fraction(CohortRunPage *p)
 guint cohort_run_page_count_points(CohortRunPage *p, gboolean validation)
 {
   return cohort_loss_chart_count(p->chart, validation);
+}
+
+guint cohort_run_page_count_parts(CohortRunPage *p, gboolean teacher)
+{
+  return cohort_loss_chart_count_part(p->chart, teacher);
 }
 
 guint cohort_run_page_count_ranks(CohortRunPage *p)

@@ -224,6 +224,8 @@ static void cohort_window_init(CohortWindow *win)
     cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
                                    _("NCCL needs a build with the NCCL backend; choose Gloo"));
 
+  cohort_config_form_add_folder_chooser(win->form, "teacher_from",
+                                        _("Choose the teacher's folder"));
   win->multinode = cohort_multinode_dialog_new(GTK_WINDOW(win), win->form);
   win->dist_top = cohort_dist_page_top_new();
   for (const char *const *g = cohort_key_groups(); *g != NULL; g++) {

@@ -66,8 +66,7 @@ static int draw_label(const Dit *d, guint64 epoch, guint64 index, int label, gbo
   return cohort_sample_rng_uniform(&rng) < d->cfg_dropout ? null_label : label;
 }
 
-/* Builds x_t, the target, t and labels of the batch in the host scratch. */
-static void prepare(Dit *d, const CohortBatch *b)
+void cohort_dit_prepare(Dit *d, const CohortBatch *b)
 {
   int B = b->B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
@@ -90,8 +89,7 @@ static void prepare(Dit *d, const CohortBatch *b)
   }
 }
 
-/* Uploads a batch (t in [0, 1]; the embedding sees 1000·t) and runs the network. */
-static void run(Dit *d, const float *x_t, const float *t, const int *labels, int B)
+void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels, int B)
 {
   const CohortBackend *be = d->base.be;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
@@ -125,7 +123,7 @@ float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t,
   Dit *d = dit_of(m);
   g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
-  run(d, x_t, t, labels, B);
+  cohort_dit_run(d, x_t, t, labels, B);
   m->be->upload(d->target, target, B * D * sizeof(float));
   d->last_B = B;
   d->have_targets = TRUE;
@@ -137,7 +135,7 @@ float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortF
   (void)mode; /* no layer behaves differently in evaluation */
   Dit *d = dit_of(m);
   g_return_val_if_fail(batch->B >= 1 && batch->B <= m->max_batch, NAN);
-  prepare(d, batch);
+  cohort_dit_prepare(d, batch);
   return cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target,
                                   batch->B);
 }
@@ -145,7 +143,7 @@ float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortF
 void cohort_dit_backward(CohortModel *m, float grad_scale)
 {
   Dit *d = dit_of(m);
-  g_return_if_fail(d->have_targets);
+  g_return_if_fail(d->have_targets && m->grads);
   int B = d->last_B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   /* d(mean over the batch of per-sample means) */
@@ -156,7 +154,7 @@ void cohort_dit_backward(CohortModel *m, float grad_scale)
 void cohort_dit_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)
 {
   Dit *d = dit_of(m);
-  prepare(d, batch);
+  cohort_dit_prepare(d, batch);
   float loss =
       cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target, batch->B);
   d->have_targets = FALSE;
@@ -170,7 +168,7 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
   Dit *d = dit_of(m);
   g_return_if_fail(B >= 1 && B <= m->max_batch);
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
-  run(d, x_t, t, labels, B);
+  cohort_dit_run(d, x_t, t, labels, B);
   d->have_targets = FALSE;
   m->be->download(v, d->pred, B * D * sizeof(float));
 }

@@ -78,6 +78,9 @@ typedef struct {
 
   int last_B;
   gboolean have_targets;
+  /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
+   * same activation buffers (a block reads its input before it overwrites them). */
+  gboolean forward_only;
 } Dit;
 
 static inline Dit *dit_of(const CohortModel *m)
@@ -106,6 +109,19 @@ static inline float *dit_fp(const Dit *d, float *base, int p)
 void cohort_dit_net_forward(Dit *d, int B);
 /* Backward from d->dimg (d pred), accumulating into the gradients. */
 void cohort_dit_net_backward(Dit *d, int B);
+
+/* dit-flow.c: builds x_t, the target v = ε − x₀, t and the labels (after label dropout) of
+ * the batch in the host scratch (host_img, host_target, host_t, host_labels). */
+void cohort_dit_prepare(Dit *d, const CohortBatch *b);
+/* Uploads a batch (x_t, t in [0, 1], labels in host memory; the embedding sees 1000·t) and
+ * runs the network into d->pred. */
+void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels, int B);
+
+/* dit-distill.c: the family's distiller (engine/distill.h) and its teacher rules. */
+CohortDistill *cohort_dit_distill_new(CohortModel *student, CohortModel *teacher,
+                                      const CohortDistillSettings *settings, GError **error);
+gboolean cohort_dit_check_teacher(const CohortConfig *student, const CohortConfig *teacher,
+                                  const char *teacher_dir, GError **error);
 
 /* dit-flow.c: the flow-matching objective on a CohortBatch: draws t and ε per sample, builds
  * x_t and the target on the host, uploads, runs the network, returns the mean MSE. */

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/distill.h"
 #include "engine/rng.h"
 
 /* clang-format off */
@@ -123,6 +124,10 @@ static size_t layout_acts(Dit *d, char *base)
   TAKE(d->sc, B * C, float);
   for (int l = 0; l < s->n_layer; l++) {
     DitBlockActs *a = &d->blocks[l];
+    if (d->forward_only && l > 0) {
+      *a = d->blocks[0];
+      continue;
+    }
     TAKE(a->mod, B * 6 * C, float);
     TAKE(a->h1, N * C, float);
     TAKE(a->mean1, N, float);
@@ -150,6 +155,8 @@ static size_t layout_acts(Dit *d, char *base)
   TAKE(d->fout, N * K, float);
   TAKE(d->pred, img, float);
   TAKE(d->losses, B, float);
+  if (d->forward_only)
+    return used;
   TAKE(d->dres, N * C, float);
   TAKE(d->dh, N * C, float);
   TAKE(d->dm, N * C, float);
@@ -349,6 +356,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->timestep_shift = cfg->timestep_shift;
   d->cfg_dropout = cfg->cfg_dropout;
   d->seed = (guint64)cfg->seed;
+  d->forward_only = cohort_model_creating_frozen();
   build_tables(d);
   d->blocks = g_new0(DitBlockActs, cfg->n_layer);
   size_t act_bytes = layout_acts(d, NULL);
@@ -369,6 +377,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
     return NULL;
   }
   layout_acts(d, d->act_mem);
+  m->act_bytes = act_bytes;
   d->xL = cfg->n_layer > 0 ? d->blocks[cfg->n_layer - 1].x_out : d->x0;
   return m;
 }
@@ -383,4 +392,6 @@ const CohortModelClass cohort_dit_class = {
     .check_config = dit_check_config,
     .count_params = dit_count_params,
     .create = dit_create,
+    .check_teacher = cohort_dit_check_teacher,
+    .distill_new = cohort_dit_distill_new,
 };

@@ -44,6 +44,16 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
                                const float *target, int B);
 
+/* Distillation (engine/models/dit-distill.c) on a batch given explicitly, in host memory as
+ * for cohort_dit_forward_given: the teacher's velocity at (x_t, t, labels), guided by the
+ * settings' cfg_scale, and the student's loss against it and against `target`, keeping what
+ * the distiller's backward needs. `d` comes from cohort_distill_new with a dit student.
+ * Returns the mixed loss; parts as engine/distill.h says. The trainer's distill forward draws
+ * these per sample and calls it; tests call it to compare with a reference. */
+float cohort_dit_distill_forward_given(CohortDistill *d, const float *x_t, const float *t,
+                                       const int *labels, const float *target, int B,
+                                       double *parts);
+
 /* Sampling (engine/models/dit-sample.c): Euler integration of the learned ODE from t = 1 to 0
  * in cfg->sample_steps steps with classifier-free guidance cfg->cfg_scale, into a PNG grid
  * with one row per class shown and a fixed noise seed (grids of successive steps compare).

@@ -4,7 +4,9 @@
 #include "engine/fileio.h"
 #include "engine/model-io.h"
 
+#include <stdarg.h>
 #include <string.h>
+#include <json-glib/json-glib.h>
 
 #define HF_PREFIX "transformer."
 
@@ -151,4 +153,85 @@ gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cf
   g_string_append(json, "  \"torch_dtype\": \"float32\"\n}\n");
   g_autofree char *path = g_build_filename(dir, "config.json", NULL);
   return cohort_write_file_atomic(path, json->str, json->len, error);
+}
+
+static gboolean hf_error(GError **error, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+static gboolean hf_error(GError **error, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, "%s: %s", path, msg);
+  return FALSE;
+}
+
+/* An integer member in [1, max], or FALSE with an error naming it. */
+static gboolean hf_int(JsonObject *o, const char *path, const char *key, int max, int *out,
+                       GError **error)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64 ||
+      json_node_get_int(n) < 1 || json_node_get_int(n) > max)
+    return hf_error(error, path, "key \"%s\" is missing or not an integer from 1 to %d", key, max);
+  *out = (int)json_node_get_int(n);
+  return TRUE;
+}
+
+static const char *hf_string(JsonObject *o, const char *key)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string(n);
+}
+
+gboolean cohort_gpt_read_hf_config(const char *path, CohortConfig *cfg, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  g_autoptr(GError) local = NULL;
+  if (!json_parser_load_from_file(parser, path, &local))
+    return hf_error(error, path, "cannot read it as JSON: %s", local->message);
+  JsonNode *root = json_parser_get_root(parser);
+  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+    return hf_error(error, path, "not a JSON object");
+  JsonObject *o = json_node_get_object(root);
+  const char *type = hf_string(o, "model_type");
+  if (type && strcmp(type, "gpt2") != 0)
+    return hf_error(error, path, "key \"model_type\": \"%s\" is not allowed; allowed: \"gpt2\"",
+                    type);
+  const char *act = hf_string(o, "activation_function");
+  if (act && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+    return hf_error(error, path,
+                    "key \"activation_function\": \"%s\" is not allowed; allowed: \"gelu_new\" "
+                    "(Cohort's GPT uses the tanh GELU)",
+                    act);
+  JsonNode *tie = json_object_get_member(o, "tie_word_embeddings");
+  if (tie && JSON_NODE_HOLDS_VALUE(tie) && json_node_get_value_type(tie) == G_TYPE_BOOLEAN &&
+      !json_node_get_boolean(tie))
+    return hf_error(error, path,
+                    "key \"tie_word_embeddings\": false is not allowed; allowed: true (Cohort's "
+                    "GPT ties its head to the token embedding)");
+  int L = 0, H = 0, C = 0, T = 0, V = 0;
+  const char *pos_key = json_object_has_member(o, "n_positions") ? "n_positions" : "n_ctx";
+  if (!hf_int(o, path, "n_layer", 1024, &L, error) || !hf_int(o, path, "n_head", 1024, &H, error) ||
+      !hf_int(o, path, "n_embd", 65536, &C, error) ||
+      !hf_int(o, path, pos_key, 1 << 20, &T, error) ||
+      !hf_int(o, path, "vocab_size", 1 << 24, &V, error))
+    return FALSE;
+  JsonNode *inner = json_object_get_member(o, "n_inner");
+  if (inner && JSON_NODE_HOLDS_VALUE(inner) && json_node_get_int(inner) != 4 * (gint64)C)
+    return hf_error(error, path,
+                    "key \"n_inner\": %" G_GINT64_FORMAT " is not allowed; allowed: null or %d "
+                    "(4 n_embd)",
+                    json_node_get_int(inner), 4 * C);
+  g_free(cfg->model);
+  cfg->model = g_strdup("gpt");
+  cfg->n_layer = L;
+  cfg->n_head = H;
+  cfg->n_embd = C;
+  cfg->seq_len = T;
+  cfg->vocab_size = V;
+  return TRUE;
 }

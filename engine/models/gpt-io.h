@@ -44,4 +44,10 @@ gboolean cohort_gpt_read_tensors(const CohortGpt *gpt, const CohortStFile *f, co
 gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cfg, const char *dir,
                                     GError **error);
 
+/* Reads a Hugging Face GPT2Config (config.json) into the shape keys of `cfg` (model "gpt",
+ * n_layer, n_head, n_embd, seq_len from n_positions, vocab_size). Configs this model cannot
+ * reproduce are errors naming the file and the key: another model_type, an activation other
+ * than the tanh GELU, an inner width other than 4 n_embd, untied embeddings. */
+gboolean cohort_gpt_read_hf_config(const char *path, CohortConfig *cfg, GError **error);
+
 G_END_DECLS

@@ -3,6 +3,7 @@
  * training step allocates nothing. */
 #include "engine/models/gpt.h"
 
+#include "engine/distill.h"
 #include "engine/models/gpt-generate.h"
 #include "engine/models/gpt-io.h"
 #include "kernels/backend.h"
@@ -66,6 +67,9 @@ typedef struct {
 
   int last_B, last_T;
   gboolean have_targets;
+  /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
+   * same activation buffers (a block reads its input before it overwrites them). */
+  gboolean forward_only;
 } Gpt;
 
 static const CohortModelOps gpt_ops;
@@ -180,6 +184,10 @@ static size_t layout_acts(Gpt *gpt, char *base)
   TAKE(gpt->encoded, N * C, float);
   for (int l = 0; l < s->n_layer; l++) {
     BlockActs *a = &gpt->blocks[l];
+    if (gpt->forward_only && l > 0) {
+      *a = gpt->blocks[0];
+      continue;
+    }
     TAKE(a->ln1, N * C, float);
     TAKE(a->ln1_mean, N, float);
     TAKE(a->ln1_rstd, N, float);
@@ -200,12 +208,14 @@ static size_t layout_acts(Gpt *gpt, char *base)
   TAKE(gpt->logits, N * V, float);
   TAKE(gpt->lse, N, float);
   TAKE(gpt->losses, N, float);
-  TAKE(gpt->dres, N * C, float);
-  TAKE(gpt->dln, N * C, float);
-  TAKE(gpt->dqkv, N * 3 * C, float);
-  TAKE(gpt->datty, N * C, float);
-  TAKE(gpt->dfch, N * 4 * C, float);
-  TAKE(gpt->dlogits, N * V, float);
+  if (!gpt->forward_only) {
+    TAKE(gpt->dres, N * C, float);
+    TAKE(gpt->dln, N * C, float);
+    TAKE(gpt->dqkv, N * 3 * C, float);
+    TAKE(gpt->datty, N * C, float);
+    TAKE(gpt->dfch, N * 4 * C, float);
+    TAKE(gpt->dlogits, N * V, float);
+  }
 #undef TAKE
   return used;
 }
@@ -244,6 +254,7 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
   m->n_metrics = G_N_ELEMENTS(gpt_metrics);
   m->n_sums = 2;
   gpt->shape = *shape;
+  gpt->forward_only = cohort_model_creating_frozen();
   build_table(gpt);
   gpt->blocks = g_new0(BlockActs, shape->n_layer);
   size_t act_bytes = layout_acts(gpt, NULL);
@@ -258,6 +269,7 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
     return NULL;
   }
   layout_acts(gpt, gpt->act_mem);
+  m->act_bytes = act_bytes;
   return m;
 }
 
@@ -494,10 +506,13 @@ static void grad_ready(Gpt *gpt, size_t offset, size_t count)
   cohort_model_grad_ready(&gpt->base, offset, count);
 }
 
-void cohort_gpt_backward(CohortGpt *m, float grad_scale)
+/* The backward of the logits families' interface: the cross-entropy's gradient scaled by
+ * task_weight, another loss's added by `add` (distillation's KL term), then the network. */
+static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_weight,
+                                CohortLogitsGradFunc add, gpointer user_data)
 {
   Gpt *gpt = gpt_of(m);
-  g_return_if_fail(gpt->have_targets);
+  g_return_if_fail(gpt->have_targets && m->grads);
   const CohortGptShape *s = &gpt->shape;
   const CohortBackend *be = gpt->base.be;
   int B = gpt->last_B, T = gpt->last_T;
@@ -505,7 +520,9 @@ void cohort_gpt_backward(CohortGpt *m, float grad_scale)
   float *p = gpt->base.params, *g = gpt->base.grads;
 
   be->crossentropy_backward(gpt->dlogits, gpt->logits, gpt->lse, gpt->targets, N, V,
-                            grad_scale / N);
+                            grad_scale * task_weight / N);
+  if (add)
+    add(gpt->dlogits, gpt->logits, N, V, user_data);
   /* tied head: dlnf = dlogits @ wte, dwte += dlogits^T @ lnf */
   be->gemm(0, 0, N, C, V, 1.0f, gpt->dlogits, V, p, C, 0.0f, gpt->dln, C);
   be->gemm(1, 0, V, C, N, 1.0f, gpt->dlogits, V, gpt->lnf, C, 1.0f, g, C);
@@ -540,6 +557,19 @@ void cohort_gpt_backward(CohortGpt *m, float grad_scale)
   }
   be->embedding_backward(g, g + gpt->base.tensors[1].offset, gpt->dres, gpt->tokens, B, T, C);
   grad_ready(gpt, 0, gpt->block_offset0);
+}
+
+void cohort_gpt_backward(CohortGpt *m, float grad_scale)
+{
+  gpt_backward_logits(m, grad_scale, 1.0f, NULL, NULL);
+}
+
+static const float *gpt_logits(const CohortModel *m, int *rows, int *classes)
+{
+  const Gpt *gpt = gpt_of(m);
+  *rows = gpt->last_B * gpt->last_T;
+  *classes = gpt->shape.vocab_size;
+  return gpt->logits;
 }
 
 double cohort_gpt_flops_per_token(const CohortGpt *m, int T)
@@ -594,6 +624,8 @@ static const CohortModelOps gpt_ops = {
     .sample = cohort_gpt_sample,
     .flops_per_sample = gpt_flops_per_sample,
     .finalize = gpt_finalize,
+    .logits = gpt_logits,
+    .backward_logits = gpt_backward_logits,
 };
 
 static gint64 gpt_count_params(const CohortConfig *cfg)
@@ -627,4 +659,6 @@ const CohortModelClass cohort_gpt_class = {
     .create = gpt_create,
     .import_weights = gpt_import,
     .export_extra = cohort_gpt_write_hf_config,
+    .check_teacher = cohort_gpt_check_teacher,
+    .distill_new = cohort_logits_distill_new,
 };

@@ -91,4 +91,9 @@ void cohort_gpt_backward(CohortGpt *gpt, float grad_scale);
 /* Multiply-adds of one forward+backward per token, for tokens/s → FLOP/s (6N + attention). */
 double cohort_gpt_flops_per_token(const CohortGpt *gpt, int T);
 
+/* The family's check_teacher (engine/models/gpt-distill.c): the teacher needs the student's
+ * vocab_size and a context (seq_len) at least the student's. */
+gboolean cohort_gpt_check_teacher(const CohortConfig *student, const CohortConfig *teacher,
+                                  const char *teacher_dir, GError **error);
+
 G_END_DECLS

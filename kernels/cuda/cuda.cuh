@@ -122,6 +122,10 @@ void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *lo
                                       const int *targets, int N, int V);
 void cohort_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
                                        const int *targets, int N, int V, float dloss);
+void cohort_cuda_kl_div_forward(float *losses, float *lse, const float *student,
+                                const float *teacher, int N, int V, float tau);
+void cohort_cuda_kl_div_backward(float *dstudent, const float *student, const float *teacher,
+                                 const float *lse, int N, int V, float tau, float scale);
 
 void cohort_cuda_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
                               float lr, float beta1, float beta2, float eps, float wd, float bc1,
