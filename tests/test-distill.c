@@ -496,23 +496,6 @@ static const char *const quick_sets[] = {
     "max_steps=2",    "warmup_steps=1", "eval_every=0", "eval_steps=1",
     "sample_every=0", "save_every=0",   "threads=1",    NULL};
 
-/* The teacher of the dit preset: the tiny-dit preset once it exists, else the shape
- * docs/distillation.md assumes for it. */
-static const char *const assumed_tiny_dit[] = {
-    "model=dit",
-    "data_format=images",
-    "train_data=builtin:glyphs/train",
-    "val_data=builtin:glyphs/val",
-    "image_size=32",
-    "image_channels=1",
-    "patch_size=4",
-    "n_layer=4",
-    "n_head=4",
-    "n_embd=128",
-    "batch_size=32",
-    "cfg_dropout=0.1",
-    NULL,
-};
 
 /* Each distill preset: about a quarter of its teacher preset's parameters, and two steps of it
  * against a teacher of that preset's shape. */
@@ -558,11 +541,7 @@ static void check_preset(const char *preset, const char *teacher_preset,
 static void test_presets(void)
 {
   check_preset("distill-tiny-gpt", "tiny-gpt", (const char *[]){NULL});
-  g_autofree char *tiny_dit = cohort_preset_path("tiny-dit", NULL);
-  if (tiny_dit)
-    check_preset("distill-tiny-dit", "tiny-dit", (const char *[]){NULL});
-  else
-    check_preset("distill-tiny-dit", "tiny-gpt", assumed_tiny_dit);
+  check_preset("distill-tiny-dit", "tiny-dit", (const char *[]){NULL});
 }
 
 /* The two teachers the tests distil from, trained here in a few seconds. */
