@@ -721,12 +721,13 @@ static void test_presets(void)
   g_auto(GStrv) names = cohort_preset_list(FALSE);
   g_assert_true(g_strv_contains((const char *const *)names, "tiny-gpt"));
   g_assert_true(g_strv_contains((const char *const *)names, "gpt2-124m"));
+  g_assert_true(g_strv_contains((const char *const *)names, "tiny-resnet"));
   g_auto(GStrv) mine = cohort_preset_list(TRUE);
   g_assert_cmpuint(g_strv_length(mine), ==, 0);
 
   g_assert_null(cohort_preset_load("tiny-gtp", &error));
   g_assert_nonnull(strstr(error->message, "\"tiny-gtp\""));
-  g_assert_nonnull(strstr(error->message, "available: gpt2-124m, tiny-gpt"));
+  g_assert_nonnull(strstr(error->message, "available: gpt2-124m, tiny-gpt, tiny-resnet"));
   g_clear_error(&error);
   g_assert_null(cohort_preset_path("../tiny-gpt", &error));
   g_clear_error(&error);
@@ -745,8 +746,8 @@ static void test_presets(void)
   g_assert_cmpint(overridden->n_layer, ==, 2);
   g_autofree char *path = cohort_preset_path("tiny-gpt.json", &error);
   g_assert_cmpstr(path, ==, user_tiny);
-  g_auto(GStrv) all = cohort_preset_list(FALSE);
-  g_assert_cmpuint(g_strv_length(all), ==, 3);
+  g_auto(GStrv) all = cohort_preset_list(FALSE); /* gpt2-124m, my-run, tiny-gpt, tiny-resnet */
+  g_assert_cmpuint(g_strv_length(all), ==, 4);
   g_assert_cmpstr(all[1], ==, "my-run");
   g_auto(GStrv) user_only = cohort_preset_list(TRUE);
   g_assert_cmpuint(g_strv_length(user_only), ==, 2);

@@ -140,12 +140,14 @@ static void block_backward(Resnet *r, ResnetBlock *b, const float *x, int B)
   be->zero(r->dh, n * sizeof(float));
   conv_bn_backward(r, &b->conv2, b->hidden, r->da, r->dh, B);
   be->relu_backward(r->dh, b->hidden, r->dh, n);
-  be->zero(r->db, n_in * sizeof(float));
-  conv_bn_backward(r, &b->conv1, x, r->dh, r->db, B);
-  if (b->has_down)
+  /* d(block input): the shortcut's share first (a copy for the identity), then conv1's */
+  if (b->has_down) {
+    be->zero(r->db, n_in * sizeof(float));
     conv_bn_backward(r, &b->down, x, r->da, r->db, B);
-  else
-    be->residual_forward(r->db, r->db, r->da, n);
+  } else {
+    be->copy(r->db, r->da, n * sizeof(float));
+  }
+  conv_bn_backward(r, &b->conv1, x, r->dh, r->db, B);
   float *t = r->da;
   r->da = r->db;
   r->db = t;
