@@ -12,6 +12,7 @@ static const struct {
     {"n_embd", N_("Embedding width")},
     {"seq_len", N_("Context length")},
     {"vocab_size", N_("Vocabulary size")},
+    {"resnet_width", N_("Channels of the first stage")},
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
@@ -20,11 +21,16 @@ static const struct {
     {"drop_last", N_("Drop incomplete last batch")},
     {"batch_size", N_("Batch size per process")},
     {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
+    {"optimizer", N_("Optimizer")},
     {"learning_rate", N_("Learning rate")},
     {"lr_schedule", N_("Learning rate schedule")},
     {"warmup_steps", N_("Warm-up steps")},
     {"min_lr_ratio", N_("Final learning rate ratio")},
+    {"lr_step_size", N_("Steps between learning rate decays")},
+    {"lr_gamma", N_("Learning rate decay factor")},
     {"weight_decay", N_("Weight decay")},
+    {"momentum", N_("SGD momentum")},
+    {"nesterov", N_("Nesterov momentum")},
     {"beta1", N_("Adam β₁")},
     {"beta2", N_("Adam β₂")},
     {"eps", N_("Adam ε")},
@@ -36,6 +42,7 @@ static const struct {
     {"allow_tf32", N_("Allow TF32 matrix products")},
     {"loss_scale_init", N_("Initial loss scale (fp16)")},
     {"loss_scale_growth_interval", N_("Loss scale growth interval (fp16)")},
+    {"bn_momentum", N_("BatchNorm momentum")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"workspace_dir", N_("Workspace folder")},
@@ -61,20 +68,24 @@ static const struct {
     {"lr_scaling", N_("Learning rate scaling")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
     {"reduce_precision", N_("Gradient reduction precision")},
+    {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
 };
 
-static const char *const arch_keys[] = {"model",   "n_layer",    "n_head", "n_embd",
-                                        "seq_len", "vocab_size", NULL};
+static const char *const arch_keys[] = {"model",   "n_layer",    "n_head",       "n_embd",
+                                        "seq_len", "vocab_size", "resnet_width", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
                                          "epochs", NULL};
-static const char *const optim_keys[] = {"learning_rate", "weight_decay", "beta1",
-                                         "beta2",         "eps",          NULL};
-static const char *const sched_keys[] = {"lr_schedule", "warmup_steps", "min_lr_ratio", NULL};
+static const char *const optim_keys[] = {"optimizer", "learning_rate", "weight_decay",
+                                         "momentum",  "nesterov",      "beta1",
+                                         "beta2",     "eps",           NULL};
+static const char *const sched_keys[] = {"lr_schedule",  "warmup_steps", "min_lr_ratio",
+                                         "lr_step_size", "lr_gamma",     NULL};
+static const char *const norm_keys[] = {"bn_momentum", NULL};
 static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
 static const char *const prec_keys[] = {
     "precision", "allow_tf32", "loss_scale_init", "loss_scale_growth_interval", "device",
@@ -82,9 +93,13 @@ static const char *const prec_keys[] = {
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
-static const char *const grad_keys[] = {
-    "lr_scaling", "bucket_cap_mb", "reduce_precision", "sync_batchnorm", "distributed_data_loading",
-    NULL};
+static const char *const grad_keys[] = {"lr_scaling",
+                                        "bucket_cap_mb",
+                                        "reduce_precision",
+                                        "broadcast_buffers",
+                                        "sync_batchnorm",
+                                        "distributed_data_loading",
+                                        NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
@@ -95,8 +110,9 @@ static const CohortKeySection sections[] = {
     {"data", N_("Files"), files_keys},
     {"data", N_("Order"), order_keys},
     {"training", N_("Batch and length"), batch_keys},
-    {"training", N_("Optimizer (AdamW)"), optim_keys},
+    {"training", N_("Optimizer"), optim_keys},
     {"training", N_("Schedule"), sched_keys},
+    {"training", N_("BatchNorm"), norm_keys},
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
     {"distributed", N_("GPUs"), gpus_keys},
@@ -116,10 +132,11 @@ static const struct {
   const char *value;
   const char *label;
 } choice_labels[] = {
-    {"text", N_("text (bytes)")}, {"tokens", N_("tokens (llm.c .bin)")},
-    {"constant", N_("constant")}, {"cosine", N_("cosine")},
-    {"linear", N_("linear")},     {"auto", N_("automatic")},
-    {"none", N_("none")},         {"sqrt", N_("square root")},
+    {"text", N_("text (bytes)")},  {"tokens", N_("tokens (llm.c .bin)")},
+    {"constant", N_("constant")},  {"cosine", N_("cosine")},
+    {"linear", N_("linear")},      {"auto", N_("automatic")},
+    {"none", N_("none")},          {"sqrt", N_("square root")},
+    {"step", N_("step (StepLR)")},
 };
 
 const char *cohort_key_label(const char *key)

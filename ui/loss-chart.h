@@ -1,5 +1,6 @@
 /* A live chart of training and validation loss over optimizer steps: a GtkDrawingArea drawn
- * with cairo. */
+ * with cairo. In accuracy mode the same chart shows validation accuracy on a fixed 0–100 %
+ * scale (a classifier's second curve). */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -18,5 +19,9 @@ void cohort_loss_chart_add(CohortLossChart *chart, gboolean validation, double s
 
 /* Removes every point of both series. Redraws. */
 void cohort_loss_chart_clear(CohortLossChart *chart);
+
+/* Accuracy mode: the validation series is an accuracy in [0, 1], drawn on a fixed 0–100 %
+ * axis with its own legend and placeholder; the training series is not drawn. Redraws. */
+void cohort_loss_chart_set_accuracy(CohortLossChart *chart, gboolean accuracy);
 
 G_END_DECLS

@@ -87,8 +87,10 @@ typedef gboolean (*CohortReducerJob)(gpointer data, GError **error);
  * waits for it: the way to issue another collective (SyncBatchNorm's) while buckets may be in
  * flight, since two threads issuing collectives on one communicator could interleave them
  * differently on different ranks. Because backward launches buckets at the same points on
- * every rank, the queue order, so the collective order, is the same everywhere. Works in
- * passes with or without sync. Returns the job's result. */
+ * every rank, the queue order, so the collective order, is the same everywhere. When no
+ * bucket is in flight the job runs on the calling thread at once (the communication thread is
+ * idle and only the caller could give it work). Works in passes with or without sync. Returns
+ * the job's result. */
 gboolean cohort_reducer_run(CohortReducer *r, CohortReducerJob job, gpointer data, GError **error);
 
 G_END_DECLS
