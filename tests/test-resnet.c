@@ -146,6 +146,31 @@ static void test_table_and_init(void)
   g_assert_cmpfloat(fabs(std - want), <, 0.1 * want);
 }
 
+/* Shapes that are not this ResNet, and data it cannot classify, are refused with the key. */
+static void test_bad_config(void)
+{
+  g_autoptr(CohortConfig) cfg = make_config();
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_config_set(cfg, "n_layer", "10", "test", &error));
+  g_assert_false(cohort_model_check_config(cfg, "run.json", &error));
+  g_assert_cmpstr(error->message, ==,
+                  "run.json: key \"n_layer\": 10 is not a depth of this ResNet; allowed: 6n+2 "
+                  "for n BasicBlocks per stage (8, 14, 20, 26, 32, 38, 44, 50, 56 … 92)");
+  g_clear_error(&error);
+  g_assert_true(cohort_config_set(cfg, "n_layer", "14", "test", &error));
+  g_assert_true(cohort_model_check_config(cfg, "run.json", &error));
+  g_assert_true(cohort_config_set(cfg, "data_format", "text", "test", &error));
+  g_assert_false(cohort_model_check_config(cfg, "run.json", &error));
+  g_assert_nonnull(strstr(error->message, "cannot train model \"resnet\"; allowed: \"images\""));
+  g_clear_error(&error);
+  /* unlabelled images (a flat folder: 0 classes) */
+  g_assert_true(cohort_config_set(cfg, "data_format", "images", "test", &error));
+  cfg->num_classes = 0;
+  g_assert_null(cohort_model_new(cohort_backend_cpu(), cfg, B, &error));
+  g_assert_nonnull(strstr(error->message, "a classifier needs labelled images"));
+  g_assert_cmpint(cohort_resnet_class.count_params(cfg), >, 0);
+}
+
 /* A training forward advances every num_batches_tracked and moves the running statistics;
  * an evaluation forward changes no buffer. */
 static void test_buffers_in_train_and_eval(void)
@@ -443,6 +468,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   make_inputs();
   g_test_add_func("/resnet/table-and-init", test_table_and_init);
+  g_test_add_func("/resnet/bad-config", test_bad_config);
   g_test_add_func("/resnet/buffers-train-and-eval", test_buffers_in_train_and_eval);
   g_test_add_func("/resnet/finite-differences", test_finite_differences);
   g_test_add_func("/resnet/grad-ready-hook", test_grad_ready);
