@@ -12,11 +12,12 @@ typedef struct {
   const char *def; /* text form */
 } KeyRow;
 
-static const char *const model_choices[] = {"gpt", "dit", NULL};
+static const char *const model_choices[] = {"gpt", "dit", "resnet", NULL};
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
 static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
-static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", NULL};
+static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", "step", NULL};
+static const char *const optimizer_choices[] = {"adamw", "sgd", NULL};
 static const char *const precision_choices[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const reduce_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
@@ -48,15 +49,18 @@ static const char *const student_init_choices[] = {"random", "teacher_layers", N
 
 static const KeyRow rows[] = {
     /* model */
-    ROW(model, STRING, "model", model_choices, 1, 0, "gpt, dit",
-        "The model family to train: a GPT-2-style language model, or a diffusion transformer on "
-        "images.",
+    ROW(model, STRING, "model", model_choices, 1, 0, "gpt, dit, resnet",
+        "The model family to train: a GPT-2-style language model, a diffusion transformer on "
+        "images, or a ResNet image classifier with BatchNorm.",
         "gpt"),
-    ROW(n_layer, INT, "model", NULL, 1, 96, NULL, "Number of transformer blocks.", "4"),
-    ROW(n_head, INT, "model", NULL, 1, 128, NULL,
-        "Number of attention heads; n_embd must be a multiple of it.", "4"),
-    ROW(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
-        "256"),
+    ROW(n_layer, INT, "model", NULL, 1, 96, NULL,
+        "Number of transformer blocks; for resnet the depth 6n+2 (8, 14, 20, 26 … 92) of n "
+        "BasicBlocks per stage.",
+        "4"),
+    ROWM(n_head, INT, "model", NULL, 1, 128, NULL,
+         "Number of attention heads; n_embd must be a multiple of it.", "4", "gpt,dit"),
+    ROWM(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
+         "256", "gpt,dit"),
     ROWM(seq_len, INT, "model", NULL, 2, 65536, NULL,
          "Context length in tokens, also the length of each training window.", "128", "gpt"),
     ROWM(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
@@ -65,6 +69,10 @@ static const KeyRow rows[] = {
          "Side in pixels of the square patches an image is cut into, one token each; "
          "image_size must be a multiple of it.",
          "2", "dit"),
+    ROWM(resnet_width, INT, "model", NULL, 1, 1024, NULL,
+         "Channels of the first of the three stages; the second and third have twice and four "
+         "times as many (16 is the paper's 16/32/64, 160 a ten-times-wide ResNet).",
+         "16", "resnet"),
 
     /* data */
     ROW(train_data, STRING, "data", NULL, 1, 0,
@@ -88,36 +96,53 @@ static const KeyRow rows[] = {
     ROWM(image_size, INT, "data", NULL, 4, 4096, NULL,
          "Images are resized on their shorter side and centre-cropped to this many pixels "
          "square.",
-         "32", "dit"),
+         "32", "dit,resnet"),
     ROWM(image_channels, INT, "data", NULL, 1, 3, "1 (grey) or 3 (RGB)",
-         "Colour channels the model sees: 1 for grey, 3 for RGB.", "1", "dit"),
+         "Colour channels the model sees: 1 for grey, 3 for RGB.", "1", "dit,resnet"),
     ROWM(num_classes, INT, "data", NULL, 0, 1000000, NULL,
          "Number of classes; 0 takes the number of class folders in train_data (0 folders: an "
          "unconditional model).",
-         "0", "dit"),
+         "0", "dit,resnet"),
     ROWM(skip_bad_images, BOOL, "data", NULL, 0, 0, NULL,
          "Leave out image files that cannot be read (and say how many) instead of stopping.",
-         "false", "dit"),
+         "false", "dit,resnet"),
     ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
          "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
          "and a random horizontal flip.",
-         "none", "dit"),
+         "none", "dit,resnet"),
 
     /* training */
     ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
         "Sequences per micro-batch in each process.", "16"),
     ROW(gradient_accumulation_steps, INT, "training", NULL, 1, 4096, NULL,
         "Micro-batches whose gradients are summed before each optimizer step.", "1"),
+    ROW(optimizer, CHOICE, "training", optimizer_choices, 0, 0, NULL,
+        "The update rule: AdamW, or SGD with momentum (as torch.optim.SGD).", "adamw"),
     ROW(learning_rate, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 10, NULL,
-        "Peak learning rate of AdamW, before lr_scaling.", "0.002"),
+        "Peak learning rate of the optimizer, before lr_scaling.", "0.002"),
     ROW(lr_schedule, CHOICE, "training", lr_schedule_choices, 0, 0, NULL,
-        "How the learning rate falls after warmup, towards min_lr_ratio times the peak.", "cosine"),
+        "How the learning rate falls after warmup: towards min_lr_ratio times the peak "
+        "(constant, cosine, linear), or by lr_gamma every lr_step_size steps (step, PyTorch's "
+        "StepLR).",
+        "cosine"),
     ROW(warmup_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
         "Optimizer steps of linear warmup from zero to the peak learning rate.", "20"),
     ROW(min_lr_ratio, DOUBLE, "training", NULL, 0, 1, NULL,
         "Final learning rate as a fraction of the peak.", "0.1"),
+    ROW(lr_step_size, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+        "step schedule: optimizer steps (counted after warmup) between two decays of the "
+        "learning rate.",
+        "1000"),
+    ROW(lr_gamma, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
+        "step schedule: the factor the learning rate is multiplied by at each decay.", "0.1"),
     ROW(weight_decay, DOUBLE, "training", NULL, 0, 1, NULL,
-        "AdamW decoupled weight decay, applied to weight matrices only.", "0.1"),
+        "Weight decay on weight matrices and convolution kernels only (never on biases or "
+        "normalisation parameters): decoupled for AdamW, added to the gradient for SGD.",
+        "0.1"),
+    ROW(momentum, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "SGD momentum; 0 is plain SGD.", "0.9"),
+    ROW(nesterov, BOOL, "training", NULL, 0, 0, NULL,
+        "SGD with Nesterov momentum; with momentum 0 it is plain SGD.", "false"),
     ROW(beta1, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
         "AdamW decay rate of the first moment.", "0.9"),
     ROW(beta2, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
@@ -160,6 +185,10 @@ static const KeyRow rows[] = {
          "Probability that a training sample's label is replaced by \"no label\", which "
          "classifier-free guidance needs.",
          "0.1", "dit"),
+    ROWM(bn_momentum, DOUBLE, "training", NULL, 0, 1, NULL,
+         "BatchNorm running statistics: each training batch moves them this fraction of the "
+         "way to its own mean and unbiased variance (PyTorch's momentum).",
+         "0.1", "resnet"),
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
@@ -199,10 +228,10 @@ static const KeyRow rows[] = {
         "Measure validation loss every this many optimizer steps; 0 only at the end.", "100"),
     ROW(eval_steps, INT, "output", NULL, 1, NO_MAX_INT, NULL,
         "Batches averaged for each validation loss.", "20"),
-    ROW(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
-        "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
-        "samples off.",
-        "100"),
+    ROWM(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+         "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
+         "samples off.",
+         "100", "gpt,dit"),
     ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
          "This License", "gpt"),
     ROWM(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
@@ -261,8 +290,14 @@ static const KeyRow rows[] = {
         "Number format of the gradient all-reduce: bf16 halves the traffic and rounds each "
         "gradient to about three significant digits.",
         "fp32"),
-    ROW(sync_batchnorm, BOOL, "distributed", NULL, 0, 0, NULL,
-        "Compute BatchNorm statistics over all processes instead of per process.", "false"),
+    ROWM(broadcast_buffers, BOOL, "distributed", NULL, 0, 0, NULL,
+         "Copy rank 0's buffers (BatchNorm running statistics) to every process before each "
+         "step's forward, as PyTorch DDP's broadcast_buffers.",
+         "true", "resnet"),
+    ROWM(sync_batchnorm, BOOL, "distributed", NULL, 0, 0, NULL,
+         "Compute BatchNorm statistics over the global batch of all processes instead of per "
+         "process (SyncBatchNorm).",
+         "false", "resnet"),
     ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
         "Times the launcher restarts the whole group after a process fails.", "0"),
     ROW(timeout_s, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 86400, NULL,

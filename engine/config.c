@@ -23,6 +23,7 @@ GQuark cohort_config_error_quark(void)
 /* Choice fields are stored through an int pointer. */
 G_STATIC_ASSERT(sizeof(CohortDataFormat) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortLrSchedule) == sizeof(int));
+G_STATIC_ASSERT(sizeof(CohortOptimizerKind) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortPrecision) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortDevice) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortDistBackend) == sizeof(int));

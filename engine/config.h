@@ -14,7 +14,13 @@ G_BEGIN_DECLS
 /* The version this build writes. Files with a lower version are migrated on load. */
 #define COHORT_CONFIG_VERSION 1
 
-typedef enum { COHORT_LR_CONSTANT, COHORT_LR_COSINE, COHORT_LR_LINEAR } CohortLrSchedule;
+typedef enum {
+  COHORT_LR_CONSTANT,
+  COHORT_LR_COSINE,
+  COHORT_LR_LINEAR,
+  COHORT_LR_STEP /* PyTorch's StepLR: times lr_gamma every lr_step_size steps */
+} CohortLrSchedule;
+typedef enum { COHORT_OPTIMIZER_ADAMW, COHORT_OPTIMIZER_SGD } CohortOptimizerKind;
 typedef enum { COHORT_TIMESTEPS_UNIFORM, COHORT_TIMESTEPS_LOGIT_NORMAL } CohortTimestepSampling;
 typedef enum {
   COHORT_PRECISION_FP32,
@@ -38,13 +44,14 @@ typedef struct {
   int version;
 
   /* model */
-  char *model; /* a registered family: "gpt", "dit" */
+  char *model; /* a registered family: "gpt", "dit", "resnet" */
   int n_layer;
   int n_head;
   int n_embd;
   int seq_len;
   int vocab_size;
-  int patch_size; /* dit */
+  int patch_size;   /* dit */
+  int resnet_width; /* resnet: channels of the first stage (then 2x, 4x) */
 
   /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
   char *train_data;
@@ -62,11 +69,16 @@ typedef struct {
   /* optimisation */
   int batch_size; /* per process */
   int gradient_accumulation_steps;
+  CohortOptimizerKind optimizer;
   double learning_rate;
   CohortLrSchedule lr_schedule;
   int warmup_steps;
   double min_lr_ratio;
+  int lr_step_size; /* step schedule: optimizer steps between decays */
+  double lr_gamma;  /* step schedule: factor of each decay */
   double weight_decay;
+  double momentum;   /* sgd */
+  gboolean nesterov; /* sgd */
   double beta1;
   double beta2;
   double eps;
@@ -81,6 +93,7 @@ typedef struct {
   CohortTimestepSampling timestep_sampling; /* dit: how t is drawn */
   double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
   double cfg_dropout;                       /* dit: probability of training without the label */
+  double bn_momentum;                       /* resnet: BatchNorm running-statistics momentum */
   CohortDevice device;
   int threads; /* 0 = auto */
 
@@ -119,6 +132,7 @@ typedef struct {
   CohortLrScaling lr_scaling;
   double bucket_cap_mb;
   CohortReducePrecision reduce_precision; /* number format of the gradient all-reduce */
+  gboolean broadcast_buffers;             /* rank 0's buffers to all before each forward */
   gboolean sync_batchnorm;
   int max_restarts;
   double timeout_s;

@@ -9,7 +9,10 @@ void cohort_tensor_st_entries(const CohortTensorInfo *tensors, guint n, const fl
   for (guint i = 0; i < n; i++) {
     char *name = g_strconcat(prefix ? prefix : "", tensors[i].name, NULL);
     g_ptr_array_add(names, name);
-    CohortStEntry e = {.name = name, .data = buffer + tensors[i].offset, .ndim = tensors[i].ndim};
+    CohortStEntry e = {.name = name,
+                       .data = buffer + tensors[i].offset,
+                       .ndim = tensors[i].ndim,
+                       .int64 = tensors[i].int64};
     for (int d = 0; d < tensors[i].ndim; d++)
       e.shape[d] = tensors[i].shape[d];
     g_array_append_val(entries, e);

@@ -6,6 +6,7 @@
 
 #include "engine/models/dit.h"
 #include "engine/models/gpt.h"
+#include "engine/models/resnet.h"
 #include "kernels/backend.h"
 
 /* clang-format off */
@@ -15,6 +16,7 @@ G_DEFINE_QUARK(cohort-model-error-quark, cohort_model_error)
 static const CohortModelClass *const classes[] = {
     &cohort_gpt_class,
     &cohort_dit_class,
+    &cohort_resnet_class,
     NULL,
 };
 
@@ -165,6 +167,15 @@ void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, 
 {
   m->grad_ready = func;
   m->grad_ready_data = user_data;
+}
+
+gboolean cohort_model_set_comm(CohortModel *m, const CohortModelComm *comm, GError **error)
+{
+  m->comm = NULL;
+  if (comm && m->ops->set_comm && !m->ops->set_comm(m, comm, error))
+    return FALSE;
+  m->comm = comm;
+  return TRUE;
 }
 
 void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count)

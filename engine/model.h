@@ -65,6 +65,21 @@ typedef struct {
   const char *const *class_names; /* the data's classes in index order, or NULL */
 } CohortSampleRequest;
 
+/* Collectives a model may issue inside forward and backward: SyncBatchNorm's. The trainer
+ * sets them (cohort_model_set_comm) when sync_batchnorm is on and there is more than one rank;
+ * without them every layer works on its own rank's batch. Buffers are the model's backend
+ * memory, and every rank makes the same calls in the same order. A FALSE return means the
+ * communicator failed: the model goes on with what it has (its values are then meaningless)
+ * and the trainer reports the failure when backward has returned. */
+typedef struct {
+  int world_size;
+  /* recv [world_size × count] gets every rank's send [count], in rank order. */
+  gboolean (*all_gather)(gpointer data, const float *send, size_t count, float *recv);
+  /* buf [count] becomes its sum over all ranks. */
+  gboolean (*all_reduce_sum)(gpointer data, float *buf, size_t count);
+  gpointer data;
+} CohortModelComm;
+
 /* The operations of one model family. Every pointer is set unless marked optional. */
 typedef struct {
   /* Forward over `batch` (batch->B <= max_batch). Returns the mean loss over the batch; in
@@ -79,7 +94,7 @@ typedef struct {
   /* Adds this validation batch's metric sums into `sums` (n_sums entries, see metrics). */
   void (*eval_batch)(CohortModel *m, const CohortBatch *batch, double *sums);
   /* Produces a sample artifact (text, an image grid) and puts its fields ("text", "tokens",
-   * "image": path) into `fields` of the `sample` event. */
+   * "image": path) into `fields` of the `sample` event. Optional: a classifier has none. */
   gboolean (*sample)(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                      GError **error);
   /* Multiply-adds of one training sample's forward + backward (for FLOP/s). Optional. */
@@ -94,6 +109,10 @@ typedef struct {
    * (may be NULL) called on that gradient, then the rest of backward through the network. */
   void (*backward_logits)(CohortModel *m, float grad_scale, float task_weight,
                           CohortLogitsGradFunc add, gpointer user_data);
+  /* Prepares for collectives among comm->world_size ranks (scratch memory); FALSE with an
+   * error when that memory cannot be had. Optional: families without collectives ignore the
+   * communicator. */
+  gboolean (*set_comm)(CohortModel *m, const CohortModelComm *comm, GError **error);
 } CohortModelOps;
 
 struct CohortModel {
@@ -126,6 +145,7 @@ struct CohortModel {
   /* Bytes of activations (and backward scratch) the family allocated for max_batch; 0 when
    * the family does not say. */
   size_t act_bytes;
+  const CohortModelComm *comm; /* NULL: this rank's batch alone (cohort_model_set_comm) */
 };
 
 /* A model family. */
@@ -208,6 +228,10 @@ gboolean cohort_model_on_host(const CohortModel *m);
 /* Zeroes the gradients; nothing for a frozen model. */
 void cohort_model_zero_grad(CohortModel *m);
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data);
+/* Gives the model collectives for layers that span ranks (SyncBatchNorm); NULL takes them
+ * away. `comm` must outlive its use. FALSE with an error (and no communicator set) when the
+ * family cannot prepare for them. */
+gboolean cohort_model_set_comm(CohortModel *m, const CohortModelComm *comm, GError **error);
 /* Calls the grad-ready hook, if any (families call it from backward). */
 void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count);
 

@@ -1,4 +1,4 @@
-/* AdamW, learning-rate schedules, clipping and EMA over the backend's optimizer ops. */
+/* AdamW and SGD, learning-rate schedules, clipping and EMA over the backend's optimizer ops. */
 #include "engine/optim.h"
 #include "kernels/backend.h"
 
@@ -7,6 +7,7 @@
 #define MAX_STATES 2
 
 struct CohortOptimizer {
+  CohortOptimizerKind kind;
   const CohortBackend *be;
   size_t n;
   guint n_states;
@@ -33,6 +34,64 @@ double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
   return base_lr - (base_lr - min_lr) * progress;
 }
 
+double cohort_lr_step_at(double base_lr, int warmup_steps, int step_size, double gamma, int step)
+{
+  if (step < 0)
+    step = 0;
+  if (warmup_steps > 0 && step < warmup_steps)
+    return base_lr * (step + 1) / warmup_steps;
+  int decays = (step - warmup_steps) / MAX(step_size, 1);
+  return base_lr * pow(gamma, decays);
+}
+
+double cohort_lr_for(const CohortConfig *cfg, double base_lr, int step, int total_steps)
+{
+  if (cfg->lr_schedule == COHORT_LR_STEP)
+    return cohort_lr_step_at(base_lr, cfg->warmup_steps, cfg->lr_step_size, cfg->lr_gamma, step);
+  return cohort_lr_at(cfg->lr_schedule, base_lr, cfg->warmup_steps, cfg->min_lr_ratio, step,
+                      total_steps);
+}
+
+/* An optimizer of `kind` with the given state prefixes (NULL-terminated, at most MAX_STATES). */
+static CohortOptimizer *optimizer_new(CohortOptimizerKind kind, const CohortBackend *be, size_t n,
+                                      const char *const *prefixes)
+{
+  CohortOptimizer *opt = g_new0(CohortOptimizer, 1);
+  opt->kind = kind;
+  opt->be = be;
+  opt->n = n;
+  for (guint i = 0; prefixes[i] && i < MAX_STATES; i++) {
+    opt->prefix[i] = prefixes[i];
+    opt->state[i] = be->alloc(MAX(n, 1) * sizeof(float));
+    opt->n_states = i + 1;
+    if (!opt->state[i]) {
+      cohort_optimizer_free(opt);
+      return NULL;
+    }
+  }
+  return opt;
+}
+
+CohortOptimizer *cohort_sgd_new_on(const CohortBackend *be, size_t n, gboolean with_momentum)
+{
+  static const char *const buffer[] = {"optim.momentum_buffer.", NULL};
+  static const char *const none[] = {NULL};
+  return optimizer_new(COHORT_OPTIMIZER_SGD, be, n, with_momentum ? buffer : none);
+}
+
+CohortOptimizer *cohort_optimizer_new_for(const CohortConfig *cfg, const CohortBackend *be,
+                                          size_t n)
+{
+  if (cfg->optimizer == COHORT_OPTIMIZER_SGD)
+    return cohort_sgd_new_on(be, n, cfg->momentum != 0);
+  return cohort_adamw_new_on(be, n);
+}
+
+CohortOptimizerKind cohort_optimizer_kind(const CohortOptimizer *opt)
+{
+  return opt->kind;
+}
+
 CohortAdamW *cohort_adamw_new(size_t n)
 {
   CohortAdamW *opt = cohort_adamw_new_on(cohort_backend_cpu(), n);
@@ -43,20 +102,8 @@ CohortAdamW *cohort_adamw_new(size_t n)
 
 CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n)
 {
-  CohortOptimizer *opt = g_new0(CohortOptimizer, 1);
-  opt->be = be;
-  opt->n = n;
-  opt->n_states = 2;
-  opt->prefix[0] = "optim.m.";
-  opt->prefix[1] = "optim.v.";
-  for (guint i = 0; i < opt->n_states; i++) {
-    opt->state[i] = be->alloc(MAX(n, 1) * sizeof(float));
-    if (!opt->state[i]) {
-      cohort_optimizer_free(opt);
-      return NULL;
-    }
-  }
-  return opt;
+  static const char *const moments[] = {"optim.m.", "optim.v.", NULL};
+  return optimizer_new(COHORT_OPTIMIZER_ADAMW, be, n, moments);
 }
 
 void cohort_optimizer_free(CohortOptimizer *opt)
@@ -141,7 +188,7 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
                        const CohortTensorInfo *tensors, guint n_tensors, double lr, double beta1,
                        double beta2, double eps, double weight_decay, int t)
 {
-  g_return_if_fail(t >= 1);
+  g_return_if_fail(t >= 1 && opt->kind == COHORT_OPTIMIZER_ADAMW);
   float bc1 = (float)(1.0 - pow(beta1, t));
   float bc2 = (float)(1.0 - pow(beta2, t));
   for (guint i = 0; i < n_tensors; i++) {
@@ -151,6 +198,27 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
     opt->be->adamw_update(params + ti->offset, grads + ti->offset, opt->state[0] + ti->offset,
                           opt->state[1] + ti->offset, ti->numel, (float)lr, (float)beta1,
                           (float)beta2, (float)eps, wd, bc1, bc2);
+  }
+}
+
+void cohort_optimizer_step(CohortOptimizer *opt, float *params, const float *grads,
+                           const CohortTensorInfo *tensors, guint n_tensors,
+                           const CohortConfig *cfg, double lr, int t)
+{
+  if (opt->kind == COHORT_OPTIMIZER_ADAMW) {
+    cohort_adamw_step(opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2, cfg->eps,
+                      cfg->weight_decay, t);
+    return;
+  }
+  g_return_if_fail(t >= 1);
+  float *buf = opt->n_states > 0 ? opt->state[0] : NULL;
+  float momentum = buf ? (float)cfg->momentum : 0.0f;
+  for (guint i = 0; i < n_tensors; i++) {
+    const CohortTensorInfo *ti = &tensors[i];
+    g_return_if_fail(ti->offset + ti->numel <= opt->n);
+    float wd = ti->decay ? (float)cfg->weight_decay : 0.0f;
+    opt->be->sgd_update(params + ti->offset, grads + ti->offset, buf ? buf + ti->offset : NULL,
+                        ti->numel, (float)lr, momentum, 0.0f, wd, cfg->nesterov && buf, t == 1);
   }
 }
 

@@ -1,4 +1,4 @@
-/* Optimisation pieces the trainer composes: AdamW, learning-rate schedules, gradient
+/* Optimisation pieces the trainer composes: AdamW and SGD, learning-rate schedules, gradient
  * clipping by global norm, EMA weights. All loops are deterministic for a given thread count
  * (reductions in a fixed order). */
 #pragma once
@@ -15,10 +15,17 @@ typedef struct CohortBackend CohortBackend;
  * base_lr * min_lr_ratio at the last step. */
 double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
                     double min_lr_ratio, int step, int total_steps);
+/* PyTorch's StepLR after the same linear warmup: base_lr * gamma^floor((step - warmup_steps) /
+ * step_size) once warmup is over (step 0-based). */
+double cohort_lr_step_at(double base_lr, int warmup_steps, int step_size, double gamma, int step);
+/* The learning rate of optimizer step `step` of `total_steps` for the config's schedule
+ * (lr_schedule, warmup_steps, min_lr_ratio, lr_step_size, lr_gamma) from the peak base_lr. */
+double cohort_lr_for(const CohortConfig *cfg, double base_lr, int step, int total_steps);
 
 /* An optimizer's state: per parameter, the buffers its rule keeps (AdamW: the first and
- * second moments), in one backend's memory, each laid out like the parameters, so
- * checkpoints save them under the parameter names with a prefix per buffer. */
+ * second moments; SGD: the momentum buffer, none without momentum), in one backend's memory, each
+ * laid out like the parameters, so checkpoints save them under the parameter names with a prefix
+ * per buffer. */
 typedef struct CohortOptimizer CohortOptimizer;
 /* An AdamW CohortOptimizer (the name its API had before there were others). */
 typedef struct CohortOptimizer CohortAdamW;
@@ -28,6 +35,12 @@ CohortAdamW *cohort_adamw_new(size_t n);
 /* The same in the memory of backend `be`; the step then runs there (params and grads must be
  * that backend's memory too). NULL when the backend is out of memory. */
 CohortAdamW *cohort_adamw_new_on(const CohortBackend *be, size_t n);
+/* torch.optim.SGD's state for `n` parameters on backend `be`: a momentum buffer when
+ * `with_momentum`, else nothing. NULL when the backend is out of memory. */
+CohortOptimizer *cohort_sgd_new_on(const CohortBackend *be, size_t n, gboolean with_momentum);
+/* The optimizer cfg->optimizer names (AdamW, or SGD with a buffer when cfg->momentum > 0). */
+CohortOptimizer *cohort_optimizer_new_for(const CohortConfig *cfg, const CohortBackend *be,
+                                          size_t n);
 void cohort_optimizer_free(CohortOptimizer *opt);
 void cohort_adamw_free(CohortAdamW *opt);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortOptimizer, cohort_optimizer_free)
@@ -35,7 +48,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortAdamW, cohort_adamw_free)
 
 /* Parameters the state covers. */
 size_t cohort_optimizer_size(const CohortOptimizer *opt);
-/* State buffers and their checkpoint name prefixes ("optim.m.", "optim.v."). */
+CohortOptimizerKind cohort_optimizer_kind(const CohortOptimizer *opt);
+/* State buffers and their checkpoint name prefixes ("optim.m.", "optim.v." for AdamW,
+ * "optim.momentum_buffer." for SGD, as torch.optim names its state). */
 guint cohort_optimizer_n_states(const CohortOptimizer *opt);
 float *cohort_optimizer_state(CohortOptimizer *opt, guint i);
 const char *cohort_optimizer_state_prefix(const CohortOptimizer *opt, guint i);
@@ -57,6 +72,15 @@ void cohort_adamw_upload(CohortAdamW *opt, const float *m, const float *v);
 void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
                        const CohortTensorInfo *tensors, guint n_tensors, double lr, double beta1,
                        double beta2, double eps, double weight_decay, int t);
+
+/* One update t (1-based: AdamW's bias corrections, SGD's first step, which starts the momentum
+ * buffer at the gradient as PyTorch does) at learning rate `lr`, with the config's rule and
+ * hyper-parameters: AdamW (beta1, beta2, eps, decoupled weight_decay) or SGD (momentum,
+ * nesterov, no dampening, weight_decay added to the gradient). Weight decay applies only to
+ * tensors whose `decay` is set. */
+void cohort_optimizer_step(CohortOptimizer *opt, float *params, const float *grads,
+                           const CohortTensorInfo *tensors, guint n_tensors,
+                           const CohortConfig *cfg, double lr, int t);
 
 /* Global L2 norm of `n` values (accumulated in double, fixed order). */
 double cohort_global_norm(const float *values, size_t n);

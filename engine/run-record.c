@@ -223,9 +223,9 @@ CohortTbScalars *cohort_run_record_scalars(JsonObject *ev)
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
   g_autoptr(CohortTbScalars) s = cohort_tb_scalars_new();
   if (g_str_equal(name, "step")) {
-    static const char *const train[] = {"loss",         "lr",           "grad_norm",
-                                        "tokens_per_s", "samples_per_s", "loss_scale",
-                                        "loss_distill", "loss_task"};
+    static const char *const train[] = {
+        "loss",          "lr",         "grad_norm",    "tokens_per_s",
+        "samples_per_s", "loss_scale", "loss_distill", "loss_task"};
     for (guint i = 0; i < G_N_ELEMENTS(train); i++) {
       JsonNode *node = json_object_get_member(ev, train[i]);
       double v;

@@ -5,6 +5,7 @@
 #include "engine/fileio.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <fcntl.h>
 #include <string.h>
@@ -27,6 +28,7 @@ typedef enum {
   DT_F32,
   DT_F16,
   DT_BF16,
+  DT_I64,
   DT_OTHER, /* a valid safetensors dtype that does not convert to F32 */
 } Dtype;
 
@@ -77,7 +79,7 @@ static gboolean parse_dtype(const char *s, Dtype *dt, gsize *elem_size)
     gsize size;
   } table[] = {
       {"F32", DT_F32, 4},    {"F16", DT_F16, 2},       {"BF16", DT_BF16, 2},
-      {"F64", DT_OTHER, 8},  {"I64", DT_OTHER, 8},     {"U64", DT_OTHER, 8},
+      {"F64", DT_OTHER, 8},  {"I64", DT_I64, 8},       {"U64", DT_OTHER, 8},
       {"I32", DT_OTHER, 4},  {"U32", DT_OTHER, 4},     {"I16", DT_OTHER, 2},
       {"U16", DT_OTHER, 2},  {"I8", DT_OTHER, 1},      {"U8", DT_OTHER, 1},
       {"BOOL", DT_OTHER, 1}, {"F8_E4M3", DT_OTHER, 1}, {"F8_E5M2", DT_OTHER, 1},
@@ -450,12 +452,19 @@ gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, in
       dst[i] = f32_from_bits((guint32)GUINT16_FROM_LE(b) << 16);
     }
     return TRUE;
+  case DT_I64:
+    for (guint64 i = 0; i < bytes / 8; i++) {
+      guint64 b;
+      memcpy(&b, src + 8 * i, 8);
+      dst[i] = (float)(gint64)GUINT64_FROM_LE(b);
+    }
+    return TRUE;
   case DT_OTHER:
     break;
   }
   g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_DTYPE,
-              "%s: tensor \"%s\" has dtype %s; only F32, F16 and BF16 are read as float32", f->path,
-              name, t->dtype_name);
+              "%s: tensor \"%s\" has dtype %s; only F32, F16, BF16 and I64 are read as float32",
+              f->path, name, t->dtype_name);
   return FALSE;
 }
 
@@ -489,7 +498,7 @@ static char *build_header(const CohortStEntry *entries, guint n, GHashTable *met
     json_builder_set_member_name(b, entries[i].name);
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "dtype");
-    json_builder_add_string_value(b, "F32");
+    json_builder_add_string_value(b, entries[i].int64 ? "I64" : "F32");
     json_builder_set_member_name(b, "shape");
     json_builder_begin_array(b);
     for (int d = 0; d < entries[i].ndim; d++) {
@@ -500,7 +509,7 @@ static char *build_header(const CohortStEntry *entries, guint n, GHashTable *met
     json_builder_set_member_name(b, "data_offsets");
     json_builder_begin_array(b);
     json_builder_add_int_value(b, (gint64)offset);
-    offset += numel * 4;
+    offset += numel * (entries[i].int64 ? 8 : 4);
     json_builder_add_int_value(b, (gint64)offset);
     json_builder_end_array(b);
     json_builder_end_object(b);
@@ -512,11 +521,27 @@ static char *build_header(const CohortStEntry *entries, guint n, GHashTable *met
   return json_generator_to_data(gen, NULL);
 }
 
+/* A counter's values as little-endian int64. */
+static gboolean write_i64(int fd, const float *data, gsize numel)
+{
+  guint64 buf[512];
+  for (gsize i = 0; i < numel; i += G_N_ELEMENTS(buf)) {
+    gsize m = MIN(G_N_ELEMENTS(buf), numel - i);
+    for (gsize k = 0; k < m; k++)
+      buf[k] = GUINT64_TO_LE((guint64)(gint64)llrintf(data[i + k]));
+    if (!cohort_write_all(fd, buf, m * 8))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean write_tensor(int fd, const CohortStEntry *e)
 {
   gsize numel = 1;
   for (int d = 0; d < e->ndim; d++)
     numel *= (gsize)e->shape[d];
+  if (e->int64)
+    return write_i64(fd, e->data, numel);
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN
   return cohort_write_all(fd, e->data, numel * sizeof(float));
 #else

@@ -19,15 +19,17 @@ typedef enum {
   COHORT_SAFETENSORS_ERROR_DTYPE,   /* a dtype we cannot convert to F32 */
 } CohortSafetensorsError;
 
-/* One tensor to write: float32 data of `ndim` dims. */
+/* One tensor to write: float32 data of `ndim` dims. With `int64` set the values (integers, a
+ * counter such as BatchNorm's num_batches_tracked) are written as I64, rounded to nearest. */
 typedef struct {
   const char *name;
   const float *data;
   int ndim;
   int64_t shape[4];
+  gboolean int64;
 } CohortStEntry;
 
-/* Writes F32 tensors and string metadata (may be NULL) to `path` atomically: a temporary
+/* Writes F32 (and I64) tensors and string metadata (may be NULL) to `path` atomically: a temporary
  * file in the same folder, fsync, rename. */
 gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
                                   GHashTable *metadata, GError **error);
@@ -47,8 +49,9 @@ int cohort_safetensors_shape(const CohortStFile *f, const char *name, int64_t sh
 /* Metadata value or NULL. */
 const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key);
 
-/* Reads `name` into dst as float32 (F32, F16 and BF16 convert). The tensor must have exactly
- * `ndim` dims of `shape`; errors name the file, the tensor, the expected and found shape. */
+/* Reads `name` into dst as float32 (F32, F16, BF16 and I64 convert; I64 is exact up to 2^24). The
+ * tensor must have exactly `ndim` dims of `shape`; errors name the file, the tensor, the expected
+ * and found shape. */
 gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, int ndim,
                                      const int64_t *shape, float *dst, GError **error);
 

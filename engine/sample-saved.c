@@ -85,6 +85,12 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
   g_autoptr(CohortModel) m = cohort_model_load_saved(path, sets, 32, &cfg, &step, error);
   if (!m)
     return NULL;
+  if (!m->ops->sample) {
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                "%s: a %s model does not generate samples (--sample is for gpt and dit models)",
+                path, cfg->model);
+    return NULL;
+  }
   g_autofree char *state = g_build_filename(path, "state.json", NULL);
   gboolean is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
   g_auto(GStrv) classes = class_names(path, is_checkpoint);

@@ -10,7 +10,7 @@
 
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
 typedef struct {
-  double step_s, data_s, comm_s;
+  double step_s, data_s, comm_s, syncbn_s;
   double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
   double mem_bytes;
   double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
@@ -32,7 +32,13 @@ struct CohortTrainDist {
   CohortReducePrecision reduce_precision;
   CohortReducer *reducer;
   GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
-  gint64 data_us, step_us, comm_us;
+  gboolean sync_bn, broadcast_buffers;
+  CohortModelComm model_comm; /* SyncBatchNorm's collectives, when the model has them */
+  gboolean model_comm_set;
+  GError *syncbn_error; /* the first failure of one of them */
+  float *stage;         /* GPU rank, host communicator: SyncBatchNorm's values go through here */
+  size_t stage_len;
+  gint64 data_us, step_us, comm_us, syncbn_us;
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
   size_t teacher_bytes;
@@ -48,6 +54,8 @@ CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_siz
   d->world_size = world_size;
   d->timeout_s = cfg->timeout_s;
   d->reduce_precision = cfg->reduce_precision;
+  d->sync_bn = cfg->sync_batchnorm;
+  d->broadcast_buffers = cfg->broadcast_buffers;
   d->dev.be = cohort_backend_cpu();
   d->dev.cuda_device = -1;
   return d;
@@ -116,7 +124,94 @@ void cohort_train_dist_free(CohortTrainDist *d)
     return;
   cohort_reducer_free(d->reducer);
   g_clear_error(&d->reducer_error);
+  g_clear_error(&d->syncbn_error);
+  g_free(d->stage);
   g_free(d);
+}
+
+/* One SyncBatchNorm collective, run on the reducer's communication thread. */
+typedef struct {
+  CohortTrainDist *d;
+  const float *send; /* all-gather's input; NULL for the all-reduce */
+  float *buf;        /* all-gather's output, or the all-reduce's values */
+  size_t count;      /* values each rank contributes */
+} SyncJob;
+
+static gboolean sync_job_direct(SyncJob *j, GError **error)
+{
+  CohortComm *comm = j->d->comm;
+  if (j->send)
+    return cohort_comm_all_gather(comm, j->send, j->count * sizeof(float), j->buf, 0, error);
+  return cohort_comm_all_reduce_f32(comm, j->buf, j->count, COHORT_REDUCE_SUM, 0, error);
+}
+
+static gboolean sync_job(gpointer data, GError **error)
+{
+  SyncJob *j = data;
+  CohortTrainDist *d = j->d;
+  if (!staged(d))
+    return sync_job_direct(j, error);
+  /* Device values, host communicator: through host memory (the main thread is waiting). */
+  const CohortBackend *be = d->dev.be;
+  size_t world = (size_t)d->world_size, out = j->send ? world * j->count : j->count;
+  if (d->stage_len < j->count + out) {
+    g_free(d->stage);
+    d->stage_len = j->count + out;
+    d->stage = g_new(float, d->stage_len);
+  }
+  SyncJob host = {.d = d, .count = j->count, .buf = d->stage + j->count};
+  if (j->send) {
+    host.send = d->stage;
+    be->download(d->stage, j->send, j->count * sizeof(float));
+  } else {
+    be->download(host.buf, j->buf, j->count * sizeof(float));
+  }
+  if (!sync_job_direct(&host, error))
+    return FALSE;
+  be->upload(j->buf, host.buf, out * sizeof(float));
+  return TRUE;
+}
+
+static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
+{
+  if (d->syncbn_error)
+    return FALSE; /* the communicator is broken: do not wait for it again */
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
+  d->syncbn_us += g_get_monotonic_time() - t0;
+  return ok;
+}
+
+static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
+{
+  SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
+  return run_sync(data, &j);
+}
+
+static gboolean model_all_reduce_sum(gpointer data, float *buf, size_t count)
+{
+  SyncJob j = {.d = data, .buf = buf, .count = count};
+  return run_sync(data, &j);
+}
+
+/* SyncBatchNorm: the model's collectives go through the reducer's thread. */
+static void attach_model_comm(CohortTrainDist *d, CohortModel *m)
+{
+  d->model_comm = (CohortModelComm){
+      .world_size = d->world_size,
+      .all_gather = model_all_gather,
+      .all_reduce_sum = model_all_reduce_sum,
+      .data = d,
+  };
+  GError *e = NULL;
+  if (!cohort_model_set_comm(m, &d->model_comm, &e)) {
+    if (!d->reducer_error)
+      d->reducer_error = e;
+    else
+      g_error_free(e);
+    return;
+  }
+  d->model_comm_set = TRUE;
 }
 
 void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
@@ -135,6 +230,8 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
   cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
   /* attach cannot fail; the first end_backward reports it instead */
   cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
+  if (d->sync_bn)
+    attach_model_comm(d, m);
 }
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
@@ -155,6 +252,20 @@ gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
   gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
   d->comm_us += wait_us;
   d->reduce_wait_us += wait_us;
+  if (ok && d->syncbn_error) {
+    g_propagate_prefixed_error(error, g_error_copy(d->syncbn_error), "SyncBatchNorm: ");
+    return FALSE;
+  }
+  return ok;
+}
+
+gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *m, GError **error)
+{
+  if (!d->comm || !d->broadcast_buffers || m->n_buffer_floats == 0)
+    return TRUE;
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_train_dist_broadcast_params(d, m->buffer_data, m->n_buffer_floats, error);
+  d->comm_us += g_get_monotonic_time() - t0;
   return ok;
 }
 
@@ -267,6 +378,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .comm_s = (double)d->comm_us / 1e6 / k,
       .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
+      .syncbn_s = (double)d->syncbn_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
       .teacher_bytes = (double)d->teacher_bytes,
   };
@@ -280,7 +392,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     mine.gpu_mem_peak = (double)d->gpu_mem_peak;
     mine.gpu_util = util;
   }
-  d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = 0;
+  d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = d->syncbn_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
@@ -304,6 +416,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     if (all[r].reduce_s > 0)
       json_object_set_double_member(o, "allreduce_hidden",
                                     CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
+    if (d->model_comm_set)
+      json_object_set_double_member(o, "syncbn_s", all[r].syncbn_s);
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
@@ -314,7 +428,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     }
     json_array_add_object_element(ranks, o);
     /* The slowest rank is the one the others wait for: most compute, least waiting. */
-    if (all[r].step_s - all[r].comm_s > all[slowest].step_s - all[slowest].comm_s)
+    if (all[r].step_s - all[r].comm_s - all[r].syncbn_s >
+        all[slowest].step_s - all[slowest].comm_s - all[slowest].syncbn_s)
       slowest = r;
   }
   json_object_set_array_member(f, "ranks", ranks);

@@ -27,13 +27,26 @@ void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice 
 /* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb), reducing in
  * the config's reduce_precision (fp32, or bf16: see cohort_reducer_set_precision). With one
  * process there is no reducer, so reduce_precision changes nothing. A reducer that cannot be
- * set up (GPU memory for the bf16 scratch) makes end_backward fail with the reason. */
+ * set up (GPU memory for the bf16 scratch) makes end_backward fail with the reason.
+ *
+ * With sync_batchnorm and more than one rank it also gives the model its collectives
+ * (cohort_model_set_comm): SyncBatchNorm's all-gathers in forward and all-reduces in backward
+ * run on the reducer's communication thread, queued behind the buckets launched before them
+ * (cohort_reducer_run), so the collectives keep one order on every rank. Their time is the
+ * `syncbn_s` of the ranks event; a failure among them makes end_backward fail. */
 void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *model, double bucket_cap_mb);
 
 /* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After
  * end_backward with sync, the gradient buffer holds the average over ranks. */
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync);
 gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error);
+
+/* broadcast_buffers (PyTorch DDP's): rank 0's buffers (BatchNorm running statistics) to every
+ * rank, so all ranks carry rank 0's. The trainer calls it before the first forward of each
+ * optimizer step (DDP skips it after a no_sync forward) and before evaluation. Nothing with
+ * one process, broadcast_buffers false or a model without buffers. */
+gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *model,
+                                             GError **error);
 
 /* In-place sum over ranks. */
 gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error);

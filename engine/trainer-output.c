@@ -39,6 +39,10 @@ static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError *
   CohortModel *m = r->model;
   guint64 n_val = cohort_samples_count(r->val);
   g_autofree double *sums = g_new0(double, m->n_sums);
+  /* Every rank evaluates with rank 0's running statistics, as a DDP module's forward would
+   * broadcast them first. */
+  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
+    return FALSE;
   swap_in_ema(r, TRUE);
   r->batch->B = r->B;
   r->batch->epoch = -1;
@@ -89,6 +93,8 @@ gboolean cohort_run_eval(CohortRun *r, GError **error)
 
 gboolean cohort_run_sample(CohortRun *r, GError **error)
 {
+  if (!r->model->ops->sample)
+    return TRUE; /* a family without samples (a classifier) */
   JsonObject *f = json_object_new();
   json_object_set_int_member(f, "step", r->st.step);
   CohortSampleRequest req = {

@@ -121,10 +121,11 @@ static gboolean alloc_model(CohortRun *r, GError **error)
   if (!r->model)
     return FALSE;
   size_t n = r->model->n_params;
-  r->opt = cohort_adamw_new_on(r->be, n);
+  r->opt = cohort_optimizer_new_for(cfg, r->be, n);
   if (!r->opt) {
+    g_autofree char *name = cohort_config_get(cfg, "optimizer");
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "AdamW: out of %s memory for the moments of %zu parameters", r->be->name, n);
+                "%s: out of %s memory for the state of %zu parameters", name, r->be->name, n);
     return FALSE;
   }
   r->batch = cohort_samples_batch_new(r->train, r->B);

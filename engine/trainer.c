@@ -44,10 +44,9 @@ static void update(CohortRun *r, StepResult *res)
     r->st.scale_good_steps = 0;
     return;
   }
-  /* AdamW counts the updates it made, as torch.optim's state "step" does. */
+  /* The optimizer counts the updates it made, as torch.optim's state "step" does. */
   int t = (int)(r->st.step - r->st.skipped_steps) + 1;
-  cohort_adamw_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, res->lr, cfg->beta1,
-                    cfg->beta2, cfg->eps, cfg->weight_decay, t);
+  cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
   if (r->ema)
     cohort_ema_update_on(r->be, r->ema, m->params, m->n_params, cfg->ema_decay);
   if (fp16 && ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
@@ -69,6 +68,10 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   /* The loss, then the distillation parts: each a mean over micro-batches, summed over ranks. */
   double sums[1 + COHORT_DISTILL_N_PARTS] = {0};
   cohort_model_zero_grad(m);
+  /* DDP's broadcast_buffers: before the step's first forward only, since DDP skips it after a
+   * no_sync forward (the other micro-steps). */
+  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
+    return FALSE;
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 t0 = g_get_monotonic_time();
@@ -100,8 +103,7 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
-  res->lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
-                         (int)r->st.step, (int)r->total_steps);
+  res->lr = cohort_lr_for(cfg, r->base_lr, (int)r->st.step, (int)r->total_steps);
   /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
    * holds the same reduced values, so every rank stops here. */
   if (!fp16 && (!isfinite(res->loss) || !isfinite(res->norm))) {

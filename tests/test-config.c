@@ -53,10 +53,11 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 74);
+  g_assert_cmpuint(n, ==, 82);
   g_assert_null(cohort_config_find_key("version"));
-  g_assert_true(cohort_config_find_key("seed") == &keys[11]);
-  g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==, "constant, cosine, linear");
+  g_assert_true(cohort_config_find_key("seed") == &keys[12]);
+  g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==,
+                  "constant, cosine, linear, step");
   g_assert_cmpstr(cohort_config_find_key("learning_rate")->allowed, ==, "a number > 0 and <= 10");
   g_assert_cmpstr(cohort_config_find_key("beta2")->allowed, ==, "a number >= 0 and < 1");
   g_assert_cmpstr(cohort_config_find_key("n_layer")->allowed, ==, "an integer from 1 to 96");
@@ -286,7 +287,7 @@ static void test_invalid_values(void)
   g_assert_null(load_one("lr_schedule", "\"cosin\"", &error));
   g_assert_cmpstr(error->message, ==,
                   "run.json: key \"lr_schedule\": \"cosin\" is not allowed; allowed: constant, "
-                  "cosine, linear");
+                  "cosine, linear, step");
   g_clear_error(&error);
   g_assert_null(load_one("n_layer", "4.0", &error));
   g_assert_cmpstr(
@@ -454,8 +455,8 @@ static void test_cross_rules(void)
               (const char *[]){"\"device_indexes\": [0,1,0]", "appears twice", NULL});
   check_cross("{\"version\": 1, \"device_indexes\": [0, -2]}",
               (const char *[]){"\"device_indexes\": [0,-2]", "negative", NULL});
-  check_cross("{\"version\": 1, \"model\": \"resnet\"}",
-              (const char *[]){"\"model\": \"resnet\"", "allowed: gpt", NULL});
+  check_cross("{\"version\": 1, \"model\": \"vgg\"}",
+              (const char *[]){"\"model\": \"vgg\"", "allowed: gpt", NULL});
   check_cross("{\"version\": 1, \"vocab_size\": 50257}",
               (const char *[]){"\"vocab_size\": 50257", "\"data_format\": \"text\"", NULL});
 
@@ -724,6 +725,7 @@ static void test_presets(void)
   g_auto(GStrv) names = cohort_preset_list(FALSE);
   g_assert_true(g_strv_contains((const char *const *)names, "tiny-gpt"));
   g_assert_true(g_strv_contains((const char *const *)names, "gpt2-124m"));
+  g_assert_true(g_strv_contains((const char *const *)names, "tiny-resnet"));
   g_auto(GStrv) mine = cohort_preset_list(TRUE);
   g_assert_cmpuint(g_strv_length(mine), ==, 0);
 

@@ -1,6 +1,8 @@
-/* AdamW against the formula computed here in double, the LR schedules at key steps,
- * clipping as torch.nn.utils.clip_grad_norm_, and EMA. */
+/* AdamW and SGD (momentum, Nesterov, weight decay in the gradient) against their formulas
+ * computed here in double, the LR schedules at key steps (StepLR too), clipping as
+ * torch.nn.utils.clip_grad_norm_, and EMA. */
 #include "engine/optim.h"
+#include "kernels/backend.h"
 
 #include <glib.h>
 #include <math.h>
@@ -103,6 +105,72 @@ static void test_schedules(void)
   g_assert_cmpfloat_with_epsilon(cohort_lr_at(COHORT_LR_COSINE, 3e-4, 0, 0.0, 99, 100), 0.0, 1e-15);
 }
 
+/* torch.optim.SGD with dampening 0: g += wd p (decayed tensors); buf = g on the first step,
+ * else momentum buf + g; p -= lr (g + momentum buf) with Nesterov, else lr buf. */
+static void check_sgd(gboolean nesterov, double momentum)
+{
+  const int n = 5;
+  const gboolean decay[5] = {TRUE, TRUE, TRUE, TRUE, FALSE};
+  float p[5] = {0.5f, -1.25f, 2.0f, 0.0f, 3.0f};
+  double rp[5], rb[5] = {0};
+  for (int i = 0; i < n; i++)
+    rp[i] = p[i];
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cfg->optimizer = COHORT_OPTIMIZER_SGD;
+  cfg->momentum = momentum;
+  cfg->nesterov = nesterov;
+  cfg->weight_decay = 0.5;
+  g_autoptr(CohortOptimizer) opt = cohort_optimizer_new_for(cfg, cohort_backend_cpu(), n);
+  g_assert_cmpint(cohort_optimizer_kind(opt), ==, COHORT_OPTIMIZER_SGD);
+  g_assert_cmpuint(cohort_optimizer_n_states(opt), ==, momentum != 0 ? 1 : 0);
+  if (momentum != 0)
+    g_assert_cmpstr(cohort_optimizer_state_prefix(opt, 0), ==, "optim.momentum_buffer.");
+  const double lr = 0.1;
+  for (int t = 1; t <= 3; t++) {
+    float g[5] = {0.1f * t, -0.3f, 1e-3f, 2.0f / t, -0.7f * (t % 2 ? 1 : -1)};
+    cohort_optimizer_step(opt, p, g, tensors, G_N_ELEMENTS(tensors), cfg, lr, t);
+    for (int i = 0; i < n; i++) {
+      double d = g[i] + (decay[i] ? 0.5 * rp[i] : 0.0);
+      rb[i] = t == 1 ? d : momentum * rb[i] + d;
+      double step = momentum == 0 ? d : nesterov ? d + momentum * rb[i] : rb[i];
+      rp[i] -= lr * step;
+      g_assert_cmpfloat_with_epsilon(p[i], rp[i], 1e-6 * fmax(1.0, fabs(rp[i])));
+      if (momentum != 0)
+        g_assert_cmpfloat_with_epsilon(cohort_optimizer_state(opt, 0)[i], rb[i], 1e-6);
+    }
+  }
+}
+
+static void test_sgd(void)
+{
+  check_sgd(FALSE, 0.9);
+  check_sgd(TRUE, 0.9);
+  check_sgd(FALSE, 0.0);
+  check_sgd(TRUE, 0.0); /* Nesterov without momentum is plain SGD */
+}
+
+/* StepLR: base · gamma^floor((step − warmup) / step_size) after the linear warmup. */
+static void test_step_schedule(void)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cfg->lr_schedule = COHORT_LR_STEP;
+  cfg->warmup_steps = 4;
+  cfg->lr_step_size = 3;
+  cfg->lr_gamma = 0.5;
+  const double want[] = {0.25, 0.5, 0.75, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25};
+  for (int s = 0; s < (int)G_N_ELEMENTS(want); s++)
+    g_assert_cmpfloat_with_epsilon(cohort_lr_for(cfg, 1.0, s, 100), want[s], 1e-15);
+  /* torch.optim.lr_scheduler.StepLR(step_size=30, gamma=0.1) per step, no warmup */
+  g_assert_cmpfloat_with_epsilon(cohort_lr_step_at(0.1, 0, 30, 0.1, 29), 0.1, 1e-15);
+  g_assert_cmpfloat_with_epsilon(cohort_lr_step_at(0.1, 0, 30, 0.1, 30), 0.01, 1e-15);
+  g_assert_cmpfloat_with_epsilon(cohort_lr_step_at(0.1, 0, 30, 0.1, 95), 1e-4, 1e-15);
+  /* the other schedules go through cohort_lr_for unchanged */
+  cfg->lr_schedule = COHORT_LR_COSINE;
+  cfg->min_lr_ratio = 0.1;
+  g_assert_cmpfloat(cohort_lr_for(cfg, 1.0, 50, 111), ==,
+                    cohort_lr_at(COHORT_LR_COSINE, 1.0, 4, 0.1, 50, 111));
+}
+
 static void test_clip(void)
 {
   float g[2] = {3.0f, 4.0f};
@@ -144,6 +212,8 @@ static void test_ema(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/optim/sgd", test_sgd);
+  g_test_add_func("/optim/step-schedule", test_step_schedule);
   g_test_add_func("/optim/adamw", test_adamw_no_decay);
   g_test_add_func("/optim/adamw-decay", test_adamw_decay);
   g_test_add_func("/optim/schedules", test_schedules);

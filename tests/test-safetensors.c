@@ -233,7 +233,7 @@ static void test_tiling_and_strict(void)
 {
   float data[8] = {0};
   float v[6] = {1, 2, 3, 4, 5, 6};
-  CohortStEntry e[] = {{"a", v, 1, {2}}, {"b", v + 2, 2, {2, 2}}};
+  CohortStEntry e[] = {{"a", v, 1, {2}, FALSE}, {"b", v + 2, 2, {2, 2}, FALSE}};
   g_autoptr(GError) error = NULL;
 
   /* The header length off by one either way: every tensor would be shifted a byte. The
@@ -427,6 +427,44 @@ static void test_atomic_write(void)
   }
 }
 
+/* Counters (BatchNorm's num_batches_tracked) are written as I64, their bytes little-endian
+ * int64, and read back as float32. */
+static void test_i64(void)
+{
+  float w[2] = {0.5f, -1.0f}, n[1] = {12345.0f}, v[3] = {0.0f, 3.0f, 16777216.0f};
+  CohortStEntry entries[] = {
+      {.name = "w", .data = w, .ndim = 1, .shape = {2}},
+      {.name = "bn.num_batches_tracked", .data = n, .ndim = 0, .int64 = TRUE},
+      {.name = "counts", .data = v, .ndim = 1, .shape = {3}, .int64 = TRUE},
+  };
+  g_autofree char *path = tmp_path("i64.safetensors");
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_safetensors_write(path, entries, G_N_ELEMENTS(entries), NULL, &error));
+  g_autofree char *contents = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &contents, &len, NULL));
+  guint64 hl;
+  memcpy(&hl, contents, 8);
+  hl = GUINT64_FROM_LE(hl);
+  g_assert_cmpuint(len, ==, 8 + hl + 4 * 2 + 8 * 1 + 8 * 3);
+  g_autofree char *header = g_strndup(contents + 8, hl);
+  g_assert_nonnull(strstr(header, "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[]"));
+  g_assert_nonnull(strstr(header, "\"counts\":{\"dtype\":\"I64\""));
+  g_assert_nonnull(strstr(header, "\"w\":{\"dtype\":\"F32\""));
+  gint64 raw;
+  memcpy(&raw, contents + 8 + hl + 8, 8); /* after w's 8 bytes */
+  g_assert_cmpint(GINT64_FROM_LE(raw), ==, 12345);
+
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+  g_assert_no_error(error);
+  float rn[1], rv[3];
+  g_assert_true(cohort_safetensors_read_f32(f, "bn.num_batches_tracked", 0, NULL, rn, &error));
+  g_assert_true(cohort_safetensors_read_f32(f, "counts", 1, (int64_t[]){3}, rv, &error));
+  g_assert_no_error(error);
+  g_assert_cmpfloat(rn[0], ==, 12345.0f);
+  g_assert_cmpmem(rv, sizeof rv, v, sizeof v);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -444,6 +482,7 @@ int main(int argc, char **argv)
   g_test_add_func("/safetensors/read-errors", test_read_errors);
   g_test_add_func("/safetensors/write-errors", test_write_errors);
   g_test_add_func("/safetensors/atomic-write", test_atomic_write);
+  g_test_add_func("/safetensors/i64-counters", test_i64);
   int rc = g_test_run();
   if (!g_test_subprocess())
     tu_rm_rf(tmp_dir);

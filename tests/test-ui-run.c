@@ -8,6 +8,7 @@
 
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
+#include "ui/presets.h"
 #include "ui/programs.h"
 #include "ui/run-page-private.h"
 #include "ui/window-private.h"
@@ -76,6 +77,28 @@ static void test_replay(void)
   g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed: 6 steps"));
   g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==, cohort_run_get_summary(run));
   g_assert_false(cohort_run_page_figure_shown(page, "loss_scale"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* A classifier's run (recorded from cohort-train: resnet, 2 ranks with SyncBatchNorm, 10 steps,
+ * evaluations at steps 5 and 10) shows the accuracy curve beside the loss; a language model's
+ * stream, which has no accuracy metric, hides it again. */
+static void test_replay_accuracy(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  replay(win, "progress-resnet.jsonl");
+  CohortRunPage *page = cohort_window_get_run_page(win);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "10 of 10");
+  g_assert_true(cohort_run_page_accuracy_shown(page));
+  g_assert_cmpuint(cohort_run_page_count_accuracy_points(page), ==, 2);
+  g_assert_cmpuint(cohort_run_page_count_points(page, TRUE), ==, 2);
+  g_assert_cmpuint(cohort_run_page_count_ranks(page), ==, 2);
+  g_assert_true(cohort_run_page_ranks_show_syncbn(page));
+
+  replay(win, "progress-sample.jsonl");
+  g_assert_false(cohort_run_page_accuracy_shown(page));
+  g_assert_false(cohort_run_page_ranks_show_syncbn(page));
+  g_assert_cmpuint(cohort_run_page_count_accuracy_points(page), ==, 0);
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -440,6 +463,58 @@ static void real_run(int nproc, gboolean torchrun)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* The window's sync_batchnorm switch reaches the engine: the tiny-resnet preset, made small,
+ * trained from the window with 2 ranks (spawn mode), once with the switch off and once on;
+ * only the run with it on reports SyncBatchNorm's time per rank (the engine ran its
+ * collectives) and the ranks table shows it. */
+static void test_sync_batchnorm_switch(void)
+{
+  g_unsetenv("COHORT_TRAIN_PROGRAM");
+  if (!engine_has_nproc()) {
+    g_test_skip("cohort-train has no --nproc (spawn mode) in this build yet");
+    return;
+  }
+  for (int sync = 0; sync <= 1; sync++) {
+    CohortWindow *win = cohort_window_new(NULL);
+    g_assert_true(cohort_window_load_preset(win, "tiny-resnet"));
+    CohortConfigForm *form = cohort_window_get_form(win);
+    g_autofree char *ws = g_strdup_printf("%s/syncbn-%d", tmp_dir, sync);
+    const char *sets[][2] = {
+        {"workspace_dir", ws},
+        {"image_size", "16"},
+        {"resnet_width", "4"},
+        {"batch_size", "4"},
+        {"warmup_steps", "0"},
+        {"max_steps", "12"},
+        {"eval_every", "0"},
+        {"eval_steps", "1"},
+        {"val_data", ""},
+        {"threads", "1"},
+        {"device", "cpu"},
+        {"use_torchrun", "false"},
+        {"sync_batchnorm", sync ? "true" : "false"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
+      if (!cohort_config_form_set_text(form, sets[i][0], sets[i][1]))
+        g_error("%s=%s: %s", sets[i][0], sets[i][1],
+                cohort_config_form_get_error(form, sets[i][0]));
+    g_autoptr(GError) error = NULL;
+    g_assert_true(cohort_window_start(win, &error));
+    g_assert_no_error(error);
+    CohortRun *run = cohort_window_get_run(win);
+    g_assert_true(ui_test_wait(run_finished, run, 120));
+    CohortRunPage *page = cohort_window_get_run_page(win);
+    g_test_message("sync_batchnorm %d: %s", sync, cohort_run_get_summary(run));
+    g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed"));
+    g_assert_cmpuint(cohort_run_page_count_ranks(page), ==, 2);
+    g_assert_cmpint(cohort_run_page_ranks_show_syncbn(page), ==, sync);
+    gtk_window_destroy(GTK_WINDOW(win));
+  }
+  /* Later windows start from the defaults again, not from this test's last settings. */
+  g_autofree char *last = cohort_ui_last_config_path();
+  g_unlink(last);
+}
+
 static void test_real_single(void)
 {
   real_run(1, FALSE);
@@ -463,8 +538,10 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/run/replay-events-file", test_replay_events_file);
   g_test_add_func("/ui/run/image-samples", test_image_samples);
   g_test_add_func("/ui/run/replay-malformed", test_replay_malformed);
+  g_test_add_func("/ui/run/replay-accuracy", test_replay_accuracy);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);
+  g_test_add_func("/ui/run/sync-batchnorm-switch", test_sync_batchnorm_switch);
   g_test_add_func("/ui/run/real-single", test_real_single);
   g_test_add_func("/ui/run/real-spawn-2-ranks", test_real_spawn_two_ranks);
   g_test_add_func("/ui/run/real-cohort-run-2-ranks", test_real_cohort_run_two_ranks);

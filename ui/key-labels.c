@@ -13,6 +13,7 @@ static const struct {
     {"seq_len", N_("Context length")},
     {"vocab_size", N_("Vocabulary size")},
     {"patch_size", N_("Patch size")},
+    {"resnet_width", N_("Channels of the first stage")},
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
@@ -26,11 +27,16 @@ static const struct {
     {"augment", N_("Augmentation")},
     {"batch_size", N_("Batch size per process")},
     {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
+    {"optimizer", N_("Optimizer")},
     {"learning_rate", N_("Learning rate")},
     {"lr_schedule", N_("Learning rate schedule")},
     {"warmup_steps", N_("Warm-up steps")},
     {"min_lr_ratio", N_("Final learning rate ratio")},
+    {"lr_step_size", N_("Steps between learning rate decays")},
+    {"lr_gamma", N_("Learning rate decay factor")},
     {"weight_decay", N_("Weight decay")},
+    {"momentum", N_("SGD momentum")},
+    {"nesterov", N_("Nesterov momentum")},
     {"beta1", N_("Adam β₁")},
     {"beta2", N_("Adam β₂")},
     {"eps", N_("Adam ε")},
@@ -45,6 +51,7 @@ static const struct {
     {"timestep_sampling", N_("Timestep sampling")},
     {"timestep_shift", N_("Timestep shift")},
     {"cfg_dropout", N_("Label dropout for guidance")},
+    {"bn_momentum", N_("BatchNorm momentum")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"teacher_from", N_("Teacher folder")},
@@ -77,13 +84,15 @@ static const struct {
     {"lr_scaling", N_("Learning rate scaling")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
     {"reduce_precision", N_("Gradient reduction precision")},
+    {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
 };
 
-static const char *const arch_keys[] = {"model",   "n_layer",    "n_head",     "n_embd",
-                                        "seq_len", "vocab_size", "patch_size", NULL};
+static const char *const arch_keys[] = {"model",      "n_layer",      "n_head",
+                                        "n_embd",     "seq_len",      "vocab_size",
+                                        "patch_size", "resnet_width", NULL};
 static const char *const image_keys[] = {"image_size", "image_channels",  "num_classes",
                                          "augment",    "skip_bad_images", NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
@@ -91,9 +100,12 @@ static const char *const files_keys[] = {"train_data", "val_data", "data_format"
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
                                          "epochs", NULL};
-static const char *const optim_keys[] = {"learning_rate", "weight_decay", "beta1",
-                                         "beta2",         "eps",          NULL};
-static const char *const sched_keys[] = {"lr_schedule", "warmup_steps", "min_lr_ratio", NULL};
+static const char *const optim_keys[] = {"optimizer", "learning_rate", "weight_decay",
+                                         "momentum",  "nesterov",      "beta1",
+                                         "beta2",     "eps",           NULL};
+static const char *const sched_keys[] = {"lr_schedule",  "warmup_steps", "min_lr_ratio",
+                                         "lr_step_size", "lr_gamma",     NULL};
+static const char *const norm_keys[] = {"bn_momentum", NULL};
 static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
 static const char *const prec_keys[] = {
     "precision", "allow_tf32", "loss_scale_init", "loss_scale_growth_interval", "device",
@@ -101,9 +113,13 @@ static const char *const prec_keys[] = {
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
-static const char *const grad_keys[] = {
-    "lr_scaling", "bucket_cap_mb", "reduce_precision", "sync_batchnorm", "distributed_data_loading",
-    NULL};
+static const char *const grad_keys[] = {"lr_scaling",
+                                        "bucket_cap_mb",
+                                        "reduce_precision",
+                                        "broadcast_buffers",
+                                        "sync_batchnorm",
+                                        "distributed_data_loading",
+                                        NULL};
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",
                                            "student_init",        NULL};
@@ -119,9 +135,10 @@ static const CohortKeySection sections[] = {
     {"data", N_("Order"), order_keys},
     {"data", N_("Images"), image_keys},
     {"training", N_("Batch and length"), batch_keys},
-    {"training", N_("Optimizer (AdamW)"), optim_keys},
+    {"training", N_("Optimizer"), optim_keys},
     {"training", N_("Schedule"), sched_keys},
     {"training", N_("Flow matching"), flow_keys},
+    {"training", N_("BatchNorm"), norm_keys},
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
     {"training", N_("Distillation"), distill_keys},
@@ -153,12 +170,16 @@ static const struct {
     {"images", N_("images (class folders of PNG/JPEG)")},
     {"gpt", N_("GPT (text)")},
     {"dit", N_("Diffusion transformer (images)")},
+    {"resnet", N_("ResNet (image classifier)")},
+    {"adamw", N_("AdamW")},
+    {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},
     {"crop_flip", N_("random crop and flip")},
     {"uniform", N_("uniform")},
     {"logit_normal", N_("logit-normal")},
     {"random", N_("random")},
     {"teacher_layers", N_("every k-th teacher block")},
+    {"step", N_("step (StepLR)")},
 };
 
 const char *cohort_key_label(const char *key)

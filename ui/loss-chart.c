@@ -8,6 +8,7 @@ struct _CohortLossChart {
   GArray *train; /* of double pairs: step, loss */
   GArray *val;
   GArray *parts[2]; /* a distillation's teacher and task terms, likewise */
+  gboolean accuracy; /* the validation series is an accuracy (cohort_loss_chart_set_accuracy) */
 };
 
 /* Colours and legend of the distillation parts, dashed under the training loss they make up. */
@@ -80,31 +81,42 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   cairo_rectangle(cr, l + 0.5, t + 0.5, pw, ph);
   cairo_stroke(cr);
 
-  if (c->train->len == 0 && c->val->len == 0) {
+  GArray *train = c->accuracy ? NULL : c->train;
+  if ((!train || train->len == 0) && c->val->len == 0) {
     cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.6);
-    text_at(cr, w, _("Loss appears here once training runs"), l + pw / 2, t + ph / 2, 0.5);
+    text_at(cr, w,
+            c->accuracy ? _("Accuracy appears here after the first evaluation")
+                        : _("Loss appears here once training runs"),
+            l + pw / 2, t + ph / 2, 0.5);
     return;
   }
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  series_range(c->train, &x0, &x1, &y0, &y1);
+  if (train)
+    series_range(train, &x0, &x1, &y0, &y1);
   series_range(c->val, &x0, &x1, &y0, &y1);
   for (int k = 0; k < 2; k++)
     series_range(c->parts[k], &x0, &x1, &y0, &y1);
   x0 = MIN(x0, 0);
   if (x1 <= x0)
     x1 = x0 + 1;
-  if (y1 - y0 < 1e-6) {
-    y0 -= 0.5;
-    y1 += 0.5;
+  if (c->accuracy) {
+    y0 = 0; /* a fixed scale, so curves of runs compare by eye */
+    y1 = 1;
+  } else {
+    if (y1 - y0 < 1e-6) {
+      y0 -= 0.5;
+      y1 += 0.5;
+    }
+    double pad = (y1 - y0) * 0.05;
+    y0 -= pad;
+    y1 += pad;
   }
-  double pad = (y1 - y0) * 0.05;
-  y0 -= pad;
-  y1 += pad;
 
   cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.8);
   for (int i = 0; i <= 4; i++) {
     double v = y0 + (y1 - y0) * i / 4.0;
-    g_autofree char *s = g_strdup_printf("%.2f", v);
+    g_autofree char *s =
+        c->accuracy ? g_strdup_printf(_("%.0f %%"), 100 * v) : g_strdup_printf("%.2f", v);
     text_at(cr, w, s, l - 6, t + ph - ph * i / 4.0, 1.0);
   }
   g_autofree char *xs0 = g_strdup_printf("%.0f", x0);
@@ -122,14 +134,24 @@ static void draw(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpoin
   }
   cairo_set_dash(cr, NULL, 0, 0);
   cairo_set_line_width(cr, 2);
-  cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
-  draw_series(cr, c->train, x0, x1, y0, y1, l, t, pw, ph, FALSE);
+  if (train) {
+    cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
+    draw_series(cr, train, x0, x1, y0, y1, l, t, pw, ph, FALSE);
+  }
   cairo_set_source_rgb(cr, 0.90, 0.38, 0.0);
   draw_series(cr, c->val, x0, x1, y0, y1, l, t, pw, ph, TRUE);
   if (c->val->len > 2)
     draw_series(cr, c->val, x0, x1, y0, y1, l, t, pw, ph, FALSE);
 
   /* Legend. */
+  if (c->accuracy) {
+    cairo_set_source_rgb(cr, 0.90, 0.38, 0.0);
+    cairo_rectangle(cr, l + pw - 170, t + ph - 20, 12, 3);
+    cairo_fill(cr);
+    cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.9);
+    text_at(cr, w, _("validation accuracy"), l + pw - 152, t + ph - 18, 0.0);
+    return;
+  }
   cairo_set_source_rgb(cr, 0.21, 0.52, 0.89);
   cairo_rectangle(cr, l + pw - 150, t + 8, 12, 3);
   cairo_fill(cr);
@@ -233,6 +255,12 @@ void cohort_loss_chart_drop_after(CohortLossChart *c, double step)
 {
   drop_after(c->train, step);
   drop_after(c->val, step);
+  gtk_widget_queue_draw(GTK_WIDGET(c));
+}
+
+void cohort_loss_chart_set_accuracy(CohortLossChart *c, gboolean accuracy)
+{
+  c->accuracy = accuracy;
   gtk_widget_queue_draw(GTK_WIDGET(c));
 }
 

@@ -1,5 +1,6 @@
 /* A live chart of training and validation loss over optimizer steps, and of a distillation's
- * two loss parts: a GtkDrawingArea drawn with cairo. */
+ * two loss parts: a GtkDrawingArea drawn with cairo. In accuracy mode the same chart shows
+ * validation accuracy on a fixed 0–100 % scale (a classifier's second curve). */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -27,5 +28,8 @@ void cohort_loss_chart_clear(CohortLossChart *chart);
 /* Removes the points of steps after `step` from both series: a run resumed from its
  * checkpoint at `step` redoes them. Redraws. */
 void cohort_loss_chart_drop_after(CohortLossChart *chart, double step);
+/* Accuracy mode: the validation series is an accuracy in [0, 1], drawn on a fixed 0–100 %
+ * axis with its own legend and placeholder; the training series is not drawn. Redraws. */
+void cohort_loss_chart_set_accuracy(CohortLossChart *chart, gboolean accuracy);
 
 G_END_DECLS

@@ -18,6 +18,12 @@ guint cohort_run_page_count_points(CohortRunPage *page, gboolean validation);
 guint cohort_run_page_count_ranks(CohortRunPage *page);
 /* Points of a distillation's loss parts in the chart: the teacher term or the task term. */
 guint cohort_run_page_count_parts(CohortRunPage *page, gboolean teacher);
+/* The accuracy chart (shown for runs whose start event lists an "accuracy" metric) and its
+ * number of points. */
+gboolean cohort_run_page_accuracy_shown(CohortRunPage *page);
+guint cohort_run_page_count_accuracy_points(CohortRunPage *page);
+/* Whether the ranks table has the SyncBN column (the last ranks event reported syncbn_s). */
+gboolean cohort_run_page_ranks_show_syncbn(CohortRunPage *page);
 /* The rank shown as the slowest (highlighted), or -1. */
 int cohort_run_page_get_slowest(CohortRunPage *page);
 /* The sample area. */

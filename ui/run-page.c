@@ -24,11 +24,14 @@ struct _CohortRunPage {
   GtkWidget *step_bar;
   GtkWidget *epoch_bar;
   CohortLossChart *chart;
+  GtkWidget *accuracy_box; /* shown for runs whose model reports an accuracy (classifiers) */
+  CohortLossChart *accuracy_chart;
   GtkWidget *ranks_grid;
   GtkWidget *ranks_placeholder;
   GtkWidget *log_view;
   GtkTextBuffer *log;
   guint n_ranks;
+  gboolean syncbn_column; /* the ranks table shows SyncBatchNorm's time */
   int slowest;
   int total_steps;
   int steps_per_epoch;
@@ -117,6 +120,8 @@ static void cohort_run_page_class_init(CohortRunPageClass *klass)
   gtk_widget_class_bind_template_child(wc, CohortRunPage, step_bar);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_bar);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, chart);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, accuracy_box);
+  gtk_widget_class_bind_template_child(wc, CohortRunPage, accuracy_chart);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_grid);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_placeholder);
   gtk_widget_class_bind_template_child(wc, CohortRunPage, log_view);
@@ -127,6 +132,7 @@ static void cohort_run_page_init(CohortRunPage *p)
   gtk_widget_init_template(GTK_WIDGET(p));
   p->log = gtk_text_view_get_buffer(GTK_TEXT_VIEW(p->log_view));
   p->slowest = -1;
+  cohort_loss_chart_set_accuracy(p->accuracy_chart, TRUE);
 }
 
 GtkWidget *cohort_run_page_new(void)
@@ -153,6 +159,8 @@ void cohort_run_page_reset(CohortRunPage *p)
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), NULL);
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->epoch_bar), NULL);
   cohort_loss_chart_clear(p->chart);
+  cohort_loss_chart_clear(p->accuracy_chart);
+  gtk_widget_set_visible(p->accuracy_box, FALSE);
   clear_ranks(p);
   gtk_widget_set_visible(p->ranks_placeholder, TRUE);
   gtk_widget_set_visible(p->loss_scale_box, FALSE);
@@ -259,9 +267,14 @@ static void show_ranks(CohortRunPage *p, JsonObject *ev)
   gtk_widget_set_visible(p->ranks_placeholder, FALSE);
   p->slowest = (int)num(ev, "slowest", -1);
 
-  const char *heads[] = {_("Rank"), _("Host"),          _("Step"),
-                         _("Data"), _("Communication"), _("Memory")};
-  for (int c = 0; c < 6; c++)
+  /* SyncBatchNorm's collectives block compute: their time gets a column when the run has it. */
+  JsonObject *first =
+      json_array_get_length(ranks) > 0 ? json_array_get_object_element(ranks, 0) : NULL;
+  p->syncbn_column = first != NULL && json_object_has_member(first, "syncbn_s");
+  int n_cols = p->syncbn_column ? 7 : 6;
+  const char *heads[] = {_("Rank"),          _("Host"),   _("Step"),  _("Data"),
+                         _("Communication"), _("Memory"), _("SyncBN")};
+  for (int c = 0; c < n_cols; c++)
     gtk_grid_attach(GTK_GRID(p->ranks_grid), cell(heads[c], TRUE, FALSE), c, 0, 1, 1);
   p->n_ranks = json_array_get_length(ranks);
   for (guint i = 0; i < p->n_ranks; i++) {
@@ -276,11 +289,28 @@ static void show_ranks(CohortRunPage *p, JsonObject *ev)
     g_autofree char *c3 = g_strdup_printf(_("%.0f ms"), num(r, "data_s", 0) * 1000);
     g_autofree char *c4 = g_strdup_printf(_("%.0f ms"), num(r, "comm_s", 0) * 1000);
     g_autofree char *c5 = format_bytes(mem);
+    g_autofree char *c6 = g_strdup_printf(_("%.0f ms"), num(r, "syncbn_s", 0) * 1000);
     const char *host = json_object_get_string_member_with_default(r, "host", "");
-    const char *cols[] = {c0, host, c2, c3, c4, c5};
-    for (int c = 0; c < 6; c++)
+    const char *cols[] = {c0, host, c2, c3, c4, c5, c6};
+    for (int c = 0; c < n_cols; c++)
       gtk_grid_attach(GTK_GRID(p->ranks_grid), cell(cols[c], FALSE, slow), c, (int)i + 1, 1, 1);
   }
+}
+
+/* Whether the start event's "metrics" (what each eval event will carry) names `metric`. */
+static gboolean has_metric(JsonObject *start, const char *metric)
+{
+  JsonNode *node = json_object_get_member(start, "metrics");
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY(node))
+    return FALSE;
+  JsonArray *a = json_node_get_array(node);
+  for (guint i = 0; i < json_array_get_length(a); i++) {
+    JsonNode *e = json_array_get_element(a, i);
+    if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING &&
+        g_str_equal(json_node_get_string(e), metric))
+      return TRUE;
+  }
+  return FALSE;
 }
 
 void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
@@ -299,6 +329,7 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
         json_object_get_string_member_with_default(ev, "run", ""), num(ev, "params", 0) / 1e6,
         json_object_get_string_member_with_default(ev, "device", "?"), world);
     set_figure(p, "status", s);
+    gtk_widget_set_visible(p->accuracy_box, has_metric(ev, "accuracy"));
   } else if (g_str_equal(name, "step")) {
     show_step(p, ev);
   } else if (g_str_equal(name, "eval")) {
@@ -308,6 +339,7 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
       set_figure(p, "val_loss", l);
       cohort_loss_chart_add(p->chart, TRUE, num(ev, "step", 0), v);
     }
+    cohort_loss_chart_add(p->accuracy_chart, TRUE, num(ev, "step", 0), num(ev, "accuracy", NAN));
   } else if (g_str_equal(name, "sample")) {
     cohort_sample_view_add(p->samples, ev);
   } else if (g_str_equal(name, "checkpoint")) {
@@ -387,6 +419,21 @@ guint cohort_run_page_count_points(CohortRunPage *p, gboolean validation)
 guint cohort_run_page_count_parts(CohortRunPage *p, gboolean teacher)
 {
   return cohort_loss_chart_count_part(p->chart, teacher);
+}
+
+guint cohort_run_page_count_accuracy_points(CohortRunPage *p)
+{
+  return cohort_loss_chart_count(p->accuracy_chart, TRUE);
+}
+
+gboolean cohort_run_page_ranks_show_syncbn(CohortRunPage *p)
+{
+  return p->n_ranks > 0 && p->syncbn_column;
+}
+
+gboolean cohort_run_page_accuracy_shown(CohortRunPage *p)
+{
+  return gtk_widget_get_visible(p->accuracy_box);
 }
 
 guint cohort_run_page_count_ranks(CohortRunPage *p)

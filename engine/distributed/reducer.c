@@ -13,6 +13,19 @@ typedef struct {
   gboolean launched;
 } Bucket;
 
+/* What the communication thread's queue carries: a bucket to reduce, a job, or the order to
+ * quit. */
+typedef enum { ITEM_BUCKET, ITEM_JOB, ITEM_QUIT } ItemKind;
+
+typedef struct {
+  ItemKind kind;
+  guint bucket;
+  CohortReducerJob job;
+  gpointer data;
+  gboolean ok, done; /* a job's outcome, under the reducer's lock */
+  GError *error;
+} Item;
+
 struct CohortReducer {
   CohortComm *comm;
   float *grads;
@@ -20,7 +33,8 @@ struct CohortReducer {
   gboolean sync;
 
   GThread *thread;
-  GAsyncQueue *queue; /* bucket index + 1; G_MAXINT = quit */
+  GAsyncQueue *queue; /* of Item* */
+  Item *bucket_items; /* one per bucket */
   GMutex lock;
   GCond done_cond;
   guint launched, completed;
@@ -117,16 +131,32 @@ static gboolean reduce_host_bucket_bf16(CohortReducer *r, const Bucket *b, GErro
   return TRUE;
 }
 
+static void run_job(CohortReducer *r, Item *it)
+{
+  GError *error = NULL;
+  gboolean ok = it->job(it->data, &error);
+  g_mutex_lock(&r->lock);
+  it->ok = ok;
+  it->error = error;
+  it->done = TRUE;
+  g_cond_broadcast(&r->done_cond);
+  g_mutex_unlock(&r->lock);
+}
+
 static gpointer comm_thread(gpointer data)
 {
   CohortReducer *r = data;
   if (r->dev && r->dev->set_device)
     r->dev->set_device(r->device);
   for (;;) {
-    int item = GPOINTER_TO_INT(g_async_queue_pop(r->queue));
-    if (item == G_MAXINT)
+    Item *it = g_async_queue_pop(r->queue);
+    if (it->kind == ITEM_QUIT)
       return NULL;
-    Bucket *b = &g_array_index(r->buckets, Bucket, item - 1);
+    if (it->kind == ITEM_JOB) {
+      run_job(r, it);
+      continue;
+    }
+    Bucket *b = &g_array_index(r->buckets, Bucket, it->bucket);
     g_mutex_lock(&r->lock);
     gboolean failed = r->error != NULL;
     g_mutex_unlock(&r->lock);
@@ -134,7 +164,7 @@ static gpointer comm_thread(gpointer data)
     gint64 t0 = g_get_monotonic_time();
     /* After a failure the communicator is broken; later buckets are only counted. */
     if (!failed && r->dev)
-      reduce_device_bucket(r, (guint)item - 1, &error);
+      reduce_device_bucket(r, it->bucket, &error);
     else if (!failed && r->bf16)
       reduce_host_bucket_bf16(r, b, &error);
     else if (!failed)
@@ -188,6 +218,9 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
   g_mutex_init(&r->lock);
   g_cond_init(&r->done_cond);
   r->queue = g_async_queue_new();
+  r->bucket_items = g_new0(Item, r->buckets->len);
+  for (guint i = 0; i < r->buckets->len; i++)
+    r->bucket_items[i] = (Item){.kind = ITEM_BUCKET, .bucket = i};
   r->thread = g_thread_new("cohort-ddp-comm", comm_thread, r);
   return r;
 }
@@ -231,7 +264,8 @@ void cohort_reducer_free(CohortReducer *r)
 {
   if (!r)
     return;
-  g_async_queue_push(r->queue, GINT_TO_POINTER(G_MAXINT));
+  Item quit = {.kind = ITEM_QUIT};
+  g_async_queue_push(r->queue, &quit);
   g_thread_join(r->thread);
   g_async_queue_unref(r->queue);
   if (r->dev) {
@@ -246,6 +280,7 @@ void cohort_reducer_free(CohortReducer *r)
   }
   g_free(r->half);
   g_free(r->events);
+  g_free(r->bucket_items);
   g_array_free(r->buckets, TRUE);
   g_clear_error(&r->error);
   g_mutex_clear(&r->lock);
@@ -341,7 +376,7 @@ static void launch(CohortReducer *r, guint i)
   g_mutex_lock(&r->lock);
   r->launched++;
   g_mutex_unlock(&r->lock);
-  g_async_queue_push(r->queue, GINT_TO_POINTER((int)i + 1));
+  g_async_queue_push(r->queue, &r->bucket_items[i]);
 }
 
 void cohort_reducer_grad_ready(size_t offset, size_t count, gpointer reducer)
@@ -390,4 +425,30 @@ gboolean cohort_reducer_finish(CohortReducer *r, gint64 *wait_us, GError **error
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean cohort_reducer_run(CohortReducer *r, CohortReducerJob job, gpointer data, GError **error)
+{
+  /* Nothing in flight (forward, or backward before its first bucket): only this thread can
+   * queue work, so the communication thread stays idle and the job may run here, saving two
+   * thread switches. */
+  g_mutex_lock(&r->lock);
+  gboolean idle = r->completed == r->launched;
+  g_mutex_unlock(&r->lock);
+  if (idle)
+    return job(data, error);
+  Item it = {.kind = ITEM_JOB, .job = job, .data = data};
+  g_async_queue_push(r->queue, &it);
+  g_mutex_lock(&r->lock);
+  while (!it.done)
+    g_cond_wait(&r->done_cond, &r->lock);
+  g_mutex_unlock(&r->lock);
+  if (!it.ok)
+    g_propagate_error(error, it.error
+                                 ? it.error
+                                 : g_error_new_literal(COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                                                       "a collective job failed"));
+  else
+    g_clear_error(&it.error);
+  return it.ok;
 }

@@ -89,4 +89,17 @@ void cohort_reducer_grad_ready(size_t offset, size_t count, gpointer reducer);
  * that did not overlap compute). */
 gboolean cohort_reducer_finish(CohortReducer *r, gint64 *wait_us, GError **error);
 
+/* A collective to run on the communication thread (the reducer's communicator is the
+ * caller's to use inside it). */
+typedef gboolean (*CohortReducerJob)(gpointer data, GError **error);
+/* Runs `job` on the communication thread, after every bucket launched before this call, and
+ * waits for it: the way to issue another collective (SyncBatchNorm's) while buckets may be in
+ * flight, since two threads issuing collectives on one communicator could interleave them
+ * differently on different ranks. Because backward launches buckets at the same points on
+ * every rank, the queue order, so the collective order, is the same everywhere. When no
+ * bucket is in flight the job runs on the calling thread at once (the communication thread is
+ * idle and only the caller could give it work). Works in passes with or without sync. Returns
+ * the job's result. */
+gboolean cohort_reducer_run(CohortReducer *r, CohortReducerJob job, gpointer data, GError **error);
+
 G_END_DECLS

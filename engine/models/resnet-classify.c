@@ -1,0 +1,68 @@
+/* The classifier's objective: cross-entropy over the classes, averaged over the batch, and
+ * top-1 accuracy; evaluation runs the network with the running statistics (eval mode). */
+#include "engine/models/resnet-private.h"
+
+#include <math.h>
+
+/* The network and the loss on a host batch; returns the SUM of the rows' losses. */
+static double run(CohortModel *m, const float *images, const int *labels, int B,
+                  CohortForwardMode mode, int *correct)
+{
+  Resnet *r = resnet_of(m);
+  const CohortBackend *be = m->be;
+  const CohortResnetShape *s = &r->shape;
+  int K = s->num_classes;
+  g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
+  for (int i = 0; i < B; i++)
+    g_return_val_if_fail(labels[i] >= 0 && labels[i] < K, NAN);
+  size_t D = (size_t)s->channels * s->image_size * s->image_size;
+  be->upload(r->img, images, B * D * sizeof(float));
+  be->upload(r->labels, labels, (size_t)B * sizeof(int));
+  cohort_resnet_net_forward(r, B, mode);
+  be->crossentropy_forward(r->losses, r->lse, r->logits, r->labels, B, K);
+  be->download(r->host_losses, r->losses, (size_t)B * sizeof(float));
+  double sum = 0;
+  for (int i = 0; i < B; i++)
+    sum += r->host_losses[i];
+  if (correct)
+    *correct = be->accuracy_count(r->logits, r->labels, B, K);
+  r->last_B = B;
+  r->have_train = mode == COHORT_FORWARD_TRAIN;
+  return sum;
+}
+
+float cohort_resnet_forward_given(CohortModel *m, const float *images, const int *labels, int B,
+                                  CohortForwardMode mode, int *correct)
+{
+  return (float)(run(m, images, labels, B, mode, correct) / B);
+}
+
+void cohort_resnet_logits(const CohortModel *m, float *out)
+{
+  const Resnet *r = resnet_of(m);
+  m->be->download(out, r->logits, (size_t)r->last_B * r->shape.num_classes * sizeof(float));
+}
+
+float cohort_resnet_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode)
+{
+  return cohort_resnet_forward_given(m, batch->images, batch->labels, batch->B, mode, NULL);
+}
+
+void cohort_resnet_backward(CohortModel *m, float grad_scale)
+{
+  Resnet *r = resnet_of(m);
+  g_return_if_fail(r->have_train);
+  int B = r->last_B;
+  /* d(mean over the batch) / d(loss of a row) = 1/B */
+  m->be->crossentropy_backward(r->dlogits, r->logits, r->lse, r->labels, B, r->shape.num_classes,
+                               grad_scale / (float)B);
+  cohort_resnet_net_backward(r, B);
+}
+
+void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)
+{
+  int correct = 0;
+  sums[0] += run(m, batch->images, batch->labels, batch->B, COHORT_FORWARD_EVAL, &correct);
+  sums[1] += correct;
+  sums[2] += batch->B;
+}

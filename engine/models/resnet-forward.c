@@ -1,0 +1,178 @@
+/* The ResNet network, forward and backward, written per layer over the backend table, with
+ * BatchNorm split into its statistics, normalisation and the backward's two reductions so that
+ * SyncBatchNorm can combine ranks between the steps, as torch.nn.SyncBatchNorm does:
+ *
+ *  forward   bn_stats → all-gather every rank's [mean, m2, count] → bn_combine_stats (Chan's
+ *            formula, in rank order, so every rank gets the same bits) → normalise with the
+ *            global statistics → running statistics from the global mean and the unbiased
+ *            global variance;
+ *  backward  the two per-channel sums → the weight and bias gradients from this rank's own
+ *            sums (the DDP average then makes them the global ones) → all-reduce of the sums →
+ *            the input gradient with the global sums and count.
+ *
+ * The collectives come in the same order on every rank (layer by layer), which is what lets
+ * the trainer queue them behind the DDP reducer's buckets on one communication thread. */
+#include "engine/models/resnet-private.h"
+
+static gboolean syncing(const Resnet *r, CohortForwardMode mode)
+{
+  return mode == COHORT_FORWARD_TRAIN && r->base.comm && r->base.comm->world_size > 1;
+}
+
+/* u->stat holds this rank's mean and m2: replaces them with the global batch's and sets
+ * u->count to the values per channel over all ranks. */
+static void combine_ranks(Resnet *r, ResnetConvBn *u, int B)
+{
+  const CohortBackend *be = r->base.be;
+  const CohortModelComm *comm = r->base.comm;
+  int C = u->c_out, R = comm->world_size;
+  size_t row = 2 * (size_t)C + 1;
+  float count = (float)((double)B * u->h_out * u->h_out);
+  be->upload(u->stat + 2 * C, &count, sizeof count);
+  comm->all_gather(comm->data, u->stat, row, r->gather);
+  be->bn_combine_stats(u->stat, u->stat + C, r->gather, R, C);
+  be->download(r->gather_host, r->gather, (size_t)R * row * sizeof(float));
+  double total = 0;
+  for (int k = 0; k < R; k++)
+    total += r->gather_host[(size_t)k * row + 2 * C];
+  u->count = total;
+}
+
+/* y = BN(conv(x)); TRAIN also updates the running statistics (the counters are advanced once
+ * per forward by the caller). */
+static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y, int B,
+                            CohortForwardMode mode)
+{
+  const CohortBackend *be = r->base.be;
+  float *p = r->base.params, *buf = r->base.buffer_data;
+  int C = u->c_out, HW = u->h_out * u->h_out;
+  be->conv2d_forward(u->conv_out, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride,
+                     u->pad);
+  if (mode == COHORT_FORWARD_EVAL) {
+    be->bn_rstd(u->rstd, buf + u->var_off, 1.0, RESNET_BN_EPS, C);
+    be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, B, C,
+                   HW);
+    return;
+  }
+  be->bn_stats(u->conv_out, B, C, HW, u->stat, u->stat + C);
+  u->count = (double)B * HW;
+  if (syncing(r, mode))
+    combine_ranks(r, u, B);
+  be->bn_rstd(u->rstd, u->stat + C, 1.0 / u->count, RESNET_BN_EPS, C);
+  be->bn_forward(y, u->conv_out, u->stat, u->rstd, p + u->g_off, p + u->b_off, B, C, HW);
+  be->bn_running_update(buf + u->mean_off, buf + u->var_off, u->stat, u->stat + C, u->count,
+                        r->bn_momentum, C);
+}
+
+/* From dy = d(BN output): the BatchNorm and convolution gradients, and dx += d(conv input)
+ * (dx NULL: the image needs none). r->dconv is scratch. */
+static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const float *dy, float *dx,
+                             int B)
+{
+  const CohortBackend *be = r->base.be;
+  const CohortModelComm *comm = r->base.comm;
+  float *p = r->base.params, *g = r->base.grads;
+  int C = u->c_out, HW = u->h_out * u->h_out;
+  float *sum_dy = r->sums, *sum_dy_xhat = r->sums + C;
+  be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, B, C, HW, sum_dy, sum_dy_xhat);
+  /* The parameters' gradients from this rank's sums, before they are reduced in place. */
+  be->bn_backward_params(g + u->g_off, g + u->b_off, sum_dy, sum_dy_xhat, C);
+  if (syncing(r, COHORT_FORWARD_TRAIN))
+    comm->all_reduce_sum(comm->data, r->sums, 2 * (size_t)C);
+  size_t n = (size_t)B * C * HW;
+  be->zero(r->dconv, n * sizeof(float));
+  be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
+                     u->count, B, C, HW);
+  be->conv2d_backward(dx, g + u->w_off, r->dconv, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C,
+                      u->k, u->stride, u->pad);
+}
+
+static size_t block_numel(const ResnetBlock *b, int B)
+{
+  return (size_t)B * b->conv1.c_out * b->conv1.h_out * b->conv1.h_out;
+}
+
+static void block_forward(Resnet *r, ResnetBlock *b, const float *x, int B, CohortForwardMode mode)
+{
+  const CohortBackend *be = r->base.be;
+  size_t n = block_numel(b, B);
+  conv_bn_forward(r, &b->conv1, x, b->hidden, B, mode);
+  be->relu_forward(b->hidden, b->hidden, n);
+  conv_bn_forward(r, &b->conv2, b->hidden, b->out, B, mode);
+  const float *shortcut = x;
+  if (b->has_down) {
+    conv_bn_forward(r, &b->down, x, r->dconv, B, mode); /* dconv is free until backward */
+    shortcut = r->dconv;
+  }
+  be->residual_forward(b->out, b->out, shortcut, n);
+  be->relu_forward(b->out, b->out, n);
+}
+
+void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
+{
+  const CohortBackend *be = r->base.be;
+  const ResnetConvBn *s = &r->stem;
+  float *p = r->base.params;
+  int K = r->shape.num_classes, F = r->feat;
+  if (mode == COHORT_FORWARD_TRAIN) /* every num_batches_tracked += 1 */
+    be->axpby(r->base.buffer_data + r->nbt_off, 1.0f, r->base.buffer_data + r->nbt_off, 1.0f,
+              r->ones, (size_t)r->n_bn);
+  conv_bn_forward(r, &r->stem, r->img, r->stem_out, B, mode);
+  be->relu_forward(r->stem_out, r->stem_out, (size_t)B * s->c_out * s->h_out * s->h_out);
+  const float *x = r->stem_out;
+  for (int i = 0; i < r->n_blocks; i++) {
+    block_forward(r, &r->blocks[i], x, B, mode);
+    x = r->blocks[i].out;
+  }
+  be->avgpool_global_forward(r->pooled, x, B, F, r->last_side * r->last_side);
+  be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
+  be->add_bias(r->logits, p + r->fc_w_off + (size_t)K * F, B, K);
+}
+
+/* r->da holds d(block output); on return r->da holds d(block input) (the buffers swap). */
+static void block_backward(Resnet *r, ResnetBlock *b, const float *x, int B)
+{
+  const CohortBackend *be = r->base.be;
+  size_t n = block_numel(b, B);
+  size_t n_in = (size_t)B * b->conv1.c_in * b->conv1.h_in * b->conv1.h_in;
+  /* through the final ReLU: da is then the gradient of the sum, for both branches */
+  be->relu_backward(r->da, b->out, r->da, n);
+  be->zero(r->dh, n * sizeof(float));
+  conv_bn_backward(r, &b->conv2, b->hidden, r->da, r->dh, B);
+  be->relu_backward(r->dh, b->hidden, r->dh, n);
+  /* d(block input): the shortcut's share first (a copy for the identity), then conv1's */
+  if (b->has_down) {
+    be->zero(r->db, n_in * sizeof(float));
+    conv_bn_backward(r, &b->down, x, r->da, r->db, B);
+  } else {
+    be->copy(r->db, r->da, n * sizeof(float));
+  }
+  conv_bn_backward(r, &b->conv1, x, r->dh, r->db, B);
+  float *t = r->da;
+  r->da = r->db;
+  r->db = t;
+}
+
+void cohort_resnet_net_backward(Resnet *r, int B)
+{
+  const CohortBackend *be = r->base.be;
+  CohortModel *m = &r->base;
+  float *p = m->params, *g = m->grads;
+  int K = r->shape.num_classes, F = r->feat, HW = r->last_side * r->last_side;
+  /* the classifier: logits = pooled fc.weight^T + fc.bias */
+  be->gemm(1, 0, K, F, B, 1.0f, r->dlogits, K, r->pooled, F, 1.0f, g + r->fc_w_off, F);
+  be->bias_backward(g + r->fc_w_off + (size_t)K * F, r->dlogits, B, K);
+  be->gemm(0, 0, B, F, K, 1.0f, r->dlogits, K, p + r->fc_w_off, F, 0.0f, r->dpooled, F);
+  cohort_model_grad_ready(m, r->fc_w_off, m->n_params - r->fc_w_off);
+  be->zero(r->da, (size_t)B * F * HW * sizeof(float));
+  be->avgpool_global_backward(r->da, r->dpooled, B, F, HW);
+  for (int i = r->n_blocks - 1; i >= 0; i--) {
+    ResnetBlock *b = &r->blocks[i];
+    block_backward(r, b, i > 0 ? r->blocks[i - 1].out : r->stem_out, B);
+    cohort_model_grad_ready(m, b->p_begin, b->p_end - b->p_begin);
+  }
+  const ResnetConvBn *s = &r->stem;
+  be->relu_backward(r->da, r->stem_out, r->da, (size_t)B * s->c_out * s->h_out * s->h_out);
+  conv_bn_backward(r, &r->stem, r->img, r->da, NULL, B);
+  cohort_model_grad_ready(m, 0, r->blocks[0].p_begin);
+}

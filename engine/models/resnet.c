@@ -1,0 +1,420 @@
+/* The ResNet family: its plan of layers, tensor and buffer tables, activations,
+ * initialisation and registry entry. */
+#include "engine/models/resnet-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/rng.h"
+
+/* clang-format off */
+G_DEFINE_QUARK(cohort-resnet-error-quark, cohort_resnet_error)
+/* clang-format on */
+
+#define N_STAGES 3
+
+/* The tables as they are being built. */
+typedef struct {
+  GArray *params, *buffers, *counters; /* of CohortTensorInfo */
+  size_t p_off, b_off;
+  int layer;
+} Tables;
+
+static void add(GArray *arr, const char *prefix, const char *name, int ndim, const int *shape,
+                int layer, size_t *off)
+{
+  CohortTensorInfo t = {.name = g_strconcat(prefix, name, NULL),
+                        .ndim = ndim,
+                        .layer = layer,
+                        .offset = *off,
+                        .numel = 1};
+  for (int d = 0; d < ndim; d++) {
+    t.shape[d] = shape[d];
+    t.numel *= (size_t)shape[d];
+  }
+  /* Convolution kernels and the classifier's matrix decay; BatchNorm and biases do not. */
+  t.decay = ndim >= 2;
+  *off += t.numel;
+  g_array_append_val(arr, t);
+}
+
+/* Sets up unit `u` and adds its tensors: the convolution `conv` ("conv1", "downsample.0") and
+ * the BatchNorm `bn` ("bn1", "downsample.1") under `prefix`. */
+static void add_conv_bn(Tables *t, ResnetConvBn *u, const char *prefix, const char *conv,
+                        const char *bn, int c_in, int c_out, int k, int stride, int h_in)
+{
+  *u = (ResnetConvBn){.c_in = c_in, .c_out = c_out, .k = k, .stride = stride, .pad = k / 2};
+  u->h_in = h_in;
+  u->h_out = (h_in + 2 * u->pad - k) / stride + 1;
+  g_autofree char *cw = g_strconcat(conv, ".weight", NULL);
+  g_autofree char *bw = g_strconcat(bn, ".weight", NULL), *bb = g_strconcat(bn, ".bias", NULL);
+  g_autofree char *rm = g_strconcat(bn, ".running_mean", NULL);
+  g_autofree char *rv = g_strconcat(bn, ".running_var", NULL);
+  g_autofree char *nbt = g_strconcat(bn, ".num_batches_tracked", NULL);
+  const int wshape[4] = {c_out, c_in, k, k};
+  u->w_off = t->p_off;
+  add(t->params, prefix, cw, 4, wshape, t->layer, &t->p_off);
+  u->g_off = t->p_off;
+  add(t->params, prefix, bw, 1, &c_out, t->layer, &t->p_off);
+  u->b_off = t->p_off;
+  add(t->params, prefix, bb, 1, &c_out, t->layer, &t->p_off);
+  u->mean_off = t->b_off;
+  add(t->buffers, prefix, rm, 1, &c_out, t->layer, &t->b_off);
+  u->var_off = t->b_off;
+  add(t->buffers, prefix, rv, 1, &c_out, t->layer, &t->b_off);
+  /* A 0-dimensional counter; offsets are fixed once the statistics' size is known. */
+  size_t index = t->counters->len;
+  add(t->counters, prefix, nbt, 0, NULL, t->layer, &index);
+  g_array_index(t->counters, CohortTensorInfo, t->counters->len - 1).int64 = TRUE;
+}
+
+/* The layers of the shape: the stem, n BasicBlocks per stage (the first of stages 2 and 3 with
+ * stride 2 and a downsampling shortcut), the classifier; tables in torchvision's order. */
+static void build_tables(Resnet *r)
+{
+  const CohortResnetShape *s = &r->shape;
+  Tables t = {.params = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo)),
+              .buffers = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo)),
+              .counters = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo))};
+  int side = s->image_size;
+  add_conv_bn(&t, &r->stem, "", "conv1", "bn1", s->channels, s->width, 3, 1, side);
+  r->max_c = s->width;
+  r->max_act = (size_t)MAX(s->channels, s->width) * side * side;
+  r->n_blocks = N_STAGES * s->blocks_per_stage;
+  r->blocks = g_new0(ResnetBlock, r->n_blocks);
+  int in = s->width;
+  for (int st = 0; st < N_STAGES; st++) {
+    int planes = s->width << st;
+    for (int i = 0; i < s->blocks_per_stage; i++) {
+      ResnetBlock *b = &r->blocks[st * s->blocks_per_stage + i];
+      int stride = st > 0 && i == 0 ? 2 : 1;
+      g_autofree char *prefix = g_strdup_printf("layer%d.%d.", st + 1, i);
+      t.layer++;
+      b->p_begin = t.p_off;
+      add_conv_bn(&t, &b->conv1, prefix, "conv1", "bn1", in, planes, 3, stride, side);
+      add_conv_bn(&t, &b->conv2, prefix, "conv2", "bn2", planes, planes, 3, 1, b->conv1.h_out);
+      b->has_down = stride != 1 || in != planes;
+      if (b->has_down)
+        add_conv_bn(&t, &b->down, prefix, "downsample.0", "downsample.1", in, planes, 1, stride,
+                    side);
+      b->p_end = t.p_off;
+      side = b->conv1.h_out;
+      in = planes;
+      r->max_c = MAX(r->max_c, planes);
+    }
+  }
+  r->feat = in;
+  r->last_side = side;
+  t.layer++;
+  r->fc_w_off = t.p_off;
+  const int fc_w[2] = {s->num_classes, in};
+  add(t.params, "", "fc.weight", 2, fc_w, t.layer, &t.p_off);
+  add(t.params, "", "fc.bias", 1, &s->num_classes, t.layer, &t.p_off);
+
+  r->n_bn = (int)t.counters->len;
+  r->nbt_off = t.b_off;
+  for (guint i = 0; i < t.counters->len; i++) {
+    CohortTensorInfo *c = &g_array_index(t.counters, CohortTensorInfo, i);
+    c->offset += r->nbt_off;
+  }
+  /* The file lists each BatchNorm's buffers together (as torchvision's state dict does);
+   * in memory the counters sit at the end, so one op advances them all. */
+  GArray *bufs = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo));
+  for (guint i = 0; i < t.counters->len; i++) {
+    g_array_append_vals(bufs, &g_array_index(t.buffers, CohortTensorInfo, 2 * i), 2);
+    g_array_append_val(bufs, g_array_index(t.counters, CohortTensorInfo, i));
+  }
+  r->base.n_buffer_floats = t.b_off + t.counters->len;
+  r->base.n_buffers = bufs->len;
+  r->base.buffers = (CohortTensorInfo *)g_array_free(bufs, FALSE);
+  g_array_free(t.buffers, TRUE);
+  g_array_free(t.counters, TRUE);
+  r->base.n_tensors = t.params->len;
+  r->base.tensors = (CohortTensorInfo *)g_array_free(t.params, FALSE);
+  r->base.n_params = t.p_off;
+}
+
+/* Carves the activations out of one allocation: the first pass (base NULL) only counts. */
+static size_t layout_acts(Resnet *r, char *base)
+{
+  const CohortResnetShape *s = &r->shape;
+  size_t B = (size_t)r->base.max_batch, K = (size_t)s->num_classes, F = (size_t)r->feat;
+  size_t used = 0;
+#define TAKE(ptr, count, type)                                                                     \
+  do {                                                                                             \
+    size_t bytes_ = ((count) * sizeof(type) + 63) / 64 * 64;                                       \
+    if (base)                                                                                      \
+      (ptr) = (type *)(base + used);                                                               \
+    used += bytes_;                                                                                \
+  } while (0)
+#define TAKE_UNIT(u)                                                                               \
+  do {                                                                                             \
+    TAKE((u)->conv_out, B *(u)->c_out *(u)->h_out *(u)->h_out, float);                             \
+    TAKE((u)->stat, 2 * (size_t)(u)->c_out + 1, float);                                            \
+    TAKE((u)->rstd, (size_t)(u)->c_out, float);                                                    \
+  } while (0)
+  TAKE(r->img, B * s->channels * s->image_size * s->image_size, float);
+  TAKE(r->labels, B, int);
+  TAKE_UNIT(&r->stem);
+  TAKE(r->stem_out, B * r->stem.c_out * r->stem.h_out * r->stem.h_out, float);
+  for (int i = 0; i < r->n_blocks; i++) {
+    ResnetBlock *b = &r->blocks[i];
+    size_t n = B * b->conv1.c_out * b->conv1.h_out * b->conv1.h_out;
+    TAKE_UNIT(&b->conv1);
+    TAKE_UNIT(&b->conv2);
+    if (b->has_down)
+      TAKE_UNIT(&b->down);
+    TAKE(b->hidden, n, float);
+    TAKE(b->out, n, float);
+  }
+  TAKE(r->pooled, B * F, float);
+  TAKE(r->logits, B * K, float);
+  TAKE(r->lse, B, float);
+  TAKE(r->losses, B, float);
+  TAKE(r->dlogits, B * K, float);
+  TAKE(r->dpooled, B * F, float);
+  TAKE(r->da, B * r->max_act, float);
+  TAKE(r->db, B * r->max_act, float);
+  TAKE(r->dh, B * r->max_act, float);
+  TAKE(r->dconv, B * r->max_act, float);
+  TAKE(r->sums, 2 * (size_t)r->max_c, float);
+  TAKE(r->ones, (size_t)r->n_bn, float);
+#undef TAKE_UNIT
+#undef TAKE
+  return used;
+}
+
+static void fill_normal(float *dst, size_t n, double std, guint64 seed)
+{
+  guint64 st = seed;
+  for (size_t i = 0; i < n; i += 2) {
+    double u1 = 1.0 - cohort_rng_uniform(&st);
+    double u2 = cohort_rng_uniform(&st);
+    double rad = sqrt(-2.0 * log(u1)) * std;
+    dst[i] = (float)(rad * cos(2 * G_PI * u2));
+    if (i + 1 < n)
+      dst[i + 1] = (float)(rad * sin(2 * G_PI * u2));
+  }
+}
+
+static void fill_uniform(float *dst, size_t n, double bound, guint64 seed)
+{
+  guint64 st = seed;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = (float)((2 * cohort_rng_uniform(&st) - 1) * bound);
+}
+
+/* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
+ * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
+ * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
+ * running variance 1, no batches tracked. */
+static void resnet_init(CohortModel *m, guint64 seed)
+{
+  Resnet *r = resnet_of(m);
+  float *host = g_new0(float, m->n_params);
+  for (guint i = 0; i < m->n_tensors; i++) {
+    const CohortTensorInfo *t = &m->tensors[i];
+    float *dst = host + t->offset;
+    guint64 st = seed ^ (0xD1B54A32D192ED03ull * (i + 1));
+    guint64 s = cohort_rng_next(&st);
+    if (g_str_has_prefix(t->name, "fc.")) {
+      fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
+    } else if (t->ndim == 4) {
+      double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
+      fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
+    } else if (g_str_has_suffix(t->name, ".weight")) {
+      for (size_t k = 0; k < t->numel; k++)
+        dst[k] = 1.0f; /* BatchNorm's scale */
+    }
+  }
+  cohort_model_upload_params(m, host);
+  g_free(host);
+  float *bufs = g_new0(float, m->n_buffer_floats);
+  for (guint i = 0; i < m->n_buffers; i++)
+    if (g_str_has_suffix(m->buffers[i].name, ".running_var"))
+      for (size_t k = 0; k < m->buffers[i].numel; k++)
+        bufs[m->buffers[i].offset + k] = 1.0f;
+  cohort_model_upload_buffers(m, bufs);
+  g_free(bufs);
+}
+
+static void free_sync_scratch(Resnet *r)
+{
+  if (r->gather && r->base.be)
+    r->base.be->free(r->gather);
+  r->gather = NULL;
+  g_clear_pointer(&r->gather_host, g_free);
+  r->gather_world = 0;
+}
+
+static gboolean resnet_set_comm(CohortModel *m, const CohortModelComm *comm, GError **error)
+{
+  Resnet *r = resnet_of(m);
+  if (comm->world_size == r->gather_world)
+    return TRUE;
+  free_sync_scratch(r);
+  size_t n = (size_t)comm->world_size * (2 * (size_t)r->max_c + 1);
+  r->gather = m->be->alloc(n * sizeof(float));
+  if (!r->gather) {
+    g_set_error(error, cohort_resnet_error_quark(), 2,
+                "SyncBatchNorm: out of %s memory for the statistics of %d ranks", m->be->name,
+                comm->world_size);
+    return FALSE;
+  }
+  r->gather_host = g_new(float, n);
+  r->gather_world = comm->world_size;
+  return TRUE;
+}
+
+static void resnet_finalize(CohortModel *m)
+{
+  Resnet *r = resnet_of(m);
+  free_sync_scratch(r);
+  if (m->be)
+    m->be->free(r->act_mem);
+  g_free(r->blocks);
+  g_free(r->host_losses);
+  g_free(r);
+}
+
+/* Multiply-adds of the convolutions (the bulk) and the classifier, times 6: forward 2 FLOPs
+ * per multiply-add, backward 4 (input and weight gradients). */
+static double resnet_flops_per_sample(const CohortModel *m)
+{
+  const Resnet *r = resnet_of(m);
+  double macs = 0;
+  const ResnetConvBn *units[3];
+  for (int i = -1; i < r->n_blocks; i++) {
+    int n = 0;
+    if (i < 0) {
+      units[n++] = &r->stem;
+    } else {
+      units[n++] = &r->blocks[i].conv1;
+      units[n++] = &r->blocks[i].conv2;
+      if (r->blocks[i].has_down)
+        units[n++] = &r->blocks[i].down;
+    }
+    for (int u = 0; u < n; u++)
+      macs += (double)units[u]->c_in * units[u]->k * units[u]->k * units[u]->c_out *
+              units[u]->h_out * units[u]->h_out;
+  }
+  macs += (double)r->feat * r->shape.num_classes;
+  return 6.0 * macs;
+}
+
+const CohortResnetShape *cohort_resnet_shape(const CohortModel *m)
+{
+  g_return_val_if_fail(m && m->klass == &cohort_resnet_class, NULL);
+  return &resnet_of(m)->shape;
+}
+
+/* Validation loss and top-1 accuracy over: summed losses, correct rows, rows. */
+static const CohortMetric resnet_metrics[] = {{"val_loss", 0, 2}, {"accuracy", 1, 2}};
+
+static const CohortModelOps resnet_ops = {
+    .forward = cohort_resnet_forward_batch,
+    .backward = cohort_resnet_backward,
+    .init_weights = resnet_init,
+    .eval_batch = cohort_resnet_eval_batch,
+    .flops_per_sample = resnet_flops_per_sample,
+    .finalize = resnet_finalize,
+    .set_comm = resnet_set_comm,
+};
+
+static gboolean resnet_check_config(const CohortConfig *cfg, const char *source, GError **error)
+{
+  if (cfg->n_layer < 8 || (cfg->n_layer - 2) % 6 != 0) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"n_layer\": %d is not a depth of this ResNet; allowed: 6n+2 for n "
+                "BasicBlocks per stage (8, 14, 20, 26, 32, 38, 44, 50, 56 … 92)",
+                source ? source : "config", cfg->n_layer);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static CohortResnetShape shape_of(const CohortConfig *cfg)
+{
+  return (CohortResnetShape){
+      .blocks_per_stage = (cfg->n_layer - 2) / 6,
+      .width = cfg->resnet_width,
+      .image_size = cfg->image_size,
+      .channels = cfg->image_channels,
+      .num_classes = cfg->num_classes,
+  };
+}
+
+static gint64 resnet_count_params(const CohortConfig *cfg)
+{
+  if (!resnet_check_config(cfg, NULL, NULL))
+    return 0;
+  Resnet probe = {.shape = shape_of(cfg)};
+  probe.shape.num_classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
+  build_tables(&probe);
+  gint64 n = (gint64)probe.base.n_params;
+  for (guint i = 0; i < probe.base.n_tensors; i++)
+    g_free((char *)probe.base.tensors[i].name);
+  for (guint i = 0; i < probe.base.n_buffers; i++)
+    g_free((char *)probe.base.buffers[i].name);
+  g_free(probe.base.tensors);
+  g_free(probe.base.buffers);
+  g_free(probe.blocks);
+  return n;
+}
+
+static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                                  GError **error)
+{
+  if (!resnet_check_config(cfg, NULL, error))
+    return NULL;
+  if (cfg->num_classes < 1 || max_batch < 1) {
+    g_set_error(error, cohort_resnet_error_quark(), 0,
+                "ResNet model: %d classes and max_batch %d; a classifier needs labelled images "
+                "(train_data with one folder per class, or num_classes >= 1) and a batch of 1 or "
+                "more",
+                cfg->num_classes, max_batch);
+    return NULL;
+  }
+  Resnet *r = g_new0(Resnet, 1);
+  CohortModel *m = &r->base;
+  m->klass = &cohort_resnet_class;
+  m->ops = &resnet_ops;
+  m->be = be;
+  m->max_batch = max_batch;
+  m->metrics = resnet_metrics;
+  m->n_metrics = G_N_ELEMENTS(resnet_metrics);
+  m->n_sums = 3;
+  r->shape = shape_of(cfg);
+  r->bn_momentum = (float)cfg->bn_momentum;
+  build_tables(r);
+  size_t act_bytes = layout_acts(r, NULL);
+  r->act_mem = be->alloc(act_bytes);
+  r->host_losses = g_new(float, max_batch);
+  if (!cohort_model_alloc_tables(m, NULL) || !r->act_mem) {
+    g_set_error(error, cohort_resnet_error_quark(), 1,
+                "ResNet model: out of %s memory for %zu parameters and %.1f MiB of activations "
+                "(batch %d of %d×%d images); allowed: a smaller model or batch",
+                be->name, m->n_params, act_bytes / 1048576.0, max_batch, cfg->image_size,
+                cfg->image_size);
+    cohort_model_free(m);
+    return NULL;
+  }
+  layout_acts(r, r->act_mem);
+  g_autofree float *ones = g_new(float, r->n_bn);
+  for (int i = 0; i < r->n_bn; i++)
+    ones[i] = 1.0f;
+  be->upload(r->ones, ones, (size_t)r->n_bn * sizeof(float));
+  return m;
+}
+
+static const CohortDataFormat resnet_formats[] = {COHORT_DATA_IMAGES};
+
+const CohortModelClass cohort_resnet_class = {
+    .name = "resnet",
+    .title = "ResNet image classifier (BatchNorm)",
+    .formats = resnet_formats,
+    .n_formats = G_N_ELEMENTS(resnet_formats),
+    .check_config = resnet_check_config,
+    .count_params = resnet_count_params,
+    .create = resnet_create,
+};
