@@ -496,7 +496,6 @@ static const char *const quick_sets[] = {
     "max_steps=2",    "warmup_steps=1", "eval_every=0", "eval_steps=1",
     "sample_every=0", "save_every=0",   "threads=1",    NULL};
 
-
 /* Each distill preset: about a quarter of its teacher preset's parameters, and two steps of it
  * against a teacher of that preset's shape. */
 static void check_preset(const char *preset, const char *teacher_preset,

@@ -7,7 +7,7 @@ struct _CohortLossChart {
   GtkDrawingArea parent_instance;
   GArray *train; /* of double pairs: step, loss */
   GArray *val;
-  GArray *parts[2]; /* a distillation's teacher and task terms, likewise */
+  GArray *parts[2];  /* a distillation's teacher and task terms, likewise */
   gboolean accuracy; /* the validation series is an accuracy (cohort_loss_chart_set_accuracy) */
 };
 
