@@ -295,11 +295,10 @@ static void emit_start(Run *r, const char *resumed_from, int threads)
                       run_name, params_m, where, precision, gemm_mode_name(r->be->get_gemm_mode()),
                       world, world == 1 ? "" : "s", cohort_config_global_batch(cfg, world),
                       cfg->seq_len, r->base_lr, scaling, r->total_steps, r->steps_per_epoch);
-  if (cfg->precision != COHORT_PRECISION_FP32 && r->dev.cuda_device < 0)
-    cohort_progress_log(r->progress, "info",
-                        "%s on the CPU rounds the matrix-product operands as a GPU's tensor "
-                        "cores would; it is for checking numerics and is slower than fp32 here",
-                        precision);
+  if (r->be->describe_gemm)
+    cohort_progress_log(r->progress, "info", "%s matrix products: %s",
+                        gemm_mode_name(r->be->get_gemm_mode()),
+                        r->be->describe_gemm(r->be->get_gemm_mode()));
 }
 
 static gboolean open_data(Run *r, const char *cache_dir, GError **error)
