@@ -2,8 +2,9 @@
  * both backward products of each linear layer and of the tied head), timed on each library
  * the CPU backend could use, at each thread count, and printed as Markdown tables.
  *
- * fp32: OpenBLAS cblas_sgemm; oneDNN's matmul primitive (cached, as the backend runs it);
- * oneDNN's dnnl_sgemm; BLIS bli_sgemm (where the build found BLIS). bf16: the emulation
+ * fp32: OpenBLAS cblas_sgemm; oneDNN's matmul primitive (cached, as the backend caches the bf16
+ * ones); oneDNN's dnnl_sgemm (the backend's oneDNN fp32 path); BLIS bli_sgemm (where the build
+ * found BLIS). bf16: the emulation
  * (operands rounded to bf16 in fp32, then OpenBLAS), and oneDNN's bf16 matmul with fp32
  * accumulation, timed with the conversion of the operands to bf16 (what the backend does per
  * call) and without it (the kernel alone).
@@ -59,7 +60,7 @@ static const char *const lib_names[N_LIBS] = {
  * each with dx = dy W^T and dW += x^T dy in backward; and the tied head. */
 static int model_gemms(Gemm *g, const char *model, int L, int C, int V, int N)
 {
-  static char names[16][64];
+  static char names[64][64]; /* 15 per model, two models */
   static int used;
   struct {
     const char *layer;
@@ -73,7 +74,7 @@ static int model_gemms(Gemm *g, const char *model, int L, int C, int V, int N)
       {"mlp down", 4 * C, C, 1.0f, L},
   };
   int n = 0;
-#define NAME(...) (snprintf(names[used % 16], sizeof names[0], __VA_ARGS__), names[used++ % 16])
+#define NAME(...) (snprintf(names[used % 64], sizeof names[0], __VA_ARGS__), names[used++ % 64])
   for (unsigned i = 0; i < G_N_ELEMENTS(lin); i++) {
     int in = lin[i].in, out = lin[i].out;
     g[n++] = (Gemm){NAME("%s %s fwd", model, lin[i].layer), 0, 0, N, out, in, lin[i].beta,
@@ -116,14 +117,14 @@ static void call(Lib lib, const Problem *p)
     cohort_cpu_gemm_run(COHORT_CPU_GEMM_OPENBLAS, g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A,
                         p->lda, p->B, p->ldb, g->beta, p->C, g->N);
     break;
-  case LIB_ONEDNN:
+  case LIB_ONEDNN_SGEMM:
     cohort_cpu_gemm_run(COHORT_CPU_GEMM_ONEDNN, g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A,
                         p->lda, p->B, p->ldb, g->beta, p->C, g->N);
     break;
 #if COHORT_HAVE_ONEDNN
-  case LIB_ONEDNN_SGEMM:
-    cohort_onednn_sgemm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A, p->lda, p->B, p->ldb, g->beta,
-                        p->C, g->N);
+  case LIB_ONEDNN:
+    cohort_onednn_gemm_f32(g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A, p->lda, p->B, p->ldb,
+                           g->beta, p->C, g->N, NULL);
     break;
   case LIB_BF16_KERNEL:
     cohort_onednn_gemm_bf16(g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->hA, p->lda, p->hB, p->ldb,

@@ -1,5 +1,6 @@
-/* Matrix products through oneDNN's matmul primitive: fp32, and bf16 operands with fp32
- * accumulation (avx512_core_bf16 kernels, vdpbf16ps, where the CPU has it).
+/* Matrix products through oneDNN: its matmul primitive with bf16 operands and fp32 accumulation
+ * (avx512_core_bf16 kernels, vdpbf16ps, where the CPU has it) and in fp32 (for the GEMM study),
+ * and dnnl_sgemm (the fp32 path).
  *
  * A primitive is made for one exact problem (shape, strides, transposes, alpha, beta); making
  * one costs far more than a small GEMM, so they are kept in a small per-thread cache keyed by
@@ -234,10 +235,4 @@ int cohort_onednn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alp
 {
   return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                     beta, C, ldc) == dnnl_success;
-}
-
-void cohort_onednn_release(void)
-{
-  for (int i = 0; i < CACHE_SLOTS; i++)
-    drop(&cache[i]);
 }

@@ -24,7 +24,7 @@
 
 typedef enum CohortCpuGemmPath {
   COHORT_CPU_GEMM_OPENBLAS,    /* cblas_sgemm, fp32 */
-  COHORT_CPU_GEMM_ONEDNN,      /* oneDNN matmul primitive, fp32 */
+  COHORT_CPU_GEMM_ONEDNN,      /* oneDNN dnnl_sgemm, fp32 */
   COHORT_CPU_GEMM_ONEDNN_BF16, /* oneDNN matmul, bf16 operands, fp32 accumulation */
 } CohortCpuGemmPath;
 
@@ -70,8 +70,7 @@ int cohort_onednn_gemm_f32(int trans_a, int trans_b, int M, int N, int K, float 
 int cohort_onednn_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
                             const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta,
                             float *C, int ldc, const char **impl);
-/* dnnl_sgemm, oneDNN's BLAS-style entry point (no primitive, for the benchmark). */
+/* dnnl_sgemm, oneDNN's BLAS-style entry point: the ONEDNN path. (cohort_onednn_gemm_f32, its
+ * matmul primitive in fp32, is timed beside it in bench/bench-gemm.) */
 int cohort_onednn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                         int lda, const float *B, int ldb, float beta, float *C, int ldc);
-/* Destroys the calling thread's cached primitives. */
-void cohort_onednn_release(void);

@@ -68,7 +68,7 @@ static void describe_fp32(char *out, size_t size)
 {
 #if COHORT_HAVE_ONEDNN
   if (fp32_path == COHORT_CPU_GEMM_ONEDNN) {
-    snprintf(out, size, "oneDNN %s matmul (%s)", cohort_onednn_version(), cohort_onednn_isa_name());
+    snprintf(out, size, "oneDNN %s sgemm (%s)", cohort_onednn_version(), cohort_onednn_isa_name());
     return;
   }
 #endif
@@ -109,6 +109,7 @@ const char *cohort_cpu_gemm_describe(CohortGemmMode mode)
   return out;
 }
 
+#if COHORT_HAVE_ONEDNN
 /* A library failing on a problem it was given is a bug or an exhausted machine: say so once,
  * and let OpenBLAS compute the product. */
 static void warn_fallback(const char *what)
@@ -119,6 +120,7 @@ static void warn_fallback(const char *what)
     fprintf(stderr, "cohort: %s failed on a matrix product; using OpenBLAS for it\n", what);
   }
 }
+#endif
 
 static void openblas(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -133,8 +135,9 @@ static void fp32_product(CohortCpuGemmPath path, int trans_a, int trans_b, int M
 {
 #if COHORT_HAVE_ONEDNN
   if (path == COHORT_CPU_GEMM_ONEDNN) {
-    if (cohort_onednn_gemm_f32(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                               NULL))
+    /* dnnl_sgemm, not the matmul primitive: 4-8% faster on this model's products (the GEMM
+     * study in docs/benchmarks.md), and nothing to cache. */
+    if (cohort_onednn_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
       return;
     warn_fallback("oneDNN");
   }
