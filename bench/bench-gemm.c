@@ -21,6 +21,7 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <immintrin.h>
 #include <glib.h>
 #include <math.h>
 #include <omp.h>
@@ -51,7 +52,7 @@ typedef enum Lib {
 } Lib;
 
 static const char *const lib_names[N_LIBS] = {
-    "OpenBLAS", "oneDNN matmul", "oneDNN sgemm", "BLIS", "bf16 emulated (OpenBLAS)",
+    "OpenBLAS",    "oneDNN matmul",           "oneDNN sgemm", "BLIS", "bf16 emulated (OpenBLAS)",
     "bf16 oneDNN", "bf16 oneDNN kernel only",
 };
 
@@ -77,8 +78,8 @@ static int model_gemms(Gemm *g, const char *model, int L, int C, int V, int N)
 #define NAME(...) (snprintf(names[used % 64], sizeof names[0], __VA_ARGS__), names[used++ % 64])
   for (unsigned i = 0; i < G_N_ELEMENTS(lin); i++) {
     int in = lin[i].in, out = lin[i].out;
-    g[n++] = (Gemm){NAME("%s %s fwd", model, lin[i].layer), 0, 0, N, out, in, lin[i].beta,
-                    lin[i].count};
+    g[n++] =
+        (Gemm){NAME("%s %s fwd", model, lin[i].layer), 0, 0, N, out, in, lin[i].beta, lin[i].count};
     g[n++] = (Gemm){NAME("%s %s dx", model, lin[i].layer), 0, 1, N, in, out, 0.0f, lin[i].count};
     g[n++] = (Gemm){NAME("%s %s dW", model, lin[i].layer), 1, 0, in, out, N, 1.0f, lin[i].count};
   }
@@ -118,8 +119,8 @@ static void call(Lib lib, const Problem *p)
                         p->lda, p->B, p->ldb, g->beta, p->C, g->N);
     break;
   case LIB_ONEDNN_SGEMM:
-    cohort_cpu_gemm_run(COHORT_CPU_GEMM_ONEDNN, g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A,
-                        p->lda, p->B, p->ldb, g->beta, p->C, g->N);
+    cohort_cpu_gemm_run(COHORT_CPU_GEMM_ONEDNN, g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A, p->lda,
+                        p->B, p->ldb, g->beta, p->C, g->N);
     break;
 #if COHORT_HAVE_ONEDNN
   case LIB_ONEDNN:
@@ -147,8 +148,7 @@ static void call(Lib lib, const Problem *p)
     int hw = cohort_cpu_gemm_bf16_hardware();
     cohort_cpu_gemm_select(COHORT_CPU_GEMM_OPENBLAS, 0);
     be->set_gemm_mode(COHORT_GEMM_BF16);
-    be->gemm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A, p->lda, p->B, p->ldb, g->beta, p->C,
-             g->N);
+    be->gemm(g->ta, g->tb, g->M, g->N, g->K, 1.0f, p->A, p->lda, p->B, p->ldb, g->beta, p->C, g->N);
     be->set_gemm_mode(COHORT_GEMM_FP32);
     cohort_cpu_gemm_select(fp32, hw);
     break;
@@ -232,20 +232,94 @@ static void set_threads(int t)
 #endif
 }
 
+/* The core's own peak, measured: 24 independent chains of fused multiply-adds (enough to hide
+ * the latency on two pipes), on one thread, by its CPU time. GFLOP/s of the tables read
+ * against these, not against a data sheet. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PEAK_CHAINS 24
+__attribute__((target("avx512f"))) static double peak_fma(long iters)
+{
+  __m512 acc[PEAK_CHAINS], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
+  for (int i = 0; i < PEAK_CHAINS; i++)
+    acc[i] = _mm512_set1_ps((float)i);
+  double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  for (long k = 0; k < iters; k++)
+#pragma GCC unroll 24
+    for (int i = 0; i < PEAK_CHAINS; i++)
+      acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  double t = clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+  float sink = 0;
+  for (int i = 0; i < PEAK_CHAINS; i++)
+    sink += _mm512_reduce_add_ps(acc[i]);
+  return sink == 12345.0f ? 0 : iters * PEAK_CHAINS * 16 * 2 / t / 1e9;
+}
+
+/* vdpbf16ps: 16 lanes x 2 products x 2 FLOP per instruction. */
+__attribute__((target("avx512f,avx512bf16"))) static double peak_dpbf16(long iters)
+{
+  __m512 acc[PEAK_CHAINS];
+  __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3a83);
+  for (int i = 0; i < PEAK_CHAINS; i++)
+    acc[i] = _mm512_set1_ps((float)i);
+  double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+  for (long k = 0; k < iters; k++)
+#pragma GCC unroll 24
+    for (int i = 0; i < PEAK_CHAINS; i++)
+      acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  double t = clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+  float sink = 0;
+  for (int i = 0; i < PEAK_CHAINS; i++)
+    sink += _mm512_reduce_add_ps(acc[i]);
+  return sink == 12345.0f ? 0 : iters * PEAK_CHAINS * 32 * 2 / t / 1e9;
+}
+
+static void print_peaks(void)
+{
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) {
+    printf("peak: no AVX-512 here, not measured\n");
+    return;
+  }
+  double fma = 0, dp = 0;
+  for (int r = 0; r < 3; r++) {
+    fma = fmax(fma, peak_fma(5000000));
+    if (__builtin_cpu_supports("avx512bf16"))
+      dp = fmax(dp, peak_dpbf16(5000000));
+  }
+  printf("measured peak of one core: fp32 FMA %.1f GFLOP/s", fma);
+  if (dp > 0)
+    printf(", bf16 dot products (vdpbf16ps) %.1f GFLOP/s", dp);
+  printf(" (best of 3, thread CPU time)\n");
+}
+#else
+static void print_peaks(void)
+{
+  printf("peak: not measured on this architecture\n");
+}
+#endif
+
 static void print_header(int argc, char **argv)
 {
   printf("# GEMM study\n\ncommand:");
   for (int i = 0; i < argc; i++)
     printf(" %s", argv[i]);
   char host_cpu[128] = "?";
+  int family = -1, model = -1;
   FILE *f = fopen("/proc/cpuinfo", "r");
   char line[256];
-  while (f && fgets(line, sizeof line, f))
+  while (f && fgets(line, sizeof line, f) && (host_cpu[0] == '?' || family < 0 || model < 0)) {
+    const char *value = strchr(line, ':');
+    if (!value)
+      continue;
     if (strncmp(line, "model name", 10) == 0) {
-      g_strlcpy(host_cpu, strchr(line, ':') + 2, sizeof host_cpu);
+      g_strlcpy(host_cpu, value + 2, sizeof host_cpu);
       host_cpu[strcspn(host_cpu, "\n")] = 0;
-      break;
+    } else if (strncmp(line, "cpu family", 10) == 0) {
+      family = atoi(value + 1);
+    } else if (strncmp(line, "model\t", 6) == 0) {
+      model = atoi(value + 1);
     }
+  }
   if (f)
     fclose(f);
   double load[3] = {0};
@@ -255,8 +329,8 @@ static void print_header(int argc, char **argv)
   Dl_info where = {0};
   dladdr((void *)cblas_sgemm, &where);
   const char *coretype = getenv("OPENBLAS_CORETYPE");
-  printf("\n\n%s, %s (%ld cores online), load average %.2f %.2f %.2f\n", date, host_cpu,
-         sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
+  printf("\n\n%s, %s (family %d, model %d; %ld cores online), load average %.2f %.2f %.2f\n", date,
+         host_cpu, family, model, sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
   printf("OpenBLAS: %s, kernels %s (OPENBLAS_CORETYPE=%s), cblas_sgemm from %s\n",
          openblas_get_config(), openblas_get_corename(), coretype ? coretype : "unset",
          where.dli_fname ? where.dli_fname : "?");
@@ -274,6 +348,7 @@ static void print_header(int argc, char **argv)
 #else
   printf("BLIS: not in this build\n");
 #endif
+  print_peaks();
 }
 
 typedef struct Options {
@@ -343,8 +418,8 @@ static void check(const Gemm *g, int n, GRand *rng)
     const char *f32 = "-", *bf16 = "-";
 #if COHORT_HAVE_ONEDNN
     if (lib_available(LIB_ONEDNN))
-      cohort_onednn_gemm_f32(g[i].ta, g[i].tb, g[i].M, g[i].N, g[i].K, 1.0f, p.A, p.lda, p.B,
-                             p.ldb, g[i].beta, keep, g[i].N, &f32);
+      cohort_onednn_gemm_f32(g[i].ta, g[i].tb, g[i].M, g[i].N, g[i].K, 1.0f, p.A, p.lda, p.B, p.ldb,
+                             g[i].beta, keep, g[i].N, &f32);
     if (lib_available(LIB_BF16_ONEDNN))
       cohort_onednn_gemm_bf16(g[i].ta, g[i].tb, g[i].M, g[i].N, g[i].K, 1.0f, p.hA, p.lda, p.hB,
                               p.ldb, g[i].beta, keep, g[i].N, &bf16);
@@ -364,9 +439,8 @@ static void check(const Gemm *g, int n, GRand *rng)
 
 static void table(const Gemm *g, int n, int threads, const Options *o, GRand *rng)
 {
-  printf("\n## %d thread%s: GFLOP/s, best of %d (spread: median/best - 1), clock: %s\n\n",
-         threads, threads == 1 ? "" : "s", o->reps,
-         threads == 1 ? "thread CPU time" : "wall time");
+  printf("\n## %d thread%s: GFLOP/s, best of %d (spread: median/best - 1), clock: %s\n\n", threads,
+         threads == 1 ? "" : "s", o->reps, threads == 1 ? "thread CPU time" : "wall time");
   printf("| product | op | M x N x K | per step |");
   for (int lib = 0; lib < N_LIBS; lib++)
     if (lib_available(lib))
@@ -384,8 +458,8 @@ static void table(const Gemm *g, int n, int threads, const Options *o, GRand *rn
     double f = 2.0 * g[i].M * g[i].N * g[i].K;
     int model = strncmp(g[i].what, "tiny", 4) != 0;
     flops[model] += f * g[i].per_step;
-    printf("| %s | %s%s | %d x %d x %d | %d |", g[i].what, g[i].ta ? "T" : "N",
-           g[i].tb ? "T" : "N", g[i].M, g[i].N, g[i].K, g[i].per_step);
+    printf("| %s | %s%s | %d x %d x %d | %d |", g[i].what, g[i].ta ? "T" : "N", g[i].tb ? "T" : "N",
+           g[i].M, g[i].N, g[i].K, g[i].per_step);
     for (int lib = 0; lib < N_LIBS; lib++) {
       if (!lib_available(lib))
         continue;
