@@ -135,8 +135,8 @@ static double check_close(const char *what, const Case *c, const Operands *o, co
       float got = C[m * o->ldc + n];
       if (n >= c->N) {
         if (got != PAD_VALUE)
-          g_error("%s: %dx%dx%d ta=%d tb=%d wrote C[%d][%d] past N", what, c->M, c->N, c->K,
-                  o->ta, o->tb, m, n);
+          g_error("%s: %dx%dx%d ta=%d tb=%d wrote C[%d][%d] past N", what, c->M, c->N, c->K, o->ta,
+                  o->tb, m, n);
         continue;
       }
       double want = ref[m * c->N + n], scale = mag[m * c->N + n];
@@ -217,14 +217,14 @@ static void test_bf16_hardware(void)
         reference(c, &o, NULL, FALSE, plain, plain_mag);
         g_autofree float *C = run_path(COHORT_CPU_GEMM_ONEDNN_BF16, c, &o);
         double abs_tol = fabs(c->alpha) * (c->K + 1) * ldexp(1.0, -126);
-        worst = MAX(worst, check_close("bf16 hardware", c, &o, C, ref, mag, gamma_n(c->K + 2),
-                                       abs_tol));
+        worst = MAX(worst,
+                    check_close("bf16 hardware", c, &o, C, ref, mag, gamma_n(c->K + 2), abs_tol));
         if (c->K >= 8 && c->alpha != 0.0f) {
           double far = 0;
           for (int m = 0; m < c->M; m++)
             for (int k = 0; k < c->N; k++)
-              far = MAX(far, fabs(C[m * o.ldc + k] - plain[m * c->N + k]) /
-                                 plain_mag[m * c->N + k]);
+              far =
+                  MAX(far, fabs(C[m * o.ldc + k] - plain[m * c->N + k]) / plain_mag[m * c->N + k]);
           g_assert_cmpfloat(far, >, gamma_n(c->K + 2));
         }
         free_operands(&o);
@@ -242,7 +242,7 @@ static void test_pack_bits(void)
 {
   const int rows = 7, cols = 300, ld = 311;
   GRand *rng = g_rand_new_with_seed(29);
-  g_autofree float *src = g_new(float, rows * ld);
+  g_autofree float *src = g_new(float, rows *ld);
   for (int i = 0; i < rows * ld; i++) {
     guint32 u = g_rand_int(rng);
     if (i % 5 == 0)
@@ -298,7 +298,7 @@ static void test_selection(void)
   g_assert_cmpint(onednn, ==, COHORT_HAVE_ONEDNN);
   g_assert_cmpint(cohort_cpu_gemm_fp32_path(), ==,
                   g_str_equal(COHORT_CPU_BLAS, "onednn") ? COHORT_CPU_GEMM_ONEDNN
-                                                          : COHORT_CPU_GEMM_OPENBLAS);
+                                                         : COHORT_CPU_GEMM_OPENBLAS);
   g_assert_cmpint(cohort_cpu_gemm_bf16_hardware(), ==, hw);
   g_assert_nonnull(be->describe_gemm);
   if (hw)
@@ -334,8 +334,8 @@ static void test_selection(void)
     g_assert_true(cohort_cpu_gemm_select(COHORT_CPU_GEMM_ONEDNN, 1));
     g_assert_nonnull(strstr(be->describe_gemm(COHORT_GEMM_FP32), "oneDNN"));
     g_autofree float *direct = g_new0(float, n *n);
-    cohort_cpu_gemm_run(COHORT_CPU_GEMM_ONEDNN_BF16, 0, 1, n, n, n, 1.0f, A, n, B, n, 0.0f,
-                        direct, n);
+    cohort_cpu_gemm_run(COHORT_CPU_GEMM_ONEDNN_BF16, 0, 1, n, n, n, 1.0f, A, n, B, n, 0.0f, direct,
+                        n);
     be->set_gemm_mode(COHORT_GEMM_BF16);
     be->gemm(0, 1, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
     be->set_gemm_mode(COHORT_GEMM_FP32);

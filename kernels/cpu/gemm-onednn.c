@@ -233,6 +233,6 @@ int cohort_onednn_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float
 int cohort_onednn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                         int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                    beta, C, ldc) == dnnl_success;
+  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
+                    C, ldc) == dnnl_success;
 }

@@ -79,8 +79,8 @@ const uint16_t *cohort_cpu_pack_bf16(int which, const float *src, int rows, int 
   uint16_t *dst = operand_space(which, (size_t)rows * cols * sizeof(uint16_t));
   if (!dst)
     return NULL;
-  /* In parallel, unlike the rounding above: oneDNN, which multiplies these, runs on the same
-   * OpenMP threads, so the team is awake anyway. */
+    /* In parallel, unlike the rounding above: oneDNN, which multiplies these, runs on the same
+     * OpenMP threads, so the team is awake anyway. */
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= COHORT_CPU_PAR_MIN)
   for (int r = 0; r < rows; r++)
     pack_row_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
