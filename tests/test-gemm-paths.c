@@ -11,6 +11,9 @@
 
 #include <cblas.h>
 #include <float.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <glib.h>
 #include <math.h>
 #include <string.h>
@@ -288,6 +291,74 @@ static void test_bf16_hardware_subnormal(void)
   g_assert_cmpfloat(c, ==, ldexpf(1.0f, -30));
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+static float daz(float x)
+{
+  return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void dpbf16(float *acc, const uint16_t *a,
+                                                                 const uint16_t *b)
+{
+  __m512 c = _mm512_loadu_ps(acc);
+  __m512bh x = (__m512bh)_mm512_loadu_si512(a), y = (__m512bh)_mm512_loadu_si512(b);
+  _mm512_storeu_ps(acc, _mm512_dpbf16_ps(c, x, y));
+}
+
+/* A random bf16 of exponent 2^(lo .. lo + span - 1), or 0 now and then. */
+static uint16_t random_bf16(GRand *rng, int lo, int span)
+{
+  guint32 r = g_rand_int(rng);
+  if (r % 61 == 0)
+    return 0;
+  return (uint16_t)((r & 0x8000u) | ((guint32)(127 + lo + (int)((r >> 8) % span)) << 7) |
+                    ((r >> 20) & 0x7fu));
+}
+#endif
+
+/* The premise of the bf16 bound (gemm-paths.h): vdpbf16ps computes, per lane, acc =
+ * fma(a_even, b_even, fma(a_odd, b_odd, acc)), each rounded to nearest even, subnormal inputs
+ * read as zero and subnormal results flushed (Intel's SDM). Checked on this CPU bit for bit,
+ * on values of ordinary size and on tiny ones around the subnormal range. */
+static void test_vdpbf16ps_model(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    g_test_skip("this CPU has no avx512_bf16");
+    return;
+  }
+  GRand *rng = g_rand_new_with_seed(37);
+  for (int it = 0; it < 40000; it++) {
+    int tiny = it % 2; /* products and sums near 2^-126 */
+    float acc[16], got[16];
+    uint16_t a[32], b[32];
+    for (int i = 0; i < 32; i++) {
+      a[i] = tiny ? random_bf16(rng, -130, 8) : random_bf16(rng, -8, 16);
+      b[i] = tiny ? random_bf16(rng, -4, 8) : random_bf16(rng, -8, 16);
+    }
+    for (int i = 0; i < 16; i++) {
+      guint32 r = g_rand_int(rng);
+      acc[i] = tiny ? ldexpf((float)g_rand_double_range(rng, -1, 1), -124 - (int)(r % 6))
+                    : (float)g_rand_double_range(rng, -64, 64);
+    }
+    memcpy(got, acc, sizeof got);
+    dpbf16(got, a, b);
+    for (int i = 0; i < 16; i++) {
+      float a0 = daz(cohort_bf16_to_f32(a[2 * i])), a1 = daz(cohort_bf16_to_f32(a[2 * i + 1]));
+      float b0 = daz(cohort_bf16_to_f32(b[2 * i])), b1 = daz(cohort_bf16_to_f32(b[2 * i + 1]));
+      float want = daz(fmaf(a0, b0, daz(fmaf(a1, b1, daz(acc[i])))));
+      if (cohort_f32_bits(got[i]) != cohort_f32_bits(want))
+        g_error("vdpbf16ps(%a; %a %a, %a %a) = %a, the model says %a", acc[i], a0, a1, b0, b1,
+                got[i], want);
+    }
+  }
+  g_rand_free(rng);
+#else
+  g_test_skip("not an x86-64 build");
+#endif
+}
+
 /* The start-up choice is the build's, selecting changes what bf16 mode runs, and the log line
  * says which. */
 static void test_selection(void)
@@ -354,6 +425,7 @@ int main(int argc, char **argv)
   g_test_add_func("/gemm-paths/bf16-pack-bits", test_pack_bits);
   g_test_add_func("/gemm-paths/bf16-hardware", test_bf16_hardware);
   g_test_add_func("/gemm-paths/bf16-hardware-subnormal", test_bf16_hardware_subnormal);
+  g_test_add_func("/gemm-paths/vdpbf16ps-model", test_vdpbf16ps_model);
   g_test_add_func("/gemm-paths/selection", test_selection);
   return g_test_run();
 }
