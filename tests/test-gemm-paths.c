@@ -3,7 +3,8 @@
  * sizes, M, N or K = 1, alpha and beta variants, beta = 0 over NaN garbage, alpha = 0 and K = 0.
  * fp32 paths: within 1e-5 of the magnitude of the terms. The bf16 hardware path: operands
  * rounded bit for bit by the tested rule, sums within the bound derived in gemm-paths.h,
- * subnormal operands read as zero; and the start-up choice and its log line. */
+ * subnormal operands read as zero; and the start-up choice, its log line and the OpenBLAS build
+ * loaded. */
 #include "cohort-build-config.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm-paths.h"
@@ -378,6 +379,10 @@ static void test_selection(void)
     g_assert_nonnull(strstr(be->describe_gemm(COHORT_GEMM_BF16), "emulated"));
   g_assert_nonnull(strstr(be->describe_gemm(COHORT_GEMM_FP16), "emulated"));
   g_assert_false(cohort_cpu_gemm_select(COHORT_CPU_GEMM_ONEDNN_BF16, 0));
+  /* -Dopenblas=openmp: the OpenMP build is the one loaded (its run path beats the
+   * alternatives system's pthreads default), so OpenBLAS shares our OpenMP threads. */
+  if (COHORT_OPENBLAS_OPENMP)
+    g_assert_cmpint(openblas_get_parallel(), ==, 2);
 
   /* Emulated bf16 mode: the fp32 product of the rounded operands, bit for bit. */
   g_assert_true(cohort_cpu_gemm_select(COHORT_CPU_GEMM_OPENBLAS, 0));
