@@ -37,6 +37,7 @@ int main(int argc, char **argv)
   /* The engine's programs run with these thread-pool settings; so does the benchmark. */
   cohort_cpu_threading_env(argv);
   int threads = 1, steps = 10, warmup = 2, batch = 16;
+  g_autofree char *precision = NULL;
   CohortGptShape shape = {
       .n_layer = 4, .n_head = 4, .n_embd = 256, .seq_len = 128, .vocab_size = 256};
   GOptionEntry entries[] = {
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
       {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed steps", "N"},
       {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
       {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step", "B"},
+      {"precision", 0, 0, G_OPTION_ARG_STRING, &precision,
+       "GEMM mode: fp32 (default), bf16 or fp16 (the CPU backend's, no loss scaling)", "P"},
       {"n-layer", 0, 0, G_OPTION_ARG_INT, &shape.n_layer, "Layers", "L"},
       {"n-head", 0, 0, G_OPTION_ARG_INT, &shape.n_head, "Heads", "H"},
       {"n-embd", 0, 0, G_OPTION_ARG_INT, &shape.n_embd, "Width", "C"},
@@ -63,7 +66,18 @@ int main(int argc, char **argv)
                     ">= 0\n");
     return 2;
   }
-  cohort_backend_cpu()->set_threads(threads);
+  static const char *const modes[] = {"fp32", "tf32", "bf16", "fp16"};
+  int mode = -1;
+  for (int i = 0; i < 4; i++)
+    if (g_strcmp0(precision ? precision : "fp32", modes[i]) == 0 && i != COHORT_GEMM_TF32)
+      mode = i;
+  if (mode < 0) {
+    fprintf(stderr, "bench-cpu-gpt: --precision '%s': allowed are fp32, bf16, fp16\n", precision);
+    return 2;
+  }
+  const CohortBackend *be = cohort_backend_cpu();
+  be->set_threads(threads);
+  be->set_gemm_mode(mode);
 
   g_autoptr(CohortGpt) gpt = cohort_gpt_new(&shape, batch, &error);
   if (!gpt) {
@@ -103,9 +117,10 @@ int main(int argc, char **argv)
   double step = median(times, steps), cpu_step = median(cpu, steps);
   double tok_s = batch * T / step;
   printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %d threads: %.1f ms/step, "
-         "cpu %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s, last loss %.4f\n",
+         "cpu %.1f ms/step, %.0f tokens/s, %.1f GFLOP/s, last loss %.4f; %s products: %s\n",
          shape.n_layer, shape.n_head, shape.n_embd, T, shape.vocab_size, batch, n, threads,
-         1e3 * step, 1e3 * cpu_step, tok_s, tok_s * cohort_gpt_flops_per_token(gpt, T) / 1e9, loss);
+         1e3 * step, 1e3 * cpu_step, tok_s, tok_s * cohort_gpt_flops_per_token(gpt, T) / 1e9, loss,
+         modes[mode], be->describe_gemm(mode));
   g_free(tokens);
   g_free(times);
   g_free(cpu);

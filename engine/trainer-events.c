@@ -104,11 +104,10 @@ void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads)
                       gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
                       cohort_run_global_batch(r), per_sample, r->base_lr, scaling, r->total_steps,
                       r->steps_per_epoch);
-  if (cfg->precision != COHORT_PRECISION_FP32 && r->dev.cuda_device < 0)
-    cohort_progress_log(r->progress, "info",
-                        "%s on the CPU rounds the matrix-product operands as a GPU's tensor "
-                        "cores would; it is for checking numerics and is slower than fp32 here",
-                        precision);
+  if (r->be->describe_gemm)
+    cohort_progress_log(r->progress, "info", "%s matrix products: %s",
+                        gemm_mode_name(r->be->get_gemm_mode()),
+                        r->be->describe_gemm(r->be->get_gemm_mode()));
 }
 
 void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r)

@@ -80,6 +80,10 @@ typedef struct CohortBackend {
   /* Sets the mode of every later `gemm` (see CohortGemmMode). */
   void (*set_gemm_mode)(CohortGemmMode mode);
   CohortGemmMode (*get_gemm_mode)(void);
+  /* What computes products in `mode` now, in words for the log (e.g. "oneDNN 2.6.3 matmul
+   * (AVX-512 BF16): bf16 operands, fp32 accumulation in hardware"); NULL where the backend
+   * does not say. The string is static. */
+  const char *(*describe_gemm)(CohortGemmMode mode);
   /* out[n, :] += bias for each of the N rows of width `cols`. */
   void (*add_bias)(float *out, const float *bias, int N, int cols);
   /* dbias += column sums of dout [N, cols] (accumulates). */
@@ -285,7 +289,7 @@ typedef struct CohortBackend {
                      int first_step);
 } CohortBackend;
 
-/* The CPU backend: C with OpenMP, GEMMs through OpenBLAS. Always available. */
+/* The CPU backend: C with OpenMP, GEMMs through OpenBLAS or oneDNN. Always available. */
 const CohortBackend *cohort_backend_cpu(void);
 
 #ifdef __cplusplus

@@ -4,6 +4,8 @@
  * yet computes something else, and the scale survives a checkpoint. */
 #include <gio/gio.h>
 
+#include "cohort-build-config.h"
+#include "kernels/cpu/gemm-paths.h"
 #include "test-util.h"
 #include "train-run.h"
 
@@ -154,9 +156,23 @@ static void test_fp16_skipped_steps_keep_weights(void)
   g_assert_cmpint(memcmp(a->data, c->data, a->len * sizeof(float)), !=, 0);
 }
 
+/* The log line that names what computes the matrix products in mode `mode`. */
+static const char *products_line(GPtrArray *ev, const char *mode)
+{
+  g_autofree char *prefix = g_strdup_printf("%s matrix products: ", mode);
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = g_ptr_array_index(ev, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "log") &&
+        g_str_has_prefix(json_object_get_string_member(o, "message"), prefix))
+      return json_object_get_string_member(o, "message");
+  }
+  g_error("no '%s...' log event", prefix);
+}
+
 /* bf16 operands: a close but different computation. Over 120 steps of the small model the
  * final validation loss is within 3% of fp32's (bf16 keeps 8 significant bits per operand,
- * sums stay fp32), while the weights differ. */
+ * sums stay fp32), while the weights differ. The log says which library computed the
+ * products: bf16 hardware where this CPU has it, the build's fp32 library otherwise. */
 static void test_bf16_close_to_fp32(void)
 {
   double val[2];
@@ -171,6 +187,13 @@ static void test_bf16_close_to_fp32(void)
     JsonObject *start = find_event(ev, "start");
     g_assert_cmpstr(json_object_get_string_member(start, "gemm"), ==, i ? "bf16" : "fp32");
     g_assert_false(json_object_has_member(start, "loss_scale"));
+    const char *line = products_line(ev, i ? "bf16" : "fp32");
+    g_test_message("%s", line);
+    const char *lib = g_str_equal(COHORT_CPU_BLAS, "onednn") ? "oneDNN" : "OpenBLAS";
+    if (i && cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN_BF16))
+      g_assert_nonnull(strstr(line, "in hardware"));
+    else
+      g_assert_nonnull(strstr(line, lib));
     val[i] = json_object_get_double_member(find_event(ev, "done"), "val_loss");
     g_ptr_array_add(weights, exported(ws));
     run_result_clear(&r);

@@ -1,12 +1,14 @@
 /* Reduced precision in the kernels: the bf16 and fp16 rounding of kernels/math-inline.h
- * against independent references, the CPU backend's GEMM modes against fp32 GEMMs of rounded
- * operands, and the bf16 conversions of the gradient all-reduce. */
+ * against independent references, the CPU backend's emulated GEMM modes against fp32 GEMMs of
+ * rounded operands, and the bf16 conversions of the gradient all-reduce. (bf16 on bf16
+ * hardware computes other sums: tests/test-gemm-paths.c.) */
 #include <float.h>
 #include <glib.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm-paths.h"
 #include "kernels/math-inline.h"
 
 static guint32 bits(float x)
@@ -106,6 +108,8 @@ static void test_round_fp16(void)
 #endif
 }
 
+static void test_gemm_modes_on(void);
+
 static float *random_matrix(GRand *rng, int n)
 {
   float *m = g_new(float, n);
@@ -123,9 +127,23 @@ static float *rounded_copy(const float *m, int rows, int ld, CohortGemmMode mode
   return r;
 }
 
-/* In bf16/fp16 mode the CPU GEMM equals the fp32 GEMM of the rounded operands bit for bit, for
- * every transpose and with row strides wider than the rows; and it is not the fp32 result. */
+/* In emulated bf16/fp16 mode the CPU GEMM equals the fp32 GEMM of the rounded operands bit for
+ * bit, for every transpose and with row strides wider than the rows; and it is not the fp32
+ * result. Run on each fp32 library of the build. */
 static void test_gemm_modes(void)
+{
+  CohortCpuGemmPath libs[] = {COHORT_CPU_GEMM_OPENBLAS, COHORT_CPU_GEMM_ONEDNN};
+  CohortCpuGemmPath start = cohort_cpu_gemm_fp32_path();
+  int start_hw = cohort_cpu_gemm_bf16_hardware();
+  for (guint li = 0; li < G_N_ELEMENTS(libs); li++) {
+    if (!cohort_cpu_gemm_select(libs[li], 0))
+      continue;
+    test_gemm_modes_on();
+  }
+  g_assert_true(cohort_cpu_gemm_select(start, start_hw));
+}
+
+static void test_gemm_modes_on(void)
 {
   const CohortBackend *be = cohort_backend_cpu();
   g_assert_cmpint(be->get_gemm_mode(), ==, COHORT_GEMM_FP32);

@@ -1,6 +1,7 @@
 /* The CPU backend table, its memory and its threads. */
 #include "kernels/backend.h"
 #include "cpu.h"
+#include "kernels/cpu/gemm-paths.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -58,6 +59,7 @@ static const CohortBackend cpu_backend = {
     .gemm = cohort_cpu_gemm,
     .set_gemm_mode = cohort_cpu_set_gemm_mode,
     .get_gemm_mode = cohort_cpu_get_gemm_mode,
+    .describe_gemm = cohort_cpu_gemm_describe,
     .add_bias = cohort_cpu_add_bias,
     .bias_backward = cohort_cpu_bias_backward,
     .embedding_forward = cohort_cpu_embedding_forward,

@@ -25,9 +25,11 @@ void cohort_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void cohort_cpu_set_gemm_mode(CohortGemmMode mode);
 CohortGemmMode cohort_cpu_get_gemm_mode(void);
-/* A rows x cols matrix with row stride ld, rounded to the precision of the bf16/fp16 GEMM mode
- * into a packed per-thread buffer (`which` 0 or 1: one per operand). NULL when out of memory. */
-const float *cohort_cpu_round_operand(int which, const float *src, int rows, int cols, int ld);
+/* A rows x cols matrix with row stride ld, rounded to the precision of `mode` (bf16 or fp16)
+ * into a packed per-thread buffer (`which` 0 or 1: one per operand, shared with
+ * cohort_cpu_pack_bf16). NULL when out of memory. */
+const float *cohort_cpu_round_operand(int which, CohortGemmMode mode, const float *src, int rows,
+                                      int cols, int ld);
 void cohort_cpu_to_bf16(uint16_t *dst, const float *src, size_t n);
 void cohort_cpu_from_bf16(float *dst, const uint16_t *src, size_t n, float s);
 void cohort_cpu_add_bias(float *out, const float *bias, int N, int cols);

@@ -1,10 +1,10 @@
-/* Reduced precision on the CPU: the GEMM mode (bf16/fp16 operands are rounded, then OpenBLAS
- * multiplies them in fp32, which is what tensor cores compute) and the bfloat16 conversions
- * of the bf16 gradient all-reduce. The CPU has no faster bf16 path here (Debian's OpenBLAS has
- * no sbgemm), so these modes exist to run and test mixed-precision training anywhere, with
- * the GPU's numerics. */
+/* Reduced precision on the CPU: the GEMM mode, the operand rounding of the bf16/fp16 modes (to
+ * fp32 values for the emulation, which multiplies them in fp32 as tensor cores do; to bf16 bits
+ * for the bf16 hardware path, kernels/cpu/gemm-paths.h), and the bfloat16 conversions of the
+ * bf16 gradient all-reduce. */
 #include "cpu.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm-paths.h"
 #include "kernels/math-inline.h"
 
 #include <stdlib.h>
@@ -24,8 +24,18 @@ CohortGemmMode cohort_cpu_get_gemm_mode(void)
 /* Two operand buffers per thread that calls gemm (the trainer's main thread), grown on demand
  * and kept: a step makes the same GEMMs every time, so after the first step nothing is
  * allocated. */
-static _Thread_local float *operand_buf[2];
+static _Thread_local void *operand_buf[2];
 static _Thread_local size_t operand_cap[2];
+
+static void *operand_space(int which, size_t bytes)
+{
+  if (operand_cap[which] < bytes) {
+    free(operand_buf[which]);
+    operand_buf[which] = malloc(bytes ? bytes : 1);
+    operand_cap[which] = operand_buf[which] ? bytes : 0;
+  }
+  return operand_buf[which];
+}
 
 COHORT_VEC static void round_row_bf16(float *restrict dst, const float *restrict src, int cols)
 {
@@ -39,18 +49,19 @@ COHORT_VEC static void round_row_fp16(float *restrict dst, const float *restrict
     dst[c] = cohort_round_fp16(src[c]);
 }
 
-const float *cohort_cpu_round_operand(int which, const float *src, int rows, int cols, int ld)
+COHORT_VEC static void pack_row_bf16(uint16_t *restrict dst, const float *restrict src, int cols)
 {
-  size_t n = (size_t)rows * cols;
-  if (operand_cap[which] < n) {
-    free(operand_buf[which]);
-    operand_buf[which] = malloc((n ? n : 1) * sizeof(float));
-    operand_cap[which] = operand_buf[which] ? n : 0;
-    if (!operand_buf[which])
-      return NULL;
-  }
-  float *dst = operand_buf[which];
-  int fp16 = gemm_mode == COHORT_GEMM_FP16;
+  for (int c = 0; c < cols; c++)
+    dst[c] = cohort_f32_to_bf16(src[c]);
+}
+
+const float *cohort_cpu_round_operand(int which, CohortGemmMode mode, const float *src, int rows,
+                                      int cols, int ld)
+{
+  float *dst = operand_space(which, (size_t)rows * cols * sizeof(float));
+  if (!dst)
+    return NULL;
+  int fp16 = mode == COHORT_GEMM_FP16;
   /* One thread: the rounding is a small part of a GEMM's time, and waking the OpenMP team
    * between OpenBLAS's own thread pool's GEMMs cost more than it saved (2 threads, tiny-gpt:
    * 4300 tokens/s in parallel, against 4500 on one thread and 6300 in fp32). */
@@ -60,6 +71,19 @@ const float *cohort_cpu_round_operand(int which, const float *src, int rows, int
     else
       round_row_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
   }
+  return dst;
+}
+
+const uint16_t *cohort_cpu_pack_bf16(int which, const float *src, int rows, int cols, int ld)
+{
+  uint16_t *dst = operand_space(which, (size_t)rows * cols * sizeof(uint16_t));
+  if (!dst)
+    return NULL;
+    /* In parallel, unlike the rounding above: oneDNN, which multiplies these, runs on the same
+     * OpenMP threads, so the team is awake anyway. */
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= COHORT_CPU_PAR_MIN)
+  for (int r = 0; r < rows; r++)
+    pack_row_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
   return dst;
 }
 

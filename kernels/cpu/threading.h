@@ -1,10 +1,13 @@
-/* How the CPU backend's two thread pools share the cores.
+/* How the CPU backend's threads share the cores.
  *
- * Our loops run on OpenMP threads; OpenBLAS (Debian's default build) runs GEMMs on its own
- * pthreads. By default both spin while idle, so with more than one thread each pool burns the
- * cores the other needs: on the 2-core build machine a 2-thread training step took 2.6 times
- * as long as with idle threads that sleep (docs/benchmarks.md). Both libraries read their
- * settings once, when they load, before main() runs. */
+ * Our loops and oneDNN's products run on OpenMP threads, and so does OpenBLAS in the default
+ * build (-Dopenblas=openmp, Debian's OpenMP OpenBLAS): one pool. With -Dopenblas=system,
+ * Debian's default pthreads OpenBLAS runs GEMMs on a second pool of its own. Idle threads spin
+ * by default. With two pools each burns the cores the other needs (a 2-thread step took 2.6
+ * times as long as with idle threads that sleep); with one pool, spinning still halved the
+ * 2-thread speed on a shared, busy machine (docs/benchmarks.md, "CPU matrix products"). So the
+ * programs make idle threads sleep. Both libraries read these settings once, when they load,
+ * before main() runs. */
 #pragma once
 
 #ifdef __cplusplus

@@ -379,6 +379,7 @@ static const CohortBackend cuda_backend = {
     .gemm = cohort_cuda_gemm,
     .set_gemm_mode = cohort_cuda_set_gemm_mode,
     .get_gemm_mode = cohort_cuda_get_gemm_mode,
+    .describe_gemm = NULL, /* cuBLAS in every mode: docs/cuda.md */
     .add_bias = cohort_cuda_add_bias,
     .bias_backward = cohort_cuda_bias_backward,
     .embedding_forward = cohort_cuda_embedding_forward,
