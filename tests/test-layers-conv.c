@@ -12,6 +12,7 @@
  * SyncBatchNorm combines across ranks, SGD against sequences worked out by hand, and every op
  * against float64 PyTorch (tests/torch_conv_ref.py) where /usr/bin/python3 has torch. */
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm-paths.h"
 #include "kernels/math-inline.h"
 
 #include <glib.h>
@@ -188,9 +189,26 @@ static void test_conv(void)
 }
 
 /* The GEMM mode reaches the convolution's products: in bf16 mode the result equals the fp32
- * convolution of bf16-rounded input and weight, to the bit (im2col only copies, and the CPU
- * multiplies the rounded operands in fp32). */
+ * convolution of bf16-rounded input and weight, to the bit where bf16 is emulated (im2col only
+ * copies, and the CPU multiplies the rounded operands in fp32), and within fp32 summation's
+ * bound on the bf16 hardware path (kernels/cpu/gemm-paths.h), where the build and CPU have it. */
+static void conv_gemm_mode_on(int hardware);
+
 static void test_conv_gemm_mode(void)
+{
+  CohortCpuGemmPath lib = cohort_cpu_gemm_fp32_path();
+  int start_hw = cohort_cpu_gemm_bf16_hardware();
+  for (int hw = 0; hw <= 1; hw++) {
+    if (!cohort_cpu_gemm_select(lib, hw)) {
+      g_test_message("bf16 hardware path not available here: only the emulation is checked");
+      continue;
+    }
+    conv_gemm_mode_on(hw);
+  }
+  g_assert_true(cohort_cpu_gemm_select(lib, start_hw));
+}
+
+static void conv_gemm_mode_on(int hardware)
 {
   Conv c = conv_make(2, 3, 6, 5, 4, 3, 1, 1);
   float *x = randv(conv_nx(&c), 1.0f, 0.0f), *w = randv(conv_nw(&c), 1.0f, 0.0f);
@@ -198,13 +216,28 @@ static void test_conv_gemm_mode(void)
   be->set_gemm_mode(COHORT_GEMM_BF16);
   be->conv2d_forward(y16, x, w, c.B, c.C, c.H, c.W, c.O, c.K, c.S, c.P);
   be->set_gemm_mode(COHORT_GEMM_FP32);
+  /* The plain fp32 result, to show bf16 mode changed something. */
+  float *y_plain = g_new(float, conv_ny(&c));
+  be->conv2d_forward(y_plain, x, w, c.B, c.C, c.H, c.W, c.O, c.K, c.S, c.P);
   for (size_t i = 0; i < conv_nx(&c); i++)
     x[i] = cohort_round_bf16(x[i]);
   for (size_t i = 0; i < conv_nw(&c); i++)
     w[i] = cohort_round_bf16(w[i]);
   be->conv2d_forward(y32, x, w, c.B, c.C, c.H, c.W, c.O, c.K, c.S, c.P);
-  g_assert_cmpmem(y16, conv_ny(&c) * 4, y32, conv_ny(&c) * 4);
-  g_free(x), g_free(w), g_free(y16), g_free(y32);
+  if (!hardware) {
+    g_assert_cmpmem(y16, conv_ny(&c) * 4, y32, conv_ny(&c) * 4);
+  } else {
+    /* K = C·k·k terms of magnitude <= 1 each: fp32 sums in any order stay within K·2^-23·K. */
+    int K = c.C * c.K * c.K;
+    double bound = (double)K * K * 0x1p-23;
+    for (size_t i = 0; i < conv_ny(&c); i++)
+      g_assert_cmpfloat(fabs((double)y16[i] - y32[i]), <=, bound);
+  }
+  double changed = 0;
+  for (size_t i = 0; i < conv_ny(&c); i++)
+    changed = fmax(changed, fabs((double)y16[i] - y_plain[i]));
+  g_assert_cmpfloat(changed, >, 0);
+  g_free(x), g_free(w), g_free(y16), g_free(y32), g_free(y_plain);
 }
 
 /* ---- BatchNorm2d, train mode composed from the split ops ---- */
