@@ -18,7 +18,7 @@ setup: deps $(BUILD)/build.ninja
 build: setup
 	meson compile -C $(BUILD)
 
-# Trains the default preset (tiny-gpt; PRESET=tiny-dit for the image model) data-parallel,
+# Trains the default preset (tiny-gpt; PRESET=tiny-dit or tiny-resnet for the image models) data-parallel,
 # 2 ranks × 1 thread through the launcher (as torchrun would), with live progress; the model
 # lands in runs/<preset>. Each `make run` is a new run: --overwrite moves an earlier one to
 # runs/<preset>/previous/.
