@@ -15,34 +15,14 @@
 #include "engine/distributed/launcher.h"
 #include "engine/distributed/store.h"
 #include "engine/explain.h"
+#include "engine/cli/stop-signals.h"
 #include "engine/sample-saved.h"
 #include "engine/progress.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/threading.h"
 
-/* The signal that asked this rank to stop, 0 = none. */
+/* The signal that asked this rank to stop, 0 = none (engine/cli/stop-signals.h). */
 static volatile int stop_requested;
-
-static void on_stop_signal(int sig)
-{
-  if (stop_requested) {
-    /* A second signal: the user means it. */
-    signal(sig, SIG_DFL);
-    raise(sig);
-  }
-  stop_requested = sig;
-}
-
-static void install_signal_handlers(void)
-{
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-}
 
 static int fail(CohortProgress *progress, int rank, const char *message)
 {
@@ -301,6 +281,9 @@ static int run(const Args *a, char **original_argv)
     return status;
   }
 
+  /* Before the first thread of this rank (progress recorder, Gloo, OpenMP) starts. */
+  cohort_stop_signals_start();
+  signal(SIGPIPE, SIG_IGN);
   g_autoptr(CohortDistEnv) env = cohort_dist_env_from_environ(NULL, &error);
   if (!env)
     return fail(NULL, 0, error->message);
@@ -336,7 +319,7 @@ static int run(const Args *a, char **original_argv)
   if (!resume && env->restart_count > 0)
     resume = "auto";
 
-  install_signal_handlers();
+  cohort_stop_signals_arm(&stop_requested);
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
