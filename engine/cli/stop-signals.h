@@ -7,8 +7,7 @@
  * inside dnnl_sgemm); the same handler on an alternate stack gave 0 of 40, so something in the
  * step keeps data below its stack pointer (which kernel was not pinned down). Here the two
  * signals are blocked in every thread the process creates after cohort_stop_signals_start, and
- * one thread takes them with sigwait(): no computing
-thread is ever interrupted. */
+ * one thread takes them with sigwait(): no computing thread is ever interrupted. */
 #pragma once
 
 #include <glib.h>
