@@ -49,6 +49,12 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
                                        GError **error);
 
+/* The stop vote with the control channel's requests (engine/control.h) in the same
+ * all-reduce: on entry *requests holds this rank's (rank 0's from the channel, 0 elsewhere),
+ * on return the union over all ranks, so every rank answers a request at the same step. */
+gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
+                                gboolean *stop, GError **error);
+
 /* Timings for the `ranks` event (microseconds). */
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
 void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
