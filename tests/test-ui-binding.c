@@ -160,7 +160,9 @@ static void test_invalid_value_disables_start(void)
   g_assert_false(cohort_config_form_set_text(form, "learning_rate", "-1"));
   const char *err = cohort_config_form_get_error(form, "learning_rate");
   g_assert_nonnull(err);
-  g_assert_nonnull(strstr(err, "learning_rate"));
+  /* The field is named by its label, not its config key. */
+  g_assert_true(g_str_has_prefix(err, "Learning rate: "));
+  g_assert_null(strstr(err, "learning_rate"));
   GtkWidget *control = cohort_config_form_get_control(form, "learning_rate");
   g_assert_true(gtk_widget_has_css_class(control, "error"));
   g_assert_cmpstr(gtk_widget_get_tooltip_text(control), ==, err);

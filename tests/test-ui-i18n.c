@@ -44,9 +44,9 @@ static void test_german_window(void)
   g_assert_true(g_str_has_prefix(
       cohort_run_page_get_figure(cohort_window_get_run_page(win), "status"), "Kein Lauf aktiv"));
   /* Strings from the GtkBuilder templates. */
-  GtkWidget *titlebar = gtk_window_get_titlebar(GTK_WINDOW(win));
-  g_assert_true(find_button_label(titlebar, "_Starten"));
-  g_assert_true(find_button_label(titlebar, "_Anhalten"));
+  /* The header bar is part of the window's content (AdwApplicationWindow). */
+  g_assert_true(find_button_label(GTK_WIDGET(win), "_Starten"));
+  g_assert_true(find_button_label(GTK_WIDGET(win), "_Anhalten"));
   g_assert_cmpstr(gtk_window_get_title(GTK_WINDOW(cohort_window_get_multinode_dialog(win))), ==,
                   "Mehrknoten-Einstellungen");
   gtk_window_destroy(GTK_WINDOW(win));
