@@ -203,7 +203,9 @@ static void test_hidden_choice(void)
   g_autoptr(CohortConfig) cfg = cohort_config_copy(cohort_config_form_get_config(form));
   g_assert_true(cohort_config_set(cfg, "distributed_backend", "nccl", "test", NULL));
   cohort_config_form_set_config(form, cfg);
-  g_assert_cmpstr(cohort_config_form_get_error(form, "distributed_backend"), ==, "needs CUDA");
+  /* The reason, after the field's label. */
+  g_assert_cmpstr(cohort_config_form_get_error(form, "distributed_backend"), ==,
+                  "Communication backend: needs CUDA");
   g_autofree char *shown = cohort_config_form_get_text(form, "distributed_backend");
   g_assert_cmpstr(shown, ==, "nccl");
   g_assert_true(cohort_config_form_set_text(form, "distributed_backend", "gloo"));

@@ -123,7 +123,9 @@ static void mark(FormKey *fk, const char *message)
 static gboolean check_hidden(FormKey *fk, const char *text)
 {
   if (fk->hidden_choice != NULL && g_strcmp0(text, fk->hidden_choice) == 0) {
-    mark(fk, fk->hidden_reason);
+    g_autofree char *msg =
+        g_strdup_printf(_("%s: %s"), cohort_key_display_name(fk->key->name), fk->hidden_reason);
+    mark(fk, msg);
     return FALSE;
   }
   return TRUE;
@@ -249,6 +251,8 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
     }
     w = gtk_spin_button_new_with_range(lo, hi, 1);
     gtk_spin_button_set_digits(GTK_SPIN_BUTTON(w), 0);
+    /* new_with_range makes it numeric, which drops letters as they are typed. */
+    gtk_spin_button_set_numeric(GTK_SPIN_BUTTON(w), FALSE);
     gtk_spin_button_set_update_policy(GTK_SPIN_BUTTON(w), GTK_UPDATE_IF_VALID);
     gtk_editable_set_width_chars(GTK_EDITABLE(w), 8);
     g_signal_connect(w, "input", G_CALLBACK(on_spin_input), fk);

@@ -53,8 +53,28 @@ static char *allowed_number(const CohortConfigKey *key)
                   : g_strdup_printf(_("a number from %s to %s"), lo, hi);
 }
 
+/* What keys allow that their type and bounds do not say, in the window's words (the key
+ * table's hand-written texts are English). */
+static const struct {
+  const char *key;
+  const char *allowed;
+} written[] = {
+    {"image_channels", N_("1 (grey) or 3 (RGB)")},
+    {"train_data", N_("a file or folder; “builtin:REL” names one in Cohort's data folder")},
+    {"val_data", N_("a path like the training data's, or empty for no validation")},
+    {"workspace_dir", N_("a folder")},
+    {"sample_prompt", N_("any text")},
+    {"init_from", N_("empty, or a .safetensors file: Hugging Face GPT-2 names for GPT, a Cohort "
+                     "export for other models")},
+    {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
+    {"master_addr", N_("a host name or IP address")},
+};
+
 char *cohort_key_allowed(const CohortConfigKey *key)
 {
+  for (guint i = 0; i < G_N_ELEMENTS(written); i++)
+    if (g_str_equal(written[i].key, key->name))
+      return g_strdup(_(written[i].allowed));
   switch (key->type) {
   case COHORT_KEY_INT:
   case COHORT_KEY_INT64:

@@ -4,6 +4,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cohort-build-config.h"
 #include "ui/key-messages.h"
 
 void cohort_launch_problem_free(CohortLaunchProblem *p)
@@ -106,7 +107,9 @@ GPtrArray *cohort_launch_check(const CohortConfig *cfg, int gpus)
   if (g_file_test(ws, G_FILE_TEST_EXISTS) && !g_file_test(ws, G_FILE_TEST_IS_DIR))
     add(out, "workspace_dir",
         g_strdup_printf(_("“%s” is a file; the workspace must be a folder"), cfg->workspace_dir));
-  if (gpus == 0 && cfg->device == COHORT_DEVICE_CUDA)
+  if (cfg->device == COHORT_DEVICE_CUDA && !COHORT_HAVE_CUDA)
+    add(out, "device", g_strdup(_("this build has no CUDA path; choose CPU or automatic")));
+  else if (gpus == 0 && cfg->device == COHORT_DEVICE_CUDA)
     add(out, "device",
         g_strdup(_("CUDA needs an NVIDIA GPU and none was found on this machine; "
                    "choose CPU or automatic")));

@@ -411,6 +411,23 @@ static void draw_axes(cairo_t *cr, GtkWidget *w, const GdkRGBA *fg, const Frame 
           below, 0.5);
 }
 
+/* Evaluations: a dot per point, over their dashed line. */
+static void draw_dots(cairo_t *cr, const Frame *f, const CohortChartSeries *s, double lo, double hi)
+{
+  set_colour(cr, s, s->overlay ? 0.85 : 1.0);
+  for (guint i = 0; i + 1 < s->xy->len; i += 2) {
+    double v = g_array_index(s->xy, double, i + 1);
+    if (!drawable(f, s, v))
+      continue;
+    double a = s->right ? v : axis_value(f, v);
+    double x = f->l + (g_array_index(s->xy, double, i) - f->x0) / (f->x1 - f->x0) * f->w;
+    double y = f->t + f->h - (a - lo) / (hi - lo) * f->h;
+    cairo_new_sub_path(cr);
+    cairo_arc(cr, x, y, s->overlay ? 2 : 3, 0, 2 * G_PI);
+  }
+  cairo_fill(cr);
+}
+
 static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortChartSeries *s)
 {
   guint n = s->xy->len / 2;
@@ -430,11 +447,6 @@ static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortC
       double a = s->right ? y_value : axis_value(f, y_value);
       double x = f->l + (g_array_index(s->xy, double, 2 * i) - f->x0) / (f->x1 - f->x0) * f->w;
       double y = f->t + f->h - (a - lo) / (hi - lo) * f->h;
-      if (s->dots && pass == 1) {
-        cairo_new_sub_path(cr);
-        cairo_arc(cr, x, y, s->overlay ? 2 : 3, 0, 2 * G_PI);
-        cairo_fill(cr);
-      }
       if (!started)
         cairo_move_to(cr, x, y);
       else
@@ -448,6 +460,8 @@ static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortC
     cairo_stroke(cr);
     cairo_set_dash(cr, NULL, 0, 0);
   }
+  if (s->dots)
+    draw_dots(cr, f, s, lo, hi);
 }
 
 void cohort_loss_chart_draw(CohortLossChart *c, cairo_t *cr, int width, int height)

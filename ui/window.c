@@ -47,7 +47,7 @@ gboolean cohort_window_is_modified(CohortWindow *win)
     return FALSE;
   g_auto(GStrv) diff =
       cohort_config_diff(win->preset_cfg, cohort_config_form_get_config(win->form));
-  return g_strv_length(diff) > 0 || cohort_config_form_count_errors(win->form) > 0;
+  return g_strv_length(diff) > 0;
 }
 
 void cohort_window_update_title(CohortWindow *win)
@@ -227,13 +227,20 @@ static void on_closing_finished(CohortRun *run, const char *summary, GApplicatio
   g_application_release(app);
 }
 
+static gboolean close_now(gpointer data)
+{
+  gtk_window_close(GTK_WINDOW(data));
+  return G_SOURCE_REMOVE;
+}
+
 static void on_close_answer(AdwMessageDialog *dialog, const char *response, CohortWindow *win)
 {
   (void)dialog;
   win->question = NULL;
   if (g_str_equal(response, "stop")) {
     win->close_confirmed = TRUE;
-    gtk_window_close(GTK_WINDOW(win));
+    /* After the dialog has gone: it is transient for the window being closed. */
+    g_idle_add_full(G_PRIORITY_DEFAULT, close_now, g_object_ref(win), g_object_unref);
   }
 }
 
