@@ -60,6 +60,10 @@ void cohort_app_load_css(void)
   gtk_css_provider_load_from_resource(css, "/org/cohort/Trainer/style.css");
   gtk_style_context_add_provider_for_display(display, GTK_STYLE_PROVIDER(css),
                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  /* The application's icon (About) from the resources, also before it is installed; the
+   * application adds this path by itself. */
+  gtk_icon_theme_add_resource_path(gtk_icon_theme_get_for_display(display),
+                                   "/org/cohort/Trainer/icons");
   done = TRUE;
 }
 

@@ -113,8 +113,19 @@ static void check_launch(CohortWindow *win, gboolean force)
 void cohort_window_count_checkpoints(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
-  win->checkpoints = cohort_checkpoint_count(ws, NULL);
+  g_free(win->counted_ws);
+  win->counted_ws = cohort_resolve_path(cfg->workspace_dir);
+  win->checkpoints = cohort_checkpoint_count(win->counted_ws, NULL);
+}
+
+/* After an edit: counted again only when the workspace changed (a run's end and Start count
+ * anyway). */
+static void recount_if_moved(CohortWindow *win)
+{
+  g_autofree char *ws =
+      cohort_resolve_path(cohort_config_form_get_config(win->form)->workspace_dir);
+  if (g_strcmp0(ws, win->counted_ws) != 0)
+    cohort_window_count_checkpoints(win);
 }
 
 static char *status_text(CohortWindow *win, gboolean *bad)
@@ -193,7 +204,7 @@ static gboolean save_last_now(gpointer data)
 static void on_form_changed(CohortWindow *win)
 {
   win->status_is_summary = FALSE;
-  cohort_window_count_checkpoints(win);
+  recount_if_moved(win);
   cohort_window_update_state(win);
   cohort_window_update_title(win);
   /* The last used config is written a moment after edits stop, so a crash or a killed
@@ -357,6 +368,7 @@ static void cohort_window_dispose(GObject *obj)
   g_clear_pointer(&win->deleted_name, g_free);
   g_clear_pointer(&win->problems, g_ptr_array_unref);
   g_clear_pointer(&win->checked, g_free);
+  g_clear_pointer(&win->counted_ws, g_free);
   g_clear_pointer(&win->run_workspace, g_free);
   g_clear_pointer(&win->model_path, g_free);
   g_clear_pointer(&win->last_toast, g_free);
