@@ -1,7 +1,7 @@
 /* The control channel (engine/control.h, docs/progress-protocol.md): requests are read without
  * blocking, whole lines only, bad lines are reported and skipped; and end to end, cohort-train
- * (one process, and two ranks in spawn mode) answers "sample" and "save" at the next step with
- * events that say "requested", the checkpoint being a real one at that step. */
+ * (one process, two ranks in spawn mode, two under cohort-run) answers "sample" and "save" at the
+ * next step with events that say "requested", the checkpoint being a real one at that step. */
 #include <gio/gunixinputstream.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -82,16 +82,37 @@ static void end_with_parent(gpointer data)
   prctl(PR_SET_PDEATHSIG, SIGTERM);
 }
 
-static void run_with_requests(int nproc)
+/* `nproc` ranks of cohort-train (spawn mode), or under cohort-run when `launcher`: the
+ * descriptors go to the launcher, which gives them to rank 0. */
+static void run_with_requests(int nproc, gboolean launcher)
 {
   g_autofree char *ws = tu_mkdtemp("control-run");
   g_autofree char *np = g_strdup_printf("%d", nproc);
-  const char *extra[] = {"--set",   "max_steps=20000", "--set", "sample_every=0",
-                         "--set",   "eval_every=0",    "--set", "save_every=0",
-                         "--quiet", "--progress-fd",   "3",     "--control-fd",
-                         "4",       "--nproc",         np,      NULL};
+  const char *extra[] = {
+      "--set",        "max_steps=20000", "--set",        "sample_every=0", "--set",
+      "eval_every=0", "--set",           "save_every=0", "--quiet",        NULL};
   g_autoptr(GPtrArray) args = small_args(ws, extra);
-  g_ptr_array_insert(args, 0, g_strdup(train_program()));
+  const char *fds[] = {"--progress-fd", "3", "--control-fd", "4"};
+  if (launcher) {
+    const char *run[] = {g_getenv("COHORT_RUN"),
+                         "--standalone",
+                         "--nproc-per-node",
+                         np,
+                         "--quiet",
+                         fds[0],
+                         fds[1],
+                         fds[2],
+                         fds[3],
+                         train_program()};
+    for (guint i = G_N_ELEMENTS(run); i-- > 0;)
+      g_ptr_array_insert(args, 0, g_strdup(run[i]));
+  } else {
+    for (guint i = 0; i < G_N_ELEMENTS(fds); i++)
+      g_ptr_array_add(args, g_strdup(fds[i]));
+    g_ptr_array_add(args, g_strdup("--nproc"));
+    g_ptr_array_add(args, g_strdup(np));
+    g_ptr_array_insert(args, 0, g_strdup(train_program()));
+  }
   g_ptr_array_add(args, NULL);
 
   int progress[2], control[2];
@@ -157,12 +178,17 @@ static void run_with_requests(int nproc)
 
 static void test_one_process(void)
 {
-  run_with_requests(1);
+  run_with_requests(1, FALSE);
 }
 
 static void test_two_ranks(void)
 {
-  run_with_requests(2);
+  run_with_requests(2, FALSE);
+}
+
+static void test_cohort_run(void)
+{
+  run_with_requests(2, TRUE);
 }
 
 int main(int argc, char **argv)
@@ -173,5 +199,6 @@ int main(int argc, char **argv)
   g_test_add_func("/control/poll", test_poll);
   g_test_add_func("/control/one-process", test_one_process);
   g_test_add_func("/control/two-ranks", test_two_ranks);
+  g_test_add_func("/control/cohort-run", test_cohort_run);
   return g_test_run();
 }

@@ -186,6 +186,10 @@ static void test_existing_run_question(void)
   g_assert_true(ADW_IS_MESSAGE_DIALOG(q));
   g_test_message("question: %s", adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q)));
   g_assert_nonnull(strstr(adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q)), "asked-2"));
+  /* A run stopped early: resuming it is what is offered first. */
+  g_assert_cmpstr(adw_message_dialog_get_heading(ADW_MESSAGE_DIALOG(q)), ==,
+                  "Resume the Earlier Run?");
+  g_assert_cmpstr(adw_message_dialog_get_default_response(ADW_MESSAGE_DIALOG(q)), ==, "resume");
   adw_message_dialog_response(ADW_MESSAGE_DIALOG(q), "cancel");
   g_assert_null(cohort_window_get_question(win));
   g_assert_false(cohort_run_is_running(run));
@@ -243,6 +247,15 @@ static void test_completed_run(void)
   g_assert_false(cohort_run_page_live_buttons_shown(page));
   g_assert_false(cohort_run_page_in_final_phase(page));
   g_assert_cmpstr(cohort_window_get_last_notification(win), ==, "Training completed");
+
+  /* Start again: the run went as far as the settings ask, so a new folder comes first. */
+  g_assert_true(cohort_window_start(win, &error));
+  GtkWidget *q = cohort_window_get_question(win);
+  g_assert_nonnull(q);
+  g_assert_cmpstr(adw_message_dialog_get_heading(ADW_MESSAGE_DIALOG(q)), ==, "Start a New Run?");
+  g_assert_cmpstr(adw_message_dialog_get_default_response(ADW_MESSAGE_DIALOG(q)), ==, "new-folder");
+  g_assert_nonnull(strstr(adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q)), "step 30 of 30"));
+  adw_message_dialog_response(ADW_MESSAGE_DIALOG(q), "cancel");
 
   /* Each log line once: no human progress lines beside the events, no "[info]". */
   g_autofree char *log = cohort_run_page_get_log(page);

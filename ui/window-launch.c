@@ -9,6 +9,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "engine/checkpoint.h"
 #include "ui/launch-check.h"
 #include "ui/programs.h"
 
@@ -122,25 +123,45 @@ static void on_existing_answer(AdwMessageDialog *dialog, const char *response, C
     report(win, error);
 }
 
+/* The step of the workspace's newest checkpoint, or -1 when it cannot be read. */
+static gint64 latest_step(const char *workspace)
+{
+  g_autofree char *ws = cohort_resolve_path(workspace);
+  g_autofree char *latest = cohort_checkpoint_find_latest(ws);
+  CohortTrainState st;
+  if (latest == NULL || !cohort_checkpoint_read_state(latest, &st, NULL, NULL))
+    return -1;
+  return st.step;
+}
+
 static void ask_existing(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
   g_autofree char *fresh = cohort_window_fresh_workspace(cfg->workspace_dir);
+  gint64 step = latest_step(cfg->workspace_dir);
+  /* A run that already went as far as these settings ask is better started over; one that
+   * stopped early (or whose step limit was raised) is better resumed. */
+  gboolean done = step >= 0 && cfg->max_steps > 0 && step >= cfg->max_steps;
+  g_autofree char *latest = step >= 0 ? g_strdup_printf(_("The latest is at step %lld of %d."),
+                                                        (long long)step, cfg->max_steps)
+                                      : g_strdup("");
   g_autofree char *body = g_strdup_printf(
-      ngettext("The workspace “%s” holds %u checkpoint of an earlier run. Resume that run from "
-               "its last checkpoint, or start a new run in a new folder, “%s”; the earlier run "
-               "stays as it is.",
-               "The workspace “%s” holds %u checkpoints of an earlier run. Resume that run from "
-               "its last checkpoint, or start a new run in a new folder, “%s”; the earlier run "
-               "stays as it is.",
+      ngettext("The workspace “%s” holds %u checkpoint of an earlier run. %s Resume that run "
+               "from its last checkpoint, or start a new run in a new folder, “%s”; the "
+               "earlier run stays as it is.",
+               "The workspace “%s” holds %u checkpoints of an earlier run. %s Resume that run "
+               "from its last checkpoint, or start a new run in a new folder, “%s”; the "
+               "earlier run stays as it is.",
                win->checkpoints),
-      cfg->workspace_dir, win->checkpoints, fresh);
-  GtkWidget *d = adw_message_dialog_new(GTK_WINDOW(win), _("Resume the Earlier Run?"), body);
+      cfg->workspace_dir, win->checkpoints, latest, fresh);
+  GtkWidget *d = adw_message_dialog_new(
+      GTK_WINDOW(win), done ? _("Start a New Run?") : _("Resume the Earlier Run?"), body);
   adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "new-folder",
                                    _("Start _Over in a New Folder"), "resume", _("_Resume"), NULL);
-  adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "resume",
+  const char *suggested = done ? "new-folder" : "resume";
+  adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), suggested,
                                              ADW_RESPONSE_SUGGESTED);
-  adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "resume");
+  adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), suggested);
   adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
   g_signal_connect(d, "response", G_CALLBACK(on_existing_answer), win);
   win->question = d;

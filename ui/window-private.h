@@ -64,6 +64,7 @@ struct _CohortWindow {
   GPtrArray *problems;        /* CohortLaunchProblem: what keeps Start off besides refusals */
   char *checked;              /* the config values the problems were found for */
   guint checkpoints;          /* complete checkpoints in the workspace (Resume) */
+  char *counted_ws;           /* the workspace they were counted in */
   char *run_workspace;        /* the workspace of the run started or shown last */
   char *model_path;           /* the model the last run saved, or NULL */
   guint pending_requests;     /* Sample now / Save now sent and not answered yet */
