@@ -26,9 +26,12 @@ static void replay_workspace(const char *ws)
   cohort_window_show_page(win, "run");
 }
 
+/* Once the replay has shown the whole run. */
 static gboolean open_history(gpointer data)
 {
   (void)data;
+  if (cohort_run_get_summary(cohort_window_get_run(win)) == NULL)
+    return G_SOURCE_CONTINUE;
   CohortRunPage *page = cohort_window_get_run_page(win);
   CohortHistoryPopover *history = cohort_run_page_get_history(page);
   GPtrArray *runs = cohort_history_popover_get_runs(history);
@@ -97,7 +100,7 @@ static gboolean setup(const char *state, const char *ws)
     replay_workspace(ws);
     cohort_history_popover_reload(cohort_run_page_get_history(cohort_window_get_run_page(win)),
                                   NULL);
-    g_timeout_add(1500, open_history, NULL);
+    g_timeout_add(200, open_history, NULL);
   } else if (g_str_equal(state, "narrow")) {
     gtk_window_set_default_size(GTK_WINDOW(win), 800, 600);
     set("workspace_dir", ws);
