@@ -322,6 +322,39 @@ static void test_narrow_layout(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* A long run's record replays in moments, every point on the chart (lines are taken many per
+ * turn of the main loop, not one per redraw). */
+static void test_long_replay(void)
+{
+  g_autofree char *path = g_build_filename(tmp_dir, "long.jsonl", NULL);
+  g_autoptr(GString) s =
+      g_string_new("{\"event\":\"start\",\"run\":\"long\",\"total_steps\":20000}\n");
+  for (int i = 1; i <= 20000; i++)
+    g_string_append_printf(s,
+                           "{\"event\":\"step\",\"time\":%d,\"step\":%d,\"total_steps\":20000,"
+                           "\"loss\":%.6f,\"lr\":0.001,\"tokens_per_s\":5000,\"elapsed_s\":%d}\n",
+                           i, i, 5.0 / (1 + i / 1000.0), i);
+  g_string_append(s, "{\"event\":\"done\",\"status\":\"completed\",\"step\":20000}\n");
+  g_assert_true(g_file_set_contents(path, s->str, (gssize)s->len, NULL));
+  CohortWindow *win = cohort_window_new(NULL);
+  cohort_window_show_page(win, "run");
+  gtk_window_present(GTK_WINDOW(win));
+  gint64 t0 = g_get_monotonic_time();
+  cohort_window_replay(win, path);
+  g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 60));
+  double seconds = (g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("20000 steps replayed in %.2f s", seconds);
+  CohortRunPage *page = cohort_window_get_run_page(win);
+  g_assert_cmpuint(cohort_run_page_count_points(page, FALSE), ==, 20000);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "20000 of 20000");
+  /* Lines are taken many per turn of the main loop (one per turn, each with a redraw, took
+   * over 20 s here; many per turn, under one). */
+  guint turns = cohort_run_get_read_turns(cohort_window_get_run(win));
+  g_test_message("in %u turns of the main loop", turns);
+  g_assert_cmpuint(turns, <, 20000 / 50);
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
@@ -332,6 +365,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/runview/text-samples", test_text_samples);
   g_test_add_func("/ui/runview/final-phase", test_final_phase);
   g_test_add_func("/ui/runview/narrow-layout", test_narrow_layout);
+  g_test_add_func("/ui/runview/long-replay", test_long_replay);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

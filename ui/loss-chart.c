@@ -428,6 +428,44 @@ static void draw_dots(cairo_t *cr, const Frame *f, const CohortChartSeries *s, d
   cairo_fill(cr);
 }
 
+/* A path through points in pixel columns: a long run has far more points than the chart has
+ * columns, so each column gets the lowest and highest point it holds (spikes stay visible)
+ * and the path stays as long as the chart is wide. */
+typedef struct {
+  cairo_t *cr;
+  gboolean started;
+  int column;
+  double lo, hi, first, last; /* y of the column's points */
+} ColumnPath;
+
+static void column_flush(ColumnPath *p)
+{
+  if (p->column == G_MININT)
+    return;
+  double ys[] = {p->first, p->first < p->last ? p->lo : p->hi, p->first < p->last ? p->hi : p->lo,
+                 p->last};
+  for (guint k = 0; k < G_N_ELEMENTS(ys); k++) {
+    if (!p->started)
+      cairo_move_to(p->cr, p->column + 0.5, ys[k]);
+    else
+      cairo_line_to(p->cr, p->column + 0.5, ys[k]);
+    p->started = TRUE;
+  }
+}
+
+static void column_add(ColumnPath *p, double x, double y)
+{
+  int column = (int)floor(x);
+  if (column != p->column) {
+    column_flush(p);
+    p->column = column;
+    p->lo = p->hi = p->first = y;
+  }
+  p->lo = MIN(p->lo, y);
+  p->hi = MAX(p->hi, y);
+  p->last = y;
+}
+
 static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortChartSeries *s)
 {
   guint n = s->xy->len / 2;
@@ -436,7 +474,7 @@ static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortC
   gboolean smoothed = s->train && c->smoothing > 0;
   /* With smoothing the raw points stay visible, faint, under the smoothed curve. */
   for (int pass = smoothed ? 0 : 1; pass < 2; pass++) {
-    gboolean started = FALSE;
+    ColumnPath path = {.cr = cr, .column = G_MININT};
     cairo_set_line_width(cr, s->overlay ? 1.5 : 2);
     set_colour(cr, s, pass == 0 ? 0.25 : s->overlay ? 0.85 : 1.0);
     for (guint i = 0; i < n; i++) {
@@ -446,13 +484,9 @@ static void draw_series(CohortLossChart *c, cairo_t *cr, const Frame *f, CohortC
         continue;
       double a = s->right ? y_value : axis_value(f, y_value);
       double x = f->l + (g_array_index(s->xy, double, 2 * i) - f->x0) / (f->x1 - f->x0) * f->w;
-      double y = f->t + f->h - (a - lo) / (hi - lo) * f->h;
-      if (!started)
-        cairo_move_to(cr, x, y);
-      else
-        cairo_line_to(cr, x, y);
-      started = TRUE;
+      column_add(&path, x, f->t + f->h - (a - lo) / (hi - lo) * f->h);
     }
+    column_flush(&path);
     if (s->dots) {
       double dash[] = {4, 3};
       cairo_set_dash(cr, dash, 2, 0);

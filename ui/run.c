@@ -33,6 +33,7 @@ struct _CohortRun {
   guint run_events;      /* events of only_run seen */
   guint other_events;    /* events of other runs left out */
   GPtrArray *other_runs; /* their ids, in order of appearance */
+  guint read_turns;      /* asynchronous reads that returned lines (for tests) */
 };
 
 G_DEFINE_FINAL_TYPE(CohortRun, cohort_run, G_TYPE_OBJECT)
@@ -166,6 +167,39 @@ static void handle_progress_line(CohortRun *run, const char *line)
   g_signal_emit(run, signals[SIGNAL_EVENT], 0, ev);
 }
 
+static void take_line(Reader *r, char *raw, gsize len)
+{
+  CohortRun *run = r->run;
+  /* A line that is not UTF-8 (or holds a NUL byte) is shown repaired, never read as an event,
+   * and the lines after it are still read. */
+  gboolean clean = memchr(raw, '\0', len) == NULL && g_utf8_validate(raw, (gssize)len, NULL);
+  g_autofree char *line = clean ? g_strdup(raw) : g_utf8_make_valid(raw, (gssize)len);
+  if (r->progress && !clean) {
+    not_an_event(run, line);
+  } else if (r->progress) {
+    handle_progress_line(run, line);
+  } else {
+    g_autofree char *trimmed = g_strstrip(g_strdup(line));
+    if (*trimmed != '\0') {
+      g_free(run->last_output);
+      run->last_output = g_strdup(line);
+    }
+    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, line);
+  }
+}
+
+/* Whether the stream's buffer holds a whole line, so reading it cannot block. */
+static gboolean line_buffered(Reader *r)
+{
+  gsize n = 0;
+  const void *buf = g_buffered_input_stream_peek_buffer(G_BUFFERED_INPUT_STREAM(r->in), &n);
+  return n > 0 && memchr(buf, '\n', n) != NULL;
+}
+
+/* Lines taken in one turn of the main loop when they are there already: a replay of a long
+ * run would otherwise draw the window once per line. */
+#define LINES_PER_TURN 500
+
 static void on_line(GObject *source, GAsyncResult *res, gpointer data)
 {
   Reader *r = data;
@@ -189,21 +223,14 @@ static void on_line(GObject *source, GAsyncResult *res, gpointer data)
     g_object_unref(run);
     return;
   }
-  /* A line that is not UTF-8 (or holds a NUL byte) is shown repaired, never read as an event,
-   * and the lines after it are still read. */
-  gboolean clean = memchr(raw, '\0', len) == NULL && g_utf8_validate(raw, (gssize)len, NULL);
-  g_autofree char *line = clean ? g_steal_pointer(&raw) : g_utf8_make_valid(raw, (gssize)len);
-  if (r->progress && !clean) {
-    not_an_event(run, line);
-  } else if (r->progress) {
-    handle_progress_line(run, line);
-  } else {
-    g_autofree char *trimmed = g_strstrip(g_strdup(line));
-    if (*trimmed != '\0') {
-      g_free(run->last_output);
-      run->last_output = g_strdup(line);
-    }
-    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, line);
+  run->read_turns++;
+  take_line(r, raw, len);
+  for (int i = 0;
+       i < LINES_PER_TURN && !g_cancellable_is_cancelled(run->cancel) && line_buffered(r); i++) {
+    g_autofree char *more = g_data_input_stream_read_line(r->in, &len, NULL, NULL);
+    if (more == NULL)
+      break;
+    take_line(r, more, len);
   }
   g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
 }
@@ -216,6 +243,8 @@ static void read_lines(CohortRun *run, GInputStream *stream, gboolean progress)
   r->progress = progress;
   /* Lines up to 1 MiB by the protocol; GDataInputStream grows its buffer as needed. */
   g_data_input_stream_set_newline_type(r->in, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  /* Many lines per read, so a replay takes them in few turns of the main loop. */
+  g_buffered_input_stream_set_buffer_size(G_BUFFERED_INPUT_STREAM(r->in), 256 * 1024);
   run->open_streams++;
   g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
 }
@@ -305,6 +334,7 @@ static void reset(CohortRun *run)
   g_clear_pointer(&run->summary, g_free);
   g_clear_pointer(&run->only_run, g_free);
   run->run_events = run->other_events = 0;
+  run->read_turns = 0;
   g_ptr_array_set_size(run->other_runs, 0);
 }
 
@@ -458,6 +488,11 @@ gboolean cohort_run_request(CohortRun *run, const char *request, GError **error)
     return FALSE;
   }
   return TRUE;
+}
+
+guint cohort_run_get_read_turns(CohortRun *run)
+{
+  return run->read_turns;
 }
 
 CohortRunOutcome cohort_run_get_outcome(CohortRun *run)

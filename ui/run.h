@@ -60,6 +60,10 @@ gboolean cohort_run_is_live(CohortRun *run);
  * blocking. FALSE with an error when no child runs or it no longer reads. */
 gboolean cohort_run_request(CohortRun *run, const char *request, GError **error);
 
+/* Turns of the main loop that read lines since the run started (for tests: the lines that are
+ * there already are taken many per turn). */
+guint cohort_run_get_read_turns(CohortRun *run);
+
 /* How the run ended (COHORT_RUN_RUNNING before "finished"). */
 CohortRunOutcome cohort_run_get_outcome(CohortRun *run);
 
