@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/control.h"
 #include "engine/distributed/reducer.h"
 #include "engine/nvml.h"
 #include "kernels/backend.h"
@@ -327,14 +328,31 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
                                        GError **error)
 {
+  guint none = 0;
+  return cohort_train_dist_vote(d, stop_flag, &none, stop, error);
+}
+
+/* Control requests in the vote: one slot each, so a sum > 0 means some rank asked. */
+static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE};
+
+gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
+                                gboolean *stop, GError **error)
+{
   gboolean mine = stop_flag && *stop_flag;
   *stop = mine;
   if (!d->comm)
     return TRUE;
-  double flag = mine ? 1 : 0;
-  if (!sum_f64(d, &flag, 1, error))
+  /* One all-reduce for the stop and every request: the vote costs what it cost before. */
+  double flags[1 + G_N_ELEMENTS(vote_requests)] = {mine ? 1 : 0};
+  for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
+    flags[1 + i] = (*requests & vote_requests[i]) ? 1 : 0;
+  if (!sum_f64(d, flags, G_N_ELEMENTS(flags), error))
     return FALSE;
-  *stop = flag > 0;
+  *stop = flags[0] > 0;
+  *requests = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
+    if (flags[1 + i] > 0)
+      *requests |= vote_requests[i];
   return TRUE;
 }
 

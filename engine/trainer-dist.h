@@ -64,6 +64,11 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
 
 /* Backend bytes of this rank's distillation teacher, reported in the `ranks` event. */
 void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes);
+/* The stop vote with the control channel's requests (engine/control.h) in the same
+ * all-reduce: on entry *requests holds this rank's (rank 0's from the channel, 0 elsewhere),
+ * on return the union over all ranks, so every rank answers a request at the same step. */
+gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
+                                gboolean *stop, GError **error);
 
 /* Timings for the `ranks` event (microseconds). */
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);

@@ -111,6 +111,8 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
     json_object_unref(f);
     return FALSE;
   }
+  if (r->answering_request)
+    json_object_set_boolean_member(f, "requested", TRUE);
   if (json_object_has_member(f, "text"))
     cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
                         json_object_get_string_member(f, "text"));
@@ -133,6 +135,8 @@ gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
     JsonObject *f = json_object_new();
     json_object_set_int_member(f, "step", r->st.step);
     json_object_set_string_member(f, "path", dir);
+    if (r->answering_request)
+      json_object_set_boolean_member(f, "requested", TRUE);
     cohort_progress_emit(r->progress, "checkpoint", f);
   }
   /* Nobody moves on before the checkpoint is complete. */

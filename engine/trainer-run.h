@@ -47,6 +47,10 @@ typedef struct {
   double *metrics; /* the last evaluation's values, model->n_metrics */
   gboolean have_metrics;
   double final_loss; /* the last step's loss (NaN before the first) */
+  /* Control requests agreed on and not answered yet (CohortControlRequest bits), and whether
+   * the sample or checkpoint being made answers one (its event then says "requested"). */
+  guint pending_requests;
+  gboolean answering_request;
 } CohortRun;
 
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */

@@ -157,6 +157,38 @@ static gboolean after_step(CohortRun *r, gint64 *last_saved, GError **error)
   return TRUE;
 }
 
+/* Answers the control requests the ranks agreed on, at this step boundary: a sample (rank 0)
+ * and a checkpoint (every rank). A checkpoint needs a step done, so a request at step 0 waits
+ * for the first. */
+static gboolean answer_requests(CohortRun *r, gint64 *last_saved, GError **error)
+{
+  gboolean ok = TRUE;
+  r->answering_request = TRUE;
+  if (r->pending_requests & COHORT_CONTROL_SAMPLE) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
+    ok = r->opts->rank != 0 || cohort_run_sample(r, error);
+  }
+  if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
+    ok = cohort_run_save_checkpoint(r, error);
+    *last_saved = r->st.step;
+  }
+  r->answering_request = FALSE;
+  return ok;
+}
+
+/* The step-boundary vote: a stop (any rank's signal) and the control channel's requests. */
+static gboolean vote(CohortRun *r, gboolean *stop, GError **error)
+{
+  guint requests = 0;
+  if (r->opts->control != NULL && r->opts->rank == 0)
+    requests = cohort_control_poll(r->opts->control, r->progress);
+  if (!cohort_train_dist_vote(r->dist, r->opts->stop_flag, &requests, stop, error))
+    return FALSE;
+  r->pending_requests |= requests;
+  return TRUE;
+}
+
 /* The steps; *stopped when a stop was requested (all ranks agree on the step). */
 static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError **error)
 {
@@ -164,12 +196,14 @@ static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError
   cohort_throughput_init(&tp, r);
   while (r->st.step < r->total_steps) {
     gboolean stop = FALSE;
-    if (!cohort_train_dist_should_stop(r->dist, r->opts->stop_flag, &stop, error))
+    if (!vote(r, &stop, error))
       return FALSE;
     if (stop) {
       *stopped = TRUE;
       break;
     }
+    if (r->pending_requests && !answer_requests(r, last_saved, error))
+      return FALSE;
     gint64 t0 = g_get_monotonic_time();
     StepResult res;
     if (!train_step(r, &res, error))

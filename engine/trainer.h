@@ -4,6 +4,7 @@
 
 #include <glib.h>
 #include "engine/config.h"
+#include "engine/control.h"
 #include "engine/progress.h"
 
 G_BEGIN_DECLS
@@ -34,6 +35,9 @@ typedef struct {
   /* Set asynchronously (signal handler) to stop at the next step boundary with a
    * checkpoint. */
   volatile int *stop_flag;
+  /* Requests from the control channel (engine/control.h): sample and save now. Rank 0's; NULL
+   * = none. Not owned. */
+  CohortControl *control;
 } CohortTrainOptions;
 
 /* Runs the whole training. Returns FALSE with `error` set on failure (bad data, bad

@@ -160,7 +160,9 @@ static void test_invalid_value_disables_start(void)
   g_assert_false(cohort_config_form_set_text(form, "learning_rate", "-1"));
   const char *err = cohort_config_form_get_error(form, "learning_rate");
   g_assert_nonnull(err);
-  g_assert_nonnull(strstr(err, "learning_rate"));
+  /* The field is named by its label, not its config key. */
+  g_assert_true(g_str_has_prefix(err, "Learning rate: "));
+  g_assert_null(strstr(err, "learning_rate"));
   GtkWidget *control = cohort_config_form_get_control(form, "learning_rate");
   g_assert_true(gtk_widget_has_css_class(control, "error"));
   g_assert_cmpstr(gtk_widget_get_tooltip_text(control), ==, err);
@@ -201,7 +203,9 @@ static void test_hidden_choice(void)
   g_autoptr(CohortConfig) cfg = cohort_config_copy(cohort_config_form_get_config(form));
   g_assert_true(cohort_config_set(cfg, "distributed_backend", "nccl", "test", NULL));
   cohort_config_form_set_config(form, cfg);
-  g_assert_cmpstr(cohort_config_form_get_error(form, "distributed_backend"), ==, "needs CUDA");
+  /* The reason, after the field's label. */
+  g_assert_cmpstr(cohort_config_form_get_error(form, "distributed_backend"), ==,
+                  "Communication backend: needs CUDA");
   g_autofree char *shown = cohort_config_form_get_text(form, "distributed_backend");
   g_assert_cmpstr(shown, ==, "nccl");
   g_assert_true(cohort_config_form_set_text(form, "distributed_backend", "gloo"));

@@ -7,6 +7,7 @@
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
 #include "ui/key-labels.h"
+#include "ui/path-chooser.h"
 #include "ui/run-page-private.h"
 #include "ui/window-private.h"
 
@@ -65,16 +66,18 @@ static void test_folder_chooser(void)
 {
   CohortWindow *win = cohort_window_new(NULL);
   CohortConfigForm *form = cohort_window_get_form(win);
-  GtkWidget *button = cohort_config_form_get_chooser_button(form, "teacher_from");
+  GtkWidget *button = cohort_config_form_get_chooser(form, "teacher_from");
   g_assert_nonnull(button);
-  g_assert_null(cohort_config_form_get_chooser_button(form, "init_from"));
-  g_assert_cmpstr(gtk_widget_get_tooltip_text(button), ==, "Choose the teacher's folder");
+  g_assert_cmpint(cohort_path_chooser_action(button), ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  /* init_from names a checkpoint file, the teacher a folder */
+  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "init_from")), ==,
+                  GTK_FILE_CHOOSER_ACTION_OPEN);
   g_assert_true(gtk_widget_get_parent(button) ==
                 gtk_widget_get_parent(cohort_config_form_get_control(form, "teacher_from")));
-  g_assert_null(cohort_config_form_get_open_chooser(form));
+  g_assert_null(cohort_path_chooser_get_open(button));
 
   g_signal_emit_by_name(button, "clicked");
-  GtkNativeDialog *chooser = cohort_config_form_get_open_chooser(form);
+  GtkNativeDialog *chooser = cohort_path_chooser_get_open(button);
   g_assert_nonnull(chooser);
   g_assert_cmpint(gtk_file_chooser_get_action(GTK_FILE_CHOOSER(chooser)), ==,
                   GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
@@ -90,17 +93,17 @@ static void test_folder_chooser(void)
   g_assert_cmpstr(cohort_config_form_get_config(form)->teacher_from, ==, teacher);
   g_autofree char *shown = cohort_config_form_get_text(form, "teacher_from");
   g_assert_cmpstr(shown, ==, teacher);
-  g_assert_null(cohort_config_form_get_open_chooser(form));
+  g_assert_null(cohort_path_chooser_get_open(button));
 
   /* a cancelled chooser changes nothing */
   g_signal_emit_by_name(button, "clicked");
-  chooser = cohort_config_form_get_open_chooser(form);
+  chooser = cohort_path_chooser_get_open(button);
   g_assert_nonnull(chooser);
   g_signal_emit_by_name(chooser, "response", GTK_RESPONSE_CANCEL);
   g_assert_cmpstr(cohort_config_form_get_config(form)->teacher_from, ==, teacher);
   /* and one still open when the window closes goes with it */
   g_signal_emit_by_name(button, "clicked");
-  g_assert_nonnull(cohort_config_form_get_open_chooser(form));
+  g_assert_nonnull(cohort_path_chooser_get_open(button));
   gtk_window_destroy(GTK_WINDOW(win));
   g_rmdir(teacher);
 }
@@ -145,7 +148,7 @@ static void test_translations(void)
   g_setenv("LANGUAGE", "fr", TRUE);
   ++_nl_msg_cat_cntr;
   g_assert_cmpstr(cohort_key_label("student_init"), ==, "Initialisation de l'élève");
-  g_assert_cmpstr(_("teacher term"), ==, "terme de l'enseignant");
+  g_assert_cmpstr(_("distillation loss"), ==, "perte de distillation");
   g_setenv("LANGUAGE", "en", TRUE);
   ++_nl_msg_cat_cntr;
 }

@@ -3,7 +3,9 @@
 #include <glib/gi18n.h>
 
 #include "tests/ui/ui-test.h"
+#include "ui/config-form-private.h"
 #include "ui/key-labels.h"
+#include "ui/key-messages.h"
 #include "ui/run-page-private.h"
 #include "ui/window-private.h"
 
@@ -44,12 +46,36 @@ static void test_german_window(void)
   g_assert_true(g_str_has_prefix(
       cohort_run_page_get_figure(cohort_window_get_run_page(win), "status"), "Kein Lauf aktiv"));
   /* Strings from the GtkBuilder templates. */
-  GtkWidget *titlebar = gtk_window_get_titlebar(GTK_WINDOW(win));
-  g_assert_true(find_button_label(titlebar, "_Starten"));
-  g_assert_true(find_button_label(titlebar, "_Anhalten"));
+  /* The header bar is part of the window's content (AdwApplicationWindow). */
+  g_assert_true(find_button_label(GTK_WIDGET(win), "_Starten"));
+  g_assert_true(find_button_label(GTK_WIDGET(win), "_Anhalten"));
   g_assert_cmpstr(gtk_window_get_title(GTK_WINDOW(cohort_window_get_multinode_dialog(win))), ==,
                   "Mehrknoten-Einstellungen");
   gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Every key's help sentence (the engine's key table, shown as the tooltip of its row) and the
+ * window's new words are German in the German window. */
+static void test_key_help_translated(void)
+{
+  guint n;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  GString *missing = g_string_new(NULL);
+  for (guint i = 0; i < n; i++)
+    if (keys[i].help != NULL && g_str_equal(cohort_key_help(&keys[i]), keys[i].help))
+      g_string_append_printf(missing, " %s", keys[i].name);
+  if (missing->len > 0)
+    g_error("help texts without a German translation:%s", missing->str);
+  g_string_free(missing, TRUE);
+  g_assert_cmpstr(cohort_key_help(cohort_config_find_key("momentum")), ==,
+                  "SGD-Momentum; 0 ist einfaches SGD.");
+  g_autofree char *allowed = cohort_key_allowed(cohort_config_find_key("n_layer"));
+  g_assert_cmpstr(allowed, ==, "1 bis 96");
+  g_autoptr(CohortConfigForm) form = cohort_config_form_new();
+  g_assert_false(cohort_config_form_set_text(form, "batch_size", "xyz"));
+  g_assert_cmpstr(cohort_config_form_get_error(form, "batch_size"), ==,
+                  "Batchgröße pro Prozess: „xyz“ ist keine ganze Zahl; erlaubt: 1 bis 65536");
+  g_assert_cmpstr(_("Resume the Earlier Run?"), ==, "Den früheren Lauf fortsetzen?");
 }
 
 static void test_french_catalog(void)
@@ -62,6 +88,13 @@ static void test_french_catalog(void)
       "%u paramètres ne sont pas valides ; le premier : %s");
   CohortWindow *win = cohort_window_new(NULL);
   g_assert_cmpstr(page_title(win, "training"), ==, "Entraînement");
+  g_assert_cmpstr(cohort_key_help(cohort_config_find_key("momentum")), ==,
+                  "Momentum de SGD ; 0 donne un SGD simple.");
+  guint n;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  for (guint i = 0; i < n; i++)
+    if (keys[i].help != NULL && g_str_equal(cohort_key_help(&keys[i]), keys[i].help))
+      g_error("%s: its help has no French translation", keys[i].name);
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -74,6 +107,7 @@ int main(int argc, char **argv)
   g_setenv("LANGUAGE", "de", TRUE);
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/i18n/german-window", test_german_window);
+  g_test_add_func("/ui/i18n/key-help-translated", test_key_help_translated);
   g_test_add_func("/ui/i18n/french-catalog", test_french_catalog);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);

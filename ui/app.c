@@ -52,6 +52,7 @@ void cohort_app_init_i18n(void)
 void cohort_app_load_css(void)
 {
   static gboolean done;
+  adw_init();
   GdkDisplay *display = gdk_display_get_default();
   if (done || display == NULL)
     return;
@@ -59,6 +60,10 @@ void cohort_app_load_css(void)
   gtk_css_provider_load_from_resource(css, "/org/cohort/Trainer/style.css");
   gtk_style_context_add_provider_for_display(display, GTK_STYLE_PROVIDER(css),
                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  /* The application's icon (About) from the resources, also before it is installed; the
+   * application adds this path by itself. */
+  gtk_icon_theme_add_resource_path(gtk_icon_theme_get_for_display(display),
+                                   "/org/cohort/Trainer/icons");
   done = TRUE;
 }
 
@@ -69,7 +74,7 @@ static void on_activate(GApplication *app)
     gtk_window_present(win);
     return;
   }
-  cohort_app_load_css();
+  /* AdwApplication has loaded style.css from the resource base path already. */
   win = GTK_WINDOW(cohort_window_new(GTK_APPLICATION(app)));
   /* Presented first, so a dialog opened for --page multinode stays above it. */
   gtk_window_present(win);
@@ -99,6 +104,10 @@ static int on_local_options(GApplication *app, GVariantDict *options, gpointer d
 {
   (void)app;
   (void)data;
+  if (g_variant_dict_contains(options, "version")) {
+    g_print("cohort %s\n", COHORT_VERSION);
+    return 0;
+  }
   g_variant_dict_lookup(options, "page", "s", &start_page);
   g_variant_dict_lookup(options, "replay", "^ay", &replay_path);
   g_variant_dict_lookup(options, "run", "s", &replay_run);
@@ -112,7 +121,8 @@ static int on_local_options(GApplication *app, GVariantDict *options, gpointer d
 GtkApplication *cohort_app_new(void)
 {
   g_set_application_name(_("Cohort"));
-  GtkApplication *app = gtk_application_new(COHORT_APP_ID, G_APPLICATION_DEFAULT_FLAGS);
+  GtkApplication *app =
+      GTK_APPLICATION(adw_application_new(COHORT_APP_ID, G_APPLICATION_DEFAULT_FLAGS));
   g_signal_connect(app, "activate", G_CALLBACK(on_activate), NULL);
   g_application_add_main_option(G_APPLICATION(app), "page", 0, 0, G_OPTION_ARG_STRING,
                                 _("Page to show first: model, data, training, distributed, "
@@ -126,15 +136,24 @@ GtkApplication *cohort_app_new(void)
                                 _("With --replay of an events.jsonl: the run id to show "
                                   "(default: the last run)"),
                                 _("ID"));
+  g_application_add_main_option(G_APPLICATION(app), "version", 0, 0, G_OPTION_ARG_NONE,
+                                _("Print the version and exit"), NULL);
   g_signal_connect(app, "handle-local-options", G_CALLBACK(on_local_options), NULL);
 
   static const GActionEntry actions[] = {{.name = "quit", .activate = on_quit}};
   g_action_map_add_action_entries(G_ACTION_MAP(app), actions, G_N_ELEMENTS(actions), app);
-  const char *quit_accels[] = {"<Control>q", NULL};
-  gtk_application_set_accels_for_action(app, "app.quit", quit_accels);
-  const char *start_accels[] = {"<Control>Return", NULL};
-  gtk_application_set_accels_for_action(app, "win.start", start_accels);
-  const char *save_accels[] = {"<Control>s", NULL};
-  gtk_application_set_accels_for_action(app, "win.preset-save", save_accels);
+  static const struct {
+    const char *action;
+    const char *accel;
+  } accels[] = {
+      {"app.quit", "<Control>q"},        {"win.start", "<Control>Return"},
+      {"win.resume", "<Control>r"},      {"win.stop", "<Control>period"},
+      {"win.sample-now", "<Control>g"},  {"win.save-now", "<Control>k"},
+      {"win.preset-save", "<Control>s"}, {"win.show-help-overlay", "<Control>question"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(accels); i++) {
+    const char *one[] = {accels[i].accel, NULL};
+    gtk_application_set_accels_for_action(app, accels[i].action, one);
+  }
   return app;
 }

@@ -3,19 +3,22 @@
 #include <glib/gi18n.h>
 
 #include "ui/key-labels.h"
+#include "ui/key-messages.h"
+#include "ui/path-chooser.h"
 
 typedef struct {
   const CohortConfigKey *key;
   GtkWidget *row;
   GtkWidget *control;
-  GPtrArray *values; /* drop-down: the raw choice behind each item */
-  char *error;       /* NULL while valid */
-  char *pending;     /* the refused text, retried after other edits */
+  GPtrArray *values;  /* drop-down: the raw choice behind each item */
+  char *error;        /* NULL while valid */
+  char *problem;      /* a pre-launch check's message (cohort_config_form_set_problem) */
+  char *pending;      /* the refused text, retried after other edits */
+  GtkWidget *chooser; /* the file-chooser button of a path key, else NULL */
+  gboolean keep_text; /* a number field keeps the refused text the user typed */
   char *hidden_choice;
   char *hidden_reason;
   gboolean placed;
-  GtkWidget *chooser_button; /* a folder chooser beside the entry, or NULL */
-  char *chooser_title;
 } FormKey;
 
 struct _CohortConfigForm {
@@ -23,8 +26,7 @@ struct _CohortConfigForm {
   CohortConfig *cfg;
   FormKey *keys;
   guint n_keys;
-  gboolean updating;             /* set while the form writes to controls itself */
-  GtkNativeDialog *open_chooser; /* the folder chooser waiting for an answer */
+  gboolean updating; /* set while the form writes to controls itself */
 };
 
 G_DEFINE_FINAL_TYPE(CohortConfigForm, cohort_config_form, G_TYPE_OBJECT)
@@ -46,8 +48,6 @@ static FormKey *find(CohortConfigForm *form, const char *name)
 static char *control_text(FormKey *fk)
 {
   GtkWidget *w = fk->control;
-  if (GTK_IS_SPIN_BUTTON(w))
-    return g_strdup_printf("%d", gtk_spin_button_get_value_as_int(GTK_SPIN_BUTTON(w)));
   if (GTK_IS_SWITCH(w))
     return g_strdup(gtk_switch_get_active(GTK_SWITCH(w)) ? "true" : "false");
   if (GTK_IS_DROP_DOWN(w)) {
@@ -77,8 +77,10 @@ static void fill_choices(FormKey *fk, const char *current)
 static void set_control_text(CohortConfigForm *form, FormKey *fk, const char *text)
 {
   GtkWidget *w = fk->control;
-  if (GTK_IS_SPIN_BUTTON(w)) {
-    gtk_spin_button_set_value(GTK_SPIN_BUTTON(w), g_ascii_strtod(text, NULL));
+  gint64 v;
+  if (GTK_IS_SPIN_BUTTON(w) &&
+      g_ascii_string_to_signed(text, 10, (gint64)fk->key->min, (gint64)fk->key->max, &v, NULL)) {
+    gtk_spin_button_set_value(GTK_SPIN_BUTTON(w), (double)v);
   } else if (GTK_IS_SWITCH(w)) {
     gtk_switch_set_active(GTK_SWITCH(w), g_str_equal(text, "true"));
   } else if (GTK_IS_DROP_DOWN(w)) {
@@ -97,10 +99,10 @@ static void set_control_text(CohortConfigForm *form, FormKey *fk, const char *te
   }
 }
 
-static void mark(FormKey *fk, const char *message)
+/* The control shows the refusal, else the pre-launch problem, else nothing. */
+static void show_mark(FormKey *fk)
 {
-  g_free(fk->error);
-  fk->error = g_strdup(message);
+  const char *message = fk->error != NULL ? fk->error : fk->problem;
   if (message != NULL) {
     gtk_widget_add_css_class(fk->control, "error");
     gtk_widget_set_tooltip_text(fk->control, message);
@@ -110,11 +112,20 @@ static void mark(FormKey *fk, const char *message)
   }
 }
 
+static void mark(FormKey *fk, const char *message)
+{
+  g_free(fk->error);
+  fk->error = g_strdup(message);
+  show_mark(fk);
+}
+
 /* A hidden choice that the config holds anyway is an error of its own. */
 static gboolean check_hidden(FormKey *fk, const char *text)
 {
   if (fk->hidden_choice != NULL && g_strcmp0(text, fk->hidden_choice) == 0) {
-    mark(fk, fk->hidden_reason);
+    g_autofree char *msg =
+        g_strdup_printf(_("%s: %s"), cohort_key_display_name(fk->key->name), fk->hidden_reason);
+    mark(fk, msg);
     return FALSE;
   }
   return TRUE;
@@ -129,7 +140,8 @@ static gboolean apply(CohortConfigForm *form, FormKey *fk, const char *text)
     return FALSE;
   }
   if (!cohort_config_set(form->cfg, fk->key->name, text, FORM_SOURCE, &error)) {
-    mark(fk, error->message);
+    g_autofree char *msg = cohort_key_refusal(fk->key, text, form->cfg, error);
+    mark(fk, msg);
     fk->pending = g_strdup(text);
     return FALSE;
   }
@@ -185,10 +197,32 @@ static void on_control_changed(CohortConfigForm *form, FormKey *fk)
   g_signal_emit(form, signals[SIGNAL_CHANGED], 0);
 }
 
-static void on_spin_changed(GtkSpinButton *spin, gpointer data)
+/* A number field: what is typed is checked as typed, like any entry; GtkSpinButton would
+ * replace text it cannot read (or a value out of range) with a number of its own when it
+ * loses focus, so "xyz" would silently become the minimum. Its update policy is "if valid",
+ * and a refused text is kept: the input handler says it cannot be read, and the output
+ * handler then leaves the text alone. */
+static int on_spin_input(GtkSpinButton *spin, double *value, gpointer data)
 {
-  CohortConfigForm *form = g_object_get_data(G_OBJECT(spin), "cohort-form");
-  on_control_changed(form, data);
+  FormKey *fk = data;
+  const char *text = gtk_editable_get_text(GTK_EDITABLE(spin));
+  gint64 v;
+  g_autofree char *t = g_strstrip(g_strdup(text));
+  if (!g_ascii_string_to_signed(t, 10, (gint64)fk->key->min, (gint64)fk->key->max, &v, NULL)) {
+    fk->keep_text = TRUE;
+    return GTK_INPUT_ERROR;
+  }
+  *value = (double)v;
+  return TRUE;
+}
+
+static gboolean on_spin_output(GtkSpinButton *spin, gpointer data)
+{
+  (void)spin;
+  FormKey *fk = data;
+  gboolean keep = fk->keep_text;
+  fk->keep_text = FALSE;
+  return keep;
 }
 
 static void on_entry_changed(GtkEditable *entry, gpointer data)
@@ -217,9 +251,14 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
     }
     w = gtk_spin_button_new_with_range(lo, hi, 1);
     gtk_spin_button_set_digits(GTK_SPIN_BUTTON(w), 0);
-    gtk_spin_button_set_numeric(GTK_SPIN_BUTTON(w), TRUE);
+    /* new_with_range makes it numeric, which drops letters as they are typed. */
+    gtk_spin_button_set_numeric(GTK_SPIN_BUTTON(w), FALSE);
+    gtk_spin_button_set_update_policy(GTK_SPIN_BUTTON(w), GTK_UPDATE_IF_VALID);
     gtk_editable_set_width_chars(GTK_EDITABLE(w), 8);
-    g_signal_connect(w, "value-changed", G_CALLBACK(on_spin_changed), fk);
+    g_signal_connect(w, "input", G_CALLBACK(on_spin_input), fk);
+    g_signal_connect(w, "output", G_CALLBACK(on_spin_output), fk);
+    /* Every text change, typed or from the arrows, is one edit. */
+    g_signal_connect(w, "changed", G_CALLBACK(on_entry_changed), fk);
     break;
   }
   case COHORT_KEY_BOOL:
@@ -253,7 +292,48 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
   return w;
 }
 
-static GtkWidget *make_row(FormKey *fk)
+/* Keys that hold a path get a file-chooser button; "folder" ones choose a folder. */
+static const struct {
+  const char *key;
+  gboolean folder;
+} path_keys[] = {
+    {"train_data", FALSE},  {"val_data", FALSE},     {"init_from", FALSE},
+    {"teacher_from", TRUE}, {"workspace_dir", TRUE},
+};
+
+typedef struct {
+  CohortConfigForm *form;
+  const char *key;
+  gboolean folder;
+} PathKind;
+
+/* Image data is a folder of class folders; text and tokens may be a file. */
+static gboolean path_wants_folder(gpointer data)
+{
+  PathKind *kind = data;
+  if (kind->folder)
+    return TRUE;
+  return g_str_has_suffix(kind->key, "_data") && kind->form->cfg->data_format == COHORT_DATA_IMAGES;
+}
+
+static GtkWidget *path_button(CohortConfigForm *form, FormKey *fk)
+{
+  for (guint i = 0; i < G_N_ELEMENTS(path_keys); i++) {
+    if (!g_str_equal(path_keys[i].key, fk->key->name) || !GTK_IS_ENTRY(fk->control))
+      continue;
+    PathKind *kind = g_new0(PathKind, 1);
+    kind->form = form;
+    kind->key = fk->key->name;
+    kind->folder = path_keys[i].folder;
+    GtkWidget *b = cohort_path_chooser_button_new(
+        GTK_EDITABLE(fk->control), cohort_key_display_name(fk->key->name), path_wants_folder, kind);
+    g_object_set_data_full(G_OBJECT(b), "cohort-path-kind", kind, g_free);
+    return b;
+  }
+  return NULL;
+}
+
+static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
 {
   const CohortConfigKey *key = fk->key;
   GtkWidget *row = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
@@ -272,42 +352,36 @@ static GtkWidget *make_row(FormKey *fk)
   gtk_box_append(GTK_BOX(text), title);
   gtk_box_append(GTK_BOX(text), name);
   gtk_box_append(GTK_BOX(row), text);
-  gtk_box_append(GTK_BOX(row), fk->control);
-  if (key->help != NULL || key->allowed != NULL) {
-    g_autofree char *tip = g_strdup_printf(_("%s\nAllowed: %s"), key->help ? key->help : "",
-                                           key->allowed ? key->allowed : "");
-    gtk_widget_set_tooltip_text(text, tip);
+  fk->chooser = path_button(form, fk);
+  if (fk->chooser != NULL) {
+    GtkWidget *linked = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0);
+    gtk_widget_add_css_class(linked, "linked");
+    gtk_box_append(GTK_BOX(linked), fk->control);
+    gtk_box_append(GTK_BOX(linked), fk->chooser);
+    gtk_widget_set_valign(linked, GTK_ALIGN_CENTER);
+    gtk_box_append(GTK_BOX(row), linked);
+  } else {
+    gtk_box_append(GTK_BOX(row), fk->control);
   }
+  g_autofree char *allowed = cohort_key_allowed(key);
+  g_autofree char *tip = g_strdup_printf(_("%s\nAllowed: %s"), cohort_key_help(key), allowed);
+  gtk_widget_set_tooltip_text(text, tip);
   return row;
-}
-
-static void on_chooser_response(GtkNativeDialog *native, int response, gpointer data);
-
-static void close_chooser(CohortConfigForm *form)
-{
-  if (form->open_chooser == NULL)
-    return;
-  g_signal_handlers_disconnect_by_func(form->open_chooser, on_chooser_response, NULL);
-  gtk_native_dialog_destroy(form->open_chooser);
-  g_clear_object(&form->open_chooser);
 }
 
 static void cohort_config_form_dispose(GObject *obj)
 {
   CohortConfigForm *form = COHORT_CONFIG_FORM(obj);
-  close_chooser(form);
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
     g_signal_handlers_disconnect_by_data(fk->control, fk);
-    if (fk->chooser_button != NULL)
-      g_signal_handlers_disconnect_by_data(fk->chooser_button, fk);
     g_clear_object(&fk->row);
     g_clear_pointer(&fk->values, g_ptr_array_unref);
     g_clear_pointer(&fk->error, g_free);
+    g_clear_pointer(&fk->problem, g_free);
     g_clear_pointer(&fk->pending, g_free);
     g_clear_pointer(&fk->hidden_choice, g_free);
     g_clear_pointer(&fk->hidden_reason, g_free);
-    g_clear_pointer(&fk->chooser_title, g_free);
   }
   g_clear_pointer(&form->keys, g_free);
   form->n_keys = 0;
@@ -331,7 +405,7 @@ static void cohort_config_form_init(CohortConfigForm *form)
     FormKey *fk = &form->keys[i];
     fk->key = &table[i];
     fk->control = make_control(form, fk);
-    fk->row = g_object_ref_sink(make_row(fk));
+    fk->row = g_object_ref_sink(make_row(form, fk));
   }
 }
 
@@ -418,6 +492,49 @@ const char *cohort_config_form_first_error(CohortConfigForm *form)
   return NULL;
 }
 
+void cohort_config_form_set_problem(CohortConfigForm *form, const char *key, const char *message)
+{
+  FormKey *fk = find(form, key);
+  if (fk == NULL || g_strcmp0(fk->problem, message) == 0)
+    return;
+  g_free(fk->problem);
+  fk->problem = g_strdup(message);
+  show_mark(fk);
+}
+
+void cohort_config_form_clear_problems(CohortConfigForm *form)
+{
+  for (guint i = 0; i < form->n_keys; i++)
+    cohort_config_form_set_problem(form, form->keys[i].key->name, NULL);
+}
+
+const char *cohort_config_form_get_problem(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? fk->problem : NULL;
+}
+
+GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? fk->chooser : NULL;
+}
+
+const char *cohort_config_form_group_issue(CohortConfigForm *form, const char *group)
+{
+  const char *problem = NULL;
+  for (guint i = 0; i < form->n_keys; i++) {
+    FormKey *fk = &form->keys[i];
+    if (g_strcmp0(fk->key->group, group) != 0)
+      continue;
+    if (fk->error != NULL)
+      return fk->error;
+    if (problem == NULL)
+      problem = fk->problem;
+  }
+  return problem;
+}
+
 void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, const char *value,
                                     const char *reason)
 {
@@ -431,64 +548,6 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
   cohort_config_form_set_config(form, form->cfg);
 }
 
-static void on_chooser_response(GtkNativeDialog *native, int response, gpointer data)
-{
-  FormKey *fk = data;
-  CohortConfigForm *form = g_object_get_data(G_OBJECT(fk->control), "cohort-form");
-  if (response == GTK_RESPONSE_ACCEPT) {
-    g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(native));
-    g_autofree char *path = file != NULL ? g_file_get_path(file) : NULL;
-    if (path != NULL)
-      cohort_config_form_set_text(form, fk->key->name, path);
-  }
-  if (form->open_chooser == native)
-    g_clear_object(&form->open_chooser);
-}
-
-static void on_chooser_clicked(GtkButton *button, gpointer data)
-{
-  FormKey *fk = data;
-  CohortConfigForm *form = g_object_get_data(G_OBJECT(fk->control), "cohort-form");
-  GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(button));
-  GtkFileChooserNative *native = gtk_file_chooser_native_new(
-      fk->chooser_title, GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL,
-      GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER, _("_Select"), _("_Cancel"));
-  /* Start where the current value points, when it is a folder. */
-  g_autofree char *current = control_text(fk);
-  if (current != NULL && *current != '\0' && g_file_test(current, G_FILE_TEST_IS_DIR)) {
-    g_autoptr(GFile) dir = g_file_new_for_path(current);
-    gtk_file_chooser_set_current_folder(GTK_FILE_CHOOSER(native), dir, NULL);
-  }
-  g_signal_connect(native, "response", G_CALLBACK(on_chooser_response), fk);
-  close_chooser(form);
-  form->open_chooser = GTK_NATIVE_DIALOG(native);
-  gtk_native_dialog_show(form->open_chooser);
-}
-
-void cohort_config_form_add_folder_chooser(CohortConfigForm *form, const char *key,
-                                           const char *title)
-{
-  FormKey *fk = find(form, key);
-  g_return_if_fail(fk != NULL && GTK_IS_ENTRY(fk->control) && fk->chooser_button == NULL);
-  fk->chooser_title = g_strdup(title);
-  fk->chooser_button = gtk_button_new_from_icon_name("folder-open-symbolic");
-  gtk_widget_set_tooltip_text(fk->chooser_button, title);
-  gtk_widget_set_valign(fk->chooser_button, GTK_ALIGN_CENTER);
-  g_signal_connect(fk->chooser_button, "clicked", G_CALLBACK(on_chooser_clicked), fk);
-  gtk_box_append(GTK_BOX(fk->row), fk->chooser_button);
-}
-
-GtkWidget *cohort_config_form_get_chooser_button(CohortConfigForm *form, const char *key)
-{
-  FormKey *fk = find(form, key);
-  return fk != NULL ? fk->chooser_button : NULL;
-}
-
-GtkNativeDialog *cohort_config_form_get_open_chooser(CohortConfigForm *form)
-{
-  return form->open_chooser;
-}
-
 static GtkWidget *section_box(const char *title, GtkWidget **list_out)
 {
   GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
@@ -498,7 +557,7 @@ static GtkWidget *section_box(const char *title, GtkWidget **list_out)
   gtk_box_append(GTK_BOX(box), heading);
   GtkWidget *list = gtk_list_box_new();
   gtk_list_box_set_selection_mode(GTK_LIST_BOX(list), GTK_SELECTION_NONE);
-  gtk_widget_add_css_class(list, "cohort-list");
+  gtk_widget_add_css_class(list, "boxed-list");
   gtk_box_append(GTK_BOX(box), list);
   *list_out = list;
   return box;
@@ -580,7 +639,7 @@ GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *con
 {
   GtkWidget *list = gtk_list_box_new();
   gtk_list_box_set_selection_mode(GTK_LIST_BOX(list), GTK_SELECTION_NONE);
-  gtk_widget_add_css_class(list, "cohort-list");
+  gtk_widget_add_css_class(list, "boxed-list");
   for (const char *const *k = keys; *k != NULL; k++) {
     FormKey *fk = find(form, *k);
     if (fk != NULL && !fk->placed)

@@ -28,6 +28,24 @@ void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *c
 guint cohort_config_form_count_errors(CohortConfigForm *form);
 const char *cohort_config_form_first_error(CohortConfigForm *form);
 
+/* Puts `text` into the control as a user would type or pick it; the binding then applies it
+ * (the window sets a key this way, so the control shows it). Returns whether the engine
+ * accepted it. */
+gboolean cohort_config_form_set_text(CohortConfigForm *form, const char *key, const char *text);
+
+/* The pre-launch problem shown on `key`, or NULL. */
+const char *cohort_config_form_get_problem(CohortConfigForm *form, const char *key);
+
+/* A pre-launch problem of `key` (ui/launch-check.h; NULL clears it): shown on the control like a
+ * refused value, but kept apart from refusals (it changes nothing in the config, and
+ * cohort_config_form_count_errors leaves it out). */
+void cohort_config_form_set_problem(CohortConfigForm *form, const char *key, const char *message);
+void cohort_config_form_clear_problems(CohortConfigForm *form);
+
+/* The first refusal, else the first problem, among the keys of page `group` (the key table's
+ * group), or NULL when the page has none. */
+const char *cohort_config_form_group_issue(CohortConfigForm *form, const char *group);
+
 /* Marks a choice of `key` as not available in this build: the drop-down leaves it out, and a
  * config that holds it anyway shows it with `reason` as the control's error. */
 void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, const char *value,
@@ -38,11 +56,6 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
  * are left out. `top`, when not NULL, is put above the sections. Each row can be placed once. */
 GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
                                          const char *const *skip, GtkWidget *top);
-
-/* Adds a button beside the entry of string key `key` that opens a folder chooser titled
- * `title`; the chosen folder's path becomes the key's value (teacher_from). */
-void cohort_config_form_add_folder_chooser(CohortConfigForm *form, const char *key,
-                                           const char *title);
 
 /* A list of rows for the given keys (NULL-terminated), for dialogs. */
 GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys);

@@ -19,6 +19,7 @@ GMenuModel *cohort_ui_preset_menu_new(void)
   g_autoptr(GMenu) builtin = g_menu_new();
   g_autoptr(GMenu) mine = g_menu_new();
   for (char **n = all; n != NULL && *n != NULL; n++) {
+    /* win.load-preset's state is the preset shown: its item carries the radio mark. */
     g_autoptr(GMenuItem) item = g_menu_item_new(*n, NULL);
     g_menu_item_set_action_and_target_value(item, "win.load-preset", g_variant_new_string(*n));
     g_menu_append_item(cohort_preset_is_user(*n) ? mine : builtin, item);
@@ -29,7 +30,7 @@ GMenuModel *cohort_ui_preset_menu_new(void)
   g_autoptr(GMenu) actions = g_menu_new();
   g_menu_append(actions, _("_Save"), "win.preset-save");
   g_menu_append(actions, _("Save _As…"), "win.preset-save-as");
-  g_menu_append(actions, _("_Delete…"), "win.preset-delete");
+  g_menu_append(actions, _("_Delete"), "win.preset-delete");
   g_menu_append(actions, _("_Import…"), "win.preset-import");
   g_menu_append(actions, _("_Export…"), "win.preset-export");
   g_menu_append_section(menu, NULL, G_MENU_MODEL(actions));

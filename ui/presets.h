@@ -13,7 +13,8 @@ G_BEGIN_DECLS
 char *cohort_ui_last_config_path(void);
 
 /* A menu of every preset: a section of built-in ones and one of the user's, each item
- * activating win.load-preset with the name, then the preset actions. */
+ * activating win.load-preset with the name (a stateful action: the preset shown is marked),
+ * then the preset actions. */
 GMenuModel *cohort_ui_preset_menu_new(void);
 
 G_END_DECLS

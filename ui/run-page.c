@@ -4,7 +4,6 @@
 #include <math.h>
 
 #include "ui/loss-chart-private.h"
-#include "ui/sample-view.h"
 
 struct _CohortRunPage {
   GtkBox parent_instance;
@@ -16,6 +15,7 @@ struct _CohortRunPage {
   GtkLabel *val_loss_value;
   GtkLabel *lr_value;
   GtkLabel *tokens_per_s_value;
+  GtkLabel *tokens_per_s_caption;
   GtkLabel *eta_value;
   GtkLabel *elapsed_value;
   GtkLabel *loss_scale_value;
@@ -24,20 +24,26 @@ struct _CohortRunPage {
   GtkWidget *step_bar;
   GtkWidget *epoch_bar;
   CohortLossChart *chart;
-  GtkWidget *accuracy_box; /* shown for runs whose model reports an accuracy (classifiers) */
-  CohortLossChart *accuracy_chart;
-  GtkWidget *ranks_grid;
-  GtkWidget *ranks_placeholder;
+  CohortRanksView *ranks;
+  CohortReflowBox *reflow;
+  GtkWidget *live_buttons;
+  GtkWidget *ended_buttons;
+  GtkWidget *history_button;
+  GtkWidget *smoothing;
+  GtkWidget *log_scale;
   GtkWidget *log_view;
+  CohortHistoryPopover *history;
   GtkTextBuffer *log;
-  guint n_ranks;
-  gboolean syncbn_column; /* the ranks table shows SyncBatchNorm's time */
-  int slowest;
   int total_steps;
   int steps_per_epoch;
+  gboolean live;
+  gboolean final_phase;
 };
 
 G_DEFINE_FINAL_TYPE(CohortRunPage, cohort_run_page, GTK_TYPE_BOX)
+
+enum { SIGNAL_SHOW_RUN, N_SIGNALS };
+static guint signals[N_SIGNALS];
 
 /* The figures by name (the names of cohort_run_page_get_figure). */
 static const struct {
@@ -87,64 +93,18 @@ static char *format_duration(double s)
   return g_strdup_printf(_("%d s"), total);
 }
 
-static char *format_bytes(double b)
+/* The flow box wraps each figure in a child of its own: hide both, so no empty slot stays. */
+static void show_loss_scale(CohortRunPage *p, gboolean shown)
 {
-  return g_format_size((guint64)MAX(b, 0));
+  gtk_widget_set_visible(p->loss_scale_box, shown);
+  GtkWidget *slot = gtk_widget_get_parent(p->loss_scale_box);
+  if (GTK_IS_FLOW_BOX_CHILD(slot))
+    gtk_widget_set_visible(slot, shown);
 }
 
-static void cohort_run_page_dispose(GObject *obj)
+static void clear_log(CohortRunPage *p)
 {
-  gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_RUN_PAGE);
-  G_OBJECT_CLASS(cohort_run_page_parent_class)->dispose(obj);
-}
-
-static void cohort_run_page_class_init(CohortRunPageClass *klass)
-{
-  GtkWidgetClass *wc = GTK_WIDGET_CLASS(klass);
-  G_OBJECT_CLASS(klass)->dispose = cohort_run_page_dispose;
-  g_type_ensure(COHORT_TYPE_LOSS_CHART);
-  g_type_ensure(COHORT_TYPE_SAMPLE_VIEW);
-  gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/run-page.ui");
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, status_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, step_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, val_loss_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, lr_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, tokens_per_s_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, eta_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, elapsed_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_value);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, samples);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, loss_scale_box);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, step_bar);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, epoch_bar);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, chart);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, accuracy_box);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, accuracy_chart);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_grid);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, ranks_placeholder);
-  gtk_widget_class_bind_template_child(wc, CohortRunPage, log_view);
-}
-
-static void cohort_run_page_init(CohortRunPage *p)
-{
-  gtk_widget_init_template(GTK_WIDGET(p));
-  p->log = gtk_text_view_get_buffer(GTK_TEXT_VIEW(p->log_view));
-  p->slowest = -1;
-  cohort_loss_chart_set_accuracy(p->accuracy_chart, TRUE);
-}
-
-GtkWidget *cohort_run_page_new(void)
-{
-  return g_object_new(COHORT_TYPE_RUN_PAGE, NULL);
-}
-
-static void clear_ranks(CohortRunPage *p)
-{
-  GtkWidget *child;
-  while ((child = gtk_widget_get_first_child(p->ranks_grid)) != NULL)
-    gtk_grid_remove(GTK_GRID(p->ranks_grid), child);
+  gtk_text_buffer_set_text(p->log, "", -1);
 }
 
 void cohort_run_page_reset(CohortRunPage *p)
@@ -153,22 +113,19 @@ void cohort_run_page_reset(CohortRunPage *p)
                          "tokens_per_s", "eta",   "elapsed", "loss_scale"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++)
     set_figure(p, names[i], "–");
+  gtk_label_set_text(p->tokens_per_s_caption, _("Tokens per second"));
   cohort_sample_view_reset(p->samples);
   gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 0);
   gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->epoch_bar), 0);
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), NULL);
   gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->epoch_bar), NULL);
   cohort_loss_chart_clear(p->chart);
-  cohort_loss_chart_clear(p->accuracy_chart);
-  gtk_widget_set_visible(p->accuracy_box, FALSE);
-  clear_ranks(p);
-  gtk_widget_set_visible(p->ranks_placeholder, TRUE);
-  gtk_widget_set_visible(p->loss_scale_box, FALSE);
-  p->n_ranks = 0;
-  p->slowest = -1;
+  cohort_ranks_view_reset(p->ranks);
+  show_loss_scale(p, FALSE);
   p->total_steps = 0;
   p->steps_per_epoch = 0;
-  gtk_text_buffer_set_text(p->log, "", -1);
+  p->final_phase = FALSE;
+  clear_log(p);
 }
 
 static double num(JsonObject *ev, const char *key, double fallback)
@@ -182,9 +139,16 @@ static double num(JsonObject *ev, const char *key, double fallback)
   return fallback;
 }
 
-static void show_step(CohortRunPage *p, JsonObject *ev)
+static void set_number(CohortRunPage *p, const char *figure, const char *format, double v)
 {
-  int step = (int)num(ev, "step", 0);
+  if (isnan(v))
+    return;
+  g_autofree char *text = g_strdup_printf(format, v);
+  set_figure(p, figure, text);
+}
+
+static void show_progress(CohortRunPage *p, JsonObject *ev, int step)
+{
   int total = (int)num(ev, "total_steps", p->total_steps);
   p->total_steps = total;
   p->steps_per_epoch = (int)num(ev, "steps_per_epoch", p->steps_per_epoch);
@@ -205,34 +169,42 @@ static void show_step(CohortRunPage *p, JsonObject *ev)
                                   CLAMP((double)epoch_step / p->steps_per_epoch, 0, 1));
     gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->epoch_bar), et);
   }
+}
+
+/* Losses a model reports beside the total ("loss_task", "loss_distill"…) get curves too. */
+static void chart_loss_parts(CohortRunPage *p, JsonObject *ev, int step)
+{
+  g_autoptr(GList) members = json_object_get_members(ev);
+  for (GList *m = members; m != NULL; m = m->next)
+    if (g_str_has_prefix(m->data, "loss_") && !g_str_equal(m->data, "loss_scale"))
+      cohort_loss_chart_add_point(p->chart, m->data, step, num(ev, m->data, NAN));
+}
+
+static void show_step(CohortRunPage *p, JsonObject *ev)
+{
+  int step = (int)num(ev, "step", 0);
+  show_progress(p, ev, step);
   double loss = num(ev, "loss", NAN);
-  if (!isnan(loss)) {
-    g_autofree char *l = g_strdup_printf("%.4f", loss);
-    set_figure(p, "loss", l);
+  set_number(p, "loss", "%.4f", loss);
+  if (!isnan(loss))
     cohort_loss_chart_add(p->chart, FALSE, step, loss);
+  chart_loss_parts(p, ev, step);
+  set_number(p, "lr", "%.3g", num(ev, "lr", NAN));
+  /* Token models report tokens per second; every model reports samples per second. */
+  double tps = num(ev, "tokens_per_s", NAN), sps = num(ev, "samples_per_s", NAN);
+  if (isnan(tps) && !isnan(sps)) {
+    gtk_label_set_text(p->tokens_per_s_caption, _("Samples per second"));
+    set_number(p, "tokens_per_s", "%.1f", sps);
+  } else {
+    set_number(p, "tokens_per_s", "%.0f", tps);
   }
-  cohort_loss_chart_add_part(p->chart, TRUE, step, num(ev, "loss_distill", NAN));
-  cohort_loss_chart_add_part(p->chart, FALSE, step, num(ev, "loss_task", NAN));
-  double lr = num(ev, "lr", NAN);
-  if (!isnan(lr)) {
-    g_autofree char *l = g_strdup_printf("%.3g", lr);
-    set_figure(p, "lr", l);
-  }
-  double tps = num(ev, "tokens_per_s", NAN);
-  if (!isnan(tps)) {
-    g_autofree char *l = g_strdup_printf("%.0f", tps);
-    set_figure(p, "tokens_per_s", l);
-  }
-  double eta = num(ev, "eta_s", NAN);
-  if (!isnan(eta)) {
-    g_autofree char *l = format_duration(eta);
-    set_figure(p, "eta", l);
-  }
-  double elapsed = num(ev, "elapsed_s", NAN);
-  if (!isnan(elapsed)) {
-    g_autofree char *l = format_duration(elapsed);
-    set_figure(p, "elapsed", l);
-  }
+  double eta = num(ev, "eta_s", NAN), elapsed = num(ev, "elapsed_s", NAN);
+  g_autofree char *eta_text = isnan(eta) ? NULL : format_duration(eta);
+  g_autofree char *elapsed_text = isnan(elapsed) ? NULL : format_duration(elapsed);
+  if (eta_text != NULL)
+    set_figure(p, "eta", eta_text);
+  if (elapsed_text != NULL)
+    set_figure(p, "elapsed", elapsed_text);
   double scale = num(ev, "loss_scale", NAN);
   if (!isnan(scale)) {
     int skipped = (int)num(ev, "skipped_steps", 0);
@@ -242,104 +214,86 @@ static void show_step(CohortRunPage *p, JsonObject *ev)
                               scale, skipped)
             : g_strdup_printf("%.0f", scale);
     set_figure(p, "loss_scale", l);
-    gtk_widget_set_visible(p->loss_scale_box, TRUE);
+    show_loss_scale(p, TRUE);
+  }
+  /* After the last step the run evaluates, samples, saves and exports: seconds without a step
+   * event, which the status explains. */
+  if (p->total_steps > 0 && step >= p->total_steps && !p->final_phase) {
+    p->final_phase = TRUE;
+    set_figure(p, "status", _("Final evaluation and saving the model…"));
   }
 }
 
-static GtkWidget *cell(const char *text, gboolean header, gboolean slow)
+static void show_start(CohortRunPage *p, JsonObject *ev)
 {
-  GtkWidget *l = gtk_label_new(text);
-  gtk_label_set_xalign(GTK_LABEL(l), header ? 0 : 1);
-  if (header)
-    gtk_widget_add_css_class(l, "heading");
-  if (slow)
-    gtk_widget_add_css_class(l, "cohort-slowest");
-  return l;
+  /* A resumed run (a replayed events.jsonl holds its earlier part too) redoes the steps after
+   * its checkpoint: their old points go. */
+  cohort_loss_chart_drop_after(p->chart, num(ev, "start_step", 0));
+  p->total_steps = (int)num(ev, "total_steps", 0);
+  p->steps_per_epoch = (int)num(ev, "steps_per_epoch", 0);
+  p->final_phase = FALSE;
+  int world = (int)num(ev, "world_size", 1);
+  g_autofree char *s = g_strdup_printf(
+      ngettext("Training %s: %.1f M parameters on %s, %d process",
+               "Training %s: %.1f M parameters on %s, %d processes", world),
+      json_object_get_string_member_with_default(ev, "run", ""), num(ev, "params", 0) / 1e6,
+      json_object_get_string_member_with_default(ev, "device", "?"), world);
+  set_figure(p, "status", s);
 }
 
-static void show_ranks(CohortRunPage *p, JsonObject *ev)
+/* Every metric of an evaluation gets a curve: val_loss on the loss axis, others (accuracy…)
+ * on the right one. */
+static void show_eval(CohortRunPage *p, JsonObject *ev)
 {
-  JsonArray *ranks =
-      json_object_has_member(ev, "ranks") ? json_object_get_array_member(ev, "ranks") : NULL;
-  if (ranks == NULL)
+  int step = (int)num(ev, "step", 0);
+  set_number(p, "val_loss", "%.4f", num(ev, "val_loss", NAN));
+  static const char *const not_metrics[] = {"event", "time",       "step",   "val_samples",
+                                            "ema",   "val_tokens", "run_id", NULL};
+  g_autoptr(GList) members = json_object_get_members(ev);
+  for (GList *m = members; m != NULL; m = m->next)
+    if (!g_strv_contains(not_metrics, m->data))
+      cohort_loss_chart_add_point(p->chart, m->data, step, num(ev, m->data, NAN));
+}
+
+static void show_log(CohortRunPage *p, JsonObject *ev)
+{
+  const char *level = json_object_get_string_member_with_default(ev, "level", "info");
+  const char *msg = json_object_get_string_member_with_default(ev, "message", "");
+  if (g_str_equal(level, "info")) {
+    cohort_run_page_append_log(p, msg);
     return;
-  clear_ranks(p);
-  gtk_widget_set_visible(p->ranks_placeholder, FALSE);
-  p->slowest = (int)num(ev, "slowest", -1);
-
-  /* SyncBatchNorm's collectives block compute: their time gets a column when the run has it. */
-  JsonObject *first =
-      json_array_get_length(ranks) > 0 ? json_array_get_object_element(ranks, 0) : NULL;
-  p->syncbn_column = first != NULL && json_object_has_member(first, "syncbn_s");
-  int n_cols = p->syncbn_column ? 7 : 6;
-  const char *heads[] = {_("Rank"),          _("Host"),   _("Step"),  _("Data"),
-                         _("Communication"), _("Memory"), _("SyncBN")};
-  for (int c = 0; c < n_cols; c++)
-    gtk_grid_attach(GTK_GRID(p->ranks_grid), cell(heads[c], TRUE, FALSE), c, 0, 1, 1);
-  p->n_ranks = json_array_get_length(ranks);
-  for (guint i = 0; i < p->n_ranks; i++) {
-    JsonObject *r = json_array_get_object_element(ranks, i);
-    if (r == NULL)
-      continue;
-    int rank = (int)num(r, "rank", i);
-    gboolean slow = rank == p->slowest;
-    double mem = num(r, "gpu_mem_used", num(r, "mem_bytes", 0));
-    g_autofree char *c0 = g_strdup_printf("%d", rank);
-    g_autofree char *c2 = g_strdup_printf(_("%.0f ms"), num(r, "step_s", 0) * 1000);
-    g_autofree char *c3 = g_strdup_printf(_("%.0f ms"), num(r, "data_s", 0) * 1000);
-    g_autofree char *c4 = g_strdup_printf(_("%.0f ms"), num(r, "comm_s", 0) * 1000);
-    g_autofree char *c5 = format_bytes(mem);
-    g_autofree char *c6 = g_strdup_printf(_("%.0f ms"), num(r, "syncbn_s", 0) * 1000);
-    const char *host = json_object_get_string_member_with_default(r, "host", "");
-    const char *cols[] = {c0, host, c2, c3, c4, c5, c6};
-    for (int c = 0; c < n_cols; c++)
-      gtk_grid_attach(GTK_GRID(p->ranks_grid), cell(cols[c], FALSE, slow), c, (int)i + 1, 1, 1);
   }
+  /* TRANSLATORS: a log level (warning, error, debug) and a message from the run. */
+  g_autofree char *l = g_strdup_printf(_("%s: %s"), level, msg);
+  cohort_run_page_append_log(p, l);
 }
 
-/* Whether the start event's "metrics" (what each eval event will carry) names `metric`. */
-static gboolean has_metric(JsonObject *start, const char *metric)
+static void show_done(CohortRunPage *p, JsonObject *ev)
 {
-  JsonNode *node = json_object_get_member(start, "metrics");
-  if (node == NULL || !JSON_NODE_HOLDS_ARRAY(node))
-    return FALSE;
-  JsonArray *a = json_node_get_array(node);
-  for (guint i = 0; i < json_array_get_length(a); i++) {
-    JsonNode *e = json_array_get_element(a, i);
-    if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING &&
-        g_str_equal(json_node_get_string(e), metric))
-      return TRUE;
+  set_number(p, "val_loss", "%.4f", num(ev, "val_loss", NAN));
+  double elapsed = num(ev, "elapsed_s", NAN);
+  g_autofree char *text = isnan(elapsed) ? NULL : format_duration(elapsed);
+  /* The elapsed time of the whole run, final evaluation and saving included. */
+  if (text != NULL)
+    set_figure(p, "elapsed", text);
+  if (g_strcmp0(json_object_get_string_member_with_default(ev, "status", ""), "completed") == 0 &&
+      p->total_steps > 0) {
+    gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 1.0);
+    g_autofree char *none = format_duration(0);
+    set_figure(p, "eta", none);
   }
-  return FALSE;
+  p->final_phase = FALSE;
 }
 
 void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
   if (g_str_equal(name, "start")) {
-    /* A resumed run (a replayed events.jsonl holds its earlier part too) redoes the steps
-     * after its checkpoint: their old points go. */
-    cohort_loss_chart_drop_after(p->chart, num(ev, "start_step", 0));
-    p->total_steps = (int)num(ev, "total_steps", 0);
-    p->steps_per_epoch = (int)num(ev, "steps_per_epoch", 0);
-    int world = (int)num(ev, "world_size", 1);
-    g_autofree char *s = g_strdup_printf(
-        ngettext("Training %s: %.1f M parameters on %s, %d process",
-                 "Training %s: %.1f M parameters on %s, %d processes", world),
-        json_object_get_string_member_with_default(ev, "run", ""), num(ev, "params", 0) / 1e6,
-        json_object_get_string_member_with_default(ev, "device", "?"), world);
-    set_figure(p, "status", s);
-    gtk_widget_set_visible(p->accuracy_box, has_metric(ev, "accuracy"));
+    show_start(p, ev);
   } else if (g_str_equal(name, "step")) {
     show_step(p, ev);
   } else if (g_str_equal(name, "eval")) {
-    double v = num(ev, "val_loss", NAN);
-    if (!isnan(v)) {
-      g_autofree char *l = g_strdup_printf("%.4f", v);
-      set_figure(p, "val_loss", l);
-      cohort_loss_chart_add(p->chart, TRUE, num(ev, "step", 0), v);
-    }
-    cohort_loss_chart_add(p->accuracy_chart, TRUE, num(ev, "step", 0), num(ev, "accuracy", NAN));
+    show_eval(p, ev);
   } else if (g_str_equal(name, "sample")) {
     cohort_sample_view_add(p->samples, ev);
   } else if (g_str_equal(name, "checkpoint")) {
@@ -347,25 +301,15 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
         _("checkpoint saved: %s"), json_object_get_string_member_with_default(ev, "path", ""));
     cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "ranks")) {
-    show_ranks(p, ev);
+    cohort_ranks_view_show(p->ranks, ev);
   } else if (g_str_equal(name, "log")) {
-    g_autofree char *l =
-        g_strdup_printf("[%s] %s", json_object_get_string_member_with_default(ev, "level", "info"),
-                        json_object_get_string_member_with_default(ev, "message", ""));
-    cohort_run_page_append_log(p, l);
-  } else if (g_str_equal(name, "error")) {
+    show_log(p, ev);
+  } else if (g_str_equal(name, "error") && !p->live) {
     g_autofree char *l = g_strdup_printf(
         _("error: %s"), json_object_get_string_member_with_default(ev, "message", ""));
     cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "done")) {
-    double v = num(ev, "val_loss", NAN);
-    if (!isnan(v)) {
-      g_autofree char *l = g_strdup_printf("%.4f", v);
-      set_figure(p, "val_loss", l);
-    }
-    if (g_strcmp0(json_object_get_string_member_with_default(ev, "status", ""), "completed") == 0 &&
-        p->total_steps > 0)
-      gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 1.0);
+    show_done(p, ev);
   }
 }
 
@@ -393,6 +337,178 @@ void cohort_run_page_set_status(CohortRunPage *p, const char *text)
   set_figure(p, "status", text);
 }
 
+void cohort_run_page_set_live(CohortRunPage *p, gboolean live)
+{
+  p->live = live;
+  gtk_widget_set_visible(p->live_buttons, live);
+  cohort_history_popover_set_can_show(p->history, !live);
+}
+
+void cohort_run_page_set_ended(CohortRunPage *p, gboolean ended)
+{
+  gtk_widget_set_visible(p->ended_buttons, ended);
+}
+
+void cohort_run_page_set_workspace(CohortRunPage *p, const char *workspace)
+{
+  cohort_history_popover_set_workspace(p->history, workspace);
+}
+
+void cohort_run_page_set_current_run(CohortRunPage *p, const char *run_id)
+{
+  cohort_history_popover_set_current(p->history, run_id);
+}
+
+gboolean cohort_run_page_in_final_phase(CohortRunPage *p)
+{
+  return p->final_phase;
+}
+
+double cohort_run_page_get_smoothing(CohortRunPage *p)
+{
+  return gtk_range_get_value(GTK_RANGE(p->smoothing));
+}
+
+void cohort_run_page_set_smoothing(CohortRunPage *p, double weight)
+{
+  gtk_range_set_value(GTK_RANGE(p->smoothing), weight);
+}
+
+/* The chart's controls and its export. */
+
+static void on_smoothing(GtkRange *range, CohortRunPage *p)
+{
+  cohort_loss_chart_set_smoothing(p->chart, gtk_range_get_value(range));
+}
+
+static void on_log_scale(GtkToggleButton *button, CohortRunPage *p)
+{
+  cohort_loss_chart_set_log_scale(p->chart, gtk_toggle_button_get_active(button));
+}
+
+static void on_export_response(GtkNativeDialog *native, int response, gpointer data)
+{
+  CohortRunPage *p = data;
+  gboolean png = GPOINTER_TO_INT(g_object_get_data(G_OBJECT(native), "cohort-png"));
+  if (response == GTK_RESPONSE_ACCEPT) {
+    g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(native));
+    g_autofree char *path = file != NULL ? g_file_get_path(file) : NULL;
+    g_autoptr(GError) error = NULL;
+    gboolean ok =
+        path == NULL || (png ? cohort_loss_chart_save_png(p->chart, path, 1200, 700, &error)
+                             : cohort_loss_chart_save_csv(p->chart, path, &error));
+    if (!ok)
+      cohort_run_page_append_log(p, error->message);
+  }
+  g_object_unref(native);
+  g_object_unref(p);
+}
+
+static void export_chart(CohortRunPage *p, gboolean png)
+{
+  GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(p));
+  GtkFileChooserNative *native =
+      gtk_file_chooser_native_new(png ? _("Save Chart as Image") : _("Save Points as CSV"),
+                                  GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL,
+                                  GTK_FILE_CHOOSER_ACTION_SAVE, _("_Save"), _("_Cancel"));
+  gtk_file_chooser_set_current_name(GTK_FILE_CHOOSER(native), png ? "loss.png" : "loss.csv");
+  g_object_set_data(G_OBJECT(native), "cohort-png", GINT_TO_POINTER(png));
+  g_signal_connect(native, "response", G_CALLBACK(on_export_response), g_object_ref(p));
+  gtk_native_dialog_show(GTK_NATIVE_DIALOG(native));
+}
+
+static void on_export_png(GSimpleAction *action, GVariant *param, gpointer data)
+{
+  (void)action;
+  (void)param;
+  export_chart(data, TRUE);
+}
+
+static void on_export_csv(GSimpleAction *action, GVariant *param, gpointer data)
+{
+  (void)action;
+  (void)param;
+  export_chart(data, FALSE);
+}
+
+static void on_show_run(CohortHistoryPopover *pop, const char *run_id, CohortRunPage *p)
+{
+  (void)pop;
+  g_signal_emit(p, signals[SIGNAL_SHOW_RUN], 0, run_id);
+}
+
+static void cohort_run_page_dispose(GObject *obj)
+{
+  gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_RUN_PAGE);
+  G_OBJECT_CLASS(cohort_run_page_parent_class)->dispose(obj);
+}
+
+static void cohort_run_page_class_init(CohortRunPageClass *klass)
+{
+  GtkWidgetClass *wc = GTK_WIDGET_CLASS(klass);
+  G_OBJECT_CLASS(klass)->dispose = cohort_run_page_dispose;
+  g_type_ensure(COHORT_TYPE_LOSS_CHART);
+  g_type_ensure(COHORT_TYPE_SAMPLE_VIEW);
+  g_type_ensure(COHORT_TYPE_RANKS_VIEW);
+  g_type_ensure(COHORT_TYPE_REFLOW_BOX);
+  gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/run-page.ui");
+#define BIND(name) gtk_widget_class_bind_template_child(wc, CohortRunPage, name)
+  BIND(status_value);
+  BIND(step_value);
+  BIND(epoch_value);
+  BIND(loss_value);
+  BIND(val_loss_value);
+  BIND(lr_value);
+  BIND(tokens_per_s_value);
+  BIND(tokens_per_s_caption);
+  BIND(eta_value);
+  BIND(elapsed_value);
+  BIND(loss_scale_value);
+  BIND(samples);
+  BIND(loss_scale_box);
+  BIND(step_bar);
+  BIND(epoch_bar);
+  BIND(chart);
+  BIND(ranks);
+  BIND(reflow);
+  BIND(live_buttons);
+  BIND(ended_buttons);
+  BIND(history_button);
+  BIND(smoothing);
+  BIND(log_scale);
+  BIND(log_view);
+#undef BIND
+  signals[SIGNAL_SHOW_RUN] = g_signal_new("show-run", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST,
+                                          0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void cohort_run_page_init(CohortRunPage *p)
+{
+  gtk_widget_init_template(GTK_WIDGET(p));
+  p->log = gtk_text_view_get_buffer(GTK_TEXT_VIEW(p->log_view));
+  p->history = COHORT_HISTORY_POPOVER(cohort_history_popover_new(p->chart));
+  gtk_menu_button_set_popover(GTK_MENU_BUTTON(p->history_button), GTK_WIDGET(p->history));
+  g_signal_connect(p->history, "show-run", G_CALLBACK(on_show_run), p);
+  g_signal_connect(p->smoothing, "value-changed", G_CALLBACK(on_smoothing), p);
+  g_signal_connect(p->log_scale, "toggled", G_CALLBACK(on_log_scale), p);
+  static const GActionEntry actions[] = {
+      {.name = "export-png", .activate = on_export_png},
+      {.name = "export-csv", .activate = on_export_csv},
+  };
+  g_autoptr(GSimpleActionGroup) group = g_simple_action_group_new();
+  g_action_map_add_action_entries(G_ACTION_MAP(group), actions, G_N_ELEMENTS(actions), p);
+  gtk_widget_insert_action_group(GTK_WIDGET(p), "chart", G_ACTION_GROUP(group));
+  cohort_run_page_reset(p);
+  cohort_run_page_set_status(p, _("Not running. Press Start to train with these settings."));
+}
+
+GtkWidget *cohort_run_page_new(void)
+{
+  return g_object_new(COHORT_TYPE_RUN_PAGE, NULL);
+}
+
+/* For the tests. */
+
 const char *cohort_run_page_get_figure(CohortRunPage *p, const char *name)
 {
   if (g_str_equal(name, "sample"))
@@ -401,9 +517,50 @@ const char *cohort_run_page_get_figure(CohortRunPage *p, const char *name)
   return label != NULL ? gtk_label_get_text(label) : NULL;
 }
 
+gboolean cohort_run_page_figure_shown(CohortRunPage *p, const char *figure)
+{
+  GtkLabel *label = figure_label(p, figure);
+  return label != NULL && gtk_widget_get_visible(gtk_widget_get_parent(GTK_WIDGET(label)));
+}
+
+const char *cohort_run_page_get_throughput_caption(CohortRunPage *p)
+{
+  return gtk_label_get_text(p->tokens_per_s_caption);
+}
+
 CohortSampleView *cohort_run_page_get_samples(CohortRunPage *p)
 {
   return p->samples;
+}
+
+CohortLossChart *cohort_run_page_get_chart(CohortRunPage *p)
+{
+  return p->chart;
+}
+
+CohortRanksView *cohort_run_page_get_ranks(CohortRunPage *p)
+{
+  return p->ranks;
+}
+
+CohortHistoryPopover *cohort_run_page_get_history(CohortRunPage *p)
+{
+  return p->history;
+}
+
+CohortReflowBox *cohort_run_page_get_reflow(CohortRunPage *p)
+{
+  return p->reflow;
+}
+
+gboolean cohort_run_page_live_buttons_shown(CohortRunPage *p)
+{
+  return gtk_widget_get_visible(p->live_buttons);
+}
+
+gboolean cohort_run_page_ended_buttons_shown(CohortRunPage *p)
+{
+  return gtk_widget_get_visible(p->ended_buttons);
 }
 
 double cohort_run_page_get_step_fraction(CohortRunPage *p)
@@ -416,34 +573,34 @@ guint cohort_run_page_count_points(CohortRunPage *p, gboolean validation)
   return cohort_loss_chart_count(p->chart, validation);
 }
 
-guint cohort_run_page_count_parts(CohortRunPage *p, gboolean teacher)
-{
-  return cohort_loss_chart_count_part(p->chart, teacher);
-}
-
-guint cohort_run_page_count_accuracy_points(CohortRunPage *p)
-{
-  return cohort_loss_chart_count(p->accuracy_chart, TRUE);
-}
-
-gboolean cohort_run_page_ranks_show_syncbn(CohortRunPage *p)
-{
-  return p->n_ranks > 0 && p->syncbn_column;
-}
-
-gboolean cohort_run_page_accuracy_shown(CohortRunPage *p)
-{
-  return gtk_widget_get_visible(p->accuracy_box);
-}
-
 guint cohort_run_page_count_ranks(CohortRunPage *p)
 {
-  return p->n_ranks;
+  return cohort_ranks_view_count(p->ranks);
 }
 
 int cohort_run_page_get_slowest(CohortRunPage *p)
 {
-  return p->slowest;
+  return cohort_ranks_view_get_slowest(p->ranks);
+}
+
+guint cohort_run_page_count_parts(CohortRunPage *p, gboolean teacher)
+{
+  return cohort_loss_chart_count_series(p->chart, teacher ? "loss_distill" : "loss_task");
+}
+
+gboolean cohort_run_page_accuracy_shown(CohortRunPage *p)
+{
+  return cohort_run_page_count_accuracy_points(p) > 0;
+}
+
+guint cohort_run_page_count_accuracy_points(CohortRunPage *p)
+{
+  return cohort_loss_chart_count_series(p->chart, "accuracy");
+}
+
+gboolean cohort_run_page_ranks_show_syncbn(CohortRunPage *p)
+{
+  return cohort_ranks_view_count(p->ranks) > 0 && cohort_ranks_view_has_syncbn_column(p->ranks);
 }
 
 char *cohort_run_page_get_log(CohortRunPage *p)
@@ -451,10 +608,4 @@ char *cohort_run_page_get_log(CohortRunPage *p)
   GtkTextIter a, b;
   gtk_text_buffer_get_bounds(p->log, &a, &b);
   return gtk_text_buffer_get_text(p->log, &a, &b, FALSE);
-}
-
-gboolean cohort_run_page_figure_shown(CohortRunPage *p, const char *figure)
-{
-  GtkLabel *label = figure_label(p, figure);
-  return label != NULL && gtk_widget_get_visible(gtk_widget_get_parent(GTK_WIDGET(label)));
 }

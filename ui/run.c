@@ -8,12 +8,15 @@
 #include <gio/gunixinputstream.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 struct _CohortRun {
   GObject parent_instance;
   GSubprocess *child;
   int pid;
+  int control_fd; /* our end of the control channel, -1 when none */
+  CohortRunOutcome outcome;
   GCancellable *cancel;
   guint open_streams; /* progress and output readers not at their end yet */
   gboolean child_done;
@@ -30,6 +33,7 @@ struct _CohortRun {
   guint run_events;      /* events of only_run seen */
   guint other_events;    /* events of other runs left out */
   GPtrArray *other_runs; /* their ids, in order of appearance */
+  guint read_turns;      /* asynchronous reads that returned lines (for tests) */
 };
 
 G_DEFINE_FINAL_TYPE(CohortRun, cohort_run, G_TYPE_OBJECT)
@@ -163,6 +167,39 @@ static void handle_progress_line(CohortRun *run, const char *line)
   g_signal_emit(run, signals[SIGNAL_EVENT], 0, ev);
 }
 
+static void take_line(Reader *r, char *raw, gsize len)
+{
+  CohortRun *run = r->run;
+  /* A line that is not UTF-8 (or holds a NUL byte) is shown repaired, never read as an event,
+   * and the lines after it are still read. */
+  gboolean clean = memchr(raw, '\0', len) == NULL && g_utf8_validate(raw, (gssize)len, NULL);
+  g_autofree char *line = clean ? g_strdup(raw) : g_utf8_make_valid(raw, (gssize)len);
+  if (r->progress && !clean) {
+    not_an_event(run, line);
+  } else if (r->progress) {
+    handle_progress_line(run, line);
+  } else {
+    g_autofree char *trimmed = g_strstrip(g_strdup(line));
+    if (*trimmed != '\0') {
+      g_free(run->last_output);
+      run->last_output = g_strdup(line);
+    }
+    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, line);
+  }
+}
+
+/* Whether the stream's buffer holds a whole line, so reading it cannot block. */
+static gboolean line_buffered(Reader *r)
+{
+  gsize n = 0;
+  const void *buf = g_buffered_input_stream_peek_buffer(G_BUFFERED_INPUT_STREAM(r->in), &n);
+  return n > 0 && memchr(buf, '\n', n) != NULL;
+}
+
+/* Lines taken in one turn of the main loop when they are there already: a replay of a long
+ * run would otherwise draw the window once per line. */
+#define LINES_PER_TURN 500
+
 static void on_line(GObject *source, GAsyncResult *res, gpointer data)
 {
   Reader *r = data;
@@ -186,21 +223,14 @@ static void on_line(GObject *source, GAsyncResult *res, gpointer data)
     g_object_unref(run);
     return;
   }
-  /* A line that is not UTF-8 (or holds a NUL byte) is shown repaired, never read as an event,
-   * and the lines after it are still read. */
-  gboolean clean = memchr(raw, '\0', len) == NULL && g_utf8_validate(raw, (gssize)len, NULL);
-  g_autofree char *line = clean ? g_steal_pointer(&raw) : g_utf8_make_valid(raw, (gssize)len);
-  if (r->progress && !clean) {
-    not_an_event(run, line);
-  } else if (r->progress) {
-    handle_progress_line(run, line);
-  } else {
-    g_autofree char *trimmed = g_strstrip(g_strdup(line));
-    if (*trimmed != '\0') {
-      g_free(run->last_output);
-      run->last_output = g_strdup(line);
-    }
-    g_signal_emit(run, signals[SIGNAL_OUTPUT], 0, line);
+  run->read_turns++;
+  take_line(r, raw, len);
+  for (int i = 0;
+       i < LINES_PER_TURN && !g_cancellable_is_cancelled(run->cancel) && line_buffered(r); i++) {
+    g_autofree char *more = g_data_input_stream_read_line(r->in, &len, NULL, NULL);
+    if (more == NULL)
+      break;
+    take_line(r, more, len);
   }
   g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
 }
@@ -213,6 +243,8 @@ static void read_lines(CohortRun *run, GInputStream *stream, gboolean progress)
   r->progress = progress;
   /* Lines up to 1 MiB by the protocol; GDataInputStream grows its buffer as needed. */
   g_data_input_stream_set_newline_type(r->in, G_DATA_STREAM_NEWLINE_TYPE_LF);
+  /* Many lines per read, so a replay takes them in few turns of the main loop. */
+  g_buffered_input_stream_set_buffer_size(G_BUFFERED_INPUT_STREAM(r->in), 256 * 1024);
   run->open_streams++;
   g_data_input_stream_read_line_async(r->in, G_PRIORITY_DEFAULT, run->cancel, on_line, r);
 }
@@ -226,8 +258,10 @@ static char *exit_summary(CohortRun *run)
     return g_strdup_printf(_("killed by signal %d (%s)"), sig, g_strsignal(sig));
   }
   int code = g_subprocess_get_exit_status(run->child);
-  /* Launchers report a group they stopped on request as 128 + the signal. */
-  if (code == 0 || (run->stopping && (code == 128 + SIGTERM || code == 128 + SIGINT)))
+  /* Launchers report a group they stopped on request as 128 + the signal; a run stopped from
+   * elsewhere (a signal from a terminal) that said so is a stop too, not a failure. */
+  gboolean stop_code = code == 128 + SIGTERM || code == 128 + SIGINT;
+  if (code == 0 || (stop_code && (run->stopping || g_strcmp0(run->done_status, "stopped") == 0)))
     return NULL;
   return g_strdup_printf(_("exited with code %d"), code);
 }
@@ -258,6 +292,15 @@ static void finish_if_done(CohortRun *run)
     run->summary = g_strdup_printf("%s (%s)", status, exit);
   else
     run->summary = g_steal_pointer(&status);
+  if (exit == NULL && g_strcmp0(run->done_status, "completed") == 0)
+    run->outcome = COHORT_RUN_COMPLETED;
+  else if (run->stopping || (exit == NULL && g_strcmp0(run->done_status, "stopped") == 0))
+    run->outcome = COHORT_RUN_STOPPED;
+  else
+    run->outcome = COHORT_RUN_FAILED;
+  if (run->control_fd >= 0)
+    close(run->control_fd);
+  run->control_fd = -1;
   g_clear_handle_id(&run->kill_source, g_source_remove);
   g_signal_emit(run, signals[SIGNAL_FINISHED], 0, run->summary);
 }
@@ -277,6 +320,10 @@ static void reset(CohortRun *run)
   g_clear_object(&run->cancel);
   run->cancel = g_cancellable_new();
   run->pid = 0;
+  if (run->control_fd >= 0)
+    close(run->control_fd);
+  run->control_fd = -1;
+  run->outcome = COHORT_RUN_RUNNING;
   run->child_done = FALSE;
   run->stopping = FALSE;
   run->done_step = 0;
@@ -287,6 +334,7 @@ static void reset(CohortRun *run)
   g_clear_pointer(&run->summary, g_free);
   g_clear_pointer(&run->only_run, g_free);
   run->run_events = run->other_events = 0;
+  run->read_turns = 0;
   g_ptr_array_set_size(run->other_runs, 0);
 }
 
@@ -304,11 +352,22 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
   int fds[2];
   if (!g_unix_open_pipe(fds, FD_CLOEXEC, error))
     return FALSE;
+  /* A socket rather than a pipe for the control channel: send() with MSG_NOSIGNAL never
+   * raises SIGPIPE in the window when the run has gone. */
+  int control[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "socketpair: %s", g_strerror(e));
+    return FALSE;
+  }
 
   g_autoptr(GSubprocessLauncher) launcher =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE |
                                 G_SUBPROCESS_FLAGS_STDIN_INHERIT);
   g_subprocess_launcher_take_fd(launcher, fds[1], 3);
+  g_subprocess_launcher_take_fd(launcher, control[1], COHORT_RUN_CONTROL_FD);
   g_subprocess_launcher_set_child_setup(launcher, child_setup, NULL, NULL);
   if (cwd != NULL)
     g_subprocess_launcher_set_cwd(launcher, cwd);
@@ -318,8 +377,11 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
   g_clear_object(&launcher);
   if (run->child == NULL) {
     close(fds[0]);
+    close(control[0]);
     return FALSE;
   }
+  run->control_fd = control[0];
+  fcntl(run->control_fd, F_SETFL, fcntl(run->control_fd, F_GETFL) | O_NONBLOCK);
   run->pid = (int)g_ascii_strtoll(g_subprocess_get_identifier(run->child), NULL, 10);
 
   g_autoptr(GInputStream) progress = g_unix_input_stream_new(fds[0], TRUE);
@@ -406,6 +468,38 @@ gboolean cohort_run_is_running(CohortRun *run)
   return (run->child != NULL && !run->child_done) || run->open_streams > 0;
 }
 
+gboolean cohort_run_is_live(CohortRun *run)
+{
+  return run->child != NULL && cohort_run_is_running(run);
+}
+
+gboolean cohort_run_request(CohortRun *run, const char *request, GError **error)
+{
+  if (!cohort_run_is_live(run) || run->control_fd < 0) {
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED, _("no run is going on"));
+    return FALSE;
+  }
+  g_autofree char *line = g_strconcat(request, "\n", NULL);
+  gssize n = send(run->control_fd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n != (gssize)strlen(line)) {
+    int e = n < 0 ? errno : EAGAIN;
+    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e),
+                _("the run does not take requests: %s"), g_strerror(e));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+guint cohort_run_get_read_turns(CohortRun *run)
+{
+  return run->read_turns;
+}
+
+CohortRunOutcome cohort_run_get_outcome(CohortRun *run)
+{
+  return run->outcome;
+}
+
 int cohort_run_get_pid(CohortRun *run)
 {
   return run->pid;
@@ -430,6 +524,8 @@ static void cohort_run_finalize(GObject *obj)
   CohortRun *run = COHORT_RUN(obj);
   g_clear_object(&run->child);
   g_clear_object(&run->cancel);
+  if (run->control_fd >= 0)
+    close(run->control_fd);
   g_free(run->done_status);
   g_free(run->error_message);
   g_free(run->last_output);
@@ -455,6 +551,7 @@ static void cohort_run_class_init(CohortRunClass *klass)
 static void cohort_run_init(CohortRun *run)
 {
   run->cancel = g_cancellable_new();
+  run->control_fd = -1;
   run->other_runs = g_ptr_array_new_with_free_func(g_free);
 }
 

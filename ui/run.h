@@ -19,8 +19,21 @@ G_DECLARE_FINAL_TYPE(CohortRun, cohort_run, COHORT, RUN, GObject)
  *              `summary` says how it ended, in words (translated). */
 CohortRun *cohort_run_new(void);
 
+/* How a run ended. */
+typedef enum {
+  COHORT_RUN_RUNNING,   /* not ended (or never started) */
+  COHORT_RUN_COMPLETED, /* done: completed */
+  COHORT_RUN_STOPPED,   /* done: stopped (Stop, or SIGINT/SIGTERM from elsewhere: 130/143) */
+  COHORT_RUN_FAILED,    /* anything else */
+} CohortRunOutcome;
+
+/* The descriptor the child gets for its control channel (engine/control.h): the window adds
+ * "--control-fd 4" to the engine's command line. */
+#define COHORT_RUN_CONTROL_FD 4
+
 /* Starts `argv` in `cwd` (NULL: the current folder) as the leader of a new process group,
- * with the write end of a pipe as its fd 3 and stdout+stderr merged into one pipe. */
+ * with the write end of a pipe as its fd 3, one end of a socket pair as its fd 4 (the control
+ * channel, see cohort_run_request) and stdout+stderr merged into one pipe. */
 gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *cwd, GError **error);
 
 /* Reads progress lines from `stream` through the same reader as a live run, without a child
@@ -39,6 +52,20 @@ void cohort_run_set_replay_choice(const char *run_id);
 void cohort_run_stop(CohortRun *run, double grace_s);
 
 gboolean cohort_run_is_running(CohortRun *run);
+
+/* Whether the run is a child process (not a replay) that has not ended. */
+gboolean cohort_run_is_live(CohortRun *run);
+
+/* Sends one request line ("sample" or "save") to the child's control channel, without
+ * blocking. FALSE with an error when no child runs or it no longer reads. */
+gboolean cohort_run_request(CohortRun *run, const char *request, GError **error);
+
+/* Turns of the main loop that read lines since the run started (for tests: the lines that are
+ * there already are taken many per turn). */
+guint cohort_run_get_read_turns(CohortRun *run);
+
+/* How the run ended (COHORT_RUN_RUNNING before "finished"). */
+CohortRunOutcome cohort_run_get_outcome(CohortRun *run);
 
 /* The child's process id (its process group id too), or 0 when none was started. */
 int cohort_run_get_pid(CohortRun *run);

@@ -8,6 +8,13 @@ struct _CohortSampleView {
   GtkPicture *picture;
   GtkWidget *strip_scroller;
   GtkWidget *strip;
+  GtkWidget *text_nav;
+  GtkWidget *text_prev;
+  GtkWidget *text_next;
+  GtkLabel *text_step;
+  GPtrArray *texts;   /* text samples, in the order they came */
+  GArray *text_steps; /* gint64, one per text */
+  guint text_shown;
   GPtrArray *images; /* paths, in the order the samples came */
   GArray *steps;     /* gint64, one per image */
   char *shown;       /* the path in the picture */
@@ -26,6 +33,34 @@ static void show_image(CohortSampleView *v, guint i)
   g_autofree char *caption = g_strdup_printf(_("Step %lld"), (long long)v->shown_step);
   gtk_label_set_text(v->text, caption);
   gtk_widget_set_visible(GTK_WIDGET(v->picture), TRUE);
+}
+
+static void show_text(CohortSampleView *v, guint i)
+{
+  g_return_if_fail(i < v->texts->len);
+  v->text_shown = i;
+  gtk_label_set_text(v->text, g_ptr_array_index(v->texts, i));
+  g_autofree char *where =
+      g_strdup_printf(_("Step %lld · %u of %u"), (long long)g_array_index(v->text_steps, gint64, i),
+                      i + 1, v->texts->len);
+  gtk_label_set_text(v->text_step, where);
+  gtk_widget_set_visible(v->text_nav, v->texts->len > 1);
+  gtk_widget_set_sensitive(v->text_prev, i > 0);
+  gtk_widget_set_sensitive(v->text_next, i + 1 < v->texts->len);
+}
+
+static void on_text_prev(GtkButton *button, CohortSampleView *v)
+{
+  (void)button;
+  if (v->text_shown > 0)
+    show_text(v, v->text_shown - 1);
+}
+
+static void on_text_next(GtkButton *button, CohortSampleView *v)
+{
+  (void)button;
+  if (v->text_shown + 1 < v->texts->len)
+    show_text(v, v->text_shown + 1);
 }
 
 static void on_thumb_clicked(GtkButton *button, CohortSampleView *v)
@@ -47,6 +82,8 @@ static void cohort_sample_view_dispose(GObject *obj)
 {
   CohortSampleView *v = COHORT_SAMPLE_VIEW(obj);
   g_clear_pointer(&v->images, g_ptr_array_unref);
+  g_clear_pointer(&v->texts, g_ptr_array_unref);
+  g_clear_pointer(&v->text_steps, g_array_unref);
   g_clear_pointer(&v->steps, g_array_unref);
   g_clear_pointer(&v->shown, g_free);
   gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_SAMPLE_VIEW);
@@ -62,6 +99,10 @@ static void cohort_sample_view_class_init(CohortSampleViewClass *klass)
   gtk_widget_class_bind_template_child(wc, CohortSampleView, picture);
   gtk_widget_class_bind_template_child(wc, CohortSampleView, strip_scroller);
   gtk_widget_class_bind_template_child(wc, CohortSampleView, strip);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, text_nav);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, text_prev);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, text_next);
+  gtk_widget_class_bind_template_child(wc, CohortSampleView, text_step);
 }
 
 static void cohort_sample_view_init(CohortSampleView *v)
@@ -69,6 +110,10 @@ static void cohort_sample_view_init(CohortSampleView *v)
   gtk_widget_init_template(GTK_WIDGET(v));
   v->images = g_ptr_array_new_with_free_func(g_free);
   v->steps = g_array_new(FALSE, FALSE, sizeof(gint64));
+  v->texts = g_ptr_array_new_with_free_func(g_free);
+  v->text_steps = g_array_new(FALSE, FALSE, sizeof(gint64));
+  g_signal_connect(v->text_prev, "clicked", G_CALLBACK(on_text_prev), v);
+  g_signal_connect(v->text_next, "clicked", G_CALLBACK(on_text_next), v);
   GtkGesture *click = gtk_gesture_click_new();
   g_signal_connect(click, "pressed", G_CALLBACK(on_picture_pressed), v);
   gtk_widget_add_controller(GTK_WIDGET(v->picture), GTK_EVENT_CONTROLLER(click));
@@ -78,6 +123,10 @@ void cohort_sample_view_reset(CohortSampleView *v)
 {
   g_ptr_array_set_size(v->images, 0);
   g_array_set_size(v->steps, 0);
+  g_ptr_array_set_size(v->texts, 0);
+  g_array_set_size(v->text_steps, 0);
+  v->text_shown = 0;
+  gtk_widget_set_visible(v->text_nav, FALSE);
   g_clear_pointer(&v->shown, g_free);
   GtkWidget *child;
   while ((child = gtk_widget_get_first_child(v->strip)) != NULL)
@@ -108,11 +157,14 @@ static void add_thumb(CohortSampleView *v, const char *path, gint64 step)
 void cohort_sample_view_add(CohortSampleView *v, JsonObject *ev)
 {
   const char *image = json_object_get_string_member_with_default(ev, "image", NULL);
+  gint64 step = json_object_get_int_member_with_default(ev, "step", 0);
   if (image == NULL) {
-    gtk_label_set_text(v->text, json_object_get_string_member_with_default(ev, "text", ""));
+    /* Text samples are kept too, to page back through them by step; the newest is shown. */
+    g_ptr_array_add(v->texts, g_strdup(json_object_get_string_member_with_default(ev, "text", "")));
+    g_array_append_val(v->text_steps, step);
+    show_text(v, v->texts->len - 1);
     return;
   }
-  gint64 step = json_object_get_int_member_with_default(ev, "step", 0);
   g_ptr_array_add(v->images, g_strdup(image));
   g_array_append_val(v->steps, step);
   add_thumb(v, image, step);
@@ -127,6 +179,29 @@ const char *cohort_sample_view_get_text(CohortSampleView *v)
 const char *cohort_sample_view_get_image(CohortSampleView *v)
 {
   return v->shown;
+}
+
+guint cohort_sample_view_count_texts(CohortSampleView *v)
+{
+  return v->texts->len;
+}
+
+void cohort_sample_view_show_text(CohortSampleView *v, guint i)
+{
+  show_text(v, i);
+}
+
+gint64 cohort_sample_view_get_text_step(CohortSampleView *v)
+{
+  return v->texts->len > 0 ? g_array_index(v->text_steps, gint64, v->text_shown) : -1;
+}
+
+void cohort_sample_view_step_text(CohortSampleView *v, int direction)
+{
+  if (direction < 0)
+    on_text_prev(NULL, v);
+  else
+    on_text_next(NULL, v);
 }
 
 guint cohort_sample_view_count_images(CohortSampleView *v)

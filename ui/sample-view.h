@@ -1,5 +1,6 @@
-/* The Run page's sample area: the latest text sample, or the latest image grid with a strip
- * of the earlier ones to browse by step; clicking a grid opens it enlarged. */
+/* The Run page's sample area: the latest text sample with arrows to page back through the
+ * earlier ones by step, or the latest image grid with a strip of the earlier ones to browse by
+ * step; clicking a grid opens it enlarged. */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -21,6 +22,12 @@ void cohort_sample_view_add(CohortSampleView *view, JsonObject *ev);
 const char *cohort_sample_view_get_text(CohortSampleView *view);
 const char *cohort_sample_view_get_image(CohortSampleView *view);
 guint cohort_sample_view_count_images(CohortSampleView *view);
+/* Text samples: how many were kept, which one is shown (its step; -1 when none), showing
+ * number `i`, and paging one back (direction < 0) or forward as the arrows do. */
+guint cohort_sample_view_count_texts(CohortSampleView *view);
+gint64 cohort_sample_view_get_text_step(CohortSampleView *view);
+void cohort_sample_view_show_text(CohortSampleView *view, guint i);
+void cohort_sample_view_step_text(CohortSampleView *view, int direction);
 void cohort_sample_view_show(CohortSampleView *view, guint i);
 
 /* Opens the shown grid enlarged in a window of its own; returns it (NULL without a grid). */

@@ -1,17 +1,21 @@
-/* The window itself: its template, pages and life cycle, the banner, title, summary and
- * status lines, the last used config, and the getters the tests read. */
+/* The window itself: its template, pages and life cycle, the banner and toasts, the title,
+ * summary and status lines, the pre-launch checks, the last used config, closing during a
+ * run, and the getters the tests read. */
 #include "ui/window-private.h"
 
 #include <glib/gi18n.h>
 
+#include "engine/checkpoint.h"
 #include "engine/distributed/comm.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"
+#include "ui/launch-check.h"
+#include "ui/page-sidebar.h"
 #include "ui/presets.h"
 #include "ui/programs.h"
 
-G_DEFINE_FINAL_TYPE(CohortWindow, cohort_window, GTK_TYPE_APPLICATION_WINDOW)
+G_DEFINE_FINAL_TYPE(CohortWindow, cohort_window, ADW_TYPE_APPLICATION_WINDOW)
 
 void cohort_window_show_banner(CohortWindow *win, const char *text)
 {
@@ -25,10 +29,36 @@ static void on_banner_response(CohortWindow *win, int response)
   cohort_window_show_banner(win, NULL);
 }
 
+void cohort_window_toast(CohortWindow *win, const char *text, const char *undo_action)
+{
+  AdwToast *toast = adw_toast_new(text);
+  if (undo_action != NULL) {
+    adw_toast_set_button_label(toast, _("_Undo"));
+    adw_toast_set_action_name(toast, undo_action);
+  }
+  g_free(win->last_toast);
+  win->last_toast = g_strdup(text);
+  adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(win->toasts), toast);
+}
+
+gboolean cohort_window_is_modified(CohortWindow *win)
+{
+  if (win->preset == NULL || win->preset_cfg == NULL)
+    return FALSE;
+  g_auto(GStrv) diff =
+      cohort_config_diff(win->preset_cfg, cohort_config_form_get_config(win->form));
+  return g_strv_length(diff) > 0;
+}
+
 void cohort_window_update_title(CohortWindow *win)
 {
+  gboolean modified = cohort_window_is_modified(win);
+  g_autofree char *subtitle = win->preset == NULL ? NULL
+                              : modified          ? g_strdup_printf(_("%s (modified)"), win->preset)
+                                                  : g_strdup(win->preset);
+  adw_window_title_set_subtitle(ADW_WINDOW_TITLE(win->window_title), subtitle);
   g_autofree char *title =
-      win->preset != NULL ? g_strdup_printf(_("Cohort — %s"), win->preset) : g_strdup(_("Cohort"));
+      subtitle != NULL ? g_strdup_printf(_("Cohort — %s"), subtitle) : g_strdup(_("Cohort"));
   gtk_window_set_title(GTK_WINDOW(win), title);
 }
 
@@ -39,10 +69,10 @@ static void set_action_enabled(CohortWindow *win, const char *name, gboolean ena
     g_simple_action_set_enabled(G_SIMPLE_ACTION(a), enabled);
 }
 
-void cohort_window_update_state(CohortWindow *win)
+static void update_summary(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  int world = cohort_ui_world_size(cfg, win->gpus);
+  int world = cohort_ui_world_size(cfg, MAX(win->gpus, 0));
   int global = cohort_config_global_batch(cfg, world);
   double lr = cohort_config_scaled_lr(cfg, world);
   g_autofree char *tokens = g_strdup_printf("%" G_GINT64_FORMAT, (gint64)global * cfg->seq_len);
@@ -55,32 +85,112 @@ void cohort_window_update_state(CohortWindow *win)
       cfg->batch_size, cfg->gradient_accumulation_steps, world, global, tokens, lr_base, lr_scaled,
       cohort_key_choice_label(scaling));
   gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+}
 
-  gboolean running = cohort_run_is_running(win->run);
+/* The pre-launch checks, again only when what they look at changed (they read the disk). */
+static void check_launch(CohortWindow *win, gboolean force)
+{
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_autofree char *teacher = cohort_config_get(cfg, "teacher_from");
+  g_autofree char *key =
+      g_strdup_printf("%s\n%s\n%d\n%s\n%s\n%s\n%d\n%d\n%d\n%d", cfg->train_data, cfg->val_data,
+                      cfg->data_format, cfg->init_from, teacher ? teacher : "", cfg->workspace_dir,
+                      cfg->device, cfg->distributed_backend, cfg->enable_multi_gpu, win->gpus);
+  if (!force && g_strcmp0(key, win->checked) == 0)
+    return;
+  g_free(win->checked);
+  win->checked = g_steal_pointer(&key);
+  g_clear_pointer(&win->problems, g_ptr_array_unref);
+  win->problems = cohort_launch_check(cfg, win->gpus);
+  cohort_config_form_clear_problems(win->form);
+  for (guint i = 0; i < win->problems->len; i++) {
+    CohortLaunchProblem *p = g_ptr_array_index(win->problems, i);
+    if (cohort_config_form_get_problem(win->form, p->key) == NULL)
+      cohort_config_form_set_problem(win->form, p->key, p->message);
+  }
+}
+
+void cohort_window_count_checkpoints(CohortWindow *win)
+{
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_free(win->counted_ws);
+  win->counted_ws = cohort_resolve_path(cfg->workspace_dir);
+  win->checkpoints = cohort_checkpoint_count(win->counted_ws, NULL);
+}
+
+/* After an edit: counted again only when the workspace changed (a run's end and Start count
+ * anyway). */
+static void recount_if_moved(CohortWindow *win)
+{
+  g_autofree char *ws =
+      cohort_resolve_path(cohort_config_form_get_config(win->form)->workspace_dir);
+  if (g_strcmp0(ws, win->counted_ws) != 0)
+    cohort_window_count_checkpoints(win);
+}
+
+static char *status_text(CohortWindow *win, gboolean *bad)
+{
   guint n_errors = cohort_config_form_count_errors(win->form);
+  guint n_problems = win->problems->len;
   g_autoptr(GError) unsupported = NULL;
-  gboolean supported = cohort_config_check_supported(cfg, _("settings"), &unsupported);
-  g_autofree char *status = NULL;
+  gboolean supported = cohort_config_check_supported(cohort_config_form_get_config(win->form),
+                                                     _("settings"), &unsupported);
+  *bad = n_errors > 0 || n_problems > 0 || !supported;
   if (n_errors > 0)
-    status = g_strdup_printf(
+    return g_strdup_printf(
         ngettext("%u setting is not valid: %s", "%u settings are not valid; first: %s", n_errors),
         n_errors, cohort_config_form_first_error(win->form));
-  else if (!supported)
-    status = g_strdup_printf(_("Cannot start on this build: %s"), unsupported->message);
-  else if (running)
-    status = g_strdup(_("Training runs; see the Run page."));
-  else
-    status = g_strdup(_("Ready to start."));
-  gtk_label_set_text(GTK_LABEL(win->status_label), status);
-  if (n_errors > 0 || !supported)
+  if (n_problems > 0) {
+    CohortLaunchProblem *first = g_ptr_array_index(win->problems, 0);
+    if (n_problems == 1)
+      return g_strdup_printf(_("Cannot start: %s"), first->message);
+    return g_strdup_printf(ngettext("Cannot start, %u problem; first: %s",
+                                    "Cannot start, %u problems; first: %s", n_problems),
+                           n_problems, first->message);
+  }
+  if (!supported)
+    return g_strdup_printf(_("Cannot start on this build: %s"), unsupported->message);
+  if (cohort_run_is_live(win->run))
+    return g_strdup(cohort_run_page_in_final_phase(win->run_page)
+                        ? _("Final evaluation and saving the model…")
+                        : _("Training runs; see the Run page."));
+  if (cohort_run_is_running(win->run))
+    return g_strdup(_("Showing a recorded run."));
+  return g_strdup(_("Ready to start."));
+}
+
+void cohort_window_update_state(CohortWindow *win)
+{
+  update_summary(win);
+  check_launch(win, FALSE);
+  gboolean bad = FALSE, running = cohort_run_is_running(win->run);
+  gboolean live = cohort_run_is_live(win->run);
+  g_autofree char *status = status_text(win, &bad);
+  /* How the last run ended stays in the status line until the settings change. */
+  if (!win->status_is_summary || running || bad)
+    gtk_label_set_text(GTK_LABEL(win->status_label), status);
+  if (bad)
     gtk_widget_add_css_class(win->status_label, "error");
   else
     gtk_widget_remove_css_class(win->status_label, "error");
+  for (const char *const *g = cohort_key_groups(); *g != NULL; g++)
+    cohort_page_sidebar_set_attention(COHORT_PAGE_SIDEBAR(win->sidebar), *g,
+                                      cohort_config_form_group_issue(win->form, *g));
 
-  set_action_enabled(win, "start", !running && n_errors == 0 && supported);
-  set_action_enabled(win, "stop", running);
+  gboolean final = cohort_run_page_in_final_phase(win->run_page);
+  set_action_enabled(win, "start", !running && !bad);
+  set_action_enabled(win, "resume", !running && !bad && win->checkpoints > 0);
+  gtk_widget_set_visible(win->resume_button, !running && win->checkpoints > 0);
+  set_action_enabled(win, "stop", live);
+  set_action_enabled(win, "sample-now", live && !final);
+  set_action_enabled(win, "save-now", live && !final);
+  set_action_enabled(win, "open-folder", win->run_workspace != NULL);
+  set_action_enabled(win, "show-model", win->model_path != NULL);
   set_action_enabled(win, "preset-delete",
                      win->preset != NULL && cohort_preset_is_user(win->preset));
+  g_autofree char *ws =
+      cohort_resolve_path(cohort_config_form_get_config(win->form)->workspace_dir);
+  cohort_run_page_set_workspace(win->run_page, ws);
 }
 
 static gboolean save_last_now(gpointer data)
@@ -93,7 +203,10 @@ static gboolean save_last_now(gpointer data)
 
 static void on_form_changed(CohortWindow *win)
 {
+  win->status_is_summary = FALSE;
+  recount_if_moved(win);
   cohort_window_update_state(win);
+  cohort_window_update_title(win);
   /* The last used config is written a moment after edits stop, so a crash or a killed
    * session loses at most that moment. */
   g_clear_handle_id(&win->save_source, g_source_remove);
@@ -125,11 +238,59 @@ static void on_closing_finished(CohortRun *run, const char *summary, GApplicatio
   g_application_release(app);
 }
 
+static gboolean close_now(gpointer data)
+{
+  gtk_window_close(GTK_WINDOW(data));
+  return G_SOURCE_REMOVE;
+}
+
+static void on_close_answer(AdwMessageDialog *dialog, const char *response, CohortWindow *win)
+{
+  (void)dialog;
+  win->question = NULL;
+  if (g_str_equal(response, "stop")) {
+    win->close_confirmed = TRUE;
+    /* After the dialog has gone: it is transient for the window being closed. */
+    g_idle_add_full(G_PRIORITY_DEFAULT, close_now, g_object_ref(win), g_object_unref);
+  }
+}
+
+static void ask_before_closing(CohortWindow *win)
+{
+  GtkWidget *d = adw_message_dialog_new(GTK_WINDOW(win), _("Stop the Run and Close?"),
+                                        _("Training is still running. Closing the window stops "
+                                          "every process of the run; a checkpoint is saved first, "
+                                          "so Resume can continue it later."));
+  adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Keep Running"), "stop",
+                                   _("_Stop and Close"), NULL);
+  adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "stop",
+                                             ADW_RESPONSE_DESTRUCTIVE);
+  adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "cancel");
+  adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+  g_signal_connect(d, "response", G_CALLBACK(on_close_answer), win);
+  win->question = d;
+  gtk_window_present(GTK_WINDOW(d));
+}
+
+static void remember_state(CohortWindow *win)
+{
+  gtk_window_get_default_size(GTK_WINDOW(win), &win->state.width, &win->state.height);
+  win->state.maximized = gtk_window_is_maximized(GTK_WINDOW(win));
+  g_free(win->state.page);
+  win->state.page = g_strdup(gtk_stack_get_visible_child_name(GTK_STACK(win->stack)));
+  win->state.smoothing = cohort_run_page_get_smoothing(win->run_page);
+  cohort_window_state_save(&win->state);
+}
+
 static gboolean on_close_request(GtkWindow *window)
 {
   CohortWindow *win = COHORT_WINDOW(window);
-  cohort_window_save_last(win);
-  if (cohort_run_is_running(win->run) && !win->closing) {
+  if (cohort_run_is_live(win->run) && !win->closing) {
+    if (win->state.confirm_close && !win->close_confirmed) {
+      if (win->question == NULL)
+        ask_before_closing(win);
+      return TRUE;
+    }
     /* Keep the application alive until the run has ended, so no rank outlives it. */
     GApplication *app = G_APPLICATION(gtk_window_get_application(window));
     win->closing = TRUE;
@@ -139,6 +300,8 @@ static gboolean on_close_request(GtkWindow *window)
     }
     cohort_run_stop(win->run, COHORT_WINDOW_STOP_GRACE_S);
   }
+  cohort_window_save_last(win);
+  remember_state(win);
   return FALSE;
 }
 
@@ -169,6 +332,13 @@ static void add_page(CohortWindow *win, GtkWidget *page, const char *name, const
   gtk_stack_add_titled(GTK_STACK(win->stack), page, name, title);
 }
 
+/* A folded sidebar (narrow window) closes once a page is picked. */
+static void on_page_shown(CohortWindow *win)
+{
+  if (adw_flap_get_folded(ADW_FLAP(win->flap)))
+    adw_flap_set_reveal_flap(ADW_FLAP(win->flap), FALSE);
+}
+
 static void cohort_window_dispose(GObject *obj)
 {
   CohortWindow *win = COHORT_WINDOW(obj);
@@ -186,10 +356,25 @@ static void cohort_window_dispose(GObject *obj)
   if (win->multinode != NULL)
     gtk_window_destroy(GTK_WINDOW(win->multinode));
   win->multinode = NULL;
+  if (win->question != NULL)
+    gtk_window_destroy(GTK_WINDOW(win->question));
+  win->question = NULL;
   gtk_widget_dispose_template(GTK_WIDGET(obj), COHORT_TYPE_WINDOW);
   g_clear_object(&win->run);
   g_clear_object(&win->form);
   g_clear_pointer(&win->preset, g_free);
+  g_clear_pointer(&win->preset_cfg, cohort_config_free);
+  g_clear_pointer(&win->deleted, cohort_config_free);
+  g_clear_pointer(&win->deleted_name, g_free);
+  g_clear_pointer(&win->problems, g_ptr_array_unref);
+  g_clear_pointer(&win->checked, g_free);
+  g_clear_pointer(&win->counted_ws, g_free);
+  g_clear_pointer(&win->run_workspace, g_free);
+  g_clear_pointer(&win->model_path, g_free);
+  g_clear_pointer(&win->last_toast, g_free);
+  g_clear_pointer(&win->last_notification, g_free);
+  g_clear_pointer(&win->last_opened, g_free);
+  cohort_window_state_clear(&win->state);
   G_OBJECT_CLASS(cohort_window_parent_class)->dispose(obj);
 }
 
@@ -199,34 +384,29 @@ static void cohort_window_class_init(CohortWindowClass *klass)
   G_OBJECT_CLASS(klass)->dispose = cohort_window_dispose;
   GTK_WINDOW_CLASS(klass)->close_request = on_close_request;
   gtk_widget_class_set_template_from_resource(wc, "/org/cohort/Trainer/window.ui");
-  gtk_widget_class_bind_template_child(wc, CohortWindow, preset_button);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, start_button);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, stop_button);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, banner);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, banner_label);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, stack);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, summary_label);
-  gtk_widget_class_bind_template_child(wc, CohortWindow, status_label);
+#define BIND(name) gtk_widget_class_bind_template_child(wc, CohortWindow, name)
+  BIND(toasts);
+  BIND(window_title);
+  BIND(sidebar_button);
+  BIND(preset_button);
+  BIND(main_menu_button);
+  BIND(start_button);
+  BIND(resume_button);
+  BIND(stop_button);
+  BIND(banner);
+  BIND(banner_label);
+  BIND(flap);
+  BIND(stack);
+  BIND(summary_label);
+  BIND(status_label);
+#undef BIND
   gtk_widget_class_bind_template_callback(wc, on_banner_response);
 }
 
-static void cohort_window_init(CohortWindow *win)
+/* The pages: one per key group, built by the form, then the Run page; the sidebar lists them
+ * and folds away on a narrow window. */
+static void build_pages(CohortWindow *win)
 {
-  gtk_widget_init_template(GTK_WIDGET(win));
-  win->cancel = g_cancellable_new();
-
-  cohort_window_add_run_actions(win);
-  cohort_window_add_preset_actions(win);
-
-  win->form = cohort_config_form_new();
-  /* NCCL only when the engine has the backend, not merely CUDA kernels. */
-  if (!cohort_comm_backend_available("nccl"))
-    cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
-                                   _("NCCL needs a build with the NCCL backend; choose Gloo"));
-
-  cohort_config_form_add_folder_chooser(win->form, "teacher_from",
-                                        _("Choose the teacher's folder"));
-  win->multinode = cohort_multinode_dialog_new(GTK_WINDOW(win), win->form);
   win->dist_top = cohort_dist_page_top_new();
   for (const char *const *g = cohort_key_groups(); *g != NULL; g++) {
     gboolean dist = g_str_equal(*g, "distributed");
@@ -236,6 +416,49 @@ static void cohort_window_init(CohortWindow *win)
   }
   win->run_page = COHORT_RUN_PAGE(cohort_run_page_new());
   add_page(win, GTK_WIDGET(win->run_page), "run", _("Run"));
+  win->sidebar = cohort_page_sidebar_new(GTK_STACK(win->stack));
+  gtk_widget_set_size_request(win->sidebar, 170, -1);
+  cohort_page_sidebar_rebuild(COHORT_PAGE_SIDEBAR(win->sidebar));
+  adw_flap_set_flap(ADW_FLAP(win->flap), win->sidebar);
+  g_object_bind_property(win->flap, "folded", win->sidebar_button, "visible",
+                         G_BINDING_SYNC_CREATE);
+  g_object_bind_property(win->flap, "reveal-flap", win->sidebar_button, "active",
+                         G_BINDING_SYNC_CREATE | G_BINDING_BIDIRECTIONAL);
+  g_signal_connect_swapped(win->stack, "notify::visible-child", G_CALLBACK(on_page_shown), win);
+}
+
+static void restore_state(CohortWindow *win)
+{
+  cohort_window_state_load(&win->state);
+  gtk_window_set_default_size(GTK_WINDOW(win), win->state.width, win->state.height);
+  if (win->state.maximized)
+    gtk_window_maximize(GTK_WINDOW(win));
+  if (win->state.page != NULL &&
+      gtk_stack_get_child_by_name(GTK_STACK(win->stack), win->state.page) != NULL)
+    gtk_stack_set_visible_child_name(GTK_STACK(win->stack), win->state.page);
+  cohort_run_page_set_smoothing(win->run_page, win->state.smoothing);
+}
+
+static void cohort_window_init(CohortWindow *win)
+{
+  gtk_widget_init_template(GTK_WIDGET(win));
+  win->cancel = g_cancellable_new();
+  win->gpus = -1;
+  win->problems = g_ptr_array_new();
+
+  cohort_window_add_run_actions(win);
+  cohort_window_add_preset_actions(win);
+  cohort_window_add_menu_actions(win);
+
+  win->form = cohort_config_form_new();
+  /* NCCL only when the engine has the backend, not merely CUDA kernels. */
+  if (!cohort_comm_backend_available("nccl"))
+    cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
+                                   _("NCCL needs a build with the NCCL backend; choose Gloo"));
+
+  win->multinode = cohort_multinode_dialog_new(GTK_WINDOW(win), win->form);
+  build_pages(win);
+  restore_state(win);
 
   win->run = cohort_run_new();
   cohort_window_watch_run(win);
@@ -243,6 +466,7 @@ static void cohort_window_init(CohortWindow *win)
   cohort_window_rebuild_preset_menu(win);
   restore_last(win);
   g_signal_connect_swapped(win->form, "changed", G_CALLBACK(on_form_changed), win);
+  cohort_window_count_checkpoints(win);
   cohort_window_update_title(win);
   cohort_window_update_state(win);
   cohort_gpu_detect_async(win->cancel, on_gpus, win);
@@ -278,6 +502,11 @@ GtkWidget *cohort_window_get_dist_top(CohortWindow *win)
   return win->dist_top;
 }
 
+GtkWidget *cohort_window_get_sidebar(CohortWindow *win)
+{
+  return win->sidebar;
+}
+
 CohortMultinodeDialog *cohort_window_get_multinode_dialog(CohortWindow *win)
 {
   return win->multinode;
@@ -288,10 +517,20 @@ const char *cohort_window_get_preset(CohortWindow *win)
   return win->preset;
 }
 
+gboolean cohort_window_action_enabled(CohortWindow *win, const char *name)
+{
+  GAction *a = g_action_map_lookup_action(G_ACTION_MAP(win), name);
+  return a != NULL && g_action_get_enabled(a);
+}
+
 gboolean cohort_window_can_start(CohortWindow *win)
 {
-  GAction *a = g_action_map_lookup_action(G_ACTION_MAP(win), "start");
-  return g_action_get_enabled(a);
+  return cohort_window_action_enabled(win, "start");
+}
+
+gboolean cohort_window_can_resume(CohortWindow *win)
+{
+  return cohort_window_action_enabled(win, "resume");
 }
 
 const char *cohort_window_get_summary(CohortWindow *win)
@@ -309,4 +548,24 @@ const char *cohort_window_get_banner(CohortWindow *win)
   if (!gtk_info_bar_get_revealed(GTK_INFO_BAR(win->banner)))
     return NULL;
   return gtk_label_get_text(GTK_LABEL(win->banner_label));
+}
+
+GtkWidget *cohort_window_get_question(CohortWindow *win)
+{
+  return win->question;
+}
+
+const char *cohort_window_get_last_toast(CohortWindow *win)
+{
+  return win->last_toast;
+}
+
+const char *cohort_window_get_last_notification(CohortWindow *win)
+{
+  return win->last_notification;
+}
+
+const char *cohort_window_get_last_opened(CohortWindow *win)
+{
+  return win->last_opened;
 }

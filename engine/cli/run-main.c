@@ -36,6 +36,8 @@ static const char usage[] =
     "  --grace-period S        seconds from SIGTERM to SIGKILL when stopping (default 10)\n"
     "  --log-dir DIR           per-rank logs in DIR/attempt_K/rank_N/{stdout,stderr}.log\n"
     "  --progress-fd N         pass this descriptor (and --progress-fd N) to global rank 0\n"
+    "  --control-fd N          pass this descriptor (and --control-fd N) to global rank 0:\n"
+    "                          the run's control channel (docs/progress-protocol.md)\n"
     "  --no-python             accepted for torchrun compatibility (always the case)\n"
     "  --quiet                 no launcher messages except failures\n"
     "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
@@ -109,11 +111,23 @@ static int print_commands(const char *config_path)
 }
 
 /* Flags that take a value, by their dashed name. */
-static const char *const valued[] = {
-    "--nnodes",       "--nproc-per-node", "--node-rank",        "--master-addr",
-    "--master-port",  "--max-restarts",   "--monitor-interval", "--log-dir",
-    "--progress-fd",  "--rdzv-id",        "--run-id",           "--rdzv-endpoint",
-    "--rdzv-backend", "--grace-period",   "--config",           NULL};
+static const char *const valued[] = {"--nnodes",
+                                     "--nproc-per-node",
+                                     "--node-rank",
+                                     "--master-addr",
+                                     "--master-port",
+                                     "--max-restarts",
+                                     "--monitor-interval",
+                                     "--log-dir",
+                                     "--progress-fd",
+                                     "--control-fd",
+                                     "--rdzv-id",
+                                     "--run-id",
+                                     "--rdzv-endpoint",
+                                     "--rdzv-backend",
+                                     "--grace-period",
+                                     "--config",
+                                     NULL};
 
 /* What the options set beside the launch options. */
 typedef struct {
@@ -199,6 +213,9 @@ static int apply_option(CohortLaunchOptions *o, Parsed *st, const char *arg, con
     o->log_dir = g_strdup(value);
   } else if (strcmp(name, "--progress-fd") == 0) {
     if (!parse_int(name, value, 0, 1 << 20, &o->progress_fd))
+      return 2;
+  } else if (strcmp(name, "--control-fd") == 0) {
+    if (!parse_int(name, value, 0, 1 << 20, &o->control_fd))
       return 2;
   } else if (strcmp(name, "--no-python") == 0) {
     /* our workers are always programs */

@@ -48,7 +48,8 @@ static int fail_rank(CohortProgress *progress, int rank, const char *message)
 }
 
 /* The command each spawned rank runs: this program with the same options, minus --nproc
- * (ranks must not spawn again) and --progress-fd (the launcher gives it to rank 0). */
+ * (ranks must not spawn again), --progress-fd and --control-fd (the launcher gives them to
+ * rank 0). */
 static GStrv worker_command(char **argv)
 {
   g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
@@ -56,14 +57,15 @@ static GStrv worker_command(char **argv)
   g_ptr_array_add(out, g_strdup(self ? self : argv[0]));
   for (int i = 1; argv[i]; i++) {
     const char *a = argv[i];
-    gboolean with_value =
-        g_str_equal(a, "--nproc") || g_str_equal(a, "-n") || g_str_equal(a, "--progress-fd");
+    gboolean with_value = g_str_equal(a, "--nproc") || g_str_equal(a, "-n") ||
+                          g_str_equal(a, "--progress-fd") || g_str_equal(a, "--control-fd");
     if (with_value) {
       if (argv[i + 1])
         i++;
       continue;
     }
-    if (g_str_has_prefix(a, "--nproc=") || g_str_has_prefix(a, "--progress-fd="))
+    if (g_str_has_prefix(a, "--nproc=") || g_str_has_prefix(a, "--progress-fd=") ||
+        g_str_has_prefix(a, "--control-fd="))
       continue;
     g_ptr_array_add(out, g_strdup(a));
   }
@@ -108,6 +110,7 @@ typedef struct {
   GStrv sets;
   char *resume;
   int progress_fd;
+  int control_fd;
   gboolean explain, quiet, version, overwrite;
   char *sample; /* --sample PATH */
   char *output;
@@ -128,6 +131,7 @@ static void args_clear(Args *a)
 static int parse_args(int argc, char **argv, Args *a)
 {
   a->progress_fd = -1;
+  a->control_fd = -1;
   GOptionEntry entries[] = {
       {"config", 'c', 0, G_OPTION_ARG_FILENAME, &a->config_path, "TrainConfig JSON file", "FILE"},
       {"preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset,
@@ -143,6 +147,10 @@ static int parse_args(int argc, char **argv, Args *a)
        NULL},
       {"progress-fd", 0, 0, G_OPTION_ARG_INT, &a->progress_fd,
        "Write progress events (JSON Lines) to this file descriptor", "FD"},
+      {"control-fd", 0, 0, G_OPTION_ARG_INT, &a->control_fd,
+       "Read requests (\"sample\", \"save\", one per line) from this file descriptor; "
+       "global rank 0 answers them at the next step",
+       "FD"},
       {"nproc", 'n', 0, G_OPTION_ARG_INT, &a->nproc,
        "Spawn mode: fork N local ranks on this machine (a free port is chosen)", "N"},
       {"sample", 0, 0, G_OPTION_ARG_FILENAME, &a->sample,
@@ -186,6 +194,18 @@ static int parse_args(int argc, char **argv, Args *a)
   if (a->progress_fd >= 0 && fcntl(a->progress_fd, F_GETFD) == -1) {
     fprintf(stderr, "cohort-train: --progress-fd %d is not an open file descriptor\n",
             a->progress_fd);
+    return 2;
+  }
+  if (a->control_fd >= 0 && fcntl(a->control_fd, F_GETFD) == -1) {
+    fprintf(stderr, "cohort-train: --control-fd %d is not an open file descriptor\n",
+            a->control_fd);
+    return 2;
+  }
+  if (a->control_fd >= 0 && a->control_fd == a->progress_fd) {
+    fprintf(stderr,
+            "cohort-train: --control-fd and --progress-fd are both %d; allowed: two "
+            "different descriptors\n",
+            a->control_fd);
     return 2;
   }
   return -1;
@@ -275,7 +295,8 @@ static int run(const Args *a, char **original_argv)
     if (!cohort_config_check_supported(cfg, source, &error))
       return fail(NULL, 0, error->message);
     g_auto(GStrv) worker_argv = worker_command(original_argv);
-    int status = cohort_launch_spawn((const char *const *)worker_argv, nproc, progress_fd, &error);
+    int status = cohort_launch_spawn_fds((const char *const *)worker_argv, nproc, progress_fd,
+                                         a->control_fd, &error);
     if (error)
       return fail(NULL, 0, error->message);
     return status;
@@ -320,6 +341,9 @@ static int run(const Args *a, char **original_argv)
     resume = "auto";
 
   cohort_stop_signals_arm(&stop_requested);
+  /* Only global rank 0 answers requests; the others learn of them in the step vote. */
+  g_autoptr(CohortControl) control =
+      rank0 && a->control_fd >= 0 ? cohort_control_new(a->control_fd) : NULL;
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
@@ -333,6 +357,7 @@ static int run(const Args *a, char **original_argv)
       .comm = comm,
       .device = &device,
       .stop_flag = &stop_requested,
+      .control = control,
   };
   gboolean stopped = FALSE;
   if (!cohort_train(cfg, &opts, &stopped, &error)) {

@@ -25,6 +25,7 @@ CohortLaunchOptions *cohort_launch_options_new(void)
   o->monitor_interval = 0.1;
   o->grace_period = 10.0;
   o->progress_fd = -1;
+  o->control_fd = -1;
   return o;
 }
 
@@ -242,6 +243,11 @@ static gboolean worker_start(const Launch *l, Worker *w, int restart, gboolean s
     g_ptr_array_add(argv, g_strdup("--progress-fd"));
     g_ptr_array_add(argv, g_strdup_printf("%d", o->progress_fd));
   }
+  gboolean control = o->control_fd >= 0 && w->rank == 0;
+  if (control) {
+    g_ptr_array_add(argv, g_strdup("--control-fd"));
+    g_ptr_array_add(argv, g_strdup_printf("%d", o->control_fd));
+  }
   if (restart > 0) {
     g_ptr_array_add(argv, g_strdup("--resume"));
     g_ptr_array_add(argv, g_strdup("auto"));
@@ -306,6 +312,14 @@ static gboolean worker_start(const Launch *l, Worker *w, int restart, gboolean s
         fcntl(o->progress_fd, F_SETFD, flags & ~FD_CLOEXEC);
       } else {
         close(o->progress_fd);
+      }
+    }
+    if (o->control_fd > 2) {
+      if (control) {
+        int flags = fcntl(o->control_fd, F_GETFD);
+        fcntl(o->control_fd, F_SETFD, flags & ~FD_CLOEXEC);
+      } else {
+        close(o->control_fd);
       }
     }
     execvpe(argv->pdata[0], (char **)argv->pdata, envp);
@@ -571,6 +585,8 @@ static gboolean check_options(const CohortLaunchOptions *o, GError **error)
     BAD("the grace period %g is not allowed; expected 0 or more seconds", o->grace_period);
   if (o->progress_fd >= 0 && fcntl(o->progress_fd, F_GETFD) < 0)
     BAD("--progress-fd %d is not an open file descriptor", o->progress_fd);
+  if (o->control_fd >= 0 && fcntl(o->control_fd, F_GETFD) < 0)
+    BAD("--control-fd %d is not an open file descriptor", o->control_fd);
   g_autofree char *prog = g_find_program_in_path(o->argv[0]);
   if (prog == NULL)
     BAD("cannot run \"%s\": no such program (give a path, or put it on PATH)", o->argv[0]);
@@ -713,9 +729,16 @@ int cohort_launch_exit_status(const CohortLaunchResult *result)
 
 int cohort_launch_spawn(const char *const *argv, int nproc, int progress_fd, GError **error)
 {
+  return cohort_launch_spawn_fds(argv, nproc, progress_fd, -1, error);
+}
+
+int cohort_launch_spawn_fds(const char *const *argv, int nproc, int progress_fd, int control_fd,
+                            GError **error)
+{
   g_autoptr(CohortLaunchOptions) o = cohort_launch_options_new();
   o->nproc_per_node = nproc;
   o->progress_fd = progress_fd;
+  o->control_fd = control_fd;
   o->argv = g_strdupv((char **)argv);
   o->run_id = g_uuid_string_random();
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, error);

@@ -23,7 +23,8 @@
  * warns.
  *
  * Worker command line: the given argv; global rank 0 alone gets "--progress-fd N" appended
- * (and inherits fd N) when a progress fd is given; on a restart every worker gets
+ * (and inherits fd N) when a progress fd is given, and "--control-fd M" (inheriting fd M)
+ * when a control fd is given; on a restart every worker gets
  * "--resume auto" appended: the contract is that a worker given it resumes from its
  * workspace's latest checkpoint when there is one and starts fresh otherwise.
  *
@@ -64,6 +65,7 @@ typedef struct {
   double grace_period;     /* seconds between SIGTERM and SIGKILL when stopping, >= 0 */
   char *log_dir;           /* NULL = no log files */
   int progress_fd;         /* -1 = none; else passed to global rank 0 */
+  int control_fd;          /* -1 = none; else passed to global rank 0 as --control-fd */
   char *run_id;            /* TORCHELASTIC_RUN_ID; NULL = "none" */
   gboolean quiet;          /* no launcher messages except failures */
   GStrv argv;              /* the worker command; argv[0] is looked up in PATH */
@@ -71,7 +73,7 @@ typedef struct {
 } CohortLaunchOptions;
 
 /* Defaults: 1 node × 1 process, master 127.0.0.1, free port, no restarts, monitor interval
- * 0.1 s, grace period 10 s, no log dir, no progress fd. */
+ * 0.1 s, grace period 10 s, no log dir, no progress fd, no control fd. */
 CohortLaunchOptions *cohort_launch_options_new(void);
 void cohort_launch_options_free(CohortLaunchOptions *opts);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortLaunchOptions, cohort_launch_options_free)
@@ -118,6 +120,11 @@ int cohort_launch_exit_status(const CohortLaunchResult *result);
  * only. Returns the exit status for the caller's main(), as cohort_launch_exit_status, or -1
  * with an error when nothing could be started. */
 int cohort_launch_spawn(const char *const *argv, int nproc, int progress_fd, GError **error);
+
+/* cohort_launch_spawn with a control channel too: `control_fd` (-1 = none) goes to rank 0
+ * only, as --control-fd (engine/control.h). */
+int cohort_launch_spawn_fds(const char *const *argv, int nproc, int progress_fd, int control_fd,
+                            GError **error);
 
 /* The name of a signal, "SIGSEGV"; "signal 77" for one without a name. Static or in `buf`. */
 const char *cohort_signal_name(int sig, char buf[32]);

@@ -1,0 +1,271 @@
+/* Checks before launch: Start stays off, with the reason in the status line and on the field
+ * (named by its label), when a data path does not exist or holds no data, when a preset's data
+ * is missing (gpt2-124m), when NCCL or CUDA is chosen and no GPU is found; the sidebar marks
+ * the pages that hold such a field; a number field keeps text it cannot read and marks it
+ * invalid instead of replacing it; path fields have file-chooser buttons. */
+#include "tests/ui/ui-test.h"
+#include "ui/config-form-private.h"
+#include "ui/launch-check.h"
+#include "ui/page-sidebar.h"
+#include "ui/path-chooser.h"
+#include "ui/window-private.h"
+
+static char *tmp_dir;
+
+static gboolean gpus_known(gpointer data)
+{
+  CohortWindow *win = data;
+  return win->gpus >= 0;
+}
+
+/* A window whose GPU detection finds none (an nvidia-smi that fails). */
+static CohortWindow *window_without_gpus(void)
+{
+  g_setenv("COHORT_NVIDIA_SMI", "/bin/false", TRUE);
+  CohortWindow *win = cohort_window_new(NULL);
+  g_assert_true(ui_test_wait(gpus_known, win, 10));
+  g_assert_cmpint(win->gpus, ==, 0);
+  /* Not the last test's settings, which the window restores. */
+  g_assert_true(cohort_window_load_preset(win, "tiny-gpt"));
+  return win;
+}
+
+static gboolean page_marked(CohortWindow *win, const char *page)
+{
+  return cohort_page_sidebar_get_attention(COHORT_PAGE_SIDEBAR(cohort_window_get_sidebar(win)),
+                                           page);
+}
+
+static void test_missing_data(void)
+{
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(cohort_window_can_start(win));
+  g_assert_false(page_marked(win, "data"));
+
+  g_autofree char *missing = g_build_filename(tmp_dir, "no-such-file.txt", NULL);
+  g_assert_true(cohort_config_form_set_text(form, "train_data", missing));
+  g_assert_false(cohort_window_can_start(win));
+  const char *problem = cohort_config_form_get_problem(form, "train_data");
+  g_assert_nonnull(problem);
+  g_test_message("problem: %s", problem);
+  g_autofree char *want = g_strdup_printf("Training data: “%s” does not exist", missing);
+  g_assert_cmpstr(problem, ==, want);
+  g_assert_null(strstr(problem, "train_data"));
+  g_autofree char *status = g_strdup_printf("Cannot start: %s", want);
+  g_assert_cmpstr(cohort_window_get_status(win), ==, status);
+  GtkWidget *control = cohort_config_form_get_control(form, "train_data");
+  g_assert_true(gtk_widget_has_css_class(control, "error"));
+  g_assert_cmpstr(gtk_widget_get_tooltip_text(control), ==, want);
+  g_assert_true(page_marked(win, "data"));
+  g_assert_false(page_marked(win, "model"));
+  /* Start refuses with the same reason when called anyway. */
+  g_autoptr(GError) error = NULL;
+  g_assert_false(cohort_window_start(win, &error));
+  g_assert_nonnull(strstr(error->message, "does not exist"));
+
+  /* An empty folder holds no data; a folder with a .txt file does. */
+  g_autofree char *folder = g_build_filename(tmp_dir, "texts", NULL);
+  g_mkdir_with_parents(folder, 0755);
+  g_assert_true(cohort_config_form_set_text(form, "train_data", folder));
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "train_data"), "holds no .txt"));
+  g_autofree char *empty = g_build_filename(folder, "a.txt", NULL);
+  g_assert_true(g_file_set_contents(empty, "", 0, NULL));
+  g_assert_true(cohort_config_form_set_text(form, "train_data", empty));
+  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "train_data"), "is empty"));
+  g_assert_true(g_file_set_contents(empty, "Some text to train on.\n", -1, NULL));
+  g_assert_true(cohort_config_form_set_text(form, "train_data", folder));
+  g_assert_null(cohort_config_form_get_problem(form, "train_data"));
+  g_assert_false(gtk_widget_has_css_class(control, "error"));
+  g_assert_false(page_marked(win, "data"));
+  g_assert_true(cohort_window_can_start(win));
+
+  /* Images: a folder without images is refused, one with a class folder of PNGs is not. */
+  g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
+  g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));
+  g_assert_true(cohort_config_form_set_text(form, "val_data", ""));
+  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "train_data"), "no PNG or JPEG"));
+  g_autofree char *cls = g_build_filename(folder, "cat", NULL);
+  g_mkdir_with_parents(cls, 0755);
+  g_autofree char *png = g_build_filename(cls, "one.png", NULL);
+  g_assert_true(g_file_set_contents(png, "not checked here", -1, NULL));
+  g_assert_true(cohort_config_form_set_text(form, "train_data", cls));
+  g_assert_true(cohort_config_form_set_text(form, "train_data", folder));
+  g_assert_null(cohort_config_form_get_problem(form, "train_data"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* gpt2-124m names fineweb10B shards that are not there, and wants CUDA and NCCL: three reasons,
+ * before any process starts. */
+static void test_preset_without_data(void)
+{
+  CohortWindow *win = window_without_gpus();
+  g_assert_true(cohort_window_load_preset(win, "gpt2-124m"));
+  g_assert_false(cohort_window_can_start(win));
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_nonnull(cohort_config_form_get_problem(form, "train_data"));
+  g_assert_nonnull(cohort_config_form_get_problem(form, "val_data"));
+  const char *status = cohort_window_get_status(win);
+  g_test_message("status: %s", status);
+  /* In a build without NCCL the backend is refused outright; with it, the missing GPU is the
+   * problem. Either way the status names the first field by its label. */
+  g_assert_true(g_str_has_prefix(status, "Cannot start") ||
+                g_str_has_prefix(status, "1 setting is not valid"));
+  g_assert_true(strstr(status, "Training data: ") != NULL ||
+                strstr(status, "Communication backend: ") != NULL);
+  g_autoptr(GError) error = NULL;
+  g_assert_false(cohort_window_start(win, &error));
+  g_assert_true(page_marked(win, "data"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* NCCL between several processes, or device cuda, without a GPU; the check itself, and the
+ * window once detection has found none. */
+static void test_nccl_without_gpu(void)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_assert_true(cohort_config_set(cfg, "enable_multi_gpu", "true", "test", NULL));
+  g_assert_true(cohort_config_set(cfg, "distributed_backend", "nccl", "test", NULL));
+  g_autoptr(GPtrArray) none = cohort_launch_check(cfg, 0);
+  g_assert_cmpuint(none->len, ==, 1);
+  CohortLaunchProblem *p = g_ptr_array_index(none, 0);
+  g_assert_cmpstr(p->key, ==, "distributed_backend");
+  g_assert_cmpstr(p->message, ==,
+                  "Communication backend: NCCL needs NVIDIA GPUs and none was found on this "
+                  "machine; choose Gloo");
+  /* Not while detection runs, nor with a GPU. */
+  g_autoptr(GPtrArray) unknown = cohort_launch_check(cfg, -1);
+  g_assert_cmpuint(unknown->len, ==, 0);
+  g_autoptr(GPtrArray) one = cohort_launch_check(cfg, 1);
+  g_assert_cmpuint(one->len, ==, 0);
+  g_assert_true(cohort_config_set(cfg, "device", "cuda", "test", NULL));
+  g_autoptr(GPtrArray) cuda = cohort_launch_check(cfg, 0);
+  g_assert_cmpuint(cuda->len, ==, 2);
+  g_assert_cmpstr(((CohortLaunchProblem *)g_ptr_array_index(cuda, 0))->key, ==, "device");
+
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(cohort_config_form_set_text(form, "enable_multi_gpu", "true"));
+  g_test_message("status: %s", cohort_window_get_status(win));
+  g_assert_true(cohort_window_can_start(win));
+  /* NCCL is refused by the form in builds without it, by the check in builds with it. */
+  cohort_config_form_set_text(form, "distributed_backend", "nccl");
+  g_assert_false(cohort_window_can_start(win));
+  const char *why = cohort_config_form_get_error(form, "distributed_backend");
+  if (why == NULL)
+    why = cohort_config_form_get_problem(form, "distributed_backend");
+  g_assert_nonnull(why);
+  g_test_message("NCCL: %s", why);
+  g_assert_nonnull(strstr(cohort_window_get_status(win), "NCCL"));
+  g_assert_true(page_marked(win, "distributed"));
+  g_assert_true(cohort_config_form_set_text(form, "distributed_backend", "gloo"));
+  g_assert_true(cohort_window_can_start(win));
+  g_assert_false(page_marked(win, "distributed"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Typing text into a number field keeps the text, marks it invalid and keeps Start off: the
+ * spin button does not replace it with a number of its own, not even when it loses focus. */
+static void test_number_field_text(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  GtkWidget *spin = cohort_config_form_get_control(form, "batch_size");
+  g_assert_true(GTK_IS_SPIN_BUTTON(spin));
+  int before = cohort_config_form_get_config(form)->batch_size;
+
+  gtk_editable_set_text(GTK_EDITABLE(spin), "xyz");
+  g_assert_cmpstr(gtk_editable_get_text(GTK_EDITABLE(spin)), ==, "xyz");
+  const char *err = cohort_config_form_get_error(form, "batch_size");
+  g_assert_nonnull(err);
+  g_test_message("error: %s", err);
+  g_assert_cmpstr(err, ==,
+                  "Batch size per process: “xyz” is not a whole number; allowed: 1 to 65536");
+  g_assert_true(gtk_widget_has_css_class(spin, "error"));
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_cmpint(cohort_config_form_get_config(form)->batch_size, ==, before);
+  g_assert_true(page_marked(win, "training"));
+  /* What focus-out and Enter do: the text stays, the error too. */
+  gtk_spin_button_update(GTK_SPIN_BUTTON(spin));
+  g_assert_cmpstr(gtk_editable_get_text(GTK_EDITABLE(spin)), ==, "xyz");
+  g_assert_nonnull(cohort_config_form_get_error(form, "batch_size"));
+  g_assert_cmpint(cohort_config_form_get_config(form)->batch_size, ==, before);
+
+  /* Out of range likewise (0 used to become the minimum, 1). */
+  gtk_editable_set_text(GTK_EDITABLE(spin), "0");
+  gtk_spin_button_update(GTK_SPIN_BUTTON(spin));
+  g_assert_cmpstr(gtk_editable_get_text(GTK_EDITABLE(spin)), ==, "0");
+  g_assert_cmpstr(cohort_config_form_get_error(form, "batch_size"), ==,
+                  "Batch size per process: 0 is not allowed; allowed: 1 to 65536");
+
+  /* A number typed in is taken, and the arrows work from it. */
+  gtk_editable_set_text(GTK_EDITABLE(spin), "24");
+  gtk_spin_button_update(GTK_SPIN_BUTTON(spin));
+  g_assert_null(cohort_config_form_get_error(form, "batch_size"));
+  g_assert_cmpint(cohort_config_form_get_config(form)->batch_size, ==, 24);
+  gtk_spin_button_spin(GTK_SPIN_BUTTON(spin), GTK_SPIN_STEP_FORWARD, 1);
+  g_assert_cmpint(cohort_config_form_get_config(form)->batch_size, ==, 25);
+  g_assert_cmpstr(gtk_editable_get_text(GTK_EDITABLE(spin)), ==, "25");
+  g_assert_true(cohort_window_can_start(win));
+  g_assert_false(page_marked(win, "training"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Cross-key refusals in the window's words, naming both fields by label. */
+static void test_messages_name_labels(void)
+{
+  g_autoptr(CohortConfigForm) form = cohort_config_form_new();
+  g_assert_true(cohort_config_form_set_text(form, "n_embd", "256"));
+  g_assert_false(cohort_config_form_set_text(form, "n_head", "3"));
+  g_assert_cmpstr(cohort_config_form_get_error(form, "n_head"), ==,
+                  "Attention heads: the embedding width (256) must be a multiple of the "
+                  "attention heads (3)");
+  g_assert_false(cohort_config_form_set_text(form, "learning_rate", "fast"));
+  g_assert_cmpstr(cohort_config_form_get_error(form, "learning_rate"), ==,
+                  "Learning rate: “fast” is not a number; allowed: a number above 0 and at most "
+                  "10");
+}
+
+/* Data, initial weights, workspace (and a teacher, in builds that have the key) get a button
+ * that opens a file chooser: a folder for the workspace and for image data. */
+static void test_path_choosers(void)
+{
+  g_autoptr(CohortConfigForm) form = cohort_config_form_new();
+  const char *files[] = {"train_data", "val_data", "init_from"};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    GtkWidget *b = cohort_config_form_get_chooser(form, files[i]);
+    g_assert_nonnull(b);
+    g_assert_cmpint(cohort_path_chooser_action(b), ==, GTK_FILE_CHOOSER_ACTION_OPEN);
+  }
+  GtkWidget *ws = cohort_config_form_get_chooser(form, "workspace_dir");
+  g_assert_cmpint(cohort_path_chooser_action(ws), ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  if (cohort_config_find_key("teacher_from") != NULL)
+    g_assert_nonnull(cohort_config_form_get_chooser(form, "teacher_from"));
+  g_assert_null(cohort_config_form_get_chooser(form, "sample_prompt"));
+  g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
+  g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));
+  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "train_data")),
+                  ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  /* A chosen path inside the current folder is written relative to it, as presets are. */
+  g_autofree char *cwd = g_get_current_dir();
+  g_autofree char *inside = g_build_filename(cwd, "runs", "x", NULL);
+  g_autofree char *shown = cohort_path_chooser_shown_path(inside);
+  g_assert_cmpstr(shown, ==, "runs/x");
+  g_autofree char *outside = cohort_path_chooser_shown_path("/etc/hosts");
+  g_assert_cmpstr(outside, ==, "/etc/hosts");
+}
+
+int main(int argc, char **argv)
+{
+  tmp_dir = ui_test_init(&argc, &argv);
+  g_test_add_func("/ui/checks/missing-data", test_missing_data);
+  g_test_add_func("/ui/checks/preset-without-data", test_preset_without_data);
+  g_test_add_func("/ui/checks/nccl-without-gpu", test_nccl_without_gpu);
+  g_test_add_func("/ui/checks/number-field-text", test_number_field_text);
+  g_test_add_func("/ui/checks/messages-name-labels", test_messages_name_labels);
+  g_test_add_func("/ui/checks/path-choosers", test_path_choosers);
+  int rc = g_test_run();
+  ui_test_rmtree(tmp_dir);
+  return rc;
+}

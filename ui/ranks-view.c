@@ -1,0 +1,237 @@
+#include "ui/ranks-view.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+
+struct _CohortRanksView {
+  GtkBox parent_instance;
+  GtkWidget *placeholder;
+  GtkWidget *grid;
+  GtkWidget *legend;
+  guint n_ranks;
+  int slowest;
+  gboolean gpu;
+  gboolean syncbn; /* SyncBatchNorm's time per step (models with BatchNorm layers) */
+};
+
+G_DEFINE_FINAL_TYPE(CohortRanksView, cohort_ranks_view, GTK_TYPE_BOX)
+
+static double num(JsonObject *o, const char *key, double fallback)
+{
+  JsonNode *n = json_object_get_member(o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
+    return fallback;
+  GType t = json_node_get_value_type(n);
+  return t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double(n) : fallback;
+}
+
+static void clear_grid(CohortRanksView *v)
+{
+  GtkWidget *child;
+  while ((child = gtk_widget_get_first_child(v->grid)) != NULL)
+    gtk_grid_remove(GTK_GRID(v->grid), child);
+}
+
+void cohort_ranks_view_reset(CohortRanksView *v)
+{
+  clear_grid(v);
+  gtk_widget_set_visible(v->placeholder, TRUE);
+  gtk_widget_set_visible(v->grid, FALSE);
+  gtk_widget_set_visible(v->legend, FALSE);
+  v->n_ranks = 0;
+  v->slowest = -1;
+  v->gpu = FALSE;
+  v->syncbn = FALSE;
+}
+
+static GtkWidget *cell(const char *text, gboolean header, gboolean slow)
+{
+  GtkWidget *l = gtk_label_new(text);
+  gtk_label_set_xalign(GTK_LABEL(l), header ? 0 : 1);
+  if (header)
+    gtk_widget_add_css_class(l, "heading");
+  else
+    gtk_widget_add_css_class(l, "numeric");
+  if (slow)
+    gtk_widget_add_css_class(l, "cohort-slowest");
+  return l;
+}
+
+static int compare_doubles(gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The slowest rank when its step time exceeds the median of the other ranks' by the factor
+ * (with two ranks: the other rank's time), else -1. Small differences are noise. */
+static int find_straggler(JsonArray *ranks)
+{
+  guint n = json_array_get_length(ranks);
+  int worst = -1;
+  guint worst_i = 0;
+  double worst_t = -INFINITY;
+  for (guint i = 0; i < n; i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    double t = r != NULL ? num(r, "step_s", NAN) : NAN;
+    if (isfinite(t) && t > worst_t) {
+      worst_t = t;
+      worst_i = i;
+      worst = (int)num(r, "rank", i);
+    }
+  }
+  g_autoptr(GArray) others = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint i = 0; i < n; i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    double t = r != NULL ? num(r, "step_s", NAN) : NAN;
+    if (i != worst_i && isfinite(t))
+      g_array_append_val(others, t);
+  }
+  if (worst < 0 || others->len == 0)
+    return -1;
+  g_array_sort(others, compare_doubles);
+  guint m = others->len;
+  double median =
+      m % 2 ? g_array_index(others, double, m / 2)
+            : (g_array_index(others, double, m / 2 - 1) + g_array_index(others, double, m / 2)) / 2;
+  return worst_t > median * COHORT_RANKS_SLOW_FACTOR ? worst : -1;
+}
+
+/* Whether any rank reports `a` or `b` (NULL: only `a`). */
+static gboolean any_member(JsonArray *ranks, const char *a, const char *b)
+{
+  for (guint i = 0; i < json_array_get_length(ranks); i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    if (r != NULL && (json_object_has_member(r, a) || (b != NULL && json_object_has_member(r, b))))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* The columns shown: the six every run has, SyncBN when reported, the GPU pair when reported.
+ * Fills `cols` with each shown column's index in the full list; returns how many. */
+enum { COL_SYNCBN = 6, COL_GPU_UTIL, COL_GPU_MEM, N_COLS };
+
+static guint shown_columns(CohortRanksView *v, guint cols[N_COLS])
+{
+  guint n = 0;
+  for (guint c = 0; c < N_COLS; c++)
+    if ((c != COL_SYNCBN || v->syncbn) && (c < COL_GPU_UTIL || v->gpu))
+      cols[n++] = c;
+  return n;
+}
+
+static char *ms(double s)
+{
+  return isfinite(s) ? g_strdup_printf(_("%.0f ms"), s * 1000) : g_strdup("–");
+}
+
+static void add_row(CohortRanksView *v, JsonObject *r, guint row, guint i)
+{
+  int rank = (int)num(r, "rank", i);
+  gboolean slow = rank == v->slowest;
+  g_autofree char *c0 = g_strdup_printf("%d", rank);
+  g_autofree char *c2 = ms(num(r, "step_s", NAN));
+  g_autofree char *c3 = ms(num(r, "data_s", NAN));
+  g_autofree char *c4 = ms(num(r, "comm_s", NAN));
+  g_autofree char *c5 = g_format_size((guint64)MAX(num(r, "mem_bytes", 0), 0));
+  g_autofree char *c6 = ms(num(r, "syncbn_s", NAN));
+  double util = num(r, "gpu_util", NAN), gmem = num(r, "gpu_mem_used", NAN);
+  g_autofree char *c7 = isfinite(util) ? g_strdup_printf(_("%.0f %%"), util) : g_strdup("–");
+  g_autofree char *c8 = isfinite(gmem) ? g_format_size((guint64)MAX(gmem, 0)) : g_strdup("–");
+  const char *host = json_object_get_string_member_with_default(r, "host", "");
+  const char *texts[N_COLS] = {c0, host, c2, c3, c4, c5, c6, c7, c8};
+  guint cols[N_COLS];
+  guint n_cols = shown_columns(v, cols);
+  for (guint c = 0; c < n_cols; c++)
+    gtk_grid_attach(GTK_GRID(v->grid), cell(texts[cols[c]], FALSE, slow), (int)c, (int)row, 1, 1);
+}
+
+void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
+{
+  JsonNode *node = json_object_get_member(ev, "ranks");
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY(node))
+    return;
+  JsonArray *ranks = json_node_get_array(node);
+  clear_grid(v);
+  v->slowest = find_straggler(ranks);
+  v->gpu = any_member(ranks, "gpu_util", "gpu_mem_used");
+  v->syncbn = any_member(ranks, "syncbn_s", NULL);
+  const char *heads[N_COLS] = {_("Rank"),   _("Host"),          _("Step"),
+                               _("Data"),   _("Communication"), _("Memory"),
+                               _("SyncBN"), _("GPU use"),       _("GPU memory")};
+  guint cols[N_COLS];
+  guint n_cols = shown_columns(v, cols);
+  for (guint c = 0; c < n_cols; c++)
+    gtk_grid_attach(GTK_GRID(v->grid), cell(heads[cols[c]], TRUE, FALSE), (int)c, 0, 1, 1);
+  v->n_ranks = 0;
+  for (guint i = 0; i < json_array_get_length(ranks); i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    if (r != NULL)
+      add_row(v, r, ++v->n_ranks, i);
+  }
+  g_autofree char *legend = g_strdup_printf(
+      _("Mean per step since the last report: Step, the whole step; Data, waiting for data; "
+        "Communication, waiting for gradients from the other ranks%s. Memory: the process's "
+        "resident memory%s. A rank is highlighted when its step takes more than %.0f %% longer "
+        "than the median of the other ranks."),
+      v->syncbn ? _("; SyncBN, synchronising BatchNorm statistics across ranks") : "",
+      v->gpu ? _("; GPU use and memory as NVML reports them") : "",
+      (COHORT_RANKS_SLOW_FACTOR - 1) * 100);
+  gtk_label_set_text(GTK_LABEL(v->legend), legend);
+  gtk_widget_set_visible(v->placeholder, FALSE);
+  gtk_widget_set_visible(v->grid, TRUE);
+  gtk_widget_set_visible(v->legend, TRUE);
+}
+
+guint cohort_ranks_view_count(CohortRanksView *v)
+{
+  return v->n_ranks;
+}
+
+int cohort_ranks_view_get_slowest(CohortRanksView *v)
+{
+  return v->slowest;
+}
+
+gboolean cohort_ranks_view_has_gpu_columns(CohortRanksView *v)
+{
+  return v->gpu;
+}
+
+gboolean cohort_ranks_view_has_syncbn_column(CohortRanksView *v)
+{
+  return v->syncbn;
+}
+
+static void cohort_ranks_view_class_init(CohortRanksViewClass *klass)
+{
+  (void)klass;
+}
+
+static void cohort_ranks_view_init(CohortRanksView *v)
+{
+  gtk_orientable_set_orientation(GTK_ORIENTABLE(v), GTK_ORIENTATION_VERTICAL);
+  gtk_box_set_spacing(GTK_BOX(v), 6);
+  gtk_widget_add_css_class(GTK_WIDGET(v), "cohort-ranks");
+  v->placeholder = gtk_label_new(_("Per-rank timings appear when several ranks run."));
+  gtk_label_set_wrap(GTK_LABEL(v->placeholder), TRUE);
+  gtk_widget_add_css_class(v->placeholder, "dim-label");
+  v->grid = gtk_grid_new();
+  gtk_grid_set_column_spacing(GTK_GRID(v->grid), 12);
+  gtk_grid_set_row_spacing(GTK_GRID(v->grid), 4);
+  v->legend = gtk_label_new(NULL);
+  gtk_label_set_wrap(GTK_LABEL(v->legend), TRUE);
+  gtk_label_set_xalign(GTK_LABEL(v->legend), 0);
+  gtk_widget_add_css_class(v->legend, "dim-label");
+  gtk_widget_add_css_class(v->legend, "caption");
+  gtk_box_append(GTK_BOX(v), v->placeholder);
+  gtk_box_append(GTK_BOX(v), v->grid);
+  gtk_box_append(GTK_BOX(v), v->legend);
+  cohort_ranks_view_reset(v);
+}
+
+GtkWidget *cohort_ranks_view_new(void)
+{
+  return g_object_new(COHORT_TYPE_RANKS_VIEW, NULL);
+}

@@ -1,0 +1,33 @@
+/* The Run page's per-rank table, from `ranks` events (docs/progress-protocol.md): one row per
+ * rank with its mean step, data and communication time and its memory, GPU utilisation and GPU
+ * memory columns and SyncBatchNorm's time when the events carry them, and a legend. The slowest
+ * rank is highlighted only when it is clearly slower: its step time more than
+ * COHORT_RANKS_SLOW_FACTOR times the median of the other ranks' (a straggler, not noise). */
+#pragma once
+
+#include <gtk/gtk.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define COHORT_RANKS_SLOW_FACTOR 1.10
+
+#define COHORT_TYPE_RANKS_VIEW (cohort_ranks_view_get_type())
+G_DECLARE_FINAL_TYPE(CohortRanksView, cohort_ranks_view, COHORT, RANKS_VIEW, GtkBox)
+
+GtkWidget *cohort_ranks_view_new(void);
+
+/* Back to "no ranks yet". */
+void cohort_ranks_view_reset(CohortRanksView *view);
+
+/* Shows a `ranks` event (the table appears with the first). */
+void cohort_ranks_view_show(CohortRanksView *view, JsonObject *ev);
+
+/* Rows shown; the highlighted rank (-1: none); whether the GPU columns are shown. */
+guint cohort_ranks_view_count(CohortRanksView *view);
+int cohort_ranks_view_get_slowest(CohortRanksView *view);
+gboolean cohort_ranks_view_has_gpu_columns(CohortRanksView *view);
+/* Whether the SyncBN column is shown (a rank reported `syncbn_s`: SyncBatchNorm's time). */
+gboolean cohort_ranks_view_has_syncbn_column(CohortRanksView *view);
+
+G_END_DECLS

@@ -1,0 +1,176 @@
+#include "ui/run-history.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/json-read.h"
+
+void cohort_past_run_free(CohortPastRun *run)
+{
+  if (run == NULL)
+    return;
+  g_free(run->id);
+  g_free(run->name);
+  g_free(run->status);
+  g_array_unref(run->train);
+  g_array_unref(run->val);
+  g_free(run);
+}
+
+static CohortPastRun *past_run_new(const char *id)
+{
+  CohortPastRun *run = g_new0(CohortPastRun, 1);
+  run->id = g_strdup(id);
+  run->final_loss = NAN;
+  run->train = g_array_new(FALSE, FALSE, sizeof(double));
+  run->val = g_array_new(FALSE, FALSE, sizeof(double));
+  return run;
+}
+
+static double num(JsonObject *ev, const char *key, double fallback)
+{
+  JsonNode *n = json_object_get_member(ev, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
+    return fallback;
+  GType t = json_node_get_value_type(n);
+  return t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double(n) : fallback;
+}
+
+static const char *text(JsonObject *ev, const char *key)
+{
+  JsonNode *n = json_object_get_member(ev, key);
+  return n != NULL && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING
+             ? json_node_get_string(n)
+             : NULL;
+}
+
+/* Drops the points of steps after `step`: a resumed run redoes them. */
+static void drop_after(GArray *a, double step)
+{
+  guint keep = 0;
+  for (guint i = 0; i + 1 < a->len; i += 2) {
+    if (g_array_index(a, double, i) > step)
+      continue;
+    g_array_index(a, double, keep) = g_array_index(a, double, i);
+    g_array_index(a, double, keep + 1) = g_array_index(a, double, i + 1);
+    keep += 2;
+  }
+  g_array_set_size(a, keep);
+}
+
+static void add_point(GArray *a, double step, double v)
+{
+  if (!isfinite(v))
+    return;
+  double pt[2] = {step, v};
+  g_array_append_vals(a, pt, 2);
+}
+
+static void take_event(CohortPastRun *run, JsonObject *ev, const char *name)
+{
+  double step = num(ev, "step", NAN);
+  if (g_str_equal(name, "start")) {
+    if (run->started == 0)
+      run->started = num(ev, "time", 0);
+    g_free(run->name);
+    run->name = g_strdup(text(ev, "run"));
+    run->total_steps = (gint64)num(ev, "total_steps", (double)run->total_steps);
+    double from = num(ev, "start_step", 0);
+    drop_after(run->train, from);
+    drop_after(run->val, from);
+    g_clear_pointer(&run->status, g_free);
+  } else if (g_str_equal(name, "step")) {
+    add_point(run->train, step, num(ev, "loss", NAN));
+    if (isfinite(num(ev, "loss", NAN)))
+      run->final_loss = num(ev, "loss", NAN);
+    run->last_step = MAX(run->last_step, (gint64)num(ev, "step", 0));
+  } else if (g_str_equal(name, "eval")) {
+    add_point(run->val, step, num(ev, "val_loss", NAN));
+  } else if (g_str_equal(name, "sample")) {
+    run->samples++;
+  } else if (g_str_equal(name, "done")) {
+    g_free(run->status);
+    run->status = g_strdup(text(ev, "status"));
+  }
+}
+
+GPtrArray *cohort_past_runs_load(const char *path, GError **error)
+{
+  g_autofree char *contents = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(path, &contents, &len, error))
+    return NULL;
+  GPtrArray *runs = g_ptr_array_new_with_free_func((GDestroyNotify)cohort_past_run_free);
+  g_autoptr(GHashTable) by_id = g_hash_table_new(g_str_hash, g_str_equal);
+  for (char *line = contents, *end; line < contents + len; line = end + 1) {
+    end = memchr(line, '\n', contents + len - line);
+    if (end == NULL)
+      end = contents + len;
+    /* The same strict reader as the live stream: a damaged line is skipped, never read. */
+    g_autoptr(JsonNode) root = cohort_json_parse_strict(line, end - line, path, 0, NULL);
+    if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root))
+      continue;
+    JsonObject *ev = json_node_get_object(root);
+    const char *id = text(ev, "run_id"), *name = text(ev, "event");
+    if (id == NULL || name == NULL)
+      continue;
+    CohortPastRun *run = g_hash_table_lookup(by_id, id);
+    if (run == NULL) {
+      run = past_run_new(id);
+      g_ptr_array_add(runs, run);
+      g_hash_table_insert(by_id, run->id, run);
+    }
+    take_event(run, ev, name);
+  }
+  return runs;
+}
+
+static void load_in_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancel)
+{
+  (void)source;
+  (void)cancel;
+  GError *error = NULL;
+  GPtrArray *runs = cohort_past_runs_load(data, &error);
+  if (runs == NULL)
+    g_task_return_error(task, error);
+  else
+    g_task_return_pointer(task, runs, (GDestroyNotify)g_ptr_array_unref);
+}
+
+typedef struct {
+  CohortPastRunsCallback callback;
+  gpointer data;
+} LoadCall;
+
+static void on_loaded(GObject *source, GAsyncResult *res, gpointer data)
+{
+  (void)source;
+  LoadCall *call = data;
+  GError *error = NULL;
+  GPtrArray *runs = g_task_propagate_pointer(G_TASK(res), &error);
+  if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    call->callback(runs, error, call->data);
+  else
+    g_clear_error(&error);
+  g_free(call);
+}
+
+void cohort_past_runs_load_async(const char *path, GCancellable *cancel,
+                                 CohortPastRunsCallback callback, gpointer data)
+{
+  LoadCall *call = g_new0(LoadCall, 1);
+  call->callback = callback;
+  call->data = data;
+  g_autoptr(GTask) task = g_task_new(NULL, cancel, on_loaded, call);
+  g_task_set_task_data(task, g_strdup(path), g_free);
+  g_task_set_return_on_cancel(task, TRUE);
+  g_task_run_in_thread(task, load_in_thread);
+}
+
+char *cohort_past_run_title(const CohortPastRun *run)
+{
+  g_autoptr(GDateTime) t = g_date_time_new_from_unix_local((gint64)run->started);
+  g_autofree char *when = t != NULL ? g_date_time_format(t, "%x %X") : g_strdup("?");
+  return g_strdup_printf(_("%s, %s"), run->name != NULL ? run->name : run->id, when);
+}

@@ -1,0 +1,204 @@
+/* Starting a run from the window: Start asks first when the workspace already holds a run
+ * (the engine refuses to mix two runs' checkpoints, and that refusal should be a question
+ * here, not a failed run), Resume continues the last one, and the engine's command line gets
+ * the window's session options (the control channel, no human progress output on a pipe
+ * nobody reads as a terminal, --resume auto). */
+#include "ui/window-private.h"
+
+#include <errno.h>
+#include <glib/gi18n.h>
+#include <string.h>
+
+#include "engine/checkpoint.h"
+#include "ui/launch-check.h"
+#include "ui/programs.h"
+
+char *cohort_window_fresh_workspace(const char *workspace)
+{
+  g_autofree char *base = g_strdup(workspace);
+  while (g_str_has_suffix(base, G_DIR_SEPARATOR_S) && strlen(base) > 1)
+    base[strlen(base) - 1] = '\0';
+  /* runs/x-2 becomes runs/x-3, not runs/x-2-2. */
+  gint64 n = 1;
+  char *dash = strrchr(base, '-');
+  guint64 k;
+  if (dash != NULL && dash[1] != '\0' &&
+      g_ascii_string_to_unsigned(dash + 1, 10, 2, G_MAXINT, &k, NULL)) {
+    n = (gint64)k;
+    *dash = '\0';
+  }
+  for (;;) {
+    char *candidate = g_strdup_printf("%s-%" G_GINT64_FORMAT, base, ++n);
+    g_autofree char *resolved = cohort_resolve_path(candidate);
+    if (!g_file_test(resolved, G_FILE_TEST_EXISTS))
+      return candidate;
+    g_free(candidate);
+  }
+}
+
+/* The launch command with the window's session options: the control channel on fd 4 (given to
+ * whichever program reads --progress-fd: cohort-run passes both to rank 0), --quiet for the
+ * engine (its human progress lines would repeat the events in the log), --resume auto. */
+static GStrv session_argv(char **argv, gboolean resume)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+  g_autofree char *control = g_strdup_printf("%d", COHORT_RUN_CONTROL_FD);
+  for (guint i = 0; argv[i] != NULL; i++) {
+    g_strv_builder_add(b, argv[i]);
+    if (g_str_equal(argv[i], "--progress-fd") && argv[i + 1] != NULL) {
+      g_strv_builder_add_many(b, argv[++i], "--control-fd", control, NULL);
+    }
+  }
+  g_strv_builder_add(b, "--quiet");
+  if (resume)
+    g_strv_builder_add_many(b, "--resume", "auto", NULL);
+  return g_strv_builder_end(b);
+}
+
+gboolean cohort_window_launch(CohortWindow *win, CohortLaunchMode mode, GError **error)
+{
+  if (mode == COHORT_LAUNCH_NEW_FOLDER) {
+    g_autofree char *fresh =
+        cohort_window_fresh_workspace(cohort_config_form_get_config(win->form)->workspace_dir);
+    cohort_config_form_set_text(win->form, "workspace_dir", fresh);
+    g_autofree char *msg = g_strdup_printf(_("A new run in “%s”"), fresh);
+    cohort_window_toast(win, msg, NULL);
+  }
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
+  if (g_mkdir_with_parents(ws, 0755) != 0) {
+    int e = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), _("%s: cannot create: %s"), ws,
+                g_strerror(e));
+    return FALSE;
+  }
+  g_autofree char *config_path = g_build_filename(ws, "run.json", NULL);
+  if (!cohort_config_save_file(cfg, config_path, error))
+    return FALSE;
+  g_auto(GStrv) plan = cohort_ui_launch_argv(cfg, config_path, MAX(win->gpus, 0), error);
+  if (plan == NULL)
+    return FALSE;
+  g_auto(GStrv) argv = session_argv(plan, mode == COHORT_LAUNCH_RESUME);
+  cohort_window_save_last(win);
+
+  cohort_run_page_reset(win->run_page);
+  g_autofree char *joined = g_strjoinv(" ", argv);
+  g_autofree char *line = g_strdup_printf("$ %s", joined);
+  cohort_run_page_append_log(win->run_page, line);
+  if (!cohort_run_start(win->run, (const char *const *)argv, NULL, error))
+    return FALSE;
+  g_free(win->run_workspace);
+  win->run_workspace = g_steal_pointer(&ws);
+  g_clear_pointer(&win->model_path, g_free);
+  win->pending_requests = 0;
+  win->status_is_summary = FALSE;
+  cohort_run_page_set_live(win->run_page, TRUE);
+  cohort_run_page_set_ended(win->run_page, FALSE);
+  cohort_run_page_set_current_run(win->run_page, NULL);
+  cohort_run_page_set_status(win->run_page, mode == COHORT_LAUNCH_RESUME
+                                                ? _("Resuming from the last checkpoint…")
+                                                : _("Starting…"));
+  gtk_stack_set_visible_child_name(GTK_STACK(win->stack), "run");
+  cohort_window_update_state(win);
+  return TRUE;
+}
+
+static void report(CohortWindow *win, GError *error)
+{
+  g_autofree char *msg = g_strdup_printf(_("Could not start: %s"), error->message);
+  cohort_window_show_banner(win, msg);
+}
+
+static void on_existing_answer(AdwMessageDialog *dialog, const char *response, CohortWindow *win)
+{
+  (void)dialog;
+  win->question = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean ok = TRUE;
+  if (g_str_equal(response, "resume"))
+    ok = cohort_window_launch(win, COHORT_LAUNCH_RESUME, &error);
+  else if (g_str_equal(response, "new-folder"))
+    ok = cohort_window_launch(win, COHORT_LAUNCH_NEW_FOLDER, &error);
+  if (!ok)
+    report(win, error);
+}
+
+/* The step of the workspace's newest checkpoint, or -1 when it cannot be read. */
+static gint64 latest_step(const char *workspace)
+{
+  g_autofree char *ws = cohort_resolve_path(workspace);
+  g_autofree char *latest = cohort_checkpoint_find_latest(ws);
+  CohortTrainState st;
+  if (latest == NULL || !cohort_checkpoint_read_state(latest, &st, NULL, NULL))
+    return -1;
+  return st.step;
+}
+
+static void ask_existing(CohortWindow *win)
+{
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_autofree char *fresh = cohort_window_fresh_workspace(cfg->workspace_dir);
+  gint64 step = latest_step(cfg->workspace_dir);
+  /* A run that already went as far as these settings ask is better started over; one that
+   * stopped early (or whose step limit was raised) is better resumed. */
+  gboolean done = step >= 0 && cfg->max_steps > 0 && step >= cfg->max_steps;
+  g_autofree char *latest = step >= 0 ? g_strdup_printf(_("The latest is at step %lld of %d."),
+                                                        (long long)step, cfg->max_steps)
+                                      : g_strdup("");
+  g_autofree char *body = g_strdup_printf(
+      ngettext("The workspace “%s” holds %u checkpoint of an earlier run. %s Resume that run "
+               "from its last checkpoint, or start a new run in a new folder, “%s”; the "
+               "earlier run stays as it is.",
+               "The workspace “%s” holds %u checkpoints of an earlier run. %s Resume that run "
+               "from its last checkpoint, or start a new run in a new folder, “%s”; the "
+               "earlier run stays as it is.",
+               win->checkpoints),
+      cfg->workspace_dir, win->checkpoints, latest, fresh);
+  GtkWidget *d = adw_message_dialog_new(
+      GTK_WINDOW(win), done ? _("Start a New Run?") : _("Resume the Earlier Run?"), body);
+  adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "new-folder",
+                                   _("Start _Over in a New Folder"), "resume", _("_Resume"), NULL);
+  const char *suggested = done ? "new-folder" : "resume";
+  adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), suggested,
+                                             ADW_RESPONSE_SUGGESTED);
+  adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), suggested);
+  adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+  g_signal_connect(d, "response", G_CALLBACK(on_existing_answer), win);
+  win->question = d;
+  gtk_window_present(GTK_WINDOW(d));
+}
+
+/* FALSE with the status line's reason when Start (or Resume) is off. */
+static gboolean ready(CohortWindow *win, const char *action, GError **error)
+{
+  if (cohort_window_action_enabled(win, action))
+    return TRUE;
+  g_set_error(error, COHORT_UI_ERROR, COHORT_UI_ERROR_FAILED, "%s",
+              gtk_label_get_text(GTK_LABEL(win->status_label)));
+  return FALSE;
+}
+
+gboolean cohort_window_start(CohortWindow *win, GError **error)
+{
+  /* Files may have changed since the last edit: check again. */
+  g_clear_pointer(&win->checked, g_free);
+  cohort_window_count_checkpoints(win);
+  cohort_window_update_state(win);
+  if (!ready(win, "start", error))
+    return FALSE;
+  if (win->checkpoints > 0) {
+    ask_existing(win);
+    return TRUE;
+  }
+  return cohort_window_launch(win, COHORT_LAUNCH_FRESH, error);
+}
+
+gboolean cohort_window_resume(CohortWindow *win, GError **error)
+{
+  g_clear_pointer(&win->checked, g_free);
+  cohort_window_count_checkpoints(win);
+  cohort_window_update_state(win);
+  if (!ready(win, "resume", error))
+    return FALSE;
+  return cohort_window_launch(win, COHORT_LAUNCH_RESUME, error);
+}
