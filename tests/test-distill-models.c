@@ -81,9 +81,9 @@ static void randomise_buffers(CohortModel *m, guint32 seed)
       seed = seed * 1664525u + 1013904223u;
       float u = (float)((seed >> 8) * (1.0 / 16777216.0));
       float *v = &m->buffer_data[t->offset + k];
-      *v = g_str_has_suffix(t->name, "running_mean") ? u - 0.5f
+      *v = g_str_has_suffix(t->name, "running_mean")  ? u - 0.5f
            : g_str_has_suffix(t->name, "running_var") ? 0.5f + u
-                                                       : 7.0f;
+                                                      : 7.0f;
     }
   }
 }
