@@ -612,6 +612,7 @@ static void test_presets(void)
 {
   check_preset("distill-tiny-gpt", "tiny-gpt", (const char *[]){NULL});
   check_preset("distill-tiny-dit", "tiny-dit", (const char *[]){NULL});
+  check_preset("distill-tiny-resnet", "tiny-resnet", (const char *[]){NULL});
 }
 
 /* The two teachers the tests distil from, trained here in a few seconds. */
