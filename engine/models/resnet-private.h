@@ -52,15 +52,19 @@ typedef struct {
   int last_side;   /* the last stage's side */
   size_t max_act;  /* floats of the largest activation, for the backward scratch */
   int max_c;       /* the most channels of any BatchNorm */
-  gboolean forward_only; /* created frozen: shared forward buffers, no backward scratch */
+
+  /* Created frozen (a distillation teacher): forward buffers shared, no backward scratch. */
+  gboolean forward_only;
 
   /* activations and scratch (backend memory), for max_batch images */
   void *act_mem;
   float *img;
   int *labels;
   float *pooled, *logits, *lse, *losses; /* [B, feat], [B, K], [B], [B] */
-  float *dlogits, *dpooled;    /* NULL when forward_only, as are da, db, dh and sums */
-  float *da, *db, *dh, *dconv; /* [max_act] each; forward uses dconv for the shortcut */
+  /* dlogits, dpooled, da, db, dh and sums are NULL when forward_only; dconv holds the
+   * downsampling shortcut's output in forward */
+  float *dlogits, *dpooled;
+  float *da, *db, *dh, *dconv; /* [max_act] each */
   float *sums;                 /* [2 max_c]: BatchNorm backward's two per-channel sums */
   float *ones;                 /* [n_bn] of 1: what each training forward adds to the counters */
 
