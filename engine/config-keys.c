@@ -207,14 +207,14 @@ static const KeyRow rows[] = {
     ROWM(distill_temperature, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
          "Softmax temperature of the teacher's and the student's distributions; the KL term "
          "is multiplied by its square.",
-         "2.0", "gpt"),
+         "2.0", "gpt,resnet"),
     ROWM(distill_cfg_scale, DOUBLE, "training", NULL, 0, 100, NULL,
          "Classifier-free guidance of the teacher's velocity that the student learns: 1 "
          "distils the conditional velocity, larger values distil guidance into one pass.",
          "1.0", "dit"),
     ROW(student_init, CHOICE, "training", student_init_choices, 0, 0, NULL,
         "How the student starts: the family's random initialisation (or init_from), or a copy "
-        "of every k-th block of a teacher of the same width.",
+        "of every k-th block of a teacher of the same width (gpt and dit only).",
         "random"),
 
     /* output */

@@ -49,6 +49,11 @@ gboolean cohort_distill_check_config(const CohortConfig *cfg, const char *source
                         "%s: key \"teacher_from\": model \"%s\" cannot be distilled in this "
                         "build; allowed: \"\"",
                         src, k->name);
+  if (k && !k->copies_blocks && cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS)
+    return config_error(error,
+                        "%s: key \"student_init\": \"teacher_layers\" is not allowed for model "
+                        "\"%s\" (its blocks change shape with depth); allowed: \"random\"",
+                        src, k->name);
   return TRUE;
 }
 
@@ -171,6 +176,11 @@ gboolean cohort_distill_copy_teacher_layers(CohortModel *student, int ls,
                         "its blocks from a %s teacher of %d; allowed: a teacher of the same "
                         "family at least as deep",
                         student->klass->name, ls, teacher->klass->name, lt);
+  if (!student->klass->copies_blocks)
+    return config_error(error,
+                        "student_init \"teacher_layers\": the %s family's blocks change shape "
+                        "with depth; allowed: student_init \"random\"",
+                        student->klass->name);
   g_autofree float *tbuf = NULL, *sbuf = g_new(float, MAX(student->n_params, 1));
   const float *tp = cohort_model_params_host(teacher, &tbuf);
   cohort_model_download_params(student, sbuf);

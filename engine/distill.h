@@ -51,9 +51,9 @@ struct CohortDistill {
 void cohort_distill_settings_from_config(const CohortConfig *cfg, CohortDistillSettings *out);
 
 /* The rules of distillation that involve several keys, checked when a run starts (not on
- * load, so a preset can be edited key by key): student_init teacher_layers needs teacher_from
- * and no init_from, and the student's family must be one that distils. `source` names the
- * config in messages. */
+ * load, so a preset can be edited key by key): student_init teacher_layers needs teacher_from,
+ * no init_from and a family whose class copies_blocks, and the student's family must be one
+ * that distils. `source` names the config in messages. */
 gboolean cohort_distill_check_config(const CohortConfig *cfg, const char *source, GError **error);
 
 /* The distiller of `student` from `teacher` (same family, same backend): the family's
@@ -78,8 +78,9 @@ CohortDistill *cohort_logits_distill_new(CohortModel *student, CohortModel *teac
  * (every k-th block when the depths divide), and every tensor outside the blocks (embeddings,
  * final norm, head) the teacher's tensor of the same name. A block is the tensors whose table
  * `layer` is l, matched in table order. The student needs the teacher's width: a tensor whose
- * shapes differ is an error naming it and both shapes; a deeper student than its teacher is an
- * error too. Buffers stay as init_weights made them. Nothing changes on error. */
+ * shapes differ is an error naming it and both shapes; a deeper student than its teacher, or a
+ * family whose class does not copies_blocks, is an error too. Buffers stay as init_weights
+ * made them. Nothing changes on error. */
 gboolean cohort_distill_copy_teacher_layers(CohortModel *student, int student_layers,
                                             const CohortModel *teacher, int teacher_layers,
                                             GError **error);

@@ -184,6 +184,10 @@ struct CohortModelClass {
   /* The family's distiller: cohort_logits_distill_new for logits families. Optional. */
   CohortDistill *(*distill_new)(CohortModel *student, CohortModel *teacher,
                                 const CohortDistillSettings *settings, GError **error);
+  /* student_init teacher_layers applies: the blocks (table `layer` 0 … n_layer − 1) are
+   * alike, so a shallower student of the teacher's width can take every k-th of them. FALSE
+   * where depth changes the shapes (a ResNet's stages). */
+  gboolean copies_blocks;
 };
 
 /* The registered families, NULL-terminated, in a stable order. */

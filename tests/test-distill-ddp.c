@@ -1,14 +1,17 @@
 /* Distillation under data parallelism (suite dist, loopback only): every rank runs the teacher
  * on its own micro-batch, and N ranks with per-process batch b end with the weights of one
- * process with batch N·b, for a GPT (KL to the teacher's logits) and a DiT (the teacher's
- * guided velocity, with label dropout). The `ranks` event reports each rank's teacher memory,
- * the figure the start event gives. Tolerance as in tests/test-ddp.c: a thousandth of the
- * distance AdamW can move a weight in the run (lr · steps). */
+ * process with batch N·b, for a GPT (KL to the teacher's logits), a DiT (the teacher's
+ * guided velocity, with label dropout) and a ResNet (KL to the logits of a teacher in
+ * evaluation mode, the student's BatchNorm synchronised: without sync_batchnorm each rank
+ * normalises its own batch, and N ranks differ from one process by design). The `ranks` event
+ * reports each rank's teacher memory, the figure the start event gives. Tolerance as in
+ * tests/test-ddp.c: a thousandth of the distance AdamW can move a weight in the run (lr · steps).
+ */
 #include "test-util.h"
 #include "train-run.h"
 
 static char *root;
-static char *gpt_teacher, *dit_teacher;
+static char *gpt_teacher, *dit_teacher, *resnet_teacher;
 
 static const char *const gpt_sets[] = {
     "n_layer=1",
@@ -33,6 +36,27 @@ static const char *const dit_sets[] = {
     "warmup_steps=1",    "eval_every=0",        "sample_every=0",
     "save_every=0",      "threads=1",           "timeout_s=60",
     "distill_alpha=0.7", "distill_cfg_scale=2", NULL,
+};
+
+static const char *const resnet_sets[] = {
+    "model=resnet",
+    "data_format=images",
+    "train_data=builtin:glyphs/train",
+    "val_data=",
+    "image_size=16",
+    "n_layer=8",
+    "resnet_width=4",
+    "augment=crop",
+    "sync_batchnorm=true",
+    "warmup_steps=1",
+    "eval_every=0",
+    "sample_every=0",
+    "save_every=0",
+    "threads=1",
+    "timeout_s=60",
+    "distill_alpha=0.6",
+    "distill_temperature=2",
+    NULL,
 };
 
 static RunResult train(int nproc, const char *ws, const char *const *base, const char *const *extra,
@@ -109,6 +133,11 @@ static void test_dit_equivalence(void)
   check_equivalence(dit_sets, dit_teacher, 4);
 }
 
+static void test_resnet_equivalence(void)
+{
+  check_equivalence(resnet_sets, resnet_teacher, 4);
+}
+
 static void test_ranks_report_teacher(void)
 {
   g_autofree char *ws = g_build_filename(root, "ranks", NULL);
@@ -159,11 +188,16 @@ int main(int argc, char **argv)
   dit_teacher = train_teacher(
       "dit-teacher", dit_sets,
       (const char *[]){"n_layer=2", "n_embd=32", "batch_size=8", "max_steps=20", NULL});
+  resnet_teacher =
+      train_teacher("resnet-teacher", resnet_sets,
+                    (const char *[]){"n_layer=14", "resnet_width=8", "batch_size=8",
+                                     "optimizer=sgd", "learning_rate=0.05", "max_steps=10", NULL});
   g_test_add_func("/distill-ddp/gpt-2-ranks-equal-1", test_gpt_equivalence);
   g_test_add_func("/distill-ddp/dit-2-ranks-equal-1", test_dit_equivalence);
+  g_test_add_func("/distill-ddp/resnet-2-ranks-equal-1", test_resnet_equivalence);
   g_test_add_func("/distill-ddp/ranks-report-teacher", test_ranks_report_teacher);
   int status = g_test_run();
   tu_rm_rf(root);
-  g_free(root), g_free(gpt_teacher), g_free(dit_teacher);
+  g_free(root), g_free(gpt_teacher), g_free(dit_teacher), g_free(resnet_teacher);
   return status;
 }

@@ -4,13 +4,17 @@
  *    with a longer context than the student, at temperatures 1 and 2.5;
  *  - DiT: the velocity distillation loss (plain and classifier-free-guided teacher velocity,
  *    a teacher of another width, depth and patch size), parts and gradients likewise;
+ *  - ResNet: a ResNet-8 student in training mode (batch statistics) against a ResNet-14 teacher
+ *    of another width in evaluation mode (running statistics), parts and gradients likewise;
+ *    a teacher loaded from a folder has the folder's BatchNorm statistics (they change its
+ *    logits); teacher_layers is refused for it;
  *  - alpha 0 is plain training, bit for bit; a student identical to its teacher at alpha 1 has
  *    a loss and gradients of exactly 0;
  *  - the teacher: no gradient buffer, memory = weights + buffers + activations (and the heap
  *    grows by that, 4 bytes a parameter less than a trainable model), weights and buffers
  *    bit-identical after distillation steps with AdamW on the student;
  *  - student_init teacher_layers: which teacher block each student block gets, and the errors
- *    for a deeper or wider student. */
+ *    for a deeper or wider student, or a ResNet. */
 #include <malloc.h>
 #include <string.h>
 
@@ -18,6 +22,8 @@
 #include "engine/distill.h"
 #include "engine/model-io.h"
 #include "engine/models/dit.h"
+#include "engine/models/resnet.h"
+#include "engine/teacher.h"
 #include "engine/optim.h"
 #include "kernels/backend.h"
 
@@ -39,6 +45,47 @@ static CohortConfig *dit_cfg(int L, int H, int C, int patch)
   cfg->n_layer = L, cfg->n_head = H, cfg->n_embd = C, cfg->patch_size = patch;
   cfg->image_size = 8, cfg->image_channels = 1, cfg->num_classes = 3;
   return cfg;
+}
+
+enum { RB = 6, RS = 16, RD = RS * RS, RK = 5 };
+static float r_images[RB * RD];
+static const int r_labels[RB] = {0, 1, 2, 3, 4, 2};
+
+static CohortConfig *resnet_cfg(int n_layer, int width)
+{
+  CohortConfig *cfg = cohort_config_new();
+  g_free(cfg->model);
+  cfg->model = g_strdup("resnet");
+  cfg->data_format = COHORT_DATA_IMAGES;
+  cfg->n_layer = n_layer, cfg->resnet_width = width, cfg->bn_momentum = 0.3;
+  cfg->image_size = RS, cfg->image_channels = 1, cfg->num_classes = RK;
+  return cfg;
+}
+
+static CohortBatch *resnet_batch(void)
+{
+  CohortBatch *b = cohort_batch_new(RB, 0, 1, RS, RS);
+  b->B = RB;
+  memcpy(b->images, r_images, sizeof r_images);
+  memcpy(b->labels, r_labels, sizeof r_labels);
+  return b;
+}
+
+/* Running means of both signs and variances away from 1, so evaluation mode is not the
+ * initial identity; the counters at 7. */
+static void randomise_buffers(CohortModel *m, guint32 seed)
+{
+  for (guint i = 0; i < m->n_buffers; i++) {
+    const CohortTensorInfo *t = &m->buffers[i];
+    for (size_t k = 0; k < t->numel; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      float u = (float)((seed >> 8) * (1.0 / 16777216.0));
+      float *v = &m->buffer_data[t->offset + k];
+      *v = g_str_has_suffix(t->name, "running_mean")  ? u - 0.5f
+           : g_str_has_suffix(t->name, "running_var") ? 0.5f + u
+                                                      : 7.0f;
+    }
+  }
 }
 
 static CohortModel *make(const CohortConfig *cfg, int B, gboolean frozen, guint64 seed)
@@ -208,6 +255,54 @@ static void test_dit_against_torch(void)
   dit_case(1.0, 4.0);
 }
 
+static void resnet_case(double alpha, double tau)
+{
+  g_autoptr(CohortConfig) tc = resnet_cfg(14, 12);
+  g_autoptr(CohortConfig) sc = resnet_cfg(8, 8);
+  g_autoptr(CohortModel) teacher = make(tc, RB, TRUE, 31);
+  g_autoptr(CohortModel) student = make(sc, RB, FALSE, 32);
+  randomise(teacher, 11, 0.3f);
+  randomise(student, 12, 0.3f);
+  randomise_buffers(teacher, 13);
+  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
+  g_autoptr(CohortBatch) batch = resnet_batch();
+  double parts[COHORT_DISTILL_N_PARTS];
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("cohort-distill-resnet-XXXXXX", &error);
+  /* the student's file before the forward: it updates the running statistics, which the
+   * reference's training-mode forward does not read */
+  g_autofree char *sp = save(student, dir, "student.safetensors");
+  g_autofree char *tp = save(teacher, dir, "teacher.safetensors");
+  cohort_model_zero_grad(student);
+  float loss = cohort_distill_forward(d, batch, parts);
+  cohort_distill_backward(d, 1.0f);
+
+  g_autoptr(GString) spec = g_string_new(NULL);
+  g_string_printf(spec,
+                  "{\"mode\": \"resnet\", \"B\": %d, \"image_size\": %d, \"channels\": 1, "
+                  "\"num_classes\": %d, \"bn_momentum\": 0.3, \"alpha\": %.17g, \"tau\": %.17g, "
+                  "\"student\": \"%s\", \"teacher\": \"%s\", \"student_shape\": [1, 8], "
+                  "\"teacher_shape\": [2, 12], ",
+                  RB, RS, RK, alpha, tau, sp, tp);
+  names_json(spec, student);
+  g_autoptr(GByteArray) in = g_byte_array_new();
+  g_byte_array_append(in, (const guint8 *)r_images, sizeof r_images);
+  g_byte_array_append(in, (const guint8 *)r_labels, sizeof r_labels);
+  size_t n_ref = 0;
+  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
+  compare(student, parts, loss, ref, n_ref);
+  g_unlink(sp), g_unlink(tp), g_rmdir(dir);
+}
+
+static void test_resnet_against_torch(void)
+{
+  if (!ref_have_torch())
+    return;
+  resnet_case(0.7, 2.0);
+  resnet_case(0.3, 1.0);
+  resnet_case(1.0, 4.0);
+}
+
 /* alpha 0: the distiller's loss and gradients are the plain forward's and backward's. */
 static void test_alpha_zero_is_plain(void)
 {
@@ -238,6 +333,23 @@ static void test_alpha_zero_is_plain(void)
   cohort_distill_backward(dd, 0.5f);
   g_assert_cmpfloat(plain, ==, mixed);
   g_assert_cmpmem(d1->grads, d1->n_params * 4, d2->grads, d2->n_params * 4);
+
+  g_autoptr(CohortConfig) rc = resnet_cfg(8, 8), rtc = resnet_cfg(14, 8);
+  g_autoptr(CohortModel) rt = make(rtc, RB, TRUE, 7);
+  g_autoptr(CohortModel) r1 = make(rc, RB, FALSE, 8), r2 = make(rc, RB, FALSE, 8);
+  randomise_buffers(rt, 3);
+  g_autoptr(CohortDistill) rd = distiller(r2, rt, 0, 2, 1);
+  g_autoptr(CohortBatch) rb = resnet_batch();
+  cohort_model_zero_grad(r1), cohort_model_zero_grad(r2);
+  plain = r1->ops->forward(r1, rb, COHORT_FORWARD_TRAIN);
+  r1->ops->backward(r1, 0.5f);
+  mixed = cohort_distill_forward(rd, rb, parts);
+  cohort_distill_backward(rd, 0.5f);
+  g_assert_cmpfloat(plain, ==, mixed);
+  g_assert_cmpmem(r1->grads, r1->n_params * 4, r2->grads, r2->n_params * 4);
+  g_assert_cmpmem(r1->buffer_data, r1->n_buffer_floats * 4, r2->buffer_data,
+                  r2->n_buffer_floats * 4);
+  g_assert_cmpfloat(parts[COHORT_DISTILL_PART_TEACHER], >, 0);
 }
 
 static gboolean all_zero(const float *v, size_t n)
@@ -274,6 +386,72 @@ static void test_identical_teacher(void)
                     0);
   cohort_distill_backward(dd, 1.0f);
   g_assert_true(all_zero(ds->grads, ds->n_params));
+}
+
+/* Sets the teacher's running statistics to the statistics training mode normalises `batch`
+ * with in each BatchNorm layer: a training forward at momentum 1 leaves the batch mean and the
+ * unbiased variance m2 / (n − 1); times (n − 1) / n it is the variance training divides by, n
+ * being batch × side² of the layer (the side halves at stages 2 and 3). */
+static void running_from_batch(CohortModel *teacher, const CohortConfig *cfg,
+                               const CohortBatch *batch)
+{
+  g_autoptr(CohortConfig) c1 = cohort_config_copy(cfg);
+  c1->bn_momentum = 1;
+  g_autoptr(CohortModel) probe = make(c1, RB, FALSE, 1);
+  cohort_model_upload_params(probe, teacher->params);
+  probe->ops->forward(probe, batch, COHORT_FORWARD_TRAIN);
+  for (guint i = 0; i < probe->n_buffers; i++) {
+    const CohortTensorInfo *t = &probe->buffers[i];
+    int stage = 1;
+    if (sscanf(t->name, "layer%d.", &stage) != 1)
+      stage = 1;
+    double n = (double)batch->B * (RS >> (stage - 1)) * (RS >> (stage - 1));
+    gboolean var = g_str_has_suffix(t->name, "running_var");
+    for (size_t k = 0; k < t->numel; k++)
+      teacher->buffer_data[t->offset + k] =
+          (float)(probe->buffer_data[t->offset + k] * (var ? (n - 1) / n : 1.0));
+  }
+}
+
+static double max_abs(const float *v, size_t n)
+{
+  double m = 0;
+  for (size_t i = 0; i < n; i++)
+    m = fmax(m, fabs(v[i]));
+  return m;
+}
+
+/* A ResNet student's teacher of the same weights runs in evaluation mode: with running
+ * statistics that are the batch's own, the teacher term and the gradients at alpha 1 vanish
+ * (to float rounding: the two modes compute the same normalisation in different orders, and
+ * the KL of nearly equal rows is a difference of nearly equal sums); with other running
+ * statistics they do not. */
+static void test_identical_resnet_teacher(void)
+{
+  g_autoptr(CohortConfig) rc = resnet_cfg(8, 8);
+  g_autoptr(CohortModel) rt = make(rc, RB, TRUE, 5), rs = make(rc, RB, FALSE, 6);
+  randomise(rt, 2, 0.3f);
+  cohort_model_upload_params(rs, rt->params);
+  g_autoptr(CohortBatch) batch = resnet_batch();
+  double parts[COHORT_DISTILL_N_PARTS];
+  g_autoptr(CohortDistill) d = distiller(rs, rt, 1, 2, 1);
+  /* the initial running statistics (mean 0, variance 1): not the batch's */
+  cohort_model_zero_grad(rs);
+  double far = cohort_distill_forward(d, batch, parts);
+  cohort_distill_backward(d, 1.0f);
+  double far_grad = max_abs(rs->grads, rs->n_params);
+  running_from_batch(rt, rc, batch);
+  cohort_model_zero_grad(rs);
+  double near = cohort_distill_forward(d, batch, parts);
+  cohort_distill_backward(d, 1.0f);
+  double near_grad = max_abs(rs->grads, rs->n_params);
+  g_test_message("teacher term %.3g, largest gradient %.3g; with the batch's statistics %.3g, "
+                 "%.3g",
+                 far, far_grad, near, near_grad);
+  g_assert_cmpfloat(far, >, 1e-3);
+  g_assert_cmpfloat(far_grad, >, 1e-3);
+  g_assert_cmpfloat(fabs(near), <, 1e-5 * far); /* the KL kernel's float rounding: ~1e-8 */
+  g_assert_cmpfloat(near_grad, <, 1e-5 * far_grad);
 }
 
 static size_t heap_in_use(void)
@@ -331,6 +509,18 @@ static void check_frozen(const CohortConfig *cfg, int B)
     const float *a = frozen->ops->logits(frozen, &rows, &classes);
     const float *c = normal->ops->logits(normal, &rows, &classes);
     g_assert_cmpmem(a, (size_t)rows * classes * 4, c, (size_t)rows * classes * 4);
+  } else if (g_str_equal(cfg->model, "resnet")) {
+    g_autofree float *la = g_new(float, RB *RK), *lb = g_new(float, RB *RK);
+    randomise_buffers(frozen, 4);
+    cohort_model_upload_buffers(normal, frozen->buffer_data);
+    for (int mode = 0; mode < 2; mode++) { /* TRAIN, EVAL: both run on the shared buffers */
+      float lf = cohort_resnet_forward_given(frozen, r_images, r_labels, RB, mode, NULL);
+      float ln = cohort_resnet_forward_given(normal, r_images, r_labels, RB, mode, NULL);
+      g_assert_cmpfloat(lf, ==, ln);
+      cohort_resnet_logits(frozen, la);
+      cohort_resnet_logits(normal, lb);
+      g_assert_cmpmem(la, RB * RK * 4, lb, RB * RK * 4);
+    }
   } else {
     g_autofree float *va = g_new(float, DB *DD), *vb = g_new(float, DB *DD);
     cohort_dit_velocity(frozen, x_t, tt, labels, DB, va);
@@ -347,6 +537,8 @@ static void test_teacher_frozen(void)
   check_frozen(gc, 8);
   g_autoptr(CohortConfig) dc = dit_cfg(3, 2, 64, 2);
   check_frozen(dc, DB);
+  g_autoptr(CohortConfig) rc = resnet_cfg(20, 16);
+  check_frozen(rc, RB);
 }
 
 /* Distillation steps with AdamW on the student leave the teacher as it was, bit for bit. */
@@ -385,6 +577,65 @@ static void test_teacher_unchanged(void)
   }
   g_assert_cmpmem(dp, dt->n_params * 4, dt->params, dt->n_params * 4);
   g_assert_cmpmem(db, dt->n_buffer_floats * 4, dt->buffer_data, dt->n_buffer_floats * 4);
+
+  /* a ResNet teacher in evaluation mode: its running statistics and counters stay */
+  g_autoptr(CohortConfig) rtc = resnet_cfg(14, 8), rsc = resnet_cfg(8, 4);
+  g_autoptr(CohortModel) rt = make(rtc, RB, TRUE, 5), rs = make(rsc, RB, FALSE, 6);
+  randomise_buffers(rt, 5);
+  g_autofree float *rp = g_memdup2(rt->params, rt->n_params * 4);
+  g_autofree float *rbuf = g_memdup2(rt->buffer_data, rt->n_buffer_floats * 4);
+  g_autoptr(CohortDistill) rd = distiller(rs, rt, 0.5, 2, 1);
+  g_autoptr(CohortBatch) rb = resnet_batch();
+  for (int step = 0; step < 2; step++) {
+    cohort_distill_forward(rd, rb, parts);
+    cohort_distill_backward(rd, 1.0f);
+  }
+  g_assert_cmpmem(rp, rt->n_params * 4, rt->params, rt->n_params * 4);
+  g_assert_cmpmem(rbuf, rt->n_buffer_floats * 4, rt->buffer_data, rt->n_buffer_floats * 4);
+  const CohortTensorInfo *nbt = cohort_model_find_buffer(rs, "bn1.num_batches_tracked");
+  g_assert_cmpfloat(rs->buffer_data[nbt->offset], ==, 2); /* the student's did count */
+}
+
+/* A ResNet teacher read from a model folder (engine/teacher.c) holds the folder's running
+ * statistics and gives the saved model's evaluation logits, bit for bit; the same weights with
+ * the initial statistics give other logits, so the statistics are what is checked. */
+static void test_resnet_teacher_buffers(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortConfig) tc = resnet_cfg(14, 8);
+  g_autoptr(CohortModel) src = make(tc, RB, FALSE, 41);
+  randomise(src, 14, 0.3f);
+  randomise_buffers(src, 15);
+  g_autofree char *dir = g_dir_make_tmp("cohort-resnet-teacher-XXXXXX", &error);
+  g_autofree char *weights = save(src, dir, "model.safetensors");
+  g_autofree char *cfg_path = g_build_filename(dir, "cohort-config.json", NULL);
+  g_assert_true(cohort_config_save_file(tc, cfg_path, &error));
+  g_autoptr(CohortConfig) sc = resnet_cfg(8, 4);
+  g_free(sc->teacher_from);
+  sc->teacher_from = g_strdup(dir);
+  g_autoptr(CohortTeacher) t = cohort_teacher_load(cpu, sc, NULL, RB, &error);
+  g_assert_no_error(error);
+  CohortModel *tm = t->model;
+  g_assert_true(tm->frozen);
+  g_assert_cmpmem(src->buffer_data, src->n_buffer_floats * 4, tm->buffer_data,
+                  tm->n_buffer_floats * 4);
+  g_autofree float *want = g_new(float, RB *RK), *got = g_new(float, RB *RK);
+  g_autofree float *bare = g_new(float, RB *RK);
+  cohort_resnet_forward_given(src, r_images, r_labels, RB, COHORT_FORWARD_EVAL, NULL);
+  cohort_resnet_logits(src, want);
+  cohort_resnet_forward_given(tm, r_images, r_labels, RB, COHORT_FORWARD_EVAL, NULL);
+  cohort_resnet_logits(tm, got);
+  g_assert_cmpmem(want, RB * RK * 4, got, RB * RK * 4);
+  g_autoptr(CohortModel) unloaded = make(tc, RB, TRUE, 1);
+  cohort_model_upload_params(unloaded, src->params);
+  cohort_resnet_forward_given(unloaded, r_images, r_labels, RB, COHORT_FORWARD_EVAL, NULL);
+  cohort_resnet_logits(unloaded, bare);
+  double diff = 0;
+  for (int i = 0; i < RB * RK; i++)
+    diff = fmax(diff, fabs(bare[i] - want[i]));
+  g_test_message("logits without the folder's statistics differ by up to %.3g", diff);
+  g_assert_cmpfloat(diff, >, 0.1);
+  g_unlink(weights), g_unlink(cfg_path), g_rmdir(dir);
 }
 
 static void assert_same_tensor(const CohortModel *s, const char *sn, const CohortModel *t,
@@ -439,6 +690,26 @@ static void test_teacher_layers(void)
   g_assert_false(cohort_distill_copy_teacher_layers(dp, 1, dt, 3, &error));
   g_test_message("%s", error->message);
   g_assert_nonnull(strstr(error->message, "x_embedder.proj.weight"));
+  g_clear_error(&error);
+
+  /* ResNet stages change width with depth: refused, by the config check and by the copy */
+  g_autoptr(CohortConfig) rtc = resnet_cfg(14, 8), rsc = resnet_cfg(8, 8);
+  g_autoptr(CohortModel) rt = make(rtc, 2, TRUE, 7), rs = make(rsc, 2, FALSE, 8);
+  g_assert_false(cohort_distill_copy_teacher_layers(rs, 8, rt, 14, &error));
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "the resnet family's blocks change shape"));
+  g_clear_error(&error);
+  g_free(rsc->teacher_from);
+  rsc->teacher_from = g_strdup("runs/tiny-resnet");
+  rsc->student_init = COHORT_STUDENT_INIT_TEACHER_LAYERS;
+  g_assert_false(cohort_distill_check_config(rsc, "student.json", &error));
+  g_test_message("%s", error->message);
+  g_assert_cmpstr(error->message, ==,
+                  "student.json: key \"student_init\": \"teacher_layers\" is not allowed for "
+                  "model \"resnet\" (its blocks change shape with depth); allowed: \"random\"");
+  g_clear_error(&error);
+  rsc->student_init = COHORT_STUDENT_INIT_RANDOM;
+  g_assert_true(cohort_distill_check_config(rsc, "student.json", &error));
 }
 
 int main(int argc, char **argv)
@@ -460,12 +731,19 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < DB; i++)
     tt[i] = 0.1f + 0.25f * i;
+  for (int i = 0; i < RB * RD; i++) {
+    r = r * 1664525u + 1013904223u;
+    r_images[i] = (float)((r >> 8) * (1.0 / 16777216.0)) * 2 - 1;
+  }
   g_test_add_func("/distill/gpt-against-torch", test_gpt_against_torch);
   g_test_add_func("/distill/dit-against-torch", test_dit_against_torch);
+  g_test_add_func("/distill/resnet-against-torch", test_resnet_against_torch);
   g_test_add_func("/distill/alpha-zero-is-plain", test_alpha_zero_is_plain);
   g_test_add_func("/distill/identical-teacher", test_identical_teacher);
+  g_test_add_func("/distill/identical-resnet-teacher", test_identical_resnet_teacher);
   g_test_add_func("/distill/teacher-frozen", test_teacher_frozen);
   g_test_add_func("/distill/teacher-unchanged", test_teacher_unchanged);
   g_test_add_func("/distill/teacher-layers", test_teacher_layers);
+  g_test_add_func("/distill/resnet-teacher-buffers", test_resnet_teacher_buffers);
   return g_test_run();
 }

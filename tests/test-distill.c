@@ -7,23 +7,28 @@
  *  - a Hugging Face GPT-2 folder as teacher gives what the Cohort folder of the same weights
  *    gives, and a teacher folder with model-ema.safetensors teaches with the EMA weights;
  *  - a DiT student of a DiT teacher on the glyph set, with guidance distilled;
+ *  - a ResNet-8 student of a trained ResNet-14 teacher on the glyph set: both parts in every
+ *    step event, the teacher's size in the start event, no teacher tensor in the checkpoint,
+ *    the teacher's folder unchanged;
  *  - bad teachers are one clear line and a failed exit: no folder, no config, no weights,
  *    another family, vocabulary, context, image size or classes, guidance from a teacher
- *    without label dropout, teacher_layers without a teacher or with init_from, and a teacher
- *    changed (or dropped) at resume. */
+ *    without label dropout, teacher_layers without a teacher, with init_from or for a ResNet,
+ *    and a teacher changed (or dropped) at resume. */
 #include "test-util.h"
 #include "train-run.h"
 
 #include "data/images.h"
 #include "engine/distill.h"
 #include "engine/model-io.h"
+#include "engine/models/resnet.h"
 #include "engine/presets.h"
 #include "engine/teacher.h"
 #include "kernels/backend.h"
 
-static char *root;        /* everything the tests write */
-static char *gpt_teacher; /* a trained GPT: L2 H2 C32 T32 */
-static char *dit_teacher; /* a trained DiT on glyphs: 16×16, patch 4, L2 C32 */
+static char *root;           /* everything the tests write */
+static char *gpt_teacher;    /* a trained GPT: L2 H2 C32 T32 */
+static char *dit_teacher;    /* a trained DiT on glyphs: 16×16, patch 4, L2 C32 */
+static char *resnet_teacher; /* a trained ResNet-14 of width 8 on glyphs at 16×16 */
 
 static const char *const gpt_sets[] = {
     "n_layer=1",      "n_head=2",       "n_embd=32",    "seq_len=32",
@@ -41,6 +46,26 @@ static const char *const dit_sets[] = {
     "n_head=2",
     "batch_size=8",
     "warmup_steps=2",
+    "eval_every=0",
+    "eval_steps=2",
+    "sample_every=0",
+    "save_every=0",
+    "threads=1",
+    NULL,
+};
+
+static const char *const resnet_sets[] = {
+    "model=resnet",
+    "data_format=images",
+    "train_data=builtin:glyphs/train",
+    "val_data=builtin:glyphs/val",
+    "image_size=16",
+    "n_layer=8",
+    "resnet_width=4",
+    "optimizer=sgd",
+    "learning_rate=0.05",
+    "batch_size=8",
+    "warmup_steps=0",
     "eval_every=0",
     "eval_steps=2",
     "sample_every=0",
@@ -383,6 +408,49 @@ static void test_dit_run(void)
   tu_rm_rf(ws);
 }
 
+static void test_resnet_run(void)
+{
+  g_autofree char *ws = path_in(root, "resnet-student");
+  g_autofree char *events = path_in(root, "resnet-student.jsonl");
+  g_autofree char *teacher_set = g_strdup_printf("teacher_from=%s", resnet_teacher);
+  g_autofree char *before = folder_digest(resnet_teacher);
+  const char *extra[] = {teacher_set,   "distill_alpha=0.6", "distill_temperature=3",
+                         "max_steps=4", "save_every=4",      NULL};
+  RunResult r = train(ws, resnet_sets, extra, NULL, events);
+  g_assert_cmpint(r.status, ==, 0);
+  run_result_clear(&r);
+  g_autoptr(GPtrArray) ev = tu_read_events(events);
+  g_assert_cmpuint(check_steps(ev, 0.6), ==, 4);
+  JsonObject *teacher = json_object_get_object_member(first_event(ev, "start"), "teacher");
+  g_autoptr(CohortConfig) tc = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  const char *tsets[] = {"model=resnet", "n_layer=14", "resnet_width=8", "num_classes=36", NULL};
+  g_assert_true(cohort_config_apply_assignments(tc, tsets, "test", &error));
+  g_assert_cmpint(json_object_get_int_member(teacher, "params"), ==,
+                  cohort_resnet_class.count_params(tc));
+  g_assert_cmpint(json_object_get_int_member(teacher, "bytes"), >,
+                  4 * json_object_get_int_member(teacher, "params"));
+
+  /* the checkpoint: the student's weights and buffers, and SGD's momentum for its weights */
+  g_autofree char *ckpt_model = path_in(ws, "checkpoints/step-00000004/model.safetensors");
+  g_autofree char *student_model = path_in(ws, "model.safetensors");
+  g_autoptr(CohortStFile) cf = cohort_safetensors_open(ckpt_model, &error);
+  g_autoptr(CohortStFile) sf = cohort_safetensors_open(student_model, &error);
+  g_assert_no_error(error);
+  guint n_state = 0, n_student = g_strv_length((char **)cohort_safetensors_names(sf));
+  const char *momentum = "optim.momentum_buffer.";
+  for (const char *const *n = cohort_safetensors_names(cf); *n; n++) {
+    gboolean optim = g_str_has_prefix(*n, momentum);
+    n_state += !optim;
+    g_assert_true(cohort_safetensors_has(sf, optim ? *n + strlen(momentum) : *n));
+    g_assert_false(g_str_has_prefix(*n, "layer1.1.")); /* the teacher has two blocks a stage */
+  }
+  g_assert_cmpuint(n_state, ==, n_student);
+  g_autofree char *after = folder_digest(resnet_teacher);
+  g_assert_cmpstr(before, ==, after);
+  tu_rm_rf(ws);
+}
+
 /* A teacher folder made by hand: `cfg` as cohort-config.json, its model's weights (initialised,
  * or absent), and classes.json with `classes` when given. */
 static char *fake_teacher(const char *name, const CohortConfig *cfg, gboolean weights,
@@ -488,6 +556,9 @@ static void test_bad_teachers(void)
   g_autofree char *nodrop_dir = fake_teacher("no-dropout", nodrop, TRUE, NULL);
   expect_refusal(dit_sets, nodrop_dir, (const char *[]){"distill_cfg_scale=3", NULL},
                  "needs a teacher trained with label dropout");
+  expect_refusal(resnet_sets, resnet_teacher, (const char *[]){"student_init=teacher_layers", NULL},
+                 "key \"student_init\": \"teacher_layers\" is not allowed for model \"resnet\" "
+                 "(its blocks change shape with depth); allowed: \"random\"");
   tu_rm_rf(empty), tu_rm_rf(no_weights), tu_rm_rf(vocab_dir), tu_rm_rf(ctx_dir);
   tu_rm_rf(small_dir), tu_rm_rf(names_dir), tu_rm_rf(nodrop_dir);
 }
@@ -541,6 +612,7 @@ static void test_presets(void)
 {
   check_preset("distill-tiny-gpt", "tiny-gpt", (const char *[]){NULL});
   check_preset("distill-tiny-dit", "tiny-dit", (const char *[]){NULL});
+  check_preset("distill-tiny-resnet", "tiny-resnet", (const char *[]){NULL});
 }
 
 /* The two teachers the tests distil from, trained here in a few seconds. */
@@ -561,15 +633,19 @@ int main(int argc, char **argv)
       train_teacher("gpt-teacher", gpt_sets, (const char *[]){"n_layer=2", "max_steps=30", NULL});
   dit_teacher = train_teacher("dit-teacher", dit_sets,
                               (const char *[]){"n_layer=2", "n_embd=32", "max_steps=20", NULL});
+  resnet_teacher =
+      train_teacher("resnet-teacher", resnet_sets,
+                    (const char *[]){"n_layer=14", "resnet_width=8", "max_steps=10", NULL});
   g_test_add_func("/distill/gpt-run", test_gpt_run);
   g_test_add_func("/distill/resume-equals-straight", test_resume_equals_straight);
   g_test_add_func("/distill/changed-teacher-at-resume", test_changed_teacher_at_resume);
   g_test_add_func("/distill/hf-and-ema-teachers", test_hf_and_ema_teachers);
   g_test_add_func("/distill/dit-run", test_dit_run);
+  g_test_add_func("/distill/resnet-run", test_resnet_run);
   g_test_add_func("/distill/bad-teachers", test_bad_teachers);
   g_test_add_func("/distill/presets", test_presets);
   int status = g_test_run();
   tu_rm_rf(root);
-  g_free(root), g_free(gpt_teacher), g_free(dit_teacher);
+  g_free(root), g_free(gpt_teacher), g_free(dit_teacher), g_free(resnet_teacher);
   return status;
 }

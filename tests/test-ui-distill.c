@@ -1,5 +1,6 @@
 /* The window's distillation parts: the Distillation section of the Training page with its five
- * keys, the folder chooser of teacher_from (a chosen folder becomes the key's value), the Run
+ * keys (each family sees those it reads: a temperature for gpt and resnet, a guidance scale for
+ * dit), the folder chooser of teacher_from (a chosen folder becomes the key's value), the Run
  * page plotting a recorded distillation's two loss parts (and none for a plain run), and the
  * German and French labels. */
 #include <glib/gi18n.h>
@@ -59,6 +60,35 @@ static void test_section(void)
   g_assert_cmpfloat(cfg->distill_alpha, ==, 0.8);
   g_assert_cmpfloat(cfg->distill_temperature, ==, 2.0);
   g_assert_nonnull(cohort_config_form_get_error(form, "distill_temperature"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Visible: the control's row and its section. */
+static gboolean visible(CohortConfigForm *form, const char *key)
+{
+  GtkWidget *row =
+      gtk_widget_get_ancestor(cohort_config_form_get_control(form, key), GTK_TYPE_LIST_BOX_ROW);
+  g_assert_nonnull(row);
+  GtkWidget *section = gtk_widget_get_parent(gtk_widget_get_parent(row));
+  return gtk_widget_get_visible(row) && gtk_widget_get_visible(section);
+}
+
+static void test_keys_per_model(void)
+{
+  const struct {
+    const char *model;
+    gboolean temperature, cfg_scale;
+  } cases[] = {{"resnet", TRUE, FALSE}, {"dit", FALSE, TRUE}, {"gpt", TRUE, FALSE}};
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_assert_true(cohort_config_form_set_text(form, "model", cases[i].model));
+    g_assert_true(visible(form, "teacher_from"));
+    g_assert_true(visible(form, "distill_alpha"));
+    g_assert_true(visible(form, "student_init"));
+    g_assert_cmpint(visible(form, "distill_temperature"), ==, cases[i].temperature);
+    g_assert_cmpint(visible(form, "distill_cfg_scale"), ==, cases[i].cfg_scale);
+  }
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -160,6 +190,7 @@ int main(int argc, char **argv)
   g_setenv("GTK_USE_PORTAL", "0", TRUE);
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/distill/section", test_section);
+  g_test_add_func("/ui/distill/keys-per-model", test_keys_per_model);
   g_test_add_func("/ui/distill/folder-chooser", test_folder_chooser);
   g_test_add_func("/ui/distill/run-page-parts", test_run_page_parts);
   g_test_add_func("/ui/distill/translations", test_translations);

@@ -15,6 +15,11 @@ reads them; OUT receives float64 values in the order each mode returns them.
   dit  a DiT student and teacher (tests/torch_dit_ref.py's module) on x_t [B*D], t [B],
        labels [B] int32, target [B*D]: writes the velocity MSE to the teacher's (guided by
        cfg_scale) velocity, the MSE to target, the mixed loss, then the student's gradients.
+  resnet  a ResNet student and teacher (tests/torch_resnet_model.py's module, loading our files
+       with strict=True) on images [B*C*H*W] and labels [B] int32: the student in training
+       mode (batch statistics), the teacher in evaluation mode (running statistics); writes
+       the teacher term tau^2 mean KL, the cross-entropy, the mixed loss, then the student's
+       gradients in the order of "names".
 """
 import json
 import math
@@ -27,6 +32,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_dit_ref import DiT, read_safetensors  # noqa: E402
+from torch_resnet_model import ResNet  # noqa: E402
+from torch_resnet_model import read_safetensors as read_resnet  # noqa: E402
 
 
 class Reader:
@@ -139,12 +146,42 @@ def mode_dit(spec, rd):
     return out
 
 
+def load_resnet(path, shape, spec):
+    """shape: [n, width]; BatchNorm momentum and image sizes from the spec."""
+    model = ResNet(shape[0], shape[1], spec["channels"], spec["num_classes"],
+                   momentum=spec["bn_momentum"]).double()
+    model.load_state_dict(read_resnet(path)[0], strict=True)
+    return model
+
+
+def mode_resnet(spec, rd):
+    B, size, ch = spec["B"], spec["image_size"], spec["channels"]
+    alpha, tau = spec["alpha"], spec["tau"]
+    x = rd.floats(B * ch * size * size).view(B, ch, size, size)
+    y = rd.ints(B)
+    student = load_resnet(spec["student"], spec["student_shape"], spec).train()
+    teacher = load_resnet(spec["teacher"], spec["teacher_shape"], spec).eval()
+    with torch.no_grad():
+        t = teacher(x)
+    s = student(x)
+    distill = tau * tau * kl_rows(s, t, tau).mean()
+    task = F.cross_entropy(s, y)
+    loss = alpha * distill + (1 - alpha) * task
+    loss.backward()
+    params = dict(student.named_parameters())
+    out = [distill.item(), task.item(), loss.item()]
+    for name in spec["names"]:
+        out += params[name].grad.flatten().tolist()
+    return out
+
+
 def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     with open(sys.argv[2], "rb") as f:
         rd = Reader(f.read())
-    out = {"kl": mode_kl, "gpt": mode_gpt, "dit": mode_dit}[spec["mode"]](spec, rd)
+    modes = {"kl": mode_kl, "gpt": mode_gpt, "dit": mode_dit, "resnet": mode_resnet}
+    out = modes[spec["mode"]](spec, rd)
     assert rd.off == len(rd.data), "inputs left unread"
     with open(sys.argv[3], "wb") as f:
         f.write(struct.pack("<%dd" % len(out), *out))

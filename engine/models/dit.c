@@ -394,4 +394,5 @@ const CohortModelClass cohort_dit_class = {
     .create = dit_create,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,
+    .copies_blocks = TRUE,
 };

@@ -661,4 +661,5 @@ const CohortModelClass cohort_gpt_class = {
     .export_extra = cohort_gpt_write_hf_config,
     .check_teacher = cohort_gpt_check_teacher,
     .distill_new = cohort_logits_distill_new,
+    .copies_blocks = TRUE,
 };

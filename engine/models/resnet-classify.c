@@ -48,15 +48,31 @@ float cohort_resnet_forward_batch(CohortModel *m, const CohortBatch *batch, Coho
   return cohort_resnet_forward_given(m, batch->images, batch->labels, batch->B, mode, NULL);
 }
 
-void cohort_resnet_backward(CohortModel *m, float grad_scale)
+const float *cohort_resnet_logits_op(const CohortModel *m, int *rows, int *classes)
+{
+  const Resnet *r = resnet_of(m);
+  *rows = r->last_B;
+  *classes = r->shape.num_classes;
+  return r->logits;
+}
+
+void cohort_resnet_backward_logits(CohortModel *m, float grad_scale, float task_weight,
+                                   CohortLogitsGradFunc add, gpointer user_data)
 {
   Resnet *r = resnet_of(m);
-  g_return_if_fail(r->have_train);
-  int B = r->last_B;
+  g_return_if_fail(r->have_train && !m->frozen);
+  int B = r->last_B, K = r->shape.num_classes;
   /* d(mean over the batch) / d(loss of a row) = 1/B */
-  m->be->crossentropy_backward(r->dlogits, r->logits, r->lse, r->labels, B, r->shape.num_classes,
-                               grad_scale / (float)B);
+  m->be->crossentropy_backward(r->dlogits, r->logits, r->lse, r->labels, B, K,
+                               task_weight * grad_scale / (float)B);
+  if (add)
+    add(r->dlogits, r->logits, B, K, user_data);
   cohort_resnet_net_backward(r, B);
+}
+
+void cohort_resnet_backward(CohortModel *m, float grad_scale)
+{
+  cohort_resnet_backward_logits(m, grad_scale, 1.0f, NULL, NULL);
 }
 
 void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)

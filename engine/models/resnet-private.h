@@ -53,11 +53,16 @@ typedef struct {
   size_t max_act;  /* floats of the largest activation, for the backward scratch */
   int max_c;       /* the most channels of any BatchNorm */
 
+  /* Created frozen (a distillation teacher): forward buffers shared, no backward scratch. */
+  gboolean forward_only;
+
   /* activations and scratch (backend memory), for max_batch images */
   void *act_mem;
   float *img;
   int *labels;
   float *pooled, *logits, *lse, *losses; /* [B, feat], [B, K], [B], [B] */
+  /* dlogits, dpooled, da, db, dh and sums are NULL when forward_only; dconv holds the
+   * downsampling shortcut's output in forward */
   float *dlogits, *dpooled;
   float *da, *db, *dh, *dconv; /* [max_act] each */
   float *sums;                 /* [2 max_c]: BatchNorm backward's two per-channel sums */
@@ -86,9 +91,13 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode);
  * gradients and reporting each block's range to the grad-ready hook. */
 void cohort_resnet_net_backward(Resnet *r, int B);
 
-/* resnet-classify.c: the family's CohortModelOps forward, backward and eval_batch. */
+/* resnet-classify.c: the family's CohortModelOps forward, backward, eval_batch, logits and
+ * backward_logits (engine/model.h). */
 float cohort_resnet_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode);
 void cohort_resnet_backward(CohortModel *m, float grad_scale);
+const float *cohort_resnet_logits_op(const CohortModel *m, int *rows, int *classes);
+void cohort_resnet_backward_logits(CohortModel *m, float grad_scale, float task_weight,
+                                   CohortLogitsGradFunc add, gpointer user_data);
 void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums);
 
 G_END_DECLS

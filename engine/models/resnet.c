@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/distill.h"
 #include "engine/rng.h"
 
 /* clang-format off */
@@ -134,12 +135,17 @@ static void build_tables(Resnet *r)
   r->base.n_params = t.p_off;
 }
 
-/* Carves the activations out of one allocation: the first pass (base NULL) only counts. */
+/* Carves the activations out of one allocation: the first pass (base NULL) only counts. A
+ * forward-only model (a distillation teacher) has no backward scratch, and every unit's
+ * convolution output, every block's hidden activation and the block outputs (two, in turn)
+ * share buffers of the largest activation's size, since nothing keeps them for a backward. */
 static size_t layout_acts(Resnet *r, char *base)
 {
   const CohortResnetShape *s = &r->shape;
   size_t B = (size_t)r->base.max_batch, K = (size_t)s->num_classes, F = (size_t)r->feat;
   size_t used = 0;
+  gboolean fo = r->forward_only;
+  float *conv_out = NULL, *hidden = NULL, *outs[2] = {NULL, NULL};
 #define TAKE(ptr, count, type)                                                                     \
   do {                                                                                             \
     size_t bytes_ = ((count) * sizeof(type) + 63) / 64 * 64;                                       \
@@ -149,14 +155,26 @@ static size_t layout_acts(Resnet *r, char *base)
   } while (0)
 #define TAKE_UNIT(u)                                                                               \
   do {                                                                                             \
-    TAKE((u)->conv_out, B *(u)->c_out *(u)->h_out *(u)->h_out, float);                             \
+    if (fo)                                                                                        \
+      (u)->conv_out = conv_out;                                                                    \
+    else                                                                                           \
+      TAKE((u)->conv_out, B *(u)->c_out *(u)->h_out *(u)->h_out, float);                           \
     TAKE((u)->stat, 2 * (size_t)(u)->c_out + 1, float);                                            \
     TAKE((u)->rstd, (size_t)(u)->c_out, float);                                                    \
   } while (0)
   TAKE(r->img, B * s->channels * s->image_size * s->image_size, float);
   TAKE(r->labels, B, int);
+  if (fo) {
+    TAKE(conv_out, B * r->max_act, float);
+    TAKE(hidden, B * r->max_act, float);
+    TAKE(outs[0], B * r->max_act, float);
+    TAKE(outs[1], B * r->max_act, float);
+  }
   TAKE_UNIT(&r->stem);
-  TAKE(r->stem_out, B * r->stem.c_out * r->stem.h_out * r->stem.h_out, float);
+  if (fo)
+    r->stem_out = outs[0];
+  else
+    TAKE(r->stem_out, B * r->stem.c_out * r->stem.h_out * r->stem.h_out, float);
   for (int i = 0; i < r->n_blocks; i++) {
     ResnetBlock *b = &r->blocks[i];
     size_t n = B * b->conv1.c_out * b->conv1.h_out * b->conv1.h_out;
@@ -164,21 +182,28 @@ static size_t layout_acts(Resnet *r, char *base)
     TAKE_UNIT(&b->conv2);
     if (b->has_down)
       TAKE_UNIT(&b->down);
-    TAKE(b->hidden, n, float);
-    TAKE(b->out, n, float);
+    if (fo) {
+      b->hidden = hidden;
+      b->out = outs[(i + 1) % 2]; /* block i reads outs[i % 2] */
+    } else {
+      TAKE(b->hidden, n, float);
+      TAKE(b->out, n, float);
+    }
   }
   TAKE(r->pooled, B * F, float);
   TAKE(r->logits, B * K, float);
   TAKE(r->lse, B, float);
   TAKE(r->losses, B, float);
-  TAKE(r->dlogits, B * K, float);
-  TAKE(r->dpooled, B * F, float);
-  TAKE(r->da, B * r->max_act, float);
-  TAKE(r->db, B * r->max_act, float);
-  TAKE(r->dh, B * r->max_act, float);
-  TAKE(r->dconv, B * r->max_act, float);
-  TAKE(r->sums, 2 * (size_t)r->max_c, float);
+  TAKE(r->dconv, B * r->max_act, float); /* forward: the downsampling shortcut's output */
   TAKE(r->ones, (size_t)r->n_bn, float);
+  if (!fo) {
+    TAKE(r->dlogits, B * K, float);
+    TAKE(r->dpooled, B * F, float);
+    TAKE(r->da, B * r->max_act, float);
+    TAKE(r->db, B * r->max_act, float);
+    TAKE(r->dh, B * r->max_act, float);
+    TAKE(r->sums, 2 * (size_t)r->max_c, float);
+  }
 #undef TAKE_UNIT
 #undef TAKE
   return used;
@@ -318,6 +343,8 @@ static const CohortModelOps resnet_ops = {
     .eval_batch = cohort_resnet_eval_batch,
     .flops_per_sample = resnet_flops_per_sample,
     .finalize = resnet_finalize,
+    .logits = cohort_resnet_logits_op,
+    .backward_logits = cohort_resnet_backward_logits,
     .set_comm = resnet_set_comm,
 };
 
@@ -386,6 +413,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   m->n_sums = 3;
   r->shape = shape_of(cfg);
   r->bn_momentum = (float)cfg->bn_momentum;
+  r->forward_only = cohort_model_creating_frozen();
   build_tables(r);
   size_t act_bytes = layout_acts(r, NULL);
   r->act_mem = be->alloc(act_bytes);
@@ -400,6 +428,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
     return NULL;
   }
   layout_acts(r, r->act_mem);
+  m->act_bytes = act_bytes;
   g_autofree float *ones = g_new(float, r->n_bn);
   for (int i = 0; i < r->n_bn; i++)
     ones[i] = 1.0f;
@@ -417,4 +446,6 @@ const CohortModelClass cohort_resnet_class = {
     .check_config = resnet_check_config,
     .count_params = resnet_count_params,
     .create = resnet_create,
+    .check_teacher = cohort_distill_check_images,
+    .distill_new = cohort_logits_distill_new,
 };
