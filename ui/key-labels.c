@@ -68,6 +68,7 @@ static const struct {
     {"master_port", N_("Master port")},
     {"num_nodes", N_("Number of nodes")},
     {"node_rank", N_("This node's rank")},
+    {"node_hosts", N_("Node host names")},
     {"nproc_per_node", N_("Processes per node")},
     {"lr_scaling", N_("Learning rate scaling")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
@@ -126,8 +127,8 @@ static const CohortKeySection sections[] = {
 
 static const char *const groups[] = {"model", "data", "training", "distributed", "output", NULL};
 
-static const char *const multinode_keys[] = {"num_nodes", "node_rank", "master_addr", "master_port",
-                                             NULL};
+static const char *const multinode_keys[] = {"num_nodes",   "node_rank",  "master_addr",
+                                             "master_port", "node_hosts", NULL};
 
 static const struct {
   const char *value;

@@ -2,7 +2,7 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/distributed/commands.h"
+#include "engine/launch-commands.h"
 #include "ui/key-labels.h"
 
 struct _CohortMultinodeDialog {

@@ -1,6 +1,6 @@
 /* The Multi-node settings dialog: number of nodes, this node's rank, master address and
  * port (controls of the config form), launch commands for every node and launcher
- * (engine/distributed/commands.h) with copy buttons, and a connection test. */
+ * (engine/launch-commands.h) with copy buttons, and a connection test. */
 #pragma once
 
 #include <gtk/gtk.h>

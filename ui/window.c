@@ -4,7 +4,7 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/distributed/comm.h"
+#include "engine/build-info.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"
@@ -39,34 +39,61 @@ static void set_action_enabled(CohortWindow *win, const char *name, gboolean ena
     g_simple_action_set_enabled(G_SIMPLE_ACTION(a), enabled);
 }
 
+/* The summary line from the launch plan, the same plan Start runs; NULL plan: the batch
+ * alone (the status line says why there is no plan). */
+static void update_summary(CohortWindow *win, const CohortConfig *cfg, const CohortLaunchPlan *plan)
+{
+  g_autofree char *summary = NULL;
+  if (plan == NULL) {
+    summary = g_strdup_printf(_("Batch per process %d × accumulation %d"), cfg->batch_size,
+                              cfg->gradient_accumulation_steps);
+    gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+    return;
+  }
+  g_autofree char *tokens =
+      g_strdup_printf("%" G_GINT64_FORMAT, (gint64)plan->global_batch * cfg->seq_len);
+  g_autofree char *lr_scaled = g_strdup_printf("%g", plan->scaled_lr);
+  g_autofree char *lr_base = g_strdup_printf("%g", plan->learning_rate);
+  g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
+  g_autofree char *numbers = g_strdup_printf(
+      _("Batch per process %d × accumulation %d × world size %d = global batch %d sequences "
+        "(%s tokens) · learning rate %s → %s (scaling: %s)"),
+      cfg->batch_size, cfg->gradient_accumulation_steps, plan->world_size, plan->global_batch,
+      tokens, lr_base, lr_scaled, cohort_key_choice_label(scaling));
+  const char *how = NULL;
+  switch (plan->kind) {
+  case COHORT_LAUNCH_SPAWN:
+    how = _("spawn mode");
+    break;
+  case COHORT_LAUNCH_COHORT_RUN:
+    how = _("cohort-run");
+    break;
+  default:
+    how = _("one process");
+    break;
+  }
+  summary = g_strdup_printf(_("%s · %d node(s) × %d process(es), started by %s"), numbers,
+                            plan->num_nodes, plan->local_processes, how);
+  gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+}
+
 void cohort_window_update_state(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  int world = cohort_ui_world_size(cfg, win->gpus);
-  int global = cohort_config_global_batch(cfg, world);
-  double lr = cohort_config_scaled_lr(cfg, world);
-  g_autofree char *tokens = g_strdup_printf("%" G_GINT64_FORMAT, (gint64)global * cfg->seq_len);
-  g_autofree char *lr_scaled = g_strdup_printf("%g", lr);
-  g_autofree char *lr_base = g_strdup_printf("%g", cfg->learning_rate);
-  g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
-  g_autofree char *summary = g_strdup_printf(
-      _("Batch per process %d × accumulation %d × world size %d = global batch %d sequences "
-        "(%s tokens) · learning rate %s → %s (scaling: %s)"),
-      cfg->batch_size, cfg->gradient_accumulation_steps, world, global, tokens, lr_base, lr_scaled,
-      cohort_key_choice_label(scaling));
-  gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+  g_autoptr(GError) unsupported = NULL;
+  g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, win->gpus, &unsupported);
+  gboolean supported = plan != NULL;
+  update_summary(win, cfg, plan);
 
   gboolean running = cohort_run_is_running(win->run);
   guint n_errors = cohort_config_form_count_errors(win->form);
-  g_autoptr(GError) unsupported = NULL;
-  gboolean supported = cohort_config_check_supported(cfg, _("settings"), &unsupported);
   g_autofree char *status = NULL;
   if (n_errors > 0)
     status = g_strdup_printf(
         ngettext("%u setting is not valid: %s", "%u settings are not valid; first: %s", n_errors),
         n_errors, cohort_config_form_first_error(win->form));
   else if (!supported)
-    status = g_strdup_printf(_("Cannot start on this build: %s"), unsupported->message);
+    status = g_strdup_printf(_("Cannot start: %s"), unsupported->message);
   else if (running)
     status = g_strdup(_("Training runs; see the Run page."));
   else
@@ -220,7 +247,7 @@ static void cohort_window_init(CohortWindow *win)
 
   win->form = cohort_config_form_new();
   /* NCCL only when the engine has the backend, not merely CUDA kernels. */
-  if (!cohort_comm_backend_available("nccl"))
+  if (!cohort_build_has_backend("nccl"))
     cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
                                    _("NCCL needs a build with the NCCL backend; choose Gloo"));
 
