@@ -50,7 +50,7 @@ static void test_two_nodes_four_gpus(void)
     const char *cmd = cohort_multinode_dialog_get_command(dlg, "cohort-run", node);
     g_test_message("cohort-run node %u: %s", node, cmd);
     /* After the nodes' shared secret, in the command's environment (test-launcher checks it). */
-    g_assert_true(g_str_has_prefix(cmd, "COHORT_JOB_TOKEN=") && strstr(cmd, " cohort-run --"));
+    g_assert_true(g_str_has_prefix(cmd, "COHORT_JOB_TOKEN=") && strstr(cmd, "/cohort-run --"));
     g_assert_nonnull(strstr(cmd, "10.1.2.3"));
     g_assert_nonnull(strstr(cmd, "29600"));
     g_assert_nonnull(strstr(cmd, "/srv/job/run.json"));
