@@ -31,7 +31,7 @@ static const char *const cr_small[] = {
 
 /* Writes the small config with `extra` ("key=value", NULL-ended) to DIR/run.json, with its
  * workspace DIR/ws; returns the file. */
-static char *cr_write_config(const char *dir, const char *const *extra)
+static inline char *cr_write_config(const char *dir, const char *const *extra)
 {
   g_autoptr(CohortConfig) cfg = cohort_config_new();
   g_autoptr(GError) error = NULL;
@@ -52,7 +52,7 @@ static char *cr_write_config(const char *dir, const char *const *extra)
 }
 
 /* What `cohort-run --print-commands --config PATH` prints. */
-static char *cr_print(const char *config)
+static inline char *cr_print(const char *config)
 {
   const char *argv[] = {g_getenv("COHORT_RUN"), "--print-commands", "--config", config, NULL};
   g_assert_nonnull(argv[0]);
@@ -68,7 +68,7 @@ static char *cr_print(const char *config)
 
 /* The command (one or more lines) of `launcher` for `node` in the printed text: the lines of its
  * section that are not comments, the node's when the section has one per node. */
-static char *cr_command(const char *text, const char *launcher, int node)
+static inline char *cr_command(const char *text, const char *launcher, int node)
 {
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autofree char *title = g_strdup_printf("# %s", launcher);
@@ -102,7 +102,7 @@ static char *cr_command(const char *text, const char *launcher, int node)
 
 /* A folder whose `torchrun` is Debian's with the -r 1 -t 1 that the printed note asks for
  * (Debian bookworm's PyTorch 1.13 on Python 3.11 does not start without them). */
-static char *cr_torchrun_shim(const char *dir)
+static inline char *cr_torchrun_shim(const char *dir)
 {
   g_autofree char *bin = g_build_filename(dir, "shim", NULL);
   g_mkdir_with_parents(bin, 0755);
@@ -116,7 +116,7 @@ static char *cr_torchrun_shim(const char *dir)
 
 /* The environment a printed command runs in: the build's programs first on PATH (as an
  * installation puts them there), then `extra_path` (may be NULL). */
-static char **cr_environ(const char *extra_path)
+static inline char **cr_environ(const char *extra_path)
 {
   g_autofree char *cli = g_path_get_dirname(g_getenv("COHORT_TRAIN"));
   g_autofree char *path = g_strdup_printf("%s%s%s:%s", cli, extra_path ? ":" : "",
@@ -131,7 +131,7 @@ static char **cr_environ(const char *extra_path)
   return env;
 }
 
-static void cr_die_with_parent(gpointer data)
+static inline void cr_die_with_parent(gpointer data)
 {
   (void)data;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -141,7 +141,7 @@ static void cr_die_with_parent(gpointer data)
 
 /* Starts `prefix` (argv, NULL-ended, may be NULL) + `sh -c COMMAND` with `env`; stderr to a
  * pipe, stdout discarded. */
-static GSubprocess *cr_start(const char *const *prefix, const char *command, char **env)
+static inline GSubprocess *cr_start(const char *const *prefix, const char *command, char **env)
 {
   g_autoptr(GSubprocessLauncher) l =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
@@ -161,7 +161,7 @@ static GSubprocess *cr_start(const char *const *prefix, const char *command, cha
 }
 
 /* Waits for `p`; returns its exit status (128 + signal) and its stderr in *err. */
-static int cr_finish(GSubprocess *p, char **err)
+static inline int cr_finish(GSubprocess *p, char **err)
 {
   g_autoptr(GError) error = NULL;
   g_subprocess_communicate_utf8(p, NULL, NULL, NULL, err, &error);
@@ -171,14 +171,14 @@ static int cr_finish(GSubprocess *p, char **err)
 }
 
 /* The final weights a run left in DIR/ws. */
-static GArray *cr_weights(const char *dir)
+static inline GArray *cr_weights(const char *dir)
 {
   g_autofree char *path = g_build_filename(dir, "ws", "model.safetensors", NULL);
   return tu_read_weights(path);
 }
 
 /* Largest |a - b|. */
-static double cr_max_diff(GArray *a, GArray *b)
+static inline double cr_max_diff(GArray *a, GArray *b)
 {
   g_assert_cmpuint(a->len, ==, b->len);
   double worst = 0;
