@@ -67,10 +67,10 @@ static const KeyRow rows[] = {
 
     /* data */
     ROW(train_data, STRING, "data", NULL, 1, 0,
-        "a non-empty path to a file or folder; \"builtin:REL\" names one under Cohort's data "
-        "folder",
-        "Training data: a UTF-8 text file or folder of .txt files, or a folder of llm.c .bin "
-        "token shards.",
+        "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
+        "\"builtin:REL\" names one under Cohort's data folder",
+        "Training data: a UTF-8 text file or folder of .txt files, or llm.c .bin token shards "
+        "(a folder, or a pattern that picks them out of one).",
         "builtin:sample/train.txt"),
     ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
         "Validation data in the same format as train_data.", "builtin:sample/val.txt"),

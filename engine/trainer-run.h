@@ -38,6 +38,7 @@ typedef struct {
   CohortSamplerSpec spec;
   gint64 steps_per_epoch;
   gint64 total_steps;
+  int warmup_steps; /* warmup_steps, at most total_steps */
   double base_lr;
   CohortTrainState st;
   double *metrics; /* the last evaluation's values, model->n_metrics */

@@ -69,6 +69,16 @@ static gboolean plan_steps(CohortRun *r, GError **error)
   }
   r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
   r->base_lr = cohort_launch_scaled_lr(cfg, o->world_size);
+  /* A warm-up longer than the run would never reach the learning rate: shorten it to the run,
+   * as other trainers do, so shortening a run needs no thought about warm-up. */
+  r->warmup_steps = cfg->warmup_steps;
+  if (cfg->warmup_steps > r->total_steps) {
+    r->warmup_steps = (int)r->total_steps;
+    cohort_progress_log(r->progress, "info",
+                        "warmup_steps %d is longer than the run's %" G_GINT64_FORMAT
+                        " steps: warming up over all %" G_GINT64_FORMAT " instead",
+                        cfg->warmup_steps, r->total_steps, r->total_steps);
+  }
   return TRUE;
 }
 

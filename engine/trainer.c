@@ -87,7 +87,7 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
-  res->lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, cfg->warmup_steps, cfg->min_lr_ratio,
+  res->lr = cohort_lr_at(cfg->lr_schedule, r->base_lr, r->warmup_steps, cfg->min_lr_ratio,
                          (int)r->st.step, (int)r->total_steps);
   /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
    * holds the same reduced values, so every rank stops here. */

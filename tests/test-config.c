@@ -448,8 +448,6 @@ static void test_cross_rules(void)
               (const char *[]){"\"n_embd\": 250", "\"n_head\": 4", NULL});
   check_cross("{\"version\": 1, \"num_nodes\": 2, \"node_rank\": 2}",
               (const char *[]){"\"node_rank\": 2", "\"num_nodes\": 2", NULL});
-  check_cross("{\"version\": 1, \"max_steps\": 10, \"warmup_steps\": 11}",
-              (const char *[]){"\"warmup_steps\": 11", "\"max_steps\": 10", NULL});
   check_cross("{\"version\": 1, \"device_indexes\": [0, 1, 0]}",
               (const char *[]){"\"device_indexes\": [0,1,0]", "appears twice", NULL});
   check_cross("{\"version\": 1, \"device_indexes\": [0, -2]}",
