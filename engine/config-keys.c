@@ -101,6 +101,14 @@ static const KeyRow rows[] = {
          "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
          "and a random horizontal flip.",
          "none", "dit"),
+    ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
+        "Threads that load the next micro-batches while the current one trains (a bounded "
+        "queue of 2 per thread); 0 loads them on the training thread.",
+        "1"),
+    ROW(pin_memory, BOOL, "data", NULL, 0, 0, NULL,
+        "On GPU ranks, load batches into page-locked host memory, so their copy to the GPU is "
+        "faster; CPU ranks ignore it.",
+        "true"),
 
     /* training */
     ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,

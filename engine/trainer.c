@@ -68,13 +68,13 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   cohort_model_zero_grad(m);
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
-    gint64 t0 = g_get_monotonic_time();
-    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, error))
+    gint64 waited_us = 0;
+    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
-    cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
+    cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
-    loss_sum += m->ops->forward(m, r->batch, COHORT_FORWARD_TRAIN);
+    loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
     m->ops->backward(m, scale / (float)r->accum);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
@@ -250,8 +250,7 @@ static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
 gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
                       GError **error)
 {
-  CohortRun run = {
-      .cfg = cfg, .opts = opts, .progress = opts->progress, .indices_epoch = -1, .final_loss = NAN};
+  CohortRun run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .final_loss = NAN};
   CohortRun *r = &run;
   g_autofree char *resumed_from = NULL;
   g_autofree char *model_path = NULL;
@@ -266,7 +265,8 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
   cohort_train_dist_set_device(r->dist, &r->dev);
   /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
-  if (cohort_run_setup(r, &resumed_from, error) &&
+  g_mutex_init(&r->indices_lock);
+  if (cohort_run_setup(r, &resumed_from, error) && cohort_run_start_loading(r, error) &&
       cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
@@ -283,6 +283,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   if (stopped)
     *stopped = was_stopped;
   cohort_run_free(r);
+  g_mutex_clear(&r->indices_lock);
   /* The mode is the backend's, for the whole process: leave it as found for later users. */
   if (r->be)
     r->be->set_gemm_mode(COHORT_GEMM_FP32);

@@ -24,6 +24,8 @@ static const struct {
     {"num_classes", N_("Classes")},
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
+    {"num_workers", N_("Loader threads")},
+    {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
     {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
     {"learning_rate", N_("Learning rate")},
@@ -85,6 +87,7 @@ static const char *const image_keys[] = {"image_size", "image_channels",  "num_c
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
+static const char *const loading_keys[] = {"num_workers", "pin_memory", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
                                          "epochs", NULL};
 static const char *const optim_keys[] = {"learning_rate", "weight_decay", "beta1",
@@ -111,6 +114,7 @@ static const CohortKeySection sections[] = {
     {"data", N_("Files"), files_keys},
     {"data", N_("Order"), order_keys},
     {"data", N_("Images"), image_keys},
+    {"data", N_("Loading"), loading_keys},
     {"training", N_("Batch and length"), batch_keys},
     {"training", N_("Optimizer (AdamW)"), optim_keys},
     {"training", N_("Schedule"), sched_keys},
