@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -251,6 +252,85 @@ static GPtrArray *list_folder(const char *dir, const char *suffix, GError **erro
   return names;
 }
 
+static gboolean has_glob_chars(const char *path)
+{
+  return strpbrk(path, "*?[") != NULL;
+}
+
+/* The regular files a pattern such as "data/fineweb_train_*.bin" matches, sorted by name (as
+ * a folder's are); folders it matches are passed over, like a folder's sub-folders. */
+static GPtrArray *list_glob(const char *pattern, GError **error)
+{
+  glob_t g = {0};
+  int rc = glob(pattern, GLOB_ERR, NULL, &g);
+  if (rc != 0 && rc != GLOB_NOMATCH) {
+    globfree(&g);
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
+                "%s: cannot read the folders this pattern looks in (%s)", pattern,
+                rc == GLOB_NOSPACE ? "out of memory" : "a folder is not readable");
+    return NULL;
+  }
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+    GStatBuf st;
+    const char *full = g.gl_pathv[i];
+    if (g_stat(full, &st) != 0) {
+      int e = errno;
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", full,
+                  g_strerror(e));
+      goto fail;
+    }
+    if (S_ISDIR(st.st_mode))
+      continue;
+    if (!S_ISREG(st.st_mode)) {
+      not_regular(error, full, st.st_mode);
+      goto fail;
+    }
+    g_ptr_array_add(names, g_strdup(full));
+  }
+  globfree(&g);
+  g_ptr_array_sort(names, compare_names);
+  if (names->len == 0) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no file matches this pattern",
+                pattern);
+    g_ptr_array_unref(names);
+    return NULL;
+  }
+  return names;
+fail:
+  globfree(&g);
+  g_ptr_array_unref(names);
+  return NULL;
+}
+
+/* The files of `path`: the file itself, a folder's files with the format's suffix, or the
+ * files a pattern matches when nothing has the path's own name. */
+static GPtrArray *list_files(const char *path, const char *suffix, GError **error)
+{
+  GStatBuf top;
+  if (g_stat(path, &top) != 0) {
+    int e = errno;
+    if (e == ENOENT && has_glob_chars(path))
+      return list_glob(path, error);
+    if (e == ENOENT)
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder",
+                  path);
+    else
+      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
+                  g_strerror(e));
+    return NULL;
+  }
+  if (S_ISDIR(top.st_mode))
+    return list_folder(path, suffix, error);
+  if (!S_ISREG(top.st_mode)) {
+    not_regular(error, path, top.st_mode);
+    return NULL;
+  }
+  GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(files, g_strdup(path));
+  return files;
+}
+
 /* The prepared-data index: files whose content scan passed, so later opens (other ranks,
  * later runs) skip the scan. A file is known by its path, device and inode, size, mtime and
  * ctime to the nanosecond, and a SHA-256 of its first 64 KiB, its last 4 KiB and 16 blocks
@@ -307,22 +387,6 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   g_return_val_if_fail(path != NULL, NULL);
   g_return_val_if_fail(seq_len > 0 && vocab_size > 0, NULL);
 
-  GStatBuf top;
-  if (g_stat(path, &top) != 0) {
-    int e = errno;
-    if (e == ENOENT)
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder",
-                  path);
-    else
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                  g_strerror(e));
-    return NULL;
-  }
-  if (!S_ISDIR(top.st_mode) && !S_ISREG(top.st_mode)) {
-    not_regular(error, path, top.st_mode);
-    return NULL;
-  }
-
   g_autoptr(CohortDataset) ds = g_new0(CohortDataset, 1);
   ds->segments = g_array_new(FALSE, TRUE, sizeof(Segment));
   g_array_set_clear_func(ds->segments, segment_clear);
@@ -331,15 +395,9 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   ds->seq_len = seq_len;
   const char *suffix = format == COHORT_DATA_TEXT ? ".txt" : ".bin";
 
-  g_autoptr(GPtrArray) files = NULL;
-  if (S_ISDIR(top.st_mode)) {
-    files = list_folder(path, suffix, error);
-    if (!files)
-      return NULL;
-  } else {
-    files = g_ptr_array_new_with_free_func(g_free);
-    g_ptr_array_add(files, g_strdup(path));
-  }
+  g_autoptr(GPtrArray) files = list_files(path, suffix, error);
+  if (!files)
+    return NULL;
 
   g_autofree char *index_path =
       index_dir ? g_build_filename(index_dir, "data-index.txt", NULL) : NULL;

@@ -22,11 +22,18 @@ typedef struct {
 
   guint64 *sample_ids; /* [B]: the index of each row in its data set */
   gint64 epoch;        /* the sampler's epoch; -1 for evaluation batches */
+
+  void (*release)(void *); /* frees the arrays above; NULL = g_free */
 } CohortBatch;
 
 /* Host memory for up to `capacity` rows of T tokens (T > 0) and/or C×H×W images (C > 0);
  * the parts not asked for stay NULL. */
 CohortBatch *cohort_batch_new(int capacity, int T, int C, int H, int W);
+/* The same, with the token, image and label arrays in memory from `alloc` (zeroed here) that
+ * `release` frees: page-locked host memory on GPU ranks, so uploads go at the bus's speed
+ * (PyTorch's pin_memory). NULL when `alloc` fails. */
+CohortBatch *cohort_batch_new_with(int capacity, int T, int C, int H, int W, void *(*alloc)(size_t),
+                                   void (*release)(void *));
 void cohort_batch_free(CohortBatch *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortBatch, cohort_batch_free)
 

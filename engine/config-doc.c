@@ -2,6 +2,7 @@
  * table per key group built from cohort_config_keys(). */
 #include "engine/config-doc.h"
 #include "engine/config-keys.h"
+#include "engine/config-private.h"
 
 #include <string.h>
 
@@ -58,9 +59,13 @@ static const char intro[] =
     "\n"
     "- `n_embd` must be a multiple of `n_head`;\n"
     "- `node_rank` must be less than `num_nodes`;\n"
-    "- `warmup_steps` must be at most `max_steps` when `max_steps` is above 0;\n"
     "- `model` must be `gpt`;\n"
     "- `vocab_size` must be 256 when `data_format` is `text` (one token per byte).\n"
+    "\n"
+    "A `warmup_steps` longer than the run is shortened to the run when training starts (the "
+    "log says\n"
+    "so), as other trainers do: `--set max_steps=5` on a preset with 20 warm-up steps just "
+    "runs.\n"
     "\n"
     "A config can be valid and still need something this build lacks: `device` `cuda` loads "
     "and saves\n"
@@ -102,8 +107,10 @@ static const char intro[] =
     "with the\n"
     "current version when saved:\n"
     "\n"
-    "- version 0 (the spelling of Cohort's seeds): `multi_gpu`, `backend` and `lr` became\n"
-    "  `enable_multi_gpu`, `distributed_backend` and `learning_rate`.\n"
+    "- version 0 (the spellings of Cohort's seeds and of PyTorch DDP scripts: `multi_gpu`, "
+    "`lr`,\n"
+    "  `use_amp`, `gpu_ids`, …) becomes version 1 by the table under \"Older spellings\" at the "
+    "end.\n"
     "\n"
     "A file with a version newer than the build is refused with both versions named; a file "
     "without\n"
@@ -140,7 +147,15 @@ static const char intro[] =
     "\n"
     "`train_data` and `val_data` name a regular file or a folder of regular files (read in name "
     "order:\n"
-    "`.txt` files for text, `.bin` files for token shards; sub-folders are passed over). A FIFO, "
+    "`.txt` files for text, `.bin` files for token shards; sub-folders are passed over). A "
+    "path that\n"
+    "names nothing is a pattern (`*`, `?`, `[...]`, as the shell has them), so one folder can "
+    "hold both\n"
+    "splits as llm.c lays them out: `\"train_data\": \"fineweb10B/fineweb_train_*.bin\"`, "
+    "`\"val_data\":\n"
+    "\"fineweb10B/fineweb_val_*.bin\"`; the files it matches are read in name order, and one "
+    "that matches\n"
+    "nothing is an error. A FIFO, "
     "a device\n"
     "or a socket is refused, never opened. Every token is checked against `vocab_size` when a "
     "file is\n"
@@ -257,5 +272,10 @@ char *cohort_config_doc_markdown(void)
     append_cell(out, k->help);
     g_string_append(out, " |\n");
   }
+  g_string_append(out, "\n## Older spellings\n\n"
+                       "A file of version 0 may use these keys; on load each becomes the current "
+                       "key (giving both\nis an error). In a file of version 1 they are unknown "
+                       "keys, and the error names the current one.\n\n");
+  config_append_spellings_doc(out);
   return g_string_free(out, FALSE);
 }

@@ -76,10 +76,10 @@ static const KeyRow rows[] = {
 
     /* data */
     ROW(train_data, STRING, "data", NULL, 1, 0,
-        "a non-empty path to a file or folder; \"builtin:REL\" names one under Cohort's data "
-        "folder",
-        "Training data: a UTF-8 text file or folder of .txt files, or a folder of llm.c .bin "
-        "token shards.",
+        "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
+        "\"builtin:REL\" names one under Cohort's data folder",
+        "Training data: a UTF-8 text file or folder of .txt files, or llm.c .bin token shards "
+        "(a folder, or a pattern that picks them out of one).",
         "builtin:sample/train.txt"),
     ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
         "Validation data in the same format as train_data.", "builtin:sample/val.txt"),
@@ -110,6 +110,14 @@ static const KeyRow rows[] = {
          "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
          "and a random horizontal flip.",
          "none", "dit,resnet"),
+    ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
+        "Threads that load the next micro-batches while the current one trains (a bounded "
+        "queue of 2 per thread); 0 loads them on the training thread.",
+        "1"),
+    ROW(pin_memory, BOOL, "data", NULL, 0, 0, NULL,
+        "On GPU ranks, load batches into page-locked host memory, so their copy to the GPU is "
+        "faster; CPU ranks ignore it.",
+        "true"),
 
     /* training */
     ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
@@ -276,6 +284,9 @@ static const KeyRow rows[] = {
         "1"),
     ROW(node_rank, INT, "distributed", NULL, 0, NO_MAX_INT, NULL,
         "Index of this machine, from 0 to num_nodes - 1.", "0"),
+    ROW(node_hosts, STRING, "distributed", NULL, 0, 0,
+        "\"\" or host names separated by commas, one per node, node 0 first",
+        "The nodes' host names, for the hostfile of the printed mpirun command.", ""),
     ROW(nproc_per_node, INT, "distributed", NULL, 0, 1024, NULL,
         "Processes per machine; 0 lets Cohort choose from the devices it sees.", "0"),
     ROW(lr_scaling, CHOICE, "distributed", lr_scaling_choices, 0, 0, NULL,

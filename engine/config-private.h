@@ -45,6 +45,10 @@ void config_unknown_key_error(const char *source, const char *name, GError **err
 
 /* config-migrate.c: a key's new name when `name` is an older spelling, else NULL. */
 const char *config_renamed_key(const char *name);
+/* Why `name`, a key of the seeds, means nothing in Cohort (one clause), or NULL. */
+const char *config_meaningless_key(const char *name);
+/* The tables of older spellings and refused seed keys, as Markdown (for docs/config.md). */
+void config_append_spellings_doc(GString *out);
 /* Brings a parsed config object of any older version to COHORT_CONFIG_VERSION. */
 gboolean config_migrate(JsonObject *obj, const char *source, GError **error);
 

@@ -137,6 +137,13 @@ const char *cohort_config_suggest_key(const char *name)
 
 void config_unknown_key_error(const char *source, const char *name, GError **error)
 {
+  const char *why = config_meaningless_key(name);
+  if (why != NULL) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNKNOWN_KEY,
+                "%s: key \"%s\" is not a Cohort setting: %s; remove it", config_src(source), name,
+                why);
+    return;
+  }
   const char *suggestion = cohort_config_suggest_key(name);
   /* Escaped and cut short: a name may hold a newline or be a megabyte long. */
   g_autoptr(JsonNode) node = config_string_node(name);
@@ -193,11 +200,6 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
         "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "
         "an integer from 0 to %d",
         s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
-  if (cfg->max_steps > 0 && cfg->warmup_steps > cfg->max_steps)
-    return config_cross_error(error,
-                              "%s: key \"warmup_steps\": %d is not allowed with \"max_steps\": %d; "
-                              "allowed: at most max_steps",
-                              s, cfg->warmup_steps, cfg->max_steps);
   if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256)
     return config_cross_error(
         error,

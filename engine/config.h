@@ -64,7 +64,9 @@ typedef struct {
   int image_channels; /* images: 1 (grey) or 3 (RGB) */
   int num_classes;    /* images: 0 = as many as train_data has class folders */
   gboolean skip_bad_images;
-  int augment; /* CohortAugment (data/augment.h): none, crop, crop_flip */
+  int augment;         /* CohortAugment (data/augment.h): none, crop, crop_flip */
+  int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
+  gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
 
   /* optimisation */
   int batch_size; /* per process */
@@ -128,6 +130,7 @@ typedef struct {
   int master_port;
   int num_nodes;
   int node_rank;
+  char *node_hosts;   /* "" or "host0,host1,…": mpirun's hostfile */
   int nproc_per_node; /* 0 = auto */
   CohortLrScaling lr_scaling;
   double bucket_cap_mb;
@@ -238,9 +241,5 @@ const char *cohort_data_dir(void);
 /* Resolves "builtin:REL" to a path under cohort_data_dir(); other paths are returned as
  * they are. */
 char *cohort_resolve_path(const char *path);
-
-/* Derived quantities the CLI, the explain output and the GUI summary all show. */
-int cohort_config_global_batch(const CohortConfig *cfg, int world_size);
-double cohort_config_scaled_lr(const CohortConfig *cfg, int world_size);
 
 G_END_DECLS

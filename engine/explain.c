@@ -4,11 +4,37 @@
 
 #include "data/sampler.h"
 #include "engine/json-write.h"
+#include "engine/launch-plan.h"
 #include "engine/model.h"
 #include "engine/samples.h"
 #include "engine/trainer.h"
 
-char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GError **error)
+/* The launch part of the plan. */
+static void add_launch(JsonBuilder *b, const CohortLaunchPlan *plan, const char *const *argv)
+{
+  json_builder_set_member_name(b, "launch");
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "kind");
+  json_builder_add_string_value(b, cohort_launch_kind_name(plan->kind));
+  json_builder_set_member_name(b, "num_nodes");
+  json_builder_add_int_value(b, plan->num_nodes);
+  json_builder_set_member_name(b, "node_rank");
+  json_builder_add_int_value(b, plan->node_rank);
+  json_builder_set_member_name(b, "local_processes");
+  json_builder_add_int_value(b, plan->local_processes);
+  json_builder_set_member_name(b, "summary");
+  g_autofree char *summary = cohort_launch_plan_describe(plan);
+  json_builder_add_string_value(b, summary);
+  json_builder_set_member_name(b, "argv");
+  json_builder_begin_array(b);
+  for (guint i = 0; argv && argv[i]; i++)
+    json_builder_add_string_value(b, argv[i]);
+  json_builder_end_array(b);
+  json_builder_end_object(b);
+}
+
+char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, const char *const *argv,
+                     int n_first, GError **error)
 {
   const CohortModelClass *klass = cohort_model_class_for(cfg, NULL, error);
   if (!klass || !cohort_model_check_config(cfg, NULL, error))
@@ -16,7 +42,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   g_autoptr(CohortSamples) ds = cohort_samples_open(cfg, cfg->train_data, NULL, error);
   if (!ds)
     return NULL;
-  int world = MAX(world_size, 1);
+  int world = MAX(plan->world_size, 1);
   CohortSamplerSpec spec = {
       .n = cohort_samples_count(ds),
       .world_size = world,
@@ -29,7 +55,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   gint64 steps_per_epoch =
       (gint64)(per_rank / (guint64)cfg->batch_size) / cfg->gradient_accumulation_steps;
   gint64 total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * steps_per_epoch;
-  int global_batch = cohort_config_global_batch(cfg, world);
+  int global_batch = plan->global_batch;
 
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
@@ -37,6 +63,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   JsonNode *cfg_node = json_from_string(cfg_json, NULL);
   json_builder_set_member_name(b, "config");
   json_builder_add_value(b, cfg_node);
+  add_launch(b, plan, argv);
   json_builder_set_member_name(b, "params");
   json_builder_add_int_value(b, klass->count_params(cfg));
   json_builder_set_member_name(b, "device");
@@ -52,7 +79,7 @@ char *cohort_explain(const CohortConfig *cfg, int world_size, int n_first, GErro
   json_builder_set_member_name(b, "learning_rate");
   json_builder_add_double_value(b, cfg->learning_rate);
   json_builder_set_member_name(b, "scaled_learning_rate");
-  json_builder_add_double_value(b, cohort_config_scaled_lr(cfg, world));
+  json_builder_add_double_value(b, plan->scaled_lr);
   json_builder_set_member_name(b, "train_windows");
   json_builder_add_int_value(b, (gint64)spec.n);
   json_builder_set_member_name(b, "samples_per_rank_per_epoch");

@@ -44,11 +44,12 @@ double cohort_lr_step_at(double base_lr, int warmup_steps, int step_size, double
   return base_lr * pow(gamma, decays);
 }
 
-double cohort_lr_for(const CohortConfig *cfg, double base_lr, int step, int total_steps)
+double cohort_lr_for(const CohortConfig *cfg, double base_lr, int warmup_steps, int step,
+                     int total_steps)
 {
   if (cfg->lr_schedule == COHORT_LR_STEP)
-    return cohort_lr_step_at(base_lr, cfg->warmup_steps, cfg->lr_step_size, cfg->lr_gamma, step);
-  return cohort_lr_at(cfg->lr_schedule, base_lr, cfg->warmup_steps, cfg->min_lr_ratio, step,
+    return cohort_lr_step_at(base_lr, warmup_steps, cfg->lr_step_size, cfg->lr_gamma, step);
+  return cohort_lr_at(cfg->lr_schedule, base_lr, warmup_steps, cfg->min_lr_ratio, step,
                       total_steps);
 }
 

@@ -19,8 +19,10 @@ double cohort_lr_at(CohortLrSchedule schedule, double base_lr, int warmup_steps,
  * step_size) once warmup is over (step 0-based). */
 double cohort_lr_step_at(double base_lr, int warmup_steps, int step_size, double gamma, int step);
 /* The learning rate of optimizer step `step` of `total_steps` for the config's schedule
- * (lr_schedule, warmup_steps, min_lr_ratio, lr_step_size, lr_gamma) from the peak base_lr. */
-double cohort_lr_for(const CohortConfig *cfg, double base_lr, int step, int total_steps);
+ * (lr_schedule, min_lr_ratio, lr_step_size, lr_gamma) from the peak base_lr, after
+ * `warmup_steps` of warm-up (the trainer passes the config's, shortened to the run). */
+double cohort_lr_for(const CohortConfig *cfg, double base_lr, int warmup_steps, int step,
+                     int total_steps);
 
 /* An optimizer's state: per parameter, the buffers its rule keeps (AdamW: the first and
  * second moments; SGD: the momentum buffer, none without momentum), in one backend's memory, each

@@ -1,10 +1,8 @@
-/* Where Cohort finds its data (presets, sample text) and the user's presets, and the derived
- * quantities that depend on the number of processes. */
+/* Where Cohort finds its data (presets, sample text). */
 #include "engine/config.h"
 
 #include "cohort-build-config.h"
 
-#include <math.h>
 #include <string.h>
 
 const char *cohort_data_dir(void)
@@ -39,26 +37,4 @@ char *cohort_resolve_path(const char *path)
     return g_steal_pointer(&built);
   }
   return in_data;
-}
-
-int cohort_config_global_batch(const CohortConfig *cfg, int world_size)
-{
-  gint64 world = MAX(world_size, 1);
-  gint64 global = (gint64)cfg->batch_size * cfg->gradient_accumulation_steps * world;
-  /* Table bounds allow products past G_MAXINT; saturate rather than wrap. */
-  return (int)MIN(global, (gint64)G_MAXINT);
-}
-
-double cohort_config_scaled_lr(const CohortConfig *cfg, int world_size)
-{
-  double world = MAX(world_size, 1);
-  switch (cfg->lr_scaling) {
-  case COHORT_LR_SCALING_LINEAR:
-    return cfg->learning_rate * world;
-  case COHORT_LR_SCALING_SQRT:
-    return cfg->learning_rate * sqrt(world);
-  case COHORT_LR_SCALING_NONE:
-  default:
-    return cfg->learning_rate;
-  }
 }

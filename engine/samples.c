@@ -14,7 +14,6 @@ struct CohortSamples {
   int C, S;
   CohortAugment augment;
   guint64 seed;
-  float *scratch; /* one image, for augmentation */
 };
 
 static CohortSamples *open_images(CohortSamples *s, const CohortConfig *cfg, const char *path,
@@ -30,7 +29,6 @@ static CohortSamples *open_images(CohortSamples *s, const CohortConfig *cfg, con
   s->S = cfg->image_size;
   s->augment = (CohortAugment)cfg->augment;
   s->seed = (guint64)cfg->seed;
-  s->scratch = g_new(float, (size_t)s->C * s->S * s->S);
   return s;
 }
 
@@ -58,7 +56,6 @@ void cohort_samples_free(CohortSamples *s)
     return;
   g_clear_pointer(&s->windows, cohort_dataset_free);
   g_clear_pointer(&s->images, cohort_image_set_free);
-  g_free(s->scratch);
   g_free(s);
 }
 
@@ -102,9 +99,11 @@ gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, gu
     cohort_image_set_get(s->images, index, dst, &b->labels[row]);
     return TRUE;
   }
-  /* Training: the augmentation of (seed, epoch, index), the same on every rank. */
-  cohort_image_set_get(s->images, index, s->scratch, &b->labels[row]);
-  cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, s->scratch,
+  /* Training: the augmentation of (seed, epoch, index), the same on every rank. The image
+   * before it goes to memory of this call's own: loader threads call this at once. */
+  g_autofree float *scratch = g_new(float, D);
+  cohort_image_set_get(s->images, index, scratch, &b->labels[row]);
+  cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, scratch,
                        dst);
   return TRUE;
 }

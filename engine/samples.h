@@ -33,8 +33,9 @@ guint cohort_samples_num_skipped(const CohortSamples *s);
 CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity);
 
 /* Fills row `row` of `b` with sample `index` (< count) and records the index in
- * b->sample_ids. Images are augmented (the config's augment) as a function of (seed,
- * b->epoch, index); an evaluation batch (b->epoch < 0) is never augmented. FALSE with an
+ * b->sample_ids; several threads may call it at once for different batches. Images are
+ * augmented (the config's augment) as a function of (seed, b->epoch, index); an evaluation
+ * batch (b->epoch < 0) is never augmented. FALSE with an
  * error naming the file and offset when token data changed under the run and a token is now
  * outside the vocabulary (data/dataset.h checks every window). */
 gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index,

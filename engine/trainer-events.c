@@ -38,6 +38,8 @@ static JsonObject *start_fields(CohortRun *r, const char *resumed_from, int thre
   if (r->dev.cuda_device >= 0)
     json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
   json_object_set_int_member(f, "threads", threads);
+  json_object_set_int_member(f, "num_workers", cfg->num_workers);
+  json_object_set_boolean_member(f, "pin_memory", r->pinned);
   g_autofree char *precision = cohort_config_get(cfg, "precision");
   json_object_set_string_member(f, "precision", precision);
   json_object_set_string_member(f, "gemm", gemm_mode_name(r->be->get_gemm_mode()));

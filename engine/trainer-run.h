@@ -9,6 +9,7 @@
 #include "engine/distill.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/prefetch.h"
 #include "engine/samples.h"
 #include "engine/teacher.h"
 #include "engine/trainer-dist.h"
@@ -34,14 +35,18 @@ typedef struct {
   float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
   CohortTrainDist *dist;
   int B, accum;
-  int tokens_per_sample; /* seq_len for token data, 0 for images */
-  CohortBatch *batch;
-  guint64 *indices; /* this rank's sample order for the current epoch */
-  guint64 n_indices;
-  gint64 indices_epoch;
+  int tokens_per_sample;    /* seq_len for token data, 0 for images */
+  CohortBatch *batch;       /* evaluation, and training micro-batches when num_workers is 0 */
+  CohortBatch *step_batch;  /* the training micro-batch loaded last */
+  CohortPrefetch *prefetch; /* num_workers > 0: loader threads */
+  GMutex indices_lock;      /* the loader threads share the epochs' sample orders */
+  GArray *epoch_indices[2]; /* of guint64: this rank's sample order of two recent epochs */
+  gint64 epoch_of[2];
+  gboolean pinned; /* the prefetched batches are in page-locked memory */
   CohortSamplerSpec spec;
   gint64 steps_per_epoch;
   gint64 total_steps;
+  int warmup_steps; /* warmup_steps, at most total_steps */
   double base_lr;
   CohortTrainState st;
   double *metrics; /* the last evaluation's values, model->n_metrics */
@@ -56,9 +61,15 @@ typedef struct {
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error);
 void cohort_run_free(CohortRun *r);
-/* Fills r->batch with micro-batch `micro` (0-based within the epoch) of `epoch`; FALSE when
- * a data file changed under the run (see cohort_samples_load). */
-gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, GError **error);
+/* Starts the loader threads when num_workers > 0 (after set-up, once the device is known:
+ * batches are page-locked on GPU ranks with pin_memory). */
+gboolean cohort_run_start_loading(CohortRun *r, GError **error);
+/* Points r->step_batch at micro-batch `micro` (0-based within the epoch) of `epoch`: loaded
+ * ahead by the loader threads when num_workers > 0, else now into r->batch; *waited_us gets
+ * the time the caller waited for it. FALSE when a data file changed under the run (see
+ * cohort_samples_load). */
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
+                                     GError **error);
 /* Samples one optimizer step consumes across all ranks. */
 gint64 cohort_run_global_batch(const CohortRun *r);
 

@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 
 #include "engine/fileio.h"
+#include "engine/launch-plan.h"
 
 #include "engine/model-io.h"
 #include "kernels/backend.h"
@@ -68,7 +69,17 @@ static gboolean plan_steps(CohortRun *r, GError **error)
     return FALSE;
   }
   r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
-  r->base_lr = cohort_config_scaled_lr(cfg, o->world_size);
+  r->base_lr = cohort_launch_scaled_lr(cfg, o->world_size);
+  /* A warm-up longer than the run would never reach the learning rate: shorten it to the run,
+   * as other trainers do, so shortening a run needs no thought about warm-up. */
+  r->warmup_steps = cfg->warmup_steps;
+  if (cfg->warmup_steps > r->total_steps) {
+    r->warmup_steps = (int)r->total_steps;
+    cohort_progress_log(r->progress, "info",
+                        "warmup_steps %d is longer than the run's %" G_GINT64_FORMAT
+                        " steps: warming up over all %" G_GINT64_FORMAT " instead",
+                        cfg->warmup_steps, r->total_steps, r->total_steps);
+  }
   return TRUE;
 }
 
@@ -596,6 +607,10 @@ gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
 
 void cohort_run_free(CohortRun *r)
 {
+  /* The loader threads read the data and the sample orders: they stop first. */
+  g_clear_pointer(&r->prefetch, cohort_prefetch_free);
+  for (int i = 0; i < 2; i++)
+    g_clear_pointer(&r->epoch_indices[i], g_array_unref);
   g_clear_pointer(&r->train, cohort_samples_free);
   g_clear_pointer(&r->val, cohort_samples_free);
   g_clear_pointer(&r->distill, cohort_distill_free);
@@ -610,28 +625,108 @@ void cohort_run_free(CohortRun *r)
     r->be->free(r->backup);
   }
   g_free(r->ema_host);
-  g_free(r->indices);
   g_free(r->metrics);
 }
 
 gint64 cohort_run_global_batch(const CohortRun *r)
 {
-  return cohort_config_global_batch(r->cfg, r->opts->world_size);
+  return cohort_launch_global_batch(r->cfg, r->opts->world_size);
 }
 
-gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, GError **error)
+/* This rank's sample order of `epoch` (a reference), made once per epoch for every thread. The
+ * two most recent are kept: loader threads run at most into the next epoch. */
+static GArray *epoch_indices(CohortRun *r, gint64 epoch)
 {
-  if (!r->indices || r->indices_epoch != epoch) {
-    g_free(r->indices);
-    r->indices = cohort_sampler_indices(&r->spec, (guint64)epoch, &r->n_indices);
-    r->indices_epoch = epoch;
+  g_mutex_lock(&r->indices_lock);
+  GArray *out = NULL;
+  for (int i = 0; i < 2 && !out; i++)
+    if (r->epoch_indices[i] && r->epoch_of[i] == epoch)
+      out = g_array_ref(r->epoch_indices[i]);
+  if (!out) {
+    guint64 n = 0;
+    guint64 *idx = cohort_sampler_indices(&r->spec, (guint64)epoch, &n);
+    out = g_array_new(FALSE, FALSE, sizeof(guint64));
+    g_array_append_vals(out, idx, (guint)n);
+    g_free(idx);
+    /* Replaces the older of the two. */
+    int slot = !r->epoch_indices[0]   ? 0
+               : !r->epoch_indices[1] ? 1
+                                      : r->epoch_of[0] > r->epoch_of[1];
+    if (r->epoch_indices[slot])
+      g_array_unref(r->epoch_indices[slot]);
+    r->epoch_indices[slot] = g_array_ref(out);
+    r->epoch_of[slot] = epoch;
   }
-  r->batch->B = r->B;
-  r->batch->epoch = epoch;
+  g_mutex_unlock(&r->indices_lock);
+  return out;
+}
+
+static gboolean load_into(CohortRun *r, CohortBatch *batch, gint64 epoch, gint64 micro,
+                          GError **error)
+{
+  g_autoptr(GArray) idx = epoch_indices(r, epoch);
+  batch->B = r->B;
+  batch->epoch = epoch;
   for (int b = 0; b < r->B; b++) {
-    guint64 idx = r->indices[(guint64)micro * (guint64)r->B + (guint64)b];
-    if (!cohort_samples_load(r->train, r->batch, b, idx, error))
+    guint64 i = g_array_index(idx, guint64, (guint64)micro * (guint64)r->B + (guint64)b);
+    if (!cohort_samples_load(r->train, batch, b, i, error))
       return FALSE;
   }
   return TRUE;
+}
+
+static gboolean prefetch_load(gpointer data, CohortBatch *batch, gint64 epoch, gint64 micro,
+                              GError **error)
+{
+  return load_into(data, batch, epoch, micro, error);
+}
+
+static CohortBatch *prefetch_batch(gpointer data)
+{
+  CohortRun *r = data;
+  const CohortBatch *like = r->batch;
+  if (r->pinned)
+    return cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W, r->be->host_alloc,
+                                 r->be->host_free);
+  return cohort_samples_batch_new(r->train, r->B);
+}
+
+gboolean cohort_run_start_loading(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  r->step_batch = r->batch;
+  if (cfg->num_workers == 0)
+    return TRUE;
+  /* Page-locked batches only where something copies them to a GPU. */
+  r->pinned = cfg->pin_memory && r->dev.cuda_device >= 0 && r->be->host_alloc != NULL;
+  if (r->pinned) {
+    CohortBatch *probe = prefetch_batch(r);
+    if (probe == NULL) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "pin_memory: no page-locked host memory for a batch of %d; set pin_memory "
+                  "false",
+                  r->B);
+      return FALSE;
+    }
+    cohort_batch_free(probe);
+  }
+  /* Two batches ahead per thread, and the one the step holds. */
+  r->prefetch =
+      cohort_prefetch_new(cfg->num_workers, 2 * cfg->num_workers + 1, r->steps_per_epoch * r->accum,
+                          prefetch_load, prefetch_batch, cohort_batch_free, r);
+  return TRUE;
+}
+
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
+                                     GError **error)
+{
+  if (r->prefetch) {
+    r->step_batch = cohort_prefetch_get(r->prefetch, epoch, micro, waited_us, error);
+    return r->step_batch != NULL;
+  }
+  gint64 t0 = g_get_monotonic_time();
+  r->step_batch = r->batch;
+  gboolean ok = load_into(r, r->batch, epoch, micro, error);
+  *waited_us = g_get_monotonic_time() - t0;
+  return ok;
 }

@@ -74,20 +74,20 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
     return FALSE;
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
-    gint64 t0 = g_get_monotonic_time();
-    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, error))
+    gint64 waited_us = 0;
+    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
-    cohort_train_dist_add_data_time(r->dist, g_get_monotonic_time() - t0);
+    cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
     if (r->distill) {
       double parts[COHORT_DISTILL_N_PARTS];
-      loss_sum += cohort_distill_forward(r->distill, r->batch, parts);
+      loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
       for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
         sums[1 + k] += parts[k] / r->accum;
       cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
-      loss_sum += m->ops->forward(m, r->batch, COHORT_FORWARD_TRAIN);
+      loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
       m->ops->backward(m, scale / (float)r->accum);
     }
     if (!cohort_train_dist_end_backward(r->dist, error))
@@ -103,7 +103,7 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
-  res->lr = cohort_lr_for(cfg, r->base_lr, (int)r->st.step, (int)r->total_steps);
+  res->lr = cohort_lr_for(cfg, r->base_lr, r->warmup_steps, (int)r->st.step, (int)r->total_steps);
   /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
    * holds the same reduced values, so every rank stops here. */
   if (!fp16 && (!isfinite(res->loss) || !isfinite(res->norm))) {
@@ -281,8 +281,8 @@ static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *opts = r->opts;
-  if (!cohort_config_check_supported(cfg, opts->config_source, error))
-    return FALSE;
+  /* What the build supports was checked by the launch plan, or is by cohort_device_select
+   * below (device "cuda" without the CUDA path). */
   *threads = cohort_train_threads(cfg, opts->local_world_size);
   cohort_train_set_threads(*threads);
   if (opts->device)
@@ -300,8 +300,7 @@ static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
 gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
                       GError **error)
 {
-  CohortRun run = {
-      .cfg = cfg, .opts = opts, .progress = opts->progress, .indices_epoch = -1, .final_loss = NAN};
+  CohortRun run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .final_loss = NAN};
   CohortRun *r = &run;
   g_autofree char *resumed_from = NULL;
   g_autofree char *model_path = NULL;
@@ -316,7 +315,8 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
   cohort_train_dist_set_device(r->dist, &r->dev);
   /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
-  if (cohort_run_setup(r, &resumed_from, error) &&
+  g_mutex_init(&r->indices_lock);
+  if (cohort_run_setup(r, &resumed_from, error) && cohort_run_start_loading(r, error) &&
       cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
@@ -333,6 +333,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   if (stopped)
     *stopped = was_stopped;
   cohort_run_free(r);
+  g_mutex_clear(&r->indices_lock);
   /* The mode is the backend's, for the whole process: leave it as found for later users. */
   if (r->be)
     r->be->set_gemm_mode(COHORT_GEMM_FP32);

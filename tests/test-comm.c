@@ -7,6 +7,7 @@
  * gets the same bits, each a sum rounded pair by pair; a peer that exits or is late gives an
  * error naming the bfloat16 all_reduce, within the timeout. */
 #include "bf16-ref.h"
+#include "engine/build-info.h"
 #include "rank-harness.h"
 
 #include <signal.h>
@@ -310,9 +311,19 @@ static void test_bf16_peer_late(void)
   run_gloo_ranks(2, "test-comm-bf16", bf16_peer_late, 100);
 }
 
+/* What the window learns from the build information is what the distributed part has. */
+static void test_build_info(void)
+{
+  const char *names[] = {"local", "gloo", "nccl", "mpi", ""};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+    g_assert_cmpint(cohort_build_has_backend(names[i]), ==,
+                    cohort_comm_backend_available(names[i]));
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/comm/build-info", test_build_info);
   g_test_add_func("/comm/local", test_local);
   g_test_add_func("/comm/gloo/2-ranks", test_gloo_2);
   g_test_add_func("/comm/gloo/3-ranks", test_gloo_3);

@@ -53,7 +53,7 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 82);
+  g_assert_cmpuint(n, ==, 84);
   g_assert_null(cohort_config_find_key("version"));
   g_assert_true(cohort_config_find_key("seed") == &keys[12]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==,
@@ -449,8 +449,6 @@ static void test_cross_rules(void)
               (const char *[]){"\"n_embd\": 250", "\"n_head\": 4", NULL});
   check_cross("{\"version\": 1, \"num_nodes\": 2, \"node_rank\": 2}",
               (const char *[]){"\"node_rank\": 2", "\"num_nodes\": 2", NULL});
-  check_cross("{\"version\": 1, \"max_steps\": 10, \"warmup_steps\": 11}",
-              (const char *[]){"\"warmup_steps\": 11", "\"max_steps\": 10", NULL});
   check_cross("{\"version\": 1, \"device_indexes\": [0, 1, 0]}",
               (const char *[]){"\"device_indexes\": [0,1,0]", "appears twice", NULL});
   check_cross("{\"version\": 1, \"device_indexes\": [0, -2]}",
@@ -796,24 +794,6 @@ static void test_hash_and_diff(void)
   g_assert_cmpuint(g_strv_length(three), ==, 3);
 }
 
-static void test_derived(void)
-{
-  g_autoptr(CohortConfig) cfg = cohort_config_new();
-  g_autoptr(GError) error = NULL;
-  g_assert_true(cohort_config_set(cfg, "learning_rate", "0.001", "test", &error));
-  g_assert_true(cohort_config_set(cfg, "gradient_accumulation_steps", "4", "test", &error));
-  g_assert_cmpint(cohort_config_global_batch(cfg, 8), ==, 16 * 4 * 8);
-  g_assert_cmpint(cohort_config_global_batch(cfg, 0), ==, 16 * 4);
-  g_assert_cmpfloat(cohort_config_scaled_lr(cfg, 4), ==, 0.001);
-  g_assert_true(cohort_config_set(cfg, "lr_scaling", "linear", "test", &error));
-  g_assert_cmpfloat(cohort_config_scaled_lr(cfg, 4), ==, 0.004);
-  g_assert_true(cohort_config_set(cfg, "lr_scaling", "sqrt", "test", &error));
-  g_assert_cmpfloat_with_epsilon(cohort_config_scaled_lr(cfg, 4), 0.002, 1e-15);
-  g_assert_true(cohort_config_set(cfg, "batch_size", "65536", "test", &error));
-  g_assert_true(cohort_config_set(cfg, "gradient_accumulation_steps", "4096", "test", &error));
-  g_assert_cmpint(cohort_config_global_batch(cfg, 65536), ==, G_MAXINT);
-}
-
 int main(int argc, char **argv)
 {
   /* Before anything asks GLib for the user's config folder, which it caches. */
@@ -835,7 +815,6 @@ int main(int argc, char **argv)
   g_test_add_func("/config/presets", test_presets);
   g_test_add_func("/config/paths", test_paths);
   g_test_add_func("/config/hash-and-diff", test_hash_and_diff);
-  g_test_add_func("/config/derived", test_derived);
   int rc = g_test_run();
   g_autofree char *presets = g_build_filename(user_config_home, "cohort", "presets", NULL);
   g_autofree char *cohort = g_build_filename(user_config_home, "cohort", NULL);

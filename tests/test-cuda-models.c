@@ -189,6 +189,11 @@ static void test_dit_run(void)
       g_error("cohort-train (%s) exited %d: %s", dev ? "cuda" : "cpu", r.status, r.err);
     g_autoptr(GPtrArray) ev = tu_read_events(events);
     losses[dev] = tu_event_values(ev, "step", "loss");
+    /* The GPU rank's batches come through page-locked memory (pin_memory, loader threads on
+     * by default); the CPU's need none. */
+    g_autoptr(GArray) pinned = tu_event_values(ev, "start", "pin_memory");
+    g_assert_cmpuint(pinned->len, ==, 1);
+    g_assert_cmpfloat(g_array_index(pinned, double, 0), ==, dev ? 1 : 0);
     g_autofree char *grid = g_build_filename(ws, "samples", "step-00000020.png", NULL);
     g_assert_true(g_file_test(grid, G_FILE_TEST_IS_REGULAR));
     run_result_clear(&r);

@@ -272,6 +272,44 @@ static void test_shards(Fixture *fx, gconstpointer data)
   g_assert_cmpint(tg[1], ==, 5);
 }
 
+/* llm.c's layout: one folder holds both splits, and a pattern picks one. */
+static void test_glob(Fixture *fx, gconstpointer data)
+{
+  (void)data;
+  g_free(write_shard(fx->dir, "fineweb_train_000002.bin", 20240520, 1, 10, 10, 20, 100));
+  g_free(write_shard(fx->dir, "fineweb_train_000001.bin", 20240520, 1, 10, 10, 10, 100));
+  g_free(write_shard(fx->dir, "fineweb_val_000000.bin", 20240520, 1, 10, 10, 90, 100));
+  g_autofree char *sub = g_build_filename(fx->dir, "fineweb_train_folder.bin", NULL);
+  g_mkdir(sub, 0755); /* a folder the pattern matches is passed over */
+  g_autofree char *train = g_build_filename(fx->dir, "fineweb_train_*.bin", NULL);
+  g_autofree char *val = g_build_filename(fx->dir, "fineweb_val_*.bin", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortDataset) tr = cohort_dataset_open(train, COHORT_DATA_TOKENS, 100, 4, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(cohort_dataset_num_tokens(tr), ==, 20);
+  int in[4], tg[4];
+  /* In name order: 000001 (10..19) before 000002 (20..29). */
+  g_assert_true(cohort_dataset_window(tr, 0, in, tg, NULL));
+  g_assert_cmpint(in[0], ==, 10);
+  g_assert_true(cohort_dataset_window(tr, 2, in, tg, NULL));
+  g_assert_cmpint(in[2], ==, 20);
+  g_autoptr(CohortDataset) va = cohort_dataset_open(val, COHORT_DATA_TOKENS, 100, 4, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(cohort_dataset_num_tokens(va), ==, 10);
+  g_assert_true(cohort_dataset_window(va, 0, in, tg, NULL));
+  g_assert_cmpint(in[0], ==, 90);
+
+  g_autofree char *none = g_build_filename(fx->dir, "fineweb_test_*.bin", NULL);
+  expect_error(none, COHORT_DATA_TOKENS, 100, 4, COHORT_DATA_ERROR_IO,
+               "no file matches this pattern");
+  g_autofree char *fifo = g_build_filename(fx->dir, "fineweb_pipe_0.bin", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0644), ==, 0);
+  g_autofree char *pipes = g_build_filename(fx->dir, "fineweb_pipe_*.bin", NULL);
+  g_autoptr(CohortDataset) p = cohort_dataset_open(pipes, COHORT_DATA_TOKENS, 100, 4, &error);
+  g_assert_null(p);
+  g_assert_nonnull(strstr(error->message, fifo));
+}
+
 static void test_bad_files(Fixture *fx, gconstpointer data)
 {
   (void)data;
@@ -360,6 +398,7 @@ int main(int argc, char **argv)
   g_test_add("/dataset/text-folder", Fixture, NULL, fixture_setup, test_text_folder,
              fixture_teardown);
   g_test_add("/dataset/shards", Fixture, NULL, fixture_setup, test_shards, fixture_teardown);
+  g_test_add("/dataset/glob", Fixture, NULL, fixture_setup, test_glob, fixture_teardown);
   g_test_add("/dataset/bad-files", Fixture, NULL, fixture_setup, test_bad_files, fixture_teardown);
   g_test_add("/dataset/prepared-index", Fixture, NULL, fixture_setup, test_prepared_index,
              fixture_teardown);

@@ -1,8 +1,7 @@
 /* The launcher with a stand-in worker (tests/dist-worker.c): torchrun's environment, the
  * progress fd, the first-failure report, restarts, SIGTERM/SIGKILL to the launcher leaving no
- * process behind, spawn mode, agreement with real torchrun when installed; and the generated
- * cluster commands. */
-#include "engine/distributed/commands.h"
+ * process behind, spawn mode, agreement with real torchrun when installed. The printed
+ * commands are tested in test-launch-plan and test-commands-run. */
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
 #include "engine/distributed/store.h"
@@ -312,22 +311,6 @@ static void test_spawn(void)
   rm_rf(dir);
 }
 
-static void test_nproc(void)
-{
-  g_autoptr(GError) error = NULL;
-  g_assert_cmpint(cohort_launch_resolve_nproc("3", "--nproc-per-node", &error), ==, 3);
-  g_assert_cmpint(cohort_launch_resolve_nproc("cpu", "--nproc-per-node", &error), ==, 1);
-  g_assert_cmpint(cohort_launch_resolve_nproc("auto", "--nproc-per-node", &error), >=, 1);
-  g_assert_no_error(error);
-  const char *bad[] = {"0", "-2", "two", "", "3x"};
-  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
-    g_assert_cmpint(cohort_launch_resolve_nproc(bad[i], "--nproc-per-node", &error), ==, -1);
-    g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
-    g_assert_nonnull(strstr(error->message, "--nproc-per-node"));
-    g_clear_error(&error);
-  }
-}
-
 /* Real torchrun (Debian's torch 1.13 needs -r 1 -t 1 to start) gives the same contract. */
 static void test_torchrun_agrees(void)
 {
@@ -413,104 +396,6 @@ static void test_torchrun_agrees(void)
   }
   rm_rf(dir);
   rm_rf(ours);
-}
-
-static const CohortLaunchCommand *find_cmd(GPtrArray *cmds, const char *launcher)
-{
-  for (guint i = 0; i < cmds->len; i++) {
-    const CohortLaunchCommand *c = cmds->pdata[i];
-    if (strcmp(c->launcher, launcher) == 0)
-      return c;
-  }
-  g_error("no %s command", launcher);
-  return NULL;
-}
-
-static void assert_has(const char *text, const char *words)
-{
-  g_auto(GStrv) w = g_strsplit(words, "|", -1);
-  for (int i = 0; w[i] != NULL; i++)
-    if (strstr(text, w[i]) == NULL)
-      g_error("\"%s\" lacks \"%s\"", text, w[i]);
-}
-
-static void test_commands(void)
-{
-  g_autoptr(CohortConfig) cfg = cohort_config_new();
-  cfg->num_nodes = 2;
-  cfg->nproc_per_node = 4;
-  cfg->enable_multi_gpu = TRUE;
-  cfg->device = COHORT_DEVICE_CUDA;
-  cfg->distributed_backend = COHORT_BACKEND_NCCL;
-  g_free(cfg->master_addr);
-  cfg->master_addr = g_strdup("10.1.2.3");
-  cfg->master_port = 29400;
-  cfg->max_restarts = 2;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) cmds = cohort_launch_commands(cfg, "/runs/my run.json", NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_autofree char *text = cohort_launch_commands_to_text(cmds);
-  g_test_message("%s", text);
-
-  const CohortLaunchCommand *run = find_cmd(cmds, "cohort-run");
-  g_assert_cmpuint(g_strv_length(run->commands), ==, 2);
-  for (int n = 0; n < 2; n++) {
-    g_autofree char *nr = g_strdup_printf("--node-rank %d ", n);
-    assert_has(run->commands[n], "cohort-run --nnodes 2 --nproc-per-node 4 |--master-addr "
-                                 "10.1.2.3 --master-port 29400|--max-restarts 2|cohort-train "
-                                 "--config '/runs/my run.json'");
-    assert_has(run->commands[n], nr);
-  }
-  const CohortLaunchCommand *tr = find_cmd(cmds, "torchrun");
-  g_assert_cmpuint(g_strv_length(tr->commands), ==, 2);
-  assert_has(tr->commands[1], "torchrun --nnodes=2 --nproc-per-node=4 --node-rank=1 "
-                              "|--master-addr=10.1.2.3 --master-port=29400|--no-python "
-                              "cohort-train --config '/runs/my run.json'");
-  g_assert_null(strstr(tr->commands[1], "-r 1"));
-  const CohortLaunchCommand *srun = find_cmd(cmds, "srun");
-  g_assert_cmpuint(g_strv_length(srun->commands), ==, 1);
-  assert_has(srun->commands[0], "srun --nodes=2 --ntasks-per-node=4 |--gpus-per-node=4|"
-                                "MASTER_PORT=29400|cohort-train --config '/runs/my run.json'");
-  const CohortLaunchCommand *sb = find_cmd(cmds, "sbatch");
-  assert_has(sb->commands[0], "#!/bin/bash\n|#SBATCH --nodes=2\n|#SBATCH --ntasks-per-node=4\n|"
-                              "srun cohort-train --config '/runs/my run.json'");
-  const CohortLaunchCommand *mpi = find_cmd(cmds, "mpirun");
-  assert_has(mpi->commands[0], "mpirun -np 8 |ppr:4:node|-x MASTER_ADDR=10.1.2.3|"
-                               "-x MASTER_PORT=29400|cohort-train --config '/runs/my run.json'");
-
-  /* The nodes share one secret, in the environment of their commands, fresh for each call;
-   * commands run once draw theirs in the shell, and mpirun passes it by name. */
-  const char *secret = run->commands[0] + strlen("COHORT_JOB_TOKEN=");
-  g_assert_true(g_str_has_prefix(run->commands[0], "COHORT_JOB_TOKEN="));
-  g_assert_cmpint(strspn(secret, "0123456789abcdef"), ==, 32);
-  g_assert_cmpint(secret[32], ==, ' ');
-  g_autofree char *prefix = g_strndup(run->commands[0], strlen("COHORT_JOB_TOKEN=") + 33);
-  for (int n = 0; n < 2; n++) {
-    g_assert_true(g_str_has_prefix(run->commands[n], prefix));
-    g_assert_true(g_str_has_prefix(tr->commands[n], prefix));
-  }
-  assert_has(srun->commands[0], "COHORT_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom");
-  assert_has(sb->commands[0], "export COHORT_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom");
-  assert_has(mpi->commands[0], "COHORT_JOB_TOKEN=$(od |-x COHORT_JOB_TOKEN ");
-  g_autofree char *hex = g_strndup(secret, 32);
-  g_assert_null(strstr(srun->commands[0], hex));
-  g_assert_null(strstr(mpi->commands[0], hex));
-  g_autoptr(GPtrArray) again = cohort_launch_commands(cfg, "/runs/my run.json", NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_false(g_str_has_prefix(find_cmd(again, "cohort-run")->commands[0], prefix));
-  /* one node: cohort-run draws its own */
-  cfg->num_nodes = 1;
-  g_autoptr(GPtrArray) one = cohort_launch_commands(cfg, "/runs/x.json", NULL, NULL, &error);
-  g_assert_true(g_str_has_prefix(find_cmd(one, "cohort-run")->commands[0], "cohort-run "));
-  assert_has(find_cmd(one, "torchrun")->commands[0], "COHORT_JOB_TOKEN=$(od ");
-  cfg->num_nodes = 2;
-
-  /* two nodes cannot meet at a loopback master */
-  g_free(cfg->master_addr);
-  cfg->master_addr = g_strdup("127.0.0.1");
-  g_assert_null(cohort_launch_commands(cfg, "/runs/x.json", NULL, NULL, &error));
-  g_assert_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID);
-  g_assert_nonnull(strstr(error->message, "master_addr"));
 }
 
 static const char *secret_of(GStrv env)
@@ -678,8 +563,6 @@ int main(int argc, char **argv)
   g_test_add_func("/launcher/job-secret", test_job_secret);
   g_test_add_func("/launcher/port-taken", test_port_taken);
   g_test_add_func("/launcher/spawn", test_spawn);
-  g_test_add_func("/launcher/nproc", test_nproc);
   g_test_add_func("/launcher/torchrun-agrees", test_torchrun_agrees);
-  g_test_add_func("/launcher/commands", test_commands);
   return g_test_run();
 }

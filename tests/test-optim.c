@@ -159,7 +159,8 @@ static void test_step_schedule(void)
   cfg->lr_gamma = 0.5;
   const double want[] = {0.25, 0.5, 0.75, 1, 1, 1, 1, 0.5, 0.5, 0.5, 0.25, 0.25};
   for (int s = 0; s < (int)G_N_ELEMENTS(want); s++)
-    g_assert_cmpfloat_with_epsilon(cohort_lr_for(cfg, 1.0, s, 100), want[s], 1e-15);
+    g_assert_cmpfloat_with_epsilon(cohort_lr_for(cfg, 1.0, cfg->warmup_steps, s, 100), want[s],
+                                   1e-15);
   /* torch.optim.lr_scheduler.StepLR(step_size=30, gamma=0.1) per step, no warmup */
   g_assert_cmpfloat_with_epsilon(cohort_lr_step_at(0.1, 0, 30, 0.1, 29), 0.1, 1e-15);
   g_assert_cmpfloat_with_epsilon(cohort_lr_step_at(0.1, 0, 30, 0.1, 30), 0.01, 1e-15);
@@ -167,7 +168,7 @@ static void test_step_schedule(void)
   /* the other schedules go through cohort_lr_for unchanged */
   cfg->lr_schedule = COHORT_LR_COSINE;
   cfg->min_lr_ratio = 0.1;
-  g_assert_cmpfloat(cohort_lr_for(cfg, 1.0, 50, 111), ==,
+  g_assert_cmpfloat(cohort_lr_for(cfg, 1.0, cfg->warmup_steps, 50, 111), ==,
                     cohort_lr_at(COHORT_LR_COSINE, 1.0, 4, 0.1, 50, 111));
 }
 

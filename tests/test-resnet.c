@@ -450,7 +450,7 @@ static void test_sgd_against_torch(void)
     cohort_model_zero_grad(m);
     float loss = cohort_resnet_forward_given(m, images, labels, B, COHORT_FORWARD_TRAIN, NULL);
     m->ops->backward(m, 1.0f);
-    double lr = cohort_lr_for(cfg, 0.1, s, STEPS);
+    double lr = cohort_lr_for(cfg, 0.1, cfg->warmup_steps, s, STEPS);
     cohort_optimizer_step(opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, lr, s + 1);
     double ref = line(lines, 1 + s);
     if (fabs(loss - ref) > 1e-4 * fabs(ref))

@@ -132,6 +132,53 @@ static void test_wrong_token(void)
   g_assert_cmpint(g_get_monotonic_time() - t0, <, 2 * G_USEC_PER_SEC);
 }
 
+typedef struct {
+  CohortDistEnv env;
+  CohortStore *store;
+  GError *error;
+} OpenArgs;
+
+static gpointer open_store(gpointer data)
+{
+  OpenArgs *a = data;
+  a->store = cohort_store_open(&a->env, "attempt-1", 10, &a->error);
+  return NULL;
+}
+
+/* A rank of a restarted group meets the store of the attempt before, still there: it waits
+ * for its own instead of failing; a rank of a first attempt is refused at once. */
+static void test_stale_store_after_restart(void)
+{
+  g_autoptr(GError) error = NULL;
+  CohortStoreServer *stale = cohort_store_server_new("127.0.0.1", 0, "attempt-0", NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(stale);
+  OpenArgs first = {.env = {.rank = 1,
+                            .world_size = 2,
+                            .local_world_size = 1,
+                            .master_addr = "127.0.0.1",
+                            .master_port = port}};
+  gint64 t0 = g_get_monotonic_time();
+  open_store(&first);
+  g_assert_null(first.store);
+  g_assert_error(first.error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 2 * G_USEC_PER_SEC);
+  g_clear_error(&first.error);
+
+  OpenArgs again = first;
+  again.env.restart_count = 1;
+  GThread *t = g_thread_new("restarted", open_store, &again);
+  g_usleep(500 * 1000);
+  cohort_store_server_free(stale);
+  g_autoptr(CohortStoreServer) fresh =
+      cohort_store_server_new("127.0.0.1", port, "attempt-1", NULL, &error);
+  g_assert_no_error(error);
+  g_thread_join(t);
+  g_assert_no_error(again.error);
+  g_assert_nonnull(again.store);
+  cohort_store_free(again.store);
+}
+
 /* Speaks the wire protocol by hand to send what a correct client never sends. */
 static int raw_connect(int port, const char *token)
 {
@@ -620,6 +667,7 @@ int main(int argc, char **argv)
   g_test_add_func("/store/operations", test_operations);
   g_test_add_func("/store/wait-and-timeouts", test_wait_and_timeouts);
   g_test_add_func("/store/wrong-token", test_wrong_token);
+  g_test_add_func("/store/stale-store-after-restart", test_stale_store_after_restart);
   g_test_add_func("/store/oversized", test_oversized);
   g_test_add_func("/store/port-taken", test_port_taken);
   g_test_add_func("/store/server-starts-later", test_server_starts_later);

@@ -50,16 +50,16 @@ static void test_two_nodes_four_gpus(void)
     const char *cmd = cohort_multinode_dialog_get_command(dlg, "cohort-run", node);
     g_test_message("cohort-run node %u: %s", node, cmd);
     /* After the nodes' shared secret, in the command's environment (test-launcher checks it). */
-    g_assert_true(g_str_has_prefix(cmd, "COHORT_JOB_TOKEN=") && strstr(cmd, " cohort-run --"));
+    g_assert_true(g_str_has_prefix(cmd, "COHORT_JOB_TOKEN=") && strstr(cmd, "/cohort-run --"));
     g_assert_nonnull(strstr(cmd, "10.1.2.3"));
     g_assert_nonnull(strstr(cmd, "29600"));
     g_assert_nonnull(strstr(cmd, "/srv/job/run.json"));
     g_autofree char *rank = g_strdup_printf("--node-rank %u", node);
-    g_autofree char *rank_eq = g_strdup_printf("--node-rank=%u", node);
+    g_autofree char *rank_eq = g_strdup_printf("--node_rank=%u", node);
     g_assert_true(strstr(cmd, rank) != NULL || strstr(cmd, rank_eq) != NULL);
     const char *tr = cohort_multinode_dialog_get_command(dlg, "torchrun", node);
     g_test_message("torchrun node %u: %s", node, tr);
-    g_assert_nonnull(strstr(tr, "--no-python"));
+    g_assert_nonnull(strstr(tr, "--no_python"));
     g_assert_true(strstr(tr, rank) != NULL || strstr(tr, rank_eq) != NULL);
   }
   const char *sbatch = cohort_multinode_dialog_get_command(dlg, "sbatch", 0);
@@ -120,7 +120,9 @@ static void test_launch_argv(void)
   g_assert_true(strv_has_pair(multi, "--node-rank", "1"));
   g_assert_true(strv_has_pair(multi, "--master-addr", "10.0.0.1"));
   g_assert_false(g_strv_contains((const char *const *)multi, "--standalone"));
-  g_assert_cmpint(cohort_ui_world_size(cfg, 0), ==, 8);
+  g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, 0, &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(plan->world_size, ==, 8);
 
   g_setenv("COHORT_TRAIN_PROGRAM", "/nonexistent/cohort-train", TRUE);
   g_assert_null(cohort_ui_launch_argv(cfg, "/w/run.json", 0, &error));

@@ -3,7 +3,7 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
-#include "engine/distributed/comm.h"
+#include "engine/build-info.h"
 #include "ui/gpu-detect.h"
 
 GtkWidget *cohort_dist_page_top_new(void)
@@ -18,7 +18,7 @@ GtkWidget *cohort_dist_page_top_new(void)
   gtk_label_set_selectable(GTK_LABEL(gpus), TRUE);
   g_object_set_data(G_OBJECT(box), "cohort-gpus", gpus);
   GtkWidget *build =
-      gtk_label_new(cohort_comm_backend_available("nccl")
+      gtk_label_new(cohort_build_has_backend("nccl")
                         ? _("This build has the NCCL backend: NCCL and Gloo are offered.")
                         : _("This build has no NCCL backend: Gloo (CPU) is the backend."));
   gtk_label_set_xalign(GTK_LABEL(build), 0);

@@ -25,6 +25,8 @@ static const struct {
     {"num_classes", N_("Classes")},
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
+    {"num_workers", N_("Loader threads")},
+    {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
     {"gradient_accumulation_steps", N_("Gradient accumulation steps")},
     {"optimizer", N_("Optimizer")},
@@ -80,6 +82,7 @@ static const struct {
     {"master_port", N_("Master port")},
     {"num_nodes", N_("Number of nodes")},
     {"node_rank", N_("This node's rank")},
+    {"node_hosts", N_("Node host names")},
     {"nproc_per_node", N_("Processes per node")},
     {"lr_scaling", N_("Learning rate scaling")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
@@ -98,6 +101,7 @@ static const char *const image_keys[] = {"image_size", "image_channels",  "num_c
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
+static const char *const loading_keys[] = {"num_workers", "pin_memory", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
                                          "epochs", NULL};
 static const char *const optim_keys[] = {"optimizer", "learning_rate", "weight_decay",
@@ -134,6 +138,7 @@ static const CohortKeySection sections[] = {
     {"data", N_("Files"), files_keys},
     {"data", N_("Order"), order_keys},
     {"data", N_("Images"), image_keys},
+    {"data", N_("Loading"), loading_keys},
     {"training", N_("Batch and length"), batch_keys},
     {"training", N_("Optimizer"), optim_keys},
     {"training", N_("Schedule"), sched_keys},
@@ -152,8 +157,8 @@ static const CohortKeySection sections[] = {
 
 static const char *const groups[] = {"model", "data", "training", "distributed", "output", NULL};
 
-static const char *const multinode_keys[] = {"num_nodes", "node_rank", "master_addr", "master_port",
-                                             NULL};
+static const char *const multinode_keys[] = {"num_nodes",   "node_rank",  "master_addr",
+                                             "master_port", "node_hosts", NULL};
 
 static const struct {
   const char *value;

@@ -16,4 +16,7 @@ guint cohort_multinode_dialog_count_commands(CohortMultinodeDialog *dlg, const c
 /* The text of the connection test's result ("" before any test). */
 const char *cohort_multinode_dialog_get_test_result(CohortMultinodeDialog *dlg);
 
+/* The text of the last export's result ("" before any export, and after an edit). */
+const char *cohort_multinode_dialog_get_export_result(CohortMultinodeDialog *dlg);
+
 G_END_DECLS

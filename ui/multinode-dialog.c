@@ -2,18 +2,23 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/distributed/commands.h"
+#include <errno.h>
+
+#include "engine/launch-commands.h"
+#include "engine/launch-plan.h"
 #include "ui/key-labels.h"
+#include "ui/programs.h"
 
 struct _CohortMultinodeDialog {
   GtkWindow parent_instance;
   GtkWidget *rows_box;
   GtkWidget *test_button;
   GtkWidget *test_label;
-  GtkWidget *generate_button;
+  GtkWidget *export_button;
+  GtkWidget *export_label;
   GtkWidget *commands_box;
   CohortConfigForm *form;
-  char *config_path;
+  char *config_path;   /* an override of the workspace's run.json (tests), or NULL */
   GPtrArray *commands; /* of CohortLaunchCommand */
   GCancellable *cancel;
   guint16 test_port;
@@ -60,20 +65,39 @@ static GtkWidget *command_row(const char *caption, const char *command)
   return box;
 }
 
+char *cohort_multinode_dialog_get_config_path(CohortMultinodeDialog *dlg)
+{
+  if (dlg->config_path != NULL)
+    return g_strdup(dlg->config_path);
+  const CohortConfig *cfg = cohort_config_form_get_config(dlg->form);
+  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
+  g_autofree char *abs = g_canonicalize_filename(ws, NULL);
+  return g_build_filename(abs, "run.json", NULL);
+}
+
+static void show_error(GtkWidget *box, const char *text)
+{
+  GtkWidget *msg = gtk_label_new(text);
+  gtk_label_set_wrap(GTK_LABEL(msg), TRUE);
+  gtk_label_set_xalign(GTK_LABEL(msg), 0);
+  gtk_widget_add_css_class(msg, "error");
+  gtk_box_append(GTK_BOX(box), msg);
+}
+
 gboolean cohort_multinode_dialog_generate(CohortMultinodeDialog *dlg)
 {
   clear_box(dlg->commands_box);
   g_clear_pointer(&dlg->commands, g_ptr_array_unref);
   const CohortConfig *cfg = cohort_config_form_get_config(dlg->form);
   g_autoptr(GError) error = NULL;
-  const char *path = dlg->config_path != NULL ? dlg->config_path : "run.json";
-  dlg->commands = cohort_launch_commands(cfg, path, NULL, NULL, &error);
+  g_autofree char *path = cohort_multinode_dialog_get_config_path(dlg);
+  /* Paths the nodes can run: absolute ones from a build tree, where nothing is on PATH. */
+  g_autofree char *train = cohort_ui_command_program("cohort-train");
+  g_autofree char *run = cohort_ui_command_program("cohort-run");
+  dlg->commands = cohort_launch_commands(cfg, path, train, run, &error);
+  gtk_widget_set_sensitive(dlg->export_button, dlg->commands != NULL);
   if (dlg->commands == NULL) {
-    GtkWidget *msg = gtk_label_new(error->message);
-    gtk_label_set_wrap(GTK_LABEL(msg), TRUE);
-    gtk_label_set_xalign(GTK_LABEL(msg), 0);
-    gtk_widget_add_css_class(msg, "error");
-    gtk_box_append(GTK_BOX(dlg->commands_box), msg);
+    show_error(dlg->commands_box, error->message);
     return FALSE;
   }
   for (guint i = 0; i < dlg->commands->len; i++) {
@@ -132,8 +156,66 @@ guint cohort_multinode_dialog_count_commands(CohortMultinodeDialog *dlg, const c
   return cmd != NULL && cmd->commands != NULL ? g_strv_length(cmd->commands) : 0;
 }
 
-static void on_generate_clicked(CohortMultinodeDialog *dlg)
+/* Writes `text` to `path` atomically (a temporary file renamed), so a node never reads half
+ * a file. */
+static gboolean write_file(const char *path, const char *text, GError **error)
 {
+  return g_file_set_contents_full(
+      path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644, error);
+}
+
+gboolean cohort_multinode_dialog_export(CohortMultinodeDialog *dlg, GError **error)
+{
+  const CohortConfig *cfg = cohort_config_form_get_config(dlg->form);
+  g_autofree char *path = cohort_multinode_dialog_get_config_path(dlg);
+  g_autofree char *dir = g_path_get_dirname(path);
+  CohortMachine nodes = {.gpus = -1};
+  g_autoptr(CohortLaunchPlan) plan = cohort_launch_plan_new(cfg, path, &nodes, error);
+  if (plan == NULL)
+    return FALSE;
+  if (g_mkdir_with_parents(dir, 0755) != 0) {
+    int e = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), _("%s: cannot create: %s"), dir,
+                g_strerror(e));
+    return FALSE;
+  }
+  if (!cohort_config_save_file(cfg, path, error))
+    return FALSE;
+  g_autofree char *hosts = cohort_launch_hostfile(cfg, MAX(plan->local_processes, 1));
+  g_autofree char *hostfile = g_build_filename(dir, "hostfile", NULL);
+  if (hosts != NULL && !write_file(hostfile, hosts, error))
+    return FALSE;
+  g_autofree char *msg = hosts != NULL ? g_strdup_printf(_("Wrote %s and %s."), path, hostfile)
+                                       : g_strdup_printf(_("Wrote %s."), path);
+  gtk_label_set_text(GTK_LABEL(dlg->export_label), msg);
+  gtk_widget_remove_css_class(dlg->export_label, "error");
+  return TRUE;
+}
+
+static void on_export_clicked(CohortMultinodeDialog *dlg)
+{
+  g_autoptr(GError) error = NULL;
+  if (!cohort_multinode_dialog_export(dlg, &error)) {
+    gtk_label_set_text(GTK_LABEL(dlg->export_label), error->message);
+    gtk_widget_add_css_class(dlg->export_label, "error");
+  }
+}
+
+/* Every edit of the form: the commands follow it, and what was learnt about the old settings
+ * (the connection test, the last export) no longer holds. */
+static void on_form_changed(CohortMultinodeDialog *dlg)
+{
+  gtk_label_set_text(GTK_LABEL(dlg->test_label), "");
+  gtk_widget_remove_css_class(dlg->test_label, "error");
+  gtk_widget_remove_css_class(dlg->test_label, "success");
+  gtk_label_set_text(GTK_LABEL(dlg->export_label), "");
+  if (dlg->cancel != NULL) {
+    /* A test still running answers for settings that changed: drop it. */
+    g_cancellable_cancel(dlg->cancel);
+    g_object_unref(dlg->cancel);
+    dlg->cancel = g_cancellable_new();
+    gtk_widget_set_sensitive(dlg->test_button, TRUE);
+  }
   cohort_multinode_dialog_generate(dlg);
 }
 
@@ -236,6 +318,11 @@ const char *cohort_multinode_dialog_get_test_result(CohortMultinodeDialog *dlg)
   return gtk_label_get_text(GTK_LABEL(dlg->test_label));
 }
 
+const char *cohort_multinode_dialog_get_export_result(CohortMultinodeDialog *dlg)
+{
+  return gtk_label_get_text(GTK_LABEL(dlg->export_label));
+}
+
 static void on_test_clicked(CohortMultinodeDialog *dlg)
 {
   cohort_multinode_dialog_test_connection(dlg);
@@ -245,6 +332,7 @@ void cohort_multinode_dialog_set_config_path(CohortMultinodeDialog *dlg, const c
 {
   g_free(dlg->config_path);
   dlg->config_path = g_strdup(config_path);
+  cohort_multinode_dialog_generate(dlg);
 }
 
 static void cohort_multinode_dialog_dispose(GObject *obj)
@@ -268,10 +356,11 @@ static void cohort_multinode_dialog_class_init(CohortMultinodeDialogClass *klass
   gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, rows_box);
   gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, test_button);
   gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, test_label);
-  gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, generate_button);
+  gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, export_button);
+  gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, export_label);
   gtk_widget_class_bind_template_child(wc, CohortMultinodeDialog, commands_box);
   gtk_widget_class_bind_template_callback(wc, on_test_clicked);
-  gtk_widget_class_bind_template_callback(wc, on_generate_clicked);
+  gtk_widget_class_bind_template_callback(wc, on_export_clicked);
 }
 
 static void cohort_multinode_dialog_init(CohortMultinodeDialog *dlg)
@@ -287,5 +376,7 @@ CohortMultinodeDialog *cohort_multinode_dialog_new(GtkWindow *parent, CohortConf
   dlg->form = g_object_ref(form);
   gtk_box_append(GTK_BOX(dlg->rows_box),
                  cohort_config_form_build_rows(form, cohort_key_multinode_keys()));
+  g_signal_connect_object(form, "changed", G_CALLBACK(on_form_changed), dlg, G_CONNECT_SWAPPED);
+  cohort_multinode_dialog_generate(dlg);
   return dlg;
 }

@@ -3,15 +3,17 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
+#include "ui/run.h"
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-ui-error-quark, cohort_ui_error)
 /* clang-format on */
 
+/* `path`, absolute, when it is an executable file. */
 static char *executable_if(const char *path)
 {
   if (g_file_test(path, G_FILE_TEST_IS_EXECUTABLE) && !g_file_test(path, G_FILE_TEST_IS_DIR))
-    return g_strdup(path);
+    return g_canonicalize_filename(path, NULL);
   return NULL;
 }
 
@@ -54,61 +56,50 @@ char *cohort_ui_find_program(const char *name, GError **error)
   return found;
 }
 
-int cohort_ui_local_processes(const CohortConfig *cfg, int detected_gpus)
+char *cohort_ui_command_program(const char *name)
 {
-  if (!cfg->enable_multi_gpu)
-    return 1;
-  if (cfg->nproc_per_node > 0)
-    return cfg->nproc_per_node;
-  if (cfg->device_indexes != NULL && cfg->device_indexes->len > 0)
-    return (int)cfg->device_indexes->len;
-  if (cfg->world_size > 0)
-    return MAX(1, cfg->world_size / MAX(1, cfg->num_nodes));
-  return MAX(1, detected_gpus);
+  g_autofree char *var = g_ascii_strup(name, -1);
+  g_strdelimit(var, "-", '_');
+  g_autofree char *env_name = g_strconcat(var, "_PROGRAM", NULL);
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  g_autofree char *root = g_strconcat(COHORT_BUILD_ROOT, "/", NULL);
+  gboolean built = self != NULL && g_str_has_prefix(self, root);
+  const char *env = g_getenv(env_name);
+  if (built || (env != NULL && *env != '\0')) {
+    char *found = cohort_ui_find_program(name, NULL);
+    if (found != NULL)
+      return found;
+  }
+  return g_strdup(name);
 }
 
-int cohort_ui_world_size(const CohortConfig *cfg, int detected_gpus)
+CohortLaunchPlan *cohort_ui_launch_plan(const CohortConfig *cfg, int detected_gpus, GError **error)
 {
-  if (!cfg->enable_multi_gpu)
-    return 1;
-  if (cfg->world_size > 0)
-    return cfg->world_size;
-  return cohort_ui_local_processes(cfg, detected_gpus) * MAX(1, cfg->num_nodes);
+  /* The window is never a rank of a launcher: it plans for this machine. */
+  CohortMachine machine = {.gpus = MAX(detected_gpus, 0)};
+  return cohort_launch_plan_new(cfg, _("settings"), &machine, error);
 }
 
 GStrv cohort_ui_launch_argv(const CohortConfig *cfg, const char *config_path, int detected_gpus,
                             GError **error)
 {
+  g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, detected_gpus, error);
+  if (plan == NULL)
+    return NULL;
   g_autofree char *train = cohort_ui_find_program("cohort-train", error);
   if (train == NULL)
     return NULL;
-  int nproc = cohort_ui_local_processes(cfg, detected_gpus);
-  g_autoptr(GStrvBuilder) b = g_strv_builder_new();
-
-  if (cfg->enable_multi_gpu && cfg->use_torchrun) {
-    g_autofree char *run = cohort_ui_find_program("cohort-run", error);
+  g_autofree char *run = NULL;
+  if (plan->kind == COHORT_LAUNCH_COHORT_RUN) {
+    run = cohort_ui_find_program("cohort-run", error);
     if (run == NULL)
       return NULL;
-    g_autofree char *n = g_strdup_printf("%d", nproc);
-    g_strv_builder_add_many(b, run, "--nproc-per-node", n, NULL);
-    if (cfg->num_nodes > 1) {
-      g_autofree char *nn = g_strdup_printf("%d", cfg->num_nodes);
-      g_autofree char *nr = g_strdup_printf("%d", cfg->node_rank);
-      g_autofree char *port = g_strdup_printf("%d", cfg->master_port);
-      g_strv_builder_add_many(b, "--nnodes", nn, "--node-rank", nr, "--master-addr",
-                              cfg->master_addr, "--master-port", port, NULL);
-    } else {
-      g_strv_builder_add(b, "--standalone");
-    }
-    g_autofree char *restarts = g_strdup_printf("%d", cfg->max_restarts);
-    g_strv_builder_add_many(b, "--max-restarts", restarts, "--progress-fd", "3", train, "--config",
-                            config_path, NULL);
-  } else {
-    g_strv_builder_add_many(b, train, "--config", config_path, "--progress-fd", "3", NULL);
-    if (cfg->enable_multi_gpu && nproc > 1) {
-      g_autofree char *n = g_strdup_printf("%d", nproc);
-      g_strv_builder_add_many(b, "--nproc", n, NULL);
-    }
   }
-  return g_strv_builder_end(b);
+  const char *train_args[] = {"--config", config_path, NULL};
+  CohortLaunchArgs args = {.train_program = train,
+                           .run_program = run,
+                           .train_args = train_args,
+                           .progress_fd = 3,
+                           .control_fd = COHORT_RUN_CONTROL_FD};
+  return cohort_launch_plan_argv(plan, -1, &args);
 }

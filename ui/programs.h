@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "engine/config.h"
+#include "engine/launch-plan.h"
 
 G_BEGIN_DECLS
 
@@ -22,20 +23,19 @@ typedef enum {
 /* The full path of `name`, or NULL with an error that says where it was looked for. */
 char *cohort_ui_find_program(const char *name, GError **error);
 
-/* Processes this node starts: nproc_per_node when set, else the number of device_indexes,
- * else world_size / num_nodes when world_size is set, else the detected GPUs (at least 1).
- * 1 when multi-GPU is off. */
-int cohort_ui_local_processes(const CohortConfig *cfg, int detected_gpus);
+/* The path a command line should give for `name`: absolute (cohort_ui_find_program) when the
+ * window runs from a build tree or $COHORT_TRAIN_PROGRAM / $COHORT_RUN_PROGRAM names it, since
+ * nothing there is on PATH; the bare name when the window is installed (the programs are on
+ * every node's PATH). */
+char *cohort_ui_command_program(const char *name);
 
-/* The world size the run will have: world_size when set, else local processes × nodes. */
-int cohort_ui_world_size(const CohortConfig *cfg, int detected_gpus);
+/* The launch plan of `cfg` on this machine with `detected_gpus` GPUs (engine/launch-plan.h):
+ * what the summary shows and Start runs. NULL with the plan's error when it cannot run. */
+CohortLaunchPlan *cohort_ui_launch_plan(const CohortConfig *cfg, int detected_gpus, GError **error);
 
-/* The command line that trains `config_path` on this node with progress on fd 3:
- *   cohort-train --config F --progress-fd 3                 (one process)
- *   cohort-train --config F --progress-fd 3 --nproc N       (spawn mode)
- *   cohort-run --nproc-per-node N --standalone --progress-fd 3 TRAIN --config F
- *                                                          (torchrun style, one node)
- *   cohort-run --nnodes K --node-rank R --master-addr A --master-port P … (several nodes) */
+/* The command line Start runs for `config_path`, with progress on fd 3 and the control channel
+ * on fd 4 (ui/run.h): the plan's command line
+ * (cohort_launch_plan_argv) with the programs found (cohort_ui_find_program). */
 GStrv cohort_ui_launch_argv(const CohortConfig *cfg, const char *config_path, int detected_gpus,
                             GError **error);
 

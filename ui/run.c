@@ -382,7 +382,9 @@ gboolean cohort_run_start(CohortRun *run, const char *const *argv, const char *c
   }
   run->control_fd = control[0];
   fcntl(run->control_fd, F_SETFL, fcntl(run->control_fd, F_GETFL) | O_NONBLOCK);
-  run->pid = (int)g_ascii_strtoll(g_subprocess_get_identifier(run->child), NULL, 10);
+  /* A child that has already ended has no identifier any more: nothing is left to stop. */
+  const char *id = g_subprocess_get_identifier(run->child);
+  run->pid = id != NULL ? (int)g_ascii_strtoll(id, NULL, 10) : 0;
 
   g_autoptr(GInputStream) progress = g_unix_input_stream_new(fds[0], TRUE);
   read_lines(run, progress, TRUE);

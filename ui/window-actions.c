@@ -195,11 +195,6 @@ static void on_multinode(GSimpleAction *action, GVariant *param, gpointer data)
   (void)action;
   (void)param;
   CohortWindow *win = data;
-  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
-  g_autofree char *abs = g_canonicalize_filename(ws, NULL);
-  g_autofree char *path = g_build_filename(abs, "run.json", NULL);
-  cohort_multinode_dialog_set_config_path(win->multinode, path);
   gtk_window_present(GTK_WINDOW(win->multinode));
 }
 

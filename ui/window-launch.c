@@ -36,19 +36,13 @@ char *cohort_window_fresh_workspace(const char *workspace)
   }
 }
 
-/* The launch command with the window's session options: the control channel on fd 4 (given to
- * whichever program reads --progress-fd: cohort-run passes both to rank 0), --quiet for the
- * engine (its human progress lines would repeat the events in the log), --resume auto. */
+/* The launch command (which already names the progress and control descriptors) with the
+ * window's session options for cohort-train: --quiet (its human progress lines would repeat
+ * the events in the log) and --resume auto when resuming. */
 static GStrv session_argv(char **argv, gboolean resume)
 {
   g_autoptr(GStrvBuilder) b = g_strv_builder_new();
-  g_autofree char *control = g_strdup_printf("%d", COHORT_RUN_CONTROL_FD);
-  for (guint i = 0; argv[i] != NULL; i++) {
-    g_strv_builder_add(b, argv[i]);
-    if (g_str_equal(argv[i], "--progress-fd") && argv[i + 1] != NULL) {
-      g_strv_builder_add_many(b, argv[++i], "--control-fd", control, NULL);
-    }
-  }
+  g_strv_builder_addv(b, (const char **)argv);
   g_strv_builder_add(b, "--quiet");
   if (resume)
     g_strv_builder_add_many(b, "--resume", "auto", NULL);

@@ -6,7 +6,7 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
-#include "engine/distributed/comm.h"
+#include "engine/build-info.h"
 #include "ui/app.h"
 
 static char *debug_info(void)
@@ -17,8 +17,8 @@ static char *debug_info(void)
                          gtk_get_micro_version(), adw_get_major_version(), adw_get_minor_version(),
                          adw_get_micro_version(), glib_major_version, glib_minor_version,
                          glib_micro_version, COHORT_HAVE_CUDA ? "yes" : "no",
-                         cohort_comm_backend_available("nccl") ? "yes" : "no",
-                         cohort_comm_backend_available("gloo") ? "yes" : "no");
+                         cohort_build_has_backend("nccl") ? "yes" : "no",
+                         cohort_build_has_backend("gloo") ? "yes" : "no");
 }
 
 static void on_about(GSimpleAction *action, GVariant *param, gpointer data)

@@ -5,8 +5,8 @@
 
 #include <glib/gi18n.h>
 
+#include "engine/build-info.h"
 #include "engine/checkpoint.h"
-#include "engine/distributed/comm.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"
@@ -69,21 +69,41 @@ static void set_action_enabled(CohortWindow *win, const char *name, gboolean ena
     g_simple_action_set_enabled(G_SIMPLE_ACTION(a), enabled);
 }
 
-static void update_summary(CohortWindow *win)
+/* The summary line from the launch plan, the same plan Start runs; NULL plan: the batch
+ * alone (the status line says why there is no plan). */
+static void update_summary(CohortWindow *win, const CohortConfig *cfg, const CohortLaunchPlan *plan)
 {
-  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  int world = cohort_ui_world_size(cfg, MAX(win->gpus, 0));
-  int global = cohort_config_global_batch(cfg, world);
-  double lr = cohort_config_scaled_lr(cfg, world);
-  g_autofree char *tokens = g_strdup_printf("%" G_GINT64_FORMAT, (gint64)global * cfg->seq_len);
-  g_autofree char *lr_scaled = g_strdup_printf("%g", lr);
-  g_autofree char *lr_base = g_strdup_printf("%g", cfg->learning_rate);
+  g_autofree char *summary = NULL;
+  if (plan == NULL) {
+    summary = g_strdup_printf(_("Batch per process %d × accumulation %d"), cfg->batch_size,
+                              cfg->gradient_accumulation_steps);
+    gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+    return;
+  }
+  g_autofree char *tokens =
+      g_strdup_printf("%" G_GINT64_FORMAT, (gint64)plan->global_batch * cfg->seq_len);
+  g_autofree char *lr_scaled = g_strdup_printf("%g", plan->scaled_lr);
+  g_autofree char *lr_base = g_strdup_printf("%g", plan->learning_rate);
   g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
-  g_autofree char *summary = g_strdup_printf(
+  g_autofree char *numbers = g_strdup_printf(
       _("Batch per process %d × accumulation %d × world size %d = global batch %d sequences "
         "(%s tokens) · learning rate %s → %s (scaling: %s)"),
-      cfg->batch_size, cfg->gradient_accumulation_steps, world, global, tokens, lr_base, lr_scaled,
-      cohort_key_choice_label(scaling));
+      cfg->batch_size, cfg->gradient_accumulation_steps, plan->world_size, plan->global_batch,
+      tokens, lr_base, lr_scaled, cohort_key_choice_label(scaling));
+  const char *how = NULL;
+  switch (plan->kind) {
+  case COHORT_LAUNCH_SPAWN:
+    how = _("spawn mode");
+    break;
+  case COHORT_LAUNCH_COHORT_RUN:
+    how = _("cohort-run");
+    break;
+  default:
+    how = _("one process");
+    break;
+  }
+  summary = g_strdup_printf(_("%s · %d node(s) × %d process(es), started by %s"), numbers,
+                            plan->num_nodes, plan->local_processes, how);
   gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
 }
 
@@ -128,13 +148,13 @@ static void recount_if_moved(CohortWindow *win)
     cohort_window_count_checkpoints(win);
 }
 
-static char *status_text(CohortWindow *win, gboolean *bad)
+/* The status line; *bad when Start cannot run. `unsupported`: why the launch plan refused the
+ * settings, or NULL when there is a plan. */
+static char *status_text(CohortWindow *win, const GError *unsupported, gboolean *bad)
 {
   guint n_errors = cohort_config_form_count_errors(win->form);
   guint n_problems = win->problems->len;
-  g_autoptr(GError) unsupported = NULL;
-  gboolean supported = cohort_config_check_supported(cohort_config_form_get_config(win->form),
-                                                     _("settings"), &unsupported);
+  gboolean supported = unsupported == NULL;
   *bad = n_errors > 0 || n_problems > 0 || !supported;
   if (n_errors > 0)
     return g_strdup_printf(
@@ -149,7 +169,7 @@ static char *status_text(CohortWindow *win, gboolean *bad)
                            n_problems, first->message);
   }
   if (!supported)
-    return g_strdup_printf(_("Cannot start on this build: %s"), unsupported->message);
+    return g_strdup_printf(_("Cannot start: %s"), unsupported->message);
   if (cohort_run_is_live(win->run))
     return g_strdup(cohort_run_page_in_final_phase(win->run_page)
                         ? _("Final evaluation and saving the model…")
@@ -161,11 +181,14 @@ static char *status_text(CohortWindow *win, gboolean *bad)
 
 void cohort_window_update_state(CohortWindow *win)
 {
-  update_summary(win);
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_autoptr(GError) unsupported = NULL;
+  g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, win->gpus, &unsupported);
+  update_summary(win, cfg, plan);
   check_launch(win, FALSE);
   gboolean bad = FALSE, running = cohort_run_is_running(win->run);
   gboolean live = cohort_run_is_live(win->run);
-  g_autofree char *status = status_text(win, &bad);
+  g_autofree char *status = status_text(win, unsupported, &bad);
   /* How the last run ended stays in the status line until the settings change. */
   if (!win->status_is_summary || running || bad)
     gtk_label_set_text(GTK_LABEL(win->status_label), status);
@@ -452,7 +475,7 @@ static void cohort_window_init(CohortWindow *win)
 
   win->form = cohort_config_form_new();
   /* NCCL only when the engine has the backend, not merely CUDA kernels. */
-  if (!cohort_comm_backend_available("nccl"))
+  if (!cohort_build_has_backend("nccl"))
     cohort_config_form_hide_choice(win->form, "distributed_backend", "nccl",
                                    _("NCCL needs a build with the NCCL backend; choose Gloo"));
 

@@ -2,9 +2,10 @@
  * environment and supervises them; or prints the cluster launch commands for a config. */
 #include "cohort-build-config.h"
 #include "engine/config.h"
-#include "engine/distributed/commands.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
+#include "engine/launch-commands.h"
+#include "engine/launch-plan.h"
 
 #include <locale.h>
 #include <stdio.h>
@@ -104,9 +105,14 @@ static int print_commands(const char *config_path)
     return fail("%s", error->message);
   g_autoptr(GPtrArray) cmds = cohort_launch_commands(cfg, config_path, NULL, NULL, &error);
   if (cmds == NULL)
-    return fail("%s: %s", config_path, error->message);
+    return fail("%s", error->message);
+  /* The plan the commands carry out, on nodes whose GPUs are not known here. */
+  CohortMachine nodes = {.gpus = -1};
+  g_autoptr(CohortLaunchPlan) plan = cohort_launch_plan_new(cfg, config_path, &nodes, &error);
+  g_assert(plan != NULL); /* cohort_launch_commands made the same plan */
+  g_autofree char *summary = cohort_launch_plan_describe(plan);
   g_autofree char *text = cohort_launch_commands_to_text(cmds);
-  fputs(text, stdout);
+  printf("# Plan: %s\n\n%s", summary, text);
   return 0;
 }
 

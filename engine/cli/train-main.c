@@ -10,12 +10,12 @@
 #include "cohort-build-config.h"
 #include "engine/config.h"
 #include "engine/presets.h"
-#include "engine/distributed/comm.h"
 #include "engine/distributed/env.h"
+#include "engine/distributed/group.h"
 #include "engine/distributed/launcher.h"
-#include "engine/distributed/store.h"
 #include "engine/explain.h"
 #include "engine/cli/stop-signals.h"
+#include "engine/launch-plan.h"
 #include "engine/sample-saved.h"
 #include "engine/progress.h"
 #include "engine/trainer.h"
@@ -47,9 +47,9 @@ static int fail_rank(CohortProgress *progress, int rank, const char *message)
   return fail(progress, rank, rank > 0 || g_getenv("WORLD_SIZE") ? msg : message);
 }
 
-/* The command each spawned rank runs: this program with the same options, minus --nproc
- * (ranks must not spawn again), --progress-fd and --control-fd (the launcher gives them to
- * rank 0). */
+/* The command each rank of a group this process starts runs: this program with the same
+ * options, minus --nproc (ranks must not spawn again), --progress-fd and --control-fd (the
+ * launcher gives them to rank 0) and --explain. */
 static GStrv worker_command(char **argv)
 {
   g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
@@ -65,7 +65,7 @@ static GStrv worker_command(char **argv)
       continue;
     }
     if (g_str_has_prefix(a, "--nproc=") || g_str_has_prefix(a, "--progress-fd=") ||
-        g_str_has_prefix(a, "--control-fd="))
+        g_str_has_prefix(a, "--control-fd=") || g_str_equal(a, "--explain"))
       continue;
     g_ptr_array_add(out, g_strdup(a));
   }
@@ -88,21 +88,6 @@ static const char exit_codes[] =
     "Environment: COHORT_JOB_TOKEN, the job secret shared by the ranks (see\n"
     "docs/launching.md); spawn mode makes one when it is not set.";
 
-/* Rank 0 warns, once, when its store can be reached from other hosts and its token derives
- * from job ids a stranger could learn. The token itself is never printed. */
-static void warn_if_exposed(CohortStore *store, const CohortDistEnv *env)
-{
-  CohortStoreServer *server = store ? cohort_store_get_server(store) : NULL;
-  if (server == NULL || !cohort_store_server_is_exposed(server) || env->secret_source != NULL)
-    return;
-  fprintf(stderr,
-          "cohort-train: warning: the rendezvous store listens on port %d of a network address, "
-          "and no job secret is set: its token derives from job ids that others on the network "
-          "may learn. Export the same %s on every node (e.g. from `openssl rand -hex 16`); see "
-          "docs/launching.md.\n",
-          cohort_store_server_port(server), COHORT_JOB_TOKEN_VAR);
-}
-
 /* The command line. */
 typedef struct {
   char *config_path;
@@ -115,6 +100,7 @@ typedef struct {
   char *sample; /* --sample PATH */
   char *output;
   int nproc;
+  int local_rank, local_rank_dash; /* --local_rank, --local-rank; -1 = not given */
 } Args;
 
 static void args_clear(Args *a)
@@ -127,11 +113,37 @@ static void args_clear(Args *a)
   g_free(a->output);
 }
 
+/* --local_rank N (torch.distributed.launch passes it) must agree with LOCAL_RANK; without
+ * LOCAL_RANK it becomes LOCAL_RANK. Returns -1 to go on, else the exit status. */
+static int check_local_rank(Args *a)
+{
+  if (a->local_rank >= 0 && a->local_rank_dash >= 0 && a->local_rank != a->local_rank_dash) {
+    fprintf(stderr, "cohort-train: --local_rank %d and --local-rank %d disagree\n", a->local_rank,
+            a->local_rank_dash);
+    return 2;
+  }
+  int given = a->local_rank >= 0 ? a->local_rank : a->local_rank_dash;
+  if (given < 0)
+    return -1;
+  g_autofree char *text = g_strdup_printf("%d", given);
+  const char *env = g_getenv("LOCAL_RANK");
+  if (env != NULL && g_strcmp0(env, text) != 0) {
+    fprintf(stderr,
+            "cohort-train: --local_rank %d but LOCAL_RANK=%s; the launcher must give one local "
+            "rank (leave out --local_rank, or make them equal)\n",
+            given, env);
+    return 2;
+  }
+  g_setenv("LOCAL_RANK", text, TRUE);
+  return -1;
+}
+
 /* Parses the command line into `a`; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, Args *a)
 {
   a->progress_fd = -1;
   a->control_fd = -1;
+  a->local_rank = a->local_rank_dash = -1;
   GOptionEntry entries[] = {
       {"config", 'c', 0, G_OPTION_ARG_FILENAME, &a->config_path, "TrainConfig JSON file", "FILE"},
       {"preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset,
@@ -153,6 +165,11 @@ static int parse_args(int argc, char **argv, Args *a)
        "FD"},
       {"nproc", 'n', 0, G_OPTION_ARG_INT, &a->nproc,
        "Spawn mode: fork N local ranks on this machine (a free port is chosen)", "N"},
+      {"local_rank", 0, 0, G_OPTION_ARG_INT, &a->local_rank,
+       "This process's local rank, as torch.distributed.launch passes it; checked against "
+       "LOCAL_RANK",
+       "N"},
+      {"local-rank", 0, 0, G_OPTION_ARG_INT, &a->local_rank_dash, "The same as --local_rank", "N"},
       {"sample", 0, 0, G_OPTION_ARG_FILENAME, &a->sample,
        "Draw a sample from a saved model (a checkpoint folder or an exported model folder) "
        "and exit; --set changes sampling keys",
@@ -208,7 +225,11 @@ static int parse_args(int argc, char **argv, Args *a)
             a->control_fd);
     return 2;
   }
-  return -1;
+  if (a->nproc < 0 || a->nproc > 1024) {
+    fprintf(stderr, "cohort-train: --nproc %d is not allowed; allowed: 1 to 1024\n", a->nproc);
+    return 2;
+  }
+  return check_local_rank(a);
 }
 
 /* The config the command line names, with its --set overrides, validated; *source gets the
@@ -230,26 +251,6 @@ static CohortConfig *load_config(const Args *a, char **source, GError **error)
   return g_steal_pointer(&cfg);
 }
 
-/* Meets the job's other ranks: the store (rank 0 hosts it), the config check, then the
- * collectives on `cuda_device` (NCCL) or the CPU (Gloo). */
-static gboolean join_job(const CohortDistEnv *env, const CohortConfig *cfg, int cuda_device,
-                         CohortStore **store, CohortComm **comm, GError **error)
-{
-  g_autofree char *token = cohort_dist_job_token(env);
-  *store = cohort_store_open(env, token, cfg->timeout_s, error);
-  explicit_bzero(token, strlen(token));
-  if (*store == NULL)
-    return FALSE;
-  warn_if_exposed(*store, env);
-  if (!cohort_dist_check_config(*store, env, cfg, cfg->timeout_s, error))
-    return FALSE;
-  if (cfg->distributed_backend == COHORT_BACKEND_NCCL)
-    *comm = cohort_comm_new_nccl(*store, env, cuda_device, cfg->timeout_s, error);
-  else
-    *comm = cohort_comm_new_gloo(*store, env, cfg->timeout_s, error);
-  return *comm != NULL;
-}
-
 /* --sample: one sample from a saved model; prints where the image went (or the text). */
 static int sample_saved(const Args *a)
 {
@@ -265,74 +266,77 @@ static int sample_saved(const Args *a)
   return 0;
 }
 
-/* Everything after the command line: spawn mode, or this rank's run. */
-static int run(const Args *a, char **original_argv)
+/* The launch plan of `cfg` here: a rank of the launcher that started this process, or the
+ * group the config (or --nproc, spawn mode) asks for on this machine. */
+static CohortLaunchPlan *make_plan(const Args *a, const CohortConfig *cfg, const char *source,
+                                   const CohortDistEnv *env, GError **error)
 {
-  if (a->sample)
-    return sample_saved(a);
+  g_autoptr(CohortConfig) planned = cohort_config_copy(cfg);
+  if (a->nproc > 0) {
+    planned->enable_multi_gpu = TRUE;
+    planned->nproc_per_node = a->nproc;
+    planned->use_torchrun = FALSE;
+  }
+  gboolean launched = !g_str_equal(env->source, "single");
+  CohortMachine machine = {
+      .launched_by = launched ? env->source : NULL,
+      .launched_world_size = env->world_size,
+      .launched_local_size = env->local_world_size,
+  };
+  /* Counting GPUs runs nvidia-smi: only when the count decides something. */
+  if (!launched && planned->enable_multi_gpu && planned->device != COHORT_DEVICE_CPU)
+    machine.gpus = cohort_machine_count_gpus();
+  return cohort_launch_plan_new(planned, source, &machine, error);
+}
+
+/* `name` next to this program (an installed or built cohort-train has cohort-run beside it),
+ * else on PATH; NULL when neither has it. */
+static char *sibling_program(const char *name)
+{
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  if (self != NULL) {
+    g_autofree char *dir = g_path_get_dirname(self);
+    g_autofree char *beside = g_build_filename(dir, name, NULL);
+    if (g_file_test(beside, G_FILE_TEST_IS_EXECUTABLE))
+      return g_steal_pointer(&beside);
+  }
+  return g_find_program_in_path(name);
+}
+
+/* The plan's command line, starting this command's ranks (the worker command). */
+static GStrv plan_argv(const CohortLaunchPlan *plan, GStrv worker, const char *run_program,
+                       int progress_fd, int control_fd)
+{
+  CohortLaunchArgs args = {.train_program = worker[0],
+                           .run_program = run_program,
+                           .train_args = (const char *const *)worker + 1,
+                           .progress_fd = progress_fd,
+                           .control_fd = control_fd};
+  return cohort_launch_plan_argv(plan, -1, &args);
+}
+
+/* One rank: its device, its group, the training. */
+static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
+                    const CohortDistEnv *env)
+{
   g_autoptr(GError) error = NULL;
-  g_autofree char *source = NULL;
-  g_autoptr(CohortConfig) cfg = load_config(a, &source, &error);
-  if (!cfg)
-    return fail(NULL, 0, error->message);
-  int nproc = a->nproc;
-  int progress_fd = a->progress_fd;
-
-  if (a->explain) {
-    g_autofree char *plan = cohort_explain(cfg, nproc > 0 ? nproc : 1, 8, &error);
-    if (!plan)
-      return fail(NULL, 0, error->message);
-    printf("%s\n", plan);
-    return 0;
-  }
-
-  if (nproc < 0 || nproc > 1024) {
-    fprintf(stderr, "cohort-train: --nproc %d is not allowed; allowed: 1 to 1024\n", nproc);
-    return 2;
-  }
-  if (nproc > 1) {
-    /* Spawn mode: this process becomes the supervisor of nproc ranks of itself. */
-    if (!cohort_config_check_supported(cfg, source, &error))
-      return fail(NULL, 0, error->message);
-    g_auto(GStrv) worker_argv = worker_command(original_argv);
-    int status = cohort_launch_spawn_fds((const char *const *)worker_argv, nproc, progress_fd,
-                                         a->control_fd, &error);
-    if (error)
-      return fail(NULL, 0, error->message);
-    return status;
-  }
-
   /* Before the first thread of this rank (progress recorder, Gloo, OpenMP) starts. */
   cohort_stop_signals_start();
   signal(SIGPIPE, SIG_IGN);
-  g_autoptr(CohortDistEnv) env = cohort_dist_env_from_environ(NULL, &error);
-  if (!env)
-    return fail(NULL, 0, error->message);
   gboolean rank0 = env->rank == 0;
   g_autoptr(CohortProgress) progress =
-      cohort_progress_new(rank0 ? progress_fd : -1, rank0 && !a->quiet);
+      cohort_progress_new(rank0 ? a->progress_fd : -1, rank0 && !a->quiet);
   /* Rank 0 keeps the run record: events.jsonl and TensorBoard scalars in the workspace. */
   if (rank0)
     cohort_progress_set_recorder(progress, cohort_run_record_new());
-  g_autoptr(CohortStore) store = NULL;
-  g_autoptr(CohortComm) comm = NULL;
   /* The rank's device first: NCCL is created on it. */
-  if (!cohort_config_check_supported(cfg, source, &error))
-    return fail_rank(progress, env->rank, error->message);
   CohortComputeDevice device;
   if (!cohort_device_select(cfg, source, env->local_rank, env->local_world_size, &device, &error))
     return fail_rank(progress, env->rank, error->message);
-  if (env->world_size > 1) {
-    if (cfg->distributed_backend == COHORT_BACKEND_NCCL && device.cuda_device < 0) {
-      g_autofree char *msg = g_strdup_printf(
-          "%s: key \"distributed_backend\": \"nccl\" needs GPU ranks (device \"cuda\", or "
-          "\"auto\" with a GPU); use \"gloo\" for CPU ranks",
-          source);
-      return fail(progress, env->rank, msg);
-    }
-    if (!join_job(env, cfg, device.cuda_device, &store, &comm, &error))
-      return fail_rank(progress, env->rank, error->message);
-  }
+  g_autoptr(CohortDistGroup) group =
+      cohort_dist_group_join(env, cfg, source, device.cuda_device, &error);
+  if (group == NULL)
+    return fail_rank(progress, env->rank, error->message);
 
   /* A restarted group resumes from its checkpoint, whoever restarted it (cohort-run also
    * passes --resume auto; torchrun only sets the restart count). */
@@ -354,7 +358,7 @@ static int run(const Args *a, char **original_argv)
       .world_size = env->world_size,
       .local_rank = env->local_rank,
       .local_world_size = env->local_world_size,
-      .comm = comm,
+      .comm = group->comm,
       .device = &device,
       .stop_flag = &stop_requested,
       .control = control,
@@ -362,18 +366,78 @@ static int run(const Args *a, char **original_argv)
   gboolean stopped = FALSE;
   if (!cohort_train(cfg, &opts, &stopped, &error)) {
     /* Peers blocked in a collective with this rank fail now instead of at their timeout. */
-    if (comm)
-      cohort_comm_abort(comm, error->message);
+    if (group->comm)
+      cohort_comm_abort(group->comm, error->message);
     return fail_rank(progress, env->rank, error->message);
   }
   /* Rank 0 hosts the store: everyone is done with it before it goes away. */
-  if (comm && !cohort_comm_barrier(comm, 0, &error))
+  if (group->comm && !cohort_comm_barrier(group->comm, 0, &error))
     return fail_rank(progress, env->rank, error->message);
   /* A stopped run is not a completed one: 128 + the signal, as a shell reports it. A rank
    * stopped by its peers' vote, without a signal of its own, says SIGTERM. */
   if (stopped)
     return 128 + (stop_requested ? stop_requested : SIGTERM);
   return 0;
+}
+
+/* Everything after the command line: the plan, then this rank's run, or the group it asks
+ * for (spawn mode, or cohort-run in this process's place). */
+static int run(const Args *a, char **original_argv)
+{
+  if (a->sample)
+    return sample_saved(a);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *source = NULL;
+  g_autoptr(CohortConfig) cfg = load_config(a, &source, &error);
+  if (!cfg)
+    return fail(NULL, 0, error->message);
+  g_autoptr(CohortDistEnv) env = cohort_dist_env_from_environ(NULL, &error);
+  if (!env)
+    return fail(NULL, 0, error->message);
+  if (a->nproc > 0 && !g_str_equal(env->source, "single")) {
+    fprintf(stderr,
+            "cohort-train: --nproc %d starts processes itself, but %s started this one as rank "
+            "%d of %d; leave out --nproc under a launcher\n",
+            a->nproc, env->source, env->rank, env->world_size);
+    return 2;
+  }
+  g_autoptr(CohortLaunchPlan) plan = make_plan(a, cfg, source, env, &error);
+  if (!plan)
+    return fail(NULL, 0, error->message);
+  g_auto(GStrv) worker = worker_command(original_argv);
+  g_autofree char *run_program =
+      plan->kind == COHORT_LAUNCH_COHORT_RUN || a->explain ? sibling_program("cohort-run") : NULL;
+
+  if (a->explain) {
+    g_auto(GStrv) argv = plan_argv(plan, worker, run_program ? run_program : "cohort-run",
+                                   a->progress_fd, a->control_fd);
+    g_autofree char *text = cohort_explain(cfg, plan, (const char *const *)argv, 8, &error);
+    if (!text)
+      return fail(NULL, 0, error->message);
+    printf("%s\n", text);
+    return 0;
+  }
+  if (plan->kind == COHORT_LAUNCH_SPAWN) {
+    /* Spawn mode: this process becomes the supervisor of the local ranks. */
+    int status = cohort_launch_spawn_fds((const char *const *)worker, plan->local_processes,
+                                         a->progress_fd, a->control_fd, &error);
+    if (error)
+      return fail(NULL, 0, error->message);
+    return status;
+  }
+  if (plan->kind == COHORT_LAUNCH_COHORT_RUN) {
+    if (run_program == NULL)
+      return fail(NULL, 0,
+                  "use_torchrun is true but cohort-run is neither next to cohort-train nor on "
+                  "PATH; install it, or set use_torchrun false (spawn mode)");
+    /* cohort-run takes this process's place: its exit status and signals are the run's. */
+    g_auto(GStrv) argv = plan_argv(plan, worker, run_program, a->progress_fd, a->control_fd);
+    fflush(NULL);
+    execv(argv[0], argv);
+    g_autofree char *msg = g_strdup_printf("cannot run %s: %s", argv[0], g_strerror(errno));
+    return fail(NULL, 0, msg);
+  }
+  return run_rank(a, cfg, source, env);
 }
 
 int main(int argc, char **argv)

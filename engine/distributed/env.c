@@ -2,11 +2,8 @@
 #include "engine/distributed/env.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-dist-error-quark, cohort_dist_error)
@@ -493,34 +490,13 @@ gboolean cohort_dist_check_secret(const char *secret, GError **error)
 
 char *cohort_dist_new_secret(GError **error)
 {
-  guint8 raw[16];
-  gsize got = 0;
-  while (got < sizeof raw) {
-    ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += (gsize)n;
+  GError *local = NULL;
+  char *secret = cohort_secret_new(&local);
+  if (secret == NULL) {
+    g_set_error_literal(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, local->message);
+    g_error_free(local);
   }
-  if (got < sizeof raw) {
-    /* A kernel without getrandom (before 3.17): its device gives the same bytes. */
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    got = fd >= 0 && read(fd, raw, sizeof raw) == (ssize_t)sizeof raw ? sizeof raw : 0;
-    if (fd >= 0)
-      close(fd);
-  }
-  if (got < sizeof raw) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
-                "cannot make a job secret: the kernel's random source is not available (%s)",
-                g_strerror(errno));
-    return NULL;
-  }
-  char *hex = g_malloc(2 * sizeof raw + 1);
-  for (gsize i = 0; i < sizeof raw; i++)
-    g_snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-  explicit_bzero(raw, sizeof raw);
-  return hex;
+  return secret;
 }
 
 /* "NAME=value\n" for each of `names` that is set: what every rank of one job sees alike. */

@@ -38,6 +38,8 @@
 
 #include <glib.h>
 
+#include "engine/secret.h"
+
 G_BEGIN_DECLS
 
 /* The error domain of the whole distributed layer (env, store, comm, launcher). */
@@ -75,8 +77,6 @@ typedef struct {
                               * when the secret is only derived from guessable job ids */
 } CohortDistEnv;
 
-/* The environment variable that carries the job secret to every rank. */
-#define COHORT_JOB_TOKEN_VAR "COHORT_JOB_TOKEN"
 /* The shortest COHORT_JOB_TOKEN accepted, in bytes (a random one has 32 hex digits). */
 #define COHORT_JOB_TOKEN_MIN 16
 
@@ -99,8 +99,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDistEnv, cohort_dist_env_free)
  * cohort_dist_check_config can say which keys differ.) Free with g_free; never print it. */
 char *cohort_dist_job_token(const CohortDistEnv *env);
 
-/* A fresh job secret: 128 bits from the kernel's random source (getrandom, else
- * /dev/urandom) as 32 hex digits. NULL with COHORT_DIST_ERROR_FAILED when neither works. */
+/* A fresh job secret (cohort_secret_new); NULL with COHORT_DIST_ERROR_FAILED when the
+ * kernel's random source is not available. */
 char *cohort_dist_new_secret(GError **error);
 
 /* Checks a COHORT_JOB_TOKEN value: COHORT_JOB_TOKEN_MIN to 4096 bytes, no control

@@ -62,42 +62,6 @@ const char *cohort_signal_name(int sig, char buf[32])
   return buf;
 }
 
-int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **error)
-{
-  if (g_strcmp0(text, "cpu") == 0)
-    return 1;
-  if (g_strcmp0(text, "auto") == 0 || g_strcmp0(text, "gpu") == 0) {
-    int gpus = 0;
-    g_autofree char *smi = g_find_program_in_path("nvidia-smi");
-    if (smi != NULL) {
-      g_autofree char *out = NULL;
-      const char *argv[] = {smi, "-L", NULL};
-      if (g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
-                       NULL, NULL, NULL)) {
-        g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
-        for (int i = 0; lines[i] != NULL; i++)
-          gpus += g_str_has_prefix(lines[i], "GPU ");
-      }
-    }
-    if (gpus > 0)
-      return gpus;
-    if (text[0] == 'a')
-      return 1;
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
-                "%s gpu: no GPU found (nvidia-smi -L lists none); use a number or cpu", flag);
-    return -1;
-  }
-  char *end = NULL;
-  gint64 v = text ? g_ascii_strtoll(text, &end, 10) : 0;
-  if (text == NULL || end == text || *end != '\0' || v < 1 || v > 4096) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
-                "%s \"%s\" is not allowed; expected a number from 1 to 4096, auto, cpu or gpu",
-                flag, text ? text : "");
-    return -1;
-  }
-  return (int)v;
-}
-
 /* ---- signals: a self-pipe, so the supervision loop sees them in poll() ---- */
 
 static int sig_pipe[2] = {-1, -1};

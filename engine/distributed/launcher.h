@@ -56,7 +56,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   int nnodes;              /* >= 1 */
-  int nproc_per_node;      /* >= 1 (resolve "auto" with cohort_launch_resolve_nproc) */
+  int nproc_per_node;      /* >= 1 ("auto": cohort_launch_resolve_nproc, launch-plan.h) */
   int node_rank;           /* 0 .. nnodes-1 */
   char *master_addr;       /* default "127.0.0.1" */
   int master_port;         /* 0 = pick a free one (only with nnodes == 1) */
@@ -77,12 +77,6 @@ typedef struct {
 CohortLaunchOptions *cohort_launch_options_new(void);
 void cohort_launch_options_free(CohortLaunchOptions *opts);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortLaunchOptions, cohort_launch_options_free)
-
-/* Turns --nproc-per-node's text into a count: a positive integer; "cpu" = 1; "gpu" = the
- * number of GPUs `nvidia-smi -L` lists (an error when there is none); "auto" = the GPU count
- * when nvidia-smi lists any GPU, else 1. Returns -1 with an error naming `flag` and the
- * value otherwise. */
-int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **error);
 
 /* What happened to a group, for the caller's report and for tests. */
 typedef struct {

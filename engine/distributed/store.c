@@ -192,8 +192,10 @@ static int hello(int fd, const char *token, const char *where, double timeout_s,
   return 0;
 }
 
-CohortStore *cohort_store_connect(const char *host, int port, const char *token, double timeout_s,
-                                  GError **error)
+/* cohort_store_connect; with `retry_refused`, a refusal is tried again until the timeout (a
+ * restarted rank may meet the store of the attempt before, still closing). */
+static CohortStore *connect_store(const char *host, int port, const char *token, double timeout_s,
+                                  gboolean retry_refused, GError **error)
 {
   if (port <= 0 || port > 65535) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
@@ -234,15 +236,19 @@ CohortStore *cohort_store_connect(const char *host, int port, const char *token,
         last = g_strdup(g_strerror(errno));
         continue;
       }
-      int verdict = hello(fd, token, where, timeout_s, error);
+      GError *refusal = NULL;
+      int verdict = hello(fd, token, where, timeout_s, &refusal);
       if (verdict <= 0) {
         close(fd);
-        if (verdict == 0) {
+        if (verdict == 0 && !retry_refused) {
+          g_propagate_error(error, refusal);
           freeaddrinfo(res);
           return NULL;
         }
         g_free(last);
-        last = g_strdup("the store closed the connection before answering");
+        last = verdict == 0 ? g_strdup(refusal->message)
+                            : g_strdup("the store closed the connection before answering");
+        g_clear_error(&refusal);
         continue;
       }
       freeaddrinfo(res);
@@ -267,6 +273,12 @@ CohortStore *cohort_store_connect(const char *host, int port, const char *token,
   return NULL;
 }
 
+CohortStore *cohort_store_connect(const char *host, int port, const char *token, double timeout_s,
+                                  GError **error)
+{
+  return connect_store(host, port, token, timeout_s, FALSE, error);
+}
+
 /* Rank 0 holds a descriptor per client: make room for them under the soft limit (often
  * 1024), up to the hard one, so a large job does not run out when it checkpoints. */
 static void ensure_fd_room(rlim_t needed)
@@ -281,8 +293,11 @@ static void ensure_fd_room(rlim_t needed)
 CohortStore *cohort_store_open(const CohortDistEnv *env, const char *token, double timeout_s,
                                GError **error)
 {
+  /* After a restart, rank 0 of the attempt before may still be closing its store on the
+   * same port, and refuses this attempt's token: wait for the new one. */
   if (env->rank != 0)
-    return cohort_store_connect(env->master_addr, env->master_port, token, timeout_s, error);
+    return connect_store(env->master_addr, env->master_port, token, timeout_s,
+                         env->restart_count > 0, error);
   gboolean single_node = env->world_size == env->local_world_size;
   const char *bind = cohort_store_bind_address(env->master_addr, single_node);
   /* Every rank holds one connection; the spare ones serve a reconnecting rank or a tool. */

@@ -119,7 +119,10 @@ CohortStore *cohort_store_connect(const char *host, int port, const char *token,
  * cohort_store_bind_address(), allowing world_size + 16 clients, and connects to it; the
  * others connect to env->master_addr:master_port. The returned store owns the server (when
  * this rank hosts it) and stops it when freed, so rank 0's store must outlive everyone's use
- * of it: free it after a final barrier. */
+ * of it: free it after a final barrier. A rank of a restarted group (env->restart_count > 0)
+ * that is refused tries again until `timeout_s`: rank 0 of the attempt before, on another
+ * node, may still be closing its store on that port, and refuses the new attempt's token; the
+ * error at the timeout names the last refusal. A rank of a first attempt is refused at once. */
 CohortStore *cohort_store_open(const CohortDistEnv *env, const char *token, double timeout_s,
                                GError **error);
 
