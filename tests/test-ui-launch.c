@@ -36,8 +36,9 @@ static Numbers numbers_of(const char *line)
                    number_after(line, "→ ")};
 }
 
-/* A command line as words with the programs by name and without --progress-fd N (which only
- * the window passes) and the VAR=value words a shell command starts with. */
+/* A command line as words with the programs by name, without what only the window passes
+ * (--progress-fd N, --control-fd N, --quiet) and the VAR=value words a shell command starts
+ * with. */
 static char *normalize(char **argv)
 {
   g_autoptr(GString) s = g_string_new(NULL);
@@ -46,10 +47,13 @@ static char *normalize(char **argv)
     if (leading && strchr(argv[i], '=') != NULL && argv[i][0] != '-')
       continue;
     leading = FALSE;
-    if (g_str_equal(argv[i], "--progress-fd")) {
+    /* The window's session options: its descriptors and --quiet (its log shows the events). */
+    if (g_str_equal(argv[i], "--progress-fd") || g_str_equal(argv[i], "--control-fd")) {
       i++;
       continue;
     }
+    if (g_str_equal(argv[i], "--quiet"))
+      continue;
     g_autofree char *base = g_path_get_basename(argv[i]);
     gboolean program = g_str_equal(base, "cohort-train") || g_str_equal(base, "cohort-run");
     g_string_append_printf(s, "%s%s", s->len ? " " : "", program ? base : argv[i]);
