@@ -12,7 +12,7 @@
 typedef struct {
   double step_s, data_s, comm_s, syncbn_s;
   double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
-  double mem_bytes;
+  double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
   double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
   double optim_bytes;                          /* this rank's optimizer state */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
@@ -378,6 +378,17 @@ static double resident_bytes(void)
   return (double)resident * (double)sysconf(_SC_PAGESIZE);
 }
 
+/* The most this process has had resident (the kernel's high-water mark, VmHWM); 0 when
+ * /proc cannot tell. */
+static double peak_resident_bytes(void)
+{
+  g_autofree char *status = NULL;
+  if (!g_file_get_contents("/proc/self/status", &status, NULL, NULL))
+    return 0;
+  const char *hwm = strstr(status, "\nVmHWM:");
+  return hwm ? g_ascii_strtod(hwm + 7, NULL) * 1024.0 : 0; /* in kB */
+}
+
 gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
                                         GError **error)
 {
@@ -392,6 +403,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .syncbn_s = (double)d->syncbn_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
+      .mem_peak_bytes = peak_resident_bytes(),
       .teacher_bytes = (double)d->teacher_bytes,
       .optim_bytes = (double)d->optim_bytes,
   };
@@ -432,6 +444,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     if (d->model_comm_set)
       json_object_set_double_member(o, "syncbn_s", all[r].syncbn_s);
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].mem_peak_bytes > 0)
+      json_object_set_int_member(o, "mem_peak_bytes", (gint64)all[r].mem_peak_bytes);
     json_object_set_int_member(o, "optim_bytes", (gint64)all[r].optim_bytes);
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
