@@ -1,8 +1,8 @@
 /* The NCCL backend: one rank on one GPU (every collective on device buffers, values checked,
- * bfloat16 all-reduce included), the DDP reducer's bf16 reduction over NCCL with one rank
- * (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked onto the same
- * GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there are two
- * (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
+ * bfloat16 all-reduce and the in-place all-gather included), the DDP reducer's bf16 reduction over
+ * NCCL with one rank (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked
+ * onto the same GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there
+ * are two (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
  * crash, with or without a GPU). Cases that need a GPU are skipped without one.
  *
  * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess

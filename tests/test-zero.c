@@ -4,12 +4,14 @@
  *    leaves a tail that every rank keeps); ResNet with SGD and momentum on 2 ranks. Per-step
  *    losses and final weights are compared bit for bit, since the design (full all-reduced
  *    gradient on every rank, an element-wise update of each shard) changes no arithmetic;
- *  - the ranks event's optim_bytes: each of 2 ranks holds half of stage 0's optimizer state;
+ *  - the ranks event's optim_bytes: each of 2 ranks holds half of stage 0's optimizer state
+ *    (and the event carries mem_bytes and mem_peak_bytes);
  *  - checkpoints: the one a stage-1 run on 2 ranks saves holds the tensors a stage-0 run saves
  *    (the moments gathered to rank 0), and it resumes on 2 ranks to the bits of the run that
  *    never stopped, and on 1 and 3 ranks at stage 0 and 1 to that run within rounding (the
  *    global batch is the same; only the order of the sums changes); on 3 ranks stage 1 resumes
  *    and saves to the bits of stage 0 (the shards scattered from rank 0 and gathered again);
+ *    a stage-0 checkpoint resumes at stage 1 on 2 ranks to the bits of the stage-0 run;
  *  - one process with zero_stage 1 trains as stage 0 and says so;
  *  - zero_stage 2 is refused with a message naming the key, the value and what is allowed. */
 #include "test-util.h"
@@ -146,7 +148,8 @@ static void test_resnet_sgd(void)
   check_equal(2, resnet_sets, (const char *[]){"max_steps=4", "batch_size=4", NULL});
 }
 
-/* optim_bytes of each rank in the run's first ranks event. */
+/* optim_bytes of each rank in the run's first ranks event (whose memory figures must be
+ * there too). */
 static GArray *optim_bytes(const Run *r)
 {
   GArray *out = g_array_new(FALSE, FALSE, sizeof(gint64));
@@ -156,7 +159,11 @@ static GArray *optim_bytes(const Run *r)
       continue;
     JsonArray *ranks = json_object_get_array_member(o, "ranks");
     for (guint k = 0; k < json_array_get_length(ranks); k++) {
-      gint64 b = json_object_get_int_member(json_array_get_object_element(ranks, k), "optim_bytes");
+      JsonObject *rk = json_array_get_object_element(ranks, k);
+      gint64 b = json_object_get_int_member(rk, "optim_bytes");
+      g_assert_cmpint(json_object_get_int_member(rk, "mem_peak_bytes"), >=,
+                      json_object_get_int_member(rk, "mem_bytes"));
+      g_assert_cmpint(json_object_get_int_member(rk, "mem_bytes"), >, b);
       g_array_append_val(out, b);
     }
   }
@@ -242,6 +249,11 @@ static void test_checkpoint_world_sizes(void)
                        (STEPS - SAVED) * sizeof(double)) == 0);
   g_assert_true(same_floats(again.weights, ref.weights, sizeof(float)));
   run_clear(&again);
+  /* A stage-0 checkpoint resumes at stage 1 (its state scattered) to the same bits. */
+  g_autofree char *ckpt0 = g_build_filename(ref0.ws, "checkpoints", "step-00000003", NULL);
+  Run cross = resume_on(2, 1, ckpt0);
+  g_assert_true(same_floats(cross.weights, ref0.weights, sizeof(float)));
+  run_clear(&cross);
 
   /* Other world sizes: the same global batch, sums in another order. AdamW divides by
    * sqrt(v), so a weight whose gradient is rounding noise moves by up to lr per step either
