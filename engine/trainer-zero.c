@@ -57,7 +57,14 @@ gboolean cohort_zero_gather_params(CohortZero *z, float *params, GError **error)
   /* A GPU rank on "gloo": its shard down, every shard gathered on the host, all back up. */
   size_t own = (size_t)z->rank * z->shard;
   if (!z->host)
-    z->host = g_new(float, MAX(z->shard * (size_t)z->world, 1));
+    z->host = g_try_new(float, MAX(z->shard * (size_t)z->world, 1));
+  if (!z->host) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "ZeRO stage 1: out of host memory for the %zu parameters gathered through it "
+                "(a GPU rank on gloo; nccl gathers on the device)",
+                z->n);
+    return FALSE;
+  }
   z->be->download(z->host + own, params + own, bytes);
   if (!cohort_comm_all_gather_inplace(z->comm, z->host, bytes, 0, error))
     return FALSE;
