@@ -303,6 +303,8 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
                                 char **out_dir, GError **error)
 {
   g_return_val_if_fail(workspace && cfg && model && st, FALSE);
+  /* A shard of the state (ZeRO stage 1) is gathered whole first (engine/trainer-zero.h). */
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
   g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
   if (g_mkdir_with_parents(ckdir, 0755) != 0)
     return io_error(error, ckdir, "create folder", errno);
@@ -473,6 +475,7 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
                                 float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
                                 GError **error)
 {
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
   g_autofree char *state_path = g_build_filename(dir, STATE_FILE, NULL);
   g_autofree char *model_path = g_build_filename(dir, MODEL_FILE, NULL);
 

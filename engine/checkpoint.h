@@ -63,7 +63,8 @@ typedef struct {
 void cohort_run_id_new(char out[COHORT_RUN_ID_LEN]);
 
 /* Saves a checkpoint for st->step under `workspace` (the folders are created). `opt` may be
- * NULL (no optimizer state saved); its state must cover the model's parameters.
+ * NULL (no optimizer state saved); its state must cover all the model's parameters (not a
+ * ZeRO shard: gather it first, engine/trainer-zero.h).
  * `ema_or_NULL` is HOST memory laid out like the parameters. The model's parameters, buffers
  * and the optimizer state may live in any backend's memory (they are downloaded). After the
  * rename, complete checkpoints of the same run (st->run_id) beyond its newest `keep_last` are

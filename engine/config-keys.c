@@ -309,6 +309,11 @@ static const KeyRow rows[] = {
          "Compute BatchNorm statistics over the global batch of all processes instead of per "
          "process (SyncBatchNorm).",
          "false", "resnet"),
+    ROW(zero_stage, INT, "distributed", NULL, 0, 1, "0 or 1",
+        "ZeRO stage 1 shards the optimizer state across processes: each keeps 1/N of AdamW's "
+        "moments (or SGD's momentum), saving that much memory per process for one extra "
+        "gathering of the parameters after each step; 0 keeps a full copy on every process.",
+        "0"),
     ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
         "Times the launcher restarts the whole group after a process fails.", "0"),
     ROW(timeout_s, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 86400, NULL,

@@ -32,6 +32,11 @@ typedef struct CohortOptimizer CohortOptimizer;
 /* An AdamW CohortOptimizer (the name its API had before there were others). */
 typedef struct CohortOptimizer CohortAdamW;
 
+/* A range of the flat parameter vector, in floats. */
+typedef struct {
+  size_t offset, count;
+} CohortParamRange;
+
 /* First and second moments for `n` parameters, zeroed, in CPU memory. */
 CohortAdamW *cohort_adamw_new(size_t n);
 /* The same in the memory of backend `be`; the step then runs there (params and grads must be
@@ -43,13 +48,29 @@ CohortOptimizer *cohort_sgd_new_on(const CohortBackend *be, size_t n, gboolean w
 /* The optimizer cfg->optimizer names (AdamW, or SGD with a buffer when cfg->momentum > 0). */
 CohortOptimizer *cohort_optimizer_new_for(const CohortConfig *cfg, const CohortBackend *be,
                                           size_t n);
+/* The optimizer cfg->optimizer names, keeping state for only the parameters in `ranges` (at
+ * most 4, increasing, not overlapping, within `n`): its state buffers hold those ranges back
+ * to back, and a step updates only those parameters, with the weight decay of the tensor each
+ * element belongs to (a range may start or end inside a tensor). This is ZeRO stage 1's
+ * optimizer: each rank keeps the state of its shard. The update of every element is the one
+ * the unsharded optimizer makes, bit for bit. NULL when the backend is out of memory. */
+CohortOptimizer *cohort_optimizer_new_sharded(const CohortConfig *cfg, const CohortBackend *be,
+                                              size_t n, const CohortParamRange *ranges,
+                                              guint n_ranges);
 void cohort_optimizer_free(CohortOptimizer *opt);
 void cohort_adamw_free(CohortAdamW *opt);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortOptimizer, cohort_optimizer_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortAdamW, cohort_adamw_free)
 
-/* Parameters the state covers. */
+/* Parameters of the model the optimizer was made for (the whole vector, sharded or not). */
 size_t cohort_optimizer_size(const CohortOptimizer *opt);
+/* Floats in each state buffer: cohort_optimizer_size unsharded, the ranges' total sharded. */
+size_t cohort_optimizer_state_len(const CohortOptimizer *opt);
+/* Whether the state covers only some of the parameters (cohort_optimizer_new_sharded with
+ * ranges that are not the whole vector). */
+gboolean cohort_optimizer_is_sharded(const CohortOptimizer *opt);
+/* Bytes of state this optimizer holds: state buffers × state_len × 4. */
+size_t cohort_optimizer_state_bytes(const CohortOptimizer *opt);
 CohortOptimizerKind cohort_optimizer_kind(const CohortOptimizer *opt);
 /* State buffers and their checkpoint name prefixes ("optim.m.", "optim.v." for AdamW,
  * "optim.momentum_buffer." for SGD, as torch.optim names its state). */
@@ -57,7 +78,7 @@ guint cohort_optimizer_n_states(const CohortOptimizer *opt);
 float *cohort_optimizer_state(CohortOptimizer *opt, guint i);
 const char *cohort_optimizer_state_prefix(const CohortOptimizer *opt, guint i);
 const CohortBackend *cohort_optimizer_backend(const CohortOptimizer *opt);
-/* Copies state buffer i (size floats) to or from host memory. */
+/* Copies state buffer i (state_len floats) to or from host memory. */
 void cohort_optimizer_download_state(const CohortOptimizer *opt, guint i, float *host);
 void cohort_optimizer_upload_state(CohortOptimizer *opt, guint i, const float *host);
 

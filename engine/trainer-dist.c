@@ -13,8 +13,9 @@
 typedef struct {
   double step_s, data_s, comm_s, syncbn_s;
   double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
-  double mem_bytes;
+  double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
   double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
+  double optim_bytes;                          /* this rank's optimizer state */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -43,6 +44,7 @@ struct CohortTrainDist {
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
   size_t teacher_bytes;
+  size_t optim_bytes;
   int steps_since_report;
 };
 
@@ -361,6 +363,16 @@ void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)
   d->teacher_bytes = bytes;
 }
 
+void cohort_train_dist_set_optim_bytes(CohortTrainDist *d, size_t bytes)
+{
+  d->optim_bytes = bytes;
+}
+
+void cohort_train_dist_add_comm_time(CohortTrainDist *d, gint64 us)
+{
+  d->comm_us += us;
+}
+
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)
 {
   d->data_us += us;
@@ -384,6 +396,17 @@ static double resident_bytes(void)
   return (double)resident * (double)sysconf(_SC_PAGESIZE);
 }
 
+/* The most this process has had resident (the kernel's high-water mark, VmHWM); 0 when
+ * /proc cannot tell. */
+static double peak_resident_bytes(void)
+{
+  g_autofree char *status = NULL;
+  if (!g_file_get_contents("/proc/self/status", &status, NULL, NULL))
+    return 0;
+  const char *hwm = strstr(status, "\nVmHWM:");
+  return hwm ? g_ascii_strtod(hwm + 7, NULL) * 1024.0 : 0; /* in kB */
+}
+
 gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
                                         GError **error)
 {
@@ -398,7 +421,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .syncbn_s = (double)d->syncbn_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
+      .mem_peak_bytes = peak_resident_bytes(),
       .teacher_bytes = (double)d->teacher_bytes,
+      .optim_bytes = (double)d->optim_bytes,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -437,6 +462,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     if (d->model_comm_set)
       json_object_set_double_member(o, "syncbn_s", all[r].syncbn_s);
     json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].mem_peak_bytes > 0)
+      json_object_set_int_member(o, "mem_peak_bytes", (gint64)all[r].mem_peak_bytes);
+    json_object_set_int_member(o, "optim_bytes", (gint64)all[r].optim_bytes);
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {

@@ -70,8 +70,14 @@ void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes);
 gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
                                 gboolean *stop, GError **error);
 
+/* Bytes of this rank's optimizer state (its shard with ZeRO stage 1), reported in the `ranks`
+ * event as optim_bytes. */
+void cohort_train_dist_set_optim_bytes(CohortTrainDist *d, size_t bytes);
+
 /* Timings for the `ranks` event (microseconds). */
 void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
+/* Communication the loop waited for outside the calls above (ZeRO's parameter gather). */
+void cohort_train_dist_add_comm_time(CohortTrainDist *d, gint64 us);
 void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
 /* Every few steps with more than one rank: gathers each rank's timings and memory with one
  * all_gather and emits a `ranks` event on rank 0. */

@@ -123,13 +123,39 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
   return TRUE;
 }
 
+/* With ZeRO stage 1, the whole optimizer state on rank 0 (host memory), gathered from the
+ * shards, so the checkpoint is the one stage 0 writes; *full NULL on the other ranks. */
+static gboolean gather_optimizer(CohortRun *r, CohortOptimizer **full, GError **error)
+{
+  *full = NULL;
+  if (!r->zero)
+    return TRUE;
+  if (r->opts->rank == 0)
+    *full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+  /* Everyone learns whether rank 0 could hold it before anyone waits in the gather. */
+  double failed = r->opts->rank == 0 && !*full;
+  if (!cohort_train_dist_sum(r->dist, &failed, 1, error))
+    return FALSE;
+  if (failed > 0) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "checkpoint at step %" G_GINT64_FORMAT ": rank 0 is out of host memory for the "
+                "optimizer state of %zu parameters, which it gathers whole to save (zero_stage 1)",
+                r->st.step, r->model->n_params);
+    return FALSE;
+  }
+  return cohort_zero_gather_state(r->zero, r->opt, *full, error);
+}
+
 gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
+  g_autoptr(CohortOptimizer) full = NULL;
+  if (!gather_optimizer(r, &full, error))
+    return FALSE;
   if (r->opts->rank == 0) {
     /* The config as the model was built (num_classes from the data), so the checkpoint alone
      * rebuilds it (cohort-train --sample). */
-    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model, r->opt,
+    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model, full ? full : r->opt,
                                 ema_on_host(r), &r->st, r->cfg->keep_last, &dir, error))
       return FALSE;
     JsonObject *f = json_object_new();

@@ -13,6 +13,7 @@
 #include "engine/samples.h"
 #include "engine/teacher.h"
 #include "engine/trainer-dist.h"
+#include "engine/trainer-zero.h"
 #include "engine/trainer.h"
 
 G_BEGIN_DECLS
@@ -27,7 +28,8 @@ typedef struct {
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
   CohortDistill *distill; /* the student's loss against the teacher; NULL without */
-  CohortOptimizer *opt;
+  CohortOptimizer *opt;   /* with ZeRO stage 1, this rank's shard of the state */
+  CohortZero *zero;       /* zero_stage 1 with more than one rank; NULL otherwise */
   CohortComputeDevice dev;
   const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
   float *ema;              /* backend memory; NULL when ema_decay == 0 */

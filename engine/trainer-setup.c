@@ -123,6 +123,32 @@ static gboolean resolve_from_data(CohortRun *r, GError **error)
   return TRUE;
 }
 
+/* The whole optimizer state, or with ZeRO stage 1 over several ranks this rank's shard. */
+static CohortOptimizer *new_optimizer(CohortRun *r, size_t n)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (cfg->zero_stage == 0)
+    return cohort_optimizer_new_for(cfg, r->be, n);
+  if (r->opts->world_size < 2 || !r->opts->comm) {
+    cohort_progress_log(r->progress, "info",
+                        "zero_stage 1 with one process: there is nothing to shard the optimizer "
+                        "state across, so it trains as stage 0");
+    return cohort_optimizer_new_for(cfg, r->be, n);
+  }
+  r->zero = cohort_zero_new(r->opts->comm, &r->dev, n);
+  CohortParamRange ranges[2];
+  guint n_ranges = cohort_zero_ranges(r->zero, ranges);
+  CohortOptimizer *opt = cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
+  if (opt && cohort_optimizer_n_states(opt) > 0)
+    cohort_progress_log(r->progress, "info",
+                        "ZeRO stage 1: each of the %d ranks keeps the optimizer state of %zu of "
+                        "the %zu parameters (%.1f MiB instead of %.1f MiB)",
+                        r->opts->world_size, cohort_optimizer_state_len(opt), n,
+                        cohort_optimizer_state_bytes(opt) / 1048576.0,
+                        cohort_optimizer_n_states(opt) * n * sizeof(float) / 1048576.0);
+  return opt;
+}
+
 static gboolean alloc_model(CohortRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
@@ -132,13 +158,14 @@ static gboolean alloc_model(CohortRun *r, GError **error)
   if (!r->model)
     return FALSE;
   size_t n = r->model->n_params;
-  r->opt = cohort_optimizer_new_for(cfg, r->be, n);
+  r->opt = new_optimizer(r, n);
   if (!r->opt) {
     g_autofree char *name = cohort_config_get(cfg, "optimizer");
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "%s: out of %s memory for the state of %zu parameters", name, r->be->name, n);
     return FALSE;
   }
+  cohort_train_dist_set_optim_bytes(r->dist, cohort_optimizer_state_bytes(r->opt));
   r->batch = cohort_samples_batch_new(r->train, r->B);
   r->tokens_per_sample = r->batch->T;
   r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
@@ -344,13 +371,21 @@ static StartKind choose_start(CohortRun *r, char **ckpt, GError **error)
 
 /* Rank 0 reads the checkpoint; the others get everything from it by broadcast, so resuming
  * needs the checkpoint on rank 0's machine only. */
-static gboolean load_on_rank0(CohortRun *r, const char *ckpt, gboolean *keep_scale, GError **error)
+static gboolean load_on_rank0(CohortRun *r, const char *ckpt, CohortOptimizer *opt,
+                              gboolean *keep_scale, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   size_t n = r->model->n_params;
   g_autoptr(CohortConfig) saved = NULL;
   float *ema_load = r->ema_host ? r->ema_host : r->ema;
-  if (!cohort_checkpoint_load(ckpt, r->model, r->opt, ema_load, &r->st, &saved, error) ||
+  if (!opt) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: out of host memory for the optimizer state of %zu parameters, which rank 0 "
+                "reads whole before handing each rank its shard (zero_stage 1)",
+                ckpt, n);
+    return FALSE;
+  }
+  if (!cohort_checkpoint_load(ckpt, r->model, opt, ema_load, &r->st, &saved, error) ||
       !same_shape(saved, cfg, ckpt, error) || !same_teacher(r, ckpt, error))
     return FALSE;
   if (r->ema_host)
@@ -364,7 +399,10 @@ static gboolean load_on_rank0(CohortRun *r, const char *ckpt, gboolean *keep_sca
   return TRUE;
 }
 
-static gboolean broadcast_state(CohortRun *r, gboolean *keep_scale, GError **error)
+/* `full`: with ZeRO stage 1, rank 0's copy of the whole state read from the checkpoint (NULL
+ * elsewhere); each rank takes its shard of it. */
+static gboolean broadcast_state(CohortRun *r, CohortOptimizer *full, gboolean *keep_scale,
+                                GError **error)
 {
   CohortModel *m = r->model;
   struct {
@@ -377,7 +415,9 @@ static gboolean broadcast_state(CohortRun *r, gboolean *keep_scale, GError **err
        !cohort_train_dist_broadcast_params(r->dist, m->buffer_data, m->n_buffer_floats, error)) ||
       (r->ema && !cohort_train_dist_broadcast_params(r->dist, r->ema, m->n_params, error)))
     return FALSE;
-  for (guint i = 0; i < cohort_optimizer_n_states(r->opt); i++)
+  if (r->zero && !cohort_zero_scatter_state(r->zero, full, r->opt, error))
+    return FALSE;
+  for (guint i = 0; !r->zero && i < cohort_optimizer_n_states(r->opt); i++)
     if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i), m->n_params,
                                             error))
       return FALSE;
@@ -525,8 +565,12 @@ static gboolean resume_or_start(CohortRun *r, char **resumed_from, gboolean *kee
   }
   if (kind == START_FRESH)
     return start_fresh(r, error);
-  /* Rank 0 loads and reports whether it could; then everyone takes its state. */
-  int loaded = !rank0 || load_on_rank0(r, ckpt, keep_scale, &local);
+  /* Rank 0 loads and reports whether it could; then everyone takes its state. With ZeRO
+   * stage 1 rank 0 reads the whole optimizer state into host memory first. */
+  g_autoptr(CohortOptimizer) full = NULL;
+  if (rank0 && r->zero)
+    full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+  int loaded = !rank0 || load_on_rank0(r, ckpt, r->zero ? full : r->opt, keep_scale, &local);
   if (!cohort_train_dist_broadcast_host(r->dist, &loaded, sizeof loaded, error)) {
     g_clear_error(&local);
     return FALSE;
@@ -539,7 +583,7 @@ static gboolean resume_or_start(CohortRun *r, char **resumed_from, gboolean *kee
                   "rank 0 could not load checkpoint %s (its message says why)", ckpt);
     return FALSE;
   }
-  if (!broadcast_state(r, keep_scale, error) || !map_position(r, ckpt, error) ||
+  if (!broadcast_state(r, full, keep_scale, error) || !map_position(r, ckpt, error) ||
       !cohort_model_check_finite(r->model, ckpt, error))
     return FALSE;
   *resumed_from = g_steal_pointer(&ckpt);
@@ -617,6 +661,7 @@ void cohort_run_free(CohortRun *r)
   g_clear_pointer(&r->teacher, cohort_teacher_free);
   g_clear_pointer(&r->model, cohort_model_free);
   g_clear_pointer(&r->opt, cohort_optimizer_free);
+  g_clear_pointer(&r->zero, cohort_zero_free);
   g_clear_pointer(&r->dist, cohort_train_dist_free);
   g_clear_pointer(&r->batch, cohort_batch_free);
   g_clear_pointer(&r->model_cfg, cohort_config_free);

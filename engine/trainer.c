@@ -32,7 +32,7 @@ typedef struct {
  * out of fp16's underflow; an inf or NaN gradient (an overflow) skips the update and halves
  * the scale, a run of clean steps doubles it (PyTorch's GradScaler). Every rank holds the same
  * reduced gradients, so every rank takes the same decision. */
-static void update(CohortRun *r, StepResult *res)
+static gboolean update(CohortRun *r, StepResult *res, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   CohortModel *m = r->model;
@@ -42,17 +42,25 @@ static void update(CohortRun *r, StepResult *res)
     r->st.skipped_steps++;
     r->st.loss_scale *= 0.5;
     r->st.scale_good_steps = 0;
-    return;
+    return TRUE;
   }
   /* The optimizer counts the updates it made, as torch.optim's state "step" does. */
   int t = (int)(r->st.step - r->st.skipped_steps) + 1;
   cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
+  /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
+  if (r->zero) {
+    gint64 t0 = g_get_monotonic_time();
+    if (!cohort_zero_gather_params(r->zero, m->params, error))
+      return FALSE;
+    cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
+  }
   if (r->ema)
     cohort_ema_update_on(r->be, r->ema, m->params, m->n_params, cfg->ema_decay);
   if (fp16 && ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
     r->st.loss_scale *= 2.0;
     r->st.scale_good_steps = 0;
   }
+  return TRUE;
 }
 
 /* One optimizer step: accum micro-batches, gradient reduction, clipping, the update. */
@@ -115,8 +123,7 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
                 isfinite(res->loss) ? res->norm : res->loss, cfg->workspace_dir);
     return FALSE;
   }
-  update(r, res);
-  if (!cohort_device_check(&r->dev, error))
+  if (!update(r, res, error) || !cohort_device_check(&r->dev, error))
     return FALSE;
 
   r->st.step++;

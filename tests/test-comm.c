@@ -1,6 +1,6 @@
 /* Collectives: the local backend, and Gloo across 2 and 3 forked processes over loopback
- * (exact values, broadcast, all_gather, barrier), a peer that exits and a peer that is late
- * (the others get an error naming the collective and the rank, within the timeout); and the
+ * (exact values, broadcast, all_gather, in place too, barrier), a peer that exits and a peer that
+ * is late (the others get an error naming the collective and the rank, within the timeout); and the
  * bfloat16 all-reduce: with 2 ranks every element is exactly bf16(bf16(a) + bf16(b)) (values
  * chosen so that the rounding matters: ties, cancellation, far-apart magnitudes) for 1, 3 and
  * 1000003 elements (the last spans several Gloo segments), and AVG; with 3 ranks every rank
@@ -28,9 +28,40 @@ static void test_local(void)
   char send[4] = "abc", recv[4] = {0};
   g_assert_true(cohort_comm_all_gather(c, send, 4, recv, 0, &error));
   g_assert_cmpstr(recv, ==, "abc");
+  g_assert_true(cohort_comm_all_gather_inplace(c, recv, 4, 0, &error));
+  g_assert_cmpstr(recv, ==, "abc");
   g_assert_true(cohort_comm_barrier(c, 0, &error));
   g_assert_false(cohort_comm_broadcast(c, send, 4, 1, 0, &error));
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+}
+
+/* The in-place all-gather (ZeRO-1's parameter gather): each rank writes only its own slot of
+ * the full buffer, sets the others to a poison value, and must find every rank's slot filled,
+ * for a slot of one float, an odd one, and one larger than Gloo's 1 MiB segment. */
+static gboolean gather_in_place(CohortComm *c, int rank, int world)
+{
+  static const gsize slots[] = {1, 1001, 300 * 1024 + 3};
+  for (guint k = 0; k < G_N_ELEMENTS(slots); k++) {
+    gsize n = slots[k];
+    g_autofree float *all = g_new(float, n *(gsize)world);
+    for (gsize i = 0; i < n * (gsize)world; i++)
+      all[i] = -1.0f;
+    for (gsize i = 0; i < n; i++)
+      all[(gsize)rank * n + i] = (float)rank * 1e6f + (float)i;
+    g_autoptr(GError) error = NULL;
+    if (!cohort_comm_all_gather_inplace(c, all, n * sizeof(float), 10, &error)) {
+      fprintf(stderr, "rank %d: %s\n", rank, error->message);
+      return FALSE;
+    }
+    for (int r = 0; r < world; r++)
+      for (gsize i = 0; i < n; i++)
+        if (all[(gsize)r * n + i] != (float)r * 1e6f + (float)i) {
+          fprintf(stderr, "rank %d: slot %d element %zu is %g\n", rank, r, i,
+                  all[(gsize)r * n + i]);
+          return FALSE;
+        }
+  }
+  return TRUE;
 }
 
 static int values(CohortComm *c, int rank, int world)
@@ -75,6 +106,7 @@ static int values(CohortComm *c, int rank, int world)
   for (int r = 0; r < world; r++)
     CHECK(all[3 * r] == (guint32)r && all[3 * r + 1] == (guint32)r * 10 &&
           all[3 * r + 2] == 0xC0FFEE);
+  CHECK(gather_in_place(c, rank, world));
   CHECK(cohort_comm_barrier(c, 10, &error));
   if (error != NULL)
     fprintf(stderr, "rank %d: %s\n", rank, error->message);

@@ -1,7 +1,8 @@
 /* Training on a GPU (suite cuda): the model and optimizer on the CUDA backend against the
  * CPU backend, 2 Gloo ranks sharing one GPU against 1 rank with the double batch, the DDP
- * reducer over NCCL with one rank, and checkpoints moving between GPU and CPU. Every case
- * skips without a CUDA device.
+ * reducer over NCCL with one rank, checkpoints moving between GPU and CPU, and ZeRO stage 1
+ * on 2 Gloo ranks sharing one GPU against stage 0, bit for bit. Every case skips without a
+ * CUDA device.
  *
  * Tolerances (fp32, no TF32): per-step loss |gpu - cpu| <= 2e-3 * max(1, cpu) over 50 AdamW
  * steps; final parameters max |gpu - cpu| <= 5e-3. GEMMs (cuBLAS vs OpenBLAS) and reductions
@@ -282,6 +283,57 @@ static void test_gloo_two_ranks_one_gpu(void)
   g_assert_cmpfloat(tu_max_rel_diff(a, b, 1e-2), <=, 1e-3);
 }
 
+/* ZeRO stage 1 on GPU ranks with Gloo (the staged path: the shard and the state through host
+ * memory): 2 ranks sharing the GPU train to stage 0's bits, save the moments stage 0 saves,
+ * and resume a stage-1 checkpoint at stage 1 to the bits of the run that did not stop. */
+static void test_zero_two_ranks_one_gpu(void)
+{
+  if (!need_gpu())
+    return;
+  g_autofree char *ws0 = tu_mkdtemp("cuda-zero0");
+  g_autofree char *ws1 = tu_mkdtemp("cuda-zero1");
+  g_autofree char *ws2 = tu_mkdtemp("cuda-zero-resume");
+  const char *s0[] = {"--set",   "batch_size=4",
+                      "--set",   "distributed_backend=gloo",
+                      "--set",   "save_every=10",
+                      "--set",   "zero_stage=0",
+                      "--set",   "grad_clip=0.5",
+                      "--set",   "keep_last=0",
+                      "--nproc", "2",
+                      NULL};
+  const char *s1[] = {"--set",   "batch_size=4",
+                      "--set",   "distributed_backend=gloo",
+                      "--set",   "save_every=10",
+                      "--set",   "zero_stage=1",
+                      "--set",   "grad_clip=0.5",
+                      "--set",   "keep_last=0",
+                      "--nproc", "2",
+                      NULL};
+  g_autoptr(GArray) a = train(ws0, s0);
+  g_autoptr(GArray) b = train(ws1, s1);
+  g_assert_cmpmem(b->data, b->len * sizeof(float), a->data, a->len * sizeof(float));
+  g_autofree char *c0 = g_build_filename(ws0, "checkpoints", "step-00000010", NULL);
+  g_autofree char *c1 = g_build_filename(ws1, "checkpoints", "step-00000010", NULL);
+  g_autofree char *f0 = g_build_filename(c0, "model.safetensors", NULL);
+  g_autofree char *f1 = g_build_filename(c1, "model.safetensors", NULL);
+  g_autoptr(GArray) t0 = tu_read_weights(f0);
+  g_autoptr(GArray) t1 = tu_read_weights(f1);
+  g_assert_cmpuint(t1->len, ==, 3 * b->len); /* weights, m, v */
+  g_assert_cmpmem(t1->data, t1->len * sizeof(float), t0->data, t0->len * sizeof(float));
+  const char *again[] = {"--set",    "batch_size=4",
+                         "--set",    "distributed_backend=gloo",
+                         "--set",    "zero_stage=1",
+                         "--set",    "grad_clip=0.5",
+                         "--nproc",  "2",
+                         "--resume", c1,
+                         NULL};
+  g_autoptr(GArray) c = train(ws2, again);
+  g_assert_cmpmem(c->data, c->len * sizeof(float), b->data, b->len * sizeof(float));
+  tu_rm_rf(ws0);
+  tu_rm_rf(ws1);
+  tu_rm_rf(ws2);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -294,5 +346,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda-train/checkpoint-gpu-cpu", test_checkpoint_gpu_cpu);
   g_test_add_func("/cuda-train/nccl-one-rank", test_nccl_one_rank);
   g_test_add_func("/cuda-train/gloo-two-ranks-one-gpu", test_gloo_two_ranks_one_gpu);
+  g_test_add_func("/cuda-train/zero-two-ranks-one-gpu", test_zero_two_ranks_one_gpu);
   return g_test_run();
 }

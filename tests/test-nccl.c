@@ -1,8 +1,8 @@
 /* The NCCL backend: one rank on one GPU (every collective on device buffers, values checked,
- * bfloat16 all-reduce included), the DDP reducer's bf16 reduction over NCCL with one rank
- * (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked onto the same
- * GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there are two
- * (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
+ * bfloat16 all-reduce and the in-place all-gather included), the DDP reducer's bf16 reduction over
+ * NCCL with one rank (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked
+ * onto the same GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there
+ * are two (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
  * crash, with or without a GPU). Cases that need a GPU are skipped without one.
  *
  * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess
@@ -151,6 +151,9 @@ static void test_one_rank(void)
   OK(cohort_comm_all_gather(c, db, sizeof bytes, drecv, 10, &error));
   host_copy(got, drecv, sizeof got);
   g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
+  OK(cohort_comm_all_gather_inplace(c, drecv, sizeof bytes, 10, &error));
+  host_copy(got, drecv, sizeof got);
+  g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
 
   OK(cohort_comm_barrier(c, 10, &error));
 
@@ -280,6 +283,14 @@ static int two_gpus(int rank, CohortComm *c)
   CHECK(cudaMemcpy(got, dg, 2 * B, cudaMemcpyDeviceToHost) == cudaSuccess);
   for (int i = 0; i < 2 * B; i++)
     CHECK(got[i] == 0x10 + i / B);
+  /* In place (ZeRO-1's parameter gather): only this rank's slot is written before. */
+  memset(got, 0xEE, sizeof got);
+  memset(got + rank * B, 0x20 + rank, B);
+  CHECK(cudaMemcpy(dg, got, 2 * B, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cohort_comm_all_gather_inplace(c, dg, B, 30, &e));
+  CHECK(cudaMemcpy(got, dg, 2 * B, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < 2 * B; i++)
+    CHECK(got[i] == 0x20 + i / B);
   CHECK(cohort_comm_broadcast(c, db, B, 1, 30, &e));
   CHECK(cudaMemcpy(mine, db, B, cudaMemcpyDeviceToHost) == cudaSuccess);
   for (int i = 0; i < B; i++)

@@ -1,11 +1,13 @@
 /* AdamW and SGD (momentum, Nesterov, weight decay in the gradient) against their formulas
  * computed here in double, the LR schedules at key steps (StepLR too), clipping as
- * torch.nn.utils.clip_grad_norm_, and EMA. */
+ * torch.nn.utils.clip_grad_norm_, and EMA; ZeRO stage 1's sharded optimizer against the
+ * unsharded one, bit for bit. */
 #include "engine/optim.h"
 #include "kernels/backend.h"
 
 #include <glib.h>
 #include <math.h>
+#include <string.h>
 
 /* Two tensors over 5 parameters: a 2x2 matrix (decayed) and a bias of 1 (not decayed). */
 static const CohortTensorInfo tensors[] = {
@@ -150,6 +152,83 @@ static void test_sgd(void)
 }
 
 /* StepLR: base · gamma^floor((step − warmup) / step_size) after the linear warmup. */
+/* ZeRO stage 1's optimizer: shards that start and end inside tensors (one decayed, one not),
+ * each updating only its ranges, together make the unsharded update bit for bit, parameters and
+ * state; parameters outside a shard's ranges stay as they were. */
+static void check_sharded(CohortOptimizerKind kind, double momentum)
+{
+  static const CohortTensorInfo big[] = {
+      {.name = "a", .ndim = 1, .shape = {20000}, .offset = 0, .numel = 20000, .decay = TRUE},
+      {.name = "b", .ndim = 1, .shape = {17}, .offset = 20000, .numel = 17, .decay = FALSE},
+      {.name = "c", .ndim = 1, .shape = {9003}, .offset = 20017, .numel = 9003, .decay = TRUE},
+  };
+  enum { N = 29020 };
+  /* Three ranks' shards of 9673 (boundaries inside "a" and "c", "b" inside the second) and a
+   * tail of 1 that every rank keeps. */
+  const CohortParamRange shards[3][2] = {
+      {{0, 9673}, {29019, 1}}, {{9673, 9673}, {29019, 1}}, {{19346, 9673}, {29019, 1}}};
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  cfg->optimizer = kind;
+  cfg->momentum = momentum;
+  cfg->nesterov = momentum != 0;
+  cfg->weight_decay = 0.1;
+  const CohortBackend *cpu = cohort_backend_cpu();
+  g_autoptr(CohortOptimizer) full = cohort_optimizer_new_for(cfg, cpu, N);
+  g_assert_false(cohort_optimizer_is_sharded(full));
+  CohortOptimizer *part[3];
+  for (int r = 0; r < 3; r++) {
+    part[r] = cohort_optimizer_new_sharded(cfg, cpu, N, shards[r], 2);
+    g_assert_true(cohort_optimizer_is_sharded(part[r]));
+    g_assert_cmpuint(cohort_optimizer_state_len(part[r]), ==, 9674);
+    g_assert_cmpuint(cohort_optimizer_state_bytes(part[r]), ==,
+                     cohort_optimizer_n_states(full) * 9674 * sizeof(float));
+  }
+  g_autofree float *p = g_new(float, N), *q = g_new(float, N), *g = g_new(float, N);
+  g_autofree float *mine = g_new(float, N), *before = g_new(float, N);
+  for (int i = 0; i < N; i++)
+    p[i] = q[i] = sinf(0.37f * (float)i);
+  for (int t = 1; t <= 3; t++) {
+    for (int i = 0; i < N; i++)
+      g[i] = cosf(0.11f * (float)i * (float)t) * (i % 7 ? 1.0f : 1e-4f);
+    cohort_optimizer_step(full, p, g, big, G_N_ELEMENTS(big), cfg, 0.01, t);
+    memcpy(before, q, N * sizeof(float));
+    for (int r = 0; r < 3; r++) {
+      /* Each shard on its own copy of the parameters before the step: it must leave
+       * everything outside its ranges alone. */
+      memcpy(mine, before, N * sizeof(float));
+      cohort_optimizer_step(part[r], mine, g, big, G_N_ELEMENTS(big), cfg, 0.01, t);
+      for (int i = 0; i < N; i++) {
+        gboolean in = (i >= (int)shards[r][0].offset &&
+                       i < (int)(shards[r][0].offset + shards[r][0].count)) ||
+                      i == N - 1;
+        g_assert_true(in || mine[i] == before[i]);
+      }
+      memcpy(q + shards[r][0].offset, mine + shards[r][0].offset, 9673 * sizeof(float));
+      if (r == 0)
+        q[N - 1] = mine[N - 1];
+      else
+        g_assert_true(mine[N - 1] == q[N - 1]); /* the tail agrees on every rank */
+    }
+    g_assert_cmpmem(q, N * sizeof(float), p, N * sizeof(float));
+  }
+  for (guint i = 0; i < cohort_optimizer_n_states(full); i++)
+    for (int r = 0; r < 3; r++) {
+      const float *whole = cohort_optimizer_state(full, i);
+      const float *sh = cohort_optimizer_state(part[r], i);
+      g_assert_cmpmem(sh, 9673 * sizeof(float), whole + shards[r][0].offset, 9673 * sizeof(float));
+      g_assert_true(sh[9673] == whole[N - 1]);
+    }
+  for (int r = 0; r < 3; r++)
+    cohort_optimizer_free(part[r]);
+}
+
+static void test_sharded(void)
+{
+  check_sharded(COHORT_OPTIMIZER_ADAMW, 0);
+  check_sharded(COHORT_OPTIMIZER_SGD, 0.9);
+  check_sharded(COHORT_OPTIMIZER_SGD, 0);
+}
+
 static void test_step_schedule(void)
 {
   g_autoptr(CohortConfig) cfg = cohort_config_new();
@@ -214,6 +293,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/optim/sgd", test_sgd);
+  g_test_add_func("/optim/sharded", test_sharded);
   g_test_add_func("/optim/step-schedule", test_step_schedule);
   g_test_add_func("/optim/adamw", test_adamw_no_decay);
   g_test_add_func("/optim/adamw-decay", test_adamw_decay);

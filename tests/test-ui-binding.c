@@ -4,6 +4,7 @@
 
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
+#include "ui/key-labels.h"
 #include "ui/window-private.h"
 
 static char *tmp_dir;
@@ -244,6 +245,17 @@ static gboolean shown(CohortConfigForm *form, const char *key)
   return gtk_widget_get_visible(row) && gtk_widget_get_visible(section);
 }
 
+/* The title of the section that places `key` (NULL: the page's "Other"). */
+static const char *section_of(const char *key)
+{
+  guint n = 0;
+  const CohortKeySection *s = cohort_key_sections(&n);
+  for (guint i = 0; i < n; i++)
+    if (g_strv_contains((const char *const *)s[i].keys, key))
+      return s[i].title;
+  return NULL;
+}
+
 /* The model is a drop-down of the registered families, and only the chosen family's keys
  * show: a GPT has a vocabulary and no patches, a DiT the other way round. */
 static void test_keys_per_model(void)
@@ -256,6 +268,8 @@ static void test_keys_per_model(void)
   g_assert_false(shown(form, "patch_size"));
   g_assert_false(shown(form, "image_size")); /* and its whole "Images" section */
   g_assert_true(shown(form, "learning_rate"));
+  g_assert_true(shown(form, "zero_stage"));                            /* every family's */
+  g_assert_cmpstr(section_of("zero_stage"), ==, "Gradients and data"); /* Distributed page */
 
   g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
   g_assert_cmpstr(cohort_config_form_get_config(form)->model, ==, "dit");

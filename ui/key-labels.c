@@ -89,6 +89,7 @@ static const struct {
     {"reduce_precision", N_("Gradient reduction precision")},
     {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
+    {"zero_stage", N_("Shard the optimizer state (ZeRO stage)")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
 };
@@ -117,13 +118,10 @@ static const char *const prec_keys[] = {
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
-static const char *const grad_keys[] = {"lr_scaling",
-                                        "bucket_cap_mb",
-                                        "reduce_precision",
-                                        "broadcast_buffers",
-                                        "sync_batchnorm",
-                                        "distributed_data_loading",
-                                        NULL};
+static const char *const grad_keys[] = {
+    "lr_scaling",     "bucket_cap_mb", "reduce_precision",         "broadcast_buffers",
+    "sync_batchnorm", "zero_stage",    "distributed_data_loading", NULL,
+};
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",
                                            "student_init",        NULL};

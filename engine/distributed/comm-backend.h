@@ -20,6 +20,8 @@ typedef struct {
                          CohortReduceOp op, gint64 timeout_ms, GError **error);
   gboolean (*broadcast)(gpointer impl, void *buf, gsize nbytes, int root, gint64 timeout_ms,
                         GError **error);
+  /* `send` is either separate from `recv` or exactly recv + rank × nbytes (in place, where
+   * this rank's bytes are already in their slot). */
   gboolean (*all_gather)(gpointer impl, const void *send, gsize nbytes, void *recv,
                          gint64 timeout_ms, GError **error);
   gboolean (*barrier)(gpointer impl, gint64 timeout_ms, GError **error);

@@ -332,6 +332,25 @@ gboolean cohort_comm_all_gather(CohortComm *comm, const void *send, gsize nbytes
   return run(comm, &c, timeout_s, error);
 }
 
+gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbytes, double timeout_s,
+                                        GError **error)
+{
+  if (!check_comm(comm, "all_gather", error))
+    return FALSE;
+  if (nbytes > 0 && buf == NULL) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "all_gather in place needs a buffer of %" G_GSIZE_FORMAT " bytes",
+                nbytes * (gsize)comm->world_size);
+    return FALSE;
+  }
+  char *b = buf;
+  Collective c = {.kind = OP_ALL_GATHER,
+                  .buf = buf,
+                  .send = b ? b + nbytes * (gsize)comm->rank : NULL,
+                  .count = nbytes};
+  return run(comm, &c, timeout_s, error);
+}
+
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error)
 {
   if (!check_comm(comm, "barrier", error))

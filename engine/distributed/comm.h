@@ -127,6 +127,14 @@ gboolean cohort_comm_broadcast(CohortComm *comm, void *buf, gsize nbytes, int ro
 gboolean cohort_comm_all_gather(CohortComm *comm, const void *send, gsize nbytes, void *recv,
                                 double timeout_s, GError **error);
 
+/* All-gather in place: `buf` holds nbytes × world size bytes, rank r's contribution already at
+ * offset r × nbytes; on return every rank's is in place on every rank. No second buffer, so a
+ * sharded update can gather straight into the full parameter vector (ZeRO stage 1). "gloo"
+ * runs Gloo's allgather without an input buffer, "nccl" ncclAllGather with sendbuff =
+ * recvbuff + rank × nbytes (both in-place forms of the libraries). */
+gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbytes, double timeout_s,
+                                        GError **error);
+
 /* Returns once every rank has entered the barrier. */
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error);
 

@@ -215,8 +215,12 @@ extern "C" int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nby
   return guarded(err, [&] {
     gloo::AllgatherOptions opts(g->context);
     opts.setTimeout(std::chrono::milliseconds(timeout_ms));
-    opts.setInput(const_cast<char *>(static_cast<const char *>(send)), nbytes);
-    opts.setOutput(static_cast<char *>(recv), nbytes * static_cast<size_t>(g->context->size));
+    char *out = static_cast<char *>(recv);
+    const char *in = static_cast<const char *>(send);
+    // Without an input Gloo gathers in place: this rank's bytes are already in its slot.
+    if (in != out + nbytes * static_cast<size_t>(g->context->rank))
+      opts.setInput(const_cast<char *>(in), nbytes);
+    opts.setOutput(out, nbytes * static_cast<size_t>(g->context->size));
     gloo::allgather(opts);
   });
 }

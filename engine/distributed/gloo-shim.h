@@ -43,6 +43,7 @@ int cohort_gloo_allreduce_sum(CohortGloo *g, void *buf, size_t count, CohortDtyp
                               long timeout_ms, char **err);
 int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, long timeout_ms,
                           char **err);
+/* `send` == recv + rank × nbytes gathers in place. */
 int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *recv,
                           long timeout_ms, char **err);
 int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err);
