@@ -12,10 +12,10 @@
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
 typedef struct {
   double step_s, data_s, comm_s, syncbn_s;
-  double reduce_s, reduce_wait_s; /* the gradient all-reduce: its time, and the part waited for */
+  double reduce_s, reduce_wait_s;   /* the gradient all-reduce: its time, and the part waited for */
   double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
-  double teacher_bytes;                        /* the distillation teacher's share, 0 without one */
-  double optim_bytes;                          /* this rank's optimizer state */
+  double teacher_bytes;             /* the distillation teacher's share, 0 without one */
+  double optim_bytes;               /* this rank's optimizer state */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
