@@ -282,6 +282,33 @@ static void test_keys_per_model(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* SGD's momentum rows only with sgd, StepLR's only with the step schedule; a value set while
+ * they were hidden is kept. */
+static void test_keys_per_optimizer(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(cohort_config_form_set_text(form, "optimizer", "adamw"));
+  g_assert_true(cohort_config_form_set_text(form, "lr_schedule", "cosine"));
+  g_assert_true(shown(form, "optimizer"));
+  g_assert_false(shown(form, "momentum"));
+  g_assert_false(shown(form, "nesterov"));
+  g_assert_false(shown(form, "lr_step_size"));
+  g_assert_false(shown(form, "lr_gamma"));
+  g_assert_true(cohort_config_form_set_text(form, "optimizer", "sgd"));
+  g_assert_true(shown(form, "momentum"));
+  g_assert_true(shown(form, "nesterov"));
+  g_assert_false(shown(form, "lr_gamma"));
+  g_assert_true(cohort_config_form_set_text(form, "momentum", "0.8"));
+  g_assert_true(cohort_config_form_set_text(form, "lr_schedule", "step"));
+  g_assert_true(shown(form, "lr_step_size"));
+  g_assert_true(shown(form, "lr_gamma"));
+  g_assert_true(cohort_config_form_set_text(form, "optimizer", "adamw"));
+  g_assert_false(shown(form, "momentum"));
+  g_assert_cmpfloat(cohort_config_form_get_config(form)->momentum, ==, 0.8);
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
@@ -291,6 +318,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/binding/hidden-choice", test_hidden_choice);
   g_test_add_func("/ui/binding/summary", test_summary);
   g_test_add_func("/ui/binding/keys-per-model", test_keys_per_model);
+  g_test_add_func("/ui/binding/keys-per-optimizer", test_keys_per_optimizer);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;
