@@ -2,7 +2,9 @@
  * built-in glyphs at 16×16 with crop-and-flip augmentation, SGD with momentum:
  *  - SyncBatchNorm is global BatchNorm: 2 and 3 ranks with sync_batchnorm give one process's
  *    per-step losses, gradient norms, weights and running statistics on the combined batch;
- *    the same runs without it differ measurably (the test asserts both); the ranks event
+ *    the same runs without it differ measurably (the test asserts both); so do 2 ranks with
+ *    gradient accumulation (each micro-batch normalised over all ranks' k-th micro-batches
+ *    together) against one process with twice the micro-batch; the ranks event
  *    reports each rank's time in SyncBatchNorm's collectives;
  *  - without SyncBatchNorm the engine does what PyTorch DDP over Gloo does with 2 processes
  *    (tests/torch_resnet_ddp.py on the same initial weights and the same per-rank batches):
@@ -235,6 +237,32 @@ static void test_syncbn_3(void)
   check_syncbn(3, 2);
 }
 
+/* With gradient accumulation each micro-batch is normalised over the global micro-batch (all
+ * ranks' k-th micro-batches together, as torch.nn.SyncBatchNorm does per forward): 2 ranks ×
+ * 4 × 2 micro-batches with SyncBN give what one process gives with micro-batches of 8. */
+static void test_syncbn_accum(void)
+{
+  Run one = train(1, (const char *[]){"batch_size=8", "gradient_accumulation_steps=2", NULL});
+  Run sync = train(2, (const char *[]){"batch_size=4", "gradient_accumulation_steps=2",
+                                       "sync_batchnorm=true", NULL});
+  double stats;
+  double d_loss = rel_series(sync.loss, one.loss), d_norm = rel_series(sync.norm, one.norm);
+  double d_w = compare_files(sync.model, one.model, &stats);
+  g_test_message("2 × 4 × accumulation 2 with SyncBN vs 1 × 8 × 2: losses %.2e, gradient norms "
+                 "%.2e, weights and buffers %.2e, running statistics %.2e",
+                 d_loss, d_norm, d_w, stats);
+  g_assert_cmpfloat(d_loss, <=, 1e-5);
+  g_assert_cmpfloat(d_norm, <=, 1e-5);
+  g_assert_cmpfloat(d_w, <=, 1e-5);
+  /* and per-rank statistics would not (so the comparison can fail) */
+  Run local = train(2, (const char *[]){"batch_size=4", "gradient_accumulation_steps=2",
+                                        "sync_batchnorm=false", NULL});
+  g_assert_cmpfloat(rel_series(local.loss, one.loss), >, 1e-3);
+  run_clear(&one);
+  run_clear(&sync);
+  run_clear(&local);
+}
+
 /* Checkpoints hold what the next steps need (the running statistics and counters, the SGD
  * momentum buffers): 2 ranks with SyncBN stopped after 3 steps and resumed to 6 end with the
  * weights and buffers of a run that never stopped. */
@@ -262,6 +290,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/resnet-ddp/syncbn-2-ranks", test_syncbn_2);
   g_test_add_func("/resnet-ddp/syncbn-3-ranks", test_syncbn_3);
+  g_test_add_func("/resnet-ddp/syncbn-accumulation", test_syncbn_accum);
   g_test_add_func("/resnet-ddp/syncbn-time-in-ranks-event", test_syncbn_time);
   g_test_add_func("/resnet-ddp/resume", test_resume);
   g_test_add_func("/resnet-ddp/against-torch-ddp", test_against_torch_ddp);
