@@ -13,6 +13,19 @@ double cohort_rng_uniform(guint64 *state)
   return (double)(cohort_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+guint64 cohort_rng_tensor_seed(guint64 seed, guint index)
+{
+  guint64 st = seed ^ (0xD1B54A32D192ED03ULL * (index + 1));
+  return cohort_rng_next(&st);
+}
+
+void cohort_rng_fill_uniform(float *dst, size_t n, double bound, guint64 seed)
+{
+  guint64 st = seed;
+  for (size_t i = 0; i < n; i++)
+    dst[i] = (float)((2 * cohort_rng_uniform(&st) - 1) * bound);
+}
+
 guint64 cohort_rng_key(guint64 a, guint64 b, guint64 c)
 {
   /* Three rounds of splitmix64 chained through the inputs: distinct (a, b, c) give

@@ -209,10 +209,7 @@ static void fill_normal(float *dst, size_t n, double std, guint64 seed)
 /* torch.nn.init.xavier_uniform_: U(-a, a), a = sqrt(6 / (fan_in + fan_out)). */
 static void fill_xavier(float *dst, size_t n, int fan_in, int fan_out, guint64 seed)
 {
-  double a = sqrt(6.0 / (fan_in + fan_out));
-  guint64 st = seed;
-  for (size_t i = 0; i < n; i++)
-    dst[i] = (float)((2 * cohort_rng_uniform(&st) - 1) * a);
+  cohort_rng_fill_uniform(dst, n, sqrt(6.0 / (fan_in + fan_out)), seed);
 }
 
 /* The reference's initialize_weights: Xavier-uniform linears (the patch embedding viewed as
@@ -225,8 +222,7 @@ static void dit_init(CohortModel *m, guint64 seed)
   for (guint i = 0; i < m->n_tensors; i++) {
     const CohortTensorInfo *t = &m->tensors[i];
     float *dst = host + t->offset;
-    guint64 st = seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-    guint64 s = cohort_rng_next(&st);
+    guint64 s = cohort_rng_tensor_seed(seed, i);
     if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
         g_str_has_prefix(t->name, "final_layer.linear"))
       continue; /* zeros */

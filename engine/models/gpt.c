@@ -2,6 +2,7 @@
  * written per layer by hand; activations for max_batch sequences are allocated once, so a
  * training step allocates nothing. */
 #include "engine/models/gpt.h"
+#include "engine/rng.h"
 
 #include "engine/distill.h"
 #include "engine/models/gpt-generate.h"
@@ -351,20 +352,10 @@ const CohortTensorInfo *cohort_gpt_find_tensor(const CohortGpt *m, const char *n
   return cohort_model_find_tensor(m, name);
 }
 
-/* splitmix64: a small, well-mixed generator; each tensor gets its own stream so the
- * initialisation of one tensor does not depend on the sizes of the others. */
-static guint64 splitmix64(guint64 *state)
-{
-  guint64 z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static double uniform01(guint64 *state)
 {
   /* 53 random bits in (0, 1]: never 0, so log() below is finite */
-  return ((splitmix64(state) >> 11) + 1) * (1.0 / 9007199254740992.0);
+  return ((cohort_rng_next(state) >> 11) + 1) * (1.0 / 9007199254740992.0);
 }
 
 static void fill_normal(float *dst, size_t n, double stddev, guint64 seed)
@@ -391,8 +382,7 @@ void cohort_gpt_init_weights(CohortGpt *m, guint64 seed)
     float *dst = host + t->offset;
     if (t->ndim == 2) {
       gboolean proj = g_str_has_suffix(t->name, "c_proj.weight");
-      guint64 st = seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-      fill_normal(dst, t->numel, proj ? proj_std : std, splitmix64(&st));
+      fill_normal(dst, t->numel, proj ? proj_std : std, cohort_rng_tensor_seed(seed, i));
     } else if (g_str_has_suffix(t->name, "ln_1.weight") ||
                g_str_has_suffix(t->name, "ln_2.weight") || strcmp(t->name, "ln_f.weight") == 0) {
       for (size_t k = 0; k < t->numel; k++)

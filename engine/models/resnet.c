@@ -222,13 +222,6 @@ static void fill_normal(float *dst, size_t n, double std, guint64 seed)
   }
 }
 
-static void fill_uniform(float *dst, size_t n, double bound, guint64 seed)
-{
-  guint64 st = seed;
-  for (size_t i = 0; i < n; i++)
-    dst[i] = (float)((2 * cohort_rng_uniform(&st) - 1) * bound);
-}
-
 /* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
  * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
  * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
@@ -240,10 +233,9 @@ static void resnet_init(CohortModel *m, guint64 seed)
   for (guint i = 0; i < m->n_tensors; i++) {
     const CohortTensorInfo *t = &m->tensors[i];
     float *dst = host + t->offset;
-    guint64 st = seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-    guint64 s = cohort_rng_next(&st);
+    guint64 s = cohort_rng_tensor_seed(seed, i);
     if (g_str_has_prefix(t->name, "fc.")) {
-      fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
+      cohort_rng_fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
     } else if (t->ndim == 4) {
       double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
       fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
