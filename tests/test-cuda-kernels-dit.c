@@ -12,55 +12,16 @@
 #include <math.h>
 #include <string.h>
 
-/* Attention forward and backward with causal = 0; dqkv of the CUDA run starts as garbage. */
-static void attention_case(int B, int T, int C, int NH, guint32 seed)
-{
-  g_autoptr(GRand) r = g_rand_new_with_seed(seed);
-  size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
-  float *qkv = rand_floats(r, nqkv, -1, 1), *dout = rand_floats(r, nout, -1, 1);
-  float *junk = rand_floats(r, nqkv, 1e3, 1e4);
-  float *c_qkv = on_cpu(qkv, nqkv * 4), *g_qkv = on_gpu(qkv, nqkv * 4);
-  float *c_dout = on_cpu(dout, nout * 4), *g_dout = on_gpu(dout, nout * 4);
-  float *c_out = cpu->alloc(nout * 4), *g_out = gpu->alloc(nout * 4);
-  float *c_lse = cpu->alloc(nlse * 4), *g_lse = gpu->alloc(nlse * 4);
-  float *c_dqkv = cpu->alloc(nqkv * 4), *g_dqkv = on_gpu(junk, nqkv * 4);
-  g_autofree char *shape = g_strdup_printf("B=%d T=%d C=%d NH=%d", B, T, C, NH);
-  g_autofree char *w1 = g_strdup_printf("attention_forward (non-causal) out %s", shape);
-  g_autofree char *w2 = g_strdup_printf("attention_forward (non-causal) lse %s", shape);
-  g_autofree char *w3 = g_strdup_printf("attention_backward (non-causal) dqkv %s", shape);
-  cpu->attention_forward(c_out, c_lse, c_qkv, B, T, C, NH, 0);
-  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH, 0);
-  expect_close(w1, c_out, g_out, nout, 1e-5, 1e-4);
-  expect_close(w2, c_lse, g_lse, nlse, 1e-5, 1e-5);
-  gpu->upload(g_out, c_out, nout * 4);
-  gpu->upload(g_lse, c_lse, nlse * 4);
-  cpu->attention_backward(c_dqkv, c_dout, c_qkv, c_out, c_lse, B, T, C, NH, 0);
-  gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH, 0);
-  expect_close(w3, c_dqkv, g_dqkv, nqkv, 1e-4, 1e-3);
-  /* the flag reaches the kernels: the causal output differs (beyond the first position) */
-  if (T > 1) {
-    float *causal = g_new(float, nout);
-    gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH, 1);
-    gpu->download(causal, g_out, nout * 4);
-    assert_no_cuda_error("attention_forward (causal)");
-    g_assert_true(memcmp(causal, c_out, nout * 4) != 0);
-    g_free(causal);
-  }
-  cpu->free(c_qkv), cpu->free(c_dout), cpu->free(c_out), cpu->free(c_lse), cpu->free(c_dqkv);
-  gpu->free(g_qkv), gpu->free(g_dout), gpu->free(g_out), gpu->free(g_lse), gpu->free(g_dqkv);
-  g_free(qkv), g_free(dout), g_free(junk);
-}
-
 static void test_attention_non_causal(void)
 {
   if (!need_gpu())
     return;
-  attention_case(2, 45, 48, 3, 121);   /* head size 16, T not a multiple of the tiles */
-  attention_case(1, 100, 128, 2, 122); /* head size 64, four key tiles, the last partial */
-  attention_case(1, 33, 128, 1, 123);  /* head size 128, the largest */
-  attention_case(2, 9, 60, 2, 124);    /* head size 30: lanes past the head idle */
-  attention_case(1, 1, 32, 4, 125);    /* one position */
-  attention_case(4, 64, 72, 6, 126);   /* DiT-like: 64 patches, head size 12 */
+  cuda_check_attention(2, 45, 48, 3, 121, 0);   /* head size 16, T not a multiple of the tiles */
+  cuda_check_attention(1, 100, 128, 2, 122, 0); /* head size 64, four key tiles, the last partial */
+  cuda_check_attention(1, 33, 128, 1, 123, 0);  /* head size 128, the largest */
+  cuda_check_attention(2, 9, 60, 2, 124, 0);    /* head size 30: lanes past the head idle */
+  cuda_check_attention(1, 1, 32, 4, 125, 0);    /* one position */
+  cuda_check_attention(4, 64, 72, 6, 126, 0);   /* DiT-like: 64 patches, head size 12 */
 }
 
 static void test_layernorm_no_affine(void)

@@ -245,48 +245,15 @@ static void test_layernorm(void)
   g_free(x), g_free(w), g_free(b), g_free(dout), g_free(dinp), g_free(dw), g_free(db);
 }
 
-/* Attention forward and backward for one shape; dqkv of the CUDA run is filled with garbage
- * first, since the op overwrites it. */
-static void attention_case(int B, int T, int C, int NH, guint32 seed)
-{
-  g_autoptr(GRand) r = g_rand_new_with_seed(seed);
-  size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
-  float *qkv = rand_floats(r, nqkv, -1, 1), *dout = rand_floats(r, nout, -1, 1);
-  float *junk = rand_floats(r, nqkv, 1e3, 1e4);
-  float *c_qkv = on_cpu(qkv, nqkv * 4), *g_qkv = on_gpu(qkv, nqkv * 4);
-  float *c_dout = on_cpu(dout, nout * 4), *g_dout = on_gpu(dout, nout * 4);
-  float *c_out = cpu->alloc(nout * 4), *g_out = gpu->alloc(nout * 4);
-  float *c_lse = cpu->alloc(nlse * 4), *g_lse = gpu->alloc(nlse * 4);
-  float *c_dqkv = cpu->alloc(nqkv * 4), *g_dqkv = on_gpu(junk, nqkv * 4);
-  g_autofree char *shape = g_strdup_printf("B=%d T=%d C=%d NH=%d", B, T, C, NH);
-  g_autofree char *w1 = g_strdup_printf("attention_forward out %s", shape);
-  g_autofree char *w2 = g_strdup_printf("attention_forward lse %s", shape);
-  g_autofree char *w3 = g_strdup_printf("attention_backward dqkv %s", shape);
-  cpu->attention_forward(c_out, c_lse, c_qkv, B, T, C, NH, 1);
-  gpu->attention_forward(g_out, g_lse, g_qkv, B, T, C, NH, 1);
-  /* online softmax vs two-pass softmax: same sums in another order */
-  expect_close(w1, c_out, g_out, nout, 1e-5, 1e-4);
-  expect_close(w2, c_lse, g_lse, nlse, 1e-5, 1e-5);
-  /* the backward of each side from the CPU's out and lse */
-  gpu->upload(g_out, c_out, nout * 4);
-  gpu->upload(g_lse, c_lse, nlse * 4);
-  cpu->attention_backward(c_dqkv, c_dout, c_qkv, c_out, c_lse, B, T, C, NH, 1);
-  gpu->attention_backward(g_dqkv, g_dout, g_qkv, g_out, g_lse, B, T, C, NH, 1);
-  expect_close(w3, c_dqkv, g_dqkv, nqkv, 1e-4, 1e-3);
-  cpu->free(c_qkv), cpu->free(c_dout), cpu->free(c_out), cpu->free(c_lse), cpu->free(c_dqkv);
-  gpu->free(g_qkv), gpu->free(g_dout), gpu->free(g_out), gpu->free(g_lse), gpu->free(g_dqkv);
-  g_free(qkv), g_free(dout), g_free(junk);
-}
-
 static void test_attention(void)
 {
   if (!need_gpu())
     return;
-  attention_case(2, 45, 48, 3, 21);  /* head size 16, T not a multiple of the tiles */
-  attention_case(1, 70, 128, 2, 22); /* head size 64 (GPT-2's) */
-  attention_case(1, 33, 128, 1, 23); /* head size 128, the largest */
-  attention_case(2, 9, 60, 2, 24);   /* head size 30: lanes past the head idle */
-  attention_case(1, 1, 32, 4, 25);   /* one position */
+  cuda_check_attention(2, 45, 48, 3, 21, 1);  /* head size 16, T not a multiple of the tiles */
+  cuda_check_attention(1, 70, 128, 2, 22, 1); /* head size 64 (GPT-2's) */
+  cuda_check_attention(1, 33, 128, 1, 23, 1); /* head size 128, the largest */
+  cuda_check_attention(2, 9, 60, 2, 24, 1);   /* head size 30: lanes past the head idle */
+  cuda_check_attention(1, 1, 32, 4, 25, 1);   /* one position */
 }
 
 static void test_attention_too_wide(void)
