@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "torch-ref.h"
+
 /* TRUE when /usr/bin/python3 imports torch; else marks the test skipped. */
 static inline gboolean ref_have_torch(void)
 {
@@ -28,15 +30,8 @@ static inline double *ref_run(const char *spec, GByteArray *inputs, size_t *n_ou
   g_autofree char *out_path = g_build_filename(dir, "out.bin", NULL);
   g_assert_true(g_file_set_contents(spec_path, spec, -1, &error));
   g_assert_true(g_file_set_contents(in_path, (const char *)inputs->data, inputs->len, &error));
-  g_autofree char *script = g_test_build_filename(G_TEST_DIST, "torch_distill_ref.py", NULL);
-  const char *argv[] = {"/usr/bin/python3", script, spec_path, in_path, out_path, NULL};
-  g_autofree char *err = NULL;
-  int status = 0;
-  g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-               &status, &error);
-  g_assert_no_error(error);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("torch_distill_ref.py failed: %s", err);
+  g_free(
+      torch_ref_run("torch_distill_ref.py", (const char *[]){spec_path, in_path, out_path, NULL}));
   char *data = NULL;
   gsize len = 0;
   g_assert_true(g_file_get_contents(out_path, &data, &len, &error));

@@ -1,6 +1,7 @@
 /* The whole GPT model on a tiny shape (L2 H2 C16 T8 V32, B2): gradients against finite
  * differences of the loss, loss at init, determinism, gradient accumulation, the grad-ready
  * hook, and loss and gradients against the same model in PyTorch when it is installed. */
+#include "torch-ref.h"
 #include "engine/models/gpt.h"
 #include "kernels/backend.h"
 
@@ -279,16 +280,9 @@ static void test_against_torch(void)
   g_assert_no_error(error);
   g_byte_array_unref(buf);
 
-  g_autofree char *script = g_test_build_filename(G_TEST_DIST, "torch_gpt_ref.py", NULL);
-  const char *argv[] = {"/usr/bin/python3", script, path, NULL};
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &error);
-  g_assert_no_error(error);
+  g_autofree char *out = torch_ref_run("torch_gpt_ref.py", (const char *[]){path, NULL});
   g_unlink(path);
   g_rmdir(dir);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("torch_gpt_ref.py failed: %s", err);
 
   g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
   g_assert_cmpuint(g_strv_length(lines), ==, 1 + n);

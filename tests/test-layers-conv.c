@@ -11,6 +11,7 @@
  * Forwards against loops in double written here (1e-5 relative). Then the statistics that
  * SyncBatchNorm combines across ranks, SGD against sequences worked out by hand, and every op
  * against float64 PyTorch (tests/torch_conv_ref.py) where /usr/bin/python3 has torch. */
+#include "torch-ref.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm-paths.h"
 #include "kernels/math-inline.h"
@@ -769,16 +770,9 @@ static void test_against_torch(void)
   g_autofree char *path = g_build_filename(dir, "cases.bin", NULL);
   g_file_set_contents(path, (char *)run.file->data, run.file->len, &error);
   g_assert_no_error(error);
-  g_autofree char *script = g_test_build_filename(G_TEST_DIST, "torch_conv_ref.py", NULL);
-  const char *argv[] = {"/usr/bin/python3", script, path, NULL};
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, &error);
-  g_assert_no_error(error);
+  g_autofree char *out = torch_ref_run("torch_conv_ref.py", (const char *[]){path, NULL});
   g_unlink(path);
   g_rmdir(dir);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("torch_conv_ref.py failed: %s", err);
 
   g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
   g_assert_cmpuint(g_strv_length(lines), ==, run.expect->len);

@@ -5,6 +5,7 @@
  * Conv2d(kernel p, stride p)), unpatchify (against DiT's einsum) and the per-sample MSE.
  * Per result tensor, |ours - torch| <= rtol * max|torch| + atol with the tolerances given at
  * each op. Skipped when /usr/bin/python3 cannot import torch. */
+#include "torch-ref.h"
 #include "fd-check.h"
 #include "kernels/backend.h"
 
@@ -202,15 +203,7 @@ static double *run_reference(Ref *r, size_t *n_doubles)
   g_autofree char *out = g_build_filename(dir, "out.bin", NULL);
   g_file_set_contents(in, (const char *)r->in->data, r->in->len, &error);
   g_assert_no_error(error);
-  g_autofree char *script = g_test_build_filename(G_TEST_DIST, "torch_dit_ops_ref.py", NULL);
-  const char *argv[] = {"/usr/bin/python3", script, in, out, NULL};
-  g_autofree char *err = NULL;
-  int status = 0;
-  g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-               &status, &error);
-  g_assert_no_error(error);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("torch_dit_ops_ref.py failed: %s", err);
+  g_free(torch_ref_run("torch_dit_ops_ref.py", (const char *[]){in, out, NULL}));
   char *data = NULL;
   gsize len = 0;
   g_file_get_contents(out, &data, &len, &error);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "torch-ref.h"
 #include "engine/model-io.h"
 #include "engine/models/resnet.h"
 #include "engine/optim.h"
@@ -282,24 +283,17 @@ static GStrv run_reference(CohortModel *m, const char *mode, const char *const *
   g_assert_true(g_file_set_contents(inputs, (char *)buf->data, buf->len, &error));
   g_byte_array_unref(buf);
 
-  g_autofree char *script = g_test_build_filename(G_TEST_DIST, "torch_resnet_ref.py", NULL);
-  g_autoptr(GPtrArray) argv = g_ptr_array_new();
-  const char *fixed[] = {"/usr/bin/python3", script, weights, inputs, mode};
+  g_autoptr(GPtrArray) args = g_ptr_array_new();
+  const char *fixed[] = {weights, inputs, mode};
   for (guint i = 0; i < G_N_ELEMENTS(fixed); i++)
-    g_ptr_array_add(argv, (gpointer)fixed[i]);
+    g_ptr_array_add(args, (gpointer)fixed[i]);
   for (guint i = 0; extra && extra[i]; i++)
-    g_ptr_array_add(argv, (gpointer)extra[i]);
-  g_ptr_array_add(argv, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
-               &error);
-  g_assert_no_error(error);
+    g_ptr_array_add(args, (gpointer)extra[i]);
+  g_ptr_array_add(args, NULL);
+  g_autofree char *out = torch_ref_run("torch_resnet_ref.py", (const char *const *)args->pdata);
   g_unlink(weights);
   g_unlink(inputs);
   g_rmdir(dir);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("torch_resnet_ref.py failed: %s", err);
   GStrv lines = g_strsplit(g_strstrip(out), "\n", -1);
   g_assert_cmpstr(lines[0], ==, "9"); /* every num_batches_tracked written as I64 */
   return lines;
