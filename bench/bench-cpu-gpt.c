@@ -2,7 +2,7 @@
  * prints tokens/s from the median step time. Defaults are the tiny-gpt preset's shape and batch. */
 #include "engine/models/gpt.h"
 #include "kernels/cpu/threading.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
 
 #include <glib.h>

@@ -8,7 +8,7 @@
  * attention score and value products counted over the full T (not halved for causality). */
 #include "cohort-build-config.h"
 #include "engine/models/gpt.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
 #if COHORT_HAVE_CUDA

@@ -12,12 +12,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/batch.h"
-#include "engine/model.h"
-#include "engine/optim.h"
-#include "engine/presets.h"
+#include "engine/model/batch.h"
+#include "engine/model/model.h"
+#include "engine/model/optim.h"
+#include "engine/config/presets.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
+#include "engine/models/registry.h"
 
 static double cpu_seconds(void)
 {

@@ -11,8 +11,9 @@
  * do not inflate; on more on the wall clock, which is what threads buy. The last line,
  * "step_ms=…", is for scripts. */
 #include "engine/models/resnet.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
+#include "engine/models/registry.h"
 
 #include <glib.h>
 #include <stdio.h>

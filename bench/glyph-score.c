@@ -18,7 +18,7 @@
 #include "data/images.h"
 #include "data/sample-rng.h"
 #include "engine/models/dit.h"
-#include "engine/sample-saved.h"
+#include "engine/train/sample-saved.h"
 
 typedef struct {
   const CohortImageSet *ref;

@@ -1,5 +1,5 @@
 /* The kinds of training data the readers in data/ understand. Lives here, not in the config,
- * so that data/ depends on nothing above it; engine/config.h includes it for the
+ * so that data/ depends on nothing above it; engine/config/config.h includes it for the
  * `data_format` key. */
 #pragma once
 

@@ -9,7 +9,7 @@
 
 #include <gio/gio.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "test-util.h"
 
 /* Small and quick, on the sample text. */

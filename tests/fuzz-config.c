@@ -7,7 +7,7 @@
  * values are the ones the case wrote. See fuzz-util.h for the rules. */
 #include <math.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "fuzz-util.h"
 
 typedef struct {

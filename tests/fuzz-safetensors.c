@@ -7,7 +7,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "fuzz-util.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* Checkpoints (round trip, pruning, discovery, corruption) and GPT-2 weights in and out. */
 #include <string.h>
 #include <glib/gstdio.h>
-#include "engine/checkpoint.h"
+#include "engine/model/checkpoint.h"
 #include "engine/models/gpt-io.h"
 #include "test-util.h"
 

@@ -7,7 +7,7 @@
 #include <gio/gio.h>
 #include <math.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "test-util.h"
 #include "train-run.h"
 

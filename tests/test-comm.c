@@ -7,7 +7,7 @@
  * gets the same bits, each a sum rounded pair by pair; a peer that exits or is late gives an
  * error naming the bfloat16 all_reduce, within the timeout. */
 #include "bf16-ref.h"
-#include "engine/build-info.h"
+#include "engine/launch/build-info.h"
 #include "rank-harness.h"
 
 #include <signal.h>

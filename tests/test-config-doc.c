@@ -1,6 +1,6 @@
 /* docs/config.md must be what the key table generates, so the reference never goes stale. */
-#include "engine/config-doc.h"
-#include "engine/config.h"
+#include "engine/config/config-doc.h"
+#include "engine/config/config.h"
 
 #include <string.h>
 

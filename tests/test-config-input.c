@@ -1,7 +1,7 @@
 /* TrainConfig input that json-glib alone would misread (issue items 9 and 10): strict JSON
  * refused with the position and what is wrong, keys compared after unescaping, and
  * device_indexes capped at 1024 entries from 0 to 1023, checked in linear time. */
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 #include <string.h>
 

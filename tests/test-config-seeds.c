@@ -4,7 +4,7 @@
  * output_dir, data_path), each lands on its current key with its value converted, giving both
  * is an error, a version-1 file gets the current name suggested, and seed keys that mean
  * nothing in Cohort are refused with the reason, never dropped. */
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 #include <string.h>
 

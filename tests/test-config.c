@@ -1,8 +1,8 @@
 /* TrainConfig: defaults, JSON round trip, every key's validation, versions, --set, atomic
  * save, presets, hashing and diffs. */
 #include "cohort-build-config.h"
-#include "engine/config.h"
-#include "engine/presets.h"
+#include "engine/config/config.h"
+#include "engine/config/presets.h"
 
 #include <glib/gstdio.h>
 #include <string.h>

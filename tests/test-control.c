@@ -1,13 +1,14 @@
-/* The control channel (engine/control.h, docs/progress-protocol.md): requests are read without
- * blocking, whole lines only, bad lines are reported and skipped; and end to end, cohort-train
- * (one process, two ranks in spawn mode, two under cohort-run) answers "sample" and "save" at the
- * next step with events that say "requested", the checkpoint being a real one at that step. */
+/* The control channel (engine/progress/control.h, docs/progress-protocol.md): requests are read
+ * without blocking, whole lines only, bad lines are reported and skipped; and end to end,
+ * cohort-train (one process, two ranks in spawn mode, two under cohort-run) answers "sample" and
+ * "save" at the next step with events that say "requested", the checkpoint being a real one at that
+ * step. */
 #include <gio/gunixinputstream.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
-#include "engine/control.h"
+#include "engine/progress/control.h"
 #include "tests/test-util.h"
 #include "tests/train-run.h"
 

@@ -3,10 +3,11 @@
  * PyTorch), for a GPT (KL term) and a DiT (guided teacher velocity): both loss parts to
  * 1e-4 relative, every student gradient to 1e-3 of its tensor's largest, and no gradient buffer
  * for the teacher. Skips without a CUDA device. */
-#include "engine/distill.h"
+#include "engine/model/distill.h"
 #include "engine/models/dit.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend.h"
+#include "engine/models/registry.h"
 
 #include <math.h>
 #include <string.h>

@@ -13,11 +13,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/batch.h"
-#include "engine/model.h"
-#include "engine/optim.h"
+#include "engine/model/batch.h"
+#include "engine/model/model.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend.h"
+#include "engine/models/registry.h"
 #include "test-util.h"
 #include "train-run.h"
 

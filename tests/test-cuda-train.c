@@ -10,11 +10,11 @@
  * bf16 / fp16 GEMM modes: both backends round the same operands the same way, but a one-ulp
  * fp32 difference can move a value across a rounding boundary, so the tolerances are of the
  * format's precision: loss 2e-2 (bf16) or 5e-3 (fp16) * max(1, cpu), parameters 5e-2 / 2e-2. */
-#include "engine/checkpoint.h"
+#include "engine/model/checkpoint.h"
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
 #include "engine/models/gpt.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/backend.h"
 #include "test-util.h"

@@ -1,4 +1,4 @@
-/* Distillation of whole models, on the CPU backend (engine/distill.h):
+/* Distillation of whole models, on the CPU backend (engine/model/distill.h):
  *  - GPT: the mixed loss alpha tau² KL + (1 − alpha) CE, both parts and every student gradient
  *    against float64 PyTorch (tests/torch_distill_ref.py), with a teacher deeper, wider and
  *    with a longer context than the student, at temperatures 1 and 2.5;
@@ -19,13 +19,14 @@
 #include <string.h>
 
 #include "distill-ref.h"
-#include "engine/distill.h"
-#include "engine/model-io.h"
+#include "engine/model/distill.h"
+#include "engine/model/model-io.h"
 #include "engine/models/dit.h"
 #include "engine/models/resnet.h"
-#include "engine/teacher.h"
-#include "engine/optim.h"
+#include "engine/train/teacher.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
+#include "engine/models/registry.h"
 
 static const CohortBackend *cpu;
 
@@ -596,7 +597,7 @@ static void test_teacher_unchanged(void)
   g_assert_cmpfloat(rs->buffer_data[nbt->offset], ==, 2); /* the student's did count */
 }
 
-/* A ResNet teacher read from a model folder (engine/teacher.c) holds the folder's running
+/* A ResNet teacher read from a model folder (engine/train/teacher.c) holds the folder's running
  * statistics and gives the saved model's evaluation logits, bit for bit; the same weights with
  * the initial statistics give other logits, so the statistics are what is checked. */
 static void test_resnet_teacher_buffers(void)

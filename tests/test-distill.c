@@ -18,12 +18,13 @@
 #include "train-run.h"
 
 #include "data/images.h"
-#include "engine/distill.h"
-#include "engine/model-io.h"
+#include "engine/model/distill.h"
+#include "engine/model/model-io.h"
 #include "engine/models/resnet.h"
-#include "engine/presets.h"
-#include "engine/teacher.h"
+#include "engine/config/presets.h"
+#include "engine/train/teacher.h"
 #include "kernels/backend.h"
+#include "engine/models/registry.h"
 
 static char *root;           /* everything the tests write */
 static char *gpt_teacher;    /* a trained GPT: L2 H2 C32 T32 */

@@ -9,10 +9,11 @@
 #include <string.h>
 
 #include "torch-ref.h"
-#include "engine/model-io.h"
+#include "engine/model/model-io.h"
 #include "engine/models/dit.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
+#include "engine/models/registry.h"
 
 enum { L = 2, NH = 2, HID = 16, SIZE = 8, CH = 1, PATCH = 2, CLASSES = 3, B = 3 };
 #define D (CH * SIZE * SIZE)

@@ -1,7 +1,7 @@
-/* The strict JSON reader (engine/json-read.c): what RFC 8259 allows comes back with the right
+/* The strict JSON reader (engine/base/json-read.c): what RFC 8259 allows comes back with the right
  * values; everything else, and what Cohort cannot hold, is refused with the source, line,
  * column and what is wrong; nesting is bounded without recursion. */
-#include "engine/json-read.h"
+#include "engine/base/json-read.h"
 
 #include <string.h>
 

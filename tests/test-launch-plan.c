@@ -1,13 +1,14 @@
-/* The launch plan (engine/launch-plan.h) and the printed commands (engine/launch-commands.h):
- * processes per node by the one rule, who starts them, what is refused and why, global batch
- * and scaled learning rate, the command lines, and what --print-commands prints for each
- * launcher (the runs of the printed commands are in test-commands-run). */
+/* The launch plan (engine/launch/launch-plan.h) and the printed commands
+ * (engine/launch/launch-commands.h): processes per node by the one rule, who starts them, what is
+ * refused and why, global batch and scaled learning rate, the command lines, and what
+ * --print-commands prints for each launcher (the runs of the printed commands are in
+ * test-commands-run). */
 #include <string.h>
 
-#include "engine/build-info.h"
-#include "engine/launch-commands.h"
-#include "engine/launch-plan.h"
-#include "engine/secret.h"
+#include "engine/launch/build-info.h"
+#include "engine/launch/launch-commands.h"
+#include "engine/launch/launch-plan.h"
+#include "engine/base/secret.h"
 
 static CohortConfig *config(const char *const *sets)
 {

@@ -2,7 +2,7 @@
  * computed here in double, the LR schedules at key steps (StepLR too), clipping as
  * torch.nn.utils.clip_grad_norm_, and EMA; ZeRO stage 1's sharded optimizer against the
  * unsharded one, bit for bit. */
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
 
 #include <glib.h>

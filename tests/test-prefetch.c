@@ -1,4 +1,4 @@
-/* Data loading off the critical path (engine/prefetch.h): every micro-batch holds what its
+/* Data loading off the critical path (engine/train/prefetch.h): every micro-batch holds what its
  * position asks for, in order across epochs and after a jump, with several loader threads; an
  * artificially slow reader costs the consumer nearly nothing once the threads keep up (the
  * wait the trainer reports as data_s), where loading on the training thread costs all of it;
@@ -7,8 +7,8 @@
 #include <gio/gio.h>
 #include <math.h>
 
-#include "engine/config.h"
-#include "engine/prefetch.h"
+#include "engine/config/config.h"
+#include "engine/train/prefetch.h"
 #include "test-util.h"
 #include "train-run.h"
 

@@ -15,7 +15,7 @@
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
 #include "engine/models/gpt.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "bf16-ref.h"
 #include "rank-harness.h"
 #include "test-util.h"

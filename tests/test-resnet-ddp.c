@@ -13,9 +13,10 @@
  *    broadcast_buffers false the running statistics no longer match.
  * The PyTorch comparison skips without torch. */
 #include "data/sampler.h"
-#include "engine/model-io.h"
+#include "engine/models/registry.h"
+#include "engine/model/model-io.h"
 #include "engine/models/resnet.h"
-#include "engine/samples.h"
+#include "engine/model/samples.h"
 #include "kernels/backend.h"
 #include "test-util.h"
 #include "train-run.h"

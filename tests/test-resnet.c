@@ -10,10 +10,11 @@
 #include <string.h>
 
 #include "torch-ref.h"
-#include "engine/model-io.h"
+#include "engine/model/model-io.h"
 #include "engine/models/resnet.h"
-#include "engine/optim.h"
+#include "engine/model/optim.h"
 #include "kernels/backend.h"
+#include "engine/models/registry.h"
 
 enum { NB = 1, WIDTH = 4, SIZE = 8, CH = 1, CLASSES = 5, B = 8 };
 #define D        (CH * SIZE * SIZE)

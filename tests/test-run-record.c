@@ -8,10 +8,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "engine/progress.h"
-#include "engine/run-record.h"
-#include "engine/tensorboard.h"
-#include "engine/tfrecord.h"
+#include "engine/progress/progress.h"
+#include "engine/progress/run-record.h"
+#include "engine/progress/tensorboard.h"
+#include "engine/progress/tfrecord.h"
 #include "test-util.h"
 #include "train-run.h"
 #include "run-record-check.h"

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <glib/gstdio.h>
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "test-util.h"
 
 static char *tmp_dir;

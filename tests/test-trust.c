@@ -18,7 +18,7 @@
 
 #include "engine/models/gpt.h"
 #include "engine/models/gpt-io.h"
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "test-util.h"
 #include "train-run.h"
 

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <signal.h>
 
-#include "engine/checkpoint.h"
+#include "engine/model/checkpoint.h"
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
 #include "ui/programs.h"

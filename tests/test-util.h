@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 
 /* A fresh temporary folder, removed by the caller with tu_rm_rf. */
 static inline char *tu_mkdtemp(const char *name)

@@ -6,7 +6,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
-#include "engine/fileio.h"
+#include "engine/base/fileio.h"
 
 gboolean cohort_loss_chart_save_png(CohortLossChart *c, const char *path, int width, int height,
                                     GError **error)

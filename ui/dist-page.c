@@ -3,7 +3,7 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
-#include "engine/build-info.h"
+#include "engine/launch/build-info.h"
 #include "ui/gpu-detect.h"
 
 GtkWidget *cohort_dist_page_top_new(void)

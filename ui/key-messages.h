@@ -6,7 +6,7 @@
 
 #include <glib.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 G_BEGIN_DECLS
 

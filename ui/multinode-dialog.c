@@ -4,8 +4,8 @@
 
 #include <errno.h>
 
-#include "engine/launch-commands.h"
-#include "engine/launch-plan.h"
+#include "engine/launch/launch-commands.h"
+#include "engine/launch/launch-plan.h"
 #include "ui/key-labels.h"
 #include "ui/programs.h"
 

@@ -1,6 +1,6 @@
 /* The Multi-node settings dialog: number of nodes, this node's rank, master address and
  * port, the nodes' host names (controls of the config form), launch commands for every node
- * and launcher (engine/launch-commands.h) with copy buttons, regenerated as the settings
+ * and launcher (engine/launch/launch-commands.h) with copy buttons, regenerated as the settings
  * change, an Export button that writes the run.json they name (and mpirun's hostfile when the
  * nodes are named), and a connection test whose result clears when the settings change. */
 #pragma once

@@ -1,11 +1,11 @@
-/* Presets as the window shows them, on top of engine/presets.h: the preset menu and the last
+/* Presets as the window shows them, on top of engine/config/presets.h: the preset menu and the last
  * used config. */
 #pragma once
 
 #include <gio/gio.h>
 
-#include "engine/config.h"
-#include "engine/presets.h"
+#include "engine/config/config.h"
+#include "engine/config/presets.h"
 
 G_BEGIN_DECLS
 

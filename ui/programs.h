@@ -8,8 +8,8 @@
 
 #include <glib.h>
 
-#include "engine/config.h"
-#include "engine/launch-plan.h"
+#include "engine/config/config.h"
+#include "engine/launch/launch-plan.h"
 
 G_BEGIN_DECLS
 
@@ -29,7 +29,7 @@ char *cohort_ui_find_program(const char *name, GError **error);
  * every node's PATH). */
 char *cohort_ui_command_program(const char *name);
 
-/* The launch plan of `cfg` on this machine with `detected_gpus` GPUs (engine/launch-plan.h):
+/* The launch plan of `cfg` on this machine with `detected_gpus` GPUs (engine/launch/launch-plan.h):
  * what the summary shows and Start runs. NULL with the plan's error when it cannot run. */
 CohortLaunchPlan *cohort_ui_launch_plan(const CohortConfig *cfg, int detected_gpus, GError **error);
 

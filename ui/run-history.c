@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/json-read.h"
+#include "engine/base/json-read.h"
 
 void cohort_past_run_free(CohortPastRun *run)
 {

@@ -1,5 +1,5 @@
 #include "ui/run.h"
-#include "engine/json-read.h"
+#include "engine/base/json-read.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,8 @@ typedef enum {
   COHORT_RUN_FAILED,    /* anything else */
 } CohortRunOutcome;
 
-/* The descriptor the child gets for its control channel (engine/control.h): the window adds
+/* The descriptor the child gets for its control channel (engine/progress/control.h): the window
+ * adds
  * "--control-fd 4" to the engine's command line. */
 #define COHORT_RUN_CONTROL_FD 4
 

@@ -6,7 +6,7 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/control.h"
+#include "engine/progress/control.h"
 #include "ui/programs.h"
 
 void cohort_window_stop(CohortWindow *win)

@@ -9,7 +9,7 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
-#include "engine/checkpoint.h"
+#include "engine/progress/workspace.h"
 #include "ui/launch-check.h"
 #include "ui/programs.h"
 

@@ -6,7 +6,7 @@
 #include <glib/gi18n.h>
 
 #include "cohort-build-config.h"
-#include "engine/build-info.h"
+#include "engine/launch/build-info.h"
 #include "ui/app.h"
 
 static char *debug_info(void)

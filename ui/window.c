@@ -5,8 +5,8 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/build-info.h"
-#include "engine/checkpoint.h"
+#include "engine/launch/build-info.h"
+#include "engine/progress/workspace.h"
 #include "ui/dist-page.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"

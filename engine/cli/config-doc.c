@@ -1,6 +1,6 @@
 /* cohort-config-doc [OUTPUT]: writes docs/config.md (to stdout without OUTPUT). Built, not
  * installed; test-config-doc fails when the committed file differs. */
-#include "engine/config-doc.h"
+#include "engine/config/config-doc.h"
 
 #include <stdio.h>
 #include <string.h>

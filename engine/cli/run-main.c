@@ -1,11 +1,11 @@
 /* cohort-run: torchrun's equivalent. Starts this node's ranks of a program with torchrun's
  * environment and supervises them; or prints the cluster launch commands for a config. */
 #include "cohort-build-config.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
-#include "engine/launch-commands.h"
-#include "engine/launch-plan.h"
+#include "engine/launch/launch-commands.h"
+#include "engine/launch/launch-plan.h"
 
 #include <locale.h>
 #include <stdio.h>

@@ -8,17 +8,17 @@
 #include <unistd.h>
 
 #include "cohort-build-config.h"
-#include "engine/config.h"
-#include "engine/presets.h"
+#include "engine/config/config.h"
+#include "engine/config/presets.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/group.h"
 #include "engine/distributed/launcher.h"
-#include "engine/explain.h"
+#include "engine/train/explain.h"
 #include "engine/cli/stop-signals.h"
-#include "engine/launch-plan.h"
-#include "engine/sample-saved.h"
-#include "engine/progress.h"
-#include "engine/trainer.h"
+#include "engine/launch/launch-plan.h"
+#include "engine/train/sample-saved.h"
+#include "engine/progress/progress.h"
+#include "engine/train/trainer.h"
 #include "kernels/cpu/threading.h"
 
 /* The signal that asked this rank to stop, 0 = none (engine/cli/stop-signals.h). */

@@ -38,7 +38,7 @@
 
 #include <glib.h>
 
-#include "engine/secret.h"
+#include "engine/base/secret.h"
 
 G_BEGIN_DECLS
 

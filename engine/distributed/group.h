@@ -7,7 +7,7 @@
 
 #include <glib.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/distributed/comm.h"
 #include "engine/distributed/env.h"
 #include "engine/distributed/store.h"

@@ -116,7 +116,7 @@ int cohort_launch_exit_status(const CohortLaunchResult *result);
 int cohort_launch_spawn(const char *const *argv, int nproc, int progress_fd, GError **error);
 
 /* cohort_launch_spawn with a control channel too: `control_fd` (-1 = none) goes to rank 0
- * only, as --control-fd (engine/control.h). */
+ * only, as --control-fd (engine/progress/control.h). */
 int cohort_launch_spawn_fds(const char *const *argv, int nproc, int progress_fd, int control_fd,
                             GError **error);
 

@@ -15,9 +15,9 @@
 #pragma once
 
 #include <glib.h>
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/distributed/comm.h"
-#include "engine/tensor.h"
+#include "engine/base/tensor.h"
 
 G_BEGIN_DECLS
 

@@ -109,7 +109,7 @@ static char *judge(CohortStore *store, const CohortDistEnv *env, const char *own
     g_autofree char *src = g_strdup_printf("rank %d's config", r);
     g_autoptr(GError) perr = NULL;
     g_autoptr(CohortConfig) other = NULL;
-    /* The strict reader (engine/json-read.h) refuses deep nesting before parsing: a value
+    /* The strict reader (engine/base/json-read.h) refuses deep nesting before parsing: a value
      * nested a million deep is reported as unreadable, it cannot exhaust rank 0's stack. */
     other = cohort_config_load_data(g_bytes_get_data(json, NULL), (gssize)g_bytes_get_size(json),
                                     src, &perr);

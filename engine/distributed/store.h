@@ -32,7 +32,7 @@
 
 #include <glib.h>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/distributed/env.h"
 
 G_BEGIN_DECLS

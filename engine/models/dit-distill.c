@@ -5,7 +5,7 @@
  * With distill_cfg_scale w ≠ 1 the teacher's velocity is the guided one,
  * v_u + w (v_c − v_u), which distils classifier-free guidance into a single pass. Both terms are
  * linear in their targets, so backward is one MSE against α v_teacher + (1 − α)(ε − x₀). */
-#include "engine/distill.h"
+#include "engine/model/distill.h"
 #include "engine/models/dit-private.h"
 
 #include <math.h>

@@ -117,7 +117,7 @@ void cohort_dit_prepare(Dit *d, const CohortBatch *b);
  * runs the network into d->pred. */
 void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels, int B);
 
-/* dit-distill.c: the family's distiller (engine/distill.h) and its teacher rules. */
+/* dit-distill.c: the family's distiller (engine/model/distill.h) and its teacher rules. */
 CohortDistill *cohort_dit_distill_new(CohortModel *student, CohortModel *teacher,
                                       const CohortDistillSettings *settings, GError **error);
 gboolean cohort_dit_check_teacher(const CohortConfig *student, const CohortConfig *teacher,

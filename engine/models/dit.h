@@ -15,7 +15,7 @@
  * squared error; t and ε of a sample are functions of (seed, epoch, sample index). */
 #pragma once
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 G_BEGIN_DECLS
 
@@ -48,7 +48,7 @@ float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t,
  * for cohort_dit_forward_given: the teacher's velocity at (x_t, t, labels), guided by the
  * settings' cfg_scale, and the student's loss against it and against `target`, keeping what
  * the distiller's backward needs. `d` comes from cohort_distill_new with a dit student.
- * Returns the mixed loss; parts as engine/distill.h says. The trainer's distill forward draws
+ * Returns the mixed loss; parts as engine/model/distill.h says. The trainer's distill forward draws
  * these per sample and calls it; tests call it to compare with a reference. */
 float cohort_dit_distill_forward_given(CohortDistill *d, const float *x_t, const float *t,
                                        const int *labels, const float *target, int B,

@@ -1,7 +1,7 @@
 /* What a GPT teacher must share with its student: the vocabulary, and a context at least as
  * long as the windows the student trains on (the teacher runs on the same windows). Depth,
  * width and heads may differ. The distillation itself is the logits families' one
- * (engine/distill-logits.c). */
+ * (engine/model/distill-logits.c). */
 #include "engine/models/gpt.h"
 
 gboolean cohort_gpt_check_teacher(const CohortConfig *student, const CohortConfig *teacher,

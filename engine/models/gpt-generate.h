@@ -4,7 +4,7 @@
 #include <glib.h>
 
 #include "engine/models/gpt.h"
-#include "engine/rng.h"
+#include "engine/model/rng.h"
 
 G_BEGIN_DECLS
 

@@ -1,8 +1,8 @@
 /* Hugging Face GPT-2 .safetensors import and export over the model's named-tensor table. */
 #include "engine/models/gpt-io.h"
 
-#include "engine/fileio.h"
-#include "engine/model-io.h"
+#include "engine/base/fileio.h"
+#include "engine/model/model-io.h"
 
 #include <stdarg.h>
 #include <string.h>

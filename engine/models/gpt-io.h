@@ -5,7 +5,7 @@
 
 #include <glib.h>
 #include "engine/models/gpt.h"
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 
 G_BEGIN_DECLS
 

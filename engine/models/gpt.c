@@ -2,9 +2,9 @@
  * written per layer by hand; activations for max_batch sequences are allocated once, so a
  * training step allocates nothing. */
 #include "engine/models/gpt.h"
-#include "engine/rng.h"
+#include "engine/model/rng.h"
 
-#include "engine/distill.h"
+#include "engine/model/distill.h"
 #include "engine/models/gpt-generate.h"
 #include "engine/models/gpt-io.h"
 #include "kernels/backend.h"

@@ -13,8 +13,8 @@
 #include <glib.h>
 #include <stddef.h>
 
-#include "engine/model.h"
-#include "engine/tensor.h"
+#include "engine/model/model.h"
+#include "engine/base/tensor.h"
 
 G_BEGIN_DECLS
 
@@ -28,7 +28,7 @@ typedef struct {
   int vocab_size;
 } CohortGptShape;
 
-/* A GPT is a CohortModel of the "gpt" family (engine/model.h): every cohort_model_* call
+/* A GPT is a CohortModel of the "gpt" family (engine/model/model.h): every cohort_model_* call
  * works on it, and the functions below are the family's own. */
 typedef struct CohortModel CohortGpt;
 

@@ -92,7 +92,7 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode);
 void cohort_resnet_net_backward(Resnet *r, int B);
 
 /* resnet-classify.c: the family's CohortModelOps forward, backward, eval_batch, logits and
- * backward_logits (engine/model.h). */
+ * backward_logits (engine/model/model.h). */
 float cohort_resnet_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode);
 void cohort_resnet_backward(CohortModel *m, float grad_scale);
 const float *cohort_resnet_logits_op(const CohortModel *m, int *rows, int *classes);

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/distill.h"
-#include "engine/rng.h"
+#include "engine/model/distill.h"
+#include "engine/model/rng.h"
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-resnet-error-quark, cohort_resnet_error)

@@ -22,7 +22,7 @@
  * normalise exactly as one process on the combined batch. */
 #pragma once
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 G_BEGIN_DECLS
 

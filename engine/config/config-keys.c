@@ -1,0 +1,417 @@
+/* The key table: the one description of every TrainConfig key. Parsing, validation, --set,
+ * cohort_config_get, JSON writing and docs/config.md all walk it, so a key is added here and
+ * nowhere else. Rows follow the field order of CohortConfig, which is also the JSON order. */
+#include "engine/config/config-keys.h"
+
+#include <stddef.h>
+#include <string.h>
+
+typedef struct {
+  CohortConfigKey key;
+  gsize offset;
+  const char *def; /* text form */
+} KeyRow;
+
+static const char *const model_choices[] = {"gpt", "dit", "resnet", NULL};
+static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
+static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
+static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
+static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", "step", NULL};
+static const char *const optimizer_choices[] = {"adamw", "sgd", NULL};
+static const char *const precision_choices[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const reduce_precision_choices[] = {"fp32", "bf16", NULL};
+static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const backend_choices[] = {"nccl", "gloo", NULL};
+static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
+static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
+
+#define OFF(field) offsetof(CohortConfig, field)
+#define NO_MAX_INT ((double)G_MAXINT)
+#define NO_MAX     G_MAXDOUBLE
+
+/* A NULL `allowed` is filled in from type, bounds and choices (see fill_allowed), so the text
+ * can never disagree with what is checked. For strings, `min` is the least length. */
+#define ROWM(n, t, g, c, lo, hi, a, h, d, m)                                                       \
+  {                                                                                                \
+    {.name = #n,                                                                                   \
+     .type = COHORT_KEY_##t,                                                                       \
+     .group = g,                                                                                   \
+     .choices = c,                                                                                 \
+     .min = lo,                                                                                    \
+     .max = hi,                                                                                    \
+     .allowed = a,                                                                                 \
+     .help = h,                                                                                    \
+     .models = m},                                                                                 \
+        OFF(n), d                                                                                  \
+  }
+/* A key every model family reads. */
+#define ROW(n, t, g, c, lo, hi, a, h, d) ROWM(n, t, g, c, lo, hi, a, h, d, NULL)
+
+static const KeyRow rows[] = {
+    /* model */
+    ROW(model, STRING, "model", model_choices, 1, 0, "gpt, dit, resnet",
+        "The model family to train: a GPT-2-style language model, a diffusion transformer on "
+        "images, or a ResNet image classifier with BatchNorm.",
+        "gpt"),
+    ROW(n_layer, INT, "model", NULL, 1, 96, NULL,
+        "Number of transformer blocks; for resnet the depth 6n+2 (8, 14, 20, 26 … 92) of n "
+        "BasicBlocks per stage.",
+        "4"),
+    ROWM(n_head, INT, "model", NULL, 1, 128, NULL,
+         "Number of attention heads; n_embd must be a multiple of it.", "4", "gpt,dit"),
+    ROWM(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
+         "256", "gpt,dit"),
+    ROWM(seq_len, INT, "model", NULL, 2, 65536, NULL,
+         "Context length in tokens, also the length of each training window.", "128", "gpt"),
+    ROWM(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
+         "Number of distinct tokens; 256 for byte-level text.", "256", "gpt"),
+    ROWM(patch_size, INT, "model", NULL, 1, 64, NULL,
+         "Side in pixels of the square patches an image is cut into, one token each; "
+         "image_size must be a multiple of it.",
+         "2", "dit"),
+    ROWM(resnet_width, INT, "model", NULL, 1, 1024, NULL,
+         "Channels of the first of the three stages; the second and third have twice and four "
+         "times as many (16 is the paper's 16/32/64, 160 a ten-times-wide ResNet).",
+         "16", "resnet"),
+
+    /* data */
+    ROW(train_data, STRING, "data", NULL, 1, 0,
+        "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
+        "\"builtin:REL\" names one under Cohort's data folder",
+        "Training data: a UTF-8 text file or folder of .txt files, or llm.c .bin token shards "
+        "(a folder, or a pattern that picks them out of one).",
+        "builtin:sample/train.txt"),
+    ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
+        "Validation data in the same format as train_data.", "builtin:sample/val.txt"),
+    ROW(data_format, CHOICE, "data", data_format_choices, 0, 0, NULL,
+        "How to read the data: bytes of UTF-8 text, or llm.c uint16 token shards.", "text"),
+    ROW(shuffle, BOOL, "data", NULL, 0, 0, NULL,
+        "Visit training windows in a seeded random order that changes every epoch.", "true"),
+    ROW(seed, INT64, "data", NULL, 0, COHORT_KEY_MAX_SEED, NULL,
+        "Seed of the weight initialisation, the data order and sampling.", "1337"),
+    ROW(drop_last, BOOL, "data", NULL, 0, 0, NULL,
+        "Drop the tail of the data that does not divide evenly among processes, instead of "
+        "padding by wrap-around.",
+        "false"),
+    ROWM(image_size, INT, "data", NULL, 4, 4096, NULL,
+         "Images are resized on their shorter side and centre-cropped to this many pixels "
+         "square.",
+         "32", "dit,resnet"),
+    ROWM(image_channels, INT, "data", NULL, 1, 3, "1 (grey) or 3 (RGB)",
+         "Colour channels the model sees: 1 for grey, 3 for RGB.", "1", "dit,resnet"),
+    ROWM(num_classes, INT, "data", NULL, 0, 1000000, NULL,
+         "Number of classes; 0 takes the number of class folders in train_data (0 folders: an "
+         "unconditional model).",
+         "0", "dit,resnet"),
+    ROWM(skip_bad_images, BOOL, "data", NULL, 0, 0, NULL,
+         "Leave out image files that cannot be read (and say how many) instead of stopping.",
+         "false", "dit,resnet"),
+    ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
+         "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
+         "and a random horizontal flip.",
+         "none", "dit,resnet"),
+    ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
+        "Threads that load the next micro-batches while the current one trains (a bounded "
+        "queue of 2 per thread); 0 loads them on the training thread.",
+        "1"),
+    ROW(pin_memory, BOOL, "data", NULL, 0, 0, NULL,
+        "On GPU ranks, load batches into page-locked host memory, so their copy to the GPU is "
+        "faster; CPU ranks ignore it.",
+        "true"),
+
+    /* training */
+    ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
+        "Sequences per micro-batch in each process.", "16"),
+    ROW(gradient_accumulation_steps, INT, "training", NULL, 1, 4096, NULL,
+        "Micro-batches whose gradients are summed before each optimizer step.", "1"),
+    ROW(optimizer, CHOICE, "training", optimizer_choices, 0, 0, NULL,
+        "The update rule: AdamW, or SGD with momentum (as torch.optim.SGD).", "adamw"),
+    ROW(learning_rate, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 10, NULL,
+        "Peak learning rate of the optimizer, before lr_scaling.", "0.002"),
+    ROW(lr_schedule, CHOICE, "training", lr_schedule_choices, 0, 0, NULL,
+        "How the learning rate falls after warmup: towards min_lr_ratio times the peak "
+        "(constant, cosine, linear), or by lr_gamma every lr_step_size steps (step, PyTorch's "
+        "StepLR).",
+        "cosine"),
+    ROW(warmup_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
+        "Optimizer steps of linear warmup from zero to the peak learning rate.", "20"),
+    ROW(min_lr_ratio, DOUBLE, "training", NULL, 0, 1, NULL,
+        "Final learning rate as a fraction of the peak.", "0.1"),
+    ROW(lr_step_size, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+        "step schedule: optimizer steps (counted after warmup) between two decays of the "
+        "learning rate.",
+        "1000"),
+    ROW(lr_gamma, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
+        "step schedule: the factor the learning rate is multiplied by at each decay.", "0.1"),
+    ROW(weight_decay, DOUBLE, "training", NULL, 0, 1, NULL,
+        "Weight decay on weight matrices and convolution kernels only (never on biases or "
+        "normalisation parameters): decoupled for AdamW, added to the gradient for SGD.",
+        "0.1"),
+    ROW(momentum, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "SGD momentum; 0 is plain SGD.", "0.9"),
+    ROW(nesterov, BOOL, "training", NULL, 0, 0, NULL,
+        "SGD with Nesterov momentum; with momentum 0 it is plain SGD.", "false"),
+    ROW(beta1, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "AdamW decay rate of the first moment.", "0.9"),
+    ROW(beta2, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "AdamW decay rate of the second moment.", "0.95"),
+    ROW(eps, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
+        "AdamW term added to the denominator for numerical stability.", "1e-08"),
+    ROW(grad_clip, DOUBLE, "training", NULL, 0, NO_MAX, NULL,
+        "Clip gradients to this global L2 norm; 0 turns clipping off.", "1.0"),
+    ROW(max_steps, INT, "training", NULL, 0, NO_MAX_INT, NULL,
+        "Optimizer steps to train; 0 trains `epochs` whole epochs instead.", "200"),
+    ROW(epochs, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+        "Passes over the training data when max_steps is 0.", "1"),
+    ROW(ema_decay, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+        "Decay of an exponential moving average of the weights, used for eval and samples; 0 "
+        "turns it off.",
+        "0.0"),
+    ROW(precision, CHOICE, "training", precision_choices, 0, 0, NULL,
+        "Number format of the matrix products: fp32, or bf16/fp16 operands summed in fp32 "
+        "(mixed precision); weights, optimizer moments and checkpoints stay fp32.",
+        "fp32"),
+    ROW(allow_tf32, BOOL, "training", NULL, 0, 0, NULL,
+        "Let fp32 matrix products on a GPU use TF32 tensor cores: several times faster, about "
+        "three significant digits per product; no effect on the CPU.",
+        "false"),
+    ROW(loss_scale_init, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 4294967296.0, NULL,
+        "fp16 only: the first dynamic loss scale; it halves when gradients overflow (the step "
+        "is skipped) and doubles after loss_scale_growth_interval clean steps.",
+        "65536.0"),
+    ROW(loss_scale_growth_interval, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+        "fp16 only: clean steps in a row after which the loss scale doubles.", "2000"),
+    ROWM(timestep_sampling, CHOICE, "training", timestep_choices, 0, 0, NULL,
+         "How the flow-matching time t of each sample is drawn: uniform, or the sigmoid of a "
+         "standard normal (logit-normal, as SD3).",
+         "logit_normal", "dit"),
+    ROWM(timestep_shift, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
+         "Shift s of the timesteps, t becomes s·t/(1+(s−1)·t): above 1 trains more on noisy "
+         "timesteps (larger images); 1 leaves t as drawn.",
+         "1.0", "dit"),
+    ROWM(cfg_dropout, DOUBLE, "training", NULL, 0, 1, NULL,
+         "Probability that a training sample's label is replaced by \"no label\", which "
+         "classifier-free guidance needs.",
+         "0.1", "dit"),
+    ROWM(bn_momentum, DOUBLE, "training", NULL, 0, 1, NULL,
+         "BatchNorm running statistics: each training batch moves them this fraction of the "
+         "way to its own mean and unbiased variance (PyTorch's momentum).",
+         "0.1", "resnet"),
+    ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
+        "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
+    ROW(threads, INT, "training", NULL, 0, 1024, NULL,
+        "CPU threads per process; 0 lets Cohort choose.", "0"),
+    ROW(teacher_from, STRING, "training", NULL, 0, 0,
+        "\"\" or a folder: a Cohort model folder (model.safetensors and cohort-config.json, as "
+        "a run's export leaves them) or a Hugging Face GPT-2 folder (config.json and "
+        "model.safetensors)",
+        "Teacher to distil from: a frozen model of the same family run on every batch; \"\" "
+        "trains without one.",
+        ""),
+    ROW(distill_alpha, DOUBLE, "training", NULL, 0, 1, NULL,
+        "Weight of the teacher's term in the loss; the task's (labels, or the flow-matching "
+        "target) gets 1 − alpha.",
+        "0.5"),
+    ROWM(distill_temperature, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
+         "Softmax temperature of the teacher's and the student's distributions; the KL term "
+         "is multiplied by its square.",
+         "2.0", "gpt,resnet"),
+    ROWM(distill_cfg_scale, DOUBLE, "training", NULL, 0, 100, NULL,
+         "Classifier-free guidance of the teacher's velocity that the student learns: 1 "
+         "distils the conditional velocity, larger values distil guidance into one pass.",
+         "1.0", "dit"),
+    ROW(student_init, CHOICE, "training", student_init_choices, 0, 0, NULL,
+        "How the student starts: the family's random initialisation (or init_from), or a copy "
+        "of every k-th block of a teacher of the same width (gpt and dit only).",
+        "random"),
+
+    /* output */
+    ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",
+        "Folder for checkpoints, samples and logs of this run.", "runs/tiny-gpt"),
+    ROW(save_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Write a checkpoint every this many optimizer steps; 0 saves only at the end.", "100"),
+    ROW(keep_last, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Number of recent checkpoints to keep; 0 keeps all.", "2"),
+    ROW(eval_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+        "Measure validation loss every this many optimizer steps; 0 only at the end.", "100"),
+    ROW(eval_steps, INT, "output", NULL, 1, NO_MAX_INT, NULL,
+        "Batches averaged for each validation loss.", "20"),
+    ROWM(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
+         "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
+         "samples off.",
+         "100", "gpt,dit"),
+    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
+         "This License", "gpt"),
+    ROWM(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
+         "Number of tokens generated per sample.", "120", "gpt"),
+    ROWM(sample_steps, INT, "output", NULL, 1, 1000, NULL,
+         "Euler steps from noise to image in each sample.", "32", "dit"),
+    ROWM(cfg_scale, DOUBLE, "output", NULL, 0, 100, NULL,
+         "Classifier-free guidance of samples: 1 samples the model as it is, larger values "
+         "follow the label more closely.",
+         "4.0", "dit"),
+    ROW(init_from, STRING, "output", NULL, 0, 0,
+        "\"\" or a path to a .safetensors file: Hugging Face GPT-2 names for gpt, a Cohort "
+        "export (model.safetensors) for other models",
+        "Weights to start from instead of a random initialisation.", ""),
+
+    /* distributed */
+    ROW(enable_multi_gpu, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Train data-parallel over several processes (one per GPU, or per CPU slot with gloo).",
+        "false"),
+    ROW(distributed_backend, CHOICE, "distributed", backend_choices, 0, 0, NULL,
+        "Collective communication library: nccl for GPUs, gloo for CPUs.", "gloo"),
+    ROW(world_size, INT, "distributed", NULL, 0, 65536, NULL,
+        "Total number of processes; 0 takes it from the launcher or num_nodes x "
+        "nproc_per_node.",
+        "0"),
+    ROW(device_indexes, INT_LIST, "distributed", NULL, 0, 1023,
+        "at most 1024 distinct integers from 0 to 1023, like [0, 1] (\"0,1\" with --set); [] "
+        "uses the local rank",
+        "GPU index for each local process, in local-rank order.", ""),
+    ROW(use_torchrun, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Start processes through the torchrun-style launcher (cohort-run) instead of spawning "
+        "them from cohort-train.",
+        "true"),
+    ROW(distributed_data_loading, BOOL, "distributed", NULL, 0, 0, NULL,
+        "Each process reads only its own share of the data instead of the whole data set.",
+        "false"),
+    ROW(master_addr, STRING, "distributed", NULL, 1, 0, "a non-empty host name or IP address",
+        "Address of the rank-0 host, where the rendezvous store listens.", "127.0.0.1"),
+    ROW(master_port, INT, "distributed", NULL, 1, 65535, NULL,
+        "TCP port of the rendezvous store on master_addr.", "29500"),
+    ROW(num_nodes, INT, "distributed", NULL, 1, NO_MAX_INT, NULL, "Number of machines in the job.",
+        "1"),
+    ROW(node_rank, INT, "distributed", NULL, 0, NO_MAX_INT, NULL,
+        "Index of this machine, from 0 to num_nodes - 1.", "0"),
+    ROW(node_hosts, STRING, "distributed", NULL, 0, 0,
+        "\"\" or host names separated by commas, one per node, node 0 first",
+        "The nodes' host names, for the hostfile of the printed mpirun command.", ""),
+    ROW(nproc_per_node, INT, "distributed", NULL, 0, 1024, NULL,
+        "Processes per machine; 0 lets Cohort choose from the devices it sees.", "0"),
+    ROW(lr_scaling, CHOICE, "distributed", lr_scaling_choices, 0, 0, NULL,
+        "How the learning rate grows with the number of processes: unchanged, times world "
+        "size, or times its square root.",
+        "none"),
+    ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, 0, 10240, NULL,
+        "Size in MiB of the gradient buckets that are all-reduced while backward runs; 0 sizes "
+        "them from the model (about an eighth of the gradients each).",
+        "0.0"),
+    ROW(reduce_precision, CHOICE, "distributed", reduce_precision_choices, 0, 0, NULL,
+        "Number format of the gradient all-reduce: bf16 halves the traffic and rounds each "
+        "gradient to about three significant digits.",
+        "fp32"),
+    ROWM(broadcast_buffers, BOOL, "distributed", NULL, 0, 0, NULL,
+         "Copy rank 0's buffers (BatchNorm running statistics) to every process before each "
+         "step's forward, as PyTorch DDP's broadcast_buffers.",
+         "true", "resnet"),
+    ROWM(sync_batchnorm, BOOL, "distributed", NULL, 0, 0, NULL,
+         "Compute BatchNorm statistics over the global batch of all processes instead of per "
+         "process (SyncBatchNorm).",
+         "false", "resnet"),
+    ROW(zero_stage, INT, "distributed", NULL, 0, 1, "0 or 1",
+        "ZeRO stage 1 shards the optimizer state across processes: each keeps 1/N of AdamW's "
+        "moments (or SGD's momentum), saving that much memory per process for one extra "
+        "gathering of the parameters after each step; 0 keeps a full copy on every process.",
+        "0"),
+    ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
+        "Times the launcher restarts the whole group after a process fails.", "0"),
+    ROW(timeout_s, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 86400, NULL,
+        "Seconds to wait for rendezvous and collectives before failing.", "300.0"),
+};
+
+static char *bound_text(double v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+  return g_strdup(g_ascii_formatd(buf, sizeof buf, "%.15g", v));
+}
+
+static char *fill_allowed(const CohortConfigKey *k)
+{
+  switch (k->type) {
+  case COHORT_KEY_INT:
+  case COHORT_KEY_INT64: {
+    gint64 lo = (gint64)k->min, hi = (gint64)k->max;
+    if (k->max >= G_MAXINT && k->type == COHORT_KEY_INT)
+      return g_strdup_printf("an integer >= %" G_GINT64_FORMAT, lo);
+    return g_strdup_printf("an integer from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT, lo, hi);
+  }
+  case COHORT_KEY_DOUBLE: {
+    g_autofree char *lo = bound_text(k->min);
+    g_autofree char *hi = bound_text(k->max);
+    g_autofree char *low =
+        k->min == COHORT_KEY_ABOVE_ZERO ? g_strdup("> 0") : g_strdup_printf(">= %s", lo);
+    if (k->max == G_MAXDOUBLE)
+      return g_strdup_printf("a number %s", low);
+    if (k->max == COHORT_KEY_BELOW_ONE)
+      return g_strdup_printf("a number %s and < 1", low);
+    return g_strdup_printf("a number %s and <= %s", low, hi);
+  }
+  case COHORT_KEY_BOOL:
+    return g_strdup("true or false");
+  case COHORT_KEY_CHOICE:
+    return g_strjoinv(", ", (char **)k->choices);
+  default:
+    g_error("config key \"%s\" needs an allowed text", k->name);
+  }
+}
+
+static CohortConfigKey *public_keys;
+
+static CohortConfigKey *table(void)
+{
+  static gsize done;
+  if (g_once_init_enter(&done)) {
+    public_keys = g_new0(CohortConfigKey, G_N_ELEMENTS(rows));
+    for (guint i = 0; i < G_N_ELEMENTS(rows); i++) {
+      public_keys[i] = rows[i].key;
+      if (!public_keys[i].allowed)
+        public_keys[i].allowed = fill_allowed(&rows[i].key);
+    }
+    g_once_init_leave(&done, 1);
+  }
+  return public_keys;
+}
+
+const CohortConfigKey *cohort_config_keys(guint *n_keys)
+{
+  if (n_keys)
+    *n_keys = G_N_ELEMENTS(rows);
+  return table();
+}
+
+const CohortConfigKey *cohort_config_find_key(const char *name)
+{
+  const CohortConfigKey *keys = table();
+  if (!name)
+    return NULL;
+  for (guint i = 0; i < G_N_ELEMENTS(rows); i++)
+    if (strcmp(keys[i].name, name) == 0)
+      return &keys[i];
+  return NULL;
+}
+
+static const KeyRow *row_of(const CohortConfigKey *key)
+{
+  const CohortConfigKey *keys = table();
+  g_return_val_if_fail(key >= keys && key < keys + G_N_ELEMENTS(rows), &rows[0]);
+  return &rows[key - keys];
+}
+
+gsize cohort_config_key_offset(const CohortConfigKey *key)
+{
+  return row_of(key)->offset;
+}
+
+const char *cohort_config_key_default(const CohortConfigKey *key)
+{
+  return row_of(key)->def;
+}
+
+gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model)
+{
+  if (!key->models)
+    return TRUE;
+  g_auto(GStrv) names = g_strsplit(key->models, ",", -1);
+  return model && g_strv_contains((const char *const *)names, model);
+}

@@ -1,0 +1,246 @@
+/* TrainConfig: the one flat JSON object that describes a training run.
+ *
+ * Loading validates every key and fails with a message that names the file, the key, the
+ * bad value and what is allowed; unknown keys are errors that suggest the closest known
+ * key; older "version"s migrate forward. The key table (cohort_config_keys) is the single
+ * description of every key: the CLI's --set, the GUI's controls and the docs use it. */
+#pragma once
+
+#include <glib.h>
+#include "data/format.h"
+
+G_BEGIN_DECLS
+
+/* The version this build writes. Files with a lower version are migrated on load. */
+#define COHORT_CONFIG_VERSION 1
+
+typedef enum {
+  COHORT_LR_CONSTANT,
+  COHORT_LR_COSINE,
+  COHORT_LR_LINEAR,
+  COHORT_LR_STEP /* PyTorch's StepLR: times lr_gamma every lr_step_size steps */
+} CohortLrSchedule;
+typedef enum { COHORT_OPTIMIZER_ADAMW, COHORT_OPTIMIZER_SGD } CohortOptimizerKind;
+typedef enum { COHORT_TIMESTEPS_UNIFORM, COHORT_TIMESTEPS_LOGIT_NORMAL } CohortTimestepSampling;
+typedef enum {
+  COHORT_PRECISION_FP32,
+  COHORT_PRECISION_BF16,
+  COHORT_PRECISION_FP16
+} CohortPrecision;
+typedef enum { COHORT_REDUCE_FP32, COHORT_REDUCE_BF16 } CohortReducePrecision;
+typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
+typedef enum {
+  COHORT_STUDENT_INIT_RANDOM,        /* the family's initialisation (or init_from) */
+  COHORT_STUDENT_INIT_TEACHER_LAYERS /* every k-th teacher block (engine/model/distill.h) */
+} CohortStudentInit;
+typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
+typedef enum {
+  COHORT_LR_SCALING_NONE,
+  COHORT_LR_SCALING_LINEAR,
+  COHORT_LR_SCALING_SQRT
+} CohortLrScaling;
+
+typedef struct {
+  int version;
+
+  /* model */
+  char *model; /* a registered family: "gpt", "dit", "resnet" */
+  int n_layer;
+  int n_head;
+  int n_embd;
+  int seq_len;
+  int vocab_size;
+  int patch_size;   /* dit */
+  int resnet_width; /* resnet: channels of the first stage (then 2x, 4x) */
+
+  /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
+  char *train_data;
+  char *val_data; /* "" = no validation */
+  CohortDataFormat data_format;
+  gboolean shuffle;
+  gint64 seed;
+  gboolean drop_last; /* DistributedSampler's drop_last */
+  int image_size;     /* images: side of the square images the model sees */
+  int image_channels; /* images: 1 (grey) or 3 (RGB) */
+  int num_classes;    /* images: 0 = as many as train_data has class folders */
+  gboolean skip_bad_images;
+  int augment;         /* CohortAugment (data/augment.h): none, crop, crop_flip */
+  int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
+  gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
+
+  /* optimisation */
+  int batch_size; /* per process */
+  int gradient_accumulation_steps;
+  CohortOptimizerKind optimizer;
+  double learning_rate;
+  CohortLrSchedule lr_schedule;
+  int warmup_steps;
+  double min_lr_ratio;
+  int lr_step_size; /* step schedule: optimizer steps between decays */
+  double lr_gamma;  /* step schedule: factor of each decay */
+  double weight_decay;
+  double momentum;   /* sgd */
+  gboolean nesterov; /* sgd */
+  double beta1;
+  double beta2;
+  double eps;
+  double grad_clip; /* 0 = off */
+  int max_steps;    /* optimizer steps; 0 = run `epochs` whole epochs */
+  int epochs;
+  double ema_decay; /* 0 = off */
+  CohortPrecision precision;
+  gboolean allow_tf32;                      /* fp32 GEMMs on TF32 tensor cores (GPU only) */
+  double loss_scale_init;                   /* fp16: first dynamic loss scale */
+  int loss_scale_growth_interval;           /* fp16: clean steps before the scale doubles */
+  CohortTimestepSampling timestep_sampling; /* dit: how t is drawn */
+  double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
+  double cfg_dropout;                       /* dit: probability of training without the label */
+  double bn_momentum;                       /* resnet: BatchNorm running-statistics momentum */
+  CohortDevice device;
+  int threads; /* 0 = auto */
+
+  /* distillation (engine/model/distill.h) */
+  char *teacher_from;         /* "" = no teacher; a Cohort model folder or a HF GPT-2 folder */
+  double distill_alpha;       /* weight of the teacher's term */
+  double distill_temperature; /* logits families: softmax temperature */
+  double distill_cfg_scale;   /* dit: guidance of the teacher's velocity; 1 = none */
+  CohortStudentInit student_init;
+
+  /* output */
+  char *workspace_dir;
+  int save_every; /* 0 = only at the end */
+  int keep_last;  /* 0 = keep all */
+  int eval_every; /* 0 = only at the end */
+  int eval_steps;
+  int sample_every; /* 0 = off */
+  char *sample_prompt;
+  int sample_tokens;
+  int sample_steps; /* dit: Euler steps of a sample */
+  double cfg_scale; /* dit: classifier-free guidance of samples; 1 = none */
+  char *init_from;  /* "" = random init; else a .safetensors with GPT-2 names */
+
+  /* distributed (docs/config.md, "Distributed", describes each key) */
+  gboolean enable_multi_gpu;
+  CohortDistBackend distributed_backend;
+  int world_size;         /* 0 = auto */
+  GArray *device_indexes; /* of int; empty = LOCAL_RANK */
+  gboolean use_torchrun;
+  gboolean distributed_data_loading;
+  char *master_addr;
+  int master_port;
+  int num_nodes;
+  int node_rank;
+  char *node_hosts;   /* "" or "host0,host1,…": mpirun's hostfile */
+  int nproc_per_node; /* 0 = auto */
+  CohortLrScaling lr_scaling;
+  double bucket_cap_mb;
+  CohortReducePrecision reduce_precision; /* number format of the gradient all-reduce */
+  gboolean broadcast_buffers;             /* rank 0's buffers to all before each forward */
+  gboolean sync_batchnorm;
+  int zero_stage; /* 0: every rank keeps all optimizer state; 1: each keeps its shard */
+  int max_restarts;
+  double timeout_s;
+} CohortConfig;
+
+/* How a key's value is typed; the GUI picks a control from it. */
+typedef enum {
+  COHORT_KEY_INT,
+  COHORT_KEY_INT64,
+  COHORT_KEY_DOUBLE,
+  COHORT_KEY_BOOL,
+  COHORT_KEY_STRING,
+  COHORT_KEY_CHOICE,   /* a string out of `choices` */
+  COHORT_KEY_INT_LIST, /* JSON array of ints; "0,1,2" on the command line */
+} CohortKeyType;
+
+/* One row of the key table. */
+typedef struct {
+  const char *name;
+  CohortKeyType type;
+  const char *group;          /* "model", "data", "training", "distributed", "output" */
+  const char *const *choices; /* NULL-terminated, for COHORT_KEY_CHOICE */
+  double min, max;            /* inclusive bounds for numbers */
+  const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
+  const char *help;           /* one sentence for tooltips and docs */
+  const char *models;         /* the families that read it ("dit", "gpt,dit"); NULL = all */
+} CohortConfigKey;
+
+#define COHORT_CONFIG_ERROR (cohort_config_error_quark())
+GQuark cohort_config_error_quark(void);
+
+typedef enum {
+  COHORT_CONFIG_ERROR_IO,          /* file could not be read or written */
+  COHORT_CONFIG_ERROR_PARSE,       /* not JSON, or not one object */
+  COHORT_CONFIG_ERROR_UNKNOWN_KEY, /* message suggests the closest known key */
+  COHORT_CONFIG_ERROR_INVALID,     /* wrong type, out of range, not an allowed choice */
+  COHORT_CONFIG_ERROR_VERSION,     /* newer than this build, or not a number */
+  COHORT_CONFIG_ERROR_UNSUPPORTED, /* valid, but this build cannot run it (e.g. device cuda) */
+} CohortConfigError;
+
+/* A config with every key at its default (the tiny-gpt shape). */
+CohortConfig *cohort_config_new(void);
+void cohort_config_free(CohortConfig *cfg);
+CohortConfig *cohort_config_copy(const CohortConfig *cfg);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortConfig, cohort_config_free)
+
+/* TRUE when key `key` means something for model family `model` (the window shows only those). */
+gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model);
+
+/* The key table, in the order keys are written to JSON. */
+const CohortConfigKey *cohort_config_keys(guint *n_keys);
+const CohortConfigKey *cohort_config_find_key(const char *name);
+
+/* Parses JSON text. `source` names the origin in error messages (a file path). Keys that are
+ * absent keep their defaults. Every key is validated, then cross-key rules
+ * (cohort_config_validate). */
+CohortConfig *cohort_config_load_data(const char *json, gssize length, const char *source,
+                                      GError **error);
+CohortConfig *cohort_config_load_file(const char *path, GError **error);
+
+/* Writes the config as pretty JSON with "version" first. Atomic: a temporary file in the same
+ * folder, synced and renamed, so a failure never leaves a half-written file. */
+gboolean cohort_config_save_file(const CohortConfig *cfg, const char *path, GError **error);
+char *cohort_config_to_json(const CohortConfig *cfg, gboolean pretty);
+
+/* Sets one key from its text form, as `--set key=value` gives it (numbers, true/false,
+ * choices, "0,1,2" for lists). Validates that key; on error the config is unchanged.
+ * `source` names the origin in messages (e.g. "--set"). */
+gboolean cohort_config_set(CohortConfig *cfg, const char *key, const char *value,
+                           const char *source, GError **error);
+/* Applies "key=value". */
+gboolean cohort_config_set_assignment(CohortConfig *cfg, const char *assignment, const char *source,
+                                      GError **error);
+/* Applies several "key=value" assignments as one edit: each key is checked as it is set,
+ * the rules across keys once at the end, so their order does not matter
+ * (`--set n_head=12 --set n_embd=768`). On error the config is unchanged. */
+gboolean cohort_config_apply_assignments(CohortConfig *cfg, const char *const *assignments,
+                                         const char *source, GError **error);
+/* The text form of one key's value (what cohort_config_set accepts); NULL for an unknown
+ * key. */
+char *cohort_config_get(const CohortConfig *cfg, const char *key);
+
+/* Rules across keys (n_embd divisible by n_head, num_nodes vs node_rank, …). Loading and
+ * cohort_config_set call it; a config that passes can be saved and edited. */
+gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error);
+
+/* What this build can run (COHORT_CONFIG_ERROR_UNSUPPORTED): device "cuda" needs a build with
+ * the CUDA path. The trainer calls it before starting, so a preset for a GPU still loads and
+ * edits everywhere. */
+gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source, GError **error);
+
+/* A stable hex digest of the resolved config, ranks compare it at start. */
+char *cohort_config_hash(const CohortConfig *cfg);
+/* Names of the keys whose values differ, NULL-terminated (empty when equal). */
+GStrv cohort_config_diff(const CohortConfig *a, const CohortConfig *b);
+
+/* The closest known key to `name` (edit distance), or NULL when nothing is close. */
+const char *cohort_config_suggest_key(const char *name);
+
+/* Cohort's data folder (presets, sample data): $COHORT_DATA_DIR, else the installed
+ * datadir, else the source tree's data/ (running from a build dir). */
+const char *cohort_data_dir(void);
+/* Resolves "builtin:REL" to a path under cohort_data_dir(); other paths are returned as
+ * they are. */
+char *cohort_resolve_path(const char *path);
+
+G_END_DECLS

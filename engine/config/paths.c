@@ -1,0 +1,40 @@
+/* Where Cohort finds its data (presets, sample text). */
+#include "engine/config/config.h"
+
+#include "cohort-build-config.h"
+
+#include <string.h>
+
+const char *cohort_data_dir(void)
+{
+  /* Read every time: tests and launchers set it after start. */
+  const char *env = g_getenv("COHORT_DATA_DIR");
+  if (env && *env)
+    return env;
+
+  static char *dir;
+  if (g_once_init_enter(&dir)) {
+    g_autofree char *installed_presets =
+        g_build_filename(COHORT_INSTALLED_DATADIR, "presets", NULL);
+    const char *found = g_file_test(installed_presets, G_FILE_TEST_IS_DIR)
+                            ? COHORT_INSTALLED_DATADIR
+                            : COHORT_SOURCE_DATADIR;
+    g_once_init_leave(&dir, g_strdup(found));
+  }
+  return dir;
+}
+
+char *cohort_resolve_path(const char *path)
+{
+  if (!path || !g_str_has_prefix(path, "builtin:"))
+    return g_strdup(path);
+  const char *rel = path + strlen("builtin:");
+  char *in_data = g_build_filename(cohort_data_dir(), rel, NULL);
+  /* Data the build generates (the glyph set) is in the build tree until it is installed. */
+  g_autofree char *built = g_build_filename(COHORT_BUILD_ROOT, "data", rel, NULL);
+  if (!g_file_test(in_data, G_FILE_TEST_EXISTS) && g_file_test(built, G_FILE_TEST_EXISTS)) {
+    g_free(in_data);
+    return g_steal_pointer(&built);
+  }
+  return in_data;
+}

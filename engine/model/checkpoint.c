@@ -1,0 +1,333 @@
+/* Checkpoint folders: atomic save, pruning of the current run's old checkpoints, and a load in
+ * three stages (parse state.json, verify the files against the model, read). Finding
+ * checkpoints and reading state.json, which need no tensors, are engine/progress/workspace.c. */
+#include "engine/model/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "engine/progress/checkpoint-state.h"
+#include "engine/base/fileio.h"
+#include "engine/model/model-io.h"
+#include "kernels/backend.h"
+
+#define MODEL_FILE COHORT_CHECKPOINT_MODEL_FILE
+#define STATE_FILE COHORT_CHECKPOINT_STATE_FILE
+#define EMA_PREFIX "ema."
+
+static gboolean io_error(GError **error, const char *path, const char *what, int err)
+{
+  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot %s: %s", path,
+              what, g_strerror(err));
+  return FALSE;
+}
+
+static gboolean corrupt(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT, "%s: %s", path, msg);
+  return FALSE;
+}
+
+/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
+static char *sha256_file(const char *path, GError **error)
+{
+  FILE *fp = cohort_checkpoint_open_file(path, error);
+  if (!fp)
+    return NULL;
+  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+  g_autofree guchar *buf = g_malloc(1 << 20);
+  size_t n;
+  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
+    g_checksum_update(sum, buf, (gssize)n);
+  gboolean failed = ferror(fp);
+  int e = errno;
+  fclose(fp);
+  if (failed) {
+    io_error(error, path, "read", e);
+    return NULL;
+  }
+  return g_strdup(g_checksum_get_string(sum));
+}
+
+/* Left-overs of a save that was killed: step-*.tmp folders. */
+static void clean_stale(const char *ckdir)
+{
+  g_autoptr(GDir) d = g_dir_open(ckdir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d))) {
+    if (g_str_has_prefix(name, "step-") && g_str_has_suffix(name, ".tmp")) {
+      g_autofree char *path = g_build_filename(ckdir, name, NULL);
+      cohort_remove_tree(path);
+    }
+  }
+}
+
+/* Removes the oldest checkpoints of run `run_id` beyond its newest keep_last. Checkpoints of
+ * other runs (and of none) are never touched. */
+static void prune(const char *ckdir, const char *run_id, int keep_last)
+{
+  if (keep_last <= 0)
+    return;
+  g_autoptr(GPtrArray) all = cohort_checkpoint_list(ckdir);
+  g_autoptr(GPtrArray) mine = g_ptr_array_new();
+  for (guint i = 0; i < all->len; i++) {
+    char id[COHORT_RUN_ID_LEN];
+    cohort_checkpoint_run_id(g_ptr_array_index(all, i), id);
+    if (strcmp(id, run_id) == 0)
+      g_ptr_array_add(mine, g_ptr_array_index(all, i));
+  }
+  for (guint i = 0; i + (guint)keep_last < mine->len; i++)
+    cohort_remove_tree(g_ptr_array_index(mine, i));
+}
+
+/* Host copies of every group, named, ready for cohort_safetensors_write. */
+typedef struct {
+  GPtrArray *names;
+  GArray *entries;
+  GPtrArray *copies; /* host buffers downloaded from the device */
+} Groups;
+
+static void groups_clear(Groups *g)
+{
+  g_ptr_array_unref(g->names);
+  g_array_unref(g->entries);
+  g_ptr_array_unref(g->copies);
+}
+
+static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt, const float *ema)
+{
+  g->names = g_ptr_array_new_with_free_func(g_free);
+  g->entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
+  g->copies = g_ptr_array_new_with_free_func(g_free);
+  float *tmp = NULL;
+  const float *params = cohort_model_params_host(m, &tmp);
+  if (tmp)
+    g_ptr_array_add(g->copies, tmp);
+  cohort_tensor_st_entries(m->tensors, m->n_tensors, params, "", g->names, g->entries);
+  const float *buffers = cohort_model_buffers_host(m, &tmp);
+  if (tmp)
+    g_ptr_array_add(g->copies, tmp);
+  cohort_tensor_st_entries(m->buffers, m->n_buffers, buffers, "", g->names, g->entries);
+  if (ema)
+    cohort_tensor_st_entries(m->tensors, m->n_tensors, ema, EMA_PREFIX, g->names, g->entries);
+  for (guint i = 0; opt && i < cohort_optimizer_n_states(opt); i++) {
+    const float *state = cohort_optimizer_state(opt, i);
+    if (cohort_optimizer_backend(opt) != cohort_backend_cpu()) {
+      float *copy = g_new(float, MAX(m->n_params, 1));
+      cohort_optimizer_download_state(opt, i, copy);
+      g_ptr_array_add(g->copies, copy);
+      state = copy;
+    }
+    cohort_tensor_st_entries(m->tensors, m->n_tensors, state, cohort_optimizer_state_prefix(opt, i),
+                             g->names, g->entries);
+  }
+}
+
+static gboolean write_folder(const char *tmp, const CohortConfig *cfg, const CohortModel *m,
+                             CohortOptimizer *opt, const float *ema, const CohortTrainState *st,
+                             GError **error)
+{
+  Groups groups;
+  collect_groups(&groups, m, opt, ema);
+  g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
+  g_hash_table_insert(meta, "format", g_strdup("pt"));
+  g_hash_table_insert(meta, "cohort.step", g_strdup_printf("%" G_GINT64_FORMAT, st->step));
+  g_autofree char *model = g_build_filename(tmp, MODEL_FILE, NULL);
+  g_autofree char *state = g_build_filename(tmp, STATE_FILE, NULL);
+  g_autofree char *sha = NULL;
+  g_autofree char *json = NULL;
+  gboolean ok = cohort_safetensors_write(model, (CohortStEntry *)groups.entries->data,
+                                         groups.entries->len, meta, error) &&
+                (sha = sha256_file(model, error)) &&
+                (json = cohort_state_to_json(cfg, st, sha, ema != NULL, opt != NULL, error)) &&
+                cohort_write_file_atomic(state, json, strlen(json), error);
+  groups_clear(&groups);
+  return ok;
+}
+
+gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
+                                const CohortModel *model, CohortOptimizer *opt,
+                                const float *ema_or_NULL, const CohortTrainState *st, int keep_last,
+                                char **out_dir, GError **error)
+{
+  g_return_val_if_fail(workspace && cfg && model && st, FALSE);
+  /* A shard of the state (ZeRO stage 1) is gathered whole first (engine/train/trainer-zero.h). */
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
+  g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
+  if (g_mkdir_with_parents(ckdir, 0755) != 0)
+    return io_error(error, ckdir, "create folder", errno);
+  clean_stale(ckdir);
+
+  g_autofree char *base = g_strdup_printf("step-%08" G_GINT64_FORMAT, st->step);
+  g_autofree char *final = g_build_filename(ckdir, base, NULL);
+  g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
+  if (g_mkdir(tmp, 0755) != 0)
+    return io_error(error, tmp, "create folder", errno);
+  if (!write_folder(tmp, cfg, model, opt, ema_or_NULL, st, error)) {
+    cohort_remove_tree(tmp);
+    return FALSE;
+  }
+  cohort_fsync_dir(tmp);
+
+  /* Saving a step again (a resumed run reaching it) replaces the old folder; the old one is
+   * moved to a .tmp name first, so a crash leaves it for clean_stale rather than half. */
+  g_autofree char *old = g_strconcat(final, ".old.tmp", NULL);
+  if (g_file_test(final, G_FILE_TEST_EXISTS)) {
+    cohort_remove_tree(old);
+    if (g_rename(final, old) != 0) {
+      int e = errno;
+      cohort_remove_tree(tmp);
+      return io_error(error, final, "replace", e);
+    }
+  }
+  if (g_rename(tmp, final) != 0) {
+    int e = errno;
+    cohort_remove_tree(tmp);
+    return io_error(error, final, "rename into place", e);
+  }
+  cohort_fsync_dir(ckdir);
+  cohort_remove_tree(old);
+  prune(ckdir, st->run_id, keep_last);
+  clean_stale(ckdir);
+  if (out_dir)
+    *out_dir = g_steal_pointer(&final);
+  return TRUE;
+}
+
+/* No tensor beyond the model's groups: more layers in the file is another model too. */
+static gboolean check_no_extra(const CohortModel *m, CohortOptimizer *opt, const CohortStFile *f,
+                               const char *path, GError **error)
+{
+  for (const char *const *name = cohort_safetensors_names(f); *name; name++) {
+    const char *bare = *name;
+    if (g_str_has_prefix(bare, EMA_PREFIX))
+      bare += strlen(EMA_PREFIX);
+    for (guint i = 0; opt && i < cohort_optimizer_n_states(opt); i++)
+      if (g_str_has_prefix(bare, cohort_optimizer_state_prefix(opt, i)))
+        bare += strlen(cohort_optimizer_state_prefix(opt, i));
+    if (g_str_has_prefix(bare, "optim."))
+      continue; /* another optimizer's state: checked below when it matters */
+    if (!cohort_model_find_tensor(m, bare) && !cohort_model_find_buffer(m, bare)) {
+      g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
+                  "%s: tensor \"%s\" is not part of this %s model", path, *name, m->klass->name);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Every group the load will read is present with the model's shapes; checked before anything
+ * is read so a mismatched checkpoint changes nothing. */
+static gboolean verify_groups(const CohortModel *m, CohortOptimizer *opt, gboolean want_ema,
+                              const CohortStFile *f, const char *path, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  gboolean ok = check_no_extra(m, opt, f, path, &local) &&
+                cohort_tensor_check(m->tensors, m->n_tensors, f, path, "", &local) &&
+                cohort_tensor_check(m->buffers, m->n_buffers, f, path, "", &local);
+  g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
+  gboolean has_ema = cohort_safetensors_has(f, ema_first);
+  ok = ok && (!(want_ema && has_ema) ||
+              cohort_tensor_check(m->tensors, m->n_tensors, f, path, EMA_PREFIX, &local));
+  for (guint i = 0; ok && opt && i < cohort_optimizer_n_states(opt); i++) {
+    const char *prefix = cohort_optimizer_state_prefix(opt, i);
+    g_autofree char *first = g_strconcat(prefix, m->tensors[0].name, NULL);
+    if (!cohort_safetensors_has(f, first))
+      return corrupt(error, path, "holds no optimizer state (\"%s\" is absent)", first);
+    ok = cohort_tensor_check(m->tensors, m->n_tensors, f, path, prefix, &local);
+  }
+  if (!ok)
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
+                        local->message);
+  return ok;
+}
+
+/* Reads the verified groups into host buffers, then hands them to the backends. */
+static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, const CohortStFile *f,
+                            GError **error)
+{
+  size_t n = m->n_params;
+  g_autofree float *params = g_new(float, MAX(n, 1));
+  g_autofree float *buffers = g_new(float, MAX(m->n_buffer_floats, 1));
+  if (!cohort_tensor_read(m->tensors, m->n_tensors, f, "", params, error) ||
+      !cohort_tensor_read(m->buffers, m->n_buffers, f, "", buffers, error))
+    return FALSE;
+  if (ema) {
+    g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
+    if (cohort_safetensors_has(f, ema_first)) {
+      if (!cohort_tensor_read(m->tensors, m->n_tensors, f, EMA_PREFIX, ema, error))
+        return FALSE;
+    } else {
+      memcpy(ema, params, n * sizeof(float));
+    }
+  }
+  guint n_states = opt ? cohort_optimizer_n_states(opt) : 0;
+  g_autoptr(GPtrArray) states = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; i < n_states; i++) {
+    float *st = g_new(float, MAX(n, 1));
+    g_ptr_array_add(states, st);
+    if (!cohort_tensor_read(m->tensors, m->n_tensors, f, cohort_optimizer_state_prefix(opt, i), st,
+                            error))
+      return FALSE;
+  }
+  /* Everything is read: only now does anything the caller holds change. */
+  cohort_model_upload_params(m, params);
+  cohort_model_upload_buffers(m, buffers);
+  for (guint i = 0; i < n_states; i++)
+    cohort_optimizer_upload_state(opt, i, g_ptr_array_index(states, i));
+  return TRUE;
+}
+
+gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptimizer *opt,
+                                float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
+                                GError **error)
+{
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
+  g_autofree char *state_path = g_build_filename(dir, STATE_FILE, NULL);
+  g_autofree char *model_path = g_build_filename(dir, MODEL_FILE, NULL);
+
+  /* 1. parse state.json */
+  gsize len = 0;
+  g_autofree char *text = cohort_checkpoint_read_state_text(state_path, &len, error);
+  if (!text)
+    return FALSE;
+  CohortTrainState s = {0};
+  g_auto(CohortStateExtras) x = {0};
+  if (!cohort_state_parse(text, len, state_path, &s, &x, error))
+    return FALSE;
+
+  /* 2. verify the tensors file against state.json and the model */
+  g_autofree char *sha = sha256_file(model_path, error);
+  if (!sha)
+    return FALSE;
+  if (g_ascii_strcasecmp(sha, x.model_sha256) != 0)
+    return corrupt(error, model_path,
+                   "sha256 %s does not match %s recorded in state.json; the file is truncated "
+                   "or corrupt",
+                   sha, x.model_sha256);
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(model_path, error);
+  if (!f || !verify_groups(model, opt, ema_or_NULL != NULL, f, model_path, error))
+    return FALSE;
+  g_autoptr(CohortConfig) cfg = NULL;
+  if (saved_cfg && !(cfg = cohort_config_load_data(x.config_json, -1, state_path, error)))
+    return FALSE;
+
+  /* 3. read */
+  if (!read_groups(model, opt, ema_or_NULL, f, error))
+    return FALSE;
+  if (st)
+    *st = s;
+  if (saved_cfg)
+    *saved_cfg = g_steal_pointer(&cfg);
+  return TRUE;
+}

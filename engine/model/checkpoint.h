@@ -1,0 +1,49 @@
+/* Checkpoints of any model (engine/model/model.h): a folder <workspace>/checkpoints/step-%08d/
+ * holding
+ *   model.safetensors  parameters and buffers under the model's names, EMA weights under
+ *                      "ema.<name>" when present, the optimizer's state under its prefixes
+ *                      (AdamW: "optim.m.<name>" and "optim.v.<name>");
+ *   state.json         version, run_id, step, epoch, batch_in_epoch, global_batch,
+ *                      tokens_seen, sample_rng (a uint64 as a string), fp16 loss-scale state,
+ *                      the config as a JSON object, the sha256 of model.safetensors, and for
+ *                      a distillation the teacher's folder and the sha256 of its weights
+ *                      (teacher_path, teacher_sha256; engine/progress/checkpoint-state.c).
+ * A distillation teacher is never part of a checkpoint: only its path and digest are.
+ * A checkpoint is written into step-%08d.tmp/, its files synced, the folder renamed and the
+ * parent synced, so a kill at any moment leaves either the complete checkpoint or none.
+ * Only complete folders (no suffix, both files present) count as checkpoints. */
+#pragma once
+
+#include <glib.h>
+#include "engine/config/config.h"
+#include "engine/model/model.h"
+#include "engine/model/optim.h"
+#include "engine/progress/workspace.h"
+
+G_BEGIN_DECLS
+
+/* Saves a checkpoint for st->step under `workspace` (the folders are created). `opt` may be
+ * NULL (no optimizer state saved); its state must cover all the model's parameters (not a
+ * ZeRO shard: gather it first, engine/train/trainer-zero.h).
+ * `ema_or_NULL` is HOST memory laid out like the parameters. The model's parameters, buffers
+ * and the optimizer state may live in any backend's memory (they are downloaded). After the
+ * rename, complete checkpoints of the same run (st->run_id) beyond its newest `keep_last` are
+ * removed (0 = keep all) — never another run's — and stale .tmp folders too. A checkpoint of
+ * the same step is replaced. *out_dir (may be NULL) gets the folder; g_free it. */
+gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
+                                const CohortModel *model, CohortOptimizer *opt,
+                                const float *ema_or_NULL, const CohortTrainState *st, int keep_last,
+                                char **out_dir, GError **error);
+
+/* Loads the checkpoint folder `dir`: checks the sha256 of model.safetensors against
+ * state.json and every tensor's shape against the model, then fills the parameters and
+ * buffers, the optimizer state (when `opt` is given; the checkpoint must have it),
+ * `ema_or_NULL` (from "ema.*"; a copy of the parameters when the checkpoint has no EMA), *st
+ * and *saved_cfg (may be NULL; cohort_config_free it). `ema_or_NULL` is HOST memory; the rest
+ * goes to its backend's memory (uploaded when that is not the host). Nothing is changed on
+ * error; errors are one line naming the file. */
+gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptimizer *opt,
+                                float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
+                                GError **error);
+
+G_END_DECLS

@@ -1,0 +1,245 @@
+/* The model interface: what the trainer, the DDP reducer, checkpoints, exports and the window
+ * need from a model, and nothing more. Each model family (engine/models/) is a
+ * CohortModelClass in a small registry; `model` in the config picks one.
+ *
+ * A model owns, in one backend's memory:
+ *  - its parameters and gradients, one contiguous buffer each, described by a tensor table in
+ *    forward order, so reverse layer order is decreasing offsets (the reducer's buckets);
+ *  - its buffers: tensors that are saved, exported and broadcast but never optimised (BatchNorm
+ *    running statistics, a fixed position embedding), in a second table over one buffer;
+ *  - its activations, allocated once for micro-batches of up to max_batch samples.
+ * Forward takes a CohortBatch (engine/model/batch.h); every random choice a model makes for a
+ * sample (noise, timesteps, label dropout) is a function of (seed, epoch, sample id), never of
+ * the rank, so N ranks compute what one process computes on the combined batch. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "engine/model/batch.h"
+#include "engine/config/config.h"
+#include "engine/base/tensor.h"
+
+G_BEGIN_DECLS
+
+typedef struct CohortBackend CohortBackend;
+typedef struct CohortModel CohortModel;
+typedef struct CohortModelClass CohortModelClass;
+
+typedef enum {
+  COHORT_FORWARD_TRAIN, /* keeps what backward needs; BatchNorm uses batch statistics */
+  COHORT_FORWARD_EVAL,  /* no backward follows; BatchNorm uses running statistics */
+} CohortForwardMode;
+
+/* One evaluation metric: value = sums[numerator] / sums[denominator] over the whole
+ * validation set, summed across ranks before the division (never an average of averages). */
+typedef struct {
+  const char *name; /* "val_loss", "accuracy" */
+  int numerator;
+  int denominator;
+} CohortMetric;
+
+/* Knowledge distillation (engine/model/distill.h): a frozen teacher's outputs on the student's own
+ * micro-batch become part of the student's loss. */
+typedef struct CohortDistill CohortDistill;
+
+/* The distillation keys of the config, as the families read them. */
+typedef struct {
+  double alpha;       /* weight of the teacher's term; the task's (labels, targets) is 1 - alpha */
+  double temperature; /* logits families: the softmax temperature of both distributions */
+  double cfg_scale;   /* dit: classifier-free guidance of the teacher's velocity; 1 = none */
+} CohortDistillSettings;
+
+/* Adds another loss's gradient onto dlogits [rows, classes] (backend memory), which holds the
+ * task loss's gradient already; `logits` are the forward's. */
+typedef void (*CohortLogitsGradFunc)(float *dlogits, const float *logits, int rows, int classes,
+                                     gpointer user_data);
+
+/* What a sample routine gets. */
+typedef struct {
+  const CohortConfig *cfg;
+  gint64 step;
+  const char *workspace;          /* where image samples go (samples/step-N.png) */
+  const char *image_path;         /* or exactly this file, when not NULL */
+  guint64 *rng;                   /* the sampling RNG, saved in checkpoints */
+  const char *const *class_names; /* the data's classes in index order, or NULL */
+} CohortSampleRequest;
+
+/* Collectives a model may issue inside forward and backward: SyncBatchNorm's. The trainer
+ * sets them (cohort_model_set_comm) when sync_batchnorm is on and there is more than one rank;
+ * without them every layer works on its own rank's batch. Buffers are the model's backend
+ * memory, and every rank makes the same calls in the same order. A FALSE return means the
+ * communicator failed: the model goes on with what it has (its values are then meaningless)
+ * and the trainer reports the failure when backward has returned. */
+typedef struct {
+  int world_size;
+  /* recv [world_size × count] gets every rank's send [count], in rank order. */
+  gboolean (*all_gather)(gpointer data, const float *send, size_t count, float *recv);
+  /* buf [count] becomes its sum over all ranks. */
+  gboolean (*all_reduce_sum)(gpointer data, float *buf, size_t count);
+  gpointer data;
+} CohortModelComm;
+
+/* The operations of one model family. Every pointer is set unless marked optional. */
+typedef struct {
+  /* Forward over `batch` (batch->B <= max_batch). Returns the mean loss over the batch; in
+   * TRAIN mode keeps what backward needs. */
+  float (*forward)(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode);
+  /* ADDS d(loss * grad_scale)/d(params) into the gradients (micro-batches accumulate),
+   * calling the grad-ready hook as ranges become final. After a TRAIN forward only. */
+  void (*backward)(CohortModel *m, float grad_scale);
+  /* The family's initialisation from `seed`; deterministic. Buffers get their initial
+   * values too. */
+  void (*init_weights)(CohortModel *m, guint64 seed);
+  /* Adds this validation batch's metric sums into `sums` (n_sums entries, see metrics). */
+  void (*eval_batch)(CohortModel *m, const CohortBatch *batch, double *sums);
+  /* Produces a sample artifact (text, an image grid) and puts its fields ("text", "tokens",
+   * "image": path) into `fields` of the `sample` event. Optional: a classifier has none. */
+  gboolean (*sample)(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                     GError **error);
+  /* Multiply-adds of one training sample's forward + backward (for FLOP/s). Optional. */
+  double (*flops_per_sample)(const CohortModel *m);
+  /* Frees what the family allocated beyond the base (activations, its own struct). */
+  void (*finalize)(CohortModel *m);
+
+  /* Logits families (GPT, classifiers): what cohort_logits_distill_new needs. Optional. */
+  /* The logits of the last forward, [*rows, *classes] in backend memory. */
+  const float *(*logits)(const CohortModel *m, int *rows, int *classes);
+  /* ops->backward with the task loss's gradient of the logits scaled by task_weight, `add`
+   * (may be NULL) called on that gradient, then the rest of backward through the network. */
+  void (*backward_logits)(CohortModel *m, float grad_scale, float task_weight,
+                          CohortLogitsGradFunc add, gpointer user_data);
+  /* Prepares for collectives among comm->world_size ranks (scratch memory); FALSE with an
+   * error when that memory cannot be had. Optional: families without collectives ignore the
+   * communicator. */
+  gboolean (*set_comm)(CohortModel *m, const CohortModelComm *comm, GError **error);
+} CohortModelOps;
+
+struct CohortModel {
+  const CohortModelClass *klass;
+  const CohortModelOps *ops;
+  const CohortBackend *be;
+  int max_batch;
+
+  CohortTensorInfo *tensors; /* parameters, forward order, names owned by the model */
+  guint n_tensors;
+  size_t n_params;
+  float *params; /* backend memory */
+  float *grads;  /* backend memory */
+
+  CohortTensorInfo *buffers; /* may be empty */
+  guint n_buffers;
+  size_t n_buffer_floats;
+  float *buffer_data; /* backend memory; NULL when n_buffers is 0 */
+
+  const CohortMetric *metrics; /* n_metrics entries over n_sums sums */
+  guint n_metrics;
+  guint n_sums;
+
+  CohortGradReadyFunc grad_ready;
+  gpointer grad_ready_data;
+
+  /* A model made by cohort_model_new_frozen (a distillation teacher): no gradient buffer
+   * (grads is NULL), forward only. */
+  gboolean frozen;
+  /* Bytes of activations (and backward scratch) the family allocated for max_batch; 0 when
+   * the family does not say. */
+  size_t act_bytes;
+  const CohortModelComm *comm; /* NULL: this rank's batch alone (cohort_model_set_comm) */
+};
+
+/* A model family. */
+struct CohortModelClass {
+  const char *name;  /* the config's `model` value: "gpt" */
+  const char *title; /* for people: "GPT-2-style decoder (text)" */
+  /* Data formats the family trains on; its first is the default. */
+  const CohortDataFormat *formats;
+  guint n_formats;
+  /* Rules across keys that only this family has (n_embd divisible by n_head, …), checked
+   * after the generic ones; errors name the key. Optional. */
+  gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
+  /* Parameters of the model a config describes, without allocating it (for --explain). */
+  gint64 (*count_params)(const CohortConfig *cfg);
+  /* Allocates the model for micro-batches of up to max_batch samples on backend `be`.
+   * Parameters are zero until init_weights or a load. */
+  CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                         GError **error);
+  /* Loads pretrained weights for `init_from` (a file in the family's own exchange format,
+   * e.g. Hugging Face GPT-2 .safetensors). Optional: NULL = Cohort's own export format. */
+  gboolean (*import_weights)(CohortModel *m, const char *path, GError **error);
+  /* Writes files that belong beside an exported model.safetensors in `dir` (a Hugging Face
+   * config.json, the class names). Optional. */
+  gboolean (*export_extra)(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                           GError **error);
+  /* Prefix a foreign exchange format may put before every name ("transformer." for HF
+   * GPT-2); NULL = none. Used by the generic import. */
+  const char *import_prefix;
+
+  /* Distillation (engine/model/distill.h); a family without distill_new cannot be a student. */
+  /* What a teacher's config must share with the student's beyond the family (vocabulary;
+   * image size, channels and classes); errors name the key, both values and `teacher_dir`.
+   * Optional. */
+  gboolean (*check_teacher)(const CohortConfig *student, const CohortConfig *teacher,
+                            const char *teacher_dir, GError **error);
+  /* The family's distiller: cohort_logits_distill_new for logits families. Optional. */
+  CohortDistill *(*distill_new)(CohortModel *student, CohortModel *teacher,
+                                const CohortDistillSettings *settings, GError **error);
+  /* student_init teacher_layers applies: the blocks (table `layer` 0 … n_layer − 1) are
+   * alike, so a shallower student of the teacher's width can take every k-th of them. FALSE
+   * where depth changes the shapes (a ResNet's stages). */
+  gboolean copies_blocks;
+};
+
+/* Frees the model: the family's ops->finalize (its activations and its own struct), then the
+ * base's tables and buffers. */
+void cohort_model_free(CohortModel *m);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortModel, cohort_model_free)
+
+/* For the registry: marks this thread as creating a frozen model (see below). */
+void cohort_model_set_creating_frozen(gboolean frozen);
+/* For families' create: TRUE while cohort_model_new_frozen runs it on this thread, so a family
+ * may lay out forward-only activations (no backward scratch, one set of block buffers that
+ * every block reuses). */
+gboolean cohort_model_creating_frozen(void);
+
+/* For families: allocates params, grads and buffer_data for the tables already set on `m`
+ * (zeroed, backend memory); no grads inside cohort_model_new_frozen. FALSE with an error
+ * naming the sizes when out of memory. */
+gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
+
+/* Backend bytes the model holds: parameters, gradients (none when frozen), buffers and the
+ * activations the family reports in act_bytes. */
+size_t cohort_model_memory_bytes(const CohortModel *m);
+
+/* TRUE when the model's memory is host memory (the CPU backend). */
+gboolean cohort_model_on_host(const CohortModel *m);
+/* Zeroes the gradients; nothing for a frozen model. */
+void cohort_model_zero_grad(CohortModel *m);
+void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data);
+/* Gives the model collectives for layers that span ranks (SyncBatchNorm); NULL takes them
+ * away. `comm` must outlive its use. FALSE with an error (and no communicator set) when the
+ * family cannot prepare for them. */
+gboolean cohort_model_set_comm(CohortModel *m, const CohortModelComm *comm, GError **error);
+/* Calls the grad-ready hook, if any (families call it from backward). */
+void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count);
+
+const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name);
+const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name);
+
+/* Host views of backend memory: the buffer itself on the CPU backend, else a downloaded copy
+ * stored in *tmp (g_free it; NULL when no copy was made). */
+const float *cohort_model_params_host(const CohortModel *m, float **tmp);
+const float *cohort_model_buffers_host(const CohortModel *m, float **tmp);
+/* Explicit copies between the model's buffers and host memory. */
+void cohort_model_download_params(const CohortModel *m, float *host);
+void cohort_model_upload_params(CohortModel *m, const float *host);
+void cohort_model_upload_buffers(CohortModel *m, const float *host);
+
+/* FALSE with an error naming `source` (the file the weights came from) and the first tensor
+ * holding a NaN or an infinity, among the parameters and buffers. */
+gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+
+/* The value of each metric from summed `sums` (n_sums); values[n_metrics]. */
+void cohort_model_metric_values(const CohortModel *m, const double *sums, double *values);
+
+G_END_DECLS

@@ -1,0 +1,109 @@
+/* Data sources for the trainer: token windows (data/dataset.h) and images (data/images.h),
+ * behind one numbered-sample interface. */
+#include "engine/model/samples.h"
+
+#include "data/augment.h"
+#include "data/dataset.h"
+#include "data/images.h"
+
+struct CohortSamples {
+  CohortDataFormat format;
+  CohortDataset *windows; /* text and token shards */
+  int T;
+  CohortImageSet *images; /* images */
+  int C, S;
+  CohortAugment augment;
+  guint64 seed;
+};
+
+static CohortSamples *open_images(CohortSamples *s, const CohortConfig *cfg, const char *path,
+                                  const char *cache_dir, GError **error)
+{
+  s->images = cohort_image_set_open(path, cfg->image_size, cfg->image_channels,
+                                    cfg->skip_bad_images, cache_dir, error);
+  if (!s->images) {
+    cohort_samples_free(s);
+    return NULL;
+  }
+  s->C = cfg->image_channels;
+  s->S = cfg->image_size;
+  s->augment = (CohortAugment)cfg->augment;
+  s->seed = (guint64)cfg->seed;
+  return s;
+}
+
+CohortSamples *cohort_samples_open(const CohortConfig *cfg, const char *path, const char *cache_dir,
+                                   GError **error)
+{
+  g_autofree char *resolved = cohort_resolve_path(path);
+  CohortSamples *s = g_new0(CohortSamples, 1);
+  s->format = cfg->data_format;
+  if (cfg->data_format == COHORT_DATA_IMAGES)
+    return open_images(s, cfg, resolved, cache_dir, error);
+  s->T = cfg->seq_len;
+  s->windows = cohort_dataset_open_prepared(resolved, cfg->data_format, cfg->vocab_size,
+                                            cfg->seq_len, cache_dir, NULL, error);
+  if (!s->windows) {
+    cohort_samples_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void cohort_samples_free(CohortSamples *s)
+{
+  if (!s)
+    return;
+  g_clear_pointer(&s->windows, cohort_dataset_free);
+  g_clear_pointer(&s->images, cohort_image_set_free);
+  g_free(s);
+}
+
+guint64 cohort_samples_count(const CohortSamples *s)
+{
+  return s->images ? cohort_image_set_len(s->images) : cohort_dataset_num_windows(s->windows);
+}
+
+int cohort_samples_num_classes(const CohortSamples *s)
+{
+  return s->images ? cohort_image_set_num_classes(s->images) : 0;
+}
+
+const char *const *cohort_samples_class_names(const CohortSamples *s)
+{
+  return s->images ? cohort_image_set_class_names(s->images) : NULL;
+}
+
+guint cohort_samples_num_skipped(const CohortSamples *s)
+{
+  return s->images ? cohort_image_set_num_skipped(s->images) : 0;
+}
+
+CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity)
+{
+  if (s->images)
+    return cohort_batch_new(capacity, 0, s->C, s->S, s->S);
+  return cohort_batch_new(capacity, s->T, 0, 0, 0);
+}
+
+gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index,
+                             GError **error)
+{
+  b->sample_ids[row] = index;
+  if (!s->images)
+    return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
+                                 b->targets + (size_t)row * b->T, error);
+  size_t D = (size_t)s->C * s->S * s->S;
+  float *dst = b->images + row * D;
+  if (b->epoch < 0 || s->augment == COHORT_AUGMENT_NONE) {
+    cohort_image_set_get(s->images, index, dst, &b->labels[row]);
+    return TRUE;
+  }
+  /* Training: the augmentation of (seed, epoch, index), the same on every rank. The image
+   * before it goes to memory of this call's own: loader threads call this at once. */
+  g_autofree float *scratch = g_new(float, D);
+  cohort_image_set_get(s->images, index, scratch, &b->labels[row]);
+  cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, scratch,
+                       dst);
+  return TRUE;
+}

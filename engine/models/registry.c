@@ -1,0 +1,121 @@
+/* The registry of model families: the list, lookup by name, the factory, and the config rules
+ * that need to know the families (data formats, distillation). */
+#include "engine/models/registry.h"
+
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/models/dit.h"
+#include "engine/models/gpt.h"
+#include "engine/models/resnet.h"
+
+static const CohortModelClass *const classes[] = {
+    &cohort_gpt_class,
+    &cohort_dit_class,
+    &cohort_resnet_class,
+    NULL,
+};
+
+const CohortModelClass *const *cohort_model_classes(void)
+{
+  return classes;
+}
+
+const CohortModelClass *cohort_model_class_find(const char *name)
+{
+  for (guint i = 0; name && classes[i]; i++)
+    if (strcmp(classes[i]->name, name) == 0)
+      return classes[i];
+  return NULL;
+}
+
+const CohortModelClass *cohort_model_class_for(const CohortConfig *cfg, const char *source,
+                                               GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_find(cfg->model);
+  if (!k) {
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (guint i = 0; classes[i]; i++)
+      g_string_append_printf(names, "%s\"%s\"", i ? ", " : "", classes[i]->name);
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"model\": \"%s\" is not a model this build trains; allowed: %s",
+                source ? source : "config", cfg->model ? cfg->model : "", names->str);
+  }
+  return k;
+}
+
+gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_for(cfg, source, error);
+  if (!k)
+    return FALSE;
+  gboolean ok = FALSE;
+  for (guint i = 0; i < k->n_formats; i++)
+    ok = ok || k->formats[i] == cfg->data_format;
+  if (!ok) {
+    g_autofree char *fmt = cohort_config_get(cfg, "data_format");
+    g_autoptr(GString) allowed = g_string_new(NULL);
+    for (guint i = 0; i < k->n_formats; i++) {
+      g_autoptr(CohortConfig) probe = cohort_config_copy(cfg);
+      probe->data_format = k->formats[i];
+      g_autofree char *name = cohort_config_get(probe, "data_format");
+      g_string_append_printf(allowed, "%s\"%s\"", i ? ", " : "", name);
+    }
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"data_format\": \"%s\" cannot train model \"%s\"; allowed: %s",
+                source ? source : "config", fmt, k->name, allowed->str);
+    return FALSE;
+  }
+  return !k->check_config || k->check_config(cfg, source, error);
+}
+
+CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
+                              GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_for(cfg, NULL, error);
+  if (!k)
+    return NULL;
+  return k->create(be, cfg, max_batch, error);
+}
+
+CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig *cfg,
+                                     int max_batch, GError **error)
+{
+  cohort_model_set_creating_frozen(TRUE);
+  CohortModel *m = cohort_model_new(be, cfg, max_batch, error);
+  cohort_model_set_creating_frozen(FALSE);
+  if (m)
+    m->frozen = TRUE;
+  return m;
+}
+
+gboolean cohort_distill_check_config(const CohortConfig *cfg, const char *source, GError **error)
+{
+  const char *src = source ? source : "config";
+  gboolean teacher = cfg->teacher_from && *cfg->teacher_from;
+  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS && !teacher)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"student_init\": \"teacher_layers\" is not allowed with "
+                       "\"teacher_from\": \"\"; allowed: \"random\", or name a teacher folder",
+                       src);
+  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS && cfg->init_from && *cfg->init_from)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"student_init\": \"teacher_layers\" is not allowed with "
+                       "\"init_from\": \"%s\" (both choose the first weights); allowed: "
+                       "\"random\", or init_from \"\"",
+                       src, cfg->init_from);
+  if (!teacher)
+    return TRUE;
+  const CohortModelClass *k = cohort_model_class_find(cfg->model);
+  if (k && !k->distill_new)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"teacher_from\": model \"%s\" cannot be distilled in this "
+                       "build; allowed: \"\"",
+                       src, k->name);
+  if (k && !k->copies_blocks && cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"student_init\": \"teacher_layers\" is not allowed for model "
+                       "\"%s\" (its blocks change shape with depth); allowed: \"random\"",
+                       src, k->name);
+  return TRUE;
+}

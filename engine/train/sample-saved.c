@@ -1,0 +1,114 @@
+#include "engine/train/sample-saved.h"
+
+#include "data/images.h"
+#include "engine/model/checkpoint.h"
+#include "engine/train/device.h"
+#include "engine/model/model-io.h"
+#include "engine/model/model.h"
+#include "kernels/backend.h"
+#include "engine/models/registry.h"
+
+/* The config and, for a checkpoint, its state. */
+static CohortConfig *load_config(const char *path, gboolean *is_checkpoint, CohortTrainState *st,
+                                 GError **error)
+{
+  g_autofree char *state = g_build_filename(path, "state.json", NULL);
+  g_autofree char *cfg_file = g_build_filename(path, "cohort-config.json", NULL);
+  *is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
+  if (*is_checkpoint) {
+    CohortConfig *cfg = NULL;
+    return cohort_checkpoint_read_state(path, st, &cfg, error) ? cfg : NULL;
+  }
+  if (!g_file_test(cfg_file, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                "%s: neither a checkpoint folder (state.json) nor a model folder "
+                "(cohort-config.json)",
+                path);
+    return NULL;
+  }
+  return cohort_config_load_file(cfg_file, error);
+}
+
+/* The weights: a checkpoint's EMA when it has one (else its parameters), a folder's
+ * model-ema.safetensors when present (else model.safetensors). */
+static gboolean load_weights(CohortModel *m, const char *path, gboolean is_checkpoint,
+                             GError **error)
+{
+  if (is_checkpoint) {
+    g_autofree float *ema = g_new(float, m->n_params);
+    if (!cohort_checkpoint_load(path, m, NULL, ema, NULL, NULL, error))
+      return FALSE;
+    cohort_model_upload_params(m, ema);
+    return TRUE;
+  }
+  g_autofree char *ema_file = g_build_filename(path, "model-ema.safetensors", NULL);
+  g_autofree char *file = g_build_filename(path, "model.safetensors", NULL);
+  return cohort_model_load(m, g_file_test(ema_file, G_FILE_TEST_EXISTS) ? ema_file : file, error);
+}
+
+/* The class names saved beside the model (a checkpoint's are in its workspace). */
+static GStrv class_names(const char *path, gboolean is_checkpoint)
+{
+  g_autofree char *file = is_checkpoint ? g_build_filename(path, "..", "..", "classes.json", NULL)
+                                        : g_build_filename(path, "classes.json", NULL);
+  return g_file_test(file, G_FILE_TEST_IS_REGULAR) ? cohort_image_classes_read(file, NULL) : NULL;
+}
+
+CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
+                                     CohortConfig **cfg_out, gint64 *step, GError **error)
+{
+  gboolean is_checkpoint = FALSE;
+  CohortTrainState st = {0};
+  g_autoptr(CohortConfig) cfg = load_config(path, &is_checkpoint, &st, error);
+  if (!cfg || (sets && !cohort_config_apply_assignments(cfg, sets, "--set", error)) ||
+      !cohort_config_check_supported(cfg, path, error) ||
+      !cohort_model_check_config(cfg, path, error))
+    return NULL;
+  CohortComputeDevice dev;
+  if (!cohort_device_select(cfg, path, 0, 1, &dev, error))
+    return NULL;
+  g_autoptr(CohortModel) m = cohort_model_new(dev.be, cfg, max_batch, error);
+  if (!m || !load_weights(m, path, is_checkpoint, error))
+    return NULL;
+  if (step)
+    *step = st.step;
+  if (cfg_out)
+    *cfg_out = g_steal_pointer(&cfg);
+  return g_steal_pointer(&m);
+}
+
+JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
+                                GError **error)
+{
+  g_autoptr(CohortConfig) cfg = NULL;
+  gint64 step = 0;
+  /* Sampling batches: a guided grid runs conditional and unconditional rows together. */
+  g_autoptr(CohortModel) m = cohort_model_load_saved(path, sets, 32, &cfg, &step, error);
+  if (!m)
+    return NULL;
+  if (!m->ops->sample) {
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                "%s: a %s model does not generate samples (--sample is for gpt and dit models)",
+                path, cfg->model);
+    return NULL;
+  }
+  g_autofree char *state = g_build_filename(path, "state.json", NULL);
+  gboolean is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
+  g_auto(GStrv) classes = class_names(path, is_checkpoint);
+  g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);
+  guint64 rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL;
+  CohortSampleRequest req = {
+      .cfg = cfg,
+      .step = step,
+      .workspace = ".",
+      .image_path = output ? output : default_out,
+      .rng = &rng,
+      .class_names = (const char *const *)classes,
+  };
+  JsonObject *fields = json_object_new();
+  if (!m->ops->sample(m, &req, fields, error)) {
+    json_object_unref(fields);
+    return NULL;
+  }
+  return fields;
+}

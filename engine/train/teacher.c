@@ -1,0 +1,173 @@
+/* Loading a distillation teacher from a Cohort model folder or a Hugging Face GPT-2 folder. */
+#include "engine/train/teacher.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "data/images.h"
+#include "engine/model/model-io.h"
+#include "engine/models/gpt-io.h"
+#include "engine/models/registry.h"
+
+static gboolean teacher_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static gboolean teacher_error(GError **error, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, msg);
+  return FALSE;
+}
+
+char *cohort_file_sha256(const char *path, GError **error)
+{
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    int e = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
+                g_strerror(e));
+    return NULL;
+  }
+  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+  g_autofree guchar *buf = g_malloc(1 << 20);
+  size_t n;
+  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
+    g_checksum_update(sum, buf, (gssize)n);
+  gboolean failed = ferror(fp);
+  int e = errno;
+  fclose(fp);
+  if (failed) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
+                g_strerror(e));
+    return NULL;
+  }
+  return g_strdup(g_checksum_get_string(sum));
+}
+
+void cohort_teacher_free(CohortTeacher *t)
+{
+  if (!t)
+    return;
+  cohort_model_free(t->model);
+  cohort_config_free(t->cfg);
+  g_free(t->dir);
+  g_free(t->weights);
+  g_free(t->sha256);
+  g_free(t);
+}
+
+size_t cohort_teacher_bytes(const CohortTeacher *t)
+{
+  return cohort_model_memory_bytes(t->model);
+}
+
+/* classes.json beside an image model: its count resolves num_classes 0, and its names must be
+ * the student's data's, in order, or a label would mean another class to the teacher. */
+static gboolean resolve_classes(CohortTeacher *t, const char *const *student_classes,
+                                GError **error)
+{
+  g_autofree char *path = g_build_filename(t->dir, "classes.json", NULL);
+  if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    if (t->cfg->num_classes == 0)
+      return teacher_error(error,
+                           "teacher_from %s: classes.json is missing and cohort-config.json has "
+                           "num_classes 0, so the teacher's classes are unknown; allowed: the "
+                           "folder a run's export wrote",
+                           t->dir);
+    return TRUE;
+  }
+  g_auto(GStrv) names = cohort_image_classes_read(path, error);
+  if (!names)
+    return FALSE;
+  int n = (int)g_strv_length(names);
+  if (t->cfg->num_classes == 0)
+    t->cfg->num_classes = n;
+  if (student_classes && !g_strv_equal((const char *const *)names, student_classes)) {
+    g_autofree char *a = g_strjoinv(", ", names);
+    g_autofree char *b = g_strjoinv(", ", (char **)student_classes);
+    return teacher_error(error,
+                         "%s: the teacher was trained on the classes [%s] but the student's "
+                         "train_data has [%s]; allowed: the same class folders, in the same order",
+                         path, a, b);
+  }
+  return TRUE;
+}
+
+/* The teacher's config and weights file from its folder. */
+static gboolean read_folder(CohortTeacher *t, const CohortConfig *student,
+                            const char *const *student_classes, GError **error)
+{
+  g_autofree char *cohort_cfg = g_build_filename(t->dir, "cohort-config.json", NULL);
+  g_autofree char *hf_cfg = g_build_filename(t->dir, "config.json", NULL);
+  g_autofree char *model = g_build_filename(t->dir, "model.safetensors", NULL);
+  g_autofree char *ema = g_build_filename(t->dir, "model-ema.safetensors", NULL);
+  if (g_file_test(cohort_cfg, G_FILE_TEST_EXISTS)) {
+    t->cfg = cohort_config_load_file(cohort_cfg, error);
+    if (!t->cfg)
+      return FALSE;
+    t->ema = g_file_test(ema, G_FILE_TEST_IS_REGULAR);
+    t->weights = g_strdup(t->ema ? ema : model);
+    if (t->cfg->data_format == COHORT_DATA_IMAGES && !resolve_classes(t, student_classes, error))
+      return FALSE;
+  } else if (g_file_test(hf_cfg, G_FILE_TEST_EXISTS)) {
+    t->cfg = cohort_config_copy(student);
+    t->hf = TRUE;
+    t->weights = g_strdup(model);
+    if (!cohort_gpt_read_hf_config(hf_cfg, t->cfg, error))
+      return FALSE;
+  } else {
+    return teacher_error(error,
+                         "teacher_from %s: the folder holds neither cohort-config.json (a Cohort "
+                         "model folder, as a run's export leaves it) nor config.json (a Hugging "
+                         "Face GPT-2 folder)",
+                         t->dir);
+  }
+  if (!g_file_test(t->weights, G_FILE_TEST_IS_REGULAR))
+    return teacher_error(error, "teacher_from %s: %s is missing; the teacher needs its weights",
+                         t->dir, t->weights);
+  return TRUE;
+}
+
+/* The family and the family's rules; the model itself, frozen, with its weights. */
+static gboolean make_model(CohortTeacher *t, const CohortBackend *be, const CohortConfig *student,
+                           int max_batch, GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_find(student->model);
+  if (g_strcmp0(t->cfg->model, student->model) != 0)
+    return teacher_error(error,
+                         "teacher_from %s: the teacher is a \"%s\" model but the student is "
+                         "\"%s\"; allowed: a teacher of the student's family",
+                         t->dir, t->cfg->model, student->model);
+  if (k && k->check_teacher && !k->check_teacher(student, t->cfg, t->dir, error))
+    return FALSE;
+  g_autoptr(GError) local = NULL;
+  t->model = cohort_model_new_frozen(be, t->cfg, max_batch, &local);
+  if (!t->model)
+    return teacher_error(error, "teacher_from %s: %s", t->dir, local->message);
+  gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, error)
+                          : cohort_model_load(t->model, t->weights, error);
+  return loaded && cohort_model_check_finite(t->model, t->weights, error);
+}
+
+CohortTeacher *cohort_teacher_load(const CohortBackend *be, const CohortConfig *student_cfg,
+                                   const char *const *student_classes, int max_batch,
+                                   GError **error)
+{
+  g_autoptr(CohortTeacher) t = g_new0(CohortTeacher, 1);
+  t->dir = cohort_resolve_path(student_cfg->teacher_from);
+  if (!g_file_test(t->dir, G_FILE_TEST_IS_DIR)) {
+    teacher_error(error, "teacher_from \"%s\": %s; allowed: a folder with a model",
+                  student_cfg->teacher_from,
+                  g_file_test(t->dir, G_FILE_TEST_EXISTS) ? "not a folder" : "no such folder");
+    return NULL;
+  }
+  if (!read_folder(t, student_cfg, student_classes, error) ||
+      !make_model(t, be, student_cfg, max_batch, error))
+    return NULL;
+  t->sha256 = cohort_file_sha256(t->weights, error);
+  if (!t->sha256)
+    return NULL;
+  return g_steal_pointer(&t);
+}

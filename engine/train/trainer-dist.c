@@ -1,0 +1,490 @@
+#include "engine/train/trainer-dist.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/progress/control.h"
+#include "engine/distributed/reducer.h"
+#include "engine/train/nvml.h"
+#include "kernels/backend.h"
+
+/* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
+typedef struct {
+  double step_s, data_s, comm_s, syncbn_s;
+  double reduce_s, reduce_wait_s;   /* the gradient all-reduce: its time, and the part waited for */
+  double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
+  double teacher_bytes;             /* the distillation teacher's share, 0 without one */
+  double optim_bytes;               /* this rank's optimizer state */
+  double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
+  char host[48];
+} RankStats;
+
+/* PyTorch's DDP sends a small first bucket so communication starts early. */
+#define FIRST_BUCKET_MB 1.0
+/* How often (optimizer steps) the `ranks` event is sent. */
+#define RANKS_EVERY 10
+
+struct CohortTrainDist {
+  CohortComm *comm; /* NULL with one process */
+  CohortComputeDevice dev;
+  int rank;
+  int world_size;
+  double timeout_s;
+  CohortReducePrecision reduce_precision;
+  CohortReducer *reducer;
+  GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
+  gboolean sync_bn, broadcast_buffers;
+  CohortModelComm model_comm; /* SyncBatchNorm's collectives, when the model has them */
+  gboolean model_comm_set;
+  GError *syncbn_error; /* the first failure of one of them */
+  float *stage;         /* GPU rank, host communicator: SyncBatchNorm's values go through here */
+  size_t stage_len;
+  gint64 data_us, step_us, comm_us, syncbn_us;
+  gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
+  guint64 gpu_mem_peak;  /* the most NVML showed at any report */
+  size_t teacher_bytes;
+  size_t optim_bytes;
+  int steps_since_report;
+};
+
+CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
+                                       const CohortConfig *cfg)
+{
+  CohortTrainDist *d = g_new0(CohortTrainDist, 1);
+  d->comm = world_size > 1 ? comm : NULL;
+  d->rank = rank;
+  d->world_size = world_size;
+  d->timeout_s = cfg->timeout_s;
+  d->reduce_precision = cfg->reduce_precision;
+  d->sync_bn = cfg->sync_batchnorm;
+  d->broadcast_buffers = cfg->broadcast_buffers;
+  d->dev.be = cohort_backend_cpu();
+  d->dev.cuda_device = -1;
+  return d;
+}
+
+void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice *dev)
+{
+  d->dev = *dev;
+}
+
+/* "nccl" reaches device memory only: the loop's small host-side collectives (metric sums,
+ * the stop vote, the ranks report) go through a device copy. */
+static gboolean device_comm(const CohortTrainDist *d)
+{
+  return d->comm && strcmp(cohort_comm_backend_name(d->comm), "nccl") == 0;
+}
+
+static gboolean sum_f64(CohortTrainDist *d, double *values, int n, GError **error)
+{
+  if (!device_comm(d))
+    return cohort_comm_all_reduce_f64(d->comm, values, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  const CohortBackend *be = d->dev.be;
+  size_t bytes = (size_t)n * sizeof(double);
+  void *buf = be->alloc(bytes);
+  if (!buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(buf, values, bytes);
+  gboolean ok = cohort_comm_all_reduce_f64(d->comm, buf, (gsize)n, COHORT_REDUCE_SUM, 0, error);
+  if (ok)
+    be->download(values, buf, bytes);
+  be->free(buf);
+  return ok;
+}
+
+static gboolean gather_bytes(CohortTrainDist *d, const void *send, gsize nbytes, void *recv,
+                             GError **error)
+{
+  if (!device_comm(d))
+    return cohort_comm_all_gather(d->comm, send, nbytes, recv, 0, error);
+  const CohortBackend *be = d->dev.be;
+  size_t all = nbytes * (size_t)d->world_size;
+  char *buf = be->alloc(nbytes + all);
+  if (!buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(buf, send, nbytes);
+  gboolean ok = cohort_comm_all_gather(d->comm, buf, nbytes, buf + nbytes, 0, error);
+  if (ok)
+    be->download(recv, buf + nbytes, all);
+  be->free(buf);
+  return ok;
+}
+
+/* Device buffers that the communicator cannot reach directly (GPU rank, not "nccl"). */
+static gboolean staged(const CohortTrainDist *d)
+{
+  return d->dev.cuda_device >= 0 && strcmp(cohort_comm_backend_name(d->comm), "nccl") != 0;
+}
+
+void cohort_train_dist_free(CohortTrainDist *d)
+{
+  if (!d)
+    return;
+  cohort_reducer_free(d->reducer);
+  g_clear_error(&d->reducer_error);
+  g_clear_error(&d->syncbn_error);
+  g_free(d->stage);
+  g_free(d);
+}
+
+/* One SyncBatchNorm collective, run on the reducer's communication thread. */
+typedef struct {
+  CohortTrainDist *d;
+  const float *send; /* all-gather's input; NULL for the all-reduce */
+  float *buf;        /* all-gather's output, or the all-reduce's values */
+  size_t count;      /* values each rank contributes */
+} SyncJob;
+
+static gboolean sync_job_direct(SyncJob *j, GError **error)
+{
+  CohortComm *comm = j->d->comm;
+  if (j->send)
+    return cohort_comm_all_gather(comm, j->send, j->count * sizeof(float), j->buf, 0, error);
+  return cohort_comm_all_reduce_f32(comm, j->buf, j->count, COHORT_REDUCE_SUM, 0, error);
+}
+
+static gboolean sync_job(gpointer data, GError **error)
+{
+  SyncJob *j = data;
+  CohortTrainDist *d = j->d;
+  if (!staged(d))
+    return sync_job_direct(j, error);
+  /* Device values, host communicator: through host memory (the main thread is waiting). */
+  const CohortBackend *be = d->dev.be;
+  size_t world = (size_t)d->world_size, out = j->send ? world * j->count : j->count;
+  if (d->stage_len < j->count + out) {
+    g_free(d->stage);
+    d->stage_len = j->count + out;
+    d->stage = g_new(float, d->stage_len);
+  }
+  SyncJob host = {.d = d, .count = j->count, .buf = d->stage + j->count};
+  if (j->send) {
+    host.send = d->stage;
+    be->download(d->stage, j->send, j->count * sizeof(float));
+  } else {
+    be->download(host.buf, j->buf, j->count * sizeof(float));
+  }
+  if (!sync_job_direct(&host, error))
+    return FALSE;
+  be->upload(j->buf, host.buf, out * sizeof(float));
+  return TRUE;
+}
+
+static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
+{
+  if (d->syncbn_error)
+    return FALSE; /* the communicator is broken: do not wait for it again */
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
+  d->syncbn_us += g_get_monotonic_time() - t0;
+  return ok;
+}
+
+static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
+{
+  SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
+  return run_sync(data, &j);
+}
+
+static gboolean model_all_reduce_sum(gpointer data, float *buf, size_t count)
+{
+  SyncJob j = {.d = data, .buf = buf, .count = count};
+  return run_sync(data, &j);
+}
+
+/* SyncBatchNorm: the model's collectives go through the reducer's thread. */
+static void attach_model_comm(CohortTrainDist *d, CohortModel *m)
+{
+  d->model_comm = (CohortModelComm){
+      .world_size = d->world_size,
+      .all_gather = model_all_gather,
+      .all_reduce_sum = model_all_reduce_sum,
+      .data = d,
+  };
+  GError *e = NULL;
+  if (!cohort_model_set_comm(m, &d->model_comm, &e)) {
+    if (!d->reducer_error)
+      d->reducer_error = e;
+    else
+      g_error_free(e);
+    return;
+  }
+  d->model_comm_set = TRUE;
+}
+
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
+{
+  if (!d->comm)
+    return;
+  if (bucket_cap_mb <= 0)
+    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
+  if (d->dev.cuda_device >= 0)
+    d->reducer =
+        cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                bucket_cap_mb, FIRST_BUCKET_MB, d->dev.cuda_device, staged(d));
+  else
+    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                    bucket_cap_mb, FIRST_BUCKET_MB);
+  cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
+  /* attach cannot fail; the first end_backward reports it instead */
+  cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
+  if (d->sync_bn)
+    attach_model_comm(d, m);
+}
+
+void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
+{
+  if (d->reducer)
+    cohort_reducer_prepare(d->reducer, sync);
+}
+
+gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
+{
+  if (!d->reducer)
+    return TRUE;
+  if (d->reducer_error) {
+    g_propagate_error(error, g_error_copy(d->reducer_error));
+    return FALSE;
+  }
+  gint64 wait_us = 0;
+  gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
+  d->comm_us += wait_us;
+  d->reduce_wait_us += wait_us;
+  if (ok && d->syncbn_error) {
+    g_propagate_prefixed_error(error, g_error_copy(d->syncbn_error), "SyncBatchNorm: ");
+    return FALSE;
+  }
+  return ok;
+}
+
+gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *m, GError **error)
+{
+  if (!d->comm || !d->broadcast_buffers || m->n_buffer_floats == 0)
+    return TRUE;
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = cohort_train_dist_broadcast_params(d, m->buffer_data, m->n_buffer_floats, error);
+  d->comm_us += g_get_monotonic_time() - t0;
+  return ok;
+}
+
+gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = sum_f64(d, values, n, error);
+  d->comm_us += g_get_monotonic_time() - t0;
+  return ok;
+}
+
+gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error)
+{
+  (void)what;
+  if (!d->comm)
+    return TRUE;
+  return cohort_comm_barrier(d->comm, 0, error);
+}
+
+gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
+                                            GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  if (!staged(d))
+    return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
+  /* Once at start-up: a plain host copy is enough. */
+  g_autofree float *host = g_new(float, n);
+  d->dev.be->download(host, params, n * sizeof(float));
+  if (!cohort_comm_broadcast(d->comm, host, n * sizeof(float), 0, 0, error))
+    return FALSE;
+  d->dev.be->upload(params, host, n * sizeof(float));
+  return TRUE;
+}
+
+gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
+                                          GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  if (!device_comm(d))
+    return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
+  const CohortBackend *be = d->dev.be;
+  void *dev = be->alloc(MAX(nbytes, 1));
+  if (!dev) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+    return FALSE;
+  }
+  be->upload(dev, buf, nbytes);
+  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, 0, 0, error);
+  if (ok)
+    be->download(buf, dev, nbytes);
+  be->free(dev);
+  return ok;
+}
+
+gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
+                                       GError **error)
+{
+  guint none = 0;
+  return cohort_train_dist_vote(d, stop_flag, &none, stop, error);
+}
+
+/* Control requests in the vote: one slot each, so a sum > 0 means some rank asked. */
+static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE};
+
+gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
+                                gboolean *stop, GError **error)
+{
+  gboolean mine = stop_flag && *stop_flag;
+  *stop = mine;
+  if (!d->comm)
+    return TRUE;
+  /* One all-reduce for the stop and every request: the vote costs what it cost before. */
+  double flags[1 + G_N_ELEMENTS(vote_requests)] = {mine ? 1 : 0};
+  for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
+    flags[1 + i] = (*requests & vote_requests[i]) ? 1 : 0;
+  if (!sum_f64(d, flags, G_N_ELEMENTS(flags), error))
+    return FALSE;
+  *stop = flags[0] > 0;
+  *requests = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
+    if (flags[1 + i] > 0)
+      *requests |= vote_requests[i];
+  return TRUE;
+}
+
+void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)
+{
+  d->teacher_bytes = bytes;
+}
+
+void cohort_train_dist_set_optim_bytes(CohortTrainDist *d, size_t bytes)
+{
+  d->optim_bytes = bytes;
+}
+
+void cohort_train_dist_add_comm_time(CohortTrainDist *d, gint64 us)
+{
+  d->comm_us += us;
+}
+
+void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us)
+{
+  d->data_us += us;
+}
+
+void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us)
+{
+  d->step_us += us;
+  d->steps_since_report++;
+}
+
+static double resident_bytes(void)
+{
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = 0;
+  fclose(f);
+  return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+/* The most this process has had resident (the kernel's high-water mark, VmHWM); 0 when
+ * /proc cannot tell. */
+static double peak_resident_bytes(void)
+{
+  g_autofree char *status = NULL;
+  if (!g_file_get_contents("/proc/self/status", &status, NULL, NULL))
+    return 0;
+  const char *hwm = strstr(status, "\nVmHWM:");
+  return hwm ? g_ascii_strtod(hwm + 7, NULL) * 1024.0 : 0; /* in kB */
+}
+
+gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
+                                        GError **error)
+{
+  if (!d->comm || d->steps_since_report < RANKS_EVERY)
+    return TRUE;
+  double k = d->steps_since_report;
+  RankStats mine = {
+      .step_s = (double)d->step_us / 1e6 / k,
+      .data_s = (double)d->data_us / 1e6 / k,
+      .comm_s = (double)d->comm_us / 1e6 / k,
+      .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
+      .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
+      .syncbn_s = (double)d->syncbn_us / 1e6 / k,
+      .mem_bytes = resident_bytes(),
+      .mem_peak_bytes = peak_resident_bytes(),
+      .teacher_bytes = (double)d->teacher_bytes,
+      .optim_bytes = (double)d->optim_bytes,
+  };
+  g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
+  mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
+  guint64 used = 0;
+  guint util = 0;
+  if (d->dev.cuda_device >= 0 && cohort_nvml_query(d->dev.cuda_device, &used, &util)) {
+    d->gpu_mem_peak = MAX(d->gpu_mem_peak, used);
+    mine.gpu_mem_used = (double)used;
+    mine.gpu_mem_peak = (double)d->gpu_mem_peak;
+    mine.gpu_util = util;
+  }
+  d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = d->syncbn_us = 0;
+  d->steps_since_report = 0;
+  g_autofree RankStats *all = g_new0(RankStats, d->world_size);
+  if (!gather_bytes(d, &mine, sizeof mine, all, error))
+    return FALSE;
+  if (d->rank != 0)
+    return TRUE;
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", step);
+  JsonArray *ranks = json_array_new();
+  int slowest = 0;
+  for (int r = 0; r < d->world_size; r++) {
+    JsonObject *o = json_object_new();
+    json_object_set_int_member(o, "rank", r);
+    all[r].host[sizeof all[r].host - 1] = 0;
+    json_object_set_string_member(o, "host", all[r].host);
+    json_object_set_double_member(o, "step_s", all[r].step_s);
+    json_object_set_double_member(o, "data_s", all[r].data_s);
+    json_object_set_double_member(o, "comm_s", all[r].comm_s);
+    json_object_set_double_member(o, "allreduce_s", all[r].reduce_s);
+    /* The share of the all-reduce that ran while backward computed (the rest was waited for). */
+    if (all[r].reduce_s > 0)
+      json_object_set_double_member(o, "allreduce_hidden",
+                                    CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
+    if (d->model_comm_set)
+      json_object_set_double_member(o, "syncbn_s", all[r].syncbn_s);
+    json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+    if (all[r].mem_peak_bytes > 0)
+      json_object_set_int_member(o, "mem_peak_bytes", (gint64)all[r].mem_peak_bytes);
+    json_object_set_int_member(o, "optim_bytes", (gint64)all[r].optim_bytes);
+    if (all[r].teacher_bytes > 0)
+      json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
+    if (all[r].gpu_mem_used >= 0) {
+      json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);
+      json_object_set_int_member(o, "gpu_mem_peak", (gint64)all[r].gpu_mem_peak);
+      json_object_set_int_member(o, "gpu_util", (gint64)all[r].gpu_util);
+    }
+    json_array_add_object_element(ranks, o);
+    /* The slowest rank is the one the others wait for: most compute, least waiting. */
+    if (all[r].step_s - all[r].comm_s - all[r].syncbn_s >
+        all[slowest].step_s - all[slowest].comm_s - all[slowest].syncbn_s)
+      slowest = r;
+  }
+  json_object_set_array_member(f, "ranks", ranks);
+  json_object_set_int_member(f, "slowest", slowest);
+  cohort_progress_emit(progress, "ranks", f);
+  return TRUE;
+}
+
+void cohort_train_set_threads(int threads)
+{
+  cohort_backend_cpu()->set_threads(threads);
+}

@@ -1,0 +1,90 @@
+/* What the training loop needs from the distributed layer, in the loop's own terms: the DDP
+ * reducer around backward, sums of metrics across ranks, barriers, the start-up broadcast,
+ * an agreed stop, and the per-rank timing report. With one process every call is local. */
+#pragma once
+
+#include <glib.h>
+#include "engine/config/config.h"
+#include "engine/model/model.h"
+#include "engine/progress/progress.h"
+
+G_BEGIN_DECLS
+
+#include "engine/distributed/comm.h"
+#include "engine/train/device.h"
+typedef struct CohortTrainDist CohortTrainDist;
+
+/* comm NULL (or world_size 1): a single process. */
+CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
+                                       const CohortConfig *cfg);
+void cohort_train_dist_free(CohortTrainDist *d);
+
+/* Where the rank's gradients and parameters live (default: the CPU). A GPU rank with the
+ * "nccl" communicator reduces device buffers in place; with "gloo" each bucket (and the
+ * start-up broadcast) is staged through pinned host memory. Before attach. */
+void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice *dev);
+
+/* Hooks the DDP reducer into the model's backward (buckets of bucket_cap_mb), reducing in
+ * the config's reduce_precision (fp32, or bf16: see cohort_reducer_set_precision). With one
+ * process there is no reducer, so reduce_precision changes nothing. A reducer that cannot be
+ * set up (GPU memory for the bf16 scratch) makes end_backward fail with the reason.
+ *
+ * With sync_batchnorm and more than one rank it also gives the model its collectives
+ * (cohort_model_set_comm): SyncBatchNorm's all-gathers in forward and all-reduces in backward
+ * run on the reducer's communication thread, queued behind the buckets launched before them
+ * (cohort_reducer_run), so the collectives keep one order on every rank. Their time is the
+ * `syncbn_s` of the ranks event; a failure among them makes end_backward fail. */
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *model, double bucket_cap_mb);
+
+/* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After
+ * end_backward with sync, the gradient buffer holds the average over ranks. */
+void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync);
+gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error);
+
+/* broadcast_buffers (PyTorch DDP's): rank 0's buffers (BatchNorm running statistics) to every
+ * rank, so all ranks carry rank 0's. The trainer calls it before the first forward of each
+ * optimizer step (DDP skips it after a no_sync forward) and before evaluation. Nothing with
+ * one process, broadcast_buffers false or a model without buffers. */
+gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *model,
+                                             GError **error);
+
+/* In-place sum over ranks. */
+gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error);
+gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error);
+/* Rank 0's parameters (backend memory of the device set above) to everyone. */
+gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
+                                            GError **error);
+/* Rank 0's `nbytes` of HOST memory to everyone (small start-up records). */
+gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
+                                          GError **error);
+/* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the
+ * same step). FALSE with `error` when the vote itself failed (a peer is gone). */
+gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
+                                       GError **error);
+
+/* Backend bytes of this rank's distillation teacher, reported in the `ranks` event. */
+void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes);
+/* The stop vote with the control channel's requests (engine/progress/control.h) in the same
+ * all-reduce: on entry *requests holds this rank's (rank 0's from the channel, 0 elsewhere),
+ * on return the union over all ranks, so every rank answers a request at the same step. */
+gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
+                                gboolean *stop, GError **error);
+
+/* Bytes of this rank's optimizer state (its shard with ZeRO stage 1), reported in the `ranks`
+ * event as optim_bytes. */
+void cohort_train_dist_set_optim_bytes(CohortTrainDist *d, size_t bytes);
+
+/* Timings for the `ranks` event (microseconds). */
+void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
+/* Communication the loop waited for outside the calls above (ZeRO's parameter gather). */
+void cohort_train_dist_add_comm_time(CohortTrainDist *d, gint64 us);
+void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
+/* Every few steps with more than one rank: gathers each rank's timings and memory with one
+ * all_gather and emits a `ranks` event on rank 0. */
+gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
+                                        GError **error);
+
+/* Threads for OpenMP loops and OpenBLAS. */
+void cohort_train_set_threads(int threads);
+
+G_END_DECLS

@@ -1,0 +1,182 @@
+/* The events a run emits about itself (docs/progress-protocol.md): `start` with the resolved
+ * plan, and after every step a `step` event and the live status line. */
+#include "engine/train/trainer-run.h"
+
+#include <math.h>
+
+#include "engine/base/json-write.h"
+#include "kernels/backend.h"
+
+static const char *gemm_mode_name(CohortGemmMode m)
+{
+  switch (m) {
+  case COHORT_GEMM_TF32:
+    return "tf32";
+  case COHORT_GEMM_BF16:
+    return "bf16";
+  case COHORT_GEMM_FP16:
+    return "fp16";
+  case COHORT_GEMM_FP32:
+  default:
+    return "fp32";
+  }
+}
+
+static JsonObject *start_fields(CohortRun *r, const char *resumed_from, int threads)
+{
+  const CohortConfig *cfg = r->cfg;
+  int world = r->opts->world_size;
+  gint64 global_batch = cohort_run_global_batch(r);
+  JsonObject *f = json_object_new();
+  g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
+  json_object_set_string_member(f, "run", run_name);
+  json_object_set_string_member(f, "run_id", r->st.run_id);
+  json_object_set_string_member(f, "workspace", cfg->workspace_dir);
+  json_object_set_string_member(f, "model", cfg->model);
+  json_object_set_int_member(f, "params", (gint64)r->model->n_params);
+  json_object_set_string_member(f, "device", r->be->name);
+  if (r->dev.cuda_device >= 0)
+    json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
+  json_object_set_int_member(f, "threads", threads);
+  json_object_set_int_member(f, "num_workers", cfg->num_workers);
+  json_object_set_boolean_member(f, "pin_memory", r->pinned);
+  g_autofree char *precision = cohort_config_get(cfg, "precision");
+  json_object_set_string_member(f, "precision", precision);
+  json_object_set_string_member(f, "gemm", gemm_mode_name(r->be->get_gemm_mode()));
+  if (cfg->precision == COHORT_PRECISION_FP16)
+    json_object_set_double_member(f, "loss_scale", r->st.loss_scale);
+  json_object_set_int_member(f, "world_size", world);
+  json_object_set_int_member(f, "batch_size", cfg->batch_size);
+  json_object_set_int_member(f, "gradient_accumulation_steps", cfg->gradient_accumulation_steps);
+  json_object_set_int_member(f, "global_batch", global_batch);
+  if (r->tokens_per_sample > 0)
+    json_object_set_int_member(f, "tokens_per_step", global_batch * r->tokens_per_sample);
+  json_object_set_double_member(f, "learning_rate", cfg->learning_rate);
+  json_object_set_double_member(f, "scaled_learning_rate", r->base_lr);
+  g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
+  json_object_set_string_member(f, "lr_scaling", scaling);
+  json_object_set_int_member(f, "total_steps", r->total_steps);
+  json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
+  json_object_set_int_member(f, "start_step", r->st.step);
+  if (resumed_from)
+    json_object_set_string_member(f, "resumed_from", resumed_from);
+  if (r->teacher) {
+    JsonObject *t = json_object_new();
+    json_object_set_string_member(t, "path", r->teacher->dir);
+    json_object_set_string_member(t, "weights", r->teacher->weights);
+    json_object_set_string_member(t, "sha256", r->teacher->sha256);
+    json_object_set_int_member(t, "params", (gint64)r->teacher->model->n_params);
+    json_object_set_int_member(t, "bytes", (gint64)cohort_teacher_bytes(r->teacher));
+    json_object_set_boolean_member(t, "ema", r->teacher->ema);
+    json_object_set_object_member(f, "teacher", t);
+  }
+  JsonArray *metrics = json_array_new();
+  for (guint i = 0; i < r->model->n_metrics; i++)
+    json_array_add_string_element(metrics, r->model->metrics[i].name);
+  json_object_set_array_member(f, "metrics", metrics);
+  g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
+  g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, NULL);
+  if (cfg_node)
+    json_object_set_member(f, "config", g_steal_pointer(&cfg_node));
+  return f;
+}
+
+void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads)
+{
+  const CohortConfig *cfg = r->cfg;
+  int world = r->opts->world_size;
+  cohort_progress_emit(r->progress, "start", start_fields(r, resumed_from, threads));
+
+  g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
+  g_autofree char *precision = cohort_config_get(cfg, "precision");
+  g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
+  double params_m = (double)r->model->n_params / 1e6;
+  g_autofree char *where =
+      r->dev.cuda_device >= 0
+          ? cohort_device_describe(&r->dev)
+          : g_strdup_printf("cpu (%d thread%s per rank)", threads, threads == 1 ? "" : "s");
+  g_autofree char *per_sample = r->tokens_per_sample > 0
+                                    ? g_strdup_printf(" × %d tokens", r->tokens_per_sample)
+                                    : g_strdup(" samples");
+  cohort_progress_log(r->progress, "info",
+                      "training %s (%s): %.2fM parameters on %s in %s (%s matrix products), "
+                      "%d rank%s, global batch %" G_GINT64_FORMAT "%s, lr %.3g (scaling %s), "
+                      "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
+                      run_name, cfg->model, params_m, where, precision,
+                      gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
+                      cohort_run_global_batch(r), per_sample, r->base_lr, scaling, r->total_steps,
+                      r->steps_per_epoch);
+  if (r->be->describe_gemm)
+    cohort_progress_log(r->progress, "info", "%s matrix products: %s",
+                        gemm_mode_name(r->be->get_gemm_mode()),
+                        r->be->describe_gemm(r->be->get_gemm_mode()));
+}
+
+void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r)
+{
+  *tp = (CohortThroughput){
+      .t_start = g_get_monotonic_time(),
+      .start_step = r->st.step,
+      .print_every = MAX(1, (int)(r->total_steps / 100)),
+  };
+}
+
+void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
+                          double lr, double scale, gboolean skipped, const double *parts)
+{
+  enum { WINDOW = G_N_ELEMENTS(tp->window_t) };
+  const CohortConfig *cfg = r->cfg;
+  tp->window_t[r->st.step % WINDOW] = t1;
+  gint64 samples_per_step = cohort_run_global_batch(r);
+  gint64 done_here = r->st.step - tp->start_step;
+  gint64 oldest = done_here >= WINDOW ? tp->window_t[(r->st.step + 1) % WINDOW] : tp->t_start;
+  gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;
+  double secs = (double)(t1 - oldest) / 1e6;
+  double smp_s = secs > 0 ? (double)(steps_in_window * samples_per_step) / secs : 0;
+  double eta = smp_s > 0 ? (double)((r->total_steps - r->st.step) * samples_per_step) / smp_s : -1;
+
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_int_member(f, "total_steps", r->total_steps);
+  json_object_set_int_member(f, "epoch", r->st.epoch);
+  json_object_set_int_member(f, "epoch_step", r->st.batch_in_epoch / r->accum);
+  json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
+  /* Not finite after an fp16 overflow (or a diverged run): absent, per the protocol. */
+  if (isfinite(loss))
+    json_object_set_double_member(f, "loss", loss);
+  if (parts && isfinite(parts[COHORT_DISTILL_PART_TEACHER]))
+    json_object_set_double_member(f, "loss_distill", parts[COHORT_DISTILL_PART_TEACHER]);
+  if (parts && isfinite(parts[COHORT_DISTILL_PART_TASK]))
+    json_object_set_double_member(f, "loss_task", parts[COHORT_DISTILL_PART_TASK]);
+  json_object_set_double_member(f, "lr", lr);
+  if (isfinite(norm))
+    json_object_set_double_member(f, "grad_norm", norm);
+  json_object_set_double_member(f, "samples_per_s", smp_s);
+  if (r->tokens_per_sample > 0)
+    json_object_set_double_member(f, "tokens_per_s", smp_s * r->tokens_per_sample);
+  json_object_set_double_member(f, "elapsed_s", (double)(t1 - tp->t_start) / 1e6);
+  if (eta >= 0 && done_here >= 2)
+    json_object_set_double_member(f, "eta_s", eta);
+  if (cfg->precision == COHORT_PRECISION_FP16) {
+    json_object_set_double_member(f, "loss_scale", scale);
+    json_object_set_boolean_member(f, "skipped", skipped);
+    json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
+  }
+  cohort_progress_emit(r->progress, "step", f);
+  if (skipped)
+    cohort_progress_log(r->progress, "warning",
+                        "step %" G_GINT64_FORMAT ": gradients overflowed at loss scale %g; "
+                        "update skipped, scale now %g",
+                        r->st.step, scale, r->st.loss_scale);
+  g_autofree char *eta_text = cohort_format_duration(eta);
+  double rate = r->tokens_per_sample > 0 ? smp_s * r->tokens_per_sample : smp_s;
+  g_autofree char *split =
+      parts ? g_strdup_printf(" (distill %.4f, task %.4f)", parts[COHORT_DISTILL_PART_TEACHER],
+                              parts[COHORT_DISTILL_PART_TASK])
+            : g_strdup("");
+  cohort_progress_status(
+      r->progress, r->st.step % tp->print_every == 0 || r->st.step == r->total_steps,
+      "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " | loss %.4f%s | lr %.2e | %.0f %s/s | ETA %s",
+      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_sample > 0 ? "tok" : "img",
+      done_here >= 2 ? eta_text : "…");
+}

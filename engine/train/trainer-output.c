@@ -1,0 +1,203 @@
+/* What a run produces besides its steps: evaluations, samples, checkpoints, the export. */
+#include "engine/train/trainer-run.h"
+
+#include <math.h>
+
+#include "data/images.h"
+#include "engine/model/model-io.h"
+#include "kernels/backend.h"
+
+static void swap_in_ema(CohortRun *r, gboolean in)
+{
+  if (!r->ema)
+    return;
+  size_t bytes = r->model->n_params * sizeof(float);
+  float *params = r->model->params;
+  if (in) {
+    r->be->copy(r->backup, params, bytes);
+    r->be->copy(params, r->ema, bytes);
+  } else {
+    r->be->copy(params, r->backup, bytes);
+  }
+}
+
+/* The EMA weights in host memory (checkpoints and export): the buffer itself on the CPU. */
+static const float *ema_on_host(CohortRun *r)
+{
+  if (!r->ema || !r->ema_host)
+    return r->ema;
+  r->be->download(r->ema_host, r->ema, r->model->n_params * sizeof(float));
+  return r->ema_host;
+}
+
+/* Metric sums over eval_steps × B × world validation samples, each rank taking every
+ * world-th one, summed across ranks: N ranks evaluate exactly what one rank with N× the
+ * batch would, and every value is a ratio of global sums. */
+static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError **error)
+{
+  int world = r->opts->world_size, rank = r->opts->rank;
+  CohortModel *m = r->model;
+  guint64 n_val = cohort_samples_count(r->val);
+  g_autofree double *sums = g_new0(double, m->n_sums);
+  /* Every rank evaluates with rank 0's running statistics, as a DDP module's forward would
+   * broadcast them first. */
+  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
+    return FALSE;
+  swap_in_ema(r, TRUE);
+  r->batch->B = r->B;
+  r->batch->epoch = -1;
+  for (int s = 0; s < r->cfg->eval_steps; s++) {
+    for (int b = 0; b < r->B; b++) {
+      gint64 g = ((gint64)s * r->B + b) * world + rank;
+      if (!cohort_samples_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), error)) {
+        swap_in_ema(r, FALSE);
+        return FALSE;
+      }
+    }
+    m->ops->eval_batch(m, r->batch, sums);
+  }
+  swap_in_ema(r, FALSE);
+  if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
+    return FALSE;
+  cohort_model_metric_values(m, sums, values);
+  *samples = (gint64)r->cfg->eval_steps * r->B * world;
+  return TRUE;
+}
+
+gboolean cohort_run_eval(CohortRun *r, GError **error)
+{
+  gint64 samples;
+  if (!r->val)
+    return TRUE;
+  if (!evaluate(r, r->metrics, &samples, error))
+    return FALSE;
+  r->have_metrics = TRUE;
+  const CohortModel *m = r->model;
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", r->st.step);
+  g_autoptr(GString) text = g_string_new(NULL);
+  for (guint i = 0; i < m->n_metrics; i++) {
+    if (isfinite(r->metrics[i]))
+      json_object_set_double_member(f, m->metrics[i].name, r->metrics[i]);
+    g_string_append_printf(text, "%s%s %.4f", i ? ", " : "", m->metrics[i].name, r->metrics[i]);
+  }
+  json_object_set_int_member(f, "val_samples", samples);
+  if (r->tokens_per_sample > 0)
+    json_object_set_int_member(f, "val_tokens", samples * r->tokens_per_sample);
+  json_object_set_boolean_member(f, "ema", r->ema != NULL);
+  cohort_progress_emit(r->progress, "eval", f);
+  cohort_progress_log(r->progress, "info", "step %" G_GINT64_FORMAT ": %s%s", r->st.step, text->str,
+                      r->ema ? " (EMA weights)" : "");
+  return TRUE;
+}
+
+gboolean cohort_run_sample(CohortRun *r, GError **error)
+{
+  if (!r->model->ops->sample)
+    return TRUE; /* a family without samples (a classifier) */
+  JsonObject *f = json_object_new();
+  json_object_set_int_member(f, "step", r->st.step);
+  CohortSampleRequest req = {
+      .cfg = r->model_cfg,
+      .step = r->st.step,
+      .workspace = r->cfg->workspace_dir,
+      .rng = &r->st.sample_rng,
+      .class_names = cohort_samples_class_names(r->train),
+  };
+  swap_in_ema(r, TRUE);
+  gboolean ok = r->model->ops->sample(r->model, &req, f, error);
+  swap_in_ema(r, FALSE);
+  if (!ok) {
+    json_object_unref(f);
+    return FALSE;
+  }
+  if (r->answering_request)
+    json_object_set_boolean_member(f, "requested", TRUE);
+  if (json_object_has_member(f, "text"))
+    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
+                        json_object_get_string_member(f, "text"));
+  else if (json_object_has_member(f, "image"))
+    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
+                        json_object_get_string_member(f, "image"));
+  cohort_progress_emit(r->progress, "sample", f);
+  return TRUE;
+}
+
+/* With ZeRO stage 1, the whole optimizer state on rank 0 (host memory), gathered from the
+ * shards, so the checkpoint is the one stage 0 writes; *full NULL on the other ranks. */
+static gboolean gather_optimizer(CohortRun *r, CohortOptimizer **full, GError **error)
+{
+  *full = NULL;
+  if (!r->zero)
+    return TRUE;
+  if (r->opts->rank == 0)
+    *full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+  /* Everyone learns whether rank 0 could hold it before anyone waits in the gather. */
+  double failed = r->opts->rank == 0 && !*full;
+  if (!cohort_train_dist_sum(r->dist, &failed, 1, error))
+    return FALSE;
+  if (failed > 0) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "checkpoint at step %" G_GINT64_FORMAT ": rank 0 is out of host memory for the "
+                "optimizer state of %zu parameters, which it gathers whole to save (zero_stage 1)",
+                r->st.step, r->model->n_params);
+    return FALSE;
+  }
+  return cohort_zero_gather_state(r->zero, r->opt, *full, error);
+}
+
+gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
+{
+  g_autofree char *dir = NULL;
+  g_autoptr(CohortOptimizer) full = NULL;
+  if (!gather_optimizer(r, &full, error))
+    return FALSE;
+  if (r->opts->rank == 0) {
+    /* The config as the model was built (num_classes from the data), so the checkpoint alone
+     * rebuilds it (cohort-train --sample). */
+    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model, full ? full : r->opt,
+                                ema_on_host(r), &r->st, r->cfg->keep_last, &dir, error))
+      return FALSE;
+    JsonObject *f = json_object_new();
+    json_object_set_int_member(f, "step", r->st.step);
+    json_object_set_string_member(f, "path", dir);
+    if (r->answering_request)
+      json_object_set_boolean_member(f, "requested", TRUE);
+    cohort_progress_emit(r->progress, "checkpoint", f);
+  }
+  /* Nobody moves on before the checkpoint is complete. */
+  return cohort_train_dist_barrier(r->dist, "checkpoint", error);
+}
+
+gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
+  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);
+  g_hash_table_insert(meta, "format", "pt");
+  /* One spelling for the step in every file Cohort writes (checkpoints use it too). */
+  g_hash_table_insert(meta, "cohort.step", step);
+  g_hash_table_insert(meta, "cohort.model", cfg->model);
+  if (!cohort_model_save(r->model, NULL, path, meta, error))
+    return FALSE;
+  if (r->ema) {
+    g_autofree char *ema_path = g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL);
+    if (!cohort_model_save(r->model, ema_on_host(r), ema_path, meta, error))
+      return FALSE;
+  }
+  /* The config it was trained with, beside the weights: what a teacher folder is read by. */
+  g_autofree char *cfg_path = g_build_filename(cfg->workspace_dir, "cohort-config.json", NULL);
+  if (!cohort_config_save_file(r->model_cfg, cfg_path, error))
+    return FALSE;
+  /* The class mapping, so a label means the same class when the model is used again. */
+  const char *const *classes = cohort_samples_class_names(r->train);
+  g_autofree char *classes_path = g_build_filename(cfg->workspace_dir, "classes.json", NULL);
+  if (classes && !cohort_image_classes_write(classes, classes_path, error))
+    return FALSE;
+  if (r->model->klass->export_extra &&
+      !r->model->klass->export_extra(r->model, cfg, cfg->workspace_dir, error))
+    return FALSE;
+  *model_path = g_steal_pointer(&path);
+  return TRUE;
+}

@@ -1,0 +1,109 @@
+/* What one run of cohort_train holds, shared by the trainer's files (not installed): set-up
+ * (trainer-setup.c), the loop (trainer.c), evaluation, samples, checkpoints and the export
+ * (trainer-output.c), and the events (trainer-events.c). */
+#pragma once
+
+#include "data/sampler.h"
+#include "engine/model/batch.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/distill.h"
+#include "engine/model/model.h"
+#include "engine/model/optim.h"
+#include "engine/train/prefetch.h"
+#include "engine/model/samples.h"
+#include "engine/train/teacher.h"
+#include "engine/train/trainer-dist.h"
+#include "engine/train/trainer-zero.h"
+#include "engine/train/trainer.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const CohortConfig *cfg;
+  CohortConfig *model_cfg; /* cfg with what the data decides filled in (num_classes) */
+  const CohortTrainOptions *opts;
+  CohortProgress *progress;
+  CohortSamples *train;
+  CohortSamples *val; /* NULL = no validation */
+  CohortModel *model;
+  CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
+  CohortDistill *distill; /* the student's loss against the teacher; NULL without */
+  CohortOptimizer *opt;   /* with ZeRO stage 1, this rank's shard of the state */
+  CohortZero *zero;       /* zero_stage 1 with more than one rank; NULL otherwise */
+  CohortComputeDevice dev;
+  const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
+  float *ema;              /* backend memory; NULL when ema_decay == 0 */
+  float *backup;           /* scratch for swapping EMA weights in for eval/samples */
+  float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
+  CohortTrainDist *dist;
+  int B, accum;
+  int tokens_per_sample;    /* seq_len for token data, 0 for images */
+  CohortBatch *batch;       /* evaluation, and training micro-batches when num_workers is 0 */
+  CohortBatch *step_batch;  /* the training micro-batch loaded last */
+  CohortPrefetch *prefetch; /* num_workers > 0: loader threads */
+  GMutex indices_lock;      /* the loader threads share the epochs' sample orders */
+  GArray *epoch_indices[2]; /* of guint64: this rank's sample order of two recent epochs */
+  gint64 epoch_of[2];
+  gboolean pinned; /* the prefetched batches are in page-locked memory */
+  CohortSamplerSpec spec;
+  gint64 steps_per_epoch;
+  gint64 total_steps;
+  int warmup_steps; /* warmup_steps, at most total_steps */
+  double base_lr;
+  CohortTrainState st;
+  double *metrics; /* the last evaluation's values, model->n_metrics */
+  gboolean have_metrics;
+  double final_loss; /* the last step's loss (NaN before the first) */
+  /* Control requests agreed on and not answered yet (CohortControlRequest bits), and whether
+   * the sample or checkpoint being made answers one (its event then says "requested"). */
+  guint pending_requests;
+  gboolean answering_request;
+} CohortRun;
+
+/* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
+gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error);
+void cohort_run_free(CohortRun *r);
+/* trainer-resume.c, for set-up: rank 0 checks that it can write the workspace and removes the
+ * temporaries of a save that was killed. */
+gboolean cohort_run_prepare_workspace(CohortRun *r, GError **error);
+/* trainer-resume.c, for set-up: every rank agrees with rank 0 on a checkpoint to resume (then
+ * takes its weights, optimizer state and position; *resumed_from gets its folder) or on a
+ * fresh start; *keep_scale is TRUE when an fp16 loss scale came from the checkpoint. */
+gboolean cohort_run_resume_or_start(CohortRun *r, char **resumed_from, gboolean *keep_scale,
+                                    GError **error);
+/* Starts the loader threads when num_workers > 0 (after set-up, once the device is known:
+ * batches are page-locked on GPU ranks with pin_memory). */
+gboolean cohort_run_start_loading(CohortRun *r, GError **error);
+/* Points r->step_batch at micro-batch `micro` (0-based within the epoch) of `epoch`: loaded
+ * ahead by the loader threads when num_workers > 0, else now into r->batch; *waited_us gets
+ * the time the caller waited for it. FALSE when a data file changed under the run (see
+ * cohort_samples_load). */
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
+                                     GError **error);
+/* Samples one optimizer step consumes across all ranks. */
+gint64 cohort_run_global_batch(const CohortRun *r);
+
+/* trainer-output.c */
+gboolean cohort_run_eval(CohortRun *r, GError **error);
+gboolean cohort_run_sample(CohortRun *r, GError **error);
+gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error);
+gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error);
+
+/* trainer-events.c */
+void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads);
+
+/* The live view of the loop: tokens/s over a short window of recent steps and the ETA. */
+typedef struct {
+  gint64 t_start;
+  gint64 start_step;
+  gint64 window_t[10];
+  int print_every;
+} CohortThroughput;
+
+void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r);
+/* The step event and the status line after a step that ended at monotonic time t1. `parts`
+ * (COHORT_DISTILL_N_PARTS values) are the distillation loss's parts, NULL without a teacher. */
+void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
+                          double lr, double scale, gboolean skipped, const double *parts);
+
+G_END_DECLS

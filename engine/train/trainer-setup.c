@@ -1,0 +1,402 @@
+/* Everything before the first step: data, model, optimizer, EMA, and either a checkpoint or
+ * fresh (or imported) weights that rank 0 broadcasts. */
+#include "engine/train/trainer-run.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
+
+#include "engine/base/fileio.h"
+#include "engine/launch/launch-plan.h"
+
+#include "engine/model/model-io.h"
+#include "kernels/backend.h"
+#include "engine/models/registry.h"
+
+/* Data preparation (the content scan) is recorded in an index under the workspace: with
+ * distributed_data_loading every rank keeps its own (cache/rank-N); without it rank 0
+ * prepares first and the others wait, then reuse rank 0's index. */
+static gboolean open_data(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
+  g_autofree char *cache_dir = NULL;
+  if (cfg->distributed_data_loading) {
+    g_autofree char *rank_dir = g_strdup_printf("rank-%d", o->rank);
+    cache_dir = g_build_filename(cfg->workspace_dir, "cache", rank_dir, NULL);
+  } else {
+    cache_dir = g_build_filename(cfg->workspace_dir, "cache", NULL);
+  }
+  gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
+  if (rank0_first && o->rank != 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+    return FALSE;
+  r->train = cohort_samples_open(cfg, cfg->train_data, cache_dir, error);
+  if (!r->train)
+    return FALSE;
+  if (cfg->val_data && *cfg->val_data) {
+    r->val = cohort_samples_open(cfg, cfg->val_data, cache_dir, error);
+    if (!r->val)
+      return FALSE;
+  }
+  if (rank0_first && o->rank == 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+    return FALSE;
+  return TRUE;
+}
+
+/* The sampler and the length of the run. */
+static gboolean plan_steps(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
+  r->spec = (CohortSamplerSpec){
+      .n = cohort_samples_count(r->train),
+      .world_size = o->world_size,
+      .rank = o->rank,
+      .shuffle = cfg->shuffle,
+      .seed = cfg->seed,
+      .drop_last = cfg->drop_last,
+  };
+  guint64 per_rank = cohort_sampler_num_samples(&r->spec);
+  gint64 micro_per_epoch = (gint64)(per_rank / (guint64)r->B);
+  r->steps_per_epoch = micro_per_epoch / r->accum;
+  if (r->steps_per_epoch < 1) {
+    g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: %" G_GUINT64_FORMAT " training samples give %" G_GUINT64_FORMAT
+                " per rank, fewer than one step needs (batch_size %d × "
+                "gradient_accumulation_steps %d); use more data or a smaller batch",
+                train_path, (guint64)r->spec.n, per_rank, r->B, r->accum);
+    return FALSE;
+  }
+  r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
+  r->base_lr = cohort_launch_scaled_lr(cfg, o->world_size);
+  /* A warm-up longer than the run would never reach the learning rate: shorten it to the run,
+   * as other trainers do, so shortening a run needs no thought about warm-up. */
+  r->warmup_steps = cfg->warmup_steps;
+  if (cfg->warmup_steps > r->total_steps) {
+    r->warmup_steps = (int)r->total_steps;
+    cohort_progress_log(r->progress, "info",
+                        "warmup_steps %d is longer than the run's %" G_GINT64_FORMAT
+                        " steps: warming up over all %" G_GINT64_FORMAT " instead",
+                        cfg->warmup_steps, r->total_steps, r->total_steps);
+  }
+  return TRUE;
+}
+
+/* What the model's shape takes from the data: the number of classes of image data. The
+ * validation set must have the same classes, by name and order. */
+static gboolean resolve_from_data(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  r->model_cfg = cohort_config_copy(cfg);
+  if (cfg->data_format != COHORT_DATA_IMAGES)
+    return TRUE;
+  int classes = cohort_samples_num_classes(r->train);
+  g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
+  if (cfg->num_classes == 0) {
+    r->model_cfg->num_classes = classes;
+  } else if (classes > cfg->num_classes) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s has %d class folders but key \"num_classes\" is %d; allowed: 0 (take the "
+                "data's) or at least %d",
+                train_path, classes, cfg->num_classes, classes);
+    return FALSE;
+  }
+  if (r->val) {
+    const char *const *a = cohort_samples_class_names(r->train);
+    const char *const *b = cohort_samples_class_names(r->val);
+    if (!g_strv_equal(a, b)) {
+      g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
+      g_autofree char *ta = g_strjoinv(", ", (char **)a), *tb = g_strjoinv(", ", (char **)b);
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "%s has the classes [%s] but %s has [%s]; validation data needs the same "
+                  "class folders as the training data",
+                  val_path, tb, train_path, ta);
+      return FALSE;
+    }
+  }
+  guint skipped = cohort_samples_num_skipped(r->train);
+  if (skipped > 0)
+    cohort_progress_log(r->progress, "warning",
+                        "skip_bad_images: %u unreadable image%s in %s left out", skipped,
+                        skipped == 1 ? "" : "s", train_path);
+  return TRUE;
+}
+
+/* The whole optimizer state, or with ZeRO stage 1 over several ranks this rank's shard. */
+static CohortOptimizer *new_optimizer(CohortRun *r, size_t n)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (cfg->zero_stage == 0)
+    return cohort_optimizer_new_for(cfg, r->be, n);
+  if (r->opts->world_size < 2 || !r->opts->comm) {
+    cohort_progress_log(r->progress, "info",
+                        "zero_stage 1 with one process: there is nothing to shard the optimizer "
+                        "state across, so it trains as stage 0");
+    return cohort_optimizer_new_for(cfg, r->be, n);
+  }
+  r->zero = cohort_zero_new(r->opts->comm, &r->dev, n);
+  CohortParamRange ranges[2];
+  guint n_ranges = cohort_zero_ranges(r->zero, ranges);
+  CohortOptimizer *opt = cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
+  if (opt && cohort_optimizer_n_states(opt) > 0)
+    cohort_progress_log(r->progress, "info",
+                        "ZeRO stage 1: each of the %d ranks keeps the optimizer state of %zu of "
+                        "the %zu parameters (%.1f MiB instead of %.1f MiB)",
+                        r->opts->world_size, cohort_optimizer_state_len(opt), n,
+                        cohort_optimizer_state_bytes(opt) / 1048576.0,
+                        cohort_optimizer_n_states(opt) * n * sizeof(float) / 1048576.0);
+  return opt;
+}
+
+static gboolean alloc_model(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (!resolve_from_data(r, error))
+    return FALSE;
+  r->model = cohort_model_new(r->be, r->model_cfg, r->B, error);
+  if (!r->model)
+    return FALSE;
+  size_t n = r->model->n_params;
+  r->opt = new_optimizer(r, n);
+  if (!r->opt) {
+    g_autofree char *name = cohort_config_get(cfg, "optimizer");
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: out of %s memory for the state of %zu parameters", name, r->be->name, n);
+    return FALSE;
+  }
+  cohort_train_dist_set_optim_bytes(r->dist, cohort_optimizer_state_bytes(r->opt));
+  r->batch = cohort_samples_batch_new(r->train, r->B);
+  r->tokens_per_sample = r->batch->T;
+  r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
+  if (cfg->ema_decay > 0) {
+    r->ema = r->be->alloc(n * sizeof(float));
+    r->backup = r->be->alloc(n * sizeof(float));
+    if (!r->ema || !r->backup) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "EMA: out of %s memory for %zu parameters", r->be->name, n);
+      return FALSE;
+    }
+    if (!cohort_model_on_host(r->model))
+      r->ema_host = g_new(float, n);
+  }
+  return TRUE;
+}
+
+/* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
+ * that failed reports its own `mine`; the others say that a peer failed at `what`. */
+static gboolean all_ranks_ok(CohortRun *r, gboolean ok, GError *mine, const char *what,
+                             GError **error)
+{
+  double failed = ok ? 0 : 1;
+  if (!cohort_train_dist_sum(r->dist, &failed, 1, error)) {
+    g_clear_error(&mine);
+    return FALSE;
+  }
+  if (failed == 0)
+    return TRUE;
+  if (mine)
+    g_propagate_error(error, mine);
+  else
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%.0f other rank%s could not %s (their messages say why)", failed,
+                failed == 1 ? "" : "s", what);
+  return FALSE;
+}
+
+/* teacher_from: every rank loads the teacher itself (it is never sent over the network), all
+ * must hold the same weights as rank 0, and the student's loss becomes the distillation's. */
+static gboolean setup_teacher(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (!cfg->teacher_from || !*cfg->teacher_from)
+    return TRUE;
+  GError *local = NULL;
+  r->teacher =
+      cohort_teacher_load(r->be, r->model_cfg, cohort_samples_class_names(r->train), r->B, &local);
+  if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
+    return FALSE;
+  char sha[65];
+  g_strlcpy(sha, r->teacher->sha256, sizeof sha);
+  if (!cohort_train_dist_broadcast_host(r->dist, sha, sizeof sha, error))
+    return FALSE;
+  gboolean same = strcmp(sha, r->teacher->sha256) == 0;
+  local = NULL;
+  if (!same)
+    g_set_error(&local, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "rank %d: teacher_from %s: %s has sha256 %s but rank 0's has %s; every rank needs "
+                "the same teacher",
+                r->opts->rank, r->teacher->dir, r->teacher->weights, r->teacher->sha256, sha);
+  if (!all_ranks_ok(r, same, local, "find rank 0's teacher", error))
+    return FALSE;
+  CohortDistillSettings settings;
+  cohort_distill_settings_from_config(cfg, &settings);
+  r->distill = cohort_distill_new(r->model, r->teacher->model, &settings, error);
+  if (!r->distill)
+    return FALSE;
+  cohort_train_dist_set_teacher_bytes(r->dist, cohort_teacher_bytes(r->teacher));
+  cohort_progress_log(
+      r->progress, "info",
+      "teacher_from %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
+      r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
+      r->teacher->model->n_params / 1e6, cohort_teacher_bytes(r->teacher) / 1048576.0,
+      r->teacher->sha256);
+  return TRUE;
+}
+
+gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
+  r->B = cfg->batch_size;
+  r->accum = cfg->gradient_accumulation_steps;
+  if (!cohort_model_check_config(cfg, o->config_source, error) ||
+      !cohort_distill_check_config(cfg, o->config_source, error) ||
+      !cohort_run_prepare_workspace(r, error) || !open_data(r, error) || !plan_steps(r, error) ||
+      !alloc_model(r, error) || !setup_teacher(r, error))
+    return FALSE;
+  r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
+  if (r->teacher)
+    g_strlcpy(r->st.teacher_sha256, r->teacher->sha256, sizeof r->st.teacher_sha256);
+  gboolean keep_scale = FALSE;
+  if (!cohort_run_resume_or_start(r, resumed_from, &keep_scale, error))
+    return FALSE;
+  r->st.global_batch = cohort_run_global_batch(r);
+  /* The loss scale carries over from an fp16 checkpoint; otherwise fp16 starts it afresh. */
+  if (cfg->precision != COHORT_PRECISION_FP16) {
+    r->st.loss_scale = 1.0;
+    r->st.scale_good_steps = 0;
+  } else if (!keep_scale) {
+    r->st.loss_scale = cfg->loss_scale_init;
+    r->st.scale_good_steps = 0;
+  }
+  return TRUE;
+}
+
+void cohort_run_free(CohortRun *r)
+{
+  /* The loader threads read the data and the sample orders: they stop first. */
+  g_clear_pointer(&r->prefetch, cohort_prefetch_free);
+  for (int i = 0; i < 2; i++)
+    g_clear_pointer(&r->epoch_indices[i], g_array_unref);
+  g_clear_pointer(&r->train, cohort_samples_free);
+  g_clear_pointer(&r->val, cohort_samples_free);
+  g_clear_pointer(&r->distill, cohort_distill_free);
+  g_clear_pointer(&r->teacher, cohort_teacher_free);
+  g_clear_pointer(&r->model, cohort_model_free);
+  g_clear_pointer(&r->opt, cohort_optimizer_free);
+  g_clear_pointer(&r->zero, cohort_zero_free);
+  g_clear_pointer(&r->dist, cohort_train_dist_free);
+  g_clear_pointer(&r->batch, cohort_batch_free);
+  g_clear_pointer(&r->model_cfg, cohort_config_free);
+  if (r->be) {
+    r->be->free(r->ema);
+    r->be->free(r->backup);
+  }
+  g_free(r->ema_host);
+  g_free(r->metrics);
+}
+
+gint64 cohort_run_global_batch(const CohortRun *r)
+{
+  return cohort_launch_global_batch(r->cfg, r->opts->world_size);
+}
+
+/* This rank's sample order of `epoch` (a reference), made once per epoch for every thread. The
+ * two most recent are kept: loader threads run at most into the next epoch. */
+static GArray *epoch_indices(CohortRun *r, gint64 epoch)
+{
+  g_mutex_lock(&r->indices_lock);
+  GArray *out = NULL;
+  for (int i = 0; i < 2 && !out; i++)
+    if (r->epoch_indices[i] && r->epoch_of[i] == epoch)
+      out = g_array_ref(r->epoch_indices[i]);
+  if (!out) {
+    guint64 n = 0;
+    guint64 *idx = cohort_sampler_indices(&r->spec, (guint64)epoch, &n);
+    out = g_array_new(FALSE, FALSE, sizeof(guint64));
+    g_array_append_vals(out, idx, (guint)n);
+    g_free(idx);
+    /* Replaces the older of the two. */
+    int slot = !r->epoch_indices[0]   ? 0
+               : !r->epoch_indices[1] ? 1
+                                      : r->epoch_of[0] > r->epoch_of[1];
+    if (r->epoch_indices[slot])
+      g_array_unref(r->epoch_indices[slot]);
+    r->epoch_indices[slot] = g_array_ref(out);
+    r->epoch_of[slot] = epoch;
+  }
+  g_mutex_unlock(&r->indices_lock);
+  return out;
+}
+
+static gboolean load_into(CohortRun *r, CohortBatch *batch, gint64 epoch, gint64 micro,
+                          GError **error)
+{
+  g_autoptr(GArray) idx = epoch_indices(r, epoch);
+  batch->B = r->B;
+  batch->epoch = epoch;
+  for (int b = 0; b < r->B; b++) {
+    guint64 i = g_array_index(idx, guint64, (guint64)micro * (guint64)r->B + (guint64)b);
+    if (!cohort_samples_load(r->train, batch, b, i, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean prefetch_load(gpointer data, CohortBatch *batch, gint64 epoch, gint64 micro,
+                              GError **error)
+{
+  return load_into(data, batch, epoch, micro, error);
+}
+
+static CohortBatch *prefetch_batch(gpointer data)
+{
+  CohortRun *r = data;
+  const CohortBatch *like = r->batch;
+  if (r->pinned)
+    return cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W, r->be->host_alloc,
+                                 r->be->host_free);
+  return cohort_samples_batch_new(r->train, r->B);
+}
+
+gboolean cohort_run_start_loading(CohortRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  r->step_batch = r->batch;
+  if (cfg->num_workers == 0)
+    return TRUE;
+  /* Page-locked batches only where something copies them to a GPU. */
+  r->pinned = cfg->pin_memory && r->dev.cuda_device >= 0 && r->be->host_alloc != NULL;
+  if (r->pinned) {
+    CohortBatch *probe = prefetch_batch(r);
+    if (probe == NULL) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "pin_memory: no page-locked host memory for a batch of %d; set pin_memory "
+                  "false",
+                  r->B);
+      return FALSE;
+    }
+    cohort_batch_free(probe);
+  }
+  /* Two batches ahead per thread, and the one the step holds. */
+  r->prefetch =
+      cohort_prefetch_new(cfg->num_workers, 2 * cfg->num_workers + 1, r->steps_per_epoch * r->accum,
+                          prefetch_load, prefetch_batch, cohort_batch_free, r);
+  return TRUE;
+}
+
+gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
+                                     GError **error)
+{
+  if (r->prefetch) {
+    r->step_batch = cohort_prefetch_get(r->prefetch, epoch, micro, waited_us, error);
+    return r->step_batch != NULL;
+  }
+  gint64 t0 = g_get_monotonic_time();
+  r->step_batch = r->batch;
+  gboolean ok = load_into(r, r->batch, epoch, micro, error);
+  *waited_us = g_get_monotonic_time() - t0;
+  return ok;
+}

@@ -1,0 +1,348 @@
+/* The training loop: optimizer steps over micro-batches, gradient reduction, clipping, the
+ * optimizer, EMA, and the points where evaluation, samples and checkpoints happen. Set-up is
+ * in trainer-setup.c, outputs in trainer-output.c, events in trainer-events.c. */
+#include "engine/train/trainer-run.h"
+
+#include <math.h>
+
+#include "kernels/backend.h"
+
+int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
+{
+  if (cfg->threads > 0)
+    return cfg->threads;
+  const char *omp = g_getenv("OMP_NUM_THREADS");
+  if (omp && atoi(omp) > 0)
+    return atoi(omp);
+  int n = (int)g_get_num_processors() / MAX(local_world_size, 1);
+  return MAX(n, 1);
+}
+
+/* The outcome of one optimizer step. */
+typedef struct {
+  double loss;                          /* mean over the global batch */
+  double parts[COHORT_DISTILL_N_PARTS]; /* distillation's teacher and task terms, likewise */
+  double norm;                          /* gradient norm before clipping */
+  double lr;
+  double scale; /* the fp16 loss scale this step used (1 otherwise) */
+  gboolean skipped;
+} StepResult;
+
+/* fp16: the loss (so every gradient) was multiplied by the scale, which lifts small gradients
+ * out of fp16's underflow; an inf or NaN gradient (an overflow) skips the update and halves
+ * the scale, a run of clean steps doubles it (PyTorch's GradScaler). Every rank holds the same
+ * reduced gradients, so every rank takes the same decision. */
+static gboolean update(CohortRun *r, StepResult *res, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  CohortModel *m = r->model;
+  gboolean fp16 = cfg->precision == COHORT_PRECISION_FP16;
+  if (fp16 && !isfinite(res->norm)) {
+    res->skipped = TRUE;
+    r->st.skipped_steps++;
+    r->st.loss_scale *= 0.5;
+    r->st.scale_good_steps = 0;
+    return TRUE;
+  }
+  /* The optimizer counts the updates it made, as torch.optim's state "step" does. */
+  int t = (int)(r->st.step - r->st.skipped_steps) + 1;
+  cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
+  /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
+  if (r->zero) {
+    gint64 t0 = g_get_monotonic_time();
+    if (!cohort_zero_gather_params(r->zero, m->params, error))
+      return FALSE;
+    cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
+  }
+  if (r->ema)
+    cohort_ema_update_on(r->be, r->ema, m->params, m->n_params, cfg->ema_decay);
+  if (fp16 && ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
+    r->st.loss_scale *= 2.0;
+    r->st.scale_good_steps = 0;
+  }
+  return TRUE;
+}
+
+/* One optimizer step: accum micro-batches, gradient reduction, clipping, the update. */
+static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  CohortModel *m = r->model;
+  double loss_sum = 0;
+  gboolean fp16 = cfg->precision == COHORT_PRECISION_FP16;
+  float scale = fp16 ? (float)r->st.loss_scale : 1.0f;
+  *res = (StepResult){.scale = scale};
+
+  /* The loss, then the distillation parts: each a mean over micro-batches, summed over ranks. */
+  double sums[1 + COHORT_DISTILL_N_PARTS] = {0};
+  cohort_model_zero_grad(m);
+  /* DDP's broadcast_buffers: before the step's first forward only, since DDP skips it after a
+   * no_sync forward (the other micro-steps). */
+  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
+    return FALSE;
+  for (int i = 0; i < r->accum; i++) {
+    gint64 micro = r->st.batch_in_epoch + i;
+    gint64 waited_us = 0;
+    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
+      return FALSE;
+    cohort_train_dist_add_data_time(r->dist, waited_us);
+    /* Communication only on the last micro-step (DDP's no_sync on the others). */
+    cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
+    if (r->distill) {
+      double parts[COHORT_DISTILL_N_PARTS];
+      loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
+      for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
+        sums[1 + k] += parts[k] / r->accum;
+      cohort_distill_backward(r->distill, scale / (float)r->accum);
+    } else {
+      loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      m->ops->backward(m, scale / (float)r->accum);
+    }
+    if (!cohort_train_dist_end_backward(r->dist, error))
+      return FALSE;
+  }
+  sums[0] = loss_sum / r->accum;
+  if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
+    return FALSE;
+  res->loss = sums[0] / r->opts->world_size;
+  for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
+    res->parts[k] = sums[1 + k] / r->opts->world_size;
+
+  if (fp16)
+    r->be->scale(m->grads, m->n_params, 1.0f / scale);
+  res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+  res->lr = cohort_lr_for(cfg, r->base_lr, r->warmup_steps, (int)r->st.step, (int)r->total_steps);
+  /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
+   * holds the same reduced values, so every rank stops here. */
+  if (!fp16 && (!isfinite(res->loss) || !isfinite(res->norm))) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "step %" G_GINT64_FORMAT ": the %s is %g: training diverged and this step was "
+                "not applied; the last good checkpoint stays in %s/checkpoints (resume it with "
+                "--resume auto after lowering learning_rate or setting grad_clip)",
+                r->st.step + 1, isfinite(res->loss) ? "gradient norm" : "loss",
+                isfinite(res->loss) ? res->norm : res->loss, cfg->workspace_dir);
+    return FALSE;
+  }
+  if (!update(r, res, error) || !cohort_device_check(&r->dev, error))
+    return FALSE;
+
+  r->st.step++;
+  r->st.batch_in_epoch += r->accum;
+  r->st.tokens_seen += cohort_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
+  r->st.epoch_samples += cohort_run_global_batch(r);
+  if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
+    r->st.epoch++;
+    r->st.batch_in_epoch = 0;
+    r->st.epoch_samples = 0;
+  }
+  return TRUE;
+}
+
+static gboolean due(int every, gint64 step)
+{
+  return every > 0 && step % every == 0;
+}
+
+/* Evaluation, samples and checkpoints the config asks for after this step (the last step's
+ * come after the loop). */
+static gboolean after_step(CohortRun *r, gint64 *last_saved, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  gboolean last = r->st.step == r->total_steps;
+  if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error))
+    return FALSE;
+  if (due(cfg->eval_every, r->st.step) && !last && !cohort_run_eval(r, error))
+    return FALSE;
+  if (due(cfg->sample_every, r->st.step) && !last && r->opts->rank == 0 &&
+      !cohort_run_sample(r, error))
+    return FALSE;
+  if (due(cfg->save_every, r->st.step) && !last) {
+    if (!cohort_run_save_checkpoint(r, error))
+      return FALSE;
+    *last_saved = r->st.step;
+  }
+  return TRUE;
+}
+
+/* Answers the control requests the ranks agreed on, at this step boundary: a sample (rank 0)
+ * and a checkpoint (every rank). A checkpoint needs a step done, so a request at step 0 waits
+ * for the first. */
+static gboolean answer_requests(CohortRun *r, gint64 *last_saved, GError **error)
+{
+  gboolean ok = TRUE;
+  r->answering_request = TRUE;
+  if (r->pending_requests & COHORT_CONTROL_SAMPLE) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
+    ok = r->opts->rank != 0 || cohort_run_sample(r, error);
+  }
+  if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
+    ok = cohort_run_save_checkpoint(r, error);
+    *last_saved = r->st.step;
+  }
+  r->answering_request = FALSE;
+  return ok;
+}
+
+/* The step-boundary vote: a stop (any rank's signal) and the control channel's requests. */
+static gboolean vote(CohortRun *r, gboolean *stop, GError **error)
+{
+  guint requests = 0;
+  if (r->opts->control != NULL && r->opts->rank == 0)
+    requests = cohort_control_poll(r->opts->control, r->progress);
+  if (!cohort_train_dist_vote(r->dist, r->opts->stop_flag, &requests, stop, error))
+    return FALSE;
+  r->pending_requests |= requests;
+  return TRUE;
+}
+
+/* The steps; *stopped when a stop was requested (all ranks agree on the step). */
+static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError **error)
+{
+  CohortThroughput tp;
+  cohort_throughput_init(&tp, r);
+  while (r->st.step < r->total_steps) {
+    gboolean stop = FALSE;
+    if (!vote(r, &stop, error))
+      return FALSE;
+    if (stop) {
+      *stopped = TRUE;
+      break;
+    }
+    if (r->pending_requests && !answer_requests(r, last_saved, error))
+      return FALSE;
+    gint64 t0 = g_get_monotonic_time();
+    StepResult res;
+    if (!train_step(r, &res, error))
+      return FALSE;
+    gint64 t1 = g_get_monotonic_time();
+    cohort_train_dist_add_step_time(r->dist, t1 - t0);
+    r->final_loss = res.loss;
+    cohort_run_emit_step(r, &tp, t1, res.loss, res.norm, res.lr, res.scale, res.skipped,
+                         r->distill ? res.parts : NULL);
+    if (!after_step(r, last_saved, error))
+      return FALSE;
+  }
+  cohort_progress_finish_line(r->progress);
+  return TRUE;
+}
+
+/* Evaluation, sample, checkpoint and export at the end (a stop saves a checkpoint only). */
+static gboolean finish(CohortRun *r, gboolean stopped, gint64 last_saved, char **model_path,
+                       GError **error)
+{
+  if (!stopped) {
+    if (!cohort_run_eval(r, error))
+      return FALSE;
+    if (r->cfg->sample_every > 0 && r->opts->rank == 0 && !cohort_run_sample(r, error))
+      return FALSE;
+  }
+  if (r->st.step != last_saved && r->st.step > 0 && !cohort_run_save_checkpoint(r, error))
+    return FALSE;
+  if (r->opts->rank == 0 && !stopped && !cohort_run_export(r, model_path, error))
+    return FALSE;
+  return TRUE;
+}
+
+static void emit_done(CohortRun *r, gboolean stopped, const char *model_path, gint64 t_begin)
+{
+  JsonObject *f = json_object_new();
+  json_object_set_string_member(f, "status", stopped ? "stopped" : "completed");
+  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_double_member(f, "elapsed_s", (double)(g_get_monotonic_time() - t_begin) / 1e6);
+  if (isfinite(r->final_loss))
+    json_object_set_double_member(f, "final_loss", r->final_loss);
+  if (r->cfg->precision == COHORT_PRECISION_FP16)
+    json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
+  for (guint i = 0; r->have_metrics && i < r->model->n_metrics; i++)
+    if (isfinite(r->metrics[i]))
+      json_object_set_double_member(f, r->model->metrics[i].name, r->metrics[i]);
+  if (model_path)
+    json_object_set_string_member(f, "model_path", model_path);
+  if (model_path)
+    cohort_progress_log(r->progress, "info", "model saved to %s", model_path);
+  else if (stopped)
+    cohort_progress_log(r->progress, "info",
+                        "stopped at step %" G_GINT64_FORMAT "; resume with --resume auto",
+                        r->st.step);
+  /* Last: nothing follows `done` in the stream. */
+  cohort_progress_emit(r->progress, "done", f);
+}
+
+/* The GEMM mode a config asks for. TF32 is only a permission: the CPU computes fp32. */
+static CohortGemmMode gemm_mode_for(const CohortConfig *cfg, const CohortBackend *be)
+{
+  switch (cfg->precision) {
+  case COHORT_PRECISION_BF16:
+    return COHORT_GEMM_BF16;
+  case COHORT_PRECISION_FP16:
+    return COHORT_GEMM_FP16;
+  case COHORT_PRECISION_FP32:
+  default:
+    return cfg->allow_tf32 && be != cohort_backend_cpu() ? COHORT_GEMM_TF32 : COHORT_GEMM_FP32;
+  }
+}
+
+/* The rank's device, threads and GEMM mode. */
+static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *opts = r->opts;
+  /* What the build supports was checked by the launch plan, or is by cohort_device_select
+   * below (device "cuda" without the CUDA path). */
+  *threads = cohort_train_threads(cfg, opts->local_world_size);
+  cohort_train_set_threads(*threads);
+  if (opts->device)
+    r->dev = *opts->device;
+  else if (!cohort_device_select(cfg, opts->config_source, opts->local_rank, opts->local_world_size,
+                                 &r->dev, error))
+    return FALSE;
+  r->be = r->dev.be;
+  r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
+  if (opts->rank == 0 && r->dev.cuda_device >= 0)
+    cohort_device_log_local(cfg, opts->local_world_size, r->progress);
+  return TRUE;
+}
+
+gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
+                      GError **error)
+{
+  CohortRun run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .final_loss = NAN};
+  CohortRun *r = &run;
+  g_autofree char *resumed_from = NULL;
+  g_autofree char *model_path = NULL;
+  gboolean ok = FALSE, was_stopped = FALSE;
+  gint64 t_begin = g_get_monotonic_time();
+  int threads = 1;
+
+  if (stopped)
+    *stopped = FALSE;
+  if (!prepare_device(r, &threads, error))
+    return FALSE;
+  r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
+  cohort_train_dist_set_device(r->dist, &r->dev);
+  /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
+  g_mutex_init(&r->indices_lock);
+  if (cohort_run_setup(r, &resumed_from, error) && cohort_run_start_loading(r, error) &&
+      cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
+    cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
+    gint64 last_saved = resumed_from ? r->st.step : -1;
+    cohort_run_emit_start(r, resumed_from, threads);
+    if (resumed_from)
+      cohort_progress_log(r->progress, "info", "resumed from %s at step %" G_GINT64_FORMAT,
+                          resumed_from, r->st.step);
+    ok = loop(r, &last_saved, &was_stopped, error) &&
+         finish(r, was_stopped, last_saved, &model_path, error);
+  }
+  cohort_progress_finish_line(r->progress);
+  if (ok)
+    emit_done(r, was_stopped, model_path, t_begin);
+  if (stopped)
+    *stopped = was_stopped;
+  cohort_run_free(r);
+  g_mutex_clear(&r->indices_lock);
+  /* The mode is the backend's, for the whole process: leave it as found for later users. */
+  if (r->be)
+    r->be->set_gemm_mode(COHORT_GEMM_FP32);
+  return ok;
+}
