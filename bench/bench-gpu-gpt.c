@@ -12,7 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #endif
 
 #include <glib.h>

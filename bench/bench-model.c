@@ -48,7 +48,7 @@ static CohortBatch *random_batch(const CohortConfig *cfg, int B)
              : cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
   GRand *rand = g_rand_new_with_seed(7);
   for (int i = 0; i < B; i++) {
-    b->sample_ids[i] = (guint64)i;
+    b->example_ids[i] = (guint64)i;
     if (images) {
       size_t D = (size_t)cfg->image_channels * cfg->image_size * cfg->image_size;
       for (size_t k = 0; k < D; k++)

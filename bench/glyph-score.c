@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "data/images.h"
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 #include "engine/models/dit.h"
 #include "engine/train/sample-saved.h"
 
@@ -101,10 +101,10 @@ int main(int argc, char **argv)
     gboolean ok = nearest_label(&r, imgs + (size_t)i * D, scratch) == labels[i];
     correct += ok;
     right[labels[i]] += ok;
-    CohortSampleRng rng;
-    cohort_sample_rng_init(&rng, 99, 0, (guint64)i, COHORT_RNG_STREAM_NOISE);
+    CohortExampleRng rng;
+    cohort_example_rng_init(&rng, 99, 0, (guint64)i, COHORT_RNG_STREAM_NOISE);
     for (int k = 0; k < D; k++)
-      noise[k] = cohort_sample_rng_uniform(&rng) < 0.5 ? -1.0f : 1.0f;
+      noise[k] = cohort_example_rng_uniform(&rng) < 0.5 ? -1.0f : 1.0f;
     noise_correct += nearest_label(&r, noise, scratch) == labels[i];
   }
   /* What real glyphs reach: each reference image against the others. */

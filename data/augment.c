@@ -2,7 +2,7 @@
 #include "data/augment.h"
 
 #include <string.h>
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 static const char *const names[] = {"none", "crop", "crop_flip"};
 
@@ -30,12 +30,12 @@ void cohort_augment_draw(CohortAugment kind, guint64 seed, guint64 epoch, guint6
   *flip = FALSE;
   if (kind == COHORT_AUGMENT_NONE)
     return;
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, seed, epoch, index, COHORT_RNG_STREAM_AUGMENT);
-  *top = (int)cohort_sample_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
-  *left = (int)cohort_sample_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, seed, epoch, index, COHORT_RNG_STREAM_AUGMENT);
+  *top = (int)cohort_example_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
+  *left = (int)cohort_example_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
   if (kind == COHORT_AUGMENT_CROP_FLIP)
-    *flip = cohort_sample_rng_below(&rng, 2) == 1;
+    *flip = cohort_example_rng_below(&rng, 2) == 1;
 }
 
 void cohort_augment_apply(CohortAugment kind, guint64 seed, guint64 epoch, guint64 index, int C,

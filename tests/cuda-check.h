@@ -4,7 +4,7 @@
 #pragma once
 
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 
 #include <glib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data/augment.h"
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 enum { C = 2, H = 6, W = 6 };
 
@@ -146,15 +146,15 @@ static void test_uniform(void)
   g_assert_cmpint(abs(flips - N / 2), <, 300); /* ~4.5 standard deviations */
 
   /* below(n) for an n that does not divide 2^32, and uniform() in [0, 1). */
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, 1, 2, 3, 4);
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, 1, 2, 3, 4);
   int bins[3] = {0};
   for (int i = 0; i < 30000; i++)
-    bins[cohort_sample_rng_below(&rng, 3)]++;
+    bins[cohort_example_rng_below(&rng, 3)]++;
   for (int k = 0; k < 3; k++)
     g_assert_cmpint(abs(bins[k] - 10000), <, 400);
   for (int i = 0; i < 1000; i++) {
-    double u = cohort_sample_rng_uniform(&rng);
+    double u = cohort_example_rng_uniform(&rng);
     g_assert_true(u >= 0.0 && u < 1.0);
   }
 }

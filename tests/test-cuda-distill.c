@@ -6,7 +6,7 @@
 #include "engine/model/distill.h"
 #include "engine/models/dit.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #include "engine/models/registry.h"
 
 #include <math.h>

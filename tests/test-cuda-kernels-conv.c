@@ -3,7 +3,7 @@
  * device every case is skipped with the runtime's reason. The CPU ops themselves are checked
  * against finite differences and PyTorch in tests/test-layers-conv.c. */
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 
 #include <glib.h>
 #include <math.h>

@@ -6,7 +6,7 @@
  * device. */
 #include "cuda-check.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 
 #include <glib.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * run everywhere and check that nothing fails hard without a GPU. */
 #include "cuda-check.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 
 #include <glib.h>
 #include <math.h>

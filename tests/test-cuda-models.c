@@ -17,7 +17,7 @@
 #include "engine/model/model.h"
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #include "engine/models/registry.h"
 #include "test-util.h"
 #include "train-run.h"
@@ -49,7 +49,7 @@ static CohortConfig *family_config(const char *const *sets)
 static void fill(CohortBatch *b, const CohortConfig *cfg, guint32 seed)
 {
   for (int i = 0; i < b->B; i++) {
-    b->sample_ids[i] = seed * 131u + (guint)i;
+    b->example_ids[i] = seed * 131u + (guint)i;
     if (b->images) {
       size_t D = (size_t)b->C * b->H * b->W;
       for (size_t k = 0; k < D; k++) {

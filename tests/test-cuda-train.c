@@ -16,7 +16,7 @@
 #include "engine/models/gpt.h"
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #include "test-util.h"
 
 #include <math.h>

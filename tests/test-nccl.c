@@ -11,7 +11,7 @@
 #include "engine/distributed/comm.h"
 #include "engine/distributed/reducer.h"
 #include "rank-harness.h"
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #include "kernels/math-inline.h"
 #include "wait-ranks.h"
 

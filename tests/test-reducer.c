@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #endif
 
 static void run_gloo_ranks_bf16(int world, RankFunc fn)

@@ -36,9 +36,9 @@ static void write_inputs(const char *ws, const char *weights, const char *batche
   g_autoptr(CohortConfig) cfg = ddp_config();
   g_autoptr(GError) error = NULL;
   g_autofree char *cache = g_build_filename(ws, "cache", NULL);
-  g_autoptr(CohortSamples) s = cohort_samples_open(cfg, cfg->train_data, cache, &error);
+  g_autoptr(CohortDataSource) s = cohort_data_source_open(cfg, cfg->train_data, cache, &error);
   g_assert_no_error(error);
-  cfg->num_classes = cohort_samples_num_classes(s);
+  cfg->num_classes = cohort_data_source_num_classes(s);
   g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), cfg, DDP_BATCH, &error);
   g_assert_no_error(error);
   m->ops->init_weights(m, (guint64)cfg->seed);
@@ -59,10 +59,10 @@ static void write_inputs(const char *ws, const char *weights, const char *batche
   float mom = (float)cfg->bn_momentum;
   g_byte_array_append(out, (guint8 *)hdr, sizeof hdr);
   g_byte_array_append(out, (guint8 *)&mom, sizeof mom);
-  g_autoptr(CohortBatch) batch = cohort_samples_batch_new(s, DDP_BATCH);
+  g_autoptr(CohortBatch) batch = cohort_data_source_batch_new(s, DDP_BATCH);
   guint64 *idx[DDP_WORLD];
   for (int r = 0; r < DDP_WORLD; r++) {
-    CohortSamplerSpec spec = {.n = cohort_samples_count(s),
+    CohortSamplerSpec spec = {.n = cohort_data_source_count(s),
                               .world_size = DDP_WORLD,
                               .rank = r,
                               .shuffle = cfg->shuffle,
@@ -77,22 +77,23 @@ static void write_inputs(const char *ws, const char *weights, const char *batche
       batch->B = DDP_BATCH;
       batch->epoch = 0;
       for (int b = 0; b < DDP_BATCH; b++)
-        g_assert_true(cohort_samples_load(s, batch, b, idx[r][step * DDP_BATCH + b], NULL));
+        g_assert_true(cohort_data_source_load(s, batch, b, idx[r][step * DDP_BATCH + b], NULL));
       g_byte_array_append(out, (guint8 *)batch->images, DDP_BATCH * D * sizeof(float));
       g_byte_array_append(out, (guint8 *)batch->labels, DDP_BATCH * sizeof(int));
     }
   for (int r = 0; r < DDP_WORLD; r++)
     g_free(idx[r]);
   /* Evaluation: rank r's row b of batch s is validation sample (s·B + b)·world + r. */
-  g_autoptr(CohortSamples) val = cohort_samples_open(cfg, "builtin:glyphs/val", cache, &error);
+  g_autoptr(CohortDataSource) val =
+      cohort_data_source_open(cfg, "builtin:glyphs/val", cache, &error);
   g_assert_no_error(error);
   for (int step = 0; step < DDP_EVAL_STEPS; step++)
     for (int r = 0; r < DDP_WORLD; r++) {
       batch->B = DDP_BATCH;
       batch->epoch = -1;
       for (int b = 0; b < DDP_BATCH; b++)
-        g_assert_true(cohort_samples_load(val, batch, b,
-                                          (guint64)((step * DDP_BATCH + b) * DDP_WORLD + r), NULL));
+        g_assert_true(cohort_data_source_load(
+            val, batch, b, (guint64)((step * DDP_BATCH + b) * DDP_WORLD + r), NULL));
       g_byte_array_append(out, (guint8 *)batch->images, DDP_BATCH * D * sizeof(float));
       g_byte_array_append(out, (guint8 *)batch->labels, DDP_BATCH * sizeof(int));
     }

@@ -16,7 +16,7 @@
 #include "engine/models/registry.h"
 #include "engine/model/model-io.h"
 #include "engine/models/resnet.h"
-#include "engine/model/samples.h"
+#include "engine/model/data-source.h"
 #include "kernels/backend.h"
 #include "test-util.h"
 #include "train-run.h"

@@ -49,9 +49,9 @@ static GStrv session_argv(char **argv, gboolean resume)
   return g_strv_builder_end(b);
 }
 
-gboolean cohort_window_launch(CohortWindow *win, CohortLaunchMode mode, GError **error)
+gboolean cohort_window_launch(CohortWindow *win, CohortStartMode mode, GError **error)
 {
-  if (mode == COHORT_LAUNCH_NEW_FOLDER) {
+  if (mode == COHORT_START_NEW_FOLDER) {
     g_autofree char *fresh =
         cohort_window_fresh_workspace(cohort_config_form_get_config(win->form)->workspace_dir);
     cohort_config_form_set_text(win->form, "workspace_dir", fresh);
@@ -72,7 +72,7 @@ gboolean cohort_window_launch(CohortWindow *win, CohortLaunchMode mode, GError *
   g_auto(GStrv) plan = cohort_ui_launch_argv(cfg, config_path, MAX(win->gpus, 0), error);
   if (plan == NULL)
     return FALSE;
-  g_auto(GStrv) argv = session_argv(plan, mode == COHORT_LAUNCH_RESUME);
+  g_auto(GStrv) argv = session_argv(plan, mode == COHORT_START_RESUME);
   cohort_window_save_last(win);
 
   cohort_run_page_reset(win->run_page);
@@ -89,7 +89,7 @@ gboolean cohort_window_launch(CohortWindow *win, CohortLaunchMode mode, GError *
   cohort_run_page_set_live(win->run_page, TRUE);
   cohort_run_page_set_ended(win->run_page, FALSE);
   cohort_run_page_set_current_run(win->run_page, NULL);
-  cohort_run_page_set_status(win->run_page, mode == COHORT_LAUNCH_RESUME
+  cohort_run_page_set_status(win->run_page, mode == COHORT_START_RESUME
                                                 ? _("Resuming from the last checkpoint…")
                                                 : _("Starting…"));
   gtk_stack_set_visible_child_name(GTK_STACK(win->stack), "run");
@@ -110,9 +110,9 @@ static void on_existing_answer(AdwMessageDialog *dialog, const char *response, C
   g_autoptr(GError) error = NULL;
   gboolean ok = TRUE;
   if (g_str_equal(response, "resume"))
-    ok = cohort_window_launch(win, COHORT_LAUNCH_RESUME, &error);
+    ok = cohort_window_launch(win, COHORT_START_RESUME, &error);
   else if (g_str_equal(response, "new-folder"))
-    ok = cohort_window_launch(win, COHORT_LAUNCH_NEW_FOLDER, &error);
+    ok = cohort_window_launch(win, COHORT_START_NEW_FOLDER, &error);
   if (!ok)
     report(win, error);
 }
@@ -184,7 +184,7 @@ gboolean cohort_window_start(CohortWindow *win, GError **error)
     ask_existing(win);
     return TRUE;
   }
-  return cohort_window_launch(win, COHORT_LAUNCH_FRESH, error);
+  return cohort_window_launch(win, COHORT_START_FRESH, error);
 }
 
 gboolean cohort_window_resume(CohortWindow *win, GError **error)
@@ -194,5 +194,5 @@ gboolean cohort_window_resume(CohortWindow *win, GError **error)
   cohort_window_update_state(win);
   if (!ready(win, "resume", error))
     return FALSE;
-  return cohort_window_launch(win, COHORT_LAUNCH_RESUME, error);
+  return cohort_window_launch(win, COHORT_START_RESUME, error);
 }

@@ -97,13 +97,13 @@ void cohort_window_count_checkpoints(CohortWindow *win);
 
 /* How Start goes on when the workspace already holds a run. */
 typedef enum {
-  COHORT_LAUNCH_FRESH,      /* a new run (the workspace holds none) */
-  COHORT_LAUNCH_RESUME,     /* --resume auto: the last checkpoint's run goes on */
-  COHORT_LAUNCH_NEW_FOLDER, /* a new run in a fresh workspace_dir beside the old one */
-} CohortLaunchMode;
+  COHORT_START_FRESH,      /* a new run (the workspace holds none) */
+  COHORT_START_RESUME,     /* --resume auto: the last checkpoint's run goes on */
+  COHORT_START_NEW_FOLDER, /* a new run in a fresh workspace_dir beside the old one */
+} CohortStartMode;
 
 /* Starts now in `mode`, without asking. */
-gboolean cohort_window_launch(CohortWindow *win, CohortLaunchMode mode, GError **error);
+gboolean cohort_window_launch(CohortWindow *win, CohortStartMode mode, GError **error);
 /* The first workspace "<ws>-2", "<ws>-3", … that does not exist yet. g_free the result. */
 char *cohort_window_fresh_workspace(const char *workspace);
 

@@ -23,7 +23,7 @@
 #include FT_BBOX_H
 
 #include "data/image-decode.h"
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 #define SIDE         32
 #define BOX_HEIGHT   20.0 /* pixels a glyph spans at scale 1, at most... */
@@ -45,7 +45,7 @@ typedef struct {
 
 /* Renders character `ch` of face `face` with the jitter of `rng` into a SIDE x SIDE grey
  * image (top row first). */
-static gboolean render(Renderer *r, FT_Face face, char ch, CohortSampleRng *rng, guint8 *out,
+static gboolean render(Renderer *r, FT_Face face, char ch, CohortExampleRng *rng, guint8 *out,
                        GError **error)
 {
   FT_Error fe = FT_Load_Char(face, (FT_ULong)ch, FT_LOAD_NO_HINTING | FT_LOAD_NO_BITMAP);
@@ -60,10 +60,10 @@ static gboolean render(Renderer *r, FT_Face face, char ch, CohortSampleRng *rng,
   double w = (box.xMax - box.xMin) / 64.0, h = (box.yMax - box.yMin) / 64.0;
   double fit = MIN(BOX_HEIGHT / h, BOX_WIDTH / w);
 
-  double angle = (cohort_sample_rng_uniform(rng) * 2.0 - 1.0) * MAX_ROTATE * G_PI / 180.0;
-  double scale = fit * (MIN_SCALE + cohort_sample_rng_uniform(rng) * (MAX_SCALE - MIN_SCALE));
-  double dx = (cohort_sample_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
-  double dy = (cohort_sample_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
+  double angle = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_ROTATE * G_PI / 180.0;
+  double scale = fit * (MIN_SCALE + cohort_example_rng_uniform(rng) * (MAX_SCALE - MIN_SCALE));
+  double dx = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
+  double dy = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
 
   /* Centre of the box to the origin, rotate and scale, then to the image centre + shift.
    * Outline coordinates are 26.6 pixels, y up; the matrix is 16.16. */
@@ -111,8 +111,8 @@ static gboolean write_split(Renderer *r, const char *dir, guint64 split, int per
       return FALSE;
     }
     for (int i = 0; i < per_class; i++) {
-      CohortSampleRng rng;
-      cohort_sample_rng_init(&rng, r->seed, split, (guint64)c, (guint64)i);
+      CohortExampleRng rng;
+      cohort_example_rng_init(&rng, r->seed, split, (guint64)c, (guint64)i);
       /* Fonts in turn, offset by class so that every font draws every class. */
       FT_Face face = r->faces[(i + c) % r->n_faces];
       if (!render(r, face, classes[c], &rng, pixels, error))

@@ -4,7 +4,7 @@
 #include "kernels/backend.h"
 #include "kernels/math-inline.h"
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h" /* only for cohort_backend_cuda() in cohort_reducer_new_cuda */
+#include "kernels/cuda/cuda-backend.h" /* only for cohort_backend_cuda() in cohort_reducer_new_cuda */
 #endif
 
 typedef struct {

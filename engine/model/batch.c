@@ -37,7 +37,7 @@ CohortBatch *cohort_batch_new_with(int capacity, int T, int C, int H, int W, voi
     b->labels = zeroed(alloc, rows * sizeof(int));
     ok = ok && b->images && b->labels;
   }
-  b->sample_ids = g_new0(guint64, capacity);
+  b->example_ids = g_new0(guint64, capacity);
   if (!ok) {
     cohort_batch_free(b);
     return NULL;
@@ -63,6 +63,6 @@ void cohort_batch_free(CohortBatch *b)
     release(b->images);
   if (b->labels)
     release(b->labels);
-  g_free(b->sample_ids);
+  g_free(b->example_ids);
   g_free(b);
 }

@@ -20,8 +20,8 @@ typedef struct {
   float *images;
   int *labels;
 
-  guint64 *sample_ids; /* [B]: the index of each row in its data set */
-  gint64 epoch;        /* the sampler's epoch; -1 for evaluation batches */
+  guint64 *example_ids; /* [B]: the index of each row in its data set */
+  gint64 epoch;         /* the sampler's epoch; -1 for evaluation batches */
 
   void (*release)(void *); /* frees the arrays above; NULL = g_free */
 } CohortBatch;

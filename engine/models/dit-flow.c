@@ -2,7 +2,7 @@
  * the network regresses the velocity v = ε − x₀ (mean squared error), as Wan 2.x and SD3
  * train. The timestep feeds the embedding as 1000·t (SD3's convention).
  *
- * Randomness per sample is keyed by (seed, epoch, sample index, purpose) (data/sample-rng.h):
+ * Randomness per sample is keyed by (seed, epoch, sample index, purpose) (data/example-rng.h):
  *  - t: uniform, or logit-normal (sigmoid of N(0, 1), the default), then the optional shift
  *    t ← s·t / (1 + (s − 1)·t) that moves mass toward noisier timesteps for larger images;
  *  - ε: N(0, 1) per pixel;
@@ -15,38 +15,38 @@
 #include <math.h>
 #include <string.h>
 
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 /* The evaluation grid of timesteps: t = (k + 0.5) / EVAL_T_GRID for sample index k mod it. */
 #define EVAL_T_GRID 8
 /* The epoch number evaluation noise is keyed by: no training epoch reaches it. */
 #define EVAL_EPOCH G_MAXUINT64
 
-static double normal(CohortSampleRng *rng)
+static double normal(CohortExampleRng *rng)
 {
   /* Box-Muller; 1 - u keeps the logarithm's argument in (0, 1]. */
-  double u1 = 1.0 - cohort_sample_rng_uniform(rng);
-  double u2 = cohort_sample_rng_uniform(rng);
+  double u1 = 1.0 - cohort_example_rng_uniform(rng);
+  double u2 = cohort_example_rng_uniform(rng);
   return sqrt(-2.0 * log(u1)) * cos(2.0 * G_PI * u2);
 }
 
 static double draw_t(const Dit *d, guint64 epoch, guint64 index)
 {
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_TIMESTEP);
-  double t =
-      d->timestep_logit_normal ? 1.0 / (1.0 + exp(-normal(&rng))) : cohort_sample_rng_uniform(&rng);
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_TIMESTEP);
+  double t = d->timestep_logit_normal ? 1.0 / (1.0 + exp(-normal(&rng)))
+                                      : cohort_example_rng_uniform(&rng);
   double s = d->timestep_shift;
   return s * t / (1.0 + (s - 1.0) * t);
 }
 
 static void draw_noise(const Dit *d, guint64 epoch, guint64 index, float *eps, size_t n)
 {
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_NOISE);
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_NOISE);
   for (size_t i = 0; i < n; i += 2) {
-    double u1 = 1.0 - cohort_sample_rng_uniform(&rng);
-    double u2 = cohort_sample_rng_uniform(&rng);
+    double u1 = 1.0 - cohort_example_rng_uniform(&rng);
+    double u2 = cohort_example_rng_uniform(&rng);
     double r = sqrt(-2.0 * log(u1));
     eps[i] = (float)(r * cos(2.0 * G_PI * u2));
     if (i + 1 < n)
@@ -61,9 +61,9 @@ static int draw_label(const Dit *d, guint64 epoch, guint64 index, int label, gbo
     return null_label; /* unconditional data, or a class the model does not have */
   if (eval || d->cfg_dropout <= 0)
     return label;
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_LABEL_DROP);
-  return cohort_sample_rng_uniform(&rng) < d->cfg_dropout ? null_label : label;
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, d->seed, epoch, index, COHORT_RNG_STREAM_LABEL_DROP);
+  return cohort_example_rng_uniform(&rng) < d->cfg_dropout ? null_label : label;
 }
 
 void cohort_dit_prepare(Dit *d, const CohortBatch *b)
@@ -73,7 +73,7 @@ void cohort_dit_prepare(Dit *d, const CohortBatch *b)
   gboolean eval = b->epoch < 0;
   guint64 epoch = eval ? EVAL_EPOCH : (guint64)b->epoch;
   for (int i = 0; i < B; i++) {
-    guint64 idx = b->sample_ids[i];
+    guint64 idx = b->example_ids[i];
     double t = eval ? (double)(idx % EVAL_T_GRID) / EVAL_T_GRID + 0.5 / EVAL_T_GRID
                     : draw_t(d, epoch, idx);
     float *xt = d->host_img + i * D, *tg = d->host_target + i * D;

@@ -7,7 +7,7 @@
 #include <glib/gstdio.h>
 
 #include "data/image-decode.h"
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 /* Columns of the sample grid and most rows (classes) it shows. */
 #define GRID_COLS     8
@@ -18,11 +18,11 @@
 
 static void noise(guint64 seed, guint64 index, float *x, size_t n)
 {
-  CohortSampleRng rng;
-  cohort_sample_rng_init(&rng, seed, 0, index, COHORT_RNG_STREAM_NOISE);
+  CohortExampleRng rng;
+  cohort_example_rng_init(&rng, seed, 0, index, COHORT_RNG_STREAM_NOISE);
   for (size_t i = 0; i < n; i += 2) {
-    double u1 = 1.0 - cohort_sample_rng_uniform(&rng);
-    double u2 = cohort_sample_rng_uniform(&rng);
+    double u1 = 1.0 - cohort_example_rng_uniform(&rng);
+    double u2 = cohort_example_rng_uniform(&rng);
     double r = sqrt(-2.0 * log(u1));
     x[i] = (float)(r * cos(2.0 * G_PI * u2));
     if (i + 1 < n)

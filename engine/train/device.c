@@ -3,7 +3,7 @@
 #include "cohort-build-config.h"
 #include "kernels/backend.h"
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #endif
 
 static const char *src_name(const char *source)

@@ -6,7 +6,7 @@
 #include "engine/base/json-write.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/model/model.h"
-#include "engine/model/samples.h"
+#include "engine/model/data-source.h"
 #include "engine/train/trainer.h"
 #include "engine/models/registry.h"
 
@@ -40,12 +40,12 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   const CohortModelClass *klass = cohort_model_class_for(cfg, NULL, error);
   if (!klass || !cohort_model_check_config(cfg, NULL, error))
     return NULL;
-  g_autoptr(CohortSamples) ds = cohort_samples_open(cfg, cfg->train_data, NULL, error);
+  g_autoptr(CohortDataSource) ds = cohort_data_source_open(cfg, cfg->train_data, NULL, error);
   if (!ds)
     return NULL;
   int world = MAX(plan->world_size, 1);
   CohortSamplerSpec spec = {
-      .n = cohort_samples_count(ds),
+      .n = cohort_data_source_count(ds),
       .world_size = world,
       .rank = 0,
       .shuffle = cfg->shuffle,

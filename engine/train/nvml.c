@@ -6,7 +6,7 @@
 
 #include "cohort-build-config.h"
 #if COHORT_HAVE_CUDA
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 #endif
 
 typedef int nvmlReturn_t; /* 0 = NVML_SUCCESS */

@@ -22,11 +22,11 @@ static const char *gemm_mode_name(CohortGemmMode m)
   }
 }
 
-static JsonObject *start_fields(CohortRun *r, const char *resumed_from, int threads)
+static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int threads)
 {
   const CohortConfig *cfg = r->cfg;
   int world = r->opts->world_size;
-  gint64 global_batch = cohort_run_global_batch(r);
+  gint64 global_batch = cohort_rank_run_global_batch(r);
   JsonObject *f = json_object_new();
   g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
   json_object_set_string_member(f, "run", run_name);
@@ -81,7 +81,7 @@ static JsonObject *start_fields(CohortRun *r, const char *resumed_from, int thre
   return f;
 }
 
-void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads)
+void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int threads)
 {
   const CohortConfig *cfg = r->cfg;
   int world = r->opts->world_size;
@@ -104,15 +104,15 @@ void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads)
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
                       run_name, cfg->model, params_m, where, precision,
                       gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
-                      cohort_run_global_batch(r), per_sample, r->base_lr, scaling, r->total_steps,
-                      r->steps_per_epoch);
+                      cohort_rank_run_global_batch(r), per_sample, r->base_lr, scaling,
+                      r->total_steps, r->steps_per_epoch);
   if (r->be->describe_gemm)
     cohort_progress_log(r->progress, "info", "%s matrix products: %s",
                         gemm_mode_name(r->be->get_gemm_mode()),
                         r->be->describe_gemm(r->be->get_gemm_mode()));
 }
 
-void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r)
+void cohort_throughput_init(CohortThroughput *tp, const CohortRankRun *r)
 {
   *tp = (CohortThroughput){
       .t_start = g_get_monotonic_time(),
@@ -121,13 +121,14 @@ void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r)
   };
 }
 
-void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
-                          double lr, double scale, gboolean skipped, const double *parts)
+void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1, double loss,
+                               double norm, double lr, double scale, gboolean skipped,
+                               const double *parts)
 {
   enum { WINDOW = G_N_ELEMENTS(tp->window_t) };
   const CohortConfig *cfg = r->cfg;
   tp->window_t[r->st.step % WINDOW] = t1;
-  gint64 samples_per_step = cohort_run_global_batch(r);
+  gint64 samples_per_step = cohort_rank_run_global_batch(r);
   gint64 done_here = r->st.step - tp->start_step;
   gint64 oldest = done_here >= WINDOW ? tp->window_t[(r->st.step + 1) % WINDOW] : tp->t_start;
   gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;

@@ -7,7 +7,7 @@
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
 
-static void swap_in_ema(CohortRun *r, gboolean in)
+static void swap_in_ema(CohortRankRun *r, gboolean in)
 {
   if (!r->ema)
     return;
@@ -22,7 +22,7 @@ static void swap_in_ema(CohortRun *r, gboolean in)
 }
 
 /* The EMA weights in host memory (checkpoints and export): the buffer itself on the CPU. */
-static const float *ema_on_host(CohortRun *r)
+static const float *ema_on_host(CohortRankRun *r)
 {
   if (!r->ema || !r->ema_host)
     return r->ema;
@@ -33,11 +33,11 @@ static const float *ema_on_host(CohortRun *r)
 /* Metric sums over eval_steps × B × world validation samples, each rank taking every
  * world-th one, summed across ranks: N ranks evaluate exactly what one rank with N× the
  * batch would, and every value is a ratio of global sums. */
-static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError **error)
+static gboolean evaluate(CohortRankRun *r, double *values, gint64 *samples, GError **error)
 {
   int world = r->opts->world_size, rank = r->opts->rank;
   CohortModel *m = r->model;
-  guint64 n_val = cohort_samples_count(r->val);
+  guint64 n_val = cohort_data_source_count(r->val);
   g_autofree double *sums = g_new0(double, m->n_sums);
   /* Every rank evaluates with rank 0's running statistics, as a DDP module's forward would
    * broadcast them first. */
@@ -49,7 +49,7 @@ static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError *
   for (int s = 0; s < r->cfg->eval_steps; s++) {
     for (int b = 0; b < r->B; b++) {
       gint64 g = ((gint64)s * r->B + b) * world + rank;
-      if (!cohort_samples_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), error)) {
+      if (!cohort_data_source_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), error)) {
         swap_in_ema(r, FALSE);
         return FALSE;
       }
@@ -64,7 +64,7 @@ static gboolean evaluate(CohortRun *r, double *values, gint64 *samples, GError *
   return TRUE;
 }
 
-gboolean cohort_run_eval(CohortRun *r, GError **error)
+gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
 {
   gint64 samples;
   if (!r->val)
@@ -91,7 +91,7 @@ gboolean cohort_run_eval(CohortRun *r, GError **error)
   return TRUE;
 }
 
-gboolean cohort_run_sample(CohortRun *r, GError **error)
+gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
 {
   if (!r->model->ops->sample)
     return TRUE; /* a family without samples (a classifier) */
@@ -102,7 +102,7 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
       .step = r->st.step,
       .workspace = r->cfg->workspace_dir,
       .rng = &r->st.sample_rng,
-      .class_names = cohort_samples_class_names(r->train),
+      .class_names = cohort_data_source_class_names(r->train),
   };
   swap_in_ema(r, TRUE);
   gboolean ok = r->model->ops->sample(r->model, &req, f, error);
@@ -125,7 +125,7 @@ gboolean cohort_run_sample(CohortRun *r, GError **error)
 
 /* With ZeRO stage 1, the whole optimizer state on rank 0 (host memory), gathered from the
  * shards, so the checkpoint is the one stage 0 writes; *full NULL on the other ranks. */
-static gboolean gather_optimizer(CohortRun *r, CohortOptimizer **full, GError **error)
+static gboolean gather_optimizer(CohortRankRun *r, CohortOptimizer **full, GError **error)
 {
   *full = NULL;
   if (!r->zero)
@@ -146,7 +146,7 @@ static gboolean gather_optimizer(CohortRun *r, CohortOptimizer **full, GError **
   return cohort_zero_gather_state(r->zero, r->opt, *full, error);
 }
 
-gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
+gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   g_autoptr(CohortOptimizer) full = NULL;
@@ -169,7 +169,7 @@ gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error)
   return cohort_train_dist_barrier(r->dist, "checkpoint", error);
 }
 
-gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error)
+gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
@@ -191,7 +191,7 @@ gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error)
   if (!cohort_config_save_file(r->model_cfg, cfg_path, error))
     return FALSE;
   /* The class mapping, so a label means the same class when the model is used again. */
-  const char *const *classes = cohort_samples_class_names(r->train);
+  const char *const *classes = cohort_data_source_class_names(r->train);
   g_autofree char *classes_path = g_build_filename(cfg->workspace_dir, "classes.json", NULL);
   if (classes && !cohort_image_classes_write(classes, classes_path, error))
     return FALSE;

@@ -16,7 +16,7 @@
 #include "engine/models/registry.h"
 
 /* A checkpoint continues only with the teacher it was trained with (or without one). */
-static gboolean same_teacher(CohortRun *r, const char *ckpt, GError **error)
+static gboolean same_teacher(CohortRankRun *r, const char *ckpt, GError **error)
 {
   const char *now = r->teacher ? r->teacher->sha256 : "";
   const char *then = r->st.teacher_sha256;
@@ -104,7 +104,7 @@ static gboolean move_aside(const char *ws, GError **error)
 }
 
 /* Rank 0: a checkpoint to resume, a fresh start, or a refusal to mix runs. */
-static StartKind choose_start(CohortRun *r, char **ckpt, GError **error)
+static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const char *resume = r->opts->resume;
@@ -142,7 +142,7 @@ static StartKind choose_start(CohortRun *r, char **ckpt, GError **error)
 
 /* Rank 0 reads the checkpoint; the others get everything from it by broadcast, so resuming
  * needs the checkpoint on rank 0's machine only. */
-static gboolean load_on_rank0(CohortRun *r, const char *ckpt, CohortOptimizer *opt,
+static gboolean load_on_rank0(CohortRankRun *r, const char *ckpt, CohortOptimizer *opt,
                               gboolean *keep_scale, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
@@ -172,7 +172,7 @@ static gboolean load_on_rank0(CohortRun *r, const char *ckpt, CohortOptimizer *o
 
 /* `full`: with ZeRO stage 1, rank 0's copy of the whole state read from the checkpoint (NULL
  * elsewhere); each rank takes its shard of it. */
-static gboolean broadcast_state(CohortRun *r, CohortOptimizer *full, gboolean *keep_scale,
+static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolean *keep_scale,
                                 GError **error)
 {
   CohortModel *m = r->model;
@@ -201,7 +201,7 @@ static gboolean broadcast_state(CohortRun *r, CohortOptimizer *full, gboolean *k
  * the data before they are used: the epoch consumed at most all its samples (padded to the
  * world size, which is at most the global batch), in whole steps, and batch_in_epoch is those
  * steps times a possible accumulation. */
-static gboolean position_valid(const CohortRun *r, const char *ckpt, GError **error)
+static gboolean position_valid(const CohortRankRun *r, const char *ckpt, GError **error)
 {
   const CohortTrainState *st = &r->st;
   if (st->global_batch == 0)
@@ -226,10 +226,10 @@ static gboolean position_valid(const CohortRun *r, const char *ckpt, GError **er
 /* Where in the epoch a resumed run continues. The samples an epoch has consumed are a prefix
  * of its permutation whatever the world size, so a checkpoint from another batch or world size
  * continues after the same prefix, rounded down to a whole step of the new plan. */
-static gboolean map_position(CohortRun *r, const char *ckpt, GError **error)
+static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)
 {
   CohortTrainState *st = &r->st;
-  gint64 gb = cohort_run_global_batch(r);
+  gint64 gb = cohort_rank_run_global_batch(r);
   if (!position_valid(r, ckpt, error))
     return FALSE;
   if (st->global_batch == 0) {
@@ -266,7 +266,7 @@ static gboolean map_position(CohortRun *r, const char *ckpt, GError **error)
   return TRUE;
 }
 
-static gboolean start_fresh(CohortRun *r, GError **error)
+static gboolean start_fresh(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   if (cfg->init_from && *cfg->init_from) {
@@ -295,7 +295,7 @@ static gboolean start_fresh(CohortRun *r, GError **error)
 }
 
 /* Rank 0's verdict (and, for a resume, the folder) to everyone. */
-static gboolean agree_on_start(CohortRun *r, StartKind *kind, char **ckpt, GError **error)
+static gboolean agree_on_start(CohortRankRun *r, StartKind *kind, char **ckpt, GError **error)
 {
   struct {
     int kind;
@@ -313,8 +313,8 @@ static gboolean agree_on_start(CohortRun *r, StartKind *kind, char **ckpt, GErro
   return TRUE;
 }
 
-gboolean cohort_run_resume_or_start(CohortRun *r, char **resumed_from, gboolean *keep_scale,
-                                    GError **error)
+gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
+                                         gboolean *keep_scale, GError **error)
 {
   StartKind kind = START_FRESH;
   g_autofree char *ckpt = NULL;
@@ -363,7 +363,7 @@ gboolean cohort_run_resume_or_start(CohortRun *r, char **resumed_from, gboolean 
 
 /* Rank 0 writes everything the run leaves; find out now, not at the first save, whether it
  * can. Stale temporaries of a save that was killed go too. */
-gboolean cohort_run_prepare_workspace(CohortRun *r, GError **error)
+gboolean cohort_rank_run_prepare_workspace(CohortRankRun *r, GError **error)
 {
   const char *ws = r->cfg->workspace_dir;
   if (r->opts->rank != 0)

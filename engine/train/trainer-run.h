@@ -10,7 +10,7 @@
 #include "engine/model/model.h"
 #include "engine/model/optim.h"
 #include "engine/train/prefetch.h"
-#include "engine/model/samples.h"
+#include "engine/model/data-source.h"
 #include "engine/train/teacher.h"
 #include "engine/train/trainer-dist.h"
 #include "engine/train/trainer-zero.h"
@@ -23,8 +23,8 @@ typedef struct {
   CohortConfig *model_cfg; /* cfg with what the data decides filled in (num_classes) */
   const CohortTrainOptions *opts;
   CohortProgress *progress;
-  CohortSamples *train;
-  CohortSamples *val; /* NULL = no validation */
+  CohortDataSource *train;
+  CohortDataSource *val; /* NULL = no validation */
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
   CohortDistill *distill; /* the student's loss against the teacher; NULL without */
@@ -58,39 +58,39 @@ typedef struct {
    * the sample or checkpoint being made answers one (its event then says "requested"). */
   guint pending_requests;
   gboolean answering_request;
-} CohortRun;
+} CohortRankRun;
 
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
-gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error);
-void cohort_run_free(CohortRun *r);
+gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error);
+void cohort_rank_run_free(CohortRankRun *r);
 /* trainer-resume.c, for set-up: rank 0 checks that it can write the workspace and removes the
  * temporaries of a save that was killed. */
-gboolean cohort_run_prepare_workspace(CohortRun *r, GError **error);
+gboolean cohort_rank_run_prepare_workspace(CohortRankRun *r, GError **error);
 /* trainer-resume.c, for set-up: every rank agrees with rank 0 on a checkpoint to resume (then
  * takes its weights, optimizer state and position; *resumed_from gets its folder) or on a
  * fresh start; *keep_scale is TRUE when an fp16 loss scale came from the checkpoint. */
-gboolean cohort_run_resume_or_start(CohortRun *r, char **resumed_from, gboolean *keep_scale,
-                                    GError **error);
+gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
+                                         gboolean *keep_scale, GError **error);
 /* Starts the loader threads when num_workers > 0 (after set-up, once the device is known:
  * batches are page-locked on GPU ranks with pin_memory). */
-gboolean cohort_run_start_loading(CohortRun *r, GError **error);
+gboolean cohort_rank_run_start_loading(CohortRankRun *r, GError **error);
 /* Points r->step_batch at micro-batch `micro` (0-based within the epoch) of `epoch`: loaded
  * ahead by the loader threads when num_workers > 0, else now into r->batch; *waited_us gets
  * the time the caller waited for it. FALSE when a data file changed under the run (see
- * cohort_samples_load). */
-gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
-                                     GError **error);
+ * cohort_data_source_load). */
+gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64 micro,
+                                          gint64 *waited_us, GError **error);
 /* Samples one optimizer step consumes across all ranks. */
-gint64 cohort_run_global_batch(const CohortRun *r);
+gint64 cohort_rank_run_global_batch(const CohortRankRun *r);
 
 /* trainer-output.c */
-gboolean cohort_run_eval(CohortRun *r, GError **error);
-gboolean cohort_run_sample(CohortRun *r, GError **error);
-gboolean cohort_run_save_checkpoint(CohortRun *r, GError **error);
-gboolean cohort_run_export(CohortRun *r, char **model_path, GError **error);
+gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error);
+gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error);
+gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error);
+gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error);
 
 /* trainer-events.c */
-void cohort_run_emit_start(CohortRun *r, const char *resumed_from, int threads);
+void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int threads);
 
 /* The live view of the loop: tokens/s over a short window of recent steps and the ETA. */
 typedef struct {
@@ -100,10 +100,11 @@ typedef struct {
   int print_every;
 } CohortThroughput;
 
-void cohort_throughput_init(CohortThroughput *tp, const CohortRun *r);
+void cohort_throughput_init(CohortThroughput *tp, const CohortRankRun *r);
 /* The step event and the status line after a step that ended at monotonic time t1. `parts`
  * (COHORT_DISTILL_N_PARTS values) are the distillation loss's parts, NULL without a teacher. */
-void cohort_run_emit_step(CohortRun *r, CohortThroughput *tp, gint64 t1, double loss, double norm,
-                          double lr, double scale, gboolean skipped, const double *parts);
+void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1, double loss,
+                               double norm, double lr, double scale, gboolean skipped,
+                               const double *parts);
 
 G_END_DECLS

@@ -17,7 +17,7 @@
 /* Data preparation (the content scan) is recorded in an index under the workspace: with
  * distributed_data_loading every rank keeps its own (cache/rank-N); without it rank 0
  * prepares first and the others wait, then reuse rank 0's index. */
-static gboolean open_data(CohortRun *r, GError **error)
+static gboolean open_data(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
@@ -31,11 +31,11 @@ static gboolean open_data(CohortRun *r, GError **error)
   gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
   if (rank0_first && o->rank != 0 && !cohort_train_dist_barrier(r->dist, "data", error))
     return FALSE;
-  r->train = cohort_samples_open(cfg, cfg->train_data, cache_dir, error);
+  r->train = cohort_data_source_open(cfg, cfg->train_data, cache_dir, error);
   if (!r->train)
     return FALSE;
   if (cfg->val_data && *cfg->val_data) {
-    r->val = cohort_samples_open(cfg, cfg->val_data, cache_dir, error);
+    r->val = cohort_data_source_open(cfg, cfg->val_data, cache_dir, error);
     if (!r->val)
       return FALSE;
   }
@@ -45,12 +45,12 @@ static gboolean open_data(CohortRun *r, GError **error)
 }
 
 /* The sampler and the length of the run. */
-static gboolean plan_steps(CohortRun *r, GError **error)
+static gboolean plan_steps(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
   r->spec = (CohortSamplerSpec){
-      .n = cohort_samples_count(r->train),
+      .n = cohort_data_source_count(r->train),
       .world_size = o->world_size,
       .rank = o->rank,
       .shuffle = cfg->shuffle,
@@ -86,13 +86,13 @@ static gboolean plan_steps(CohortRun *r, GError **error)
 
 /* What the model's shape takes from the data: the number of classes of image data. The
  * validation set must have the same classes, by name and order. */
-static gboolean resolve_from_data(CohortRun *r, GError **error)
+static gboolean resolve_from_data(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   r->model_cfg = cohort_config_copy(cfg);
   if (cfg->data_format != COHORT_DATA_IMAGES)
     return TRUE;
-  int classes = cohort_samples_num_classes(r->train);
+  int classes = cohort_data_source_num_classes(r->train);
   g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
   if (cfg->num_classes == 0) {
     r->model_cfg->num_classes = classes;
@@ -104,8 +104,8 @@ static gboolean resolve_from_data(CohortRun *r, GError **error)
     return FALSE;
   }
   if (r->val) {
-    const char *const *a = cohort_samples_class_names(r->train);
-    const char *const *b = cohort_samples_class_names(r->val);
+    const char *const *a = cohort_data_source_class_names(r->train);
+    const char *const *b = cohort_data_source_class_names(r->val);
     if (!g_strv_equal(a, b)) {
       g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
       g_autofree char *ta = g_strjoinv(", ", (char **)a), *tb = g_strjoinv(", ", (char **)b);
@@ -116,7 +116,7 @@ static gboolean resolve_from_data(CohortRun *r, GError **error)
       return FALSE;
     }
   }
-  guint skipped = cohort_samples_num_skipped(r->train);
+  guint skipped = cohort_data_source_num_skipped(r->train);
   if (skipped > 0)
     cohort_progress_log(r->progress, "warning",
                         "skip_bad_images: %u unreadable image%s in %s left out", skipped,
@@ -125,7 +125,7 @@ static gboolean resolve_from_data(CohortRun *r, GError **error)
 }
 
 /* The whole optimizer state, or with ZeRO stage 1 over several ranks this rank's shard. */
-static CohortOptimizer *new_optimizer(CohortRun *r, size_t n)
+static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
 {
   const CohortConfig *cfg = r->cfg;
   if (cfg->zero_stage == 0)
@@ -150,7 +150,7 @@ static CohortOptimizer *new_optimizer(CohortRun *r, size_t n)
   return opt;
 }
 
-static gboolean alloc_model(CohortRun *r, GError **error)
+static gboolean alloc_model(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   if (!resolve_from_data(r, error))
@@ -167,7 +167,7 @@ static gboolean alloc_model(CohortRun *r, GError **error)
     return FALSE;
   }
   cohort_train_dist_set_optim_bytes(r->dist, cohort_optimizer_state_bytes(r->opt));
-  r->batch = cohort_samples_batch_new(r->train, r->B);
+  r->batch = cohort_data_source_batch_new(r->train, r->B);
   r->tokens_per_sample = r->batch->T;
   r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
   if (cfg->ema_decay > 0) {
@@ -186,7 +186,7 @@ static gboolean alloc_model(CohortRun *r, GError **error)
 
 /* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
  * that failed reports its own `mine`; the others say that a peer failed at `what`. */
-static gboolean all_ranks_ok(CohortRun *r, gboolean ok, GError *mine, const char *what,
+static gboolean all_ranks_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
                              GError **error)
 {
   double failed = ok ? 0 : 1;
@@ -207,14 +207,14 @@ static gboolean all_ranks_ok(CohortRun *r, gboolean ok, GError *mine, const char
 
 /* teacher_from: every rank loads the teacher itself (it is never sent over the network), all
  * must hold the same weights as rank 0, and the student's loss becomes the distillation's. */
-static gboolean setup_teacher(CohortRun *r, GError **error)
+static gboolean setup_teacher(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   if (!cfg->teacher_from || !*cfg->teacher_from)
     return TRUE;
   GError *local = NULL;
-  r->teacher =
-      cohort_teacher_load(r->be, r->model_cfg, cohort_samples_class_names(r->train), r->B, &local);
+  r->teacher = cohort_teacher_load(r->be, r->model_cfg, cohort_data_source_class_names(r->train),
+                                   r->B, &local);
   if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
     return FALSE;
   char sha[65];
@@ -245,7 +245,7 @@ static gboolean setup_teacher(CohortRun *r, GError **error)
   return TRUE;
 }
 
-gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
+gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
@@ -253,16 +253,16 @@ gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
   r->accum = cfg->gradient_accumulation_steps;
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
       !cohort_distill_check_config(cfg, o->config_source, error) ||
-      !cohort_run_prepare_workspace(r, error) || !open_data(r, error) || !plan_steps(r, error) ||
-      !alloc_model(r, error) || !setup_teacher(r, error))
+      !cohort_rank_run_prepare_workspace(r, error) || !open_data(r, error) ||
+      !plan_steps(r, error) || !alloc_model(r, error) || !setup_teacher(r, error))
     return FALSE;
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
   if (r->teacher)
     g_strlcpy(r->st.teacher_sha256, r->teacher->sha256, sizeof r->st.teacher_sha256);
   gboolean keep_scale = FALSE;
-  if (!cohort_run_resume_or_start(r, resumed_from, &keep_scale, error))
+  if (!cohort_rank_run_resume_or_start(r, resumed_from, &keep_scale, error))
     return FALSE;
-  r->st.global_batch = cohort_run_global_batch(r);
+  r->st.global_batch = cohort_rank_run_global_batch(r);
   /* The loss scale carries over from an fp16 checkpoint; otherwise fp16 starts it afresh. */
   if (cfg->precision != COHORT_PRECISION_FP16) {
     r->st.loss_scale = 1.0;
@@ -274,14 +274,14 @@ gboolean cohort_run_setup(CohortRun *r, char **resumed_from, GError **error)
   return TRUE;
 }
 
-void cohort_run_free(CohortRun *r)
+void cohort_rank_run_free(CohortRankRun *r)
 {
   /* The loader threads read the data and the sample orders: they stop first. */
   g_clear_pointer(&r->prefetch, cohort_prefetch_free);
   for (int i = 0; i < 2; i++)
     g_clear_pointer(&r->epoch_indices[i], g_array_unref);
-  g_clear_pointer(&r->train, cohort_samples_free);
-  g_clear_pointer(&r->val, cohort_samples_free);
+  g_clear_pointer(&r->train, cohort_data_source_free);
+  g_clear_pointer(&r->val, cohort_data_source_free);
   g_clear_pointer(&r->distill, cohort_distill_free);
   g_clear_pointer(&r->teacher, cohort_teacher_free);
   g_clear_pointer(&r->model, cohort_model_free);
@@ -298,14 +298,14 @@ void cohort_run_free(CohortRun *r)
   g_free(r->metrics);
 }
 
-gint64 cohort_run_global_batch(const CohortRun *r)
+gint64 cohort_rank_run_global_batch(const CohortRankRun *r)
 {
   return cohort_launch_global_batch(r->cfg, r->opts->world_size);
 }
 
 /* This rank's sample order of `epoch` (a reference), made once per epoch for every thread. The
  * two most recent are kept: loader threads run at most into the next epoch. */
-static GArray *epoch_indices(CohortRun *r, gint64 epoch)
+static GArray *epoch_indices(CohortRankRun *r, gint64 epoch)
 {
   g_mutex_lock(&r->indices_lock);
   GArray *out = NULL;
@@ -331,7 +331,7 @@ static GArray *epoch_indices(CohortRun *r, gint64 epoch)
   return out;
 }
 
-static gboolean load_into(CohortRun *r, CohortBatch *batch, gint64 epoch, gint64 micro,
+static gboolean load_into(CohortRankRun *r, CohortBatch *batch, gint64 epoch, gint64 micro,
                           GError **error)
 {
   g_autoptr(GArray) idx = epoch_indices(r, epoch);
@@ -339,7 +339,7 @@ static gboolean load_into(CohortRun *r, CohortBatch *batch, gint64 epoch, gint64
   batch->epoch = epoch;
   for (int b = 0; b < r->B; b++) {
     guint64 i = g_array_index(idx, guint64, (guint64)micro * (guint64)r->B + (guint64)b);
-    if (!cohort_samples_load(r->train, batch, b, i, error))
+    if (!cohort_data_source_load(r->train, batch, b, i, error))
       return FALSE;
   }
   return TRUE;
@@ -353,15 +353,15 @@ static gboolean prefetch_load(gpointer data, CohortBatch *batch, gint64 epoch, g
 
 static CohortBatch *prefetch_batch(gpointer data)
 {
-  CohortRun *r = data;
+  CohortRankRun *r = data;
   const CohortBatch *like = r->batch;
   if (r->pinned)
     return cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W, r->be->host_alloc,
                                  r->be->host_free);
-  return cohort_samples_batch_new(r->train, r->B);
+  return cohort_data_source_batch_new(r->train, r->B);
 }
 
-gboolean cohort_run_start_loading(CohortRun *r, GError **error)
+gboolean cohort_rank_run_start_loading(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   r->step_batch = r->batch;
@@ -387,8 +387,8 @@ gboolean cohort_run_start_loading(CohortRun *r, GError **error)
   return TRUE;
 }
 
-gboolean cohort_run_load_micro_batch(CohortRun *r, gint64 epoch, gint64 micro, gint64 *waited_us,
-                                     GError **error)
+gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64 micro,
+                                          gint64 *waited_us, GError **error)
 {
   if (r->prefetch) {
     r->step_batch = cohort_prefetch_get(r->prefetch, epoch, micro, waited_us, error);

@@ -32,7 +32,7 @@ typedef struct {
  * out of fp16's underflow; an inf or NaN gradient (an overflow) skips the update and halves
  * the scale, a run of clean steps doubles it (PyTorch's GradScaler). Every rank holds the same
  * reduced gradients, so every rank takes the same decision. */
-static gboolean update(CohortRun *r, StepResult *res, GError **error)
+static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   CohortModel *m = r->model;
@@ -64,7 +64,7 @@ static gboolean update(CohortRun *r, StepResult *res, GError **error)
 }
 
 /* One optimizer step: accum micro-batches, gradient reduction, clipping, the update. */
-static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
+static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   CohortModel *m = r->model;
@@ -83,7 +83,7 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 waited_us = 0;
-    if (!cohort_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
+    if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
     cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
@@ -128,8 +128,8 @@ static gboolean train_step(CohortRun *r, StepResult *res, GError **error)
 
   r->st.step++;
   r->st.batch_in_epoch += r->accum;
-  r->st.tokens_seen += cohort_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
-  r->st.epoch_samples += cohort_run_global_batch(r);
+  r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
+  r->st.epoch_samples += cohort_rank_run_global_batch(r);
   if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
     r->st.epoch++;
     r->st.batch_in_epoch = 0;
@@ -145,19 +145,19 @@ static gboolean due(int every, gint64 step)
 
 /* Evaluation, samples and checkpoints the config asks for after this step (the last step's
  * come after the loop). */
-static gboolean after_step(CohortRun *r, gint64 *last_saved, GError **error)
+static gboolean after_step(CohortRankRun *r, gint64 *last_saved, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   gboolean last = r->st.step == r->total_steps;
   if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error))
     return FALSE;
-  if (due(cfg->eval_every, r->st.step) && !last && !cohort_run_eval(r, error))
+  if (due(cfg->eval_every, r->st.step) && !last && !cohort_rank_run_eval(r, error))
     return FALSE;
   if (due(cfg->sample_every, r->st.step) && !last && r->opts->rank == 0 &&
-      !cohort_run_sample(r, error))
+      !cohort_rank_run_sample(r, error))
     return FALSE;
   if (due(cfg->save_every, r->st.step) && !last) {
-    if (!cohort_run_save_checkpoint(r, error))
+    if (!cohort_rank_run_save_checkpoint(r, error))
       return FALSE;
     *last_saved = r->st.step;
   }
@@ -167,17 +167,17 @@ static gboolean after_step(CohortRun *r, gint64 *last_saved, GError **error)
 /* Answers the control requests the ranks agreed on, at this step boundary: a sample (rank 0)
  * and a checkpoint (every rank). A checkpoint needs a step done, so a request at step 0 waits
  * for the first. */
-static gboolean answer_requests(CohortRun *r, gint64 *last_saved, GError **error)
+static gboolean answer_requests(CohortRankRun *r, gint64 *last_saved, GError **error)
 {
   gboolean ok = TRUE;
   r->answering_request = TRUE;
   if (r->pending_requests & COHORT_CONTROL_SAMPLE) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
-    ok = r->opts->rank != 0 || cohort_run_sample(r, error);
+    ok = r->opts->rank != 0 || cohort_rank_run_sample(r, error);
   }
   if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
-    ok = cohort_run_save_checkpoint(r, error);
+    ok = cohort_rank_run_save_checkpoint(r, error);
     *last_saved = r->st.step;
   }
   r->answering_request = FALSE;
@@ -185,7 +185,7 @@ static gboolean answer_requests(CohortRun *r, gint64 *last_saved, GError **error
 }
 
 /* The step-boundary vote: a stop (any rank's signal) and the control channel's requests. */
-static gboolean vote(CohortRun *r, gboolean *stop, GError **error)
+static gboolean vote(CohortRankRun *r, gboolean *stop, GError **error)
 {
   guint requests = 0;
   if (r->opts->control != NULL && r->opts->rank == 0)
@@ -197,7 +197,7 @@ static gboolean vote(CohortRun *r, gboolean *stop, GError **error)
 }
 
 /* The steps; *stopped when a stop was requested (all ranks agree on the step). */
-static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError **error)
+static gboolean loop(CohortRankRun *r, gint64 *last_saved, gboolean *stopped, GError **error)
 {
   CohortThroughput tp;
   cohort_throughput_init(&tp, r);
@@ -218,8 +218,8 @@ static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError
     gint64 t1 = g_get_monotonic_time();
     cohort_train_dist_add_step_time(r->dist, t1 - t0);
     r->final_loss = res.loss;
-    cohort_run_emit_step(r, &tp, t1, res.loss, res.norm, res.lr, res.scale, res.skipped,
-                         r->distill ? res.parts : NULL);
+    cohort_rank_run_emit_step(r, &tp, t1, res.loss, res.norm, res.lr, res.scale, res.skipped,
+                              r->distill ? res.parts : NULL);
     if (!after_step(r, last_saved, error))
       return FALSE;
   }
@@ -228,23 +228,23 @@ static gboolean loop(CohortRun *r, gint64 *last_saved, gboolean *stopped, GError
 }
 
 /* Evaluation, sample, checkpoint and export at the end (a stop saves a checkpoint only). */
-static gboolean finish(CohortRun *r, gboolean stopped, gint64 last_saved, char **model_path,
+static gboolean finish(CohortRankRun *r, gboolean stopped, gint64 last_saved, char **model_path,
                        GError **error)
 {
   if (!stopped) {
-    if (!cohort_run_eval(r, error))
+    if (!cohort_rank_run_eval(r, error))
       return FALSE;
-    if (r->cfg->sample_every > 0 && r->opts->rank == 0 && !cohort_run_sample(r, error))
+    if (r->cfg->sample_every > 0 && r->opts->rank == 0 && !cohort_rank_run_sample(r, error))
       return FALSE;
   }
-  if (r->st.step != last_saved && r->st.step > 0 && !cohort_run_save_checkpoint(r, error))
+  if (r->st.step != last_saved && r->st.step > 0 && !cohort_rank_run_save_checkpoint(r, error))
     return FALSE;
-  if (r->opts->rank == 0 && !stopped && !cohort_run_export(r, model_path, error))
+  if (r->opts->rank == 0 && !stopped && !cohort_rank_run_export(r, model_path, error))
     return FALSE;
   return TRUE;
 }
 
-static void emit_done(CohortRun *r, gboolean stopped, const char *model_path, gint64 t_begin)
+static void emit_done(CohortRankRun *r, gboolean stopped, const char *model_path, gint64 t_begin)
 {
   JsonObject *f = json_object_new();
   json_object_set_string_member(f, "status", stopped ? "stopped" : "completed");
@@ -284,7 +284,7 @@ static CohortGemmMode gemm_mode_for(const CohortConfig *cfg, const CohortBackend
 }
 
 /* The rank's device, threads and GEMM mode. */
-static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
+static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *opts = r->opts;
@@ -307,8 +307,8 @@ static gboolean prepare_device(CohortRun *r, int *threads, GError **error)
 gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, gboolean *stopped,
                       GError **error)
 {
-  CohortRun run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .final_loss = NAN};
-  CohortRun *r = &run;
+  CohortRankRun run = {.cfg = cfg, .opts = opts, .progress = opts->progress, .final_loss = NAN};
+  CohortRankRun *r = &run;
   g_autofree char *resumed_from = NULL;
   g_autofree char *model_path = NULL;
   gboolean ok = FALSE, was_stopped = FALSE;
@@ -323,11 +323,11 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   cohort_train_dist_set_device(r->dist, &r->dev);
   /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
   g_mutex_init(&r->indices_lock);
-  if (cohort_run_setup(r, &resumed_from, error) && cohort_run_start_loading(r, error) &&
+  if (cohort_rank_run_setup(r, &resumed_from, error) && cohort_rank_run_start_loading(r, error) &&
       cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
-    cohort_run_emit_start(r, resumed_from, threads);
+    cohort_rank_run_emit_start(r, resumed_from, threads);
     if (resumed_from)
       cohort_progress_log(r->progress, "info", "resumed from %s at step %" G_GINT64_FORMAT,
                           resumed_from, r->st.step);
@@ -339,7 +339,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     emit_done(r, was_stopped, model_path, t_begin);
   if (stopped)
     *stopped = was_stopped;
-  cohort_run_free(r);
+  cohort_rank_run_free(r);
   g_mutex_clear(&r->indices_lock);
   /* The mode is the backend's, for the whole process: leave it as found for later users. */
   if (r->be)

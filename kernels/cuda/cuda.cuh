@@ -2,7 +2,7 @@
  * launch sizes, scratch memory and the warp/block reductions the kernels share. */
 #pragma once
 
-#include "kernels/cuda/backend.h"
+#include "kernels/cuda/cuda-backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

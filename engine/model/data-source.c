@@ -1,12 +1,12 @@
 /* Data sources for the trainer: token windows (data/dataset.h) and images (data/images.h),
  * behind one numbered-sample interface. */
-#include "engine/model/samples.h"
+#include "engine/model/data-source.h"
 
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/images.h"
 
-struct CohortSamples {
+struct CohortDataSource {
   CohortDataFormat format;
   CohortDataset *windows; /* text and token shards */
   int T;
@@ -16,13 +16,13 @@ struct CohortSamples {
   guint64 seed;
 };
 
-static CohortSamples *open_images(CohortSamples *s, const CohortConfig *cfg, const char *path,
-                                  const char *cache_dir, GError **error)
+static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cfg, const char *path,
+                                     const char *cache_dir, GError **error)
 {
   s->images = cohort_image_set_open(path, cfg->image_size, cfg->image_channels,
                                     cfg->skip_bad_images, cache_dir, error);
   if (!s->images) {
-    cohort_samples_free(s);
+    cohort_data_source_free(s);
     return NULL;
   }
   s->C = cfg->image_channels;
@@ -32,11 +32,11 @@ static CohortSamples *open_images(CohortSamples *s, const CohortConfig *cfg, con
   return s;
 }
 
-CohortSamples *cohort_samples_open(const CohortConfig *cfg, const char *path, const char *cache_dir,
-                                   GError **error)
+CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
+                                          const char *cache_dir, GError **error)
 {
   g_autofree char *resolved = cohort_resolve_path(path);
-  CohortSamples *s = g_new0(CohortSamples, 1);
+  CohortDataSource *s = g_new0(CohortDataSource, 1);
   s->format = cfg->data_format;
   if (cfg->data_format == COHORT_DATA_IMAGES)
     return open_images(s, cfg, resolved, cache_dir, error);
@@ -44,13 +44,13 @@ CohortSamples *cohort_samples_open(const CohortConfig *cfg, const char *path, co
   s->windows = cohort_dataset_open_prepared(resolved, cfg->data_format, cfg->vocab_size,
                                             cfg->seq_len, cache_dir, NULL, error);
   if (!s->windows) {
-    cohort_samples_free(s);
+    cohort_data_source_free(s);
     return NULL;
   }
   return s;
 }
 
-void cohort_samples_free(CohortSamples *s)
+void cohort_data_source_free(CohortDataSource *s)
 {
   if (!s)
     return;
@@ -59,37 +59,37 @@ void cohort_samples_free(CohortSamples *s)
   g_free(s);
 }
 
-guint64 cohort_samples_count(const CohortSamples *s)
+guint64 cohort_data_source_count(const CohortDataSource *s)
 {
   return s->images ? cohort_image_set_len(s->images) : cohort_dataset_num_windows(s->windows);
 }
 
-int cohort_samples_num_classes(const CohortSamples *s)
+int cohort_data_source_num_classes(const CohortDataSource *s)
 {
   return s->images ? cohort_image_set_num_classes(s->images) : 0;
 }
 
-const char *const *cohort_samples_class_names(const CohortSamples *s)
+const char *const *cohort_data_source_class_names(const CohortDataSource *s)
 {
   return s->images ? cohort_image_set_class_names(s->images) : NULL;
 }
 
-guint cohort_samples_num_skipped(const CohortSamples *s)
+guint cohort_data_source_num_skipped(const CohortDataSource *s)
 {
   return s->images ? cohort_image_set_num_skipped(s->images) : 0;
 }
 
-CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity)
+CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity)
 {
   if (s->images)
     return cohort_batch_new(capacity, 0, s->C, s->S, s->S);
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
 }
 
-gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index,
-                             GError **error)
+gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
+                                 GError **error)
 {
-  b->sample_ids[row] = index;
+  b->example_ids[row] = index;
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);

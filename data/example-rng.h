@@ -20,16 +20,16 @@ enum {
 
 typedef struct {
   guint64 state;
-} CohortSampleRng;
+} CohortExampleRng;
 
 /* Starts the stream of (seed, epoch, index, stream). Different keys give unrelated streams. */
-void cohort_sample_rng_init(CohortSampleRng *rng, guint64 seed, guint64 epoch, guint64 index,
-                            guint64 stream);
+void cohort_example_rng_init(CohortExampleRng *rng, guint64 seed, guint64 epoch, guint64 index,
+                             guint64 stream);
 /* The next 64 random bits. */
-guint64 cohort_sample_rng_next(CohortSampleRng *rng);
+guint64 cohort_example_rng_next(CohortExampleRng *rng);
 /* Uniform in [0, n), without modulo bias (Lemire's multiply-and-reject); n > 0. */
-guint32 cohort_sample_rng_below(CohortSampleRng *rng, guint32 n);
+guint32 cohort_example_rng_below(CohortExampleRng *rng, guint32 n);
 /* Uniform in [0, 1) with 53 random bits. */
-double cohort_sample_rng_uniform(CohortSampleRng *rng);
+double cohort_example_rng_uniform(CohortExampleRng *rng);
 
 G_END_DECLS

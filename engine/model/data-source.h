@@ -11,34 +11,34 @@
 
 G_BEGIN_DECLS
 
-typedef struct CohortSamples CohortSamples;
+typedef struct CohortDataSource CohortDataSource;
 
 /* Opens `path` (a config path; "builtin:" resolved here) in cfg->data_format, with a
  * prepared-data index or cache in `cache_dir` (may be NULL). Errors name the file. */
-CohortSamples *cohort_samples_open(const CohortConfig *cfg, const char *path, const char *cache_dir,
-                                   GError **error);
-void cohort_samples_free(CohortSamples *s);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortSamples, cohort_samples_free)
+CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
+                                          const char *cache_dir, GError **error);
+void cohort_data_source_free(CohortDataSource *s);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 
 /* How many samples there are. */
-guint64 cohort_samples_count(const CohortSamples *s);
+guint64 cohort_data_source_count(const CohortDataSource *s);
 
 /* Classes of image data (0 for a flat folder and for token data), their names in index order
  * (NULL for token data), and how many bad images skip_bad_images left out. */
-int cohort_samples_num_classes(const CohortSamples *s);
-const char *const *cohort_samples_class_names(const CohortSamples *s);
-guint cohort_samples_num_skipped(const CohortSamples *s);
+int cohort_data_source_num_classes(const CohortDataSource *s);
+const char *const *cohort_data_source_class_names(const CohortDataSource *s);
+guint cohort_data_source_num_skipped(const CohortDataSource *s);
 
 /* A batch with room for `capacity` rows of the shape this data gives. */
-CohortBatch *cohort_samples_batch_new(const CohortSamples *s, int capacity);
+CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity);
 
 /* Fills row `row` of `b` with sample `index` (< count) and records the index in
- * b->sample_ids; several threads may call it at once for different batches. Images are
+ * b->example_ids; several threads may call it at once for different batches. Images are
  * augmented (the config's augment) as a function of (seed, b->epoch, index); an evaluation
  * batch (b->epoch < 0) is never augmented. FALSE with an
  * error naming the file and offset when token data changed under the run and a token is now
  * outside the vocabulary (data/dataset.h checks every window). */
-gboolean cohort_samples_load(const CohortSamples *s, CohortBatch *b, int row, guint64 index,
-                             GError **error);
+gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
+                                 GError **error);
 
 G_END_DECLS

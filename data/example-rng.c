@@ -1,5 +1,5 @@
 /* Counter-based per-sample randomness (see sample-rng.h). */
-#include "data/sample-rng.h"
+#include "data/example-rng.h"
 
 #define GOLDEN G_GUINT64_CONSTANT(0x9e3779b97f4a7c15)
 
@@ -10,8 +10,8 @@ static guint64 mix64(guint64 z)
   return z ^ (z >> 31);
 }
 
-void cohort_sample_rng_init(CohortSampleRng *rng, guint64 seed, guint64 epoch, guint64 index,
-                            guint64 stream)
+void cohort_example_rng_init(CohortExampleRng *rng, guint64 seed, guint64 epoch, guint64 index,
+                             guint64 stream)
 {
   /* Each part goes through the finaliser before the next is folded in, so (a, b) and (b, a)
    * or carries between parts cannot collide the way a plain sum or xor would. */
@@ -22,28 +22,28 @@ void cohort_sample_rng_init(CohortSampleRng *rng, guint64 seed, guint64 epoch, g
   rng->state = h;
 }
 
-guint64 cohort_sample_rng_next(CohortSampleRng *rng)
+guint64 cohort_example_rng_next(CohortExampleRng *rng)
 {
   rng->state += GOLDEN;
   return mix64(rng->state);
 }
 
-guint32 cohort_sample_rng_below(CohortSampleRng *rng, guint32 n)
+guint32 cohort_example_rng_below(CohortExampleRng *rng, guint32 n)
 {
   g_return_val_if_fail(n > 0, 0);
-  guint64 m = (cohort_sample_rng_next(rng) >> 32) * (guint64)n;
+  guint64 m = (cohort_example_rng_next(rng) >> 32) * (guint64)n;
   guint32 low = (guint32)m;
   if (low < n) {
     guint32 threshold = (guint32)(-n) % n;
     while (low < threshold) {
-      m = (cohort_sample_rng_next(rng) >> 32) * (guint64)n;
+      m = (cohort_example_rng_next(rng) >> 32) * (guint64)n;
       low = (guint32)m;
     }
   }
   return (guint32)(m >> 32);
 }
 
-double cohort_sample_rng_uniform(CohortSampleRng *rng)
+double cohort_example_rng_uniform(CohortExampleRng *rng)
 {
-  return (double)(cohort_sample_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+  return (double)(cohort_example_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
 }
