@@ -1,4 +1,4 @@
-/* The compute backend table. The model (engine/gpt.c) and the optimizer call every op through
+/* The compute backend table. The models (engine/models/) and the optimizer call every op through
  * one CohortBackend, so the CPU backend (kernels/cpu) and a CUDA backend provide the same
  * table and the model is written once.
  *
@@ -38,7 +38,6 @@ typedef struct CohortBackend {
   /* Threads for the backend's own loops and its BLAS; n <= 0 keeps the current setting. */
   void (*set_threads)(int n);
   int (*get_threads)(void);
-
   /* Memory. `alloc` returns `bytes` of zeroed, 64-byte aligned memory, or NULL. */
   void *(*alloc)(size_t bytes);
   void (*free)(void *p);
@@ -73,6 +72,7 @@ typedef struct CohortBackend {
   /* The first failure since the last clear, one line, or NULL. */
   const char *(*last_error)(void);
 
+  /* ---- Matrix products. The linear layers of every family are `gemm` + `add_bias`. ---- */
   /* C = alpha * op(A) @ op(B) + beta * C with op(X) = X or X^T; op(A) is [M, K], op(B)
    * [K, N], C [M, N]; lda/ldb/ldc are the row strides of the stored matrices. */
   void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
@@ -89,81 +89,37 @@ typedef struct CohortBackend {
   /* dbias += column sums of dout [N, cols] (accumulates). */
   void (*bias_backward)(float *dbias, const float *dout, int N, int cols);
 
-  /* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. */
-  void (*embedding_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
-                            int B, int T, int C);
-  /* dwte[tokens[b, t], :] += dout[b, t, :]; dwpe[t, :] += sum over b (accumulate). */
-  void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                             int T, int C);
-
-  /* out = (inp - mean) * rstd * w + b per row, rstd = 1 / sqrt(variance + eps) (GPT-2: eps
-   * 1e-5, DiT: 1e-6); mean and rstd [N] are kept for backward. w NULL means no scale (all
-   * ones) and b NULL no shift (zeros): LayerNorm without affine parameters. */
-  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, int N, int C, float eps);
-  /* Accumulates dinp, dw and db. w as in the forward (NULL: ones); dw or db NULL skips that
-   * gradient (no affine parameters). eps is not needed: rstd holds it. */
-  void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                             const float *w, const float *mean, const float *rstd, int N, int C);
-
-  /* Multi-head attention. qkv [B, T, 3C] holds q, k, v (heads of C/NH inside each);
-   * out [B, T, C]; lse [B, NH, T] keeps each softmax row's log-sum-exp for backward.
-   * causal != 0: position i attends to positions 0..i (GPT); causal == 0: to all T (DiT). */
-  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
-                            int causal);
-  /* Writes dqkv [B, T, 3C] (overwrites) from dout, the forward's qkv, out and lse; causal as
-   * in the forward. */
-  void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                             const float *lse, int B, int T, int C, int NH, int causal);
-
-  /* out = gelu_tanh(inp) over n values. */
-  void (*gelu_forward)(float *out, const float *inp, size_t n);
-  /* dinp = dout * gelu_tanh'(inp); dinp may be dout (in place). */
-  void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-
-  /* out = a + b over n values. */
-  void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
-
-  /* Per row of logits [N, V]: lse[n] = log sum exp, losses[n] = lse[n] - logits[n, target]. */
-  void (*crossentropy_forward)(float *losses, float *lse, const float *logits, const int *targets,
-                               int N, int V);
-  /* dlogits = (softmax(logits) - onehot(target)) * dloss (overwrites). */
-  void (*crossentropy_backward)(float *dlogits, const float *logits, const float *lse,
-                                const int *targets, int N, int V, float dloss);
-  /* Knowledge distillation, per row of student logits s [N, V] and teacher logits t [N, V] at
-   * temperature tau > 0: with p = softmax(t / tau) and q = softmax(s / tau),
-   * losses[n] = KL(p || q) = sum_v p_v (log p_v - log q_v); lse [N, 2] keeps the log-sum-exp of
-   * s / tau and of t / tau for backward. Row sums in double (CPU) or a fixed-order tree
-   * (CUDA). The family scales by tau^2 and mixes with cross-entropy (GPT, classifiers). */
-  void (*kl_div_forward)(float *losses, float *lse, const float *student, const float *teacher,
-                         int N, int V, float tau);
-  /* dstudent += (q - p) / tau * scale (accumulates, so it adds onto crossentropy_backward's
-   * dlogits); scale carries dloss/dlosses[n], e.g. alpha tau^2 / N for a mean over rows. */
-  void (*kl_div_backward)(float *dstudent, const float *student, const float *teacher,
-                          const float *lse, int N, int V, float tau, float scale);
-
-  /* PyTorch AdamW over n values: p -= lr*wd*p (when wd != 0), then the Adam update with
-   * bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
-  void (*adamw_update)(float *params, const float *grads, float *m, float *v, size_t n, float lr,
-                       float beta1, float beta2, float eps, float wd, float bc1, float bc2);
-  /* Sum of squares of n values in double, in an order fixed by n alone. */
-  double (*sum_squares)(const float *values, size_t n);
-  /* values *= s */
-  void (*scale)(float *values, size_t n, float s);
-  /* ema = decay * ema + (1 - decay) * params */
-  void (*ema_update)(float *ema, const float *params, size_t n, float decay);
-
+  /* ---- Precision: bfloat16 copies (the reducer's bf16 all-reduce, mixed precision). ---- */
   /* dst = the bfloat16 bits of src (to nearest, ties to even; NaN stays NaN), n values. */
   void (*to_bf16)(uint16_t *dst, const float *src, size_t n);
   /* dst = s * src, bfloat16 bits to fp32 (the product rounded once, in fp32). */
   void (*from_bf16)(float *dst, const uint16_t *src, size_t n, float s);
 
-  /* ---- Diffusion transformers (DiT with adaLN-Zero) ----
-   * Per-sample vectors (shift, scale, gate) are column slices of the [B, 6C] adaLN modulation
-   * output: element c of sample b is at v[b * ld + c], ld being that matrix's row stride.
-   * Token tensors are [B, T, C]. A position embedding added to every sample is `add_bias`
-   * with N = B and cols = T * C. */
+  /* ---- Activations, element-wise over n values. ---- */
+  /* out = gelu_tanh(inp) over n values. */
+  void (*gelu_forward)(float *out, const float *inp, size_t n);
+  /* dinp = dout * gelu_tanh'(inp); dinp may be dout (in place). */
+  void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+  /* out = inp * sigmoid(inp) over n values. */
+  void (*silu_forward)(float *out, const float *inp, size_t n);
+  /* dinp = dout * silu'(inp); dinp may be dout (in place). */
+  void (*silu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+  /* out = max(inp, 0) over n values (NaN stays NaN, as torch.relu). */
+  void (*relu_forward)(float *out, const float *inp, size_t n);
+  /* dinp = dout where x > 0, else 0; x is relu's input or its output (same sign test).
+   * dinp may be dout (in place). */
+  void (*relu_backward)(float *dinp, const float *x, const float *dout, size_t n);
 
+  /* ---- Element-wise arithmetic. adaLN-Zero's per-example vectors (shift, scale, gate) are column
+   * slices of the [B, 6C] modulation output: element c of example b is at v[b * ld + c], ld
+   * being that matrix's row stride; token tensors are [B, T, C]. ---- */
+  /* out = a + b over n values. */
+  void (*residual_forward)(float *out, const float *a, const float *b, size_t n);
+  /* out = a * x + b * y over n values; out may be x or y (classifier-free guidance, Euler
+   * steps). */
+  void (*axpby)(float *out, float a, const float *x, float b, const float *y, size_t n);
+  /* values *= s */
+  void (*scale)(float *values, size_t n, float s);
   /* out[b, t, c] = x[b, t, c] * (1 + scale[b * ld + c]) + shift[b * ld + c]. */
   void (*modulate_forward)(float *out, const float *x, const float *shift, const float *scale,
                            int B, int T, int C, int ld);
@@ -179,58 +135,18 @@ typedef struct CohortBackend {
    * dgate[b * ld + c] += sum_t dout * y (accumulates). dy must not alias dout. */
   void (*gated_residual_backward)(float *dx, float *dy, float *dgate, const float *dout,
                                   const float *gate, const float *y, int B, int T, int C, int ld);
-  /* out = inp * sigmoid(inp) over n values. */
-  void (*silu_forward)(float *out, const float *inp, size_t n);
-  /* dinp = dout * silu'(inp); dinp may be dout (in place). */
-  void (*silu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-  /* Sinusoidal timestep features (DiT's): with half = dim / 2 and f_i = max_period^(-i / half),
-   * out[b, i] = cos(t[b] f_i), out[b, half + i] = sin(t[b] f_i), and a last column of zeros
-   * when dim is odd. t [B] is backend memory. Computed in double, rounded once. */
-  void (*timestep_embedding)(float *out, const float *t, int B, int dim, float max_period);
-  /* out[b, :] = table[rows[b], :] for b < B, rows of width C; rows (backend memory) must index
-   * rows of the table (the caller checks labels). */
-  void (*rows_gather)(float *out, const float *table, const int *rows, int B, int C);
-  /* dtable[rows[b], :] += dout[b, :], repeated rows added in order of b (no atomics). */
-  void (*rows_scatter_add)(float *dtable, const float *dout, const int *rows, int B, int C);
-  /* Image [B, C, H, W] to patch tokens [B, T, C * p * p], T = (H / p) * (W / p) in row-major
-   * patch order, each token's values in the order (c, py, px) of a Conv2d(kernel p, stride p)
-   * weight [hidden, C, p, p] flattened, so that patch embedding is this and a GEMM. H and W
-   * must be multiples of p. Overwrites out. */
-  void (*patchify)(float *out, const float *img, int B, int C, int H, int W, int p);
-  /* The adjoint (and inverse) of patchify: dimg from dtokens (overwrites). */
-  void (*patchify_backward)(float *dimg, const float *dtokens, int B, int C, int H, int W, int p);
-  /* Patch tokens [B, T, p * p * C] in the order (py, px, c) (DiT's final layer) to an image
-   * [B, C, H, W]; overwrites img. */
-  void (*unpatchify)(float *img, const float *tokens, int B, int C, int H, int W, int p);
-  /* The adjoint (and inverse) of unpatchify: dtokens from dimg (overwrites). */
-  void (*unpatchify_backward)(float *dtokens, const float *dimg, int B, int C, int H, int W, int p);
-  /* losses[b] = mean over d < D of (pred[b, d] - target[b, d])^2; the batch mean is the
-   * model's. */
-  void (*mse_forward)(float *losses, const float *pred, const float *target, int B, int D);
-  /* dpred = 2 * (pred - target) / D * scale (overwrites); scale carries dloss/dlosses[b] (1/B
-   * for a batch mean) times any loss scale. */
-  void (*mse_backward)(float *dpred, const float *pred, const float *target, int B, int D,
-                       float scale);
-  /* out = a * x + b * y over n values; out may be x or y (classifier-free guidance, Euler
-   * steps). */
-  void (*axpby)(float *out, float a, const float *x, float b, const float *y, size_t n);
-  /* ---- Convolutional networks (ResNet): NCHW layouts, as PyTorch's ----
-   * H_out = (H + 2 pad - K) / stride + 1, W_out likewise; a shape whose output would be empty
-   * does nothing. The linear classifier is `gemm` + `add_bias` (backward: `gemm`,
-   * `bias_backward`), and its loss `crossentropy_forward/backward` with V = the number of
-   * classes and N = the batch (checked against PyTorch in tests/test-layers-conv.c). */
 
-  /* out [B, C_out, H_out, W_out] = conv of inp [B, C_in, H, W] with weight
-   * [C_out, C_in, K, K] (no bias), zero padding `pad`, step `stride` (overwrites). Computed as
-   * im2col + `gemm`, so the GEMM mode applies. */
-  void (*conv2d_forward)(float *out, const float *inp, const float *weight, int B, int C_in, int H,
-                         int W, int C_out, int K, int stride, int pad);
-  /* dinp += d/dinp and dweight += d/dweight of conv2d_forward for gradient dout (both
-   * accumulate); dinp may be NULL when no input gradient is needed (the first layer). */
-  void (*conv2d_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
-                          const float *weight, int B, int C_in, int H, int W, int C_out, int K,
-                          int stride, int pad);
-
+  /* ---- Normalisation: LayerNorm per row, BatchNorm2d over NCHW in the steps SyncBatchNorm
+   * combines across ranks. ---- */
+  /* out = (inp - mean) * rstd * w + b per row, rstd = 1 / sqrt(variance + eps) (GPT-2: eps
+   * 1e-5, DiT: 1e-6); mean and rstd [N] are kept for backward. w NULL means no scale (all
+   * ones) and b NULL no shift (zeros): LayerNorm without affine parameters. */
+  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                            const float *b, int N, int C, float eps);
+  /* Accumulates dinp, dw and db. w as in the forward (NULL: ones); dw or db NULL skips that
+   * gradient (no affine parameters). eps is not needed: rstd holds it. */
+  void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                             const float *w, const float *mean, const float *rstd, int N, int C);
   /* BatchNorm2d over x [B, C, HW], split so that SyncBatchNorm can combine statistics across
    * ranks between the steps. Per channel c the n = B*HW values x[:, c, :]:
    * mean[c] and m2[c] = sum of (x - mean)^2 (overwrite), two passes in double. Ranks'
@@ -266,27 +182,110 @@ typedef struct CohortBackend {
   void (*bn_backward_params)(float *dweight, float *dbias, const float *sum_dy,
                              const float *sum_dy_xhat, int C);
 
-  /* out = max(inp, 0) over n values (NaN stays NaN, as torch.relu). */
-  void (*relu_forward)(float *out, const float *inp, size_t n);
-  /* dinp = dout where x > 0, else 0; x is relu's input or its output (same sign test).
-   * dinp may be dout (in place). */
-  void (*relu_backward)(float *dinp, const float *x, const float *dout, size_t n);
+  /* ---- Embeddings: token and position rows, label rows, timestep features, image patches. A
+   * position embedding added to every example is `add_bias` with N = B and cols = T * C. ---- */
+  /* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. */
+  void (*embedding_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
+                            int B, int T, int C);
+  /* dwte[tokens[b, t], :] += dout[b, t, :]; dwpe[t, :] += sum over b (accumulate). */
+  void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                             int T, int C);
+  /* out[b, :] = table[rows[b], :] for b < B, rows of width C; rows (backend memory) must index
+   * rows of the table (the caller checks labels). */
+  void (*rows_gather)(float *out, const float *table, const int *rows, int B, int C);
+  /* dtable[rows[b], :] += dout[b, :], repeated rows added in order of b (no atomics). */
+  void (*rows_scatter_add)(float *dtable, const float *dout, const int *rows, int B, int C);
+  /* Sinusoidal timestep features (DiT's): with half = dim / 2 and f_i = max_period^(-i / half),
+   * out[b, i] = cos(t[b] f_i), out[b, half + i] = sin(t[b] f_i), and a last column of zeros
+   * when dim is odd. t [B] is backend memory. Computed in double, rounded once. */
+  void (*timestep_embedding)(float *out, const float *t, int B, int dim, float max_period);
+  /* Image [B, C, H, W] to patch tokens [B, T, C * p * p], T = (H / p) * (W / p) in row-major
+   * patch order, each token's values in the order (c, py, px) of a Conv2d(kernel p, stride p)
+   * weight [hidden, C, p, p] flattened, so that patch embedding is this and a GEMM. H and W
+   * must be multiples of p. Overwrites out. */
+  void (*patchify)(float *out, const float *img, int B, int C, int H, int W, int p);
+  /* The adjoint (and inverse) of patchify: dimg from dtokens (overwrites). */
+  void (*patchify_backward)(float *dimg, const float *dtokens, int B, int C, int H, int W, int p);
+  /* Patch tokens [B, T, p * p * C] in the order (py, px, c) (DiT's final layer) to an image
+   * [B, C, H, W]; overwrites img. */
+  void (*unpatchify)(float *img, const float *tokens, int B, int C, int H, int W, int p);
+  /* The adjoint (and inverse) of unpatchify: dtokens from dimg (overwrites). */
+  void (*unpatchify_backward)(float *dtokens, const float *dimg, int B, int C, int H, int W, int p);
 
+  /* ---- Attention. ---- */
+  /* Multi-head attention. qkv [B, T, 3C] holds q, k, v (heads of C/NH inside each);
+   * out [B, T, C]; lse [B, NH, T] keeps each softmax row's log-sum-exp for backward.
+   * causal != 0: position i attends to positions 0..i (GPT); causal == 0: to all T (DiT). */
+  void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH,
+                            int causal);
+  /* Writes dqkv [B, T, 3C] (overwrites) from dout, the forward's qkv, out and lse; causal as
+   * in the forward. */
+  void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int T, int C, int NH, int causal);
+
+  /* ---- Convolution and pooling, NCHW layouts as PyTorch's: H_out = (H + 2 pad - K) / stride + 1,
+   * W_out likewise; a shape whose output would be empty does nothing. A classifier head is
+   * `gemm` + `add_bias` and `crossentropy_*` with V = the classes, N = the batch (checked
+   * against PyTorch in tests/test-layers-conv.c). ---- */
+  /* out [B, C_out, H_out, W_out] = conv of inp [B, C_in, H, W] with weight
+   * [C_out, C_in, K, K] (no bias), zero padding `pad`, step `stride` (overwrites). Computed as
+   * im2col + `gemm`, so the GEMM mode applies. */
+  void (*conv2d_forward)(float *out, const float *inp, const float *weight, int B, int C_in, int H,
+                         int W, int C_out, int K, int stride, int pad);
+  /* dinp += d/dinp and dweight += d/dweight of conv2d_forward for gradient dout (both
+   * accumulate); dinp may be NULL when no input gradient is needed (the first layer). */
+  void (*conv2d_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+                          const float *weight, int B, int C_in, int H, int W, int C_out, int K,
+                          int stride, int pad);
   /* out [B, C] = the mean of each row of inp [B, C, HW]. */
   void (*avgpool_global_forward)(float *out, const float *inp, int B, int C, int HW);
   /* dinp [B, C, HW] += dout[b, c] / HW (accumulates). */
   void (*avgpool_global_backward)(float *dinp, const float *dout, int B, int C, int HW);
 
+  /* ---- Losses and metrics. ---- */
+  /* Per row of logits [N, V]: lse[n] = log sum exp, losses[n] = lse[n] - logits[n, target]. */
+  void (*crossentropy_forward)(float *losses, float *lse, const float *logits, const int *targets,
+                               int N, int V);
+  /* dlogits = (softmax(logits) - onehot(target)) * dloss (overwrites). */
+  void (*crossentropy_backward)(float *dlogits, const float *logits, const float *lse,
+                                const int *targets, int N, int V, float dloss);
+  /* Knowledge distillation, per row of student logits s [N, V] and teacher logits t [N, V] at
+   * temperature tau > 0: with p = softmax(t / tau) and q = softmax(s / tau),
+   * losses[n] = KL(p || q) = sum_v p_v (log p_v - log q_v); lse [N, 2] keeps the log-sum-exp of
+   * s / tau and of t / tau for backward. Row sums in double (CPU) or a fixed-order tree
+   * (CUDA). The family scales by tau^2 and mixes with cross-entropy (GPT, classifiers). */
+  void (*kl_div_forward)(float *losses, float *lse, const float *student, const float *teacher,
+                         int N, int V, float tau);
+  /* dstudent += (q - p) / tau * scale (accumulates, so it adds onto crossentropy_backward's
+   * dlogits); scale carries dloss/dlosses[n], e.g. alpha tau^2 / N for a mean over rows. */
+  void (*kl_div_backward)(float *dstudent, const float *student, const float *teacher,
+                          const float *lse, int N, int V, float tau, float scale);
+  /* losses[b] = mean over d < D of (pred[b, d] - target[b, d])^2; the batch mean is the
+   * model's. */
+  void (*mse_forward)(float *losses, const float *pred, const float *target, int B, int D);
+  /* dpred = 2 * (pred - target) / D * scale (overwrites); scale carries dloss/dlosses[b] (1/B
+   * for a batch mean) times any loss scale. */
+  void (*mse_backward)(float *dpred, const float *pred, const float *target, int B, int D,
+                       float scale);
   /* Number of rows of logits [N, V] whose first maximum (torch.argmax) is at labels[n]
    * (labels in backend memory); the count is returned to the host. -1 on a backend failure. */
   int (*accuracy_count)(const float *logits, const int *labels, int N, int V);
 
+  /* ---- Optimizers and what clipping and EMA need. ---- */
+  /* PyTorch AdamW over n values: p -= lr*wd*p (when wd != 0), then the Adam update with
+   * bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+  void (*adamw_update)(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                       float beta1, float beta2, float eps, float wd, float bc1, float bc2);
   /* torch.optim.SGD over n values: g = grad + weight_decay * p; with momentum != 0,
    * buf = g on the first step, else momentum buf + (1 - dampening) g, and g = g + momentum buf
    * (nesterov) or buf; then p -= lr g. momentum_buf may be NULL when momentum == 0. */
   void (*sgd_update)(float *params, const float *grads, float *momentum_buf, size_t n, float lr,
                      float momentum, float dampening, float weight_decay, int nesterov,
                      int first_step);
+  /* ema = decay * ema + (1 - decay) * params */
+  void (*ema_update)(float *ema, const float *params, size_t n, float decay);
+  /* Sum of squares of n values in double, in an order fixed by n alone. */
+  double (*sum_squares)(const float *values, size_t n);
 } CohortBackend;
 
 /* The CPU backend: C with OpenMP, GEMMs through OpenBLAS or oneDNN. Always available. */

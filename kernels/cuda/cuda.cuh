@@ -17,7 +17,6 @@ bool cohort_cuda_ok(cudaError_t e, const char *what);
 bool cohort_cuda_blas_ok(cublasStatus_t s, const char *what);
 /* Records a failure that is not a CUDA status (bad arguments to an op). */
 void cohort_cuda_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 /* Checks that the kernel just launched was accepted. */
 static inline bool cohort_cuda_launched(const char *what)
 {
@@ -26,11 +25,9 @@ static inline bool cohort_cuda_launched(const char *what)
 
 /* The cuBLAS handle of the current device, created on first use; NULL on failure. */
 cublasHandle_t cohort_cuda_blas(void);
-
 /* `bytes` of device memory for one op's temporaries, owned by the backend and reused by the
  * next op (ops run in order on one stream, so this is safe); NULL on failure. */
 void *cohort_cuda_scratch(size_t bytes);
-
 /* Blocks for a grid-stride loop over n elements with `threads` per block. */
 static inline unsigned cohort_cuda_blocks(size_t n, int threads)
 {
@@ -96,45 +93,23 @@ void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha
                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void cohort_cuda_add_bias(float *out, const float *bias, int N, int cols);
 void cohort_cuda_bias_backward(float *dbias, const float *dout, int N, int cols);
-
-void cohort_cuda_embedding_forward(float *out, const int *tokens, const float *wte,
-                                   const float *wpe, int B, int T, int C);
-void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
-                                    int B, int T, int C);
-
-void cohort_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                                   const float *w, const float *b, int N, int C, float eps);
-void cohort_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                    const float *inp, const float *w, const float *mean,
-                                    const float *rstd, int N, int C);
-
 void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
                                    int NH, int causal);
 void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
                                     const float *out, const float *lse, int B, int T, int C, int NH,
                                     int causal);
 
+/* activations.cu */
 void cohort_cuda_gelu_forward(float *out, const float *inp, size_t n);
 void cohort_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void cohort_cuda_silu_forward(float *out, const float *inp, size_t n);
+void cohort_cuda_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void cohort_cuda_relu_forward(float *out, const float *inp, size_t n);
+void cohort_cuda_relu_backward(float *dinp, const float *x, const float *dout, size_t n);
+
+/* elementwise.cu */
 void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
-
-void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
-                                      const int *targets, int N, int V);
-void cohort_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-                                       const int *targets, int N, int V, float dloss);
-void cohort_cuda_kl_div_forward(float *losses, float *lse, const float *student,
-                                const float *teacher, int N, int V, float tau);
-void cohort_cuda_kl_div_backward(float *dstudent, const float *student, const float *teacher,
-                                 const float *lse, int N, int V, float tau, float scale);
-
-void cohort_cuda_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
-                              float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                              float bc2);
-double cohort_cuda_sum_squares(const float *values, size_t n);
 void cohort_cuda_scale(float *values, size_t n, float s);
-void cohort_cuda_ema_update(float *ema, const float *params, size_t n, float decay);
-
-/* Diffusion transformers (adaln.cu, dit.cu, patch.cu) */
 void cohort_cuda_modulate_forward(float *out, const float *x, const float *shift,
                                   const float *scale, int B, int T, int C, int ld);
 void cohort_cuda_modulate_backward(float *dx, float *dshift, float *dscale, const float *dout,
@@ -144,28 +119,14 @@ void cohort_cuda_gated_residual_forward(float *out, const float *x, const float 
 void cohort_cuda_gated_residual_backward(float *dx, float *dy, float *dgate, const float *dout,
                                          const float *gate, const float *y, int B, int T, int C,
                                          int ld);
-void cohort_cuda_silu_forward(float *out, const float *inp, size_t n);
-void cohort_cuda_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
-void cohort_cuda_timestep_embedding(float *out, const float *t, int B, int dim, float max_period);
-void cohort_cuda_rows_gather(float *out, const float *table, const int *rows, int B, int C);
-void cohort_cuda_rows_scatter_add(float *dtable, const float *dout, const int *rows, int B, int C);
-void cohort_cuda_patchify(float *out, const float *img, int B, int C, int H, int W, int p);
-void cohort_cuda_patchify_backward(float *dimg, const float *dtokens, int B, int C, int H, int W,
-                                   int p);
-void cohort_cuda_unpatchify(float *img, const float *tokens, int B, int C, int H, int W, int p);
-void cohort_cuda_unpatchify_backward(float *dtokens, const float *dimg, int B, int C, int H, int W,
-                                     int p);
-void cohort_cuda_mse_forward(float *losses, const float *pred, const float *target, int B, int D);
-void cohort_cuda_mse_backward(float *dpred, const float *pred, const float *target, int B, int D,
-                              float scale);
 void cohort_cuda_axpby(float *out, float a, const float *x, float b, const float *y, size_t n);
-/* Convolutional networks (conv.cu, batchnorm.cu, relu.cu, pool.cu, accuracy.cu, sgd.cu); the
- * table's comments in kernels/backend.h say what each computes. */
-void cohort_cuda_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
-                                int H, int W, int C_out, int K, int stride, int pad);
-void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                                 const float *weight, int B, int C_in, int H, int W, int C_out,
-                                 int K, int stride, int pad);
+
+/* norms.cu */
+void cohort_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int N, int C, float eps);
+void cohort_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean,
+                                    const float *rstd, int N, int C);
 void cohort_cuda_bn_stats(const float *x, int B, int C, int HW, float *mean, float *m2);
 void cohort_cuda_bn_combine_stats(float *mean, float *m2, const float *ranks, int R, int C);
 void cohort_cuda_bn_rstd(float *rstd, const float *var, double scale, float eps, int C);
@@ -181,11 +142,51 @@ void cohort_cuda_bn_backward_dx(float *dx, const float *dy, const float *x, cons
                                 const float *sum_dy_xhat, double count, int B, int C, int HW);
 void cohort_cuda_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                     const float *sum_dy_xhat, int C);
-void cohort_cuda_relu_forward(float *out, const float *inp, size_t n);
-void cohort_cuda_relu_backward(float *dinp, const float *x, const float *dout, size_t n);
-void cohort_cuda_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW);
-void cohort_cuda_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW);
+
+/* losses.cu */
+void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
+                                      const int *targets, int N, int V);
+void cohort_cuda_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+                                       const int *targets, int N, int V, float dloss);
+void cohort_cuda_kl_div_forward(float *losses, float *lse, const float *student,
+                                const float *teacher, int N, int V, float tau);
+void cohort_cuda_kl_div_backward(float *dstudent, const float *student, const float *teacher,
+                                 const float *lse, int N, int V, float tau, float scale);
+void cohort_cuda_mse_forward(float *losses, const float *pred, const float *target, int B, int D);
+void cohort_cuda_mse_backward(float *dpred, const float *pred, const float *target, int B, int D,
+                              float scale);
 int cohort_cuda_accuracy_count(const float *logits, const int *labels, int N, int V);
+
+/* embeddings.cu */
+void cohort_cuda_embedding_forward(float *out, const int *tokens, const float *wte,
+                                   const float *wpe, int B, int T, int C);
+void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
+                                    int B, int T, int C);
+void cohort_cuda_timestep_embedding(float *out, const float *t, int B, int dim, float max_period);
+void cohort_cuda_rows_gather(float *out, const float *table, const int *rows, int B, int C);
+void cohort_cuda_rows_scatter_add(float *dtable, const float *dout, const int *rows, int B, int C);
+void cohort_cuda_patchify(float *out, const float *img, int B, int C, int H, int W, int p);
+void cohort_cuda_patchify_backward(float *dimg, const float *dtokens, int B, int C, int H, int W,
+                                   int p);
+void cohort_cuda_unpatchify(float *img, const float *tokens, int B, int C, int H, int W, int p);
+void cohort_cuda_unpatchify_backward(float *dtokens, const float *dimg, int B, int C, int H, int W,
+                                     int p);
+
+/* optimizers.cu */
+void cohort_cuda_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,
+                              float lr, float beta1, float beta2, float eps, float wd, float bc1,
+                              float bc2);
+double cohort_cuda_sum_squares(const float *values, size_t n);
+void cohort_cuda_ema_update(float *ema, const float *params, size_t n, float decay);
 void cohort_cuda_sgd_update(float *params, const float *grads, float *momentum_buf, size_t n,
                             float lr, float momentum, float dampening, float weight_decay,
                             int nesterov, int first_step);
+
+/* convolution.cu */
+void cohort_cuda_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
+                                int H, int W, int C_out, int K, int stride, int pad);
+void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                 const float *weight, int B, int C_in, int H, int W, int C_out,
+                                 int K, int stride, int pad);
+void cohort_cuda_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW);
+void cohort_cuda_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW);

@@ -1,12 +1,28 @@
-/* adaLN-Zero's per-sample ops: modulate (x * (1 + scale) + shift) and the gated residual
- * (x + gate * y), shift, scale and gate one vector per sample (row stride ld). Forwards are
- * element-wise. Backwards: a block of 32 channels x 8 token lanes per sample; each thread
- * walks its tokens in order, then the first token lane adds the 8 partial sums in order: no
- * atomics, and the same bits on every run. */
+/* Element-wise arithmetic: residual sums, axpby, scaling, and adaLN-Zero's modulation and
+ * gated residual (per-example vectors broadcast over tokens). */
 #include "cuda.cuh"
+#include "kernels/math-inline.h"
 
-#define TX 32 /* channels per block */
-#define TY 8  /* token lanes per block */
+#define TX          32 /* channels per block */
+#define TY          8  /* token lanes per block */
+#define MSE_THREADS 256
+/* sum_squares: a fixed grid whatever the GPU, so the sum's order depends on n alone. */
+#define SS_BLOCKS  512
+#define SS_THREADS 256
+
+__global__ static void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  out[i] = a[i] + b[i];
+}
+
+void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+  if (n == 0)
+    return;
+  add_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, a, b, n);
+  cohort_cuda_launched("residual_forward");
+}
 
 /* Blocks for the backward kernels: channel tiles x samples (grid-stride over samples). */
 static dim3 sample_grid(int B, int C)
@@ -138,4 +154,34 @@ void cohort_cuda_gated_residual_backward(float *dx, float *dy, float *dgate, con
     return;
   gated_back_kernel<<<sample_grid(B, C), dim3(TX, TY)>>>(dx, dy, dgate, dout, gate, y, B, T, C, ld);
   cohort_cuda_launched("gated_residual_backward");
+}
+
+/* out may alias x or y: each element is read before the same thread writes it. */
+__global__ static void axpby_kernel(float *out, float a, const float *x, float b, const float *y,
+                                    size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  out[i] = a * x[i] + b * y[i];
+}
+
+void cohort_cuda_axpby(float *out, float a, const float *x, float b, const float *y, size_t n)
+{
+  if (n == 0)
+    return;
+  axpby_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, a, x, b, y, n);
+  cohort_cuda_launched("axpby");
+}
+
+__global__ static void scale_kernel(float *x, size_t n, float s)
+{
+  COHORT_GRID_STRIDE(i, n)
+  x[i] *= s;
+}
+
+void cohort_cuda_scale(float *values, size_t n, float s)
+{
+  if (n == 0)
+    return;
+  scale_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(values, n, s);
+  cohort_cuda_launched("scale");
 }

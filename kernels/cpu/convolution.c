@@ -1,16 +1,6 @@
-/* 2-D convolution (NCHW, no bias) as im2col + GEMM, one image at a time.
- *
- * Per image, with col [C_in*K*K, H_out*W_out] the image's column matrix:
- *   forward   out_b = weight @ col                      [C_out, H_out*W_out], already NCHW
- *   backward  dweight^T += col @ dout_b^T               into scratch, added once at the end
- *             dcol = weight^T @ dout_b, col2im into dinp_b
- * Measured on ResNet-20 shapes (bench/bench-conv.c, one thread, batch 128; docs/benchmarks.md):
- * one GEMM per image beat one GEMM over groups of 4, 16 or all 128 images plus a transpose to
- * NCHW (39 against 34, 34 and 22 GFLOP/s over the net), since an image's column matrix (150 to
- * 600 KB) stays in cache between im2col and the GEMM. The weight gradient is computed
- * transposed because OpenBLAS runs [C_out, ckk] = [C_out, Ho*Wo] x [Ho*Wo, ckk] twice as fast
- * that way round at 16 channels (74 against 36 GFLOP/s). */
+/* Convolutional layers: conv2d (im2col + GEMM) and global average pooling, NCHW. */
 #include "cpu.h"
+#include "reduce.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +16,7 @@ typedef struct {
 } ConvScratch;
 
 static pthread_key_t scratch_key;
+
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_free(void *p)
@@ -297,4 +288,28 @@ void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, 
     col2im(dinp + (size_t)b * C_in * hw, col, &s);
   }
   add_transposed(dweight, dwt, C_out, ckk);
+}
+
+void cohort_cpu_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW)
+{
+  if (HW <= 0)
+    return;
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int i = 0; i < B * C; i++)
+    out[i] = cohort_row_sum(inp + (size_t)i * HW, HW) / (float)HW;
+}
+
+COHORT_VEC static void add_const(float *restrict d, float v, int n)
+{
+  for (int i = 0; i < n; i++)
+    d[i] += v;
+}
+
+void cohort_cpu_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW)
+{
+  if (HW <= 0)
+    return;
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int i = 0; i < B * C; i++)
+    add_const(dinp + (size_t)i * HW, dout[i] / (float)HW, HW);
 }

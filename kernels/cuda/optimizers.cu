@@ -1,4 +1,5 @@
-/* Optimizer ops: AdamW (the CPU backend's per-element formula), sum of squares, scale, EMA. */
+/* Optimizer updates: AdamW, SGD with momentum, the EMA of the weights, and the sum of squares
+ * behind gradient clipping. */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
@@ -71,20 +72,6 @@ double cohort_cuda_sum_squares(const float *values, size_t n)
   return r;
 }
 
-__global__ static void scale_kernel(float *x, size_t n, float s)
-{
-  COHORT_GRID_STRIDE(i, n)
-  x[i] *= s;
-}
-
-void cohort_cuda_scale(float *values, size_t n, float s)
-{
-  if (n == 0)
-    return;
-  scale_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(values, n, s);
-  cohort_cuda_launched("scale");
-}
-
 __global__ static void ema_kernel(float *e, const float *p, size_t n, float d)
 {
   COHORT_GRID_STRIDE(i, n)
@@ -97,4 +84,34 @@ void cohort_cuda_ema_update(float *ema, const float *params, size_t n, float dec
     return;
   ema_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(ema, params, n, decay);
   cohort_cuda_launched("ema_update");
+}
+
+__global__ static void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr,
+                                  float mom, float damp, float wd, int nesterov, int first)
+{
+  COHORT_GRID_STRIDE(i, n)
+  {
+    float pi = p[i], bi = 0.0f;
+    if (mom != 0.0f && !first)
+      bi = buf[i];
+    cohort_sgd_elem(&pi, g[i], &bi, lr, mom, damp, wd, nesterov, first);
+    p[i] = pi;
+    if (mom != 0.0f)
+      buf[i] = bi;
+  }
+}
+
+void cohort_cuda_sgd_update(float *params, const float *grads, float *momentum_buf, size_t n,
+                            float lr, float momentum, float dampening, float weight_decay,
+                            int nesterov, int first_step)
+{
+  if (n == 0)
+    return;
+  if (momentum != 0.0f && !momentum_buf) {
+    cohort_cuda_fail("cuda: sgd_update: momentum %g needs a momentum buffer", momentum);
+    return;
+  }
+  sgd_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(params, grads, momentum_buf, n, lr, momentum,
+                                                  dampening, weight_decay, nesterov, first_step);
+  cohort_cuda_launched("sgd_update");
 }

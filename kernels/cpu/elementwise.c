@@ -1,10 +1,29 @@
-/* adaLN-Zero's per-sample ops: modulate (x * (1 + scale) + shift) and the gated residual
- * (x + gate * y), with shift, scale and gate one vector per sample, broadcast over tokens.
- * The backwards sum over tokens per (sample, channel): one task is a sample and a stripe of
- * 64 channels, its tokens in order, so the sums do not depend on the thread count. */
+/* Element-wise arithmetic: residual sums, axpby, scaling, and adaLN-Zero's modulation and
+ * gated residual (per-example vectors broadcast over tokens). */
 #include "cpu.h"
+#include "kernels/math-inline.h"
+#include "reduce.h"
 
+#include <string.h>
+
+#define CHUNK  4096
 #define STRIPE 64
+
+COHORT_VEC static void add_chunk(float *out, const float *a, const float *b, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    out[i] = a[i] + b[i];
+}
+
+void cohort_cpu_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+  long chunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (long c = 0; c < chunks; c++) {
+    size_t i0 = (size_t)c * CHUNK;
+    add_chunk(out + i0, a + i0, b + i0, n - i0 < CHUNK ? n - i0 : CHUNK);
+  }
+}
 
 COHORT_VEC static void modulate_row(float *out, const float *x, const float *restrict shift,
                                     const float *restrict scale, int C)
@@ -113,5 +132,49 @@ void cohort_cpu_gated_residual_backward(float *dx, float *dy, float *dgate, cons
     size_t off = (size_t)b * T * C + c0, v = (size_t)b * ld + c0;
     gated_back_stripe(dx ? dx + off : NULL, dy + off, dgate + v, dout + off, gate + v, y + off, T,
                       C, width);
+  }
+}
+
+static long n_chunks(size_t n)
+{
+  return (long)((n + CHUNK - 1) / CHUNK);
+}
+
+static size_t chunk_len(size_t n, size_t i0)
+{
+  return n - i0 < CHUNK ? n - i0 : CHUNK;
+}
+
+/* out may alias x or y. */
+COHORT_VEC static void axpby_chunk(float *out, float a, const float *x, float b, const float *y,
+                                   size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    out[i] = a * x[i] + b * y[i];
+}
+
+void cohort_cpu_axpby(float *out, float a, const float *x, float b, const float *y, size_t n)
+{
+  long chunks = n_chunks(n);
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (long c = 0; c < chunks; c++) {
+    size_t i0 = (size_t)c * CHUNK;
+    axpby_chunk(out + i0, a, x + i0, b, y + i0, chunk_len(n, i0));
+  }
+}
+
+COHORT_VEC static void scale_chunk(float *restrict x, size_t n, float s)
+{
+  for (size_t i = 0; i < n; i++)
+    x[i] *= s;
+}
+
+void cohort_cpu_scale(float *values, size_t n, float s)
+{
+  long chunks = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (long c = 0; c < chunks; c++) {
+    size_t i0 = (size_t)c * CHUNK;
+    scale_chunk(values + i0, n - i0 < CHUNK ? n - i0 : CHUNK, s);
   }
 }

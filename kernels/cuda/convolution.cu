@@ -1,21 +1,19 @@
-/* 2-D convolution (NCHW, no bias) as im2col + the backend's GEMM (so the GEMM mode applies),
- * over groups of images: the group's column matrices sit side by side, one GEMM covers the
- * group, and a copy kernel moves its [C_out, G*H_out*W_out] result to NCHW (and dout the
- * other way for the backward). Unlike the CPU, a GPU wants few large GEMMs, and the
- * transpose costs one pass over the output in device memory. */
+/* Convolutional layers: conv2d (im2col + GEMM) and global average pooling, NCHW. */
 #include "cuda.cuh"
 
 #define MAX_DEVICES 64
 #define THREADS     256
 /* The column matrix of a group stays under this many floats (256 MiB): a ResNet-20 batch of
  * 128 CIFAR images needs 19M at most, so it is one group there. */
-#define GROUP_FLOATS ((size_t)64 << 20)
+#define GROUP_FLOATS   ((size_t)64 << 20)
+#define ROWS_PER_BLOCK 8
 
 /* The convolutions' own buffers, per device: the column matrix, and the output (forward) or dout
  * (backward) in the GEMM layout.
  * Not cohort_cuda_scratch: the bf16/fp16 GEMM takes that one for its rounded operands while
  * the column matrix is still needed. Freed when the process ends, with its CUDA context. */
 static float *conv_buf[MAX_DEVICES][2];
+
 static size_t conv_cap[MAX_DEVICES][2];
 
 static float *conv_scratch(int which, size_t n)
@@ -196,4 +194,44 @@ void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout,
     if (!cohort_cuda_launched("conv2d_backward (col2im)"))
       return;
   }
+}
+
+__global__ static void pool_kernel(float *out, const float *inp, int rows, int HW)
+{
+  int lane = threadIdx.x % COHORT_WARP;
+  int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / COHORT_WARP;
+  if (row >= rows)
+    return; /* whole warps leave together */
+  const float *x = inp + (size_t)row * HW;
+  float s = 0.0f;
+  for (int i = lane; i < HW; i += COHORT_WARP)
+    s += x[i];
+  s = cohort_warp_sum(s);
+  if (lane == 0)
+    out[row] = s / (float)HW;
+}
+
+__global__ static void pool_back_kernel(float *dinp, const float *dout, int HW, size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  dinp[i] += dout[i / HW] / (float)HW;
+}
+
+void cohort_cuda_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW)
+{
+  int rows = B * C;
+  if (rows <= 0 || HW <= 0)
+    return;
+  pool_kernel<<<(rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, ROWS_PER_BLOCK * COHORT_WARP>>>(
+      out, inp, rows, HW);
+  cohort_cuda_launched("avgpool_global_forward");
+}
+
+void cohort_cuda_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW)
+{
+  size_t total = (size_t)(B > 0 ? B : 0) * (C > 0 ? C : 0) * (HW > 0 ? HW : 0);
+  if (total == 0)
+    return;
+  pool_back_kernel<<<cohort_cuda_blocks(total, 256), 256>>>(dinp, dout, HW, total);
+  cohort_cuda_launched("avgpool_global_backward");
 }
