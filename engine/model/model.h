@@ -19,6 +19,7 @@
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
 #include "engine/base/tensor.h"
+#include "engine/progress/protocol.h"
 
 G_BEGIN_DECLS
 
@@ -34,7 +35,7 @@ typedef enum {
 /* One evaluation metric: value = sums[numerator] / sums[denominator] over the whole
  * validation set, summed across ranks before the division (never an average of averages). */
 typedef struct {
-  const char *name; /* "val_loss", "accuracy" */
+  const char *name; /* an `eval` member: COHORT_FIELD_VAL_LOSS, COHORT_FIELD_ACCURACY */
   int numerator;
   int denominator;
 } CohortMetric;

@@ -273,7 +273,7 @@ const CohortDitShape *cohort_dit_shape(const CohortModel *m)
   return &dit_of(m)->shape;
 }
 
-static const CohortMetric dit_metrics[] = {{"val_loss", 0, 1}};
+static const CohortMetric dit_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
 static const CohortModelOps dit_ops = {
     .forward = cohort_dit_forward_batch,

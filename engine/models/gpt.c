@@ -236,7 +236,7 @@ static void gpt_finalize(CohortModel *m)
   g_free(gpt);
 }
 
-static const CohortMetric gpt_metrics[] = {{"val_loss", 0, 1}};
+static const CohortMetric gpt_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
 CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
                              GError **error)

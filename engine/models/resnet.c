@@ -326,7 +326,8 @@ const CohortResnetShape *cohort_resnet_shape(const CohortModel *m)
 }
 
 /* Validation loss and top-1 accuracy over: summed losses, correct rows, rows. */
-static const CohortMetric resnet_metrics[] = {{"val_loss", 0, 2}, {"accuracy", 1, 2}};
+static const CohortMetric resnet_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 2},
+                                              {COHORT_FIELD_ACCURACY, 1, 2}};
 
 static const CohortModelOps resnet_ops = {
     .forward = cohort_resnet_forward_batch,

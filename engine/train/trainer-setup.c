@@ -76,7 +76,7 @@ static gboolean plan_steps(CohortRankRun *r, GError **error)
   r->warmup_steps = cfg->warmup_steps;
   if (cfg->warmup_steps > r->total_steps) {
     r->warmup_steps = (int)r->total_steps;
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "warmup_steps %d is longer than the run's %" G_GINT64_FORMAT
                         " steps: warming up over all %" G_GINT64_FORMAT " instead",
                         cfg->warmup_steps, r->total_steps, r->total_steps);
@@ -118,7 +118,7 @@ static gboolean resolve_from_data(CohortRankRun *r, GError **error)
   }
   guint skipped = cohort_data_source_num_skipped(r->train);
   if (skipped > 0)
-    cohort_progress_log(r->progress, "warning",
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
                         "skip_bad_images: %u unreadable image%s in %s left out", skipped,
                         skipped == 1 ? "" : "s", train_path);
   return TRUE;
@@ -131,7 +131,7 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
   if (cfg->zero_stage == 0)
     return cohort_optimizer_new_for(cfg, r->be, n);
   if (r->opts->world_size < 2 || !r->opts->comm) {
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "zero_stage 1 with one process: there is nothing to shard the optimizer "
                         "state across, so it trains as stage 0");
     return cohort_optimizer_new_for(cfg, r->be, n);
@@ -141,7 +141,7 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
   guint n_ranges = cohort_zero_ranges(r->zero, ranges);
   CohortOptimizer *opt = cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
   if (opt && cohort_optimizer_n_states(opt) > 0)
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "ZeRO stage 1: each of the %d ranks keeps the optimizer state of %zu of "
                         "the %zu parameters (%.1f MiB instead of %.1f MiB)",
                         r->opts->world_size, cohort_optimizer_state_len(opt), n,
@@ -237,7 +237,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
     return FALSE;
   cohort_train_dist_set_teacher_bytes(r->dist, cohort_teacher_bytes(r->teacher));
   cohort_progress_log(
-      r->progress, "info",
+      r->progress, COHORT_LEVEL_INFO,
       "teacher_from %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
       r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
       r->teacher->model->n_params / 1e6, cohort_teacher_bytes(r->teacher) / 1048576.0,
