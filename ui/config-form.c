@@ -162,40 +162,15 @@ static void retry_pending(CohortConfigForm *form, FormKey *except)
   }
 }
 
-/* Keys that mean something only under one value of another key: the engine ignores them
- * otherwise, so the form does not offer them (a value the config holds is kept). */
-static const struct {
-  const char *key, *on, *value;
-} key_depends[] = {
-    {"momentum", "optimizer", "sgd"},
-    {"nesterov", "optimizer", "sgd"},
-    {"lr_step_size", "lr_schedule", "step"},
-    {"lr_gamma", "lr_schedule", "step"},
-};
-
-static gboolean depends_hold(CohortConfigForm *form, const char *key)
-{
-  for (guint i = 0; i < G_N_ELEMENTS(key_depends); i++) {
-    if (!g_str_equal(key_depends[i].key, key))
-      continue;
-    g_autofree char *value = cohort_config_get(form->cfg, key_depends[i].on);
-    if (g_strcmp0(value, key_depends[i].value) != 0)
-      return FALSE;
-  }
-  return TRUE;
-}
-
-/* Only the keys the chosen model family reads are shown (a GPT has no patch size), those that
- * depend on another key's value only under it (SGD's momentum with sgd), a refused value
- * always, and a section only while one of its keys is. */
+/* Only the keys in effect are shown (the key table says which: a GPT has no patch size, SGD's
+ * momentum means nothing with adamw; a value the config holds is kept), a refused value always,
+ * and a section only while one of its keys is. */
 static void update_visibility(CohortConfigForm *form)
 {
   g_autoptr(GHashTable) sections = g_hash_table_new(NULL, NULL);
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
-    gboolean shown = (cohort_config_key_applies(fk->key, form->cfg->model) &&
-                      depends_hold(form, fk->key->name)) ||
-                     fk->error != NULL;
+    gboolean shown = cohort_config_key_in_effect(fk->key, form->cfg) || fk->error != NULL;
     GtkWidget *lrow = gtk_widget_get_parent(fk->row);
     gtk_widget_set_visible(GTK_IS_LIST_BOX_ROW(lrow) ? lrow : fk->row, shown);
     GtkWidget *list = lrow ? gtk_widget_get_parent(lrow) : NULL;

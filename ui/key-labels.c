@@ -2,6 +2,8 @@
 
 #include <glib/gi18n.h>
 
+#include "engine/config/model-families.h"
+
 static const struct {
   const char *key;
   const char *label;
@@ -171,9 +173,6 @@ static const struct {
     {"none", N_("none")},
     {"sqrt", N_("square root")},
     {"images", N_("images (class folders of PNG/JPEG)")},
-    {"gpt", N_("GPT (text)")},
-    {"dit", N_("Diffusion transformer (images)")},
-    {"resnet", N_("ResNet (image classifier)")},
     {"adamw", N_("AdamW")},
     {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},
@@ -185,12 +184,18 @@ static const struct {
     {"step", N_("step (StepLR)")},
 };
 
-const char *cohort_key_label(const char *key)
+const char *cohort_key_label_msgid(const char *key)
 {
   for (guint i = 0; i < G_N_ELEMENTS(labels); i++)
     if (g_str_equal(labels[i].key, key))
-      return _(labels[i].label);
+      return labels[i].label;
   return NULL;
+}
+
+const char *cohort_key_label(const char *key)
+{
+  const char *label = cohort_key_label_msgid(key);
+  return label != NULL ? _(label) : NULL;
 }
 
 const CohortKeySection *cohort_key_sections(guint *n_sections)
@@ -226,6 +231,10 @@ const char *const *cohort_key_multinode_keys(void)
 
 const char *cohort_key_choice_label(const char *value)
 {
+  /* The families' labels come with their declaration (engine/config/model-families.h). */
+  const CohortFamily *family = cohort_family_find(value);
+  if (family != NULL)
+    return _(family->label);
   for (guint i = 0; i < G_N_ELEMENTS(choice_labels); i++)
     if (g_str_equal(choice_labels[i].value, value))
       return _(choice_labels[i].label);

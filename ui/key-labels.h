@@ -17,6 +17,9 @@ typedef struct {
 /* The translated label of a key, or NULL when the layout has none (show the key's name). */
 const char *cohort_key_label(const char *key);
 
+/* The same untranslated (the msgid), for the tests that check every key has a translation. */
+const char *cohort_key_label_msgid(const char *key);
+
 /* The sections, in page order; *n_sections receives their number. */
 const CohortKeySection *cohort_key_sections(guint *n_sections);
 
