@@ -25,6 +25,13 @@ typedef enum {
   COHORT_CHECKPOINT_ERROR_MISMATCH, /* a valid checkpoint of another model or optimizer */
 } CohortCheckpointError;
 
+/* How the checkpoint code (here, checkpoint-state.c, engine/model/checkpoint.c) reports a file:
+ * COHORT_CHECKPOINT_ERROR_CORRUPT with "`path`: <message>", and COHORT_CHECKPOINT_ERROR_IO
+ * with "`path`: cannot `what`: <strerror(err)>". Both return FALSE. */
+gboolean cohort_checkpoint_corrupt(GError **error, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+gboolean cohort_checkpoint_io_error(GError **error, const char *path, const char *what, int err);
+
 /* Length of a run id: 32 lowercase hex digits (128 random bits) and the terminator. */
 #define COHORT_RUN_ID_LEN 33
 
