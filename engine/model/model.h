@@ -7,9 +7,9 @@
  *    forward order, so reverse layer order is decreasing offsets (the reducer's buckets);
  *  - its buffers: tensors that are saved, exported and broadcast but never optimised (BatchNorm
  *    running statistics, a fixed position embedding), in a second table over one buffer;
- *  - its activations, allocated once for micro-batches of up to max_batch samples.
- * Forward takes a CohortBatch (engine/model/batch.h); every random choice a model makes for a
- * sample (noise, timesteps, label dropout) is a function of (seed, epoch, sample id), never of
+ *  - its activations, allocated once for micro-batches of up to max_batch examples.
+ * Forward takes a CohortBatch (engine/model/batch.h); every random choice a model makes for an
+ * example (noise, timesteps, label dropout) is a function of (seed, epoch, example id), never of
  * the rank, so N ranks compute what one process computes on the combined batch. */
 #pragma once
 
@@ -98,8 +98,8 @@ typedef struct {
    * "image": path) into `fields` of the `sample` event. Optional: a classifier has none. */
   gboolean (*sample)(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                      GError **error);
-  /* Multiply-adds of one training sample's forward + backward (for FLOP/s). Optional. */
-  double (*flops_per_sample)(const CohortModel *m);
+  /* Multiply-adds of one training example's forward + backward (for FLOP/s). Optional. */
+  double (*flops_per_example)(const CohortModel *m);
   /* Frees what the family allocated beyond the base (activations, its own struct). */
   void (*finalize)(CohortModel *m);
 
@@ -161,7 +161,7 @@ struct CohortModelClass {
   gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
   /* Parameters of the model a config describes, without allocating it (for --explain). */
   gint64 (*count_params)(const CohortConfig *cfg);
-  /* Allocates the model for micro-batches of up to max_batch samples on backend `be`.
+  /* Allocates the model for micro-batches of up to max_batch examples on backend `be`.
    * Parameters are zero until init_weights or a load. */
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                          GError **error);

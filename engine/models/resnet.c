@@ -296,7 +296,7 @@ static void resnet_finalize(CohortModel *m)
 
 /* Multiply-adds of the convolutions (the bulk) and the classifier, times 6: forward 2 FLOPs
  * per multiply-add, backward 4 (input and weight gradients). */
-static double resnet_flops_per_sample(const CohortModel *m)
+static double resnet_flops_per_example(const CohortModel *m)
 {
   const Resnet *r = resnet_of(m);
   double macs = 0;
@@ -334,7 +334,7 @@ static const CohortModelOps resnet_ops = {
     .backward = cohort_resnet_backward,
     .init_weights = resnet_init,
     .eval_batch = cohort_resnet_eval_batch,
-    .flops_per_sample = resnet_flops_per_sample,
+    .flops_per_example = resnet_flops_per_example,
     .finalize = resnet_finalize,
     .logits = cohort_resnet_logits_op,
     .backward_logits = cohort_resnet_backward_logits,

@@ -50,9 +50,9 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   json_object_set_int_member(f, COHORT_FIELD_GRADIENT_ACCUMULATION_STEPS,
                              cfg->gradient_accumulation_steps);
   json_object_set_int_member(f, COHORT_FIELD_GLOBAL_BATCH, global_batch);
-  if (r->tokens_per_sample > 0)
+  if (r->tokens_per_example > 0)
     json_object_set_int_member(f, COHORT_FIELD_TOKENS_PER_STEP,
-                               global_batch * r->tokens_per_sample);
+                               global_batch * r->tokens_per_example);
   json_object_set_double_member(f, COHORT_FIELD_LEARNING_RATE, cfg->learning_rate);
   json_object_set_double_member(f, COHORT_FIELD_SCALED_LEARNING_RATE, r->base_lr);
   g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
@@ -97,16 +97,16 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
       r->dev.cuda_device >= 0
           ? cohort_device_describe(&r->dev)
           : g_strdup_printf("cpu (%d thread%s per rank)", threads, threads == 1 ? "" : "s");
-  g_autofree char *per_sample = r->tokens_per_sample > 0
-                                    ? g_strdup_printf(" × %d tokens", r->tokens_per_sample)
-                                    : g_strdup(" samples");
+  g_autofree char *per_example = r->tokens_per_example > 0
+                                     ? g_strdup_printf(" × %d tokens", r->tokens_per_example)
+                                     : g_strdup(" samples");
   cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                       "training %s (%s): %.2fM parameters on %s in %s (%s matrix products), "
                       "%d rank%s, global batch %" G_GINT64_FORMAT "%s, lr %.3g (scaling %s), "
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
                       run_name, cfg->model, params_m, where, precision,
                       gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
-                      cohort_rank_run_global_batch(r), per_sample, r->base_lr, scaling,
+                      cohort_rank_run_global_batch(r), per_example, r->base_lr, scaling,
                       r->total_steps, r->steps_per_epoch);
   if (r->be->describe_gemm)
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s matrix products: %s",
@@ -130,13 +130,13 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
   enum { WINDOW = G_N_ELEMENTS(tp->window_t) };
   const CohortConfig *cfg = r->cfg;
   tp->window_t[r->st.step % WINDOW] = t1;
-  gint64 samples_per_step = cohort_rank_run_global_batch(r);
+  gint64 examples_per_step = cohort_rank_run_global_batch(r);
   gint64 done_here = r->st.step - tp->start_step;
   gint64 oldest = done_here >= WINDOW ? tp->window_t[(r->st.step + 1) % WINDOW] : tp->t_start;
   gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;
   double secs = (double)(t1 - oldest) / 1e6;
-  double smp_s = secs > 0 ? (double)(steps_in_window * samples_per_step) / secs : 0;
-  double eta = smp_s > 0 ? (double)((r->total_steps - r->st.step) * samples_per_step) / smp_s : -1;
+  double smp_s = secs > 0 ? (double)(steps_in_window * examples_per_step) / secs : 0;
+  double eta = smp_s > 0 ? (double)((r->total_steps - r->st.step) * examples_per_step) / smp_s : -1;
 
   JsonObject *f = json_object_new();
   json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
@@ -155,8 +155,8 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
   if (isfinite(norm))
     json_object_set_double_member(f, COHORT_FIELD_GRAD_NORM, norm);
   json_object_set_double_member(f, COHORT_FIELD_SAMPLES_PER_S, smp_s);
-  if (r->tokens_per_sample > 0)
-    json_object_set_double_member(f, COHORT_FIELD_TOKENS_PER_S, smp_s * r->tokens_per_sample);
+  if (r->tokens_per_example > 0)
+    json_object_set_double_member(f, COHORT_FIELD_TOKENS_PER_S, smp_s * r->tokens_per_example);
   json_object_set_double_member(f, COHORT_FIELD_ELAPSED_S, (double)(t1 - tp->t_start) / 1e6);
   if (eta >= 0 && done_here >= 2)
     json_object_set_double_member(f, COHORT_FIELD_ETA_S, eta);
@@ -172,7 +172,7 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
                         "update skipped, scale now %g",
                         r->st.step, scale, r->st.loss_scale);
   g_autofree char *eta_text = cohort_format_duration(eta);
-  double rate = r->tokens_per_sample > 0 ? smp_s * r->tokens_per_sample : smp_s;
+  double rate = r->tokens_per_example > 0 ? smp_s * r->tokens_per_example : smp_s;
   g_autofree char *split =
       parts ? g_strdup_printf(" (distill %.4f, task %.4f)", parts[COHORT_DISTILL_PART_TEACHER],
                               parts[COHORT_DISTILL_PART_TASK])
@@ -180,6 +180,6 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
   cohort_progress_status(
       r->progress, r->st.step % tp->print_every == 0 || r->st.step == r->total_steps,
       "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " | loss %.4f%s | lr %.2e | %.0f %s/s | ETA %s",
-      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_sample > 0 ? "tok" : "img",
+      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_example > 0 ? "tok" : "img",
       done_here >= 2 ? eta_text : "…");
 }

@@ -30,10 +30,10 @@ static const float *ema_on_host(CohortRankRun *r)
   return r->ema_host;
 }
 
-/* Metric sums over eval_steps × B × world validation samples, each rank taking every
+/* Metric sums over eval_steps × B × world validation examples, each rank taking every
  * world-th one, summed across ranks: N ranks evaluate exactly what one rank with N× the
  * batch would, and every value is a ratio of global sums. */
-static gboolean evaluate(CohortRankRun *r, double *values, gint64 *samples, GError **error)
+static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GError **error)
 {
   int world = r->opts->world_size, rank = r->opts->rank;
   CohortModel *m = r->model;
@@ -60,16 +60,16 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *samples, GErr
   if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
     return FALSE;
   cohort_model_metric_values(m, sums, values);
-  *samples = (gint64)r->cfg->eval_steps * r->B * world;
+  *examples = (gint64)r->cfg->eval_steps * r->B * world;
   return TRUE;
 }
 
 gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
 {
-  gint64 samples;
+  gint64 examples;
   if (!r->val)
     return TRUE;
-  if (!evaluate(r, r->metrics, &samples, error))
+  if (!evaluate(r, r->metrics, &examples, error))
     return FALSE;
   r->have_metrics = TRUE;
   const CohortModel *m = r->model;
@@ -81,9 +81,9 @@ gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
       json_object_set_double_member(f, m->metrics[i].name, r->metrics[i]);
     g_string_append_printf(text, "%s%s %.4f", i ? ", " : "", m->metrics[i].name, r->metrics[i]);
   }
-  json_object_set_int_member(f, COHORT_FIELD_VAL_SAMPLES, samples);
-  if (r->tokens_per_sample > 0)
-    json_object_set_int_member(f, COHORT_FIELD_VAL_TOKENS, samples * r->tokens_per_sample);
+  json_object_set_int_member(f, COHORT_FIELD_VAL_SAMPLES, examples);
+  if (r->tokens_per_example > 0)
+    json_object_set_int_member(f, COHORT_FIELD_VAL_TOKENS, examples * r->tokens_per_example);
   json_object_set_boolean_member(f, COHORT_FIELD_EMA, r->ema != NULL);
   cohort_progress_emit(r->progress, COHORT_EVENT_EVAL, f);
   cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "step %" G_GINT64_FORMAT ": %s%s", r->st.step,

@@ -198,7 +198,7 @@ static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolea
 }
 
 /* The position fields of a checkpoint's state.json, checked against each other and against
- * the data before they are used: the epoch consumed at most all its samples (padded to the
+ * the data before they are used: the epoch consumed at most all its examples (padded to the
  * world size, which is at most the global batch), in whole steps, and batch_in_epoch is those
  * steps times a possible accumulation. */
 static gboolean position_valid(const CohortRankRun *r, const char *ckpt, GError **error)
@@ -223,7 +223,7 @@ static gboolean position_valid(const CohortRankRun *r, const char *ckpt, GError 
   return ok;
 }
 
-/* Where in the epoch a resumed run continues. The samples an epoch has consumed are a prefix
+/* Where in the epoch a resumed run continues. The examples an epoch has consumed are a prefix
  * of its permutation whatever the world size, so a checkpoint from another batch or world size
  * continues after the same prefix, rounded down to a whole step of the new plan. */
 static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)

@@ -168,7 +168,7 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   }
   cohort_train_dist_set_optim_bytes(r->dist, cohort_optimizer_state_bytes(r->opt));
   r->batch = cohort_data_source_batch_new(r->train, r->B);
-  r->tokens_per_sample = r->batch->T;
+  r->tokens_per_example = r->batch->T;
   r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
   if (cfg->ema_decay > 0) {
     r->ema = r->be->alloc(n * sizeof(float));
@@ -276,7 +276,7 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
 
 void cohort_rank_run_free(CohortRankRun *r)
 {
-  /* The loader threads read the data and the sample orders: they stop first. */
+  /* The loader threads read the data and the example orders: they stop first. */
   g_clear_pointer(&r->prefetch, cohort_prefetch_free);
   for (int i = 0; i < 2; i++)
     g_clear_pointer(&r->epoch_indices[i], g_array_unref);
@@ -303,7 +303,7 @@ gint64 cohort_rank_run_global_batch(const CohortRankRun *r)
   return cohort_launch_global_batch(r->cfg, r->opts->world_size);
 }
 
-/* This rank's sample order of `epoch` (a reference), made once per epoch for every thread. The
+/* This rank's example order of `epoch` (a reference), made once per epoch for every thread. The
  * two most recent are kept: loader threads run at most into the next epoch. */
 static GArray *epoch_indices(CohortRankRun *r, gint64 epoch)
 {

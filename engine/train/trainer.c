@@ -128,7 +128,7 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
 
   r->st.step++;
   r->st.batch_in_epoch += r->accum;
-  r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
+  r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_example, 1);
   r->st.epoch_samples += cohort_rank_run_global_batch(r);
   if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
     r->st.epoch++;
