@@ -134,15 +134,15 @@ static void test_defaults(void)
   g_assert_cmpstr(cohort_config_find_key("beta2")->allowed, ==, "a number >= 0 and < 1");
   g_assert_cmpstr(cohort_config_find_key("n_layer")->allowed, ==, "an integer from 1 to 96");
   g_assert_cmpstr(cohort_config_find_key("max_steps")->allowed, ==, "an integer >= 0");
-  const char *groups[] = {"model", "data", "training", "output", "distributed"};
+  const char *pages[] = {"model", "data", "training", "output", "distributed"};
   guint g = 0;
   for (guint i = 0; i < n; i++) {
     g_assert_nonnull(keys[i].help);
     g_assert_nonnull(keys[i].allowed);
     /* Groups come in one block each, in struct order. */
-    while (g < G_N_ELEMENTS(groups) && strcmp(keys[i].group, groups[g]) != 0)
+    while (g < G_N_ELEMENTS(pages) && strcmp(keys[i].page, pages[g]) != 0)
       g++;
-    g_assert_cmpuint(g, <, G_N_ELEMENTS(groups));
+    g_assert_cmpuint(g, <, G_N_ELEMENTS(pages));
   }
 }
 

@@ -155,7 +155,7 @@ static const CohortKeySection sections[] = {
     {"output", N_("Samples"), sample_keys},
 };
 
-static const char *const groups[] = {"model", "data", "training", "distributed", "output", NULL};
+static const char *const pages[] = {"model", "data", "training", "distributed", "output", NULL};
 
 static const char *const multinode_keys[] = {"num_nodes",   "node_rank",  "master_addr",
                                              "master_port", "node_hosts", NULL};
@@ -204,24 +204,24 @@ const CohortKeySection *cohort_key_sections(guint *n_sections)
   return sections;
 }
 
-const char *const *cohort_key_groups(void)
+const char *const *cohort_key_pages(void)
 {
-  return groups;
+  return pages;
 }
 
-const char *cohort_key_group_title(const char *group)
+const char *cohort_key_page_title(const char *page)
 {
-  if (g_str_equal(group, "model"))
+  if (g_str_equal(page, "model"))
     return _("Model");
-  if (g_str_equal(group, "data"))
+  if (g_str_equal(page, "data"))
     return _("Data");
-  if (g_str_equal(group, "training"))
+  if (g_str_equal(page, "training"))
     return _("Training");
-  if (g_str_equal(group, "distributed"))
+  if (g_str_equal(page, "distributed"))
     return _("Distributed");
-  if (g_str_equal(group, "output"))
+  if (g_str_equal(page, "output"))
     return _("Output");
-  return group;
+  return page;
 }
 
 const char *const *cohort_key_multinode_keys(void)

@@ -46,6 +46,12 @@ const char *cohort_event_text(JsonObject *ev, const char *field, const char *fal
   return n != NULL ? json_node_get_string(n) : fallback;
 }
 
+JsonArray *cohort_event_list(JsonObject *ev, const char *field)
+{
+  JsonNode *n = json_object_get_member(ev, field);
+  return n != NULL && JSON_NODE_HOLDS_ARRAY(n) ? json_node_get_array(n) : NULL;
+}
+
 gboolean cohort_event_flag(JsonObject *ev, const char *field, gboolean fallback)
 {
   JsonNode *n = value_of(ev, field, G_TYPE_BOOLEAN);

@@ -31,4 +31,7 @@ const char *cohort_event_text(JsonObject *ev, const char *field, const char *fal
 /* A JSON true or false; `fallback` for anything else. */
 gboolean cohort_event_flag(JsonObject *ev, const char *field, gboolean fallback);
 
+/* A JSON array, owned by `ev`; NULL for anything else. */
+JsonArray *cohort_event_list(JsonObject *ev, const char *field);
+
 G_END_DECLS

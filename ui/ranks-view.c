@@ -143,10 +143,9 @@ static void add_row(CohortRanksView *v, JsonObject *r, guint row, guint i)
 
 void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
 {
-  JsonNode *node = json_object_get_member(ev, COHORT_FIELD_RANKS);
-  if (node == NULL || !JSON_NODE_HOLDS_ARRAY(node))
+  JsonArray *ranks = cohort_event_list(ev, COHORT_FIELD_RANKS);
+  if (ranks == NULL)
     return;
-  JsonArray *ranks = json_node_get_array(node);
   clear_grid(v);
   v->slowest = find_straggler(ranks);
   v->gpu = any_member(ranks, COHORT_FIELD_GPU_UTIL, COHORT_FIELD_GPU_MEM_USED);

@@ -39,7 +39,7 @@ static const char *const student_init_choices[] = {"random", "teacher_layers", N
   {                                                                                                \
     {.name = #n,                                                                                   \
      .type = COHORT_KEY_##t,                                                                       \
-     .group = g,                                                                                   \
+     .page = g,                                                                                    \
      .choices = c,                                                                                 \
      .min = lo,                                                                                    \
      .max = hi,                                                                                    \

@@ -157,7 +157,8 @@ typedef enum {
 typedef struct {
   const char *name;
   CohortKeyType type;
-  const char *group;          /* "model", "data", "training", "distributed", "output" */
+  const char *page; /* the window page and docs/config.md section it is on: "model", "data",
+                     * "training", "distributed", "output" */
   const char *const *choices; /* NULL-terminated, for COHORT_KEY_CHOICE */
   double min, max;            /* inclusive bounds for numbers */
   const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
