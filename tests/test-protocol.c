@@ -95,7 +95,7 @@ static void test_documented_events_named(void)
   g_autofree char *doc = source_file("docs/progress-protocol.md");
   const char *events = strstr(doc, "\n## Events\n");
   g_assert_nonnull(events);
-  const char *end = strstr(events + 1, "\n## ");
+  const char *end = g_strstr_len(events + 1, -1, "\n## ");
   g_autofree char *section = g_strndup(events, end ? (gsize)(end - events) : strlen(events));
   g_autoptr(GRegex) re = g_regex_new("^### `([a-z_]+)`$", G_REGEX_MULTILINE, 0, NULL);
   g_autoptr(GMatchInfo) m = NULL;
