@@ -1,4 +1,4 @@
-/* Random crop with padding and horizontal flip, keyed by (seed, epoch, sample index). */
+/* Random crop with padding and horizontal flip, keyed by (seed, epoch, example index). */
 #include "data/augment.h"
 
 #include <string.h>

@@ -5,7 +5,7 @@
  *   crop_flip  crop, then RandomHorizontalFlip(p=0.5) — the CIFAR ResNet recipe.
  * The padding is black, -1.0 here: in the torchvision recipe RandomCrop pads the PIL image
  * with 0 before ToTensor and Normalize(0.5, 0.5) map 0 to -1, so -1 gives the same tensors.
- * The draws are a pure function of (seed, epoch, sample index) through cohort_sample_rng
+ * The draws are a pure function of (seed, epoch, example index) through cohort_example_rng
  * (stream COHORT_RNG_STREAM_AUGMENT): never of the rank or of the order of calls, so N ranks
  * augment exactly as one process does. */
 #pragma once
@@ -28,13 +28,13 @@ gboolean cohort_augment_from_name(const char *name, CohortAugment *kind);
 /* The name of a kind ("none", "crop", "crop_flip"). */
 const char *cohort_augment_name(CohortAugment kind);
 
-/* The draws for one sample: the window's offset into the padded image (*top, *left in
+/* The draws for one example: the window's offset into the padded image (*top, *left in
  * 0..2*COHORT_AUGMENT_PADDING; COHORT_AUGMENT_PADDING, i.e. no shift, for none) and whether
  * it is mirrored. Drawn in torchvision's order: top, left, then the flip. */
 void cohort_augment_draw(CohortAugment kind, guint64 seed, guint64 epoch, guint64 index, int *top,
                          int *left, gboolean *flip);
 
-/* Writes the augmented image of sample `index` to `out` ([C, H, W]; must not overlap `in`):
+/* Writes the augmented image of example `index` to `out` ([C, H, W]; must not overlap `in`):
  * out[c][y][x] = padded[c][y + top][x' + left], x' = flip ? W - 1 - x : x, where padded is
  * `in` with COHORT_AUGMENT_PADDING pixels of COHORT_AUGMENT_PAD_VALUE around it. */
 void cohort_augment_apply(CohortAugment kind, guint64 seed, guint64 epoch, guint64 index, int C,

@@ -1,7 +1,7 @@
 /* Training data as one stream of token ids: byte-level text (a UTF-8 file, or a folder whose
  * .txt files are read in name order and joined) or llm.c token shards (.bin: 256 int32
  * header, magic 20240520, version 1, token count, then uint16 tokens; a file, or a folder of
- * .bin files in name order). Samples are windows of seq_len + 1 tokens: window i starts at
+ * .bin files in name order). Examples are windows of seq_len + 1 tokens: window i starts at
  * token i * seq_len, so there are (n_tokens - 1) / seq_len of them. */
 #pragma once
 

@@ -1,4 +1,4 @@
-/* Counter-based per-sample randomness (see sample-rng.h). */
+/* Counter-based per-example randomness (see example-rng.h). */
 #include "data/example-rng.h"
 
 #define GOLDEN G_GUINT64_CONSTANT(0x9e3779b97f4a7c15)

@@ -1,5 +1,5 @@
-/* Randomness per sample: a counter-based generator whose stream is a pure function of
- * (seed, epoch, sample index, purpose), never of the rank, the thread or the order of calls,
+/* Randomness per example: a counter-based generator whose stream is a pure function of
+ * (seed, epoch, example index, purpose), never of the rank, the thread or the order of calls,
  * so N ranks that each see part of an epoch draw exactly what one process would. The key is
  * mixed with the splitmix64 finaliser (Steele, Lea & Flood 2014); drawing steps a Weyl
  * sequence through the same finaliser, which is splitmix64 itself. */
@@ -9,7 +9,7 @@
 
 G_BEGIN_DECLS
 
-/* Purposes, so that one sample's augmentation never shares draws with its other randomness
+/* Purposes, so that one example's augmentation never shares draws with its other randomness
  * (noise, timesteps: give each its own stream number). */
 enum {
   COHORT_RNG_STREAM_AUGMENT = 1,

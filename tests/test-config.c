@@ -2,6 +2,7 @@
  * save, presets, hashing and diffs. */
 #include "cohort-build-config.h"
 #include "engine/config/config.h"
+#include "engine/config/model-families.h"
 #include "engine/config/presets.h"
 
 #include <glib/gstdio.h>
@@ -24,6 +25,77 @@ static CohortConfig *load_one(const char *key, const char *value, GError **error
 {
   g_autofree char *json = g_strdup_printf("{\"version\": 1, \"%s\": %s}", key, value);
   return load_json(json, error);
+}
+
+/* The `model` key's choices and the family tags of keys are the declared families. */
+static void test_families(void)
+{
+  guint n_families;
+  const CohortFamily *families = cohort_families(&n_families);
+  g_assert_cmpuint(n_families, >=, 3);
+  const CohortConfigKey *model = cohort_config_find_key("model");
+  g_assert_cmpuint(g_strv_length((char **)model->choices), ==, n_families);
+  g_autoptr(GString) names = g_string_new(NULL);
+  for (guint i = 0; i < n_families; i++) {
+    g_assert_cmpstr(model->choices[i], ==, families[i].name);
+    g_assert_true(cohort_family_find(families[i].name) == &families[i]);
+    g_assert_nonnull(families[i].label);
+    g_string_append_printf(names, "%s%s", i ? ", " : "", families[i].name);
+    g_autoptr(CohortConfig) cfg = cohort_config_new();
+    g_assert_true(cohort_config_set(cfg, "model", families[i].name, "test", NULL));
+  }
+  g_assert_cmpstr(model->allowed, ==, names->str);
+  g_assert_null(cohort_family_find("vae"));
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  g_assert_false(cohort_config_set(cfg, "model", "vae", "test", &error));
+  g_assert_nonnull(strstr(error->message, names->str));
+  guint n;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  for (guint i = 0; i < n; i++) {
+    if (keys[i].models == NULL)
+      continue;
+    g_auto(GStrv) tags = g_strsplit(keys[i].models, ",", -1);
+    for (guint t = 0; tags[t] != NULL; t++)
+      if (cohort_family_find(tags[t]) == NULL)
+        g_error("key \"%s\" names family \"%s\", which is not declared", keys[i].name, tags[t]);
+  }
+}
+
+/* A key that depends on another names a key and one of its values, and is in effect only
+ * under that value (SGD's momentum with optimizer sgd; StepLR's step size with step). */
+static void test_key_conditions(void)
+{
+  guint n, conditional = 0;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  for (guint i = 0; i < n; i++) {
+    const CohortConfigKey *k = &keys[i];
+    if (k->when_key == NULL) {
+      g_assert_null(k->when_value);
+      continue;
+    }
+    conditional++;
+    const CohortConfigKey *on = cohort_config_find_key(k->when_key);
+    g_assert_nonnull(on);
+    g_assert_nonnull(on->choices);
+    g_assert_true(g_strv_contains(on->choices, k->when_value));
+    g_autoptr(CohortConfig) cfg = cohort_config_new();
+    for (const char *const *c = on->choices; *c != NULL; c++) {
+      g_assert_true(cohort_config_set(cfg, on->name, *c, "test", NULL));
+      g_assert_true(cohort_config_key_in_effect(k, cfg) == g_str_equal(*c, k->when_value));
+    }
+  }
+  g_assert_cmpuint(conditional, >=, 4);
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_assert_false(cohort_config_key_in_effect(cohort_config_find_key("momentum"), cfg));
+  g_assert_true(cohort_config_set(cfg, "optimizer", "sgd", "test", NULL));
+  g_assert_true(cohort_config_key_in_effect(cohort_config_find_key("momentum"), cfg));
+  g_assert_false(cohort_config_key_in_effect(cohort_config_find_key("lr_gamma"), cfg));
+  g_assert_true(cohort_config_key_in_effect(cohort_config_find_key("n_layer"), cfg));
+  /* A family's own key is in effect only with that family. */
+  g_assert_false(cohort_config_key_in_effect(cohort_config_find_key("patch_size"), cfg));
+  g_assert_true(cohort_config_set(cfg, "model", "dit", "test", NULL));
+  g_assert_true(cohort_config_key_in_effect(cohort_config_find_key("patch_size"), cfg));
 }
 
 static void test_defaults(void)
@@ -53,24 +125,24 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 86);
   g_assert_null(cohort_config_find_key("version"));
-  g_assert_true(cohort_config_find_key("seed") == &keys[12]);
+  for (guint i = 0; i < n; i++)
+    g_assert_true(cohort_config_find_key(keys[i].name) == &keys[i]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==,
                   "constant, cosine, linear, step");
   g_assert_cmpstr(cohort_config_find_key("learning_rate")->allowed, ==, "a number > 0 and <= 10");
   g_assert_cmpstr(cohort_config_find_key("beta2")->allowed, ==, "a number >= 0 and < 1");
   g_assert_cmpstr(cohort_config_find_key("n_layer")->allowed, ==, "an integer from 1 to 96");
   g_assert_cmpstr(cohort_config_find_key("max_steps")->allowed, ==, "an integer >= 0");
-  const char *groups[] = {"model", "data", "training", "output", "distributed"};
+  const char *pages[] = {"model", "data", "training", "output", "distributed"};
   guint g = 0;
   for (guint i = 0; i < n; i++) {
     g_assert_nonnull(keys[i].help);
     g_assert_nonnull(keys[i].allowed);
     /* Groups come in one block each, in struct order. */
-    while (g < G_N_ELEMENTS(groups) && strcmp(keys[i].group, groups[g]) != 0)
+    while (g < G_N_ELEMENTS(pages) && strcmp(keys[i].page, pages[g]) != 0)
       g++;
-    g_assert_cmpuint(g, <, G_N_ELEMENTS(groups));
+    g_assert_cmpuint(g, <, G_N_ELEMENTS(pages));
   }
 }
 
@@ -801,6 +873,8 @@ int main(int argc, char **argv)
   g_setenv("XDG_CONFIG_HOME", user_config_home, TRUE);
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/config/defaults", test_defaults);
+  g_test_add_func("/config/families", test_families);
+  g_test_add_func("/config/key-conditions", test_key_conditions);
   g_test_add_func("/config/round-trip", test_round_trip);
   g_test_add_func("/config/invalid-values", test_invalid_values);
   g_test_add_func("/config/unknown-key", test_unknown_key);

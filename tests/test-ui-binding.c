@@ -2,6 +2,7 @@
  * key, the engine's validation marks a control and disables Start, the summary follows. */
 #include <math.h>
 
+#include "engine/config/model-families.h"
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
 #include "ui/key-labels.h"
@@ -309,6 +310,37 @@ static void test_keys_per_optimizer(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* The form shows exactly the keys the key table says are in effect, for every family and every
+ * value of every key another key depends on: it reads the table's conditions, and has none of
+ * its own. */
+static void test_rows_follow_the_key_table(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  guint n, n_families;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  const CohortFamily *families = cohort_families(&n_families);
+  guint checked = 0;
+  for (guint f = 0; f < n_families; f++)
+    for (guint d = 0; d < n; d++) {
+      const CohortConfigKey *on =
+          keys[d].when_key ? cohort_config_find_key(keys[d].when_key) : NULL;
+      for (const char *const *v = on ? on->choices : NULL; v != NULL && *v != NULL; v++) {
+        g_autoptr(CohortConfig) cfg = cohort_config_new();
+        g_assert_true(cohort_config_set(cfg, "model", families[f].name, "test", NULL));
+        g_assert_true(cohort_config_set(cfg, on->name, *v, "test", NULL));
+        cohort_config_form_set_config(form, cfg);
+        for (guint i = 0; i < n; i++)
+          if (shown(form, keys[i].name) != cohort_config_key_in_effect(&keys[i], cfg))
+            g_error("model %s, %s %s: key %s is %s", families[f].name, on->name, *v, keys[i].name,
+                    shown(form, keys[i].name) ? "shown" : "hidden");
+        checked++;
+      }
+    }
+  g_assert_cmpuint(checked, >=, n_families * 4);
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
@@ -319,6 +351,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/binding/summary", test_summary);
   g_test_add_func("/ui/binding/keys-per-model", test_keys_per_model);
   g_test_add_func("/ui/binding/keys-per-optimizer", test_keys_per_optimizer);
+  g_test_add_func("/ui/binding/rows-follow-the-key-table", test_rows_follow_the_key_table);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

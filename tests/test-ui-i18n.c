@@ -3,6 +3,7 @@
 #include <glib/gi18n.h>
 
 #include "tests/ui/ui-test.h"
+#include "engine/config/model-families.h"
 #include "ui/config-form-private.h"
 #include "ui/key-labels.h"
 #include "ui/key-messages.h"
@@ -101,6 +102,62 @@ static void test_french_catalog(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Whether `msgid` has a translation in the current language: gettext hands back the msgid
+ * itself when the catalog has none (a translation may read like the English one). */
+static gboolean translated(const char *msgid)
+{
+  return gettext(msgid) != msgid;
+}
+
+/* Every key is complete: a label, its label and help translated in every language the window
+ * ships, and a row in docs/config.md; every model family's label is translated too. (This
+ * replaces counting the keys: a new key fails here until it has all of these.) */
+static void test_every_key_complete(void)
+{
+  g_autofree char *doc_path = g_test_build_filename(G_TEST_DIST, "..", "docs", "config.md", NULL);
+  g_autofree char *doc = NULL;
+  g_assert_true(g_file_get_contents(doc_path, &doc, NULL, NULL));
+  guint n, n_families;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  const CohortFamily *families = cohort_families(&n_families);
+  g_autoptr(GString) missing = g_string_new(NULL);
+  for (guint i = 0; i < n; i++) {
+    g_autofree char *row = g_strdup_printf("\n| `%s` |", keys[i].name);
+    if (strstr(doc, row) == NULL)
+      g_string_append_printf(missing, " %s (no row in docs/config.md)", keys[i].name);
+    if (cohort_key_label_msgid(keys[i].name) == NULL)
+      g_string_append_printf(missing, " %s (no label in ui/key-labels.c)", keys[i].name);
+    if (keys[i].help == NULL || *keys[i].help == '\0')
+      g_string_append_printf(missing, " %s (no help in the key table)", keys[i].name);
+  }
+  /* The languages the window ships: po/LINGUAS. */
+  g_autofree char *linguas_path = g_test_build_filename(G_TEST_DIST, "..", "po", "LINGUAS", NULL);
+  g_autofree char *linguas = NULL;
+  g_assert_true(g_file_get_contents(linguas_path, &linguas, NULL, NULL));
+  g_auto(GStrv) languages = g_regex_split_simple("\\s+", g_strstrip(linguas), 0, 0);
+  g_assert_true(g_strv_contains((const char *const *)languages, "de"));
+  g_assert_true(g_strv_contains((const char *const *)languages, "fr"));
+  for (guint l = 0; languages[l] != NULL; l++) {
+    g_setenv("LANGUAGE", languages[l], TRUE);
+    ++_nl_msg_cat_cntr;
+    for (guint i = 0; i < n; i++) {
+      const char *label = cohort_key_label_msgid(keys[i].name);
+      if (label != NULL && !translated(label))
+        g_string_append_printf(missing, " %s (label not in po/%s.po)", keys[i].name, languages[l]);
+      if (keys[i].help != NULL && !translated(keys[i].help))
+        g_string_append_printf(missing, " %s (help not in po/%s.po)", keys[i].name, languages[l]);
+    }
+    for (guint f = 0; f < n_families; f++)
+      if (!translated(families[f].label))
+        g_string_append_printf(missing, " model %s (label not in po/%s.po)", families[f].name,
+                               languages[l]);
+  }
+  g_setenv("LANGUAGE", "de", TRUE);
+  ++_nl_msg_cat_cntr;
+  if (missing->len > 0)
+    g_error("incomplete keys:%s", missing->str);
+}
+
 int main(int argc, char **argv)
 {
   /* As `LANGUAGE=de cohort` from a shell without LANG: the window falls back to C.UTF-8. */
@@ -112,6 +169,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/i18n/german-window", test_german_window);
   g_test_add_func("/ui/i18n/key-help-translated", test_key_help_translated);
   g_test_add_func("/ui/i18n/french-catalog", test_french_catalog);
+  g_test_add_func("/ui/i18n/every-key-complete", test_every_key_complete);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

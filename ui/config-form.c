@@ -162,40 +162,15 @@ static void retry_pending(CohortConfigForm *form, FormKey *except)
   }
 }
 
-/* Keys that mean something only under one value of another key: the engine ignores them
- * otherwise, so the form does not offer them (a value the config holds is kept). */
-static const struct {
-  const char *key, *on, *value;
-} key_depends[] = {
-    {"momentum", "optimizer", "sgd"},
-    {"nesterov", "optimizer", "sgd"},
-    {"lr_step_size", "lr_schedule", "step"},
-    {"lr_gamma", "lr_schedule", "step"},
-};
-
-static gboolean depends_hold(CohortConfigForm *form, const char *key)
-{
-  for (guint i = 0; i < G_N_ELEMENTS(key_depends); i++) {
-    if (!g_str_equal(key_depends[i].key, key))
-      continue;
-    g_autofree char *value = cohort_config_get(form->cfg, key_depends[i].on);
-    if (g_strcmp0(value, key_depends[i].value) != 0)
-      return FALSE;
-  }
-  return TRUE;
-}
-
-/* Only the keys the chosen model family reads are shown (a GPT has no patch size), those that
- * depend on another key's value only under it (SGD's momentum with sgd), a refused value
- * always, and a section only while one of its keys is. */
+/* Only the keys in effect are shown (the key table says which: a GPT has no patch size, SGD's
+ * momentum means nothing with adamw; a value the config holds is kept), a refused value always,
+ * and a section only while one of its keys is. */
 static void update_visibility(CohortConfigForm *form)
 {
   g_autoptr(GHashTable) sections = g_hash_table_new(NULL, NULL);
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
-    gboolean shown = (cohort_config_key_applies(fk->key, form->cfg->model) &&
-                      depends_hold(form, fk->key->name)) ||
-                     fk->error != NULL;
+    gboolean shown = cohort_config_key_in_effect(fk->key, form->cfg) || fk->error != NULL;
     GtkWidget *lrow = gtk_widget_get_parent(fk->row);
     gtk_widget_set_visible(GTK_IS_LIST_BOX_ROW(lrow) ? lrow : fk->row, shown);
     GtkWidget *list = lrow ? gtk_widget_get_parent(lrow) : NULL;
@@ -546,12 +521,12 @@ GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *ke
   return fk != NULL ? fk->chooser : NULL;
 }
 
-const char *cohort_config_form_group_issue(CohortConfigForm *form, const char *group)
+const char *cohort_config_form_page_issue(CohortConfigForm *form, const char *page)
 {
   const char *problem = NULL;
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
-    if (g_strcmp0(fk->key->group, group) != 0)
+    if (g_strcmp0(fk->key->page, page) != 0)
       continue;
     if (fk->error != NULL)
       return fk->error;
@@ -598,12 +573,12 @@ static void place(FormKey *fk, GtkWidget *list)
   gtk_widget_set_visible(fk->row, TRUE); /* visibility is the list row's from now on */
 }
 
-static gboolean known_group(const char *group)
+static gboolean known_page(const char *page)
 {
-  return group != NULL && g_strv_contains(cohort_key_groups(), group);
+  return page != NULL && g_strv_contains(cohort_key_pages(), page);
 }
 
-GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
+GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *page_name,
                                          const char *const *skip, GtkWidget *top)
 {
   GtkWidget *page = gtk_box_new(GTK_ORIENTATION_VERTICAL, 18);
@@ -614,14 +589,14 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *gro
   guint n_sections;
   const CohortKeySection *sections = cohort_key_sections(&n_sections);
   for (guint s = 0; s < n_sections; s++) {
-    if (!g_str_equal(sections[s].group, group))
+    if (!g_str_equal(sections[s].page, page_name))
       continue;
     GtkWidget *list = NULL, *box = section_box(_(sections[s].title), &list);
     guint n = 0;
     for (const char *const *k = sections[s].keys; *k != NULL; k++) {
       FormKey *fk = find(form, *k);
       if (fk == NULL || fk->placed || (skip != NULL && g_strv_contains(skip, *k)) ||
-          g_strcmp0(fk->key->group, group) != 0)
+          g_strcmp0(fk->key->page, page_name) != 0)
         continue;
       place(fk, list);
       n++;
@@ -632,13 +607,13 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *gro
       g_object_unref(g_object_ref_sink(box));
   }
 
-  /* Keys of this group that no section names; keys of unknown groups land on "output". */
+  /* Keys of this page that no section names; keys of unknown pages land on "output". */
   GtkWidget *list = NULL, *box = section_box(_("Other"), &list);
   guint n = 0;
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
-    gboolean mine = g_strcmp0(fk->key->group, group) == 0 ||
-                    (g_str_equal(group, "output") && !known_group(fk->key->group));
+    gboolean mine = g_strcmp0(fk->key->page, page_name) == 0 ||
+                    (g_str_equal(page_name, "output") && !known_page(fk->key->page));
     if (!mine || fk->placed || (skip != NULL && g_strv_contains(skip, fk->key->name)))
       continue;
     place(fk, list);

@@ -42,19 +42,19 @@ const char *cohort_config_form_get_problem(CohortConfigForm *form, const char *k
 void cohort_config_form_set_problem(CohortConfigForm *form, const char *key, const char *message);
 void cohort_config_form_clear_problems(CohortConfigForm *form);
 
-/* The first refusal, else the first problem, among the keys of page `group` (the key table's
- * group), or NULL when the page has none. */
-const char *cohort_config_form_group_issue(CohortConfigForm *form, const char *group);
+/* The first refusal, else the first problem, among the keys of page `page` (the key table's
+ * page), or NULL when the page has none. */
+const char *cohort_config_form_page_issue(CohortConfigForm *form, const char *page);
 
 /* Marks a choice of `key` as not available in this build: the drop-down leaves it out, and a
  * config that holds it anyway shows it with `reason` as the control's error. */
 void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, const char *value,
                                     const char *reason);
 
-/* A scrolled page with the keys of `group`, in the sections of key-labels.h plus a section
+/* A scrolled page with the keys of page `page_name`, in the sections of key-labels.h plus a section
  * "Other" for keys the layout does not place. Keys in `skip` (NULL-terminated, may be NULL)
  * are left out. `top`, when not NULL, is put above the sections. Each row can be placed once. */
-GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *group,
+GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *page_name,
                                          const char *const *skip, GtkWidget *top);
 
 /* A list of rows for the given keys (NULL-terminated), for dialogs. */

@@ -2,6 +2,8 @@
 
 #include <glib/gi18n.h>
 
+#include "engine/config/model-families.h"
+
 static const struct {
   const char *key;
   const char *label;
@@ -153,7 +155,7 @@ static const CohortKeySection sections[] = {
     {"output", N_("Samples"), sample_keys},
 };
 
-static const char *const groups[] = {"model", "data", "training", "distributed", "output", NULL};
+static const char *const pages[] = {"model", "data", "training", "distributed", "output", NULL};
 
 static const char *const multinode_keys[] = {"num_nodes",   "node_rank",  "master_addr",
                                              "master_port", "node_hosts", NULL};
@@ -171,9 +173,6 @@ static const struct {
     {"none", N_("none")},
     {"sqrt", N_("square root")},
     {"images", N_("images (class folders of PNG/JPEG)")},
-    {"gpt", N_("GPT (text)")},
-    {"dit", N_("Diffusion transformer (images)")},
-    {"resnet", N_("ResNet (image classifier)")},
     {"adamw", N_("AdamW")},
     {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},
@@ -185,12 +184,18 @@ static const struct {
     {"step", N_("step (StepLR)")},
 };
 
-const char *cohort_key_label(const char *key)
+const char *cohort_key_label_msgid(const char *key)
 {
   for (guint i = 0; i < G_N_ELEMENTS(labels); i++)
     if (g_str_equal(labels[i].key, key))
-      return _(labels[i].label);
+      return labels[i].label;
   return NULL;
+}
+
+const char *cohort_key_label(const char *key)
+{
+  const char *label = cohort_key_label_msgid(key);
+  return label != NULL ? _(label) : NULL;
 }
 
 const CohortKeySection *cohort_key_sections(guint *n_sections)
@@ -199,24 +204,24 @@ const CohortKeySection *cohort_key_sections(guint *n_sections)
   return sections;
 }
 
-const char *const *cohort_key_groups(void)
+const char *const *cohort_key_pages(void)
 {
-  return groups;
+  return pages;
 }
 
-const char *cohort_key_group_title(const char *group)
+const char *cohort_key_page_title(const char *page)
 {
-  if (g_str_equal(group, "model"))
+  if (g_str_equal(page, "model"))
     return _("Model");
-  if (g_str_equal(group, "data"))
+  if (g_str_equal(page, "data"))
     return _("Data");
-  if (g_str_equal(group, "training"))
+  if (g_str_equal(page, "training"))
     return _("Training");
-  if (g_str_equal(group, "distributed"))
+  if (g_str_equal(page, "distributed"))
     return _("Distributed");
-  if (g_str_equal(group, "output"))
+  if (g_str_equal(page, "output"))
     return _("Output");
-  return group;
+  return page;
 }
 
 const char *const *cohort_key_multinode_keys(void)
@@ -226,6 +231,10 @@ const char *const *cohort_key_multinode_keys(void)
 
 const char *cohort_key_choice_label(const char *value)
 {
+  /* The families' labels come with their declaration (engine/config/model-families.h). */
+  const CohortFamily *family = cohort_family_find(value);
+  if (family != NULL)
+    return _(family->label);
   for (guint i = 0; i < G_N_ELEMENTS(choice_labels); i++)
     if (g_str_equal(choice_labels[i].value, value))
       return _(choice_labels[i].label);

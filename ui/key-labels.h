@@ -1,6 +1,6 @@
 /* How the window names and arranges the config keys: translated labels, and the sections each
  * page is divided into. Keys the layout does not mention still get a control (in a section
- * "Other" of their group's page), so a key added to the engine's table is never lost. */
+ * "Other" of their page), so a key added to the engine's table is never lost. */
 #pragma once
 
 #include <glib.h>
@@ -9,7 +9,7 @@ G_BEGIN_DECLS
 
 /* A titled block of keys on one page. */
 typedef struct {
-  const char *group;       /* the key table's group, e.g. "training" */
+  const char *page;        /* the key table's page, e.g. "training" */
   const char *title;       /* untranslated (N_), translate with _() */
   const char *const *keys; /* NULL-terminated */
 } CohortKeySection;
@@ -17,12 +17,15 @@ typedef struct {
 /* The translated label of a key, or NULL when the layout has none (show the key's name). */
 const char *cohort_key_label(const char *key);
 
+/* The same untranslated (the msgid), for the tests that check every key has a translation. */
+const char *cohort_key_label_msgid(const char *key);
+
 /* The sections, in page order; *n_sections receives their number. */
 const CohortKeySection *cohort_key_sections(guint *n_sections);
 
-/* The groups in page order, NULL-terminated, and a group's translated page title. */
-const char *const *cohort_key_groups(void);
-const char *cohort_key_group_title(const char *group);
+/* The pages in order, NULL-terminated, and a page's translated title. */
+const char *const *cohort_key_pages(void);
+const char *cohort_key_page_title(const char *page);
 
 /* Keys that live in the Multi-node settings dialog, not on the Distributed page. */
 const char *const *cohort_key_multinode_keys(void);

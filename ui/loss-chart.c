@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/progress/protocol.h"
+
 G_DEFINE_FINAL_TYPE(CohortLossChart, cohort_loss_chart, GTK_TYPE_DRAWING_AREA)
 
 /* Colours the curves take in order; the training and validation loss keep the first two. */
@@ -54,7 +56,9 @@ static CohortChartSeries *series_new(CohortLossChart *c, const char *name, gbool
   s->dots = g_str_has_prefix(base, "val_") || (strstr(base, "loss") == NULL);
   s->right = strstr(base, "loss") == NULL;
   s->train = !s->dots;
-  s->colour = g_str_equal(name, "loss") ? 0 : g_str_equal(name, "val_loss") ? 1 : next_colour(c);
+  s->colour = g_str_equal(name, COHORT_FIELD_LOSS)       ? 0
+              : g_str_equal(name, COHORT_FIELD_VAL_LOSS) ? 1
+                                                         : next_colour(c);
   if (overlay) {
     /* Live series stay first: overlays are appended after them. */
     g_ptr_array_add(c->series, s);
@@ -81,7 +85,8 @@ void cohort_loss_chart_add_point(CohortLossChart *c, const char *series, double 
 
 void cohort_loss_chart_add(CohortLossChart *c, gboolean validation, double step, double loss)
 {
-  cohort_loss_chart_add_point(c, validation ? "val_loss" : "loss", step, loss);
+  cohort_loss_chart_add_point(c, validation ? COHORT_FIELD_VAL_LOSS : COHORT_FIELD_LOSS, step,
+                              loss);
 }
 
 void cohort_loss_chart_clear(CohortLossChart *c)
@@ -143,7 +148,7 @@ gboolean cohort_loss_chart_add_overlay(CohortLossChart *c, const char *label, co
   if (c->n_overlays >= COHORT_LOSS_CHART_MAX_OVERLAYS)
     return FALSE;
   const GArray *parts[] = {train, val};
-  const char *names[] = {"loss", "val_loss"};
+  const char *names[] = {COHORT_FIELD_LOSS, COHORT_FIELD_VAL_LOSS};
   CohortChartSeries *first = NULL;
   for (guint k = 0; k < 2; k++) {
     if (parts[k] == NULL || parts[k]->len == 0)
@@ -183,7 +188,7 @@ guint cohort_loss_chart_count_series(CohortLossChart *c, const char *name)
 
 guint cohort_loss_chart_count(CohortLossChart *c, gboolean validation)
 {
-  return cohort_loss_chart_count_series(c, validation ? "val_loss" : "loss");
+  return cohort_loss_chart_count_series(c, validation ? COHORT_FIELD_VAL_LOSS : COHORT_FIELD_LOSS);
 }
 
 /* The values drawn for `s`: TensorBoard's debiased exponential moving average for training
@@ -293,17 +298,18 @@ static char *series_label(const CohortChartSeries *s)
   const char *base = slash != NULL ? slash + 1 : s->name;
   if (slash != NULL) {
     g_autofree char *run = g_strndup(s->name, slash - s->name);
-    return g_str_equal(base, "loss") ? g_strdup(run) : g_strdup_printf(_("%s (validation)"), run);
+    return g_str_equal(base, COHORT_FIELD_LOSS) ? g_strdup(run)
+                                                : g_strdup_printf(_("%s (validation)"), run);
   }
-  if (g_str_equal(base, "loss"))
+  if (g_str_equal(base, COHORT_FIELD_LOSS))
     return g_strdup(_("training loss"));
-  if (g_str_equal(base, "val_loss"))
+  if (g_str_equal(base, COHORT_FIELD_VAL_LOSS))
     return g_strdup(_("validation loss"));
-  if (g_str_equal(base, "loss_task"))
+  if (g_str_equal(base, COHORT_FIELD_LOSS_TASK))
     return g_strdup(_("task loss"));
-  if (g_str_equal(base, "loss_distill"))
+  if (g_str_equal(base, COHORT_FIELD_LOSS_DISTILL))
     return g_strdup(_("distillation loss"));
-  if (g_str_equal(base, "accuracy"))
+  if (g_str_equal(base, COHORT_FIELD_ACCURACY))
     return g_strdup(_("accuracy (right axis)"));
   return s->right ? g_strdup_printf(_("%s (right axis)"), base) : g_strdup(base);
 }

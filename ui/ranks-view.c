@@ -2,6 +2,7 @@
 
 #include <glib/gi18n.h>
 #include <math.h>
+#include "ui/progress-event.h"
 
 struct _CohortRanksView {
   GtkBox parent_instance;
@@ -15,15 +16,6 @@ struct _CohortRanksView {
 };
 
 G_DEFINE_FINAL_TYPE(CohortRanksView, cohort_ranks_view, GTK_TYPE_BOX)
-
-static double num(JsonObject *o, const char *key, double fallback)
-{
-  JsonNode *n = json_object_get_member(o, key);
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
-    return fallback;
-  GType t = json_node_get_value_type(n);
-  return t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double(n) : fallback;
-}
 
 static void clear_grid(CohortRanksView *v)
 {
@@ -73,17 +65,17 @@ static int find_straggler(JsonArray *ranks)
   double worst_t = -INFINITY;
   for (guint i = 0; i < n; i++) {
     JsonObject *r = json_array_get_object_element(ranks, i);
-    double t = r != NULL ? num(r, "step_s", NAN) : NAN;
+    double t = r != NULL ? cohort_event_number(r, COHORT_FIELD_STEP_S, NAN) : NAN;
     if (isfinite(t) && t > worst_t) {
       worst_t = t;
       worst_i = i;
-      worst = (int)num(r, "rank", i);
+      worst = (int)cohort_event_number(r, COHORT_FIELD_RANK, i);
     }
   }
   g_autoptr(GArray) others = g_array_new(FALSE, FALSE, sizeof(double));
   for (guint i = 0; i < n; i++) {
     JsonObject *r = json_array_get_object_element(ranks, i);
-    double t = r != NULL ? num(r, "step_s", NAN) : NAN;
+    double t = r != NULL ? cohort_event_number(r, COHORT_FIELD_STEP_S, NAN) : NAN;
     if (i != worst_i && isfinite(t))
       g_array_append_val(others, t);
   }
@@ -128,18 +120,20 @@ static char *ms(double s)
 
 static void add_row(CohortRanksView *v, JsonObject *r, guint row, guint i)
 {
-  int rank = (int)num(r, "rank", i);
+  int rank = (int)cohort_event_number(r, COHORT_FIELD_RANK, i);
   gboolean slow = rank == v->slowest;
   g_autofree char *c0 = g_strdup_printf("%d", rank);
-  g_autofree char *c2 = ms(num(r, "step_s", NAN));
-  g_autofree char *c3 = ms(num(r, "data_s", NAN));
-  g_autofree char *c4 = ms(num(r, "comm_s", NAN));
-  g_autofree char *c5 = g_format_size((guint64)MAX(num(r, "mem_bytes", 0), 0));
-  g_autofree char *c6 = ms(num(r, "syncbn_s", NAN));
-  double util = num(r, "gpu_util", NAN), gmem = num(r, "gpu_mem_used", NAN);
+  g_autofree char *c2 = ms(cohort_event_number(r, COHORT_FIELD_STEP_S, NAN));
+  g_autofree char *c3 = ms(cohort_event_number(r, COHORT_FIELD_DATA_S, NAN));
+  g_autofree char *c4 = ms(cohort_event_number(r, COHORT_FIELD_COMM_S, NAN));
+  g_autofree char *c5 =
+      g_format_size((guint64)MAX(cohort_event_number(r, COHORT_FIELD_MEM_BYTES, 0), 0));
+  g_autofree char *c6 = ms(cohort_event_number(r, COHORT_FIELD_SYNCBN_S, NAN));
+  double util = cohort_event_number(r, COHORT_FIELD_GPU_UTIL, NAN),
+         gmem = cohort_event_number(r, COHORT_FIELD_GPU_MEM_USED, NAN);
   g_autofree char *c7 = isfinite(util) ? g_strdup_printf(_("%.0f %%"), util) : g_strdup("–");
   g_autofree char *c8 = isfinite(gmem) ? g_format_size((guint64)MAX(gmem, 0)) : g_strdup("–");
-  const char *host = json_object_get_string_member_with_default(r, "host", "");
+  const char *host = cohort_event_text(r, COHORT_FIELD_HOST, "");
   const char *texts[N_COLS] = {c0, host, c2, c3, c4, c5, c6, c7, c8};
   guint cols[N_COLS];
   guint n_cols = shown_columns(v, cols);
@@ -149,14 +143,13 @@ static void add_row(CohortRanksView *v, JsonObject *r, guint row, guint i)
 
 void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
 {
-  JsonNode *node = json_object_get_member(ev, "ranks");
-  if (node == NULL || !JSON_NODE_HOLDS_ARRAY(node))
+  JsonArray *ranks = cohort_event_list(ev, COHORT_FIELD_RANKS);
+  if (ranks == NULL)
     return;
-  JsonArray *ranks = json_node_get_array(node);
   clear_grid(v);
   v->slowest = find_straggler(ranks);
-  v->gpu = any_member(ranks, "gpu_util", "gpu_mem_used");
-  v->syncbn = any_member(ranks, "syncbn_s", NULL);
+  v->gpu = any_member(ranks, COHORT_FIELD_GPU_UTIL, COHORT_FIELD_GPU_MEM_USED);
+  v->syncbn = any_member(ranks, COHORT_FIELD_SYNCBN_S, NULL);
   const char *heads[N_COLS] = {_("Rank"),   _("Host"),          _("Step"),
                                _("Data"),   _("Communication"), _("Memory"),
                                _("SyncBN"), _("GPU use"),       _("GPU memory")};

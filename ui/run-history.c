@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/base/json-read.h"
+#include "ui/progress-event.h"
 
 void cohort_past_run_free(CohortPastRun *run)
 {
@@ -26,23 +27,6 @@ static CohortPastRun *past_run_new(const char *id)
   run->train = g_array_new(FALSE, FALSE, sizeof(double));
   run->val = g_array_new(FALSE, FALSE, sizeof(double));
   return run;
-}
-
-static double num(JsonObject *ev, const char *key, double fallback)
-{
-  JsonNode *n = json_object_get_member(ev, key);
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
-    return fallback;
-  GType t = json_node_get_value_type(n);
-  return t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double(n) : fallback;
-}
-
-static const char *text(JsonObject *ev, const char *key)
-{
-  JsonNode *n = json_object_get_member(ev, key);
-  return n != NULL && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING
-             ? json_node_get_string(n)
-             : NULL;
 }
 
 /* Drops the points of steps after `step`: a resumed run redoes them. */
@@ -69,29 +53,30 @@ static void add_point(GArray *a, double step, double v)
 
 static void take_event(CohortPastRun *run, JsonObject *ev, const char *name)
 {
-  double step = num(ev, "step", NAN);
-  if (g_str_equal(name, "start")) {
+  double step = cohort_event_number(ev, COHORT_FIELD_STEP, NAN);
+  if (g_str_equal(name, COHORT_EVENT_START)) {
     if (run->started == 0)
-      run->started = num(ev, "time", 0);
+      run->started = cohort_event_number(ev, COHORT_FIELD_TIME, 0);
     g_free(run->name);
-    run->name = g_strdup(text(ev, "run"));
-    run->total_steps = (gint64)num(ev, "total_steps", (double)run->total_steps);
-    double from = num(ev, "start_step", 0);
+    run->name = g_strdup(cohort_event_text(ev, COHORT_FIELD_RUN, NULL));
+    run->total_steps =
+        (gint64)cohort_event_number(ev, COHORT_FIELD_TOTAL_STEPS, (double)run->total_steps);
+    double from = cohort_event_number(ev, COHORT_FIELD_START_STEP, 0);
     drop_after(run->train, from);
     drop_after(run->val, from);
     g_clear_pointer(&run->status, g_free);
-  } else if (g_str_equal(name, "step")) {
-    add_point(run->train, step, num(ev, "loss", NAN));
-    if (isfinite(num(ev, "loss", NAN)))
-      run->final_loss = num(ev, "loss", NAN);
-    run->last_step = MAX(run->last_step, (gint64)num(ev, "step", 0));
-  } else if (g_str_equal(name, "eval")) {
-    add_point(run->val, step, num(ev, "val_loss", NAN));
-  } else if (g_str_equal(name, "sample")) {
+  } else if (g_str_equal(name, COHORT_EVENT_STEP)) {
+    add_point(run->train, step, cohort_event_number(ev, COHORT_FIELD_LOSS, NAN));
+    if (isfinite(cohort_event_number(ev, COHORT_FIELD_LOSS, NAN)))
+      run->final_loss = cohort_event_number(ev, COHORT_FIELD_LOSS, NAN);
+    run->last_step = MAX(run->last_step, (gint64)cohort_event_number(ev, COHORT_FIELD_STEP, 0));
+  } else if (g_str_equal(name, COHORT_EVENT_EVAL)) {
+    add_point(run->val, step, cohort_event_number(ev, COHORT_FIELD_VAL_LOSS, NAN));
+  } else if (g_str_equal(name, COHORT_EVENT_SAMPLE)) {
     run->samples++;
-  } else if (g_str_equal(name, "done")) {
+  } else if (g_str_equal(name, COHORT_EVENT_DONE)) {
     g_free(run->status);
-    run->status = g_strdup(text(ev, "status"));
+    run->status = g_strdup(cohort_event_text(ev, COHORT_FIELD_STATUS, NULL));
   }
 }
 
@@ -112,7 +97,8 @@ GPtrArray *cohort_past_runs_load(const char *path, GError **error)
     if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root))
       continue;
     JsonObject *ev = json_node_get_object(root);
-    const char *id = text(ev, "run_id"), *name = text(ev, "event");
+    const char *id = cohort_event_text(ev, COHORT_FIELD_RUN_ID, NULL),
+               *name = cohort_event_text(ev, COHORT_FIELD_EVENT, NULL);
     if (id == NULL || name == NULL)
       continue;
     CohortPastRun *run = g_hash_table_lookup(by_id, id);

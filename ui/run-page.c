@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "ui/loss-chart-private.h"
+#include "ui/progress-event.h"
 
 struct _CohortRunPage {
   GtkBox parent_instance;
@@ -128,17 +129,6 @@ void cohort_run_page_reset(CohortRunPage *p)
   clear_log(p);
 }
 
-static double num(JsonObject *ev, const char *key, double fallback)
-{
-  JsonNode *n = json_object_get_member(ev, key);
-  if (n == NULL || !JSON_NODE_HOLDS_VALUE(n))
-    return fallback;
-  GType t = json_node_get_value_type(n);
-  if (t == G_TYPE_INT64 || t == G_TYPE_DOUBLE || t == G_TYPE_BOOLEAN)
-    return json_node_get_double(n);
-  return fallback;
-}
-
 static void set_number(CohortRunPage *p, const char *figure, const char *format, double v)
 {
   if (isnan(v))
@@ -149,9 +139,10 @@ static void set_number(CohortRunPage *p, const char *figure, const char *format,
 
 static void show_progress(CohortRunPage *p, JsonObject *ev, int step)
 {
-  int total = (int)num(ev, "total_steps", p->total_steps);
+  int total = (int)cohort_event_number(ev, COHORT_FIELD_TOTAL_STEPS, p->total_steps);
   p->total_steps = total;
-  p->steps_per_epoch = (int)num(ev, "steps_per_epoch", p->steps_per_epoch);
+  p->steps_per_epoch =
+      (int)cohort_event_number(ev, COHORT_FIELD_STEPS_PER_EPOCH, p->steps_per_epoch);
   g_autofree char *s =
       total > 0 ? g_strdup_printf(_("%d of %d"), step, total) : g_strdup_printf("%d", step);
   set_figure(p, "step", s);
@@ -159,7 +150,8 @@ static void show_progress(CohortRunPage *p, JsonObject *ev, int step)
     gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), CLAMP((double)step / total, 0, 1));
     gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), s);
   }
-  int epoch = (int)num(ev, "epoch", 0), epoch_step = (int)num(ev, "epoch_step", 0);
+  int epoch = (int)cohort_event_number(ev, COHORT_FIELD_EPOCH, 0),
+      epoch_step = (int)cohort_event_number(ev, COHORT_FIELD_EPOCH_STEP, 0);
   g_autofree char *e = g_strdup_printf("%d", epoch + 1);
   set_figure(p, "epoch", e);
   if (p->steps_per_epoch > 0) {
@@ -176,38 +168,41 @@ static void chart_loss_parts(CohortRunPage *p, JsonObject *ev, int step)
 {
   g_autoptr(GList) members = json_object_get_members(ev);
   for (GList *m = members; m != NULL; m = m->next)
-    if (g_str_has_prefix(m->data, "loss_") && !g_str_equal(m->data, "loss_scale"))
-      cohort_loss_chart_add_point(p->chart, m->data, step, num(ev, m->data, NAN));
+    if (g_str_has_prefix(m->data, COHORT_FIELD_LOSS_PART_PREFIX) &&
+        !g_str_equal(m->data, COHORT_FIELD_LOSS_SCALE))
+      cohort_loss_chart_add_point(p->chart, m->data, step, cohort_event_number(ev, m->data, NAN));
 }
 
 static void show_step(CohortRunPage *p, JsonObject *ev)
 {
-  int step = (int)num(ev, "step", 0);
+  int step = (int)cohort_event_number(ev, COHORT_FIELD_STEP, 0);
   show_progress(p, ev, step);
-  double loss = num(ev, "loss", NAN);
+  double loss = cohort_event_number(ev, COHORT_FIELD_LOSS, NAN);
   set_number(p, "loss", "%.4f", loss);
   if (!isnan(loss))
     cohort_loss_chart_add(p->chart, FALSE, step, loss);
   chart_loss_parts(p, ev, step);
-  set_number(p, "lr", "%.3g", num(ev, "lr", NAN));
+  set_number(p, "lr", "%.3g", cohort_event_number(ev, COHORT_FIELD_LR, NAN));
   /* Token models report tokens per second; every model reports samples per second. */
-  double tps = num(ev, "tokens_per_s", NAN), sps = num(ev, "samples_per_s", NAN);
+  double tps = cohort_event_number(ev, COHORT_FIELD_TOKENS_PER_S, NAN),
+         sps = cohort_event_number(ev, COHORT_FIELD_SAMPLES_PER_S, NAN);
   if (isnan(tps) && !isnan(sps)) {
     gtk_label_set_text(p->tokens_per_s_caption, _("Samples per second"));
     set_number(p, "tokens_per_s", "%.1f", sps);
   } else {
     set_number(p, "tokens_per_s", "%.0f", tps);
   }
-  double eta = num(ev, "eta_s", NAN), elapsed = num(ev, "elapsed_s", NAN);
+  double eta = cohort_event_number(ev, COHORT_FIELD_ETA_S, NAN),
+         elapsed = cohort_event_number(ev, COHORT_FIELD_ELAPSED_S, NAN);
   g_autofree char *eta_text = isnan(eta) ? NULL : format_duration(eta);
   g_autofree char *elapsed_text = isnan(elapsed) ? NULL : format_duration(elapsed);
   if (eta_text != NULL)
     set_figure(p, "eta", eta_text);
   if (elapsed_text != NULL)
     set_figure(p, "elapsed", elapsed_text);
-  double scale = num(ev, "loss_scale", NAN);
+  double scale = cohort_event_number(ev, COHORT_FIELD_LOSS_SCALE, NAN);
   if (!isnan(scale)) {
-    int skipped = (int)num(ev, "skipped_steps", 0);
+    int skipped = (int)cohort_event_number(ev, COHORT_FIELD_SKIPPED_STEPS, 0);
     g_autofree char *l =
         skipped > 0
             ? g_strdup_printf(ngettext("%.0f, %d step skipped", "%.0f, %d steps skipped", skipped),
@@ -228,16 +223,17 @@ static void show_start(CohortRunPage *p, JsonObject *ev)
 {
   /* A resumed run (a replayed events.jsonl holds its earlier part too) redoes the steps after
    * its checkpoint: their old points go. */
-  cohort_loss_chart_drop_after(p->chart, num(ev, "start_step", 0));
-  p->total_steps = (int)num(ev, "total_steps", 0);
-  p->steps_per_epoch = (int)num(ev, "steps_per_epoch", 0);
+  cohort_loss_chart_drop_after(p->chart, cohort_event_number(ev, COHORT_FIELD_START_STEP, 0));
+  p->total_steps = (int)cohort_event_number(ev, COHORT_FIELD_TOTAL_STEPS, 0);
+  p->steps_per_epoch = (int)cohort_event_number(ev, COHORT_FIELD_STEPS_PER_EPOCH, 0);
   p->final_phase = FALSE;
-  int world = (int)num(ev, "world_size", 1);
-  g_autofree char *s = g_strdup_printf(
-      ngettext("Training %s: %.1f M parameters on %s, %d process",
-               "Training %s: %.1f M parameters on %s, %d processes", world),
-      json_object_get_string_member_with_default(ev, "run", ""), num(ev, "params", 0) / 1e6,
-      json_object_get_string_member_with_default(ev, "device", "?"), world);
+  int world = (int)cohort_event_number(ev, COHORT_FIELD_WORLD_SIZE, 1);
+  g_autofree char *s =
+      g_strdup_printf(ngettext("Training %s: %.1f M parameters on %s, %d process",
+                               "Training %s: %.1f M parameters on %s, %d processes", world),
+                      cohort_event_text(ev, COHORT_FIELD_RUN, ""),
+                      cohort_event_number(ev, COHORT_FIELD_PARAMS, 0) / 1e6,
+                      cohort_event_text(ev, COHORT_FIELD_DEVICE, "?"), world);
   set_figure(p, "status", s);
 }
 
@@ -245,21 +241,22 @@ static void show_start(CohortRunPage *p, JsonObject *ev)
  * on the right one. */
 static void show_eval(CohortRunPage *p, JsonObject *ev)
 {
-  int step = (int)num(ev, "step", 0);
-  set_number(p, "val_loss", "%.4f", num(ev, "val_loss", NAN));
-  static const char *const not_metrics[] = {"event", "time",       "step",   "val_samples",
-                                            "ema",   "val_tokens", "run_id", NULL};
+  int step = (int)cohort_event_number(ev, COHORT_FIELD_STEP, 0);
+  set_number(p, "val_loss", "%.4f", cohort_event_number(ev, COHORT_FIELD_VAL_LOSS, NAN));
+  static const char *const not_metrics[] = {
+      COHORT_FIELD_EVENT, COHORT_FIELD_TIME,       COHORT_FIELD_STEP,   COHORT_FIELD_VAL_SAMPLES,
+      COHORT_FIELD_EMA,   COHORT_FIELD_VAL_TOKENS, COHORT_FIELD_RUN_ID, NULL};
   g_autoptr(GList) members = json_object_get_members(ev);
   for (GList *m = members; m != NULL; m = m->next)
     if (!g_strv_contains(not_metrics, m->data))
-      cohort_loss_chart_add_point(p->chart, m->data, step, num(ev, m->data, NAN));
+      cohort_loss_chart_add_point(p->chart, m->data, step, cohort_event_number(ev, m->data, NAN));
 }
 
 static void show_log(CohortRunPage *p, JsonObject *ev)
 {
-  const char *level = json_object_get_string_member_with_default(ev, "level", "info");
-  const char *msg = json_object_get_string_member_with_default(ev, "message", "");
-  if (g_str_equal(level, "info")) {
+  const char *level = cohort_event_text(ev, COHORT_FIELD_LEVEL, COHORT_LEVEL_INFO);
+  const char *msg = cohort_event_text(ev, COHORT_FIELD_MESSAGE, "");
+  if (g_str_equal(level, COHORT_LEVEL_INFO)) {
     cohort_run_page_append_log(p, msg);
     return;
   }
@@ -270,13 +267,13 @@ static void show_log(CohortRunPage *p, JsonObject *ev)
 
 static void show_done(CohortRunPage *p, JsonObject *ev)
 {
-  set_number(p, "val_loss", "%.4f", num(ev, "val_loss", NAN));
-  double elapsed = num(ev, "elapsed_s", NAN);
+  set_number(p, "val_loss", "%.4f", cohort_event_number(ev, COHORT_FIELD_VAL_LOSS, NAN));
+  double elapsed = cohort_event_number(ev, COHORT_FIELD_ELAPSED_S, NAN);
   g_autofree char *text = isnan(elapsed) ? NULL : format_duration(elapsed);
   /* The elapsed time of the whole run, final evaluation and saving included. */
   if (text != NULL)
     set_figure(p, "elapsed", text);
-  if (g_strcmp0(json_object_get_string_member_with_default(ev, "status", ""), "completed") == 0 &&
+  if (g_strcmp0(cohort_event_text(ev, COHORT_FIELD_STATUS, ""), COHORT_STATUS_COMPLETED) == 0 &&
       p->total_steps > 0) {
     gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 1.0);
     g_autofree char *none = format_duration(0);
@@ -287,28 +284,28 @@ static void show_done(CohortRunPage *p, JsonObject *ev)
 
 void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
-  const char *name = json_object_get_string_member_with_default(ev, "event", "");
-  if (g_str_equal(name, "start")) {
+  const char *name = cohort_event_name(ev);
+  if (g_str_equal(name, COHORT_EVENT_START)) {
     show_start(p, ev);
-  } else if (g_str_equal(name, "step")) {
+  } else if (g_str_equal(name, COHORT_EVENT_STEP)) {
     show_step(p, ev);
-  } else if (g_str_equal(name, "eval")) {
+  } else if (g_str_equal(name, COHORT_EVENT_EVAL)) {
     show_eval(p, ev);
-  } else if (g_str_equal(name, "sample")) {
+  } else if (g_str_equal(name, COHORT_EVENT_SAMPLE)) {
     cohort_sample_view_add(p->samples, ev);
-  } else if (g_str_equal(name, "checkpoint")) {
-    g_autofree char *l = g_strdup_printf(
-        _("checkpoint saved: %s"), json_object_get_string_member_with_default(ev, "path", ""));
+  } else if (g_str_equal(name, COHORT_EVENT_CHECKPOINT)) {
+    g_autofree char *l =
+        g_strdup_printf(_("checkpoint saved: %s"), cohort_event_text(ev, COHORT_FIELD_PATH, ""));
     cohort_run_page_append_log(p, l);
-  } else if (g_str_equal(name, "ranks")) {
+  } else if (g_str_equal(name, COHORT_EVENT_RANKS)) {
     cohort_ranks_view_show(p->ranks, ev);
-  } else if (g_str_equal(name, "log")) {
+  } else if (g_str_equal(name, COHORT_EVENT_LOG)) {
     show_log(p, ev);
-  } else if (g_str_equal(name, "error") && !p->live) {
-    g_autofree char *l = g_strdup_printf(
-        _("error: %s"), json_object_get_string_member_with_default(ev, "message", ""));
+  } else if (g_str_equal(name, COHORT_EVENT_ERROR) && !p->live) {
+    g_autofree char *l =
+        g_strdup_printf(_("error: %s"), cohort_event_text(ev, COHORT_FIELD_MESSAGE, ""));
     cohort_run_page_append_log(p, l);
-  } else if (g_str_equal(name, "done")) {
+  } else if (g_str_equal(name, COHORT_EVENT_DONE)) {
     show_done(p, ev);
   }
 }
@@ -585,7 +582,8 @@ int cohort_run_page_get_slowest(CohortRunPage *p)
 
 guint cohort_run_page_count_parts(CohortRunPage *p, gboolean teacher)
 {
-  return cohort_loss_chart_count_series(p->chart, teacher ? "loss_distill" : "loss_task");
+  return cohort_loss_chart_count_series(p->chart, teacher ? COHORT_FIELD_LOSS_DISTILL
+                                                          : COHORT_FIELD_LOSS_TASK);
 }
 
 gboolean cohort_run_page_accuracy_shown(CohortRunPage *p)
@@ -595,7 +593,7 @@ gboolean cohort_run_page_accuracy_shown(CohortRunPage *p)
 
 guint cohort_run_page_count_accuracy_points(CohortRunPage *p)
 {
-  return cohort_loss_chart_count_series(p->chart, "accuracy");
+  return cohort_loss_chart_count_series(p->chart, COHORT_FIELD_ACCURACY);
 }
 
 gboolean cohort_run_page_ranks_show_syncbn(CohortRunPage *p)

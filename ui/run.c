@@ -1,5 +1,6 @@
 #include "ui/run.h"
 #include "engine/base/json-read.h"
+#include "ui/progress-event.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,7 +56,7 @@ static gboolean other_run(CohortRun *run, JsonObject *ev)
 {
   if (run->only_run == NULL)
     return FALSE;
-  const char *id = json_object_get_string_member_with_default(ev, "run_id", NULL);
+  const char *id = cohort_event_text(ev, COHORT_FIELD_RUN_ID, NULL);
   if (id == NULL || g_str_equal(id, run->only_run)) {
     run->run_events++;
     return FALSE;
@@ -86,8 +87,9 @@ static void report_other_runs(CohortRun *run)
 
 /* Members whose type the Run page relies on: read with the string or integer getters, which
  * return NULL or complain about another type. */
-static const char *const string_members[] = {"event", "status", "message", "text",
-                                             "path",  "level",  "run",     "device"};
+static const char *const string_members[] = {
+    COHORT_FIELD_EVENT, COHORT_FIELD_STATUS, COHORT_FIELD_MESSAGE, COHORT_FIELD_TEXT,
+    COHORT_FIELD_PATH,  COHORT_FIELD_LEVEL,  COHORT_FIELD_RUN,     COHORT_FIELD_DEVICE};
 
 static gboolean holds(JsonObject *o, const char *name, GType type)
 {
@@ -102,17 +104,20 @@ static gboolean well_formed(JsonNode *root)
   if (!JSON_NODE_HOLDS_OBJECT(root))
     return FALSE;
   JsonObject *ev = json_node_get_object(root);
-  if (!json_object_has_member(ev, "event") || !holds(ev, "rank", G_TYPE_INT64))
+  if (!json_object_has_member(ev, COHORT_FIELD_EVENT) ||
+      !holds(ev, COHORT_FIELD_RANK, G_TYPE_INT64))
     return FALSE;
   for (guint i = 0; i < G_N_ELEMENTS(string_members); i++)
     if (!holds(ev, string_members[i], G_TYPE_STRING))
       return FALSE;
-  for (const char *const *key = (const char *const[]){"step", "elapsed_s", NULL}; *key; key++) {
+  for (const char *const *key =
+           (const char *const[]){COHORT_FIELD_STEP, COHORT_FIELD_ELAPSED_S, NULL};
+       *key; key++) {
     JsonNode *n = json_object_get_member(ev, *key);
     if (n != NULL && !JSON_NODE_HOLDS_VALUE(n))
       return FALSE;
   }
-  JsonNode *ranks = json_object_get_member(ev, "ranks");
+  JsonNode *ranks = json_object_get_member(ev, COHORT_FIELD_RANKS);
   if (ranks == NULL)
     return TRUE;
   if (!JSON_NODE_HOLDS_ARRAY(ranks))
@@ -120,7 +125,8 @@ static gboolean well_formed(JsonNode *root)
   JsonArray *a = json_node_get_array(ranks);
   for (guint i = 0; i < json_array_get_length(a); i++) {
     JsonNode *r = json_array_get_element(a, i);
-    if (!JSON_NODE_HOLDS_OBJECT(r) || !holds(json_node_get_object(r), "host", G_TYPE_STRING))
+    if (!JSON_NODE_HOLDS_OBJECT(r) ||
+        !holds(json_node_get_object(r), COHORT_FIELD_HOST, G_TYPE_STRING))
       return FALSE;
   }
   return TRUE;
@@ -149,18 +155,18 @@ static void handle_progress_line(CohortRun *run, const char *line)
   JsonObject *ev = json_node_get_object(root);
   if (other_run(run, ev))
     return;
-  const char *name = json_object_get_string_member_with_default(ev, "event", "");
-  if (g_str_equal(name, "done")) {
+  const char *name = cohort_event_name(ev);
+  if (g_str_equal(name, COHORT_EVENT_DONE)) {
     g_free(run->done_status);
     run->done_status =
-        g_strdup(json_object_get_string_member_with_default(ev, "status", "completed"));
-    run->done_step = (int)json_object_get_int_member_with_default(ev, "step", 0);
-    run->done_elapsed = json_object_get_double_member_with_default(ev, "elapsed_s", 0);
-  } else if (g_str_equal(name, "error") && run->error_message == NULL) {
-    const char *msg = json_object_get_string_member_with_default(ev, "message", "");
-    if (json_object_has_member(ev, "rank"))
+        g_strdup(cohort_event_text(ev, COHORT_FIELD_STATUS, COHORT_STATUS_COMPLETED));
+    run->done_step = (int)cohort_event_int(ev, COHORT_FIELD_STEP, 0);
+    run->done_elapsed = cohort_event_number(ev, COHORT_FIELD_ELAPSED_S, 0);
+  } else if (g_str_equal(name, COHORT_EVENT_ERROR) && run->error_message == NULL) {
+    const char *msg = cohort_event_text(ev, COHORT_FIELD_MESSAGE, "");
+    if (json_object_has_member(ev, COHORT_FIELD_RANK))
       run->error_message =
-          g_strdup_printf(_("rank %d: %s"), (int)json_object_get_int_member(ev, "rank"), msg);
+          g_strdup_printf(_("rank %d: %s"), (int)cohort_event_int(ev, COHORT_FIELD_RANK, 0), msg);
     else
       run->error_message = g_strdup(msg);
   }
@@ -261,7 +267,8 @@ static char *exit_summary(CohortRun *run)
   /* Launchers report a group they stopped on request as 128 + the signal; a run stopped from
    * elsewhere (a signal from a terminal) that said so is a stop too, not a failure. */
   gboolean stop_code = code == 128 + SIGTERM || code == 128 + SIGINT;
-  if (code == 0 || (stop_code && (run->stopping || g_strcmp0(run->done_status, "stopped") == 0)))
+  if (code == 0 ||
+      (stop_code && (run->stopping || g_strcmp0(run->done_status, COHORT_STATUS_STOPPED) == 0)))
     return NULL;
   return g_strdup_printf(_("exited with code %d"), code);
 }
@@ -272,13 +279,13 @@ static void finish_if_done(CohortRun *run)
     return;
   g_autofree char *exit = exit_summary(run);
   g_autofree char *status = NULL;
-  if (g_strcmp0(run->done_status, "completed") == 0)
+  if (g_strcmp0(run->done_status, COHORT_STATUS_COMPLETED) == 0)
     status = g_strdup_printf(_("Completed: %d steps in %.0f s"), run->done_step, run->done_elapsed);
-  else if (g_strcmp0(run->done_status, "stopped") == 0)
+  else if (g_strcmp0(run->done_status, COHORT_STATUS_STOPPED) == 0)
     status = g_strdup_printf(_("Stopped at step %d; a checkpoint was saved if there was "
                                "progress"),
                              run->done_step);
-  else if (g_strcmp0(run->done_status, "failed") == 0)
+  else if (g_strcmp0(run->done_status, COHORT_STATUS_FAILED) == 0)
     status = g_strdup_printf(_("Failed: %s"), run->error_message ? run->error_message
                                               : run->last_output ? run->last_output
                                                                  : _("no reason given"));
@@ -292,9 +299,10 @@ static void finish_if_done(CohortRun *run)
     run->summary = g_strdup_printf("%s (%s)", status, exit);
   else
     run->summary = g_steal_pointer(&status);
-  if (exit == NULL && g_strcmp0(run->done_status, "completed") == 0)
+  if (exit == NULL && g_strcmp0(run->done_status, COHORT_STATUS_COMPLETED) == 0)
     run->outcome = COHORT_RUN_COMPLETED;
-  else if (run->stopping || (exit == NULL && g_strcmp0(run->done_status, "stopped") == 0))
+  else if (run->stopping ||
+           (exit == NULL && g_strcmp0(run->done_status, COHORT_STATUS_STOPPED) == 0))
     run->outcome = COHORT_RUN_STOPPED;
   else
     run->outcome = COHORT_RUN_FAILED;
@@ -429,9 +437,9 @@ static char *last_run_id(GInputStream *stream)
         (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root))
       continue;
     JsonObject *ev = json_node_get_object(root);
-    if (!json_object_has_member(ev, "event"))
+    if (!json_object_has_member(ev, COHORT_FIELD_EVENT))
       continue;
-    return g_strdup(json_object_get_string_member_with_default(ev, "run_id", NULL));
+    return g_strdup(cohort_event_text(ev, COHORT_FIELD_RUN_ID, NULL));
   }
   return NULL;
 }

@@ -1,6 +1,7 @@
 #include "ui/sample-view.h"
 
 #include <glib/gi18n.h>
+#include "ui/progress-event.h"
 
 struct _CohortSampleView {
   GtkBox parent_instance;
@@ -156,11 +157,11 @@ static void add_thumb(CohortSampleView *v, const char *path, gint64 step)
 
 void cohort_sample_view_add(CohortSampleView *v, JsonObject *ev)
 {
-  const char *image = json_object_get_string_member_with_default(ev, "image", NULL);
-  gint64 step = json_object_get_int_member_with_default(ev, "step", 0);
+  const char *image = cohort_event_text(ev, COHORT_FIELD_IMAGE, NULL);
+  gint64 step = cohort_event_int(ev, COHORT_FIELD_STEP, 0);
   if (image == NULL) {
     /* Text samples are kept too, to page back through them by step; the newest is shown. */
-    g_ptr_array_add(v->texts, g_strdup(json_object_get_string_member_with_default(ev, "text", "")));
+    g_ptr_array_add(v->texts, g_strdup(cohort_event_text(ev, COHORT_FIELD_TEXT, "")));
     g_array_append_val(v->text_steps, step);
     show_text(v, v->texts->len - 1);
     return;

@@ -8,6 +8,7 @@
 
 #include "engine/progress/control.h"
 #include "ui/programs.h"
+#include "ui/progress-event.h"
 
 void cohort_window_stop(CohortWindow *win)
 {
@@ -21,7 +22,7 @@ gboolean cohort_window_request(CohortWindow *win, const char *request, GError **
 {
   if (!cohort_run_request(win->run, request, error))
     return FALSE;
-  gboolean sample = g_str_equal(request, "sample");
+  gboolean sample = g_str_equal(request, COHORT_CONTROL_WORD_SAMPLE);
   win->pending_requests |= sample ? COHORT_CONTROL_SAMPLE : COHORT_CONTROL_SAVE;
   cohort_run_page_append_log(win->run_page, sample ? _("Sample requested for the next step.")
                                                    : _("Checkpoint requested for the next step."));
@@ -110,14 +111,14 @@ static void on_sample_now(GSimpleAction *action, GVariant *param, gpointer data)
 {
   (void)action;
   (void)param;
-  request_or_say(data, "sample");
+  request_or_say(data, COHORT_CONTROL_WORD_SAMPLE);
 }
 
 static void on_save_now(GSimpleAction *action, GVariant *param, gpointer data)
 {
   (void)action;
   (void)param;
-  request_or_say(data, "save");
+  request_or_say(data, COHORT_CONTROL_WORD_SAVE);
 }
 
 /* Opens `uri` with the desktop's handler; says so in a toast when none can. */
@@ -201,11 +202,11 @@ static void on_multinode(GSimpleAction *action, GVariant *param, gpointer data)
 /* A sample or checkpoint that answers Sample now or Save now: said in a toast. */
 static void confirm_request(CohortWindow *win, JsonObject *ev, const char *name)
 {
-  if (!json_object_get_boolean_member_with_default(ev, "requested", FALSE))
+  if (!cohort_event_flag(ev, COHORT_FIELD_REQUESTED, FALSE))
     return;
-  gint64 step = json_object_get_int_member_with_default(ev, "step", 0);
+  gint64 step = cohort_event_int(ev, COHORT_FIELD_STEP, 0);
   g_autofree char *msg = NULL;
-  if (g_str_equal(name, "sample")) {
+  if (g_str_equal(name, COHORT_EVENT_SAMPLE)) {
     win->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
     msg = g_strdup_printf(_("Sample drawn at step %lld"), (long long)step);
   } else {
@@ -219,14 +220,14 @@ static void on_run_event(CohortRun *run, JsonObject *ev, CohortWindow *win)
 {
   gboolean was_final = cohort_run_page_in_final_phase(win->run_page);
   cohort_run_page_handle_event(win->run_page, ev);
-  const char *name = json_object_get_string_member_with_default(ev, "event", "");
-  if (g_str_equal(name, "sample") || g_str_equal(name, "checkpoint"))
+  const char *name = cohort_event_name(ev);
+  if (g_str_equal(name, COHORT_EVENT_SAMPLE) || g_str_equal(name, COHORT_EVENT_CHECKPOINT))
     confirm_request(win, ev, name);
-  if (g_str_equal(name, "start") && json_object_has_member(ev, "run_id"))
+  if (g_str_equal(name, COHORT_EVENT_START) && json_object_has_member(ev, COHORT_FIELD_RUN_ID))
     cohort_run_page_set_current_run(win->run_page,
-                                    json_object_get_string_member_with_default(ev, "run_id", NULL));
-  if (g_str_equal(name, "done") && cohort_run_is_live(run)) {
-    const char *model = json_object_get_string_member_with_default(ev, "model_path", NULL);
+                                    cohort_event_text(ev, COHORT_FIELD_RUN_ID, NULL));
+  if (g_str_equal(name, COHORT_EVENT_DONE) && cohort_run_is_live(run)) {
+    const char *model = cohort_event_text(ev, COHORT_FIELD_MODEL_PATH, NULL);
     g_free(win->model_path);
     win->model_path = model != NULL ? cohort_resolve_path(model) : NULL;
   }

@@ -196,9 +196,9 @@ void cohort_window_update_state(CohortWindow *win)
     gtk_widget_add_css_class(win->status_label, "error");
   else
     gtk_widget_remove_css_class(win->status_label, "error");
-  for (const char *const *g = cohort_key_groups(); *g != NULL; g++)
+  for (const char *const *g = cohort_key_pages(); *g != NULL; g++)
     cohort_page_sidebar_set_attention(COHORT_PAGE_SIDEBAR(win->sidebar), *g,
-                                      cohort_config_form_group_issue(win->form, *g));
+                                      cohort_config_form_page_issue(win->form, *g));
 
   gboolean final = cohort_run_page_in_final_phase(win->run_page);
   set_action_enabled(win, "start", !running && !bad);
@@ -431,11 +431,11 @@ static void cohort_window_class_init(CohortWindowClass *klass)
 static void build_pages(CohortWindow *win)
 {
   win->dist_top = cohort_dist_page_top_new();
-  for (const char *const *g = cohort_key_groups(); *g != NULL; g++) {
+  for (const char *const *g = cohort_key_pages(); *g != NULL; g++) {
     gboolean dist = g_str_equal(*g, "distributed");
     GtkWidget *page =
         cohort_config_form_build_page(win->form, *g, NULL, dist ? win->dist_top : NULL);
-    add_page(win, page, *g, cohort_key_group_title(*g));
+    add_page(win, page, *g, cohort_key_page_title(*g));
   }
   win->run_page = COHORT_RUN_PAGE(cohort_run_page_new());
   add_page(win, GTK_WIDGET(win->run_page), "run", _("Run"));

@@ -2,6 +2,7 @@
  * explicit stack (no recursion, so nesting cannot overflow the C stack) and keeps, for each
  * open object, the set of its keys. */
 #include "engine/base/json-read.h"
+#include "engine/base/error.h"
 #include "engine/base/json-write.h"
 
 #include <math.h>
@@ -49,6 +50,7 @@ static void position(const Scan *s, const char *at, guint *line, guint *column)
   }
 }
 
+/* A reason the text is not JSON, prefixed with the source and the line and column of `at`. */
 static gboolean fail(Scan *s, const char *at, CohortJsonError code, const char *fmt, ...)
     G_GNUC_PRINTF(4, 5);
 
@@ -56,12 +58,11 @@ static gboolean fail(Scan *s, const char *at, CohortJsonError code, const char *
 {
   va_list ap;
   va_start(ap, fmt);
-  g_autofree char *what = g_strdup_vprintf(fmt, ap);
+  cohort_fail_valist(s->error, COHORT_JSON_ERROR, code, fmt, ap);
   va_end(ap);
   guint line, column;
   position(s, at, &line, &column);
-  g_set_error(s->error, COHORT_JSON_ERROR, code, "%s: not valid JSON: %u:%u: %s", s->source, line,
-              column, what);
+  g_prefix_error(s->error, "%s: not valid JSON: %u:%u: ", s->source, line, column);
   return FALSE;
 }
 

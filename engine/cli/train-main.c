@@ -29,12 +29,12 @@ static int fail(CohortProgress *progress, int rank, const char *message)
   if (progress) {
     cohort_progress_finish_line(progress);
     JsonObject *e = json_object_new();
-    json_object_set_int_member(e, "rank", rank);
-    json_object_set_string_member(e, "message", message);
-    cohort_progress_emit(progress, "error", e);
+    json_object_set_int_member(e, COHORT_FIELD_RANK, rank);
+    json_object_set_string_member(e, COHORT_FIELD_MESSAGE, message);
+    cohort_progress_emit(progress, COHORT_EVENT_ERROR, e);
     JsonObject *d = json_object_new();
-    json_object_set_string_member(d, "status", "failed");
-    cohort_progress_emit(progress, "done", d);
+    json_object_set_string_member(d, COHORT_FIELD_STATUS, COHORT_STATUS_FAILED);
+    cohort_progress_emit(progress, COHORT_EVENT_DONE, d);
   }
   fprintf(stderr, "cohort-train: %s\n", message);
   return 1;
@@ -259,10 +259,10 @@ static int sample_saved(const Args *a)
       cohort_sample_saved(a->sample, (const char *const *)a->sets, a->output, &error);
   if (!f)
     return fail(NULL, 0, error->message);
-  if (json_object_has_member(f, "image"))
-    printf("%s\n", json_object_get_string_member(f, "image"));
-  else if (json_object_has_member(f, "text"))
-    printf("%s\n", json_object_get_string_member(f, "text"));
+  if (json_object_has_member(f, COHORT_FIELD_IMAGE))
+    printf("%s\n", json_object_get_string_member(f, COHORT_FIELD_IMAGE));
+  else if (json_object_has_member(f, COHORT_FIELD_TEXT))
+    printf("%s\n", json_object_get_string_member(f, COHORT_FIELD_TEXT));
   return 0;
 }
 

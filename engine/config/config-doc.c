@@ -1,5 +1,5 @@
 /* Renders docs/config.md: fixed prose about files, versions, --set and presets, then one
- * table per key group built from cohort_config_keys(). */
+ * table per page of keys built from cohort_config_keys(). */
 #include "engine/config/config-doc.h"
 #include "engine/config/config-keys.h"
 #include "engine/config/config-private.h"
@@ -255,12 +255,12 @@ char *cohort_config_doc_markdown(void)
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
   GString *out = g_string_new(intro);
-  const char *group = NULL;
+  const char *page = NULL;
   for (guint i = 0; i < n; i++) {
     const CohortConfigKey *k = &keys[i];
-    if (!group || strcmp(group, k->group) != 0) {
-      group = k->group;
-      g_string_append_printf(out, "\n### %c%s\n\n", g_ascii_toupper(group[0]), group + 1);
+    if (!page || strcmp(page, k->page) != 0) {
+      page = k->page;
+      g_string_append_printf(out, "\n### %c%s\n\n", g_ascii_toupper(page[0]), page + 1);
       g_string_append(out, "| key | type | default | allowed | meaning |\n");
       g_string_append(out, "| --- | --- | --- | --- | --- |\n");
     }

@@ -2,6 +2,7 @@
  * cohort_config_get, JSON writing and docs/config.md all walk it, so a key is added here and
  * nowhere else. Rows follow the field order of CohortConfig, which is also the JSON order. */
 #include "engine/config/config-keys.h"
+#include "engine/config/model-families.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -12,7 +13,9 @@ typedef struct {
   const char *def; /* text form */
 } KeyRow;
 
-static const char *const model_choices[] = {"gpt", "dit", "resnet", NULL};
+#define FAMILY_NAME(name, label) #name,
+static const char *const model_choices[] = {COHORT_MODEL_FAMILIES(FAMILY_NAME) NULL};
+#undef FAMILY_NAME
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
 static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
@@ -30,26 +33,35 @@ static const char *const student_init_choices[] = {"random", "teacher_layers", N
 #define NO_MAX     G_MAXDOUBLE
 
 /* A NULL `allowed` is filled in from type, bounds and choices (see fill_allowed), so the text
- * can never disagree with what is checked. For strings, `min` is the least length. */
-#define ROWM(n, t, g, c, lo, hi, a, h, d, m)                                                       \
+ * can never disagree with what is checked. For strings, `min` is the least length. The 8th
+ * argument of every ROW macro is the help sentence (po/meson.build extracts it). */
+#define ROW_ALL(n, t, g, c, lo, hi, a, h, d, m, wk, wv)                                            \
   {                                                                                                \
     {.name = #n,                                                                                   \
      .type = COHORT_KEY_##t,                                                                       \
-     .group = g,                                                                                   \
+     .page = g,                                                                                    \
      .choices = c,                                                                                 \
      .min = lo,                                                                                    \
      .max = hi,                                                                                    \
      .allowed = a,                                                                                 \
      .help = h,                                                                                    \
-     .models = m},                                                                                 \
+     .models = m,                                                                                  \
+     .when_key = wk,                                                                               \
+     .when_value = wv},                                                                            \
         OFF(n), d                                                                                  \
   }
+/* A key only the families in `m` read ("gpt,dit"). */
+#define ROWM(n, t, g, c, lo, hi, a, h, d, m) ROW_ALL(n, t, g, c, lo, hi, a, h, d, m, NULL, NULL)
 /* A key every model family reads. */
 #define ROW(n, t, g, c, lo, hi, a, h, d) ROWM(n, t, g, c, lo, hi, a, h, d, NULL)
+/* A key that means something only while key `wk` has the value `wv` (its text form): SGD's
+ * momentum with optimizer sgd. The engine ignores it otherwise; the window hides it. */
+#define ROW_WHEN(n, t, g, c, lo, hi, a, h, d, wk, wv)                                              \
+  ROW_ALL(n, t, g, c, lo, hi, a, h, d, NULL, wk, wv)
 
 static const KeyRow rows[] = {
     /* model */
-    ROW(model, STRING, "model", model_choices, 1, 0, "gpt, dit, resnet",
+    ROW(model, STRING, "model", model_choices, 1, 0, NULL,
         "The model family to train: a GPT-2-style language model, a diffusion transformer on "
         "images, or a ResNet image classifier with BatchNorm.",
         "gpt"),
@@ -137,20 +149,22 @@ static const KeyRow rows[] = {
         "Optimizer steps of linear warmup from zero to the peak learning rate.", "20"),
     ROW(min_lr_ratio, DOUBLE, "training", NULL, 0, 1, NULL,
         "Final learning rate as a fraction of the peak.", "0.1"),
-    ROW(lr_step_size, INT, "training", NULL, 1, NO_MAX_INT, NULL,
-        "step schedule: optimizer steps (counted after warmup) between two decays of the "
-        "learning rate.",
-        "1000"),
-    ROW(lr_gamma, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
-        "step schedule: the factor the learning rate is multiplied by at each decay.", "0.1"),
+    ROW_WHEN(lr_step_size, INT, "training", NULL, 1, NO_MAX_INT, NULL,
+             "step schedule: optimizer steps (counted after warmup) between two decays of the "
+             "learning rate.",
+             "1000", "lr_schedule", "step"),
+    ROW_WHEN(lr_gamma, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 1, NULL,
+             "step schedule: the factor the learning rate is multiplied by at each decay.", "0.1",
+             "lr_schedule", "step"),
     ROW(weight_decay, DOUBLE, "training", NULL, 0, 1, NULL,
         "Weight decay on weight matrices and convolution kernels only (never on biases or "
         "normalisation parameters): decoupled for AdamW, added to the gradient for SGD.",
         "0.1"),
-    ROW(momentum, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
-        "SGD momentum; 0 is plain SGD.", "0.9"),
-    ROW(nesterov, BOOL, "training", NULL, 0, 0, NULL,
-        "SGD with Nesterov momentum; with momentum 0 it is plain SGD.", "false"),
+    ROW_WHEN(momentum, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+             "SGD momentum; 0 is plain SGD.", "0.9", "optimizer", "sgd"),
+    ROW_WHEN(nesterov, BOOL, "training", NULL, 0, 0, NULL,
+             "SGD with Nesterov momentum; with momentum 0 it is plain SGD.", "false", "optimizer",
+             "sgd"),
     ROW(beta1, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
         "AdamW decay rate of the first moment.", "0.9"),
     ROW(beta2, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
@@ -351,6 +365,10 @@ static char *fill_allowed(const CohortConfigKey *k)
     return g_strdup("true or false");
   case COHORT_KEY_CHOICE:
     return g_strjoinv(", ", (char **)k->choices);
+  case COHORT_KEY_STRING:
+    if (k->choices) /* a string limited to choices (model) */
+      return g_strjoinv(", ", (char **)k->choices);
+    G_GNUC_FALLTHROUGH;
   default:
     g_error("config key \"%s\" needs an allowed text", k->name);
   }
@@ -414,4 +432,14 @@ gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model
     return TRUE;
   g_auto(GStrv) names = g_strsplit(key->models, ",", -1);
   return model && g_strv_contains((const char *const *)names, model);
+}
+
+gboolean cohort_config_key_in_effect(const CohortConfigKey *key, const CohortConfig *cfg)
+{
+  if (!cohort_config_key_applies(key, cfg->model))
+    return FALSE;
+  if (!key->when_key)
+    return TRUE;
+  g_autofree char *value = cohort_config_get(cfg, key->when_key);
+  return g_strcmp0(value, key->when_value) == 0;
 }

@@ -2,6 +2,7 @@
  * table in config-keys.c. A value is checked as a JsonNode whether it came from a file or from
  * --set text, so both paths give the same messages. */
 #include "engine/config/config-private.h"
+#include "engine/base/error.h"
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "cohort-build-config.h"
@@ -159,18 +160,6 @@ void config_unknown_key_error(const char *source, const char *name, GError **err
 
 /* ---- validation ---- */
 
-static gboolean config_cross_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean config_cross_error(GError **error, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, msg);
-  return FALSE;
-}
-
 gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error)
 {
   const char *s = config_src(source);
@@ -183,29 +172,26 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
   }
 
   if (cfg->image_channels == 2)
-    return config_cross_error(
-        error,
-        "%s: key \"image_channels\": 2 is not allowed; allowed: 1 (grey) or 3 "
-        "(RGB)",
-        s);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"image_channels\": 2 is not allowed; allowed: 1 (grey) or 3 "
+                       "(RGB)",
+                       s);
   if (cfg->n_embd % cfg->n_head != 0)
-    return config_cross_error(
-        error,
-        "%s: key \"n_embd\": %d is not a multiple of \"n_head\": %d; allowed: "
-        "n_embd divisible by n_head, like %d",
-        s, cfg->n_embd, cfg->n_head, cfg->n_head * MAX(1, cfg->n_embd / cfg->n_head));
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"n_embd\": %d is not a multiple of \"n_head\": %d; allowed: "
+                       "n_embd divisible by n_head, like %d",
+                       s, cfg->n_embd, cfg->n_head,
+                       cfg->n_head * MAX(1, cfg->n_embd / cfg->n_head));
   if (cfg->node_rank >= cfg->num_nodes)
-    return config_cross_error(
-        error,
-        "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "
-        "an integer from 0 to %d",
-        s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "
+                       "an integer from 0 to %d",
+                       s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
   if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256)
-    return config_cross_error(
-        error,
-        "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\"; "
-        "allowed: 256 (one token per byte), or data_format \"tokens\"",
-        s, cfg->vocab_size);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\"; "
+                       "allowed: 256 (one token per byte), or data_format \"tokens\"",
+                       s, cfg->vocab_size);
   return TRUE;
 }
 

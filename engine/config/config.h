@@ -157,12 +157,17 @@ typedef enum {
 typedef struct {
   const char *name;
   CohortKeyType type;
-  const char *group;          /* "model", "data", "training", "distributed", "output" */
+  const char *page; /* the window page and docs/config.md section it is on: "model", "data",
+                     * "training", "distributed", "output" */
   const char *const *choices; /* NULL-terminated, for COHORT_KEY_CHOICE */
   double min, max;            /* inclusive bounds for numbers */
   const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
   const char *help;           /* one sentence for tooltips and docs */
   const char *models;         /* the families that read it ("dit", "gpt,dit"); NULL = all */
+  /* A key that means something only under one value of another key (momentum: optimizer
+   * sgd): that key and the value's text form; NULL = always. */
+  const char *when_key;
+  const char *when_value;
 } CohortConfigKey;
 
 #define COHORT_CONFIG_ERROR (cohort_config_error_quark())
@@ -183,8 +188,12 @@ void cohort_config_free(CohortConfig *cfg);
 CohortConfig *cohort_config_copy(const CohortConfig *cfg);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortConfig, cohort_config_free)
 
-/* TRUE when key `key` means something for model family `model` (the window shows only those). */
+/* TRUE when key `key` means something for model family `model`. */
 gboolean cohort_config_key_applies(const CohortConfigKey *key, const char *model);
+
+/* TRUE when key `key` means something in `cfg`: its family reads it and the key it depends on
+ * (when_key) has the value it needs. The window shows only those. */
+gboolean cohort_config_key_in_effect(const CohortConfigKey *key, const CohortConfig *cfg);
 
 /* The key table, in the order keys are written to JSON. */
 const CohortConfigKey *cohort_config_keys(guint *n_keys);

@@ -5,21 +5,11 @@
 #include <math.h>
 
 #include "engine/launch/build-info.h"
+#include "engine/base/error.h"
 
 static const char *src(const char *source)
 {
   return source ? source : "config";
-}
-
-static gboolean refuse(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean refuse(GError **error, int code, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error_literal(error, COHORT_CONFIG_ERROR, code, msg);
-  return FALSE;
 }
 
 int cohort_launch_auto_processes(int gpus)
@@ -105,11 +95,12 @@ static gboolean local_processes(const CohortConfig *cfg, const char *source, int
     *out = (int)n_device_indexes(cfg);
   } else if (cfg->world_size > 0) {
     if (cfg->world_size % cfg->num_nodes != 0)
-      return refuse(error, COHORT_CONFIG_ERROR_INVALID,
-                    "%s: key \"world_size\": %d is not a multiple of \"num_nodes\": %d; every node "
-                    "runs the same number of processes, so allowed: a multiple of %d, or 0 "
-                    "(num_nodes × nproc_per_node)",
-                    src(source), cfg->world_size, cfg->num_nodes, cfg->num_nodes);
+      return cohort_fail(
+          error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+          "%s: key \"world_size\": %d is not a multiple of \"num_nodes\": %d; every node "
+          "runs the same number of processes, so allowed: a multiple of %d, or 0 "
+          "(num_nodes × nproc_per_node)",
+          src(source), cfg->world_size, cfg->num_nodes, cfg->num_nodes);
     *out = cfg->world_size / cfg->num_nodes;
   } else if (cfg->device == COHORT_DEVICE_CPU) {
     *out = 1;
@@ -126,44 +117,50 @@ static gboolean check_group(const CohortConfig *cfg, const char *source, const C
   const char *s = src(source);
   guint n_idx = n_device_indexes(cfg);
   if (n_idx > 0 && (guint)p->local_processes > n_idx)
-    return refuse(error, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: key \"nproc_per_node\": %d processes per node but \"device_indexes\" lists "
-                  "%u GPU%s; allowed: at most %u, or one more entry in device_indexes per process",
-                  s, p->local_processes, n_idx, n_idx == 1 ? "" : "s", n_idx);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+        "%s: key \"nproc_per_node\": %d processes per node but \"device_indexes\" lists "
+        "%u GPU%s; allowed: at most %u, or one more entry in device_indexes per process",
+        s, p->local_processes, n_idx, n_idx == 1 ? "" : "s", n_idx);
   if (cfg->world_size > 0 && p->local_processes > 0 &&
       cfg->world_size != p->local_processes * p->num_nodes)
-    return refuse(error, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: key \"world_size\": %d is not \"num_nodes\" %d × %d processes per node = "
-                  "%d; allowed: %d, or 0 (computed)",
-                  s, cfg->world_size, p->num_nodes, p->local_processes,
-                  p->local_processes * p->num_nodes, p->local_processes * p->num_nodes);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+        "%s: key \"world_size\": %d is not \"num_nodes\" %d × %d processes per node = "
+        "%d; allowed: %d, or 0 (computed)",
+        s, cfg->world_size, p->num_nodes, p->local_processes, p->local_processes * p->num_nodes,
+        p->local_processes * p->num_nodes);
   if (p->world_size == 1 || cfg->distributed_backend != COHORT_BACKEND_NCCL)
     return TRUE;
   gboolean here = m->gpus >= 0 || m->launched_by != NULL;
   if (here && !cohort_build_has_backend("nccl"))
-    return refuse(error, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                  "%s: key \"distributed_backend\": \"nccl\" is not supported: this build has no "
-                  "NCCL backend; use \"gloo\"",
-                  s);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+        "%s: key \"distributed_backend\": \"nccl\" is not supported: this build has no "
+        "NCCL backend; use \"gloo\"",
+        s);
   if (cfg->device == COHORT_DEVICE_CPU)
-    return refuse(error, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: key \"distributed_backend\": \"nccl\" needs GPU ranks but \"device\" is "
-                  "\"cpu\"; allowed: \"gloo\" for CPU ranks, or device \"cuda\" or \"auto\"",
-                  s);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+        "%s: key \"distributed_backend\": \"nccl\" needs GPU ranks but \"device\" is "
+        "\"cpu\"; allowed: \"gloo\" for CPU ranks, or device \"cuda\" or \"auto\"",
+        s);
   /* Under a launcher each rank checks its own device when it selects it. */
   if (m->gpus < 0 || p->kind == COHORT_LAUNCH_EXTERNAL)
     return TRUE;
   if (m->gpus == 0)
-    return refuse(error, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                  "%s: key \"distributed_backend\": \"nccl\" needs a GPU per process, and this "
-                  "machine has no NVIDIA GPU; use \"gloo\" to train on the CPU",
-                  s);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+        "%s: key \"distributed_backend\": \"nccl\" needs a GPU per process, and this "
+        "machine has no NVIDIA GPU; use \"gloo\" to train on the CPU",
+        s);
   if (n_idx == 0 && p->local_processes > m->gpus)
-    return refuse(error, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                  "%s: key \"nproc_per_node\": %d processes with \"nccl\" need a GPU each, and "
-                  "this machine has %d; allowed: at most %d, or \"gloo\" to let processes share "
-                  "GPUs",
-                  s, p->local_processes, m->gpus, m->gpus);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+        "%s: key \"nproc_per_node\": %d processes with \"nccl\" need a GPU each, and "
+        "this machine has %d; allowed: at most %d, or \"gloo\" to let processes share "
+        "GPUs",
+        s, p->local_processes, m->gpus, m->gpus);
   return TRUE;
 }
 
@@ -177,11 +174,12 @@ static gboolean choose_kind(const CohortConfig *cfg, const char *source, CohortL
   } else if (cfg->use_torchrun) {
     p->kind = COHORT_LAUNCH_COHORT_RUN;
   } else if (p->num_nodes > 1) {
-    return refuse(error, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: key \"use_torchrun\": false (spawn mode) starts processes on this machine "
-                  "only, but \"num_nodes\" is %d; allowed: use_torchrun true (cohort-run on every "
-                  "node), or num_nodes 1",
-                  src(source), p->num_nodes);
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+        "%s: key \"use_torchrun\": false (spawn mode) starts processes on this machine "
+        "only, but \"num_nodes\" is %d; allowed: use_torchrun true (cohort-run on every "
+        "node), or num_nodes 1",
+        src(source), p->num_nodes);
   } else {
     p->kind = COHORT_LAUNCH_SPAWN;
   }
@@ -217,10 +215,11 @@ CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *so
     p->local_processes = MAX(1, machine->launched_local_size);
     p->world_size = MAX(1, machine->launched_world_size);
     if (cfg->world_size > 0 && cfg->world_size != p->world_size) {
-      refuse(error, COHORT_CONFIG_ERROR_INVALID,
-             "%s: key \"world_size\": %d, but %s started %d processes; allowed: %d, or 0 (take "
-             "it from the launcher)",
-             src(source), cfg->world_size, machine->launched_by, p->world_size, p->world_size);
+      cohort_fail(
+          error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+          "%s: key \"world_size\": %d, but %s started %d processes; allowed: %d, or 0 (take "
+          "it from the launcher)",
+          src(source), cfg->world_size, machine->launched_by, p->world_size, p->world_size);
       return NULL;
     }
     if (!check_group(cfg, source, machine, p, error))
@@ -231,10 +230,11 @@ CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *so
 
   if (!cfg->enable_multi_gpu) {
     if (cfg->num_nodes > 1) {
-      refuse(error, COHORT_CONFIG_ERROR_INVALID,
-             "%s: key \"num_nodes\": %d needs \"enable_multi_gpu\": true; allowed: num_nodes 1 "
-             "for a run in one process, or enable_multi_gpu true",
-             src(source), cfg->num_nodes);
+      cohort_fail(
+          error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+          "%s: key \"num_nodes\": %d needs \"enable_multi_gpu\": true; allowed: num_nodes 1 "
+          "for a run in one process, or enable_multi_gpu true",
+          src(source), cfg->num_nodes);
       return NULL;
     }
     p->kind = COHORT_LAUNCH_SINGLE;

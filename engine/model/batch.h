@@ -1,6 +1,6 @@
 /* One micro-batch as the trainer hands it to a model: token windows for language models,
  * images and labels for image models, and for every row the dataset index it came from, so a
- * model can derive per-sample randomness from (seed, epoch, sample id) alone. */
+ * model can derive per-example randomness from (seed, epoch, example id) alone. */
 #pragma once
 
 #include <glib.h>

@@ -20,24 +20,6 @@
 #define STATE_FILE COHORT_CHECKPOINT_STATE_FILE
 #define EMA_PREFIX "ema."
 
-static gboolean io_error(GError **error, const char *path, const char *what, int err)
-{
-  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot %s: %s", path,
-              what, g_strerror(err));
-  return FALSE;
-}
-
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT, "%s: %s", path, msg);
-  return FALSE;
-}
-
 /* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
 static char *sha256_file(const char *path, GError **error)
 {
@@ -53,7 +35,7 @@ static char *sha256_file(const char *path, GError **error)
   int e = errno;
   fclose(fp);
   if (failed) {
-    io_error(error, path, "read", e);
+    cohort_checkpoint_io_error(error, path, "read", e);
     return NULL;
   }
   return g_strdup(g_checksum_get_string(sum));
@@ -165,14 +147,14 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
   g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
   g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
   if (g_mkdir_with_parents(ckdir, 0755) != 0)
-    return io_error(error, ckdir, "create folder", errno);
+    return cohort_checkpoint_io_error(error, ckdir, "create folder", errno);
   clean_stale(ckdir);
 
   g_autofree char *base = g_strdup_printf("step-%08" G_GINT64_FORMAT, st->step);
   g_autofree char *final = g_build_filename(ckdir, base, NULL);
   g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
   if (g_mkdir(tmp, 0755) != 0)
-    return io_error(error, tmp, "create folder", errno);
+    return cohort_checkpoint_io_error(error, tmp, "create folder", errno);
   if (!write_folder(tmp, cfg, model, opt, ema_or_NULL, st, error)) {
     cohort_remove_tree(tmp);
     return FALSE;
@@ -187,13 +169,13 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
     if (g_rename(final, old) != 0) {
       int e = errno;
       cohort_remove_tree(tmp);
-      return io_error(error, final, "replace", e);
+      return cohort_checkpoint_io_error(error, final, "replace", e);
     }
   }
   if (g_rename(tmp, final) != 0) {
     int e = errno;
     cohort_remove_tree(tmp);
-    return io_error(error, final, "rename into place", e);
+    return cohort_checkpoint_io_error(error, final, "rename into place", e);
   }
   cohort_fsync_dir(ckdir);
   cohort_remove_tree(old);
@@ -243,7 +225,8 @@ static gboolean verify_groups(const CohortModel *m, CohortOptimizer *opt, gboole
     const char *prefix = cohort_optimizer_state_prefix(opt, i);
     g_autofree char *first = g_strconcat(prefix, m->tensors[0].name, NULL);
     if (!cohort_safetensors_has(f, first))
-      return corrupt(error, path, "holds no optimizer state (\"%s\" is absent)", first);
+      return cohort_checkpoint_corrupt(error, path, "holds no optimizer state (\"%s\" is absent)",
+                                       first);
     ok = cohort_tensor_check(m->tensors, m->n_tensors, f, path, prefix, &local);
   }
   if (!ok)
@@ -311,10 +294,11 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
   if (!sha)
     return FALSE;
   if (g_ascii_strcasecmp(sha, x.model_sha256) != 0)
-    return corrupt(error, model_path,
-                   "sha256 %s does not match %s recorded in state.json; the file is truncated "
-                   "or corrupt",
-                   sha, x.model_sha256);
+    return cohort_checkpoint_corrupt(
+        error, model_path,
+        "sha256 %s does not match %s recorded in state.json; the file is truncated "
+        "or corrupt",
+        sha, x.model_sha256);
   g_autoptr(CohortStFile) f = cohort_safetensors_open(model_path, error);
   if (!f || !verify_groups(model, opt, ema_or_NULL != NULL, f, model_path, error))
     return FALSE;

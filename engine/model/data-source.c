@@ -1,5 +1,5 @@
 /* Data sources for the trainer: token windows (data/dataset.h) and images (data/images.h),
- * behind one numbered-sample interface. */
+ * behind one numbered-example interface. */
 #include "engine/model/data-source.h"
 
 #include "data/augment.h"

@@ -1,7 +1,7 @@
-/* Training and validation data of any format, as numbered samples that fill CohortBatch rows:
+/* Training and validation data of any format, as numbered examples that fill CohortBatch rows:
  * token windows (byte-level text, llm.c shards) for language models; images for image
- * models. The trainer draws sample numbers from the DistributedSampler and never looks at
- * what a sample holds. */
+ * models. The trainer draws example numbers from the DistributedSampler and never looks at
+ * what an example holds. */
 #pragma once
 
 #include <glib.h>
@@ -20,7 +20,7 @@ CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *p
 void cohort_data_source_free(CohortDataSource *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 
-/* How many samples there are. */
+/* How many examples there are. */
 guint64 cohort_data_source_count(const CohortDataSource *s);
 
 /* Classes of image data (0 for a flat folder and for token data), their names in index order
@@ -32,7 +32,7 @@ guint cohort_data_source_num_skipped(const CohortDataSource *s);
 /* A batch with room for `capacity` rows of the shape this data gives. */
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity);
 
-/* Fills row `row` of `b` with sample `index` (< count) and records the index in
+/* Fills row `row` of `b` with example `index` (< count) and records the index in
  * b->example_ids; several threads may call it at once for different batches. Images are
  * augmented (the config's augment) as a function of (seed, b->epoch, index); an evaluation
  * batch (b->epoch < 0) is never augmented. FALSE with an

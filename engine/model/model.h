@@ -7,9 +7,9 @@
  *    forward order, so reverse layer order is decreasing offsets (the reducer's buckets);
  *  - its buffers: tensors that are saved, exported and broadcast but never optimised (BatchNorm
  *    running statistics, a fixed position embedding), in a second table over one buffer;
- *  - its activations, allocated once for micro-batches of up to max_batch samples.
- * Forward takes a CohortBatch (engine/model/batch.h); every random choice a model makes for a
- * sample (noise, timesteps, label dropout) is a function of (seed, epoch, sample id), never of
+ *  - its activations, allocated once for micro-batches of up to max_batch examples.
+ * Forward takes a CohortBatch (engine/model/batch.h); every random choice a model makes for an
+ * example (noise, timesteps, label dropout) is a function of (seed, epoch, example id), never of
  * the rank, so N ranks compute what one process computes on the combined batch. */
 #pragma once
 
@@ -19,6 +19,7 @@
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
 #include "engine/base/tensor.h"
+#include "engine/progress/protocol.h"
 
 G_BEGIN_DECLS
 
@@ -34,7 +35,7 @@ typedef enum {
 /* One evaluation metric: value = sums[numerator] / sums[denominator] over the whole
  * validation set, summed across ranks before the division (never an average of averages). */
 typedef struct {
-  const char *name; /* "val_loss", "accuracy" */
+  const char *name; /* an `eval` member: COHORT_FIELD_VAL_LOSS, COHORT_FIELD_ACCURACY */
   int numerator;
   int denominator;
 } CohortMetric;
@@ -97,8 +98,8 @@ typedef struct {
    * "image": path) into `fields` of the `sample` event. Optional: a classifier has none. */
   gboolean (*sample)(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                      GError **error);
-  /* Multiply-adds of one training sample's forward + backward (for FLOP/s). Optional. */
-  double (*flops_per_sample)(const CohortModel *m);
+  /* Multiply-adds of one training example's forward + backward (for FLOP/s). Optional. */
+  double (*flops_per_example)(const CohortModel *m);
   /* Frees what the family allocated beyond the base (activations, its own struct). */
   void (*finalize)(CohortModel *m);
 
@@ -160,7 +161,7 @@ struct CohortModelClass {
   gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
   /* Parameters of the model a config describes, without allocating it (for --explain). */
   gint64 (*count_params)(const CohortConfig *cfg);
-  /* Allocates the model for micro-batches of up to max_batch samples on backend `be`.
+  /* Allocates the model for micro-batches of up to max_batch examples on backend `be`.
    * Parameters are zero until init_weights or a load. */
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                          GError **error);

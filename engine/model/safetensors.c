@@ -3,6 +3,7 @@
 #include "engine/model/safetensors.h"
 
 #include "engine/base/fileio.h"
+#include "engine/base/error.h"
 
 #include <errno.h>
 #include <math.h>
@@ -115,15 +116,15 @@ static gboolean node_uint(JsonNode *node, guint64 *out)
   return TRUE;
 }
 
+/* A header that breaks the format: the message prefixed with the file. */
 static gboolean bad(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static gboolean bad(GError **error, const char *path, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  cohort_fail_valist(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_FORMAT, fmt, ap);
   va_end(ap);
-  g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_FORMAT, "%s: %s", path,
-              msg);
+  g_prefix_error(error, "%s: ", path);
   return FALSE;
 }
 

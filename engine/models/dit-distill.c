@@ -23,7 +23,7 @@ static size_t image_floats(const Dit *d)
   return (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
 }
 
-/* The mean over the batch of the per-sample MSE of the student's last prediction to `target`
+/* The mean over the batch of the per-example MSE of the student's last prediction to `target`
  * (backend memory). */
 static double mean_mse(Dit *s, const float *target, int B)
 {

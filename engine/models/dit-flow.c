@@ -2,13 +2,13 @@
  * the network regresses the velocity v = ε − x₀ (mean squared error), as Wan 2.x and SD3
  * train. The timestep feeds the embedding as 1000·t (SD3's convention).
  *
- * Randomness per sample is keyed by (seed, epoch, sample index, purpose) (data/example-rng.h):
+ * Randomness per example is keyed by (seed, epoch, example index, purpose) (data/example-rng.h):
  *  - t: uniform, or logit-normal (sigmoid of N(0, 1), the default), then the optional shift
  *    t ← s·t / (1 + (s − 1)·t) that moves mass toward noisier timesteps for larger images;
  *  - ε: N(0, 1) per pixel;
  *  - the label is replaced by the "no label" row with probability cfg_dropout, which is what
  *    lets sampling use classifier-free guidance.
- * Evaluation (batch epoch −1) uses a fixed grid of 8 timesteps (by sample index), fixed noise
+ * Evaluation (batch epoch −1) uses a fixed grid of 8 timesteps (by example index), fixed noise
  * and no label dropout, so validation curves of different runs compare. */
 #include "engine/models/dit-private.h"
 
@@ -17,7 +17,7 @@
 
 #include "data/example-rng.h"
 
-/* The evaluation grid of timesteps: t = (k + 0.5) / EVAL_T_GRID for sample index k mod it. */
+/* The evaluation grid of timesteps: t = (k + 0.5) / EVAL_T_GRID for example index k mod it. */
 #define EVAL_T_GRID 8
 /* The epoch number evaluation noise is keyed by: no training epoch reaches it. */
 #define EVAL_EPOCH G_MAXUINT64
@@ -104,7 +104,7 @@ void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels,
   cohort_dit_net_forward(d, B);
 }
 
-/* The per-sample squared errors of the last forward, summed. */
+/* The per-example squared errors of the last forward, summed. */
 static double loss_sum(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
@@ -146,7 +146,7 @@ void cohort_dit_backward(CohortModel *m, float grad_scale)
   g_return_if_fail(d->have_targets && m->grads);
   int B = d->last_B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
-  /* d(mean over the batch of per-sample means) */
+  /* d(mean over the batch of per-example means) */
   m->be->mse_backward(d->dimg, d->pred, d->target, B, (int)D, grad_scale / (float)B);
   cohort_dit_net_backward(d, B);
 }

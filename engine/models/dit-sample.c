@@ -150,9 +150,9 @@ gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
     json_array_unref(shown);
     return FALSE;
   }
-  json_object_set_string_member(fields, "image", path);
-  json_object_set_array_member(fields, "rows", shown);
-  json_object_set_int_member(fields, "steps", cfg->sample_steps);
-  json_object_set_double_member(fields, "cfg_scale", cfg->cfg_scale);
+  json_object_set_string_member(fields, COHORT_FIELD_IMAGE, path);
+  json_object_set_array_member(fields, COHORT_FIELD_ROWS, shown);
+  json_object_set_int_member(fields, COHORT_FIELD_STEPS, cfg->sample_steps);
+  json_object_set_double_member(fields, COHORT_FIELD_CFG_SCALE, cfg->cfg_scale);
   return TRUE;
 }

@@ -256,7 +256,7 @@ static void dit_finalize(CohortModel *m)
   g_free(d);
 }
 
-static double dit_flops_per_sample(const CohortModel *m)
+static double dit_flops_per_example(const CohortModel *m)
 {
   const Dit *d = dit_of(m);
   double C = d->shape.hidden, T = d->T;
@@ -273,7 +273,7 @@ const CohortDitShape *cohort_dit_shape(const CohortModel *m)
   return &dit_of(m)->shape;
 }
 
-static const CohortMetric dit_metrics[] = {{"val_loss", 0, 1}};
+static const CohortMetric dit_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
 static const CohortModelOps dit_ops = {
     .forward = cohort_dit_forward_batch,
@@ -281,7 +281,7 @@ static const CohortModelOps dit_ops = {
     .init_weights = dit_init,
     .eval_batch = cohort_dit_eval_batch,
     .sample = cohort_dit_sample,
-    .flops_per_sample = dit_flops_per_sample,
+    .flops_per_example = dit_flops_per_example,
     .finalize = dit_finalize,
 };
 
@@ -335,7 +335,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   m->max_batch = max_batch;
   m->metrics = dit_metrics;
   m->n_metrics = G_N_ELEMENTS(dit_metrics);
-  m->n_sums = 2; /* squared error summed over samples, samples */
+  m->n_sums = 2; /* squared error summed over examples, examples */
   d->shape = (CohortDitShape){
       .n_layer = cfg->n_layer,
       .n_head = cfg->n_head,

@@ -12,7 +12,7 @@
  * values per token, then un-patchify). Linear weights are PyTorch's [out, in].
  *
  * The objective (engine/models/dit-flow.c): x_t = (1 − t)·x₀ + t·ε, target v = ε − x₀, mean
- * squared error; t and ε of a sample are functions of (seed, epoch, sample index). */
+ * squared error; t and ε of an example are functions of (seed, epoch, example index). */
 #pragma once
 
 #include "engine/model/model.h"
@@ -38,7 +38,7 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
                          float *v);
 
 /* The objective on a batch given explicitly (host memory: x_t, t in [0, 1], labels, target
- * v = ε − x₀): the mean over the batch of per-sample mean squared errors, keeping what
+ * v = ε − x₀): the mean over the batch of per-example mean squared errors, keeping what
  * backward (ops->backward) needs. The trainer's forward draws these per sample and calls it;
  * tests call it to compare with a reference. */
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,

@@ -89,15 +89,15 @@ gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
   int n_out = 0;
   g_autofree int *seq =
       cohort_generate(m, prompt, n_prompt, cfg->sample_tokens, 40, 1.0, req->rng, &n_out);
-  json_object_set_string_member(fields, "prompt", cfg->sample_prompt);
+  json_object_set_string_member(fields, COHORT_FIELD_PROMPT, cfg->sample_prompt);
   if (text) {
     g_autofree char *decoded = cohort_bytes_to_utf8(seq, n_out);
-    json_object_set_string_member(fields, "text", decoded);
+    json_object_set_string_member(fields, COHORT_FIELD_TEXT, decoded);
   } else {
     JsonArray *ids = json_array_new();
     for (int i = 0; i < n_out; i++)
       json_array_add_int_element(ids, seq[i]);
-    json_object_set_array_member(fields, "tokens", ids);
+    json_object_set_array_member(fields, COHORT_FIELD_TOKENS, ids);
   }
   return TRUE;
 }

@@ -2,6 +2,7 @@
 #include "engine/models/gpt-io.h"
 
 #include "engine/base/fileio.h"
+#include "engine/base/error.h"
 #include "engine/model/model-io.h"
 
 #include <stdarg.h>
@@ -155,15 +156,16 @@ gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cf
   return cohort_write_file_atomic(path, json->str, json->len, error);
 }
 
+/* A Hugging Face folder's file that Cohort cannot take: the message prefixed with the file. */
 static gboolean hf_error(GError **error, const char *path, const char *fmt, ...)
     G_GNUC_PRINTF(3, 4);
 static gboolean hf_error(GError **error, const char *path, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+  cohort_fail_valist(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, fmt, ap);
   va_end(ap);
-  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, "%s: %s", path, msg);
+  g_prefix_error(error, "%s: ", path);
   return FALSE;
 }
 

@@ -236,7 +236,7 @@ static void gpt_finalize(CohortModel *m)
   g_free(gpt);
 }
 
-static const CohortMetric gpt_metrics[] = {{"val_loss", 0, 1}};
+static const CohortMetric gpt_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
 CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
                              GError **error)
@@ -600,7 +600,7 @@ static void gpt_eval_batch(CohortModel *m, const CohortBatch *b, double *sums)
   sums[1] += positions;
 }
 
-static double gpt_flops_per_sample(const CohortModel *m)
+static double gpt_flops_per_example(const CohortModel *m)
 {
   int T = gpt_of(m)->shape.seq_len;
   return cohort_gpt_flops_per_token(m, T) * T;
@@ -612,7 +612,7 @@ static const CohortModelOps gpt_ops = {
     .init_weights = gpt_init,
     .eval_batch = gpt_eval_batch,
     .sample = cohort_gpt_sample,
-    .flops_per_sample = gpt_flops_per_sample,
+    .flops_per_example = gpt_flops_per_example,
     .finalize = gpt_finalize,
     .logits = gpt_logits,
     .backward_logits = gpt_backward_logits,

@@ -5,16 +5,17 @@
 #include <string.h>
 
 #include "engine/base/error.h"
-#include "engine/models/dit.h"
-#include "engine/models/gpt.h"
-#include "engine/models/resnet.h"
+#include "engine/config/model-families.h"
 
-static const CohortModelClass *const classes[] = {
-    &cohort_gpt_class,
-    &cohort_dit_class,
-    &cohort_resnet_class,
-    NULL,
-};
+/* The classes of the families engine/config/model-families.h declares, in its order: each
+ * family `x` defines cohort_x_class. tests/test-registry.c checks each class's name. */
+#define FAMILY_CLASS_DECL(name, label) extern const CohortModelClass cohort_##name##_class;
+COHORT_MODEL_FAMILIES(FAMILY_CLASS_DECL)
+#undef FAMILY_CLASS_DECL
+
+#define FAMILY_CLASS(name, label) &cohort_##name##_class,
+static const CohortModelClass *const classes[] = {COHORT_MODEL_FAMILIES(FAMILY_CLASS) NULL};
+#undef FAMILY_CLASS
 
 const CohortModelClass *const *cohort_model_classes(void)
 {

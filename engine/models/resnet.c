@@ -296,7 +296,7 @@ static void resnet_finalize(CohortModel *m)
 
 /* Multiply-adds of the convolutions (the bulk) and the classifier, times 6: forward 2 FLOPs
  * per multiply-add, backward 4 (input and weight gradients). */
-static double resnet_flops_per_sample(const CohortModel *m)
+static double resnet_flops_per_example(const CohortModel *m)
 {
   const Resnet *r = resnet_of(m);
   double macs = 0;
@@ -326,14 +326,15 @@ const CohortResnetShape *cohort_resnet_shape(const CohortModel *m)
 }
 
 /* Validation loss and top-1 accuracy over: summed losses, correct rows, rows. */
-static const CohortMetric resnet_metrics[] = {{"val_loss", 0, 2}, {"accuracy", 1, 2}};
+static const CohortMetric resnet_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 2},
+                                              {COHORT_FIELD_ACCURACY, 1, 2}};
 
 static const CohortModelOps resnet_ops = {
     .forward = cohort_resnet_forward_batch,
     .backward = cohort_resnet_backward,
     .init_weights = resnet_init,
     .eval_batch = cohort_resnet_eval_batch,
-    .flops_per_sample = resnet_flops_per_sample,
+    .flops_per_example = resnet_flops_per_example,
     .finalize = resnet_finalize,
     .logits = cohort_resnet_logits_op,
     .backward_logits = cohort_resnet_backward_logits,

@@ -71,24 +71,14 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
   return g_string_free(out, FALSE);
 }
 
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT, "%s: %s", path, msg);
-  return FALSE;
-}
-
 static gboolean get_int(JsonObject *o, const char *path, const char *key, gint64 *out,
                         GError **error)
 {
   JsonNode *n = json_object_get_member(o, key);
   if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64 ||
       json_node_get_int(n) < 0)
-    return corrupt(error, path, "\"%s\" is missing or not a non-negative integer", key);
+    return cohort_checkpoint_corrupt(error, path, "\"%s\" is missing or not a non-negative integer",
+                                     key);
   *out = json_node_get_int(n);
   return TRUE;
 }
@@ -97,7 +87,7 @@ static const char *get_string(JsonObject *o, const char *path, const char *key, 
 {
   JsonNode *n = json_object_get_member(o, key);
   if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
-    corrupt(error, path, "\"%s\" is missing or not a string", key);
+    cohort_checkpoint_corrupt(error, path, "\"%s\" is missing or not a string", key);
     return NULL;
   }
   return json_node_get_string(n);
@@ -110,7 +100,7 @@ static gboolean get_bool(JsonObject *o, const char *path, const char *key, gbool
   if (!n)
     return TRUE; /* optional: absent in early checkpoints */
   if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
-    return corrupt(error, path, "\"%s\" is not true or false", key);
+    return cohort_checkpoint_corrupt(error, path, "\"%s\" is not true or false", key);
   *out = json_node_get_boolean(n);
   return TRUE;
 }
@@ -124,18 +114,19 @@ static gboolean parse_loss_scale(JsonObject *o, const char *path, CohortTrainSta
   JsonNode *ls = json_object_get_member(o, "loss_scale");
   GType t = JSON_NODE_HOLDS_VALUE(ls) ? json_node_get_value_type(ls) : G_TYPE_INVALID;
   if (t != G_TYPE_DOUBLE && t != G_TYPE_INT64)
-    return corrupt(error, path, "\"loss_scale\" is not a number");
+    return cohort_checkpoint_corrupt(error, path, "\"loss_scale\" is not a number");
   s->loss_scale = json_node_get_double(ls);
   if (!(s->loss_scale >= 0) || isinf(s->loss_scale))
-    return corrupt(error, path, "\"loss_scale\" %g is not a finite number >= 0", s->loss_scale);
+    return cohort_checkpoint_corrupt(error, path, "\"loss_scale\" %g is not a finite number >= 0",
+                                     s->loss_scale);
   if (!get_int(o, path, "scale_good_steps", &s->scale_good_steps, error) ||
       !get_int(o, path, "skipped_steps", &s->skipped_steps, error))
     return FALSE;
   if (s->skipped_steps > s->step)
-    return corrupt(error, path,
-                   "\"skipped_steps\" %" G_GINT64_FORMAT
-                   " is out of range (0 to step %" G_GINT64_FORMAT ")",
-                   s->skipped_steps, s->step);
+    return cohort_checkpoint_corrupt(error, path,
+                                     "\"skipped_steps\" %" G_GINT64_FORMAT
+                                     " is out of range (0 to step %" G_GINT64_FORMAT ")",
+                                     s->skipped_steps, s->step);
   return TRUE;
 }
 
@@ -151,7 +142,8 @@ static gboolean parse_teacher(JsonObject *o, const char *path, CohortTrainState 
   for (const char *c = sha; ok && *c; c++)
     ok = g_ascii_isxdigit(*c) && !g_ascii_isupper(*c);
   if (!ok)
-    return corrupt(error, path, "\"teacher_sha256\" \"%s\" is not 64 lowercase hex digits", sha);
+    return cohort_checkpoint_corrupt(
+        error, path, "\"teacher_sha256\" \"%s\" is not 64 lowercase hex digits", sha);
   g_strlcpy(s->teacher_sha256, sha, sizeof s->teacher_sha256);
   return TRUE;
 }
@@ -167,21 +159,24 @@ static gboolean parse_position(JsonObject *o, const char *path, CohortTrainState
         !get_int(o, path, "epoch_samples", &s->epoch_samples, error))
       return FALSE;
     if (s->global_batch == 0)
-      return corrupt(error, path, "\"global_batch\" is 0; allowed: a positive integer");
+      return cohort_checkpoint_corrupt(error, path,
+                                       "\"global_batch\" is 0; allowed: a positive integer");
   }
   if (json_object_has_member(o, "run_id")) {
     const char *id = get_string(o, path, "run_id", error);
     if (!id)
       return FALSE;
     if (!valid_run_id(id))
-      return corrupt(error, path, "\"run_id\" \"%s\" is not 1 to 32 lowercase hex digits", id);
+      return cohort_checkpoint_corrupt(error, path,
+                                       "\"run_id\" \"%s\" is not 1 to 32 lowercase hex digits", id);
     g_strlcpy(s->run_id, id, sizeof s->run_id);
   }
   const char *rng = get_string(o, path, "sample_rng", error);
   if (!rng)
     return FALSE;
   if (!g_ascii_string_to_unsigned(rng, 10, 0, G_MAXUINT64, &s->sample_rng, NULL))
-    return corrupt(error, path, "\"sample_rng\" \"%s\" is not an unsigned 64-bit integer", rng);
+    return cohort_checkpoint_corrupt(
+        error, path, "\"sample_rng\" \"%s\" is not an unsigned 64-bit integer", rng);
   return TRUE;
 }
 
@@ -196,7 +191,7 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
     return FALSE;
   }
   if (!JSON_NODE_HOLDS_OBJECT(root))
-    return corrupt(error, path, "not a JSON object");
+    return cohort_checkpoint_corrupt(error, path, "not a JSON object");
   JsonObject *o = json_node_get_object(root);
 
   gint64 version = 0;
@@ -205,8 +200,9 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
   if (!get_int(o, path, "version", &version, error))
     return FALSE;
   if (version < 1 || version > COHORT_CHECKPOINT_VERSION)
-    return corrupt(error, path, "version %" G_GINT64_FORMAT " is not supported (1 to %d)", version,
-                   COHORT_CHECKPOINT_VERSION);
+    return cohort_checkpoint_corrupt(error, path,
+                                     "version %" G_GINT64_FORMAT " is not supported (1 to %d)",
+                                     version, COHORT_CHECKPOINT_VERSION);
   if (!parse_position(o, path, &s, error) || !parse_loss_scale(o, path, &s, error) ||
       !parse_teacher(o, path, &s, error) || !get_bool(o, path, "has_ema", &e.has_ema, error) ||
       !get_bool(o, path, "has_optim", &e.has_optim, error))
@@ -216,7 +212,7 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
     return FALSE;
   JsonNode *cfg_node = json_object_get_member(o, "config");
   if (!cfg_node || !JSON_NODE_HOLDS_OBJECT(cfg_node))
-    return corrupt(error, path, "\"config\" is missing or not an object");
+    return cohort_checkpoint_corrupt(error, path, "\"config\" is missing or not an object");
   e.model_sha256 = g_strdup(sha);
   e.config_json = cohort_json_to_string(cfg_node, FALSE);
   *st = s;

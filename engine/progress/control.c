@@ -33,20 +33,22 @@ void cohort_control_free(CohortControl *c)
 static void warn(CohortProgress *progress, const char *message)
 {
   if (progress != NULL)
-    cohort_progress_log(progress, "warning", "control channel: %s", message);
+    cohort_progress_log(progress, COHORT_LEVEL_WARNING, "control channel: %s", message);
 }
 
 static guint parse_line(const char *line, CohortProgress *progress)
 {
   g_autofree char *word = g_strstrip(g_strdup(line));
-  if (g_str_equal(word, "sample"))
+  if (g_str_equal(word, COHORT_CONTROL_WORD_SAMPLE))
     return COHORT_CONTROL_SAMPLE;
-  if (g_str_equal(word, "save"))
+  if (g_str_equal(word, COHORT_CONTROL_WORD_SAVE))
     return COHORT_CONTROL_SAVE;
   if (*word == '\0')
     return 0;
   g_autofree char *shown = g_utf8_make_valid(word, -1);
-  g_autofree char *msg = g_strdup_printf("\"%s\" is not a request; allowed: sample, save", shown);
+  g_autofree char *msg = g_strdup_printf(
+      "\"%s\" is not a request; allowed: " COHORT_CONTROL_WORD_SAMPLE ", " COHORT_CONTROL_WORD_SAVE,
+      shown);
   warn(progress, msg);
   return 0;
 }

@@ -87,7 +87,7 @@ gboolean cohort_progress_open_record(CohortProgress *p, const char *workspace, c
   if (!cohort_run_record_open(p->recorder, workspace, run_id, notes, error))
     return FALSE;
   for (guint i = 0; i < notes->len; i++)
-    cohort_progress_log(p, "warning", "%s", (const char *)g_ptr_array_index(notes, i));
+    cohort_progress_log(p, COHORT_LEVEL_WARNING, "%s", (const char *)g_ptr_array_index(notes, i));
   return TRUE;
 }
 
@@ -99,8 +99,8 @@ void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fiel
     return;
   }
   g_autoptr(JsonObject) obj = json_object_new();
-  json_object_set_string_member(obj, "event", event);
-  json_object_set_double_member(obj, "time", (double)g_get_real_time() / 1e6);
+  json_object_set_string_member(obj, COHORT_FIELD_EVENT, event);
+  json_object_set_double_member(obj, COHORT_FIELD_TIME, (double)g_get_real_time() / 1e6);
   if (fields) {
     JsonObjectIter it;
     const char *name;
@@ -141,7 +141,7 @@ void cohort_progress_log(CohortProgress *p, const char *level, const char *forma
       fputs("\r\033[K", stdout);
       p->live_shown = FALSE;
     }
-    gboolean info = g_str_equal(level, "info");
+    gboolean info = g_str_equal(level, COHORT_LEVEL_INFO);
     FILE *out = info ? stdout : stderr;
     fflush(stdout);
     if (info)
@@ -151,9 +151,9 @@ void cohort_progress_log(CohortProgress *p, const char *level, const char *forma
     fflush(out);
   }
   JsonObject *f = json_object_new();
-  json_object_set_string_member(f, "level", level);
-  json_object_set_string_member(f, "message", msg);
-  cohort_progress_emit(p, "log", f);
+  json_object_set_string_member(f, COHORT_FIELD_LEVEL, level);
+  json_object_set_string_member(f, COHORT_FIELD_MESSAGE, msg);
+  cohort_progress_emit(p, COHORT_EVENT_LOG, f);
 }
 
 void cohort_progress_status(CohortProgress *p, gboolean force_line, const char *format, ...)

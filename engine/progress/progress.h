@@ -8,6 +8,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/progress/protocol.h"
 #include "engine/progress/run-record.h"
 
 G_BEGIN_DECLS

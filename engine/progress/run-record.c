@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/base/json-write.h"
+#include "engine/progress/protocol.h"
 
 /* Set-up emits a handful of events before the run id is known; this only bounds a caller
  * that never opens the record. */
@@ -220,12 +221,13 @@ static void add_numeric(CohortTbScalars *s, JsonObject *obj, const char *prefix,
 
 CohortTbScalars *cohort_run_record_scalars(JsonObject *ev)
 {
-  const char *name = json_object_get_string_member_with_default(ev, "event", "");
+  const char *name = json_object_get_string_member_with_default(ev, COHORT_FIELD_EVENT, "");
   g_autoptr(CohortTbScalars) s = cohort_tb_scalars_new();
-  if (g_str_equal(name, "step")) {
-    static const char *const train[] = {
-        "loss",          "lr",         "grad_norm",    "tokens_per_s",
-        "samples_per_s", "loss_scale", "loss_distill", "loss_task"};
+  if (g_str_equal(name, COHORT_EVENT_STEP)) {
+    static const char *const train[] = {COHORT_FIELD_LOSS,          COHORT_FIELD_LR,
+                                        COHORT_FIELD_GRAD_NORM,     COHORT_FIELD_TOKENS_PER_S,
+                                        COHORT_FIELD_SAMPLES_PER_S, COHORT_FIELD_LOSS_SCALE,
+                                        COHORT_FIELD_LOSS_DISTILL,  COHORT_FIELD_LOSS_TASK};
     for (guint i = 0; i < G_N_ELEMENTS(train); i++) {
       JsonNode *node = json_object_get_member(ev, train[i]);
       double v;
@@ -234,19 +236,22 @@ CohortTbScalars *cohort_run_record_scalars(JsonObject *ev)
         cohort_tb_scalars_add(s, tag, v);
       }
     }
-  } else if (g_str_equal(name, "eval")) {
-    static const char *const skip[] = {"event", "time", "step", "run_id", NULL};
+  } else if (g_str_equal(name, COHORT_EVENT_EVAL)) {
+    static const char *const skip[] = {COHORT_FIELD_EVENT, COHORT_FIELD_TIME, COHORT_FIELD_STEP,
+                                       COHORT_FIELD_RUN_ID, NULL};
     add_numeric(s, ev, "eval/", skip);
-  } else if (g_str_equal(name, "ranks") && json_object_has_member(ev, "ranks") &&
-             JSON_NODE_HOLDS_ARRAY(json_object_get_member(ev, "ranks"))) {
-    static const char *const skip[] = {"rank", NULL};
-    JsonArray *ranks = json_object_get_array_member(ev, "ranks");
+  } else if (g_str_equal(name, COHORT_EVENT_RANKS) &&
+             json_object_has_member(ev, COHORT_FIELD_RANKS) &&
+             JSON_NODE_HOLDS_ARRAY(json_object_get_member(ev, COHORT_FIELD_RANKS))) {
+    static const char *const skip[] = {COHORT_FIELD_RANK, NULL};
+    JsonArray *ranks = json_object_get_array_member(ev, COHORT_FIELD_RANKS);
     for (guint i = 0; i < json_array_get_length(ranks); i++) {
       JsonObject *r = json_array_get_object_element(ranks, i);
       if (!r)
         continue;
-      g_autofree char *prefix = g_strdup_printf(
-          "rank/%" G_GINT64_FORMAT "/", json_object_get_int_member_with_default(r, "rank", i));
+      g_autofree char *prefix =
+          g_strdup_printf("rank/%" G_GINT64_FORMAT "/",
+                          json_object_get_int_member_with_default(r, COHORT_FIELD_RANK, i));
       add_numeric(s, r, prefix, skip);
     }
   }
@@ -264,21 +269,22 @@ static void give_up(int *fd, const char *path, const char *what)
 
 static void write_tb(CohortRunRecord *rec, JsonObject *ev)
 {
-  const char *name = json_object_get_string_member_with_default(ev, "event", "");
-  double time = json_object_get_double_member_with_default(ev, "time", 0);
+  const char *name = json_object_get_string_member_with_default(ev, COHORT_FIELD_EVENT, "");
+  double time = json_object_get_double_member_with_default(ev, COHORT_FIELD_TIME, 0);
   g_autoptr(GError) error = NULL;
   gboolean ok = TRUE;
-  if (g_str_equal(name, "start")) {
+  if (g_str_equal(name, COHORT_EVENT_START)) {
     /* A resumed run redoes the steps after its checkpoint: TensorBoard drops the points
      * those steps left before the restart. */
-    gint64 from = json_object_get_int_member_with_default(ev, "start_step", 0);
+    gint64 from = json_object_get_int_member_with_default(ev, COHORT_FIELD_START_STEP, 0);
     if (from > 0)
       ok = cohort_tb_writer_session_start(rec->tb, time, from + 1, &error);
   } else {
     g_autoptr(CohortTbScalars) s = cohort_run_record_scalars(ev);
     if (s)
       ok = cohort_tb_writer_add(rec->tb, time,
-                                json_object_get_int_member_with_default(ev, "step", 0), s, &error);
+                                json_object_get_int_member_with_default(ev, COHORT_FIELD_STEP, 0),
+                                s, &error);
   }
   if (!ok) {
     g_printerr("cohort-train: warning: %s; TensorBoard scalars no longer recorded\n",
@@ -296,7 +302,7 @@ void cohort_run_record_event(CohortRunRecord *rec, JsonObject *ev)
       rec->dropped++;
     return;
   }
-  json_object_set_string_member(ev, "run_id", rec->run_id);
+  json_object_set_string_member(ev, COHORT_FIELD_RUN_ID, rec->run_id);
   if (rec->events_fd >= 0) {
     g_autoptr(JsonNode) root = json_node_init_object(json_node_alloc(), ev);
     g_autoptr(GString) line = g_string_new(NULL);

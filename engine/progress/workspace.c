@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/base/error.h"
 #include "engine/progress/checkpoint-state.h"
 
 #define MODEL_FILE COHORT_CHECKPOINT_MODEL_FILE
@@ -34,11 +35,20 @@ void cohort_run_id_new(char out[COHORT_RUN_ID_LEN])
     g_snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
-static gboolean io_error(GError **error, const char *path, const char *what, int err)
+gboolean cohort_checkpoint_corrupt(GError **error, const char *path, const char *fmt, ...)
 {
-  g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, "%s: cannot %s: %s", path,
-              what, g_strerror(err));
+  va_list ap;
+  va_start(ap, fmt);
+  cohort_fail_valist(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT, fmt, ap);
+  va_end(ap);
+  g_prefix_error(error, "%s: ", path);
   return FALSE;
+}
+
+gboolean cohort_checkpoint_io_error(GError **error, const char *path, const char *what, int err)
+{
+  return cohort_fail(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO,
+                     "%s: cannot %s: %s", path, what, g_strerror(err));
 }
 
 /* Checkpoint files are regular files: a FIFO or device named like one would block or never
@@ -47,7 +57,7 @@ FILE *cohort_checkpoint_open_file(const char *path, GError **error)
 {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    io_error(error, path, "read", errno);
+    cohort_checkpoint_io_error(error, path, "read", errno);
     return NULL;
   }
   struct stat st;
@@ -59,7 +69,7 @@ FILE *cohort_checkpoint_open_file(const char *path, GError **error)
   }
   FILE *fp = fdopen(fd, "rb");
   if (!fp) {
-    io_error(error, path, "read", errno);
+    cohort_checkpoint_io_error(error, path, "read", errno);
     close(fd);
   }
   return fp;
@@ -79,7 +89,7 @@ char *cohort_checkpoint_read_state_text(const char *path, gsize *len, GError **e
   int e = errno;
   fclose(fp);
   if (failed) {
-    io_error(error, path, "read", e);
+    cohort_checkpoint_io_error(error, path, "read", e);
     return NULL;
   }
   if (text->len > MAX_STATE_BYTES) {

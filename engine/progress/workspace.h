@@ -25,6 +25,13 @@ typedef enum {
   COHORT_CHECKPOINT_ERROR_MISMATCH, /* a valid checkpoint of another model or optimizer */
 } CohortCheckpointError;
 
+/* How the checkpoint code (here, checkpoint-state.c, engine/model/checkpoint.c) reports a file:
+ * COHORT_CHECKPOINT_ERROR_CORRUPT with "`path`: <message>", and COHORT_CHECKPOINT_ERROR_IO
+ * with "`path`: cannot `what`: <strerror(err)>". Both return FALSE. */
+gboolean cohort_checkpoint_corrupt(GError **error, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+gboolean cohort_checkpoint_io_error(GError **error, const char *path, const char *what, int err);
+
 /* Length of a run id: 32 lowercase hex digits (128 random bits) and the terminator. */
 #define COHORT_RUN_ID_LEN 33
 
@@ -33,7 +40,7 @@ typedef struct {
   gint64 step;           /* optimizer steps done */
   gint64 epoch;          /* current epoch of the sampler */
   gint64 batch_in_epoch; /* micro-batches of the epoch already consumed */
-  gint64 tokens_seen;    /* tokens (or samples, for image models) consumed so far */
+  gint64 tokens_seen;    /* tokens (or examples, for image models) consumed so far */
   guint64 sample_rng;    /* state of the sampling (text generation) RNG */
   /* fp16's dynamic loss scaling (1, 0, 0 in other precisions). A checkpoint without these
    * (written before they existed) loads them as 0, 0, 0: the trainer then starts the scale
@@ -43,9 +50,10 @@ typedef struct {
   gint64 skipped_steps;    /* steps whose update was skipped (overflow); AdamW's count skips them */
   /* The run this checkpoint belongs to ("" in checkpoints written before runs had ids). */
   char run_id[COHORT_RUN_ID_LEN];
-  /* The global batch (samples per optimizer step) and the samples of the current epoch
+  /* The global batch (examples per optimizer step) and the examples of the current epoch
    * consumed across all ranks (a prefix of the epoch's permutation), so a resume with another
-   * batch size or world size can map the position; 0 in checkpoints written before. */
+   * batch size or world size can map the position; 0 in checkpoints written before. The
+   * state.json member keeps its older name, "epoch_samples". */
   gint64 global_batch;
   gint64 epoch_samples;
   /* The sha256 of the distillation teacher's weights ("" without a teacher, and in checkpoints

@@ -129,7 +129,7 @@ void cohort_device_log_local(const CohortConfig *cfg, int local_world_size,
       g_array_append_val(used, d);
   }
   if ((int)used->len < MAX(local_world_size, 1))
-    cohort_progress_log(progress, "warning",
+    cohort_progress_log(progress, COHORT_LEVEL_WARNING,
                         "%d local ranks share %u GPU%s (gloo): fine for testing, slow for "
                         "training",
                         local_world_size, used->len, used->len == 1 ? "" : "s");
@@ -138,18 +138,19 @@ void cohort_device_log_local(const CohortConfig *cfg, int local_world_size,
     CohortCudaDeviceInfo info;
     if (cohort_cuda_device_info(d, &info) != 0)
       continue;
-    cohort_progress_log(progress, "info", "GPU %d: %s, %.1f GiB, compute capability %d.%d, %d SMs",
-                        d, info.name, (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0),
-                        info.cc_major, info.cc_minor, info.sm_count);
+    cohort_progress_log(progress, COHORT_LEVEL_INFO,
+                        "GPU %d: %s, %.1f GiB, compute capability %d.%d, %d SMs", d, info.name,
+                        (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0), info.cc_major,
+                        info.cc_minor, info.sm_count);
   }
   for (guint i = 0; i < used->len; i++)
     for (guint j = i + 1; j < used->len; j++) {
       int a = g_array_index(used, int, i), b = g_array_index(used, int, j);
       if (cohort_cuda_can_access_peer(a, b) && cohort_cuda_can_access_peer(b, a))
-        cohort_progress_log(progress, "info", "GPUs %d and %d: peer access (NVLink or PCIe P2P)", a,
-                            b);
+        cohort_progress_log(progress, COHORT_LEVEL_INFO,
+                            "GPUs %d and %d: peer access (NVLink or PCIe P2P)", a, b);
       else
-        cohort_progress_log(progress, "warning",
+        cohort_progress_log(progress, COHORT_LEVEL_WARNING,
                             "GPUs %d and %d: no peer access; gradients between them go through "
                             "host memory, which is slower",
                             a, b);

@@ -6,20 +6,10 @@
 #include <string.h>
 
 #include "data/images.h"
+#include "engine/base/error.h"
 #include "engine/model/model-io.h"
 #include "engine/models/gpt-io.h"
 #include "engine/models/registry.h"
-
-static gboolean teacher_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static gboolean teacher_error(GError **error, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, msg);
-  return FALSE;
-}
 
 char *cohort_file_sha256(const char *path, GError **error)
 {
@@ -71,11 +61,11 @@ static gboolean resolve_classes(CohortTeacher *t, const char *const *student_cla
   g_autofree char *path = g_build_filename(t->dir, "classes.json", NULL);
   if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
     if (t->cfg->num_classes == 0)
-      return teacher_error(error,
-                           "teacher_from %s: classes.json is missing and cohort-config.json has "
-                           "num_classes 0, so the teacher's classes are unknown; allowed: the "
-                           "folder a run's export wrote",
-                           t->dir);
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "teacher_from %s: classes.json is missing and cohort-config.json has "
+                         "num_classes 0, so the teacher's classes are unknown; allowed: the "
+                         "folder a run's export wrote",
+                         t->dir);
     return TRUE;
   }
   g_auto(GStrv) names = cohort_image_classes_read(path, error);
@@ -87,10 +77,10 @@ static gboolean resolve_classes(CohortTeacher *t, const char *const *student_cla
   if (student_classes && !g_strv_equal((const char *const *)names, student_classes)) {
     g_autofree char *a = g_strjoinv(", ", names);
     g_autofree char *b = g_strjoinv(", ", (char **)student_classes);
-    return teacher_error(error,
-                         "%s: the teacher was trained on the classes [%s] but the student's "
-                         "train_data has [%s]; allowed: the same class folders, in the same order",
-                         path, a, b);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: the teacher was trained on the classes [%s] but the student's "
+                       "train_data has [%s]; allowed: the same class folders, in the same order",
+                       path, a, b);
   }
   return TRUE;
 }
@@ -118,15 +108,16 @@ static gboolean read_folder(CohortTeacher *t, const CohortConfig *student,
     if (!cohort_gpt_read_hf_config(hf_cfg, t->cfg, error))
       return FALSE;
   } else {
-    return teacher_error(error,
-                         "teacher_from %s: the folder holds neither cohort-config.json (a Cohort "
-                         "model folder, as a run's export leaves it) nor config.json (a Hugging "
-                         "Face GPT-2 folder)",
-                         t->dir);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "teacher_from %s: the folder holds neither cohort-config.json (a Cohort "
+                       "model folder, as a run's export leaves it) nor config.json (a Hugging "
+                       "Face GPT-2 folder)",
+                       t->dir);
   }
   if (!g_file_test(t->weights, G_FILE_TEST_IS_REGULAR))
-    return teacher_error(error, "teacher_from %s: %s is missing; the teacher needs its weights",
-                         t->dir, t->weights);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "teacher_from %s: %s is missing; the teacher needs its weights", t->dir,
+                       t->weights);
   return TRUE;
 }
 
@@ -136,16 +127,17 @@ static gboolean make_model(CohortTeacher *t, const CohortBackend *be, const Coho
 {
   const CohortModelClass *k = cohort_model_class_find(student->model);
   if (g_strcmp0(t->cfg->model, student->model) != 0)
-    return teacher_error(error,
-                         "teacher_from %s: the teacher is a \"%s\" model but the student is "
-                         "\"%s\"; allowed: a teacher of the student's family",
-                         t->dir, t->cfg->model, student->model);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "teacher_from %s: the teacher is a \"%s\" model but the student is "
+                       "\"%s\"; allowed: a teacher of the student's family",
+                       t->dir, t->cfg->model, student->model);
   if (k && k->check_teacher && !k->check_teacher(student, t->cfg, t->dir, error))
     return FALSE;
   g_autoptr(GError) local = NULL;
   t->model = cohort_model_new_frozen(be, t->cfg, max_batch, &local);
   if (!t->model)
-    return teacher_error(error, "teacher_from %s: %s", t->dir, local->message);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "teacher_from %s: %s", t->dir, local->message);
   gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, error)
                           : cohort_model_load(t->model, t->weights, error);
   return loaded && cohort_model_check_finite(t->model, t->weights, error);
@@ -158,9 +150,10 @@ CohortTeacher *cohort_teacher_load(const CohortBackend *be, const CohortConfig *
   g_autoptr(CohortTeacher) t = g_new0(CohortTeacher, 1);
   t->dir = cohort_resolve_path(student_cfg->teacher_from);
   if (!g_file_test(t->dir, G_FILE_TEST_IS_DIR)) {
-    teacher_error(error, "teacher_from \"%s\": %s; allowed: a folder with a model",
-                  student_cfg->teacher_from,
-                  g_file_test(t->dir, G_FILE_TEST_EXISTS) ? "not a folder" : "no such folder");
+    cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "teacher_from \"%s\": %s; allowed: a folder with a model",
+                student_cfg->teacher_from,
+                g_file_test(t->dir, G_FILE_TEST_EXISTS) ? "not a folder" : "no such folder");
     return NULL;
   }
   if (!read_folder(t, student_cfg, student_classes, error) ||

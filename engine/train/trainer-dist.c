@@ -443,34 +443,34 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   if (d->rank != 0)
     return TRUE;
   JsonObject *f = json_object_new();
-  json_object_set_int_member(f, "step", step);
+  json_object_set_int_member(f, COHORT_FIELD_STEP, step);
   JsonArray *ranks = json_array_new();
   int slowest = 0;
   for (int r = 0; r < d->world_size; r++) {
     JsonObject *o = json_object_new();
-    json_object_set_int_member(o, "rank", r);
+    json_object_set_int_member(o, COHORT_FIELD_RANK, r);
     all[r].host[sizeof all[r].host - 1] = 0;
-    json_object_set_string_member(o, "host", all[r].host);
-    json_object_set_double_member(o, "step_s", all[r].step_s);
-    json_object_set_double_member(o, "data_s", all[r].data_s);
-    json_object_set_double_member(o, "comm_s", all[r].comm_s);
-    json_object_set_double_member(o, "allreduce_s", all[r].reduce_s);
+    json_object_set_string_member(o, COHORT_FIELD_HOST, all[r].host);
+    json_object_set_double_member(o, COHORT_FIELD_STEP_S, all[r].step_s);
+    json_object_set_double_member(o, COHORT_FIELD_DATA_S, all[r].data_s);
+    json_object_set_double_member(o, COHORT_FIELD_COMM_S, all[r].comm_s);
+    json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_S, all[r].reduce_s);
     /* The share of the all-reduce that ran while backward computed (the rest was waited for). */
     if (all[r].reduce_s > 0)
-      json_object_set_double_member(o, "allreduce_hidden",
+      json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_HIDDEN,
                                     CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
     if (d->model_comm_set)
-      json_object_set_double_member(o, "syncbn_s", all[r].syncbn_s);
-    json_object_set_int_member(o, "mem_bytes", (gint64)all[r].mem_bytes);
+      json_object_set_double_member(o, COHORT_FIELD_SYNCBN_S, all[r].syncbn_s);
+    json_object_set_int_member(o, COHORT_FIELD_MEM_BYTES, (gint64)all[r].mem_bytes);
     if (all[r].mem_peak_bytes > 0)
-      json_object_set_int_member(o, "mem_peak_bytes", (gint64)all[r].mem_peak_bytes);
-    json_object_set_int_member(o, "optim_bytes", (gint64)all[r].optim_bytes);
+      json_object_set_int_member(o, COHORT_FIELD_MEM_PEAK_BYTES, (gint64)all[r].mem_peak_bytes);
+    json_object_set_int_member(o, COHORT_FIELD_OPTIM_BYTES, (gint64)all[r].optim_bytes);
     if (all[r].teacher_bytes > 0)
-      json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
+      json_object_set_int_member(o, COHORT_FIELD_TEACHER_BYTES, (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {
-      json_object_set_int_member(o, "gpu_mem_used", (gint64)all[r].gpu_mem_used);
-      json_object_set_int_member(o, "gpu_mem_peak", (gint64)all[r].gpu_mem_peak);
-      json_object_set_int_member(o, "gpu_util", (gint64)all[r].gpu_util);
+      json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_USED, (gint64)all[r].gpu_mem_used);
+      json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_PEAK, (gint64)all[r].gpu_mem_peak);
+      json_object_set_int_member(o, COHORT_FIELD_GPU_UTIL, (gint64)all[r].gpu_util);
     }
     json_array_add_object_element(ranks, o);
     /* The slowest rank is the one the others wait for: most compute, least waiting. */
@@ -478,9 +478,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
         all[slowest].step_s - all[slowest].comm_s - all[slowest].syncbn_s)
       slowest = r;
   }
-  json_object_set_array_member(f, "ranks", ranks);
-  json_object_set_int_member(f, "slowest", slowest);
-  cohort_progress_emit(progress, "ranks", f);
+  json_object_set_array_member(f, COHORT_FIELD_RANKS, ranks);
+  json_object_set_int_member(f, COHORT_FIELD_SLOWEST, slowest);
+  cohort_progress_emit(progress, COHORT_EVENT_RANKS, f);
   return TRUE;
 }
 

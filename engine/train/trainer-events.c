@@ -29,55 +29,57 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   gint64 global_batch = cohort_rank_run_global_batch(r);
   JsonObject *f = json_object_new();
   g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
-  json_object_set_string_member(f, "run", run_name);
-  json_object_set_string_member(f, "run_id", r->st.run_id);
-  json_object_set_string_member(f, "workspace", cfg->workspace_dir);
-  json_object_set_string_member(f, "model", cfg->model);
-  json_object_set_int_member(f, "params", (gint64)r->model->n_params);
-  json_object_set_string_member(f, "device", r->be->name);
+  json_object_set_string_member(f, COHORT_FIELD_RUN, run_name);
+  json_object_set_string_member(f, COHORT_FIELD_RUN_ID, r->st.run_id);
+  json_object_set_string_member(f, COHORT_FIELD_WORKSPACE, cfg->workspace_dir);
+  json_object_set_string_member(f, COHORT_FIELD_MODEL, cfg->model);
+  json_object_set_int_member(f, COHORT_FIELD_PARAMS, (gint64)r->model->n_params);
+  json_object_set_string_member(f, COHORT_FIELD_DEVICE, r->be->name);
   if (r->dev.cuda_device >= 0)
-    json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
-  json_object_set_int_member(f, "threads", threads);
-  json_object_set_int_member(f, "num_workers", cfg->num_workers);
-  json_object_set_boolean_member(f, "pin_memory", r->pinned);
+    json_object_set_int_member(f, COHORT_FIELD_CUDA_DEVICE, r->dev.cuda_device);
+  json_object_set_int_member(f, COHORT_FIELD_THREADS, threads);
+  json_object_set_int_member(f, COHORT_FIELD_NUM_WORKERS, cfg->num_workers);
+  json_object_set_boolean_member(f, COHORT_FIELD_PIN_MEMORY, r->pinned);
   g_autofree char *precision = cohort_config_get(cfg, "precision");
-  json_object_set_string_member(f, "precision", precision);
-  json_object_set_string_member(f, "gemm", gemm_mode_name(r->be->get_gemm_mode()));
+  json_object_set_string_member(f, COHORT_FIELD_PRECISION, precision);
+  json_object_set_string_member(f, COHORT_FIELD_GEMM, gemm_mode_name(r->be->get_gemm_mode()));
   if (cfg->precision == COHORT_PRECISION_FP16)
-    json_object_set_double_member(f, "loss_scale", r->st.loss_scale);
-  json_object_set_int_member(f, "world_size", world);
-  json_object_set_int_member(f, "batch_size", cfg->batch_size);
-  json_object_set_int_member(f, "gradient_accumulation_steps", cfg->gradient_accumulation_steps);
-  json_object_set_int_member(f, "global_batch", global_batch);
-  if (r->tokens_per_sample > 0)
-    json_object_set_int_member(f, "tokens_per_step", global_batch * r->tokens_per_sample);
-  json_object_set_double_member(f, "learning_rate", cfg->learning_rate);
-  json_object_set_double_member(f, "scaled_learning_rate", r->base_lr);
+    json_object_set_double_member(f, COHORT_FIELD_LOSS_SCALE, r->st.loss_scale);
+  json_object_set_int_member(f, COHORT_FIELD_WORLD_SIZE, world);
+  json_object_set_int_member(f, COHORT_FIELD_BATCH_SIZE, cfg->batch_size);
+  json_object_set_int_member(f, COHORT_FIELD_GRADIENT_ACCUMULATION_STEPS,
+                             cfg->gradient_accumulation_steps);
+  json_object_set_int_member(f, COHORT_FIELD_GLOBAL_BATCH, global_batch);
+  if (r->tokens_per_example > 0)
+    json_object_set_int_member(f, COHORT_FIELD_TOKENS_PER_STEP,
+                               global_batch * r->tokens_per_example);
+  json_object_set_double_member(f, COHORT_FIELD_LEARNING_RATE, cfg->learning_rate);
+  json_object_set_double_member(f, COHORT_FIELD_SCALED_LEARNING_RATE, r->base_lr);
   g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
-  json_object_set_string_member(f, "lr_scaling", scaling);
-  json_object_set_int_member(f, "total_steps", r->total_steps);
-  json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
-  json_object_set_int_member(f, "start_step", r->st.step);
+  json_object_set_string_member(f, COHORT_FIELD_LR_SCALING, scaling);
+  json_object_set_int_member(f, COHORT_FIELD_TOTAL_STEPS, r->total_steps);
+  json_object_set_int_member(f, COHORT_FIELD_STEPS_PER_EPOCH, r->steps_per_epoch);
+  json_object_set_int_member(f, COHORT_FIELD_START_STEP, r->st.step);
   if (resumed_from)
-    json_object_set_string_member(f, "resumed_from", resumed_from);
+    json_object_set_string_member(f, COHORT_FIELD_RESUMED_FROM, resumed_from);
   if (r->teacher) {
     JsonObject *t = json_object_new();
-    json_object_set_string_member(t, "path", r->teacher->dir);
-    json_object_set_string_member(t, "weights", r->teacher->weights);
-    json_object_set_string_member(t, "sha256", r->teacher->sha256);
-    json_object_set_int_member(t, "params", (gint64)r->teacher->model->n_params);
-    json_object_set_int_member(t, "bytes", (gint64)cohort_teacher_bytes(r->teacher));
-    json_object_set_boolean_member(t, "ema", r->teacher->ema);
-    json_object_set_object_member(f, "teacher", t);
+    json_object_set_string_member(t, COHORT_FIELD_PATH, r->teacher->dir);
+    json_object_set_string_member(t, COHORT_FIELD_WEIGHTS, r->teacher->weights);
+    json_object_set_string_member(t, COHORT_FIELD_SHA256, r->teacher->sha256);
+    json_object_set_int_member(t, COHORT_FIELD_PARAMS, (gint64)r->teacher->model->n_params);
+    json_object_set_int_member(t, COHORT_FIELD_BYTES, (gint64)cohort_teacher_bytes(r->teacher));
+    json_object_set_boolean_member(t, COHORT_FIELD_EMA, r->teacher->ema);
+    json_object_set_object_member(f, COHORT_FIELD_TEACHER, t);
   }
   JsonArray *metrics = json_array_new();
   for (guint i = 0; i < r->model->n_metrics; i++)
     json_array_add_string_element(metrics, r->model->metrics[i].name);
-  json_object_set_array_member(f, "metrics", metrics);
+  json_object_set_array_member(f, COHORT_FIELD_METRICS, metrics);
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
   g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, NULL);
   if (cfg_node)
-    json_object_set_member(f, "config", g_steal_pointer(&cfg_node));
+    json_object_set_member(f, COHORT_FIELD_CONFIG, g_steal_pointer(&cfg_node));
   return f;
 }
 
@@ -85,7 +87,7 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
 {
   const CohortConfig *cfg = r->cfg;
   int world = r->opts->world_size;
-  cohort_progress_emit(r->progress, "start", start_fields(r, resumed_from, threads));
+  cohort_progress_emit(r->progress, COHORT_EVENT_START, start_fields(r, resumed_from, threads));
 
   g_autofree char *run_name = g_path_get_basename(cfg->workspace_dir);
   g_autofree char *precision = cohort_config_get(cfg, "precision");
@@ -95,19 +97,19 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
       r->dev.cuda_device >= 0
           ? cohort_device_describe(&r->dev)
           : g_strdup_printf("cpu (%d thread%s per rank)", threads, threads == 1 ? "" : "s");
-  g_autofree char *per_sample = r->tokens_per_sample > 0
-                                    ? g_strdup_printf(" × %d tokens", r->tokens_per_sample)
-                                    : g_strdup(" samples");
-  cohort_progress_log(r->progress, "info",
+  g_autofree char *per_example = r->tokens_per_example > 0
+                                     ? g_strdup_printf(" × %d tokens", r->tokens_per_example)
+                                     : g_strdup(" samples");
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                       "training %s (%s): %.2fM parameters on %s in %s (%s matrix products), "
                       "%d rank%s, global batch %" G_GINT64_FORMAT "%s, lr %.3g (scaling %s), "
                       "%" G_GINT64_FORMAT " steps (%" G_GINT64_FORMAT " per epoch)",
                       run_name, cfg->model, params_m, where, precision,
                       gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
-                      cohort_rank_run_global_batch(r), per_sample, r->base_lr, scaling,
+                      cohort_rank_run_global_batch(r), per_example, r->base_lr, scaling,
                       r->total_steps, r->steps_per_epoch);
   if (r->be->describe_gemm)
-    cohort_progress_log(r->progress, "info", "%s matrix products: %s",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s matrix products: %s",
                         gemm_mode_name(r->be->get_gemm_mode()),
                         r->be->describe_gemm(r->be->get_gemm_mode()));
 }
@@ -128,49 +130,49 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
   enum { WINDOW = G_N_ELEMENTS(tp->window_t) };
   const CohortConfig *cfg = r->cfg;
   tp->window_t[r->st.step % WINDOW] = t1;
-  gint64 samples_per_step = cohort_rank_run_global_batch(r);
+  gint64 examples_per_step = cohort_rank_run_global_batch(r);
   gint64 done_here = r->st.step - tp->start_step;
   gint64 oldest = done_here >= WINDOW ? tp->window_t[(r->st.step + 1) % WINDOW] : tp->t_start;
   gint64 steps_in_window = done_here >= WINDOW ? WINDOW - 1 : done_here;
   double secs = (double)(t1 - oldest) / 1e6;
-  double smp_s = secs > 0 ? (double)(steps_in_window * samples_per_step) / secs : 0;
-  double eta = smp_s > 0 ? (double)((r->total_steps - r->st.step) * samples_per_step) / smp_s : -1;
+  double smp_s = secs > 0 ? (double)(steps_in_window * examples_per_step) / secs : 0;
+  double eta = smp_s > 0 ? (double)((r->total_steps - r->st.step) * examples_per_step) / smp_s : -1;
 
   JsonObject *f = json_object_new();
-  json_object_set_int_member(f, "step", r->st.step);
-  json_object_set_int_member(f, "total_steps", r->total_steps);
-  json_object_set_int_member(f, "epoch", r->st.epoch);
-  json_object_set_int_member(f, "epoch_step", r->st.batch_in_epoch / r->accum);
-  json_object_set_int_member(f, "steps_per_epoch", r->steps_per_epoch);
+  json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
+  json_object_set_int_member(f, COHORT_FIELD_TOTAL_STEPS, r->total_steps);
+  json_object_set_int_member(f, COHORT_FIELD_EPOCH, r->st.epoch);
+  json_object_set_int_member(f, COHORT_FIELD_EPOCH_STEP, r->st.batch_in_epoch / r->accum);
+  json_object_set_int_member(f, COHORT_FIELD_STEPS_PER_EPOCH, r->steps_per_epoch);
   /* Not finite after an fp16 overflow (or a diverged run): absent, per the protocol. */
   if (isfinite(loss))
-    json_object_set_double_member(f, "loss", loss);
+    json_object_set_double_member(f, COHORT_FIELD_LOSS, loss);
   if (parts && isfinite(parts[COHORT_DISTILL_PART_TEACHER]))
-    json_object_set_double_member(f, "loss_distill", parts[COHORT_DISTILL_PART_TEACHER]);
+    json_object_set_double_member(f, COHORT_FIELD_LOSS_DISTILL, parts[COHORT_DISTILL_PART_TEACHER]);
   if (parts && isfinite(parts[COHORT_DISTILL_PART_TASK]))
-    json_object_set_double_member(f, "loss_task", parts[COHORT_DISTILL_PART_TASK]);
-  json_object_set_double_member(f, "lr", lr);
+    json_object_set_double_member(f, COHORT_FIELD_LOSS_TASK, parts[COHORT_DISTILL_PART_TASK]);
+  json_object_set_double_member(f, COHORT_FIELD_LR, lr);
   if (isfinite(norm))
-    json_object_set_double_member(f, "grad_norm", norm);
-  json_object_set_double_member(f, "samples_per_s", smp_s);
-  if (r->tokens_per_sample > 0)
-    json_object_set_double_member(f, "tokens_per_s", smp_s * r->tokens_per_sample);
-  json_object_set_double_member(f, "elapsed_s", (double)(t1 - tp->t_start) / 1e6);
+    json_object_set_double_member(f, COHORT_FIELD_GRAD_NORM, norm);
+  json_object_set_double_member(f, COHORT_FIELD_SAMPLES_PER_S, smp_s);
+  if (r->tokens_per_example > 0)
+    json_object_set_double_member(f, COHORT_FIELD_TOKENS_PER_S, smp_s * r->tokens_per_example);
+  json_object_set_double_member(f, COHORT_FIELD_ELAPSED_S, (double)(t1 - tp->t_start) / 1e6);
   if (eta >= 0 && done_here >= 2)
-    json_object_set_double_member(f, "eta_s", eta);
+    json_object_set_double_member(f, COHORT_FIELD_ETA_S, eta);
   if (cfg->precision == COHORT_PRECISION_FP16) {
-    json_object_set_double_member(f, "loss_scale", scale);
-    json_object_set_boolean_member(f, "skipped", skipped);
-    json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
+    json_object_set_double_member(f, COHORT_FIELD_LOSS_SCALE, scale);
+    json_object_set_boolean_member(f, COHORT_FIELD_SKIPPED, skipped);
+    json_object_set_int_member(f, COHORT_FIELD_SKIPPED_STEPS, r->st.skipped_steps);
   }
-  cohort_progress_emit(r->progress, "step", f);
+  cohort_progress_emit(r->progress, COHORT_EVENT_STEP, f);
   if (skipped)
-    cohort_progress_log(r->progress, "warning",
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
                         "step %" G_GINT64_FORMAT ": gradients overflowed at loss scale %g; "
                         "update skipped, scale now %g",
                         r->st.step, scale, r->st.loss_scale);
   g_autofree char *eta_text = cohort_format_duration(eta);
-  double rate = r->tokens_per_sample > 0 ? smp_s * r->tokens_per_sample : smp_s;
+  double rate = r->tokens_per_example > 0 ? smp_s * r->tokens_per_example : smp_s;
   g_autofree char *split =
       parts ? g_strdup_printf(" (distill %.4f, task %.4f)", parts[COHORT_DISTILL_PART_TEACHER],
                               parts[COHORT_DISTILL_PART_TASK])
@@ -178,6 +180,6 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
   cohort_progress_status(
       r->progress, r->st.step % tp->print_every == 0 || r->st.step == r->total_steps,
       "step %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT " | loss %.4f%s | lr %.2e | %.0f %s/s | ETA %s",
-      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_sample > 0 ? "tok" : "img",
+      r->st.step, r->total_steps, loss, split, lr, rate, r->tokens_per_example > 0 ? "tok" : "img",
       done_here >= 2 ? eta_text : "…");
 }

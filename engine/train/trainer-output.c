@@ -30,10 +30,10 @@ static const float *ema_on_host(CohortRankRun *r)
   return r->ema_host;
 }
 
-/* Metric sums over eval_steps × B × world validation samples, each rank taking every
+/* Metric sums over eval_steps × B × world validation examples, each rank taking every
  * world-th one, summed across ranks: N ranks evaluate exactly what one rank with N× the
  * batch would, and every value is a ratio of global sums. */
-static gboolean evaluate(CohortRankRun *r, double *values, gint64 *samples, GError **error)
+static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GError **error)
 {
   int world = r->opts->world_size, rank = r->opts->rank;
   CohortModel *m = r->model;
@@ -60,34 +60,34 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *samples, GErr
   if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
     return FALSE;
   cohort_model_metric_values(m, sums, values);
-  *samples = (gint64)r->cfg->eval_steps * r->B * world;
+  *examples = (gint64)r->cfg->eval_steps * r->B * world;
   return TRUE;
 }
 
 gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
 {
-  gint64 samples;
+  gint64 examples;
   if (!r->val)
     return TRUE;
-  if (!evaluate(r, r->metrics, &samples, error))
+  if (!evaluate(r, r->metrics, &examples, error))
     return FALSE;
   r->have_metrics = TRUE;
   const CohortModel *m = r->model;
   JsonObject *f = json_object_new();
-  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
   g_autoptr(GString) text = g_string_new(NULL);
   for (guint i = 0; i < m->n_metrics; i++) {
     if (isfinite(r->metrics[i]))
       json_object_set_double_member(f, m->metrics[i].name, r->metrics[i]);
     g_string_append_printf(text, "%s%s %.4f", i ? ", " : "", m->metrics[i].name, r->metrics[i]);
   }
-  json_object_set_int_member(f, "val_samples", samples);
-  if (r->tokens_per_sample > 0)
-    json_object_set_int_member(f, "val_tokens", samples * r->tokens_per_sample);
-  json_object_set_boolean_member(f, "ema", r->ema != NULL);
-  cohort_progress_emit(r->progress, "eval", f);
-  cohort_progress_log(r->progress, "info", "step %" G_GINT64_FORMAT ": %s%s", r->st.step, text->str,
-                      r->ema ? " (EMA weights)" : "");
+  json_object_set_int_member(f, COHORT_FIELD_VAL_SAMPLES, examples);
+  if (r->tokens_per_example > 0)
+    json_object_set_int_member(f, COHORT_FIELD_VAL_TOKENS, examples * r->tokens_per_example);
+  json_object_set_boolean_member(f, COHORT_FIELD_EMA, r->ema != NULL);
+  cohort_progress_emit(r->progress, COHORT_EVENT_EVAL, f);
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "step %" G_GINT64_FORMAT ": %s%s", r->st.step,
+                      text->str, r->ema ? " (EMA weights)" : "");
   return TRUE;
 }
 
@@ -96,7 +96,7 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
   if (!r->model->ops->sample)
     return TRUE; /* a family without samples (a classifier) */
   JsonObject *f = json_object_new();
-  json_object_set_int_member(f, "step", r->st.step);
+  json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
   CohortSampleRequest req = {
       .cfg = r->model_cfg,
       .step = r->st.step,
@@ -112,14 +112,14 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
     return FALSE;
   }
   if (r->answering_request)
-    json_object_set_boolean_member(f, "requested", TRUE);
-  if (json_object_has_member(f, "text"))
-    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
-                        json_object_get_string_member(f, "text"));
-  else if (json_object_has_member(f, "image"))
-    cohort_progress_log(r->progress, "info", "sample at step %" G_GINT64_FORMAT ": %s", r->st.step,
-                        json_object_get_string_member(f, "image"));
-  cohort_progress_emit(r->progress, "sample", f);
+    json_object_set_boolean_member(f, COHORT_FIELD_REQUESTED, TRUE);
+  if (json_object_has_member(f, COHORT_FIELD_TEXT))
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "sample at step %" G_GINT64_FORMAT ": %s",
+                        r->st.step, json_object_get_string_member(f, COHORT_FIELD_TEXT));
+  else if (json_object_has_member(f, COHORT_FIELD_IMAGE))
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "sample at step %" G_GINT64_FORMAT ": %s",
+                        r->st.step, json_object_get_string_member(f, COHORT_FIELD_IMAGE));
+  cohort_progress_emit(r->progress, COHORT_EVENT_SAMPLE, f);
   return TRUE;
 }
 
@@ -159,11 +159,11 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
                                 ema_on_host(r), &r->st, r->cfg->keep_last, &dir, error))
       return FALSE;
     JsonObject *f = json_object_new();
-    json_object_set_int_member(f, "step", r->st.step);
-    json_object_set_string_member(f, "path", dir);
+    json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
+    json_object_set_string_member(f, COHORT_FIELD_PATH, dir);
     if (r->answering_request)
-      json_object_set_boolean_member(f, "requested", TRUE);
-    cohort_progress_emit(r->progress, "checkpoint", f);
+      json_object_set_boolean_member(f, COHORT_FIELD_REQUESTED, TRUE);
+    cohort_progress_emit(r->progress, COHORT_EVENT_CHECKPOINT, f);
   }
   /* Nobody moves on before the checkpoint is complete. */
   return cohort_train_dist_barrier(r->dist, "checkpoint", error);

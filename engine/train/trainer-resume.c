@@ -111,7 +111,7 @@ static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
   if (resume && g_str_equal(resume, "auto")) {
     *ckpt = cohort_checkpoint_find_latest(cfg->workspace_dir);
     if (!*ckpt)
-      cohort_progress_log(r->progress, "info", "no checkpoint in %s: starting a new run",
+      cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "no checkpoint in %s: starting a new run",
                           cfg->workspace_dir);
     return *ckpt ? START_RESUME : START_FRESH;
   }
@@ -125,7 +125,7 @@ static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
   if (r->opts->overwrite) {
     if (!move_aside(cfg->workspace_dir, error))
       return START_REFUSED;
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "--overwrite: the previous run in %s moved to %s/previous/",
                         cfg->workspace_dir, cfg->workspace_dir);
     return START_FRESH;
@@ -198,7 +198,7 @@ static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolea
 }
 
 /* The position fields of a checkpoint's state.json, checked against each other and against
- * the data before they are used: the epoch consumed at most all its samples (padded to the
+ * the data before they are used: the epoch consumed at most all its examples (padded to the
  * world size, which is at most the global batch), in whole steps, and batch_in_epoch is those
  * steps times a possible accumulation. */
 static gboolean position_valid(const CohortRankRun *r, const char *ckpt, GError **error)
@@ -223,7 +223,7 @@ static gboolean position_valid(const CohortRankRun *r, const char *ckpt, GError 
   return ok;
 }
 
-/* Where in the epoch a resumed run continues. The samples an epoch has consumed are a prefix
+/* Where in the epoch a resumed run continues. The examples an epoch has consumed are a prefix
  * of its permutation whatever the world size, so a checkpoint from another batch or world size
  * continues after the same prefix, rounded down to a whole step of the new plan. */
 static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)
@@ -248,7 +248,7 @@ static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)
   } else if (st->global_batch != gb) {
     gint64 steps = st->epoch_samples / gb;
     gint64 again = st->epoch_samples - steps * gb;
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "resuming with a global batch of %" G_GINT64_FORMAT
                         " (the checkpoint used %" G_GINT64_FORMAT "): epoch %" G_GINT64_FORMAT
                         " continues after %" G_GINT64_FORMAT " of its samples%s",
@@ -385,7 +385,7 @@ gboolean cohort_rank_run_prepare_workspace(CohortRankRun *r, GError **error)
   g_unlink(probe);
   guint removed = cohort_remove_stale_temporaries(ws, (const char *const *)run_outputs);
   if (removed > 0)
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "removed %u unfinished file%s of an interrupted save in %s", removed,
                         removed == 1 ? "" : "s", ws);
   return TRUE;

@@ -37,12 +37,12 @@ typedef struct {
   float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
   CohortTrainDist *dist;
   int B, accum;
-  int tokens_per_sample;    /* seq_len for token data, 0 for images */
+  int tokens_per_example;   /* seq_len for token data, 0 for images */
   CohortBatch *batch;       /* evaluation, and training micro-batches when num_workers is 0 */
   CohortBatch *step_batch;  /* the training micro-batch loaded last */
   CohortPrefetch *prefetch; /* num_workers > 0: loader threads */
-  GMutex indices_lock;      /* the loader threads share the epochs' sample orders */
-  GArray *epoch_indices[2]; /* of guint64: this rank's sample order of two recent epochs */
+  GMutex indices_lock;      /* the loader threads share the epochs' example orders */
+  GArray *epoch_indices[2]; /* of guint64: this rank's example order of two recent epochs */
   gint64 epoch_of[2];
   gboolean pinned; /* the prefetched batches are in page-locked memory */
   CohortSamplerSpec spec;
@@ -80,7 +80,7 @@ gboolean cohort_rank_run_start_loading(CohortRankRun *r, GError **error);
  * cohort_data_source_load). */
 gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64 micro,
                                           gint64 *waited_us, GError **error);
-/* Samples one optimizer step consumes across all ranks. */
+/* Examples one optimizer step consumes across all ranks. */
 gint64 cohort_rank_run_global_batch(const CohortRankRun *r);
 
 /* trainer-output.c */

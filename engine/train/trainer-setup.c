@@ -76,7 +76,7 @@ static gboolean plan_steps(CohortRankRun *r, GError **error)
   r->warmup_steps = cfg->warmup_steps;
   if (cfg->warmup_steps > r->total_steps) {
     r->warmup_steps = (int)r->total_steps;
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "warmup_steps %d is longer than the run's %" G_GINT64_FORMAT
                         " steps: warming up over all %" G_GINT64_FORMAT " instead",
                         cfg->warmup_steps, r->total_steps, r->total_steps);
@@ -118,7 +118,7 @@ static gboolean resolve_from_data(CohortRankRun *r, GError **error)
   }
   guint skipped = cohort_data_source_num_skipped(r->train);
   if (skipped > 0)
-    cohort_progress_log(r->progress, "warning",
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
                         "skip_bad_images: %u unreadable image%s in %s left out", skipped,
                         skipped == 1 ? "" : "s", train_path);
   return TRUE;
@@ -131,7 +131,7 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
   if (cfg->zero_stage == 0)
     return cohort_optimizer_new_for(cfg, r->be, n);
   if (r->opts->world_size < 2 || !r->opts->comm) {
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "zero_stage 1 with one process: there is nothing to shard the optimizer "
                         "state across, so it trains as stage 0");
     return cohort_optimizer_new_for(cfg, r->be, n);
@@ -141,7 +141,7 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
   guint n_ranges = cohort_zero_ranges(r->zero, ranges);
   CohortOptimizer *opt = cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
   if (opt && cohort_optimizer_n_states(opt) > 0)
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "ZeRO stage 1: each of the %d ranks keeps the optimizer state of %zu of "
                         "the %zu parameters (%.1f MiB instead of %.1f MiB)",
                         r->opts->world_size, cohort_optimizer_state_len(opt), n,
@@ -168,7 +168,7 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   }
   cohort_train_dist_set_optim_bytes(r->dist, cohort_optimizer_state_bytes(r->opt));
   r->batch = cohort_data_source_batch_new(r->train, r->B);
-  r->tokens_per_sample = r->batch->T;
+  r->tokens_per_example = r->batch->T;
   r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
   if (cfg->ema_decay > 0) {
     r->ema = r->be->alloc(n * sizeof(float));
@@ -237,7 +237,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
     return FALSE;
   cohort_train_dist_set_teacher_bytes(r->dist, cohort_teacher_bytes(r->teacher));
   cohort_progress_log(
-      r->progress, "info",
+      r->progress, COHORT_LEVEL_INFO,
       "teacher_from %s: %s%s, %.2fM parameters, %.1f MiB on each rank, sha256 %.12s…",
       r->teacher->dir, r->teacher->weights, r->teacher->ema ? " (EMA weights)" : "",
       r->teacher->model->n_params / 1e6, cohort_teacher_bytes(r->teacher) / 1048576.0,
@@ -276,7 +276,7 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
 
 void cohort_rank_run_free(CohortRankRun *r)
 {
-  /* The loader threads read the data and the sample orders: they stop first. */
+  /* The loader threads read the data and the example orders: they stop first. */
   g_clear_pointer(&r->prefetch, cohort_prefetch_free);
   for (int i = 0; i < 2; i++)
     g_clear_pointer(&r->epoch_indices[i], g_array_unref);
@@ -303,7 +303,7 @@ gint64 cohort_rank_run_global_batch(const CohortRankRun *r)
   return cohort_launch_global_batch(r->cfg, r->opts->world_size);
 }
 
-/* This rank's sample order of `epoch` (a reference), made once per epoch for every thread. The
+/* This rank's example order of `epoch` (a reference), made once per epoch for every thread. The
  * two most recent are kept: loader threads run at most into the next epoch. */
 static GArray *epoch_indices(CohortRankRun *r, gint64 epoch)
 {

@@ -128,7 +128,7 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
 
   r->st.step++;
   r->st.batch_in_epoch += r->accum;
-  r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_sample, 1);
+  r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_example, 1);
   r->st.epoch_samples += cohort_rank_run_global_batch(r);
   if (r->st.batch_in_epoch / r->accum >= r->steps_per_epoch) {
     r->st.epoch++;
@@ -247,26 +247,28 @@ static gboolean finish(CohortRankRun *r, gboolean stopped, gint64 last_saved, ch
 static void emit_done(CohortRankRun *r, gboolean stopped, const char *model_path, gint64 t_begin)
 {
   JsonObject *f = json_object_new();
-  json_object_set_string_member(f, "status", stopped ? "stopped" : "completed");
-  json_object_set_int_member(f, "step", r->st.step);
-  json_object_set_double_member(f, "elapsed_s", (double)(g_get_monotonic_time() - t_begin) / 1e6);
+  json_object_set_string_member(f, COHORT_FIELD_STATUS,
+                                stopped ? COHORT_STATUS_STOPPED : COHORT_STATUS_COMPLETED);
+  json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
+  json_object_set_double_member(f, COHORT_FIELD_ELAPSED_S,
+                                (double)(g_get_monotonic_time() - t_begin) / 1e6);
   if (isfinite(r->final_loss))
-    json_object_set_double_member(f, "final_loss", r->final_loss);
+    json_object_set_double_member(f, COHORT_FIELD_FINAL_LOSS, r->final_loss);
   if (r->cfg->precision == COHORT_PRECISION_FP16)
-    json_object_set_int_member(f, "skipped_steps", r->st.skipped_steps);
+    json_object_set_int_member(f, COHORT_FIELD_SKIPPED_STEPS, r->st.skipped_steps);
   for (guint i = 0; r->have_metrics && i < r->model->n_metrics; i++)
     if (isfinite(r->metrics[i]))
       json_object_set_double_member(f, r->model->metrics[i].name, r->metrics[i]);
   if (model_path)
-    json_object_set_string_member(f, "model_path", model_path);
+    json_object_set_string_member(f, COHORT_FIELD_MODEL_PATH, model_path);
   if (model_path)
-    cohort_progress_log(r->progress, "info", "model saved to %s", model_path);
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "model saved to %s", model_path);
   else if (stopped)
-    cohort_progress_log(r->progress, "info",
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "stopped at step %" G_GINT64_FORMAT "; resume with --resume auto",
                         r->st.step);
   /* Last: nothing follows `done` in the stream. */
-  cohort_progress_emit(r->progress, "done", f);
+  cohort_progress_emit(r->progress, COHORT_EVENT_DONE, f);
 }
 
 /* The GEMM mode a config asks for. TF32 is only a permission: the CPU computes fp32. */
@@ -329,8 +331,8 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     gint64 last_saved = resumed_from ? r->st.step : -1;
     cohort_rank_run_emit_start(r, resumed_from, threads);
     if (resumed_from)
-      cohort_progress_log(r->progress, "info", "resumed from %s at step %" G_GINT64_FORMAT,
-                          resumed_from, r->st.step);
+      cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                          "resumed from %s at step %" G_GINT64_FORMAT, resumed_from, r->st.step);
     ok = loop(r, &last_saved, &was_stopped, error) &&
          finish(r, was_stopped, last_saved, &model_path, error);
   }
