@@ -12,6 +12,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "engine/base/fileio.h"
+
 #define SHARD_MAGIC       20240520
 #define SHARD_VERSION     1
 #define SHARD_HEADER_INTS 256
@@ -59,25 +61,11 @@ void cohort_dataset_free(CohortDataset *ds)
   g_free(ds);
 }
 
-/* What a file that is not a regular file is, for messages. */
-static const char *file_kind(mode_t mode)
-{
-  if (S_ISDIR(mode))
-    return "a folder";
-  if (S_ISFIFO(mode))
-    return "a FIFO (named pipe)";
-  if (S_ISCHR(mode) || S_ISBLK(mode))
-    return "a device";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
-}
-
 static gboolean not_regular(GError **error, const char *path, mode_t mode)
 {
   g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
               "%s: is %s; allowed: a regular file, or a folder of regular files", path,
-              file_kind(mode));
+              cohort_file_kind(mode));
   return FALSE;
 }
 
@@ -85,19 +73,12 @@ static gboolean not_regular(GError **error, const char *path, mode_t mode)
  * the reader forever and a device never ends. */
 static GMappedFile *map_file(const char *path, struct stat *st, GError **error)
 {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    close(fd);
-    not_regular(error, path, st->st_mode);
-    return NULL;
-  }
   g_autoptr(GError) local = NULL;
+  int fd = cohort_file_open_regular(path, COHORT_FILE_ANY_SIZE, NULL, st, &local);
+  if (fd < 0) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
+    return NULL;
+  }
   GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
   close(fd);
   if (!map)
@@ -363,8 +344,10 @@ static char *index_entry_key(const Segment *seg, const struct stat *st, CohortDa
 static GHashTable *index_load(const char *index_path)
 {
   GHashTable *set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autofree char *text = NULL;
-  if (!index_path || !g_file_get_contents(index_path, &text, NULL, NULL))
+  /* One line per prepared file: a few MiB for a million files; anything else is no index. */
+  g_autofree char *text =
+      index_path ? cohort_file_read_regular(index_path, 256u << 20, NULL, NULL, NULL) : NULL;
+  if (!text)
     return set;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   /* A damaged index only costs a scan: unknown lines are ignored. */

@@ -8,6 +8,7 @@
 #include <zlib.h>
 #include <glib/gstdio.h>
 #include "data/dataset.h"
+#include "engine/base/fileio.h"
 
 #define CACHE_MAGIC "COHIMGC1"
 /* Bump whenever decoding or fitting would give other bytes: old caches then stop matching. */
@@ -108,7 +109,7 @@ CohortImageCache *cohort_image_cache_load(const char *path, const char *folder, 
                                           int channels)
 {
   g_autoptr(CohortImageCache) c = g_new0(CohortImageCache, 1);
-  c->map = g_mapped_file_new(path, FALSE, NULL);
+  c->map = cohort_file_map_regular(path, COHORT_FILE_ANY_SIZE, NULL, NULL);
   if (!c->map)
     return NULL;
   const guint8 *data = (const guint8 *)g_mapped_file_get_contents(c->map);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include "data/dataset.h"
+#include "engine/base/fileio.h"
 
 void cohort_raw_image_clear(CohortRawImage *img)
 {
@@ -110,52 +111,16 @@ gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, in
   return ok;
 }
 
-/* The whole file, refusing folders, special files and files over the limit. O_NONBLOCK so
- * that a FIFO with an image's name is refused instead of waiting for a writer forever. */
+/* The whole file, refusing folders, special files and files over the limit (a FIFO with an
+ * image's name is refused instead of waiting for a writer forever). */
 static guint8 *read_image_file(const char *path, gsize *len, GError **error)
 {
-  int fd = g_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
-  if (fd < 0) {
-    int err = errno;
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(err));
-    return NULL;
-  }
-  struct stat st;
-  const char *problem = NULL;
-  if (fstat(fd, &st) != 0)
-    problem = g_strerror(errno);
-  else if (S_ISDIR(st.st_mode))
-    problem = "it is a folder, not an image file";
-  else if (!S_ISREG(st.st_mode))
-    problem = "not a regular file";
-  else if ((guint64)st.st_size > COHORT_IMAGE_MAX_BYTES)
-    problem = "the file is larger than the 256 MiB allowed for one image";
-  if (problem) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                problem);
-    close(fd);
-    return NULL;
-  }
-  gsize size = (gsize)st.st_size, done = 0;
-  guint8 *buf = g_malloc(size ? size : 1);
-  while (done < size) {
-    ssize_t n = read(fd, buf + done, size - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : 0;
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                  err ? g_strerror(err) : "the file shrank while it was read");
-      g_free(buf);
-      close(fd);
-      return NULL;
-    }
-    done += (gsize)n;
-  }
-  close(fd);
-  *len = size;
-  return buf;
+  g_autoptr(GError) local = NULL;
+  guint8 *data =
+      (guint8 *)cohort_file_read_regular(path, COHORT_IMAGE_MAX_BYTES, "one image", len, &local);
+  if (!data)
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
+  return data;
 }
 
 gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error)

@@ -6,6 +6,7 @@
 #include <png.h>
 #include <string.h>
 #include "data/dataset.h"
+#include "engine/base/fileio.h"
 
 typedef struct {
   const guint8 *data;
@@ -224,12 +225,10 @@ gboolean cohort_image_write_png(const char *path, const guint8 *pixels, int widt
   }
   gsize len;
   const char *data = g_bytes_get_data(png, &len);
+  /* Durably, and never over a FIFO or a device (engine/base/fileio.h). */
   g_autoptr(GError) local = NULL;
-  if (!g_file_set_contents_full(path, data, (gssize)len,
-                                G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644,
-                                &local)) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot write PNG: %s", path,
-                local->message);
+  if (!cohort_write_file_atomic(path, data, len, &local)) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
     return FALSE;
   }
   return TRUE;

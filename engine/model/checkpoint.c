@@ -38,25 +38,14 @@ static gboolean corrupt(GError **error, const char *path, const char *fmt, ...)
   return FALSE;
 }
 
-/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
+/* Lowercase hex sha256 of a file (models reach gigabytes: read in chunks). */
 static char *sha256_file(const char *path, GError **error)
 {
-  FILE *fp = cohort_checkpoint_open_file(path, error);
-  if (!fp)
-    return NULL;
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_autofree guchar *buf = g_malloc(1 << 20);
-  size_t n;
-  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
-    g_checksum_update(sum, buf, (gssize)n);
-  gboolean failed = ferror(fp);
-  int e = errno;
-  fclose(fp);
-  if (failed) {
-    io_error(error, path, "read", e);
-    return NULL;
-  }
-  return g_strdup(g_checksum_get_string(sum));
+  g_autoptr(GError) local = NULL;
+  char *sha = cohort_file_sha256(path, &local);
+  if (!sha)
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, local->message);
+  return sha;
 }
 
 /* Left-overs of a save that was killed: step-*.tmp folders. */

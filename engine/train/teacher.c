@@ -21,31 +21,6 @@ static gboolean teacher_error(GError **error, const char *fmt, ...)
   return FALSE;
 }
 
-char *cohort_file_sha256(const char *path, GError **error)
-{
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    int e = errno;
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_autofree guchar *buf = g_malloc(1 << 20);
-  size_t n;
-  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
-    g_checksum_update(sum, buf, (gssize)n);
-  gboolean failed = ferror(fp);
-  int e = errno;
-  fclose(fp);
-  if (failed) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  return g_strdup(g_checksum_get_string(sum));
-}
-
 void cohort_teacher_free(CohortTeacher *t)
 {
   if (!t)
