@@ -218,6 +218,11 @@ static int parse_args(int argc, char **argv, Args *a)
             a->control_fd);
     return 2;
   }
+  g_autoptr(GError) control_error = NULL;
+  if (a->control_fd >= 0 && !cohort_control_check_fd(a->control_fd, &control_error)) {
+    fprintf(stderr, "cohort-train: %s\n", control_error->message);
+    return 2;
+  }
   if (a->control_fd >= 0 && a->control_fd == a->progress_fd) {
     fprintf(stderr,
             "cohort-train: --control-fd and --progress-fd are both %d; allowed: two "
@@ -347,7 +352,7 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
   cohort_stop_signals_arm(&stop_requested);
   /* Only global rank 0 answers requests; the others learn of them in the step vote. */
   g_autoptr(CohortControl) control =
-      rank0 && a->control_fd >= 0 ? cohort_control_new(a->control_fd) : NULL;
+      rank0 && a->control_fd >= 0 ? cohort_control_new(a->control_fd, NULL) : NULL;
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,
