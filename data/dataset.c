@@ -12,6 +12,7 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "data/fingerprint.h"
 #include "engine/base/fileio.h"
 
 #define SHARD_MAGIC       20240520
@@ -22,12 +23,6 @@
 /* clang-format off */
 G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
 /* clang-format on */
-
-/* Bytes hashed for a file's fingerprint in the prepared-data index: its start, its end and
- * FINGERPRINT_BLOCKS blocks spread evenly between. */
-#define FINGERPRINT_HEAD   65536
-#define FINGERPRINT_BLOCK  4096
-#define FINGERPRINT_BLOCKS 16
 
 typedef struct {
   GMappedFile *map;
@@ -324,21 +319,15 @@ static char *index_entry_key(const Segment *seg, const struct stat *st, CohortDa
 {
   const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg->map);
   gsize size = g_mapped_file_get_length(seg->map);
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_checksum_update(sum, bytes, (gssize)MIN(size, FINGERPRINT_HEAD));
-  if (size > FINGERPRINT_HEAD) {
-    gsize span = size - FINGERPRINT_BLOCK;
-    for (gsize b = 1; b <= FINGERPRINT_BLOCKS; b++)
-      g_checksum_update(sum, bytes + span / FINGERPRINT_BLOCKS * b, FINGERPRINT_BLOCK);
-  }
+  char fingerprint[COHORT_FINGERPRINT_LEN];
+  cohort_fingerprint_bytes(bytes, size, fingerprint);
   g_autofree char *abs = g_canonicalize_filename(seg->path, NULL);
   return g_strdup_printf("%s|%" G_GUINT64_FORMAT "|%" G_GUINT64_FORMAT "|%" G_GINT64_FORMAT
                          "|%" G_GINT64_FORMAT ".%09ld|%" G_GINT64_FORMAT ".%09ld|%s|%d|%s",
                          abs, (guint64)st->st_dev, (guint64)st->st_ino, (gint64)st->st_size,
                          (gint64)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
                          (gint64)st->st_ctim.tv_sec, st->st_ctim.tv_nsec,
-                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size,
-                         g_checksum_get_string(sum));
+                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size, fingerprint);
 }
 
 static GHashTable *index_load(const char *index_path)

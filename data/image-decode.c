@@ -61,25 +61,40 @@ static void rgb_to_grey(const guint8 *rgb, gsize n, guint8 *grey)
     grey[i] = (guint8)((rgb[0] * 19595u + rgb[1] * 38470u + rgb[2] * 7471u + 0x8000u) >> 16);
 }
 
-static void convert_channels(CohortRawImage *img, int channels)
+/* To `channels`: RGB to grey in place (it only shrinks); grey to RGB only when `expand`, in a
+ * new buffer that the image limit covers too. FALSE when that buffer cannot be had. */
+static gboolean convert_channels(const char *name, CohortRawImage *img, int channels,
+                                 gboolean expand, GError **error)
 {
   if (img->channels == channels)
-    return;
+    return TRUE;
   gsize n = (gsize)img->width * img->height;
-  guint8 *out = g_malloc(n * channels);
   if (channels == 1) {
-    rgb_to_grey(img->pixels, n, out);
-  } else {
-    for (gsize i = 0; i < n; i++)
-      out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = img->pixels[i];
+    rgb_to_grey(img->pixels, n, img->pixels);
+    img->pixels = g_realloc(img->pixels, MAX(n, 1));
+    img->channels = 1;
+    return TRUE;
   }
+  if (!expand)
+    return TRUE;
+  guint8 *out = n * 3 <= COHORT_IMAGE_MAX_BYTES ? g_try_malloc(n * 3) : NULL;
+  if (!out) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: grey image of %dx%d pixels is too large to bring to 3 channels (at most "
+                "%" G_GSIZE_FORMAT " MiB decoded)",
+                name, img->width, img->height, COHORT_IMAGE_MAX_BYTES >> 20);
+    return FALSE;
+  }
+  for (gsize i = 0; i < n; i++)
+    out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = img->pixels[i];
   g_free(img->pixels);
   img->pixels = out;
-  img->channels = channels;
+  img->channels = 3;
+  return TRUE;
 }
 
-gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, int channels,
-                             CohortRawImage *out, GError **error)
+static gboolean decode(const char *name, const guint8 *data, gsize len, int channels,
+                       gboolean expand, CohortRawImage *out, GError **error)
 {
   g_return_val_if_fail(channels == 1 || channels == 3, FALSE);
   memset(out, 0, sizeof *out);
@@ -106,9 +121,17 @@ gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, in
                 "%s: not a PNG or JPEG image (it starts with bytes %s)", name, head->str);
     return FALSE;
   }
-  if (ok)
-    convert_channels(out, channels);
+  if (ok && !convert_channels(name, out, channels, expand, error)) {
+    cohort_raw_image_clear(out);
+    ok = FALSE;
+  }
   return ok;
+}
+
+gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, int channels,
+                             CohortRawImage *out, GError **error)
+{
+  return decode(name, data, len, channels, TRUE, out, error);
 }
 
 /* The whole file, refusing folders, special files and files over the limit (a FIFO with an
@@ -123,12 +146,24 @@ static guint8 *read_image_file(const char *path, gsize *len, GError **error)
   return data;
 }
 
-gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error)
+static gboolean load(const char *path, int channels, gboolean expand, CohortRawImage *out,
+                     GError **error)
 {
   memset(out, 0, sizeof *out);
   gsize len = 0;
   g_autofree guint8 *data = read_image_file(path, &len, error);
   if (!data)
     return FALSE;
-  return cohort_image_decode(path, data, len, channels, out, error);
+  return decode(path, data, len, channels, expand, out, error);
+}
+
+gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error)
+{
+  return load(path, channels, TRUE, out, error);
+}
+
+gboolean cohort_image_load_native(const char *path, int channels, CohortRawImage *out,
+                                  GError **error)
+{
+  return load(path, channels, FALSE, out, error);
 }

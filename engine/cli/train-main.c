@@ -16,6 +16,7 @@
 #include "engine/train/explain.h"
 #include "engine/cli/stop-signals.h"
 #include "engine/launch/launch-plan.h"
+#include "engine/base/json-write.h"
 #include "engine/train/sample-saved.h"
 #include "engine/progress/progress.h"
 #include "engine/train/trainer.h"
@@ -24,8 +25,10 @@
 /* The signal that asked this rank to stop, 0 = none (engine/cli/stop-signals.h). */
 static volatile int stop_requested;
 
-static int fail(CohortProgress *progress, int rank, const char *message)
+static int fail(CohortProgress *progress, int rank, const char *raw)
 {
+  /* A path from a foreign system may hold bytes that are not UTF-8: shown as \xHH. */
+  g_autofree char *message = cohort_utf8_escape(raw);
   if (progress) {
     cohort_progress_finish_line(progress);
     JsonObject *e = json_object_new();
