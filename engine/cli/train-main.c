@@ -17,6 +17,7 @@
 #include "engine/cli/stop-signals.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/base/json-write.h"
+#include "engine/train/node-check.h"
 #include "engine/train/sample-saved.h"
 #include "engine/progress/progress.h"
 #include "engine/train/trainer.h"
@@ -341,6 +342,16 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
   CohortComputeDevice device;
   if (!cohort_device_select(cfg, source, env->local_rank, env->local_world_size, &device, &error))
     return fail_rank(progress, env->rank, error->message);
+  /* Before the rendezvous and before anything large is allocated: every rank of the node
+   * finds the same, and local rank 0 tells. */
+  g_autofree char *crowded = NULL;
+  if (!cohort_node_check(cfg, source, device.cuda_device < 0, env->local_world_size, &crowded,
+                         &error))
+    return fail_rank(progress, env->rank, error->message);
+  if (crowded && rank0)
+    cohort_progress_log(progress, "warning", "%s", crowded);
+  else if (crowded && env->local_rank == 0)
+    fprintf(stderr, "cohort-train: rank %d: warning: %s\n", env->rank, crowded);
   g_autoptr(CohortDistGroup) group =
       cohort_dist_group_join(env, cfg, source, device.cuda_device, &error);
   if (group == NULL)
