@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 
 struct CohortControl {
@@ -26,20 +27,18 @@ gboolean cohort_control_check_fd(int fd, GError **error)
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = errno;
-    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e),
-                "--control-fd %d is not an open file descriptor: %s", fd, g_strerror(e));
-    return FALSE;
+    return cohort_fail(error, G_IO_ERROR, g_io_error_from_errno(e),
+                       "--control-fd %d is not an open file descriptor: %s", fd, g_strerror(e));
   }
   if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
     return TRUE;
   g_autofree char *link = g_strdup_printf("/proc/self/fd/%d", fd);
   g_autofree char *target = g_file_read_link(link, NULL);
   g_autofree char *shown = target ? g_strdup_printf(" (%s)", target) : g_strdup("");
-  g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-              "--control-fd %d%s is %s; allowed: a pipe or a socket (a file would be read "
-              "again and again, a device never ends)",
-              fd, shown, cohort_file_kind(st.st_mode));
-  return FALSE;
+  return cohort_fail(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                     "--control-fd %d%s is %s; allowed: a pipe or a socket (a file would be read "
+                     "again and again, a device never ends)",
+                     fd, shown, cohort_file_kind(st.st_mode));
 }
 
 CohortControl *cohort_control_new(int fd, GError **error)

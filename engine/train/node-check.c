@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/base/error.h"
 #include "engine/models/registry.h"
 
 guint64 cohort_rank_memory_estimate(const CohortConfig *cfg, gint64 *params)
@@ -75,12 +76,12 @@ gboolean cohort_node_check(const CohortConfig *cfg, const char *source, gboolean
   if (machine == 0 || per_rank == 0 || needed <= machine)
     return TRUE;
   g_autofree char *need = gib(needed), *have = gib(machine), *one = gib(per_rank);
-  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-              "%s: %d ranks on this node need at least %s of memory (%s each: %" G_GINT64_FORMAT
-              " parameters as fp32 weights, gradients, optimizer state%s, and a batch of %d; "
-              "activations not counted), more than this machine's %s; allowed: fewer ranks per "
-              "node (nproc_per_node), or a smaller model or batch",
-              source ? source : "config", local_ranks, need, one, params,
-              cfg->ema_decay > 0 ? " and EMA" : "", cfg->batch_size, have);
-  return FALSE;
+  return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                     "%s: %d ranks on this node need at least %s of memory (%s each: "
+                     "%" G_GINT64_FORMAT " parameters as fp32 weights, gradients, optimizer "
+                     "state%s, and a batch of %d; activations not counted), more than this "
+                     "machine's %s; allowed: fewer ranks per node (nproc_per_node), or a smaller "
+                     "model or batch",
+                     source ? source : "config", local_ranks, need, one, params,
+                     cfg->ema_decay > 0 ? " and EMA" : "", cfg->batch_size, have);
 }
