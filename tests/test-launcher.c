@@ -85,6 +85,7 @@ static void test_env_contract(void)
   g_autofree char *dir = make_outdir();
   g_autoptr(CohortLaunchOptions) o = options(dir, 2);
   o->run_id = g_strdup("job-17");
+  o->hold_port = TRUE;
   int p[2];
   g_assert_cmpint(pipe(p), ==, 0);
   o->progress_fd = p[1];
@@ -556,10 +557,10 @@ static void test_port_taken(void)
 }
 
 /* A job's launcher holds the store's port from its check until the job ends (rank 0 serves
- * on the held sockets), so a second job on the same port is refused at once, even while the
- * first job's rank 0 has not bound anything (the stand-in workers never do); and each job on
- * one node gets a random run id of its own, so two jobs with one COHORT_JOB_TOKEN still have
- * different store tokens. */
+ * on the held sockets; --hold-port, the default for cohort-train), so a second job on the same
+ * port is refused at once, even while the first job's rank 0 has not bound anything (the
+ * stand-in workers never do); and each job on one node gets a random run id of its own, so
+ * two jobs with one COHORT_JOB_TOKEN still have different store tokens. */
 static void test_holds_port(void)
 {
   int sock = socket(AF_INET, SOCK_STREAM, 0);
@@ -572,7 +573,8 @@ static void test_holds_port(void)
   g_autofree char *dir_a = make_outdir(), *dir_b = make_outdir();
   g_autofree char *port_flag = g_strdup_printf("--master-port=%d", port);
   g_autofree char *w = worker_path();
-  const char *argv_a[] = {g_getenv("COHORT_RUN"), "--nproc-per-node=2", port_flag, w, dir_a, NULL};
+  const char *argv_a[] = {
+      g_getenv("COHORT_RUN"), "--nproc-per-node=2", "--hold-port", port_flag, w, dir_a, NULL};
   g_auto(GStrv) envp = g_get_environ();
   envp = g_environ_setenv(envp, "DIST_WORKER_MODE", "hang", TRUE);
   envp = g_environ_setenv(envp, "COHORT_JOB_TOKEN", "0123456789abcdef0123", TRUE);

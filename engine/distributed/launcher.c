@@ -613,7 +613,24 @@ static gboolean hold_port(Launch *l, GError **error)
     return TRUE;
   const char *bind = cohort_store_bind_address(o->master_addr, o->nnodes == 1);
   l->port = cohort_store_hold_port(bind, l->port, l->held, COHORT_STORE_MAX_FDS, &l->n_held, error);
+  /* A worker that binds the port itself must find it free: checked only. */
+  if (!o->hold_port)
+    close_held(l);
   return l->port > 0;
+}
+
+/* The port check of a launch that does not hold its port, before a restart. */
+static gboolean check_port_again(const Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  if (o->node_rank != 0)
+    return TRUE;
+  int fds[COHORT_STORE_MAX_FDS], n = 0;
+  const char *bind = cohort_store_bind_address(o->master_addr, o->nnodes == 1);
+  gboolean ok = cohort_store_hold_port(bind, l->port, fds, COHORT_STORE_MAX_FDS, &n, error) > 0;
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+  return ok;
 }
 
 /* Runs attempts until one succeeds, is interrupted, or the restarts are spent. FALSE when
@@ -622,6 +639,15 @@ static gboolean run_attempts(const Launch *l, CohortLaunchResult *result, GError
 {
   const CohortLaunchOptions *o = l->opts;
   for (int attempt = 0;; attempt++) {
+    /* A port not held is checked again before a restart: taken, starting cannot help. */
+    GError *port_error = NULL;
+    if (attempt > 0 && !l->opts->hold_port && !check_port_again(l, &port_error)) {
+      g_free(result->failure);
+      result->failure = g_strdup_printf("%s: not restarting: %s", l->me, port_error->message);
+      fprintf(stderr, "%s\n", result->failure);
+      g_error_free(port_error);
+      return TRUE;
+    }
     GroupOutcome out;
     if (!run_group(l, attempt, result, &out, error))
       return FALSE;
@@ -729,6 +755,7 @@ int cohort_launch_spawn_fds(const char *const *argv, int nproc, int progress_fd,
   o->control_fd = control_fd;
   o->argv = g_strdupv((char **)argv);
   o->run_id = g_uuid_string_random();
+  o->hold_port = TRUE; /* the workers are cohort-train */
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, error);
   if (r == NULL)
     return -1;

@@ -43,11 +43,14 @@
  * exits 128 + that signal.
  *
  * Port: before the first attempt, the launcher of node 0 binds the store's port on the
- * address rank 0 would bind (cohort_store_hold_port) and holds it to the end: global rank 0
- * of each attempt inherits the listening sockets (COHORT_STORE_FDS, engine/distributed/env.h)
- * and serves on them, so no other job takes the port between the check and the bind. When it
- * is taken, the launch fails at once (an error, COHORT_DIST_ERROR_ADDR_IN_USE naming the
- * port), since starting again cannot help.
+ * address rank 0 would bind (cohort_store_hold_port). With hold_port (spawn mode, and
+ * cohort-run when the program is cohort-train) it holds it to the end: global rank 0 of each
+ * attempt inherits the listening sockets (COHORT_STORE_FDS, engine/distributed/env.h) and
+ * serves on them, so no other job takes the port between the check and the bind. Without it
+ * (another program, which binds MASTER_PORT itself) the sockets are closed again, and the
+ * check is repeated before each restart. When the port is taken, the launch fails at once (an
+ * error, COHORT_DIST_ERROR_ADDR_IN_USE naming the port; before a restart, a failure without
+ * restarting), since starting again cannot help.
  *
  * Run id: TORCHELASTIC_RUN_ID is opts->run_id; on one node without one the launcher draws a
  * random one per job, so two jobs sharing a COHORT_JOB_TOKEN (and by mistake a port) still
@@ -74,6 +77,8 @@ typedef struct {
   int progress_fd;         /* -1 = none; else passed to global rank 0 */
   int control_fd;          /* -1 = none; else passed to global rank 0 as --control-fd */
   char *run_id;            /* TORCHELASTIC_RUN_ID; NULL = random on one node, else "none" */
+  gboolean hold_port;      /* hold the store's port for the job and give it to rank 0 (a
+                            * worker that serves on COHORT_STORE_FDS: cohort-train) */
   gboolean quiet;          /* no launcher messages except failures */
   GStrv argv;              /* the worker command; argv[0] is looked up in PATH */
   GStrv extra_env;         /* "KEY=VALUE" added to every worker's environment, may be NULL */
