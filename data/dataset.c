@@ -12,6 +12,9 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
+#include "data/fingerprint.h"
+#include "engine/base/fileio.h"
+
 #define SHARD_MAGIC       20240520
 #define SHARD_VERSION     1
 #define SHARD_HEADER_INTS 256
@@ -20,12 +23,6 @@
 /* clang-format off */
 G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
 /* clang-format on */
-
-/* Bytes hashed for a file's fingerprint in the prepared-data index: its start, its end and
- * FINGERPRINT_BLOCKS blocks spread evenly between. */
-#define FINGERPRINT_HEAD   65536
-#define FINGERPRINT_BLOCK  4096
-#define FINGERPRINT_BLOCKS 16
 
 typedef struct {
   GMappedFile *map;
@@ -59,25 +56,11 @@ void cohort_dataset_free(CohortDataset *ds)
   g_free(ds);
 }
 
-/* What a file that is not a regular file is, for messages. */
-static const char *file_kind(mode_t mode)
-{
-  if (S_ISDIR(mode))
-    return "a folder";
-  if (S_ISFIFO(mode))
-    return "a FIFO (named pipe)";
-  if (S_ISCHR(mode) || S_ISBLK(mode))
-    return "a device";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  return "not a regular file";
-}
-
 static gboolean not_regular(GError **error, const char *path, mode_t mode)
 {
   g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
               "%s: is %s; allowed: a regular file, or a folder of regular files", path,
-              file_kind(mode));
+              cohort_file_kind(mode));
   return FALSE;
 }
 
@@ -85,19 +68,12 @@ static gboolean not_regular(GError **error, const char *path, mode_t mode)
  * the reader forever and a device never ends. */
 static GMappedFile *map_file(const char *path, struct stat *st, GError **error)
 {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    close(fd);
-    not_regular(error, path, st->st_mode);
-    return NULL;
-  }
   g_autoptr(GError) local = NULL;
+  int fd = cohort_file_open_regular(path, COHORT_FILE_ANY_SIZE, NULL, st, &local);
+  if (fd < 0) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
+    return NULL;
+  }
   GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
   close(fd);
   if (!map)
@@ -343,28 +319,24 @@ static char *index_entry_key(const Segment *seg, const struct stat *st, CohortDa
 {
   const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg->map);
   gsize size = g_mapped_file_get_length(seg->map);
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_checksum_update(sum, bytes, (gssize)MIN(size, FINGERPRINT_HEAD));
-  if (size > FINGERPRINT_HEAD) {
-    gsize span = size - FINGERPRINT_BLOCK;
-    for (gsize b = 1; b <= FINGERPRINT_BLOCKS; b++)
-      g_checksum_update(sum, bytes + span / FINGERPRINT_BLOCKS * b, FINGERPRINT_BLOCK);
-  }
+  char fingerprint[COHORT_FINGERPRINT_LEN];
+  cohort_fingerprint_bytes(bytes, size, fingerprint);
   g_autofree char *abs = g_canonicalize_filename(seg->path, NULL);
   return g_strdup_printf("%s|%" G_GUINT64_FORMAT "|%" G_GUINT64_FORMAT "|%" G_GINT64_FORMAT
                          "|%" G_GINT64_FORMAT ".%09ld|%" G_GINT64_FORMAT ".%09ld|%s|%d|%s",
                          abs, (guint64)st->st_dev, (guint64)st->st_ino, (gint64)st->st_size,
                          (gint64)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
                          (gint64)st->st_ctim.tv_sec, st->st_ctim.tv_nsec,
-                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size,
-                         g_checksum_get_string(sum));
+                         format == COHORT_DATA_TEXT ? "text" : "tokens", vocab_size, fingerprint);
 }
 
 static GHashTable *index_load(const char *index_path)
 {
   GHashTable *set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  g_autofree char *text = NULL;
-  if (!index_path || !g_file_get_contents(index_path, &text, NULL, NULL))
+  /* One line per prepared file: a few MiB for a million files; anything else is no index. */
+  g_autofree char *text =
+      index_path ? cohort_file_read_regular(index_path, 256u << 20, NULL, NULL, NULL) : NULL;
+  if (!text)
     return set;
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   /* A damaged index only costs a scan: unknown lines are ignored. */

@@ -17,6 +17,7 @@ typedef enum {
   COHORT_DATA_ERROR_FORMAT,    /* bad magic/version/size, not UTF-8 where text is required */
   COHORT_DATA_ERROR_TOO_SMALL, /* fewer tokens than one window */
   COHORT_DATA_ERROR_VOCAB,     /* a token id >= vocab_size */
+  COHORT_DATA_ERROR_TOO_LARGE, /* decoded images that fit neither in memory nor on the disk */
 } CohortDataError;
 
 typedef struct CohortDataset CohortDataset;

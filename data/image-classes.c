@@ -4,27 +4,25 @@
 #include <string.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/base/fileio.h"
+#include "engine/base/json-read.h"
+#include "engine/base/json-write.h"
+
+/* A class mapping lists a few thousand names at most: anything larger is not one. */
+#define MAX_CLASSES_BYTES (16u << 20)
+
 gboolean cohort_image_classes_write(const char *const *classes, const char *path, GError **error)
 {
-  g_autoptr(JsonBuilder) b = json_builder_new();
-  json_builder_begin_object(b);
-  json_builder_set_member_name(b, "classes");
-  json_builder_begin_array(b);
-  for (guint i = 0; classes && classes[i]; i++)
-    json_builder_add_string_value(b, classes[i]);
-  json_builder_end_array(b);
-  json_builder_end_object(b);
-  g_autoptr(JsonGenerator) gen = json_generator_new();
-  g_autoptr(JsonNode) root = json_builder_get_root(b);
-  json_generator_set_root(gen, root);
-  json_generator_set_pretty(gen, TRUE);
-  gsize len;
-  g_autofree char *text = json_generator_to_data(gen, &len);
-  g_autofree char *with_newline = g_strconcat(text, "\n", NULL);
+  /* Names that are not UTF-8 (folder names from another system) are escaped, so the file is
+   * always JSON that Cohort and every other reader takes (engine/base/json-write.h). */
+  g_autoptr(GString) text = g_string_new("{\n  \"classes\": [");
+  for (guint i = 0; classes && classes[i]; i++) {
+    g_string_append(text, i ? ",\n    " : "\n    ");
+    cohort_json_append_string(text, classes[i]);
+  }
+  g_string_append(text, classes && classes[0] ? "\n  ]\n}\n" : "]\n}\n");
   g_autoptr(GError) local = NULL;
-  if (!g_file_set_contents_full(path, with_newline, (gssize)len + 1,
-                                G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644,
-                                &local)) {
+  if (!cohort_write_file_atomic(path, text->str, text->len, &local)) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
                 "%s: cannot write the class mapping: %s", path, local->message);
     return FALSE;
@@ -41,16 +39,21 @@ static gboolean bad_mapping(const char *path, const char *what, GError **error)
 
 GStrv cohort_image_classes_read(const char *path, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) local = NULL;
-  if (!json_parser_load_from_file(parser, path, &local)) {
-    g_set_error(error, COHORT_DATA_ERROR,
-                local->domain == G_FILE_ERROR ? COHORT_DATA_ERROR_IO : COHORT_DATA_ERROR_FORMAT,
-                "%s: cannot read the class mapping: %s", path, local->message);
+  gsize len = 0;
+  g_autofree char *text =
+      cohort_file_read_regular(path, MAX_CLASSES_BYTES, "a class mapping", &len, &local);
+  if (!text) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
     return NULL;
   }
-  JsonNode *root = json_parser_get_root(parser);
-  JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+  /* The one strict, depth-limited reader: json-glib alone recurses once per level. */
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, path, 0, &local);
+  if (!root) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT, local->message);
+    return NULL;
+  }
+  JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
   JsonNode *member = o ? json_object_get_member(o, "classes") : NULL;
   if (!member || !JSON_NODE_HOLDS_ARRAY(member)) {
     bad_mapping(path, "no \"classes\" array", error);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 #include "data/dataset.h"
+#include "engine/base/fileio.h"
 
 void cohort_raw_image_clear(CohortRawImage *img)
 {
@@ -60,25 +61,40 @@ static void rgb_to_grey(const guint8 *rgb, gsize n, guint8 *grey)
     grey[i] = (guint8)((rgb[0] * 19595u + rgb[1] * 38470u + rgb[2] * 7471u + 0x8000u) >> 16);
 }
 
-static void convert_channels(CohortRawImage *img, int channels)
+/* To `channels`: RGB to grey in place (it only shrinks); grey to RGB only when `expand`, in a
+ * new buffer that the image limit covers too. FALSE when that buffer cannot be had. */
+static gboolean convert_channels(const char *name, CohortRawImage *img, int channels,
+                                 gboolean expand, GError **error)
 {
   if (img->channels == channels)
-    return;
+    return TRUE;
   gsize n = (gsize)img->width * img->height;
-  guint8 *out = g_malloc(n * channels);
   if (channels == 1) {
-    rgb_to_grey(img->pixels, n, out);
-  } else {
-    for (gsize i = 0; i < n; i++)
-      out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = img->pixels[i];
+    rgb_to_grey(img->pixels, n, img->pixels);
+    img->pixels = g_realloc(img->pixels, MAX(n, 1));
+    img->channels = 1;
+    return TRUE;
   }
+  if (!expand)
+    return TRUE;
+  guint8 *out = n * 3 <= COHORT_IMAGE_MAX_BYTES ? g_try_malloc(n * 3) : NULL;
+  if (!out) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: grey image of %dx%d pixels is too large to bring to 3 channels (at most "
+                "%" G_GSIZE_FORMAT " MiB decoded)",
+                name, img->width, img->height, COHORT_IMAGE_MAX_BYTES >> 20);
+    return FALSE;
+  }
+  for (gsize i = 0; i < n; i++)
+    out[3 * i] = out[3 * i + 1] = out[3 * i + 2] = img->pixels[i];
   g_free(img->pixels);
   img->pixels = out;
-  img->channels = channels;
+  img->channels = 3;
+  return TRUE;
 }
 
-gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, int channels,
-                             CohortRawImage *out, GError **error)
+static gboolean decode(const char *name, const guint8 *data, gsize len, int channels,
+                       gboolean expand, CohortRawImage *out, GError **error)
 {
   g_return_val_if_fail(channels == 1 || channels == 3, FALSE);
   memset(out, 0, sizeof *out);
@@ -105,65 +121,49 @@ gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, in
                 "%s: not a PNG or JPEG image (it starts with bytes %s)", name, head->str);
     return FALSE;
   }
-  if (ok)
-    convert_channels(out, channels);
+  if (ok && !convert_channels(name, out, channels, expand, error)) {
+    cohort_raw_image_clear(out);
+    ok = FALSE;
+  }
   return ok;
 }
 
-/* The whole file, refusing folders, special files and files over the limit. O_NONBLOCK so
- * that a FIFO with an image's name is refused instead of waiting for a writer forever. */
-static guint8 *read_image_file(const char *path, gsize *len, GError **error)
+gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, int channels,
+                             CohortRawImage *out, GError **error)
 {
-  int fd = g_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
-  if (fd < 0) {
-    int err = errno;
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(err));
-    return NULL;
-  }
-  struct stat st;
-  const char *problem = NULL;
-  if (fstat(fd, &st) != 0)
-    problem = g_strerror(errno);
-  else if (S_ISDIR(st.st_mode))
-    problem = "it is a folder, not an image file";
-  else if (!S_ISREG(st.st_mode))
-    problem = "not a regular file";
-  else if ((guint64)st.st_size > COHORT_IMAGE_MAX_BYTES)
-    problem = "the file is larger than the 256 MiB allowed for one image";
-  if (problem) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                problem);
-    close(fd);
-    return NULL;
-  }
-  gsize size = (gsize)st.st_size, done = 0;
-  guint8 *buf = g_malloc(size ? size : 1);
-  while (done < size) {
-    ssize_t n = read(fd, buf + done, size - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : 0;
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                  err ? g_strerror(err) : "the file shrank while it was read");
-      g_free(buf);
-      close(fd);
-      return NULL;
-    }
-    done += (gsize)n;
-  }
-  close(fd);
-  *len = size;
-  return buf;
+  return decode(name, data, len, channels, TRUE, out, error);
 }
 
-gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error)
+/* The whole file, refusing folders, special files and files over the limit (a FIFO with an
+ * image's name is refused instead of waiting for a writer forever). */
+static guint8 *read_image_file(const char *path, gsize *len, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  guint8 *data =
+      (guint8 *)cohort_file_read_regular(path, COHORT_IMAGE_MAX_BYTES, "one image", len, &local);
+  if (!data)
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
+  return data;
+}
+
+static gboolean load(const char *path, int channels, gboolean expand, CohortRawImage *out,
+                     GError **error)
 {
   memset(out, 0, sizeof *out);
   gsize len = 0;
   g_autofree guint8 *data = read_image_file(path, &len, error);
   if (!data)
     return FALSE;
-  return cohort_image_decode(path, data, len, channels, out, error);
+  return decode(path, data, len, channels, expand, out, error);
+}
+
+gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error)
+{
+  return load(path, channels, TRUE, out, error);
+}
+
+gboolean cohort_image_load_native(const char *path, int channels, CohortRawImage *out,
+                                  GError **error)
+{
+  return load(path, channels, FALSE, out, error);
 }

@@ -25,7 +25,10 @@
 
 G_BEGIN_DECLS
 
-/* Limits: a side longer than this, or more decoded bytes, or a bigger file, is refused. */
+/* Limits: a side longer than this, or more decoded bytes, or a bigger file, is refused. The
+ * byte limit covers everything a decode allocates: the decoded pixels and the decoder's own
+ * buffers (libjpeg's whole-image coefficient arrays for progressive files; libpng keeps its
+ * default limits on chunks, 8 MB, so a huge text chunk is skipped, not read). */
 #define COHORT_IMAGE_MAX_SIDE  16384
 #define COHORT_IMAGE_MAX_BYTES ((gsize)256 << 20)
 
@@ -46,6 +49,12 @@ gboolean cohort_image_decode(const char *name, const guint8 *data, gsize len, in
 /* Reads and decodes the file at `path` (at most COHORT_IMAGE_MAX_BYTES; a folder, an empty
  * or unreadable file is an error naming it). */
 gboolean cohort_image_load(const char *path, int channels, CohortRawImage *out, GError **error);
+
+/* The same, but a grey image asked for at 3 channels stays grey (out->channels 1):
+ * cohort_image_fit brings it to 3 planes after the resize, so the full-size image is never
+ * held three times over. */
+gboolean cohort_image_load_native(const char *path, int channels, CohortRawImage *out,
+                                  GError **error);
 
 /* Encodes `pixels` (height rows of width * channels bytes, channels 1 = grey or 3 = RGB) as
  * an 8-bit PNG (zlib level 9). The output has no time stamp or text chunk, so the same pixels

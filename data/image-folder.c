@@ -4,7 +4,12 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "data/dataset.h"
+#include "data/fingerprint.h"
+#include "data/image-decode.h"
+#include "engine/base/fileio.h"
+#include "engine/base/json-write.h"
 
 typedef enum { KIND_IGNORED, KIND_FOLDER, KIND_IMAGE, KIND_BAD } Kind;
 
@@ -35,7 +40,8 @@ static GPtrArray *sorted_names(const char *dir, GError **error)
   g_autoptr(GError) local = NULL;
   g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
   if (!d) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read folder: %s", dir,
+    g_autofree char *shown = cohort_utf8_escape(dir);
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read folder: %s", shown,
                 local->message);
     return NULL;
   }
@@ -48,10 +54,33 @@ static GPtrArray *sorted_names(const char *dir, GError **error)
   return names;
 }
 
+/* Fills in how the image cache knows the file: times, device, inode and the sampled content
+ * hash; an unreadable file becomes a bad entry. */
+static void identify(CohortImageEntry *entry, const char *full, const struct stat *st)
+{
+  entry->size = st->st_size;
+  entry->mtime_ns =
+      (gint64)st->st_mtim.tv_sec * G_GINT64_CONSTANT(1000000000) + st->st_mtim.tv_nsec;
+  entry->ctime_ns =
+      (gint64)st->st_ctim.tv_sec * G_GINT64_CONSTANT(1000000000) + st->st_ctim.tv_nsec;
+  entry->device = st->st_dev;
+  entry->inode = st->st_ino;
+  if (entry->bad)
+    return;
+  g_autoptr(GError) local = NULL;
+  int fd = cohort_file_open_regular(full, COHORT_IMAGE_MAX_BYTES, "one image", NULL, &local);
+  if (fd < 0 || !cohort_fingerprint_fd(fd, (gsize)st->st_size, entry->fingerprint))
+    entry->bad = cohort_utf8_escape(local ? local->message : full);
+  if (fd >= 0)
+    close(fd);
+}
+
 /* What `name` in `dir` is; for images and bad entries, fills *entry (rel = prefix + name). */
 static Kind classify(const char *dir, const char *prefix, const char *name, CohortImageEntry *entry)
 {
   g_autofree char *full = g_build_filename(dir, name, NULL);
+  /* Messages are UTF-8 whatever the file system holds (\xHH for other bytes). */
+  g_autofree char *shown = cohort_utf8_escape(full);
   const char *ext = find_ext(name, image_exts, G_N_ELEMENTS(image_exts));
   const char *other = find_ext(name, other_exts, G_N_ELEMENTS(other_exts));
   struct stat st;
@@ -65,20 +94,17 @@ static Kind classify(const char *dir, const char *prefix, const char *name, Coho
   if (!ext && !other)
     return KIND_IGNORED;
   if (rc != 0)
-    entry->bad = g_strdup_printf("%s: cannot read: %s", full, g_strerror(err));
+    entry->bad = g_strdup_printf("%s: cannot read: %s", shown, g_strerror(err));
   else if (S_ISDIR(st.st_mode))
-    entry->bad = g_strdup_printf("%s: cannot read: it is a folder, not an image file", full);
+    entry->bad = g_strdup_printf("%s: cannot read: it is a folder, not an image file", shown);
   else if (!S_ISREG(st.st_mode))
-    entry->bad = g_strdup_printf("%s: cannot read: not a regular file", full);
+    entry->bad = g_strdup_printf("%s: cannot read: it is %s, not a regular file", shown,
+                                 cohort_file_kind(st.st_mode));
   else if (other)
     entry->bad = g_strdup_printf("%s: %s files are not read; only PNG and JPEG are (convert it)",
-                                 full, other);
-  if (rc == 0) {
-    entry->size = st.st_size;
-    entry->mtime_ns =
-        (gint64)st.st_mtim.tv_sec * G_GINT64_CONSTANT(1000000000) + st.st_mtim.tv_nsec;
-    entry->inode = st.st_ino;
-  }
+                                 shown, other);
+  if (rc == 0)
+    identify(entry, full, &st);
   return entry->bad ? KIND_BAD : KIND_IMAGE;
 }
 

@@ -20,16 +20,20 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  char *rel;   /* path below the folder: "class/name.png", or "name.png" when flat */
+  char *rel;   /* path below the folder: "class/name.png", or "name.png" when flat (bytes as
+                * the file system has them, UTF-8 or not) */
   int label;   /* class index; -1 when the set has no classes */
   gint64 size; /* bytes */
-  gint64 mtime_ns;
-  guint64 inode;
-  char *bad; /* NULL, or why the entry cannot be an image (naming the full path) */
+  gint64 mtime_ns, ctime_ns;
+  guint64 device, inode;
+  /* The sampled content hash (data/fingerprint.h); "" for a bad entry. With size, mtime and
+   * ctime, what tells the image cache that a file is unchanged, as for text data. */
+  char fingerprint[65];
+  char *bad; /* NULL, or why the entry cannot be an image (naming the full path, UTF-8) */
 } CohortImageEntry;
 
 typedef struct {
-  GPtrArray *classes; /* of char *, in index order; empty when flat */
+  GPtrArray *classes; /* of char *, in index order (folder names as bytes); empty when flat */
   GArray *entries;    /* of CohortImageEntry, in dataset order (bad ones included) */
 } CohortImageListing;
 

@@ -13,6 +13,7 @@
 typedef struct {
   struct jpeg_error_mgr mgr;
   jmp_buf jump;
+  int code; /* libjpeg's message code of the fatal error */
   char message[JMSG_LENGTH_MAX];
   int warnings;
   int first_warning; /* libjpeg's message code, e.g. JWRN_JPEG_EOF */
@@ -24,11 +25,13 @@ typedef struct {
   CohortRawImage img;
   const char *name;
   GError *error;
+  gboolean progressive;
 } JpegReader;
 
 static void on_jpeg_error(j_common_ptr cinfo)
 {
   JpegErrors *e = (JpegErrors *)cinfo->err;
+  e->code = cinfo->err->msg_code;
   cinfo->err->format_message(cinfo, e->message);
   longjmp(e->jump, 1);
 }
@@ -60,13 +63,26 @@ static void read_jpeg_body(JpegReader *r, const guint8 *data, gsize len)
                                grey ? 1 : 3, &r->error))
     return;
   cinfo->out_color_space = grey ? JCS_GRAYSCALE : JCS_RGB;
+  /* libjpeg's own buffers share the limit with the pixels: a progressive file needs its whole
+   * image's coefficients at once (2 bytes a sample), and asking for more than this makes
+   * libjpeg fail (it has no backing store) before it allocates them. */
+  gsize out_bytes = (gsize)cinfo->image_width * cinfo->image_height * (grey ? 1 : 3);
+  /* (0 would mean no limit at all to libjpeg.) */
+  cinfo->mem->max_memory_to_use = (long)MAX(COHORT_IMAGE_MAX_BYTES - out_bytes, 1);
+  r->progressive = jpeg_has_multiple_scans(cinfo);
   jpeg_start_decompress(cinfo);
   int channels = cinfo->output_components;
   r->img.width = (int)cinfo->output_width;
   r->img.height = (int)cinfo->output_height;
   r->img.channels = channels;
   gsize stride = (gsize)r->img.width * channels;
-  r->img.pixels = g_malloc(stride * r->img.height);
+  r->img.pixels = g_try_malloc(stride * r->img.height);
+  if (!r->img.pixels) {
+    g_set_error(&r->error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: out of memory for the %dx%d decoded pixels", r->name, r->img.width,
+                r->img.height);
+    return;
+  }
   while (cinfo->output_scanline < cinfo->output_height) {
     JSAMPROW row = r->img.pixels + stride * cinfo->output_scanline;
     jpeg_read_scanlines(cinfo, &row, 1);
@@ -94,7 +110,13 @@ gboolean cohort_jpeg_decode(const char *name, const guint8 *data, gsize len, Coh
   gboolean ok = read_jpeg_guarded(r, data, len);
   jpeg_destroy_decompress(&r->cinfo);
 
-  if (!ok) {
+  if (!ok && r->errors.code == JERR_NO_BACKING_STORE) {
+    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
+                "%s: %sJPEG of %ux%u pixels needs more memory to decode than the %" G_GSIZE_FORMAT
+                " MiB one image may use",
+                name, r->progressive ? "progressive " : "", r->cinfo.image_width,
+                r->cinfo.image_height, COHORT_IMAGE_MAX_BYTES >> 20);
+  } else if (!ok) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT, "%s: corrupt JPEG: %s", name,
                 r->errors.message);
   } else if (r->error) {

@@ -6,6 +6,7 @@
 #include <png.h>
 #include <string.h>
 #include "data/dataset.h"
+#include "engine/base/fileio.h"
 
 typedef struct {
   const guint8 *data;
@@ -50,9 +51,15 @@ static void read_png_body(PngReader *r)
   png_structp png = r->png;
   png_infop info = r->info;
   /* The size was checked before (check_header); libpng's own limit would stop at a terse
-   * message. */
+   * message. Its limits on chunks stay at its defaults (8 MB, 1000 cached chunks). Chunks
+   * whose content Pillow's convert drops anyway (text, colour profiles, Exif, palettes of
+   * suggestions) and unknown ones are skipped as they are read, never buffered: a text chunk
+   * of hundreds of MB (which libpng would still read whole, only warning that it is too
+   * large) costs nothing. */
+  static const png_byte skipped[] = "tEXt\0zTXt\0iTXt\0iCCP\0eXIf\0sPLT\0";
   png_set_user_limits(png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
-  png_set_chunk_malloc_max(png, COHORT_IMAGE_MAX_BYTES);
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, 0);
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, skipped, 6);
   png_set_read_fn(png, r, read_from_memory);
   png_read_info(png, info);
 
@@ -83,8 +90,13 @@ static void read_png_body(PngReader *r)
   r->img.width = (int)width;
   r->img.height = (int)height;
   r->img.channels = channels;
-  r->img.pixels = g_malloc((gsize)width * height * channels);
-  r->rows = g_new(png_bytep, height);
+  /* The sizes come from the file: a failed allocation is an error, never an abort. */
+  r->img.pixels = g_try_malloc((gsize)width * height * channels);
+  r->rows = g_try_new(png_bytep, height);
+  if (!r->img.pixels || !r->rows) {
+    g_strlcpy(r->message, "out of memory for the decoded image", sizeof r->message);
+    png_longjmp(png, 1);
+  }
   for (png_uint_32 y = 0; y < height; y++)
     r->rows[y] = r->img.pixels + (gsize)y * width * channels;
   png_read_image(png, r->rows);
@@ -224,12 +236,10 @@ gboolean cohort_image_write_png(const char *path, const guint8 *pixels, int widt
   }
   gsize len;
   const char *data = g_bytes_get_data(png, &len);
+  /* Durably, and never over a FIFO or a device (engine/base/fileio.h). */
   g_autoptr(GError) local = NULL;
-  if (!g_file_set_contents_full(path, data, (gssize)len,
-                                G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644,
-                                &local)) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot write PNG: %s", path,
-                local->message);
+  if (!cohort_write_file_atomic(path, data, len, &local)) {
+    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
     return FALSE;
   }
   return TRUE;

@@ -25,11 +25,14 @@ int cohort_image_crop_offset(int in, int out);
 
 /* Resizes `src` (HWC, `channels` interleaved, sw x sh) to dw x dh and writes only the window
  * of ww x wh pixels starting at (wx, wy) of the result into `dst` (HWC). The window's bytes
- * are those of the full resize. */
-void cohort_image_resize_window(const guint8 *src, int sw, int sh, int channels, int dw, int dh,
-                                int wx, int wy, int ww, int wh, guint8 *dst);
+ * are those of the full resize. Besides `dst` it allocates in proportion to the window and
+ * the filter's support, never to dw x dh; FALSE when even that memory cannot be had. */
+gboolean cohort_image_resize_window(const guint8 *src, int sw, int sh, int channels, int dw, int dh,
+                                    int wx, int wy, int ww, int wh, guint8 *dst);
 
-/* Resize + CenterCrop to size x size, written planar ([C, size, size], uint8) to `chw`. */
-void cohort_image_fit(const CohortRawImage *img, int size, guint8 *chw);
+/* Resize + CenterCrop to size x size, written planar ([C, size, size], uint8) to `chw` with
+ * `channels` planes: img->channels itself, or 3 from a grey image (its plane copied, which
+ * gives the bytes of converting to RGB first). FALSE when out of memory. */
+gboolean cohort_image_fit(const CohortRawImage *img, int size, int channels, guint8 *chw);
 
 G_END_DECLS

@@ -16,9 +16,18 @@
  * corrupt, CMYK, too large). With skip_bad, such files are left out and counted instead.
  *
  * With a cache folder (each rank its own, <workspace>/cache/rank-N), the fitted uint8 pixels
- * are kept in one file there (data/image-cache.h): reopening an unchanged folder decodes
- * nothing; a changed, added or removed file (by size, mtime or inode) makes the file be
- * rebuilt, decoding only what changed. A damaged cache file is rebuilt, never trusted. */
+ * are written image by image into one file there (data/image-cache.h) and used where they lie
+ * (mapped), so a set larger than memory needs only the disk: reopening an unchanged folder
+ * decodes nothing; a changed, added or removed file (by size, mtime, ctime, inode or sampled
+ * content hash, the rule of text data) makes the file be rebuilt, decoding only what changed.
+ * A damaged cache file is rebuilt, never trusted. Without a cache folder the set is held in
+ * memory. Either way its size (images × image_size² × channels) is checked before anything
+ * is allocated, against the disk's free space or against half the memory available, and a
+ * set that does not fit is refused naming the numbers (COHORT_DATA_ERROR_TOO_LARGE).
+ *
+ * File and class names are bytes, as the file system has them; where they are shown or
+ * written (messages, classes.json, cohort_image_set_class_names) bytes that are not UTF-8
+ * appear as \xHH (engine/base/json-write.h). */
 #pragma once
 
 #include <glib.h>
@@ -34,6 +43,25 @@ typedef struct CohortImageSet CohortImageSet;
  * (no images, an empty class folder, a nested folder) fail either way. */
 CohortImageSet *cohort_image_set_open(const char *folder, int image_size, int channels,
                                       gboolean skip_bad, const char *cache_dir, GError **error);
+
+typedef struct {
+  gboolean skip_bad;
+  const char *cache_dir; /* NULL: no cache, the set is held in memory */
+  /* Bytes the decoded set may take: in memory without a cache folder, on the cache's disk
+   * with one; 0 = what this machine has (cohort_image_memory_budget, _disk_budget). */
+  guint64 memory_budget, disk_budget;
+} CohortImageSetOptions;
+
+/* cohort_image_set_open with every option. */
+CohortImageSet *cohort_image_set_open_with(const char *folder, int image_size, int channels,
+                                           const CohortImageSetOptions *options, GError **error);
+
+/* Half the memory available now (MemAvailable, and what this process's RLIMIT_AS and
+ * RLIMIT_DATA still allow): what a decoded set held in memory may take. */
+guint64 cohort_image_memory_budget(void);
+/* The free space of the disk that holds `dir` less a reserve (1 GiB or 5 % of the disk,
+ * whichever is larger): what a cache file there may take. */
+guint64 cohort_image_disk_budget(const char *dir);
 void cohort_image_set_free(CohortImageSet *set);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortImageSet, cohort_image_set_free)
 
@@ -56,7 +84,7 @@ int cohort_image_set_label(const CohortImageSet *set, gsize index);
 /* Its file, relative to the folder ("class/name.png"). */
 const char *cohort_image_set_path(const CohortImageSet *set, gsize index);
 
-/* Files left out by skip_bad, and the message for each (naming the file). */
+/* Files left out by skip_bad, and the message for each (naming the file; UTF-8). */
 guint cohort_image_set_num_skipped(const CohortImageSet *set);
 const char *cohort_image_set_skipped_reason(const CohortImageSet *set, guint i);
 /* Images this open decoded (0 when everything came from the cache). */

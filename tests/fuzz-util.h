@@ -247,14 +247,19 @@ static inline void fuzz_on_communicated(GObject *source, GAsyncResult *res, gpoi
 }
 
 /* Runs $COHORT_TRAIN with `args` (NULL-terminated) and progress events to `progress_path`
- * (may be NULL); kills it after `limit_s` seconds. */
-static inline FuzzRun fuzz_run_train(const char *const *args, const char *progress_path,
-                                     double limit_s)
+ * (may be NULL); kills it after `limit_s` seconds. `fd4` (-1 = none) is given to it as
+ * descriptor 4 (taken); `env` (NAME, VALUE pairs, may be NULL) is added to its environment. */
+static inline FuzzRun fuzz_run_train_with(const char *const *args, const char *progress_path,
+                                          double limit_s, int fd4, const char *const *env)
 {
   const char *program = g_getenv("COHORT_TRAIN");
   g_assert_nonnull(program);
   g_autoptr(GSubprocessLauncher) l =
       g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  for (guint i = 0; env && env[i]; i += 2)
+    g_subprocess_launcher_setenv(l, env[i], env[i + 1], TRUE);
+  if (fd4 >= 0)
+    g_subprocess_launcher_take_fd(l, fd4, 4);
   g_autoptr(GPtrArray) argv = g_ptr_array_new();
   g_ptr_array_add(argv, (gpointer)program);
   if (progress_path) {
@@ -294,6 +299,12 @@ static inline FuzzRun fuzz_run_train(const char *const *args, const char *progre
   else
     r.status = g_subprocess_get_exit_status(p);
   return r;
+}
+
+static inline FuzzRun fuzz_run_train(const char *const *args, const char *progress_path,
+                                     double limit_s)
+{
+  return fuzz_run_train_with(args, progress_path, limit_s, -1, NULL);
 }
 
 /* Judges a run of a case at `path` (the name the error must contain is `name`): refused means

@@ -173,3 +173,131 @@ static inline char *fx_subdir(const char *folder, const char *sub)
   g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
   return dir;
 }
+
+/* A w x h 8-bit grey (channels 1) or RGB PNG of one flat value, written row by row: a
+ * decompression bomb (16384² grey is 256 MiB decoded, a few hundred KiB on disk) without
+ * holding the image. */
+static inline void fx_write_flat_png(const char *path, int w, int h, int channels, guint8 value)
+{
+  FILE *fp = fopen(path, "wb");
+  g_assert_nonnull(fp);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png_create_info_struct(png);
+  g_assert_nonnull(info);
+  guint8 *row = g_malloc((gsize)w * channels);
+  memset(row, value, (gsize)w * channels);
+  if (setjmp(png_jmpbuf(png)))
+    g_error("libpng failed writing %s", path);
+  png_init_io(png, fp);
+  png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8,
+               channels == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_compression_level(png, 9);
+  png_write_info(png, info);
+  for (int y = 0; y < h; y++)
+    png_write_row(png, row);
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  g_free(row);
+  g_assert_cmpint(fclose(fp), ==, 0);
+}
+
+/* Appends a PNG chunk (length, type, data, CRC) to `out`. */
+static inline void fx_png_chunk(GByteArray *out, const char *type, const guint8 *data, gsize len)
+{
+  guint8 be[4];
+  fx_put32(be, (guint32)len);
+  g_byte_array_append(out, be, 4);
+  g_byte_array_append(out, (const guint8 *)type, 4);
+  if (len)
+    g_byte_array_append(out, data, (guint)len);
+  uLong crc = crc32(0, (const Bytef *)type, 4);
+  crc = crc32_z(crc, data, len);
+  fx_put32(be, (guint32)crc);
+  g_byte_array_append(out, be, 4);
+}
+
+/* A valid 2x2 grey PNG with a zTXt chunk ("Comment") right after IHDR whose text is
+ * `text_bytes` zeros, compressed: with `stored` the chunk holds them as stored (uncompressed)
+ * deflate blocks, so the chunk itself is that large; else it is a zlib bomb of about a
+ * thousandth of the size. */
+static inline void fx_write_png_ztxt(const char *path, gsize text_bytes, gboolean stored)
+{
+  g_autofree char *plain = g_strconcat(path, ".plain", NULL);
+  guint8 px[4] = {10, 20, 30, 40};
+  fx_write_png8(plain, 2, 2, 1, px);
+  g_autofree guint8 *src = NULL;
+  gsize src_len = 0;
+  g_assert_true(g_file_get_contents(plain, (char **)&src, &src_len, NULL));
+  g_unlink(plain);
+  /* zTXt data: keyword, NUL, compression method 0, then the zlib stream. */
+  GByteArray *data = g_byte_array_new();
+  g_byte_array_append(data, (const guint8 *)"Comment\0\0", 9);
+  z_stream z = {0};
+  g_assert_cmpint(deflateInit(&z, stored ? Z_NO_COMPRESSION : Z_BEST_COMPRESSION), ==, Z_OK);
+  static guint8 zeros[1 << 16], buf[1 << 16];
+  gsize left = text_bytes;
+  int flush = Z_NO_FLUSH;
+  do {
+    gsize n = MIN(left, sizeof zeros);
+    left -= n;
+    flush = left == 0 ? Z_FINISH : Z_NO_FLUSH;
+    z.next_in = zeros;
+    z.avail_in = (uInt)n;
+    do {
+      z.next_out = buf;
+      z.avail_out = sizeof buf;
+      deflate(&z, flush);
+      g_byte_array_append(data, buf, (guint)(sizeof buf - z.avail_out));
+    } while (z.avail_out == 0);
+  } while (flush != Z_FINISH);
+  deflateEnd(&z);
+  /* signature + IHDR (8 + 25 bytes), the zTXt chunk, then the rest of the plain file. */
+  GByteArray *out = g_byte_array_new();
+  g_byte_array_append(out, src, 33);
+  fx_png_chunk(out, "zTXt", data->data, data->len);
+  g_byte_array_append(out, src + 33, (guint)(src_len - 33));
+  g_assert_true(g_file_set_contents(path, (const char *)out->data, out->len, NULL));
+  g_byte_array_unref(out);
+  g_byte_array_unref(data);
+}
+
+/* A real 8x8 progressive grey JPEG whose frame header is then made to claim w x h: libjpeg
+ * reads the header and, before the data, must hold the coefficients of the whole claimed
+ * image (2 bytes a sample). */
+static inline void fx_write_progressive_jpeg_claiming(const char *path, guint16 w, guint16 h)
+{
+  FILE *fp = fopen(path, "wb");
+  g_assert_nonnull(fp);
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  jpeg_stdio_dest(&c, fp);
+  c.image_width = 8;
+  c.image_height = 8;
+  c.input_components = 1;
+  c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  jpeg_simple_progression(&c);
+  jpeg_start_compress(&c, TRUE);
+  guint8 px[64];
+  fx_fill(px, sizeof px, 5);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = px + c.next_scanline * 8;
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  g_assert_cmpint(fclose(fp), ==, 0);
+  g_autofree guint8 *d = NULL;
+  gsize n = 0;
+  g_assert_true(g_file_get_contents(path, (char **)&d, &n, NULL));
+  gsize i = 2;
+  while (i + 9 < n && !(d[i] == 0xFF && d[i + 1] == 0xC2))
+    i += 2 + ((gsize)d[i + 2] << 8 | d[i + 3]);
+  g_assert_cmpuint(i + 9, <, n);
+  d[i + 5] = (guint8)(h >> 8), d[i + 6] = (guint8)h;
+  d[i + 7] = (guint8)(w >> 8), d[i + 8] = (guint8)w;
+  g_assert_true(g_file_set_contents(path, (const char *)d, (gssize)n, NULL));
+}

@@ -84,7 +84,7 @@ static inline guint count_lines(const char *path)
 static inline int raw_hello(int fd, const char *token, char **reason)
 {
   guint32 tlen = GUINT32_TO_BE((guint32)strlen(token));
-  guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 1};
+  guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 2};
   memcpy(hello + 8, &tlen, 4);
   if (write(fd, hello, 12) != 12 || write(fd, token, strlen(token)) != (gssize)strlen(token))
     return -1;

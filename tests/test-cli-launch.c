@@ -6,6 +6,7 @@
  * warm-up shortened. */
 #include <gio/gio.h>
 #include <math.h>
+#include <unistd.h>
 
 #include "engine/config/config.h"
 #include "test-util.h"
@@ -232,6 +233,80 @@ static void test_short_run_warmup(void)
   tu_rm_rf(dir);
 }
 
+/* cohort-run with more ranks than this machine can take: more CPU ranks than cores run,
+ * with a warning; ranks whose weights, gradients and optimizer state alone (estimated from
+ * the parameter count and the batch) exceed the machine's memory are refused before any
+ * allocates them, with the numbers. */
+static RunResult run_cohort_run(int nproc, const char *const *extra)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *cfg = write_config(extra, &dir);
+  g_autofree char *np = g_strdup_printf("%d", nproc);
+  g_autoptr(GSubprocessLauncher) l =
+      g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+  g_subprocess_launcher_setenv(l, "OMP_NUM_THREADS", "1", TRUE);
+  const char *argv[] = {g_getenv("COHORT_RUN"),
+                        "--standalone",
+                        "--nproc-per-node",
+                        np,
+                        train_program(),
+                        "--config",
+                        cfg,
+                        NULL};
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSubprocess) p = g_subprocess_launcher_spawnv(l, argv, &error);
+  g_assert_no_error(error);
+  RunResult r = finish_train(p);
+  tu_rm_rf(dir);
+  return r;
+}
+
+static guint64 mem_total(void)
+{
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents("/proc/meminfo", &text, NULL, NULL));
+  return g_ascii_strtoull(strstr(text, "MemTotal:") + 9, NULL, 10) << 10;
+}
+
+static void test_oversubscribed(void)
+{
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores + 1 > 8) {
+    g_test_skip("more than 7 cores: too many ranks to start for the core check");
+  } else {
+    const char *one_step[] = {"max_steps=1", NULL};
+    RunResult r = run_cohort_run(cores + 1, one_step);
+    g_test_message("%d ranks on %d cores: exit %d\n%s", cores + 1, cores, r.status, r.err);
+    g_assert_cmpint(r.status, ==, 0);
+    g_autofree char *warning =
+        g_strdup_printf("%d ranks on this node but %d CPU cores", cores + 1, cores);
+    g_assert_nonnull(strstr(r.err, warning));
+    run_result_clear(&r);
+  }
+
+  /* A GPT whose AdamW training state alone (16 bytes a parameter) on two ranks exceeds the
+   * machine: n_embd 4096 has about 201 million parameters a layer. */
+  guint64 total = mem_total();
+  guint64 per_layer = 12ull * 4096 * 4096 * 16;
+  guint64 layers = total / (2 * per_layer) + 1;
+  if (layers > 96) {
+    g_test_skip("too much memory here for a GPT of at most 96 layers to exceed it");
+    return;
+  }
+  g_autofree char *n_layer = g_strdup_printf("n_layer=%" G_GUINT64_FORMAT, layers);
+  const char *huge[] = {n_layer, "n_embd=4096", "n_head=32", "max_steps=1", NULL};
+  gint64 t0 = g_get_monotonic_time();
+  RunResult h = run_cohort_run(2, huge);
+  double secs = (g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("2 ranks of %s: exit %d after %.1f s\n%s", n_layer, h.status, secs, h.err);
+  g_assert_cmpint(h.status, !=, 0);
+  g_assert_nonnull(strstr(h.err, "2 ranks on this node need"));
+  g_assert_nonnull(strstr(h.err, "memory"));
+  g_assert_nonnull(strstr(h.err, "parameters"));
+  g_assert_cmpfloat(secs, <, 60);
+  run_result_clear(&h);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -241,5 +316,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cli-launch/local-rank", test_local_rank);
   g_test_add_func("/cli-launch/refused", test_refused);
   g_test_add_func("/cli-launch/short-run-warmup", test_short_run_warmup);
+  g_test_add_func("/cli-launch/oversubscribed", test_oversubscribed);
   return g_test_run();
 }

@@ -265,6 +265,22 @@ static void check_bad(const char *key, const char *json_value)
   g_assert_true(g_str_has_prefix(error->message, "run.json: "));
 }
 
+/* eval_steps has an upper bound: a billion validation batches would run for ever. */
+static void test_eval_steps_bound(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortConfig) huge = load_one("eval_steps", "1000000000", &error);
+  g_assert_null(huge);
+  g_assert_nonnull(error);
+  g_assert_nonnull(strstr(error->message, "eval_steps"));
+  g_assert_nonnull(strstr(error->message, "1000000000"));
+  g_assert_nonnull(strstr(error->message, "100000"));
+  g_clear_error(&error);
+  g_autoptr(CohortConfig) most = load_one("eval_steps", "100000", &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(most->eval_steps, ==, 100000);
+}
+
 static void test_invalid_values(void)
 {
   guint n;
@@ -877,6 +893,7 @@ int main(int argc, char **argv)
   g_test_add_func("/config/key-conditions", test_key_conditions);
   g_test_add_func("/config/round-trip", test_round_trip);
   g_test_add_func("/config/invalid-values", test_invalid_values);
+  g_test_add_func("/config/eval-steps-bound", test_eval_steps_bound);
   g_test_add_func("/config/unknown-key", test_unknown_key);
   g_test_add_func("/config/bad-json", test_bad_json);
   g_test_add_func("/config/versions", test_versions);

@@ -9,7 +9,9 @@
  *  - ranks 2 and 3 of a 4-rank job never start: the others name them;
  *  - rank 0 warns when its store is on a network address without a job secret;
  *  - SIGTERM to one worker of a cohort-run group fails the group (or restarts it with
- *    --max-restarts), SIGTERM to cohort-run exits 143, SIGINT to cohort-train exits 130. */
+ *    --max-restarts), SIGTERM to cohort-run exits 143, SIGINT to cohort-train exits 130;
+ *  - two jobs on one port with one secret: the second launcher is refused, a stray rank of
+ *    another job is told the store belongs to another job, the first job is unharmed. */
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <signal.h>
@@ -307,7 +309,8 @@ static void test_abuse_during_job(void)
   wait_for_text(ev, "\"step\":2,");
   int ranks[2];
   find_ranks(atoi(g_subprocess_get_identifier(p)), ranks);
-  g_auto(GStrv) env0 = proc_strings(ranks[0], "environ");
+  /* Rank 0's held store sockets (COHORT_STORE_FDS) are its own, not this test's. */
+  g_auto(GStrv) env0 = g_environ_unsetenv(proc_strings(ranks[0], "environ"), "COHORT_STORE_FDS");
   int port = atoi(g_environ_getenv(env0, "MASTER_PORT"));
   /* Rank 1 paused: rank 0 waits in a collective, its store serving us, so the job is
    * certainly running throughout. */
@@ -460,7 +463,8 @@ static char *sigterm_one_worker(int restarts, const char *max_steps, const char 
   wait_for_text(ev, "\"step\":3,");
   int ranks[2];
   find_ranks(atoi(g_subprocess_get_identifier(p)), ranks);
-  g_auto(GStrv) env0 = proc_strings(ranks[0], "environ");
+  /* Rank 0's held store sockets (COHORT_STORE_FDS) are its own, not this test's. */
+  g_auto(GStrv) env0 = g_environ_unsetenv(proc_strings(ranks[0], "environ"), "COHORT_STORE_FDS");
   g_assert_cmpint(kill(ranks[1], SIGTERM), ==, 0);
   char *err = finish(p, status);
   g_test_message("cohort-run exited %d:\n%s", *status, err);
@@ -527,6 +531,80 @@ static void test_stop_statuses(void)
   tu_rm_rf(ws1);
 }
 
+/* Two jobs on one port with one COHORT_JOB_TOKEN (issue 20: they killed each other 3 times in
+ * 10): job A's launcher holds the port, so job B's launcher is refused at once naming it; and
+ * a stray rank of another job that reaches A's store (the same secret, the same port) is told
+ * the store belongs to another job, while A finishes untouched. */
+static void test_two_jobs_one_port(void)
+{
+  int sock = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  g_assert_cmpint(bind(sock, (struct sockaddr *)&addr, sizeof addr), ==, 0);
+  socklen_t len = sizeof addr;
+  getsockname(sock, (struct sockaddr *)&addr, &len);
+  int port = ntohs(addr.sin_port);
+  close(sock);
+  g_autofree char *port_text = g_strdup_printf("%d", port);
+  const char *token = "0123456789abcdef0123456789abcdef";
+  const char *env[] = {"COHORT_JOB_TOKEN", token, "OMP_NUM_THREADS", "1", NULL};
+  const char *run[] = {
+      program("COHORT_RUN"), "--nproc-per-node", "2", "--master-port", port_text, "--quiet", NULL};
+  const char *fd3[] = {"--progress-fd", "3", NULL};
+  g_autofree char *ws_a = tu_mkdtemp("two-jobs-a"), *ws_b = tu_mkdtemp("two-jobs-b");
+  g_autofree char *ws_c = tu_mkdtemp("two-jobs-stray");
+  g_autofree char *events = g_build_filename(ws_a, "progress.jsonl", NULL);
+  const char *long_run[] = {"max_steps=300", NULL};
+  g_autoptr(GSubprocess) a = start_job(run, fd3, ws_a, events, long_run, env);
+  wait_for_text(events, "\"event\":\"step\"");
+
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(GSubprocess) b = start_job(run, NULL, ws_b, NULL, long_run, env);
+  int b_status;
+  g_autofree char *b_err = finish(b, &b_status);
+  g_test_message("job B: exit %d after %.1f s: %s", b_status, (g_get_monotonic_time() - t0) / 1e6,
+                 b_err);
+  g_assert_cmpint(b_status, ==, 1);
+  g_assert_nonnull(strstr(b_err, port_text));
+  g_assert_nonnull(strstr(b_err, "already in use"));
+
+  /* A rank of another job (no run id of its own, as torchrun leaves it) on A's port. */
+  const char *stray_env[] = {"COHORT_JOB_TOKEN",
+                             token,
+                             "RANK",
+                             "1",
+                             "WORLD_SIZE",
+                             "2",
+                             "LOCAL_RANK",
+                             "0",
+                             "LOCAL_WORLD_SIZE",
+                             "1",
+                             "MASTER_ADDR",
+                             "127.0.0.1",
+                             "MASTER_PORT",
+                             port_text,
+                             "OMP_NUM_THREADS",
+                             "1",
+                             NULL};
+  t0 = g_get_monotonic_time();
+  g_autoptr(GSubprocess) c = start_job(NULL, NULL, ws_c, NULL, long_run, stray_env);
+  int c_status;
+  g_autofree char *c_err = finish(c, &c_status);
+  double c_secs = (g_get_monotonic_time() - t0) / 1e6;
+  g_test_message("stray rank: exit %d after %.1f s: %s", c_status, c_secs, c_err);
+  g_assert_cmpint(c_status, !=, 0);
+  g_assert_nonnull(strstr(c_err, "belongs to another job"));
+  g_assert_cmpfloat(c_secs, <, 30);
+
+  int a_status;
+  g_autofree char *a_err = finish(a, &a_status);
+  if (a_status != 0)
+    g_test_message("job A: %s", a_err);
+  g_assert_cmpint(a_status, ==, 0);
+  tu_rm_rf(ws_a);
+  tu_rm_rf(ws_b);
+  tu_rm_rf(ws_c);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -536,5 +614,6 @@ int main(int argc, char **argv)
   g_test_add_func("/rendezvous/exposed-warning", test_exposed_warning);
   g_test_add_func("/rendezvous/sigterm-worker", test_sigterm_worker);
   g_test_add_func("/rendezvous/stop-statuses", test_stop_statuses);
+  g_test_add_func("/rendezvous/two-jobs-one-port", test_two_jobs_one_port);
   return g_test_run();
 }

@@ -1,7 +1,9 @@
 /* cohort-train --sample PATH: a sample from a saved model, for each family. GPT prints text, DiT
- * writes a PNG grid where -o says, and a family without samples (ResNet) is refused with a
+ * writes a PNG grid where -o says (never over a FIFO or device, never into a folder it would
+ * have to make), and a family without samples (ResNet) is refused with a
  * message that names the folder and the family, and writes nothing. */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "test-util.h"
 #include "train-run.h"
@@ -70,6 +72,27 @@ static void test_dit_image(void)
   g_assert_true(g_file_get_contents(png, &bytes, &len, NULL));
   g_assert_cmpuint(len, >, 8);
   g_assert_cmpmem(bytes, 8, "\x89PNG\r\n\x1a\n", 8);
+
+  /* -o never replaces a special file (a FIFO here; /dev/full as root) and never makes a
+   * folder: both are refused with the path named, and left as they were. */
+  g_autofree char *fifo = g_build_filename(root, "fifo.png", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0644), ==, 0);
+  RunResult f = sample(ckpt, fifo);
+  g_assert_cmpint(f.status, !=, 0);
+  g_assert_nonnull(strstr(f.err, fifo));
+  g_assert_nonnull(strstr(f.err, "FIFO"));
+  struct stat st;
+  g_assert_cmpint(lstat(fifo, &st), ==, 0);
+  g_assert_true(S_ISFIFO(st.st_mode));
+  run_result_clear(&f);
+  g_autofree char *missing = g_build_filename(root, "no-such-folder", "grid.png", NULL);
+  RunResult m = sample(ckpt, missing);
+  g_assert_cmpint(m.status, !=, 0);
+  g_assert_nonnull(strstr(m.err, "no-such-folder"));
+  g_assert_nonnull(strstr(m.err, "does not exist"));
+  g_autofree char *missing_dir = g_path_get_dirname(missing);
+  g_assert_false(g_file_test(missing_dir, G_FILE_TEST_EXISTS));
+  run_result_clear(&m);
   tu_rm_rf(root);
 }
 

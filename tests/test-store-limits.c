@@ -132,7 +132,7 @@ static void test_flood(void)
     if (i % 3 == 1)
       g_assert_cmpint(write(fd, "CHST", 4), ==, 4);
     if (i % 3 == 2) {
-      guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 1, 0, 0, 0, 5};
+      guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 2, 0, 0, 0, 5};
       g_assert_cmpint(write(fd, hello, 12), ==, 12);
       g_assert_cmpint(write(fd, "wrong", 5), ==, 5);
     }

@@ -179,6 +179,61 @@ static void test_stale_store_after_restart(void)
   cohort_store_free(again.store);
 }
 
+/* A rank of another job (another run id, the same secret) that reaches this store is told
+ * the store belongs to another job, at once even where it would wait for a restarted store;
+ * a rank of another attempt of the same job still waits; the store's own job goes on. */
+static void test_other_job(void)
+{
+  CohortDistEnv a = {.rank = 0,
+                     .world_size = 2,
+                     .local_world_size = 1,
+                     .master_addr = (char *)"127.0.0.1",
+                     .run_id = (char *)"job-a",
+                     .job_secret = (char *)"0123456789abcdef0123"};
+  CohortDistEnv b = a;
+  b.run_id = (char *)"job-b";
+  g_autofree char *token_a = cohort_dist_job_token(&a);
+  g_autofree char *token_b = cohort_dist_job_token(&b);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStoreServer) server =
+      cohort_store_server_new("127.0.0.1", 0, token_a, NULL, &error);
+  g_assert_no_error(error);
+  int port = cohort_store_server_port(server);
+  g_autoptr(CohortStore) mine = cohort_store_connect("127.0.0.1", port, token_a, 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_set(mine, "k", "v", 1, &error));
+
+  /* Job B's rank 1 of a restarted group: it would wait for its own store, but this one is
+   * another job's. */
+  b.rank = 1;
+  b.master_port = port;
+  b.restart_count = 1;
+  g_autofree char *token_b1 = cohort_dist_job_token(&b);
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(CohortStore) stray = cohort_store_open(&b, token_b1, 10, &error);
+  g_assert_null(stray);
+  g_test_message("%s", error->message);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_OTHER_JOB);
+  g_assert_nonnull(strstr(error->message, "belongs to another job"));
+  g_assert_cmpint(g_get_monotonic_time() - t0, <, 2 * G_USEC_PER_SEC);
+  g_clear_error(&error);
+  g_assert_null(cohort_store_connect("127.0.0.1", port, token_b, 5, &error));
+  g_assert_nonnull(strstr(error->message, "belongs to another job"));
+  g_clear_error(&error);
+
+  /* Job A's next attempt: "another attempt of this job", not another job. */
+  a.restart_count = 1;
+  g_autofree char *token_a1 = cohort_dist_job_token(&a);
+  g_assert_null(cohort_store_connect("127.0.0.1", port, token_a1, 5, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED);
+  g_assert_nonnull(strstr(error->message, "another attempt of this job"));
+  g_clear_error(&error);
+
+  g_autoptr(GBytes) v = cohort_store_get(mine, "k", 5, &error);
+  g_assert_no_error(error);
+  g_assert_cmpmem(g_bytes_get_data(v, NULL), g_bytes_get_size(v), "v", 1);
+}
+
 /* Speaks the wire protocol by hand to send what a correct client never sends. */
 static int raw_connect(int port, const char *token)
 {
@@ -188,7 +243,7 @@ static int raw_connect(int port, const char *token)
   a.sin_port = htons((guint16)port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   g_assert_cmpint(connect(fd, (struct sockaddr *)&a, sizeof a), ==, 0);
-  guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 1, 0, 0, 0, (guint8)strlen(token)};
+  guint8 hello[12] = {'C', 'H', 'S', 'T', 0, 0, 0, 2, 0, 0, 0, (guint8)strlen(token)};
   g_assert_cmpint(write(fd, hello, 12), ==, 12);
   g_assert_cmpint(write(fd, token, strlen(token)), ==, (gssize)strlen(token));
   guint8 resp[16];
@@ -588,7 +643,7 @@ static void test_job_token(void)
 {
   CohortDistEnv env = {.run_id = (char *)"none", .job_secret = (char *)"0123456789abcdef0123"};
   g_autofree char *t0 = cohort_dist_job_token(&env);
-  g_assert_cmpuint(strlen(t0), ==, 64);
+  g_assert_cmpuint(strlen(t0), ==, 64 + 1 + 64);
   g_assert_null(strstr(t0, env.job_secret));
   g_assert_null(strstr(t0, "none"));
   g_autofree char *again = cohort_dist_job_token(&env);
@@ -667,6 +722,7 @@ int main(int argc, char **argv)
   g_test_add_func("/store/operations", test_operations);
   g_test_add_func("/store/wait-and-timeouts", test_wait_and_timeouts);
   g_test_add_func("/store/wrong-token", test_wrong_token);
+  g_test_add_func("/store/other-job", test_other_job);
   g_test_add_func("/store/stale-store-after-restart", test_stale_store_after_restart);
   g_test_add_func("/store/oversized", test_oversized);
   g_test_add_func("/store/port-taken", test_port_taken);

@@ -278,6 +278,29 @@ static void test_image_samples(void)
 
 /* Lines that are not events (too deep, wrong types, two objects, a NUL, not UTF-8) are
  * skipped with a word in the log; the run around them shows normally. */
+/* A replay looks for the last run id from the end of the file: a deep last line (a torn
+ * write, or a hostile file) goes through the strict reader, never json-glib's recursion. */
+static void test_replay_deep_last_line(void)
+{
+  g_autoptr(GString) text =
+      g_string_new("{\"event\":\"start\",\"run\":\"m\",\"params\":10,\"device\":\"cpu\","
+                   "\"world_size\":1,\"total_steps\":2}\n"
+                   "{\"event\":\"step\",\"step\":2,\"total_steps\":2,\"loss\":4.5}\n"
+                   "{\"event\":\"done\",\"status\":\"completed\",\"step\":2}\n"
+                   "{\"event\":\"log\",\"x\":");
+  for (int i = 0; i < 1000000; i++)
+    g_string_append_c(text, '[');
+  g_string_append_c(text, '\n');
+  g_autofree char *path = g_build_filename(tmp_dir, "deep-last.jsonl", NULL);
+  g_assert_true(g_file_set_contents(path, text->str, (gssize)text->len, NULL));
+  CohortWindow *win = cohort_window_new(NULL);
+  cohort_window_replay(win, path);
+  CohortRun *run = cohort_window_get_run(win);
+  g_assert_true(ui_test_wait(run_finished, run, 20));
+  g_assert_true(g_str_has_prefix(cohort_run_get_summary(run), "Completed: 2 steps"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 static void test_replay_malformed(void)
 {
   g_autoptr(GString) deep = g_string_new("{\"event\":\"step\",\"step\":");
@@ -539,6 +562,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/run/replay-events-file", test_replay_events_file);
   g_test_add_func("/ui/run/image-samples", test_image_samples);
   g_test_add_func("/ui/run/replay-malformed", test_replay_malformed);
+  g_test_add_func("/ui/run/replay-deep-last-line", test_replay_deep_last_line);
   g_test_add_func("/ui/run/replay-accuracy", test_replay_accuracy);
   g_test_add_func("/ui/run/crash-report", test_crash_report);
   g_test_add_func("/ui/run/stop-kills-group", test_stop_kills_group);

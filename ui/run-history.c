@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/base/fileio.h"
 #include "engine/base/json-read.h"
 #include "ui/progress-event.h"
 
@@ -82,9 +83,10 @@ static void take_event(CohortPastRun *run, JsonObject *ev, const char *name)
 
 GPtrArray *cohort_past_runs_load(const char *path, GError **error)
 {
-  g_autofree char *contents = NULL;
+  /* A regular file (a FIFO named events.jsonl would hang the window) of a sane size. */
   gsize len = 0;
-  if (!g_file_get_contents(path, &contents, &len, error))
+  g_autofree char *contents = cohort_file_read_regular(path, 1u << 30, "a run record", &len, error);
+  if (contents == NULL)
     return NULL;
   GPtrArray *runs = g_ptr_array_new_with_free_func((GDestroyNotify)cohort_past_run_free);
   g_autoptr(GHashTable) by_id = g_hash_table_new(g_str_hash, g_str_equal);

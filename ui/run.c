@@ -431,10 +431,10 @@ static char *last_run_id(GInputStream *stream)
   g_auto(GStrv) lines = g_strsplit(tail, "\n", -1);
   /* The first line may be cut (it started before the tail); it is the last one tried. */
   for (guint i = g_strv_length(lines); i-- > 0;) {
-    g_autoptr(JsonParser) parser = json_parser_new();
-    JsonNode *root;
-    if (*lines[i] == '\0' || !json_parser_load_from_data(parser, lines[i], -1, NULL) ||
-        (root = json_parser_get_root(parser)) == NULL || !JSON_NODE_HOLDS_OBJECT(root))
+    /* The strict reader: json-glib alone recurses once per level of a deep line. */
+    g_autoptr(JsonNode) root =
+        *lines[i] ? cohort_json_parse_strict(lines[i], -1, "events.jsonl", 0, NULL) : NULL;
+    if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root))
       continue;
     JsonObject *ev = json_node_get_object(root);
     if (!json_object_has_member(ev, COHORT_FIELD_EVENT))

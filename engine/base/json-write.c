@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 void cohort_json_append_double(GString *out, double value)
 {
@@ -22,8 +23,30 @@ void cohort_json_append_double(GString *out, double value)
   g_string_append(out, buf);
 }
 
+char *cohort_utf8_escape(const char *bytes)
+{
+  if (bytes == NULL)
+    return NULL;
+  GString *out = g_string_new(NULL);
+  const char *p = bytes, *end = bytes + strlen(bytes);
+  while (p < end) {
+    const char *bad = NULL;
+    if (g_utf8_validate(p, end - p, &bad)) {
+      g_string_append_len(out, p, end - p);
+      break;
+    }
+    g_string_append_len(out, p, bad - p);
+    g_string_append_printf(out, "\\x%02x", (guchar)*bad);
+    p = bad + 1;
+  }
+  return g_string_free(out, FALSE);
+}
+
 void cohort_json_append_string(GString *out, const char *text)
 {
+  g_autofree char *escaped = NULL;
+  if (text && !g_utf8_validate(text, -1, NULL))
+    text = escaped = cohort_utf8_escape(text);
   g_string_append_c(out, '"');
   for (const unsigned char *c = (const unsigned char *)text; c && *c; c++) {
     switch (*c) {

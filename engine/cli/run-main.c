@@ -30,7 +30,8 @@ static const char usage[] =
     "  --rdzv-endpoint H:P     same as --master-addr H --master-port P\n"
     "  --rdzv-backend static   the only membership this launcher supports (c10d is taken\n"
     "                          as static)\n"
-    "  --rdzv-id ID            the job id (TORCHELASTIC_RUN_ID; default none)\n"
+    "  --rdzv-id ID            the job id (TORCHELASTIC_RUN_ID; default: random on one node,\n"
+    "                          none on several)\n"
     "  --standalone            one node, a free port on 127.0.0.1, a random run id\n"
     "  --max-restarts N        restarts of the whole group after a failure (default 0)\n"
     "  --monitor-interval S    seconds between checks of the workers (default 0.1)\n"
@@ -39,6 +40,8 @@ static const char usage[] =
     "  --progress-fd N         pass this descriptor (and --progress-fd N) to global rank 0\n"
     "  --control-fd N          pass this descriptor (and --control-fd N) to global rank 0:\n"
     "                          the run's control channel (docs/progress-protocol.md)\n"
+    "  --hold-port             hold the store's port for the whole job and give it to rank 0\n"
+    "                          (COHORT_STORE_FDS); the default when PROGRAM is cohort-train\n"
     "  --no-python             accepted for torchrun compatibility (always the case)\n"
     "  --quiet                 no launcher messages except failures\n"
     "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
@@ -223,6 +226,8 @@ static int apply_option(CohortLaunchOptions *o, Parsed *st, const char *arg, con
   } else if (strcmp(name, "--control-fd") == 0) {
     if (!parse_int(name, value, 0, 1 << 20, &o->control_fd))
       return 2;
+  } else if (strcmp(name, "--hold-port") == 0) {
+    o->hold_port = TRUE;
   } else if (strcmp(name, "--no-python") == 0) {
     /* our workers are always programs */
   } else if (strcmp(name, "--quiet") == 0) {
@@ -301,6 +306,11 @@ int main(int argc, char **argv)
       o->run_id = g_uuid_string_random();
   }
   o->argv = g_strdupv(argv + i);
+  /* cohort-train serves on the port the launcher holds; another program (a PyTorch script
+   * with its own TCPStore) binds MASTER_PORT itself, so the port is only checked for it. */
+  g_autofree char *program = g_path_get_basename(o->argv[0]);
+  if (g_str_equal(program, "cohort-train"))
+    o->hold_port = TRUE;
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
   if (r == NULL) {
     int status = fail("%s", error->message);

@@ -16,6 +16,8 @@
 #include "engine/train/explain.h"
 #include "engine/cli/stop-signals.h"
 #include "engine/launch/launch-plan.h"
+#include "engine/base/json-write.h"
+#include "engine/train/node-check.h"
 #include "engine/train/sample-saved.h"
 #include "engine/progress/progress.h"
 #include "engine/train/trainer.h"
@@ -24,8 +26,10 @@
 /* The signal that asked this rank to stop, 0 = none (engine/cli/stop-signals.h). */
 static volatile int stop_requested;
 
-static int fail(CohortProgress *progress, int rank, const char *message)
+static int fail(CohortProgress *progress, int rank, const char *raw)
 {
+  /* A path from a foreign system may hold bytes that are not UTF-8: shown as \xHH. */
+  g_autofree char *message = cohort_utf8_escape(raw);
   if (progress) {
     cohort_progress_finish_line(progress);
     JsonObject *e = json_object_new();
@@ -218,6 +222,11 @@ static int parse_args(int argc, char **argv, Args *a)
             a->control_fd);
     return 2;
   }
+  g_autoptr(GError) control_error = NULL;
+  if (a->control_fd >= 0 && !cohort_control_check_fd(a->control_fd, &control_error)) {
+    fprintf(stderr, "cohort-train: %s\n", control_error->message);
+    return 2;
+  }
   if (a->control_fd >= 0 && a->control_fd == a->progress_fd) {
     fprintf(stderr,
             "cohort-train: --control-fd and --progress-fd are both %d; allowed: two "
@@ -333,6 +342,16 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
   CohortComputeDevice device;
   if (!cohort_device_select(cfg, source, env->local_rank, env->local_world_size, &device, &error))
     return fail_rank(progress, env->rank, error->message);
+  /* Before the rendezvous and before anything large is allocated: every rank of the node
+   * finds the same, and local rank 0 tells. */
+  g_autofree char *crowded = NULL;
+  if (!cohort_node_check(cfg, source, device.cuda_device < 0, env->local_world_size, &crowded,
+                         &error))
+    return fail_rank(progress, env->rank, error->message);
+  if (crowded && rank0)
+    cohort_progress_log(progress, COHORT_LEVEL_WARNING, "%s", crowded);
+  else if (crowded && env->local_rank == 0)
+    fprintf(stderr, "cohort-train: rank %d: warning: %s\n", env->rank, crowded);
   g_autoptr(CohortDistGroup) group =
       cohort_dist_group_join(env, cfg, source, device.cuda_device, &error);
   if (group == NULL)
@@ -347,7 +366,7 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
   cohort_stop_signals_arm(&stop_requested);
   /* Only global rank 0 answers requests; the others learn of them in the step vote. */
   g_autoptr(CohortControl) control =
-      rank0 && a->control_fd >= 0 ? cohort_control_new(a->control_fd) : NULL;
+      rank0 && a->control_fd >= 0 ? cohort_control_new(a->control_fd, NULL) : NULL;
   CohortTrainOptions opts = {
       .config_source = source,
       .resume = resume,

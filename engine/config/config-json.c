@@ -111,50 +111,15 @@ CohortConfig *cohort_config_load_data(const char *json, gssize length, const cha
   return g_steal_pointer(&cfg);
 }
 
+/* Through the one regular-file reader: a FIFO or a device named as a config (a teacher
+ * folder's cohort-config.json) is refused instead of blocking or reading without end. */
 static char *read_config_file(const char *path, gsize *length, GError **error)
 {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO, "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    close(fd);
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO,
-                "%s: cannot read: it is a folder, not a config file", path);
-    return NULL;
-  }
-  g_autoptr(GByteArray) data = g_byte_array_new();
-  guint8 chunk[65536];
-  for (;;) {
-    ssize_t got = read(fd, chunk, sizeof chunk);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got < 0) {
-      int e = errno;
-      close(fd);
-      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO, "%s: cannot read: %s", path,
-                  g_strerror(e));
-      return NULL;
-    }
-    if (got == 0)
-      break;
-    if (data->len + (gsize)got > MAX_CONFIG_BYTES) {
-      close(fd);
-      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO,
-                  "%s: cannot read: larger than %d MiB, which is not a config file", path,
-                  MAX_CONFIG_BYTES >> 20);
-      return NULL;
-    }
-    g_byte_array_append(data, chunk, (guint)got);
-  }
-  close(fd);
-  *length = data->len;
-  g_byte_array_append(data, (const guint8 *)"", 1);
-  return (char *)g_byte_array_free(g_steal_pointer(&data), FALSE);
+  g_autoptr(GError) local = NULL;
+  char *data = cohort_file_read_regular(path, MAX_CONFIG_BYTES, "a config file", length, &local);
+  if (!data)
+    g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_IO, local->message);
+  return data;
 }
 
 CohortConfig *cohort_config_load_file(const char *path, GError **error)

@@ -248,7 +248,8 @@ static const KeyRow rows[] = {
         "Number of recent checkpoints to keep; 0 keeps all.", "2"),
     ROW(eval_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
         "Measure validation loss every this many optimizer steps; 0 only at the end.", "100"),
-    ROW(eval_steps, INT, "output", NULL, 1, NO_MAX_INT, NULL,
+    /* Bounded: a billion validation batches would run for ever. */
+    ROW(eval_steps, INT, "output", NULL, 1, 100000, NULL,
         "Batches averaged for each validation loss.", "20"),
     ROWM(sample_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
          "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "

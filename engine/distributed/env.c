@@ -1,6 +1,10 @@
 /* Rank discovery from torchrun, SLURM or Open MPI variables. */
 #include "engine/distributed/env.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +184,8 @@ static gboolean read_master(const char *const *envp, CohortDistEnv *env, GError 
   return TRUE;
 }
 
+static gboolean read_store_fds(const char *const *envp, CohortDistEnv *env, GError **error);
+
 static CohortDistEnv *from_torchrun(const char *const *envp, GError **error)
 {
   g_autoptr(CohortDistEnv) env = cohort_dist_env_new_single();
@@ -219,6 +225,8 @@ static CohortDistEnv *from_torchrun(const char *const *envp, GError **error)
     return NULL;
   if (env->master_addr == NULL)
     env->master_addr = g_strdup("127.0.0.1");
+  if (!read_store_fds(envp, env, error))
+    return NULL;
   /* torchrun's static rendezvous hosts its own store (the agent store) on MASTER_PORT, and
    * says so with TORCHELASTIC_USE_AGENT_STORE=True; ours takes the next port. */
   if (g_strcmp0(lookup(envp, "TORCHELASTIC_USE_AGENT_STORE"), "True") == 0) {
@@ -552,10 +560,49 @@ static gboolean read_secret(const char *const *envp, CohortDistEnv *env, GError 
 
 char *cohort_dist_job_token(const CohortDistEnv *env)
 {
-  g_autofree char *msg = g_strdup_printf("cohort-store/1\nrun %s\nattempt %d\n",
-                                         env->run_id ? env->run_id : "none", env->restart_count);
+  const char *run = env->run_id ? env->run_id : "none";
+  g_autofree char *job = g_strdup_printf("cohort-store/2\njob %s\n", run);
+  g_autofree char *attempt = g_strdup_printf("%sattempt %d\n", job, env->restart_count);
   const char *key = env->job_secret ? env->job_secret : "";
-  return g_compute_hmac_for_string(G_CHECKSUM_SHA256, (const guchar *)key, strlen(key), msg, -1);
+  g_autofree char *a =
+      g_compute_hmac_for_string(G_CHECKSUM_SHA256, (const guchar *)key, strlen(key), job, -1);
+  g_autofree char *b =
+      g_compute_hmac_for_string(G_CHECKSUM_SHA256, (const guchar *)key, strlen(key), attempt, -1);
+  return g_strconcat(a, ".", b, NULL);
+}
+
+/* COHORT_STORE_FDS: the launcher's listening sockets, for global rank 0 ("3" or "3,4"). Each
+ * must be an open listening TCP socket on MASTER_PORT. */
+static gboolean read_store_fds(const char *const *envp, CohortDistEnv *env, GError **error)
+{
+  const char *value = lookup(envp, COHORT_STORE_FDS_VAR);
+  if (value == NULL || env->rank != 0)
+    return TRUE;
+  g_auto(GStrv) parts = g_strsplit(value, ",", -1);
+  for (guint i = 0; parts[i] != NULL; i++) {
+    guint64 fd = 0;
+    int listening = 0, type = 0;
+    socklen_t len = sizeof listening, tlen = sizeof type;
+    struct sockaddr_storage ss;
+    socklen_t slen = sizeof ss;
+    gboolean ok =
+        i < COHORT_STORE_MAX_FDS && g_ascii_string_to_unsigned(parts[i], 10, 3, 65535, &fd, NULL) &&
+        getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 && listening &&
+        getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 && type == SOCK_STREAM &&
+        getsockname((int)fd, (struct sockaddr *)&ss, &slen) == 0 &&
+        (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+        ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                       : ((struct sockaddr_in *)&ss)->sin_port) == env->master_port;
+    if (!ok) {
+      env_error(error,
+                "%s=%s: \"%s\" is not a listening socket on MASTER_PORT %d that this process "
+                "inherited; it is set by cohort-run for rank 0 only (unset it)",
+                COHORT_STORE_FDS_VAR, value, parts[i], env->master_port);
+      return FALSE;
+    }
+    env->store_fds[env->n_store_fds++] = (int)fd;
+  }
+  return TRUE;
 }
 
 CohortDistEnv *cohort_dist_env_from_environ(const char *const *envp, GError **error)

@@ -51,6 +51,8 @@ typedef enum {
   COHORT_DIST_ERROR_ADDR_IN_USE, /* the store's port is taken; the message suggests a free one */
   COHORT_DIST_ERROR_CONNECT,     /* the store could not be reached in time */
   COHORT_DIST_ERROR_REFUSED,     /* the store refused us: wrong job token, or oversized message */
+  COHORT_DIST_ERROR_OTHER_JOB,   /* the store on this port serves another job (its job id or
+                                  * secret differs): waiting cannot help */
   COHORT_DIST_ERROR_TIMEOUT,     /* a wait or a collective ran past its timeout */
   COHORT_DIST_ERROR_PEER,        /* a peer died or closed the connection */
   COHORT_DIST_ERROR_MISMATCH,    /* ranks run different configs */
@@ -58,6 +60,10 @@ typedef enum {
   COHORT_DIST_ERROR_ABORTED,     /* the communicator was aborted */
   COHORT_DIST_ERROR_FAILED,      /* anything else (system call, backend) */
 } CohortDistErrorCode;
+
+/* The variable that passes the launcher's listening sockets to rank 0 ("3,4"), and how many. */
+#define COHORT_STORE_FDS_VAR "COHORT_STORE_FDS"
+#define COHORT_STORE_MAX_FDS 8
 
 /* Where this process sits in the job. */
 typedef struct {
@@ -75,6 +81,11 @@ typedef struct {
                          * derived from run_id alone) */
   const char *secret_source; /* static: "COHORT_JOB_TOKEN", "Open MPI's job key", or NULL
                               * when the secret is only derived from guessable job ids */
+  /* The store's listening sockets that the launcher bound and holds for the whole job
+   * (COHORT_STORE_FDS, given to global rank 0 only): rank 0 serves on them instead of binding,
+   * so no other job can take the port between the launcher's check and rank 0's bind. */
+  int store_fds[COHORT_STORE_MAX_FDS];
+  int n_store_fds;
 } CohortDistEnv;
 
 /* The shortest COHORT_JOB_TOKEN accepted, in bytes (a random one has 32 hex digits). */
@@ -91,11 +102,15 @@ CohortDistEnv *cohort_dist_env_copy(const CohortDistEnv *env);
 void cohort_dist_env_free(CohortDistEnv *env);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDistEnv, cohort_dist_env_free)
 
-/* The token ranks present to the rendezvous store: 64 hex digits of
- * HMAC-SHA256(env->job_secret, run id + restart count). Unguessable when the secret is (so
- * anyone who can reach the port but does not hold the secret is refused), and different for
- * each restart of the group, so a stray rank of an earlier attempt is refused too. (Not the
- * config hash: ranks with different configs must still meet, so that
+/* The token ranks present to the rendezvous store: two HMAC-SHA256s keyed with
+ * env->job_secret, in hex, joined by a dot: one of the job (its run id), one of the job and
+ * the attempt (the restart count). Unguessable when the secret is (so anyone who can reach the
+ * port but does not hold the secret is refused), and different for each restart of the group,
+ * so a stray rank of an earlier attempt is refused too; the job half lets the store tell a
+ * rank of another job ("this store belongs to another job", refused at once) from one of
+ * another attempt of its own (which waits for its attempt's store). The launcher draws a
+ * random run id for each job on one node, so two jobs that share a secret and a port still
+ * differ. (Not the config hash: ranks with different configs must still meet, so that
  * cohort_dist_check_config can say which keys differ.) Free with g_free; never print it. */
 char *cohort_dist_job_token(const CohortDistEnv *env);
 

@@ -100,6 +100,10 @@ typedef struct {
   char *run_id;
   char *secret; /* COHORT_JOB_TOKEN made for this job, NULL when given or not made */
   gboolean quiet;
+  /* On node 0: the store's listening sockets, held from the port check to the end of the job
+   * and given to global rank 0 (COHORT_STORE_FDS) to serve on. */
+  int held[COHORT_STORE_MAX_FDS];
+  int n_held;
 } Launch;
 
 static void worker_line(Worker *w, const char *line)
@@ -180,6 +184,13 @@ static char **worker_environ(const Launch *l, const Worker *w, int restart, gboo
   }
   if (set_omp)
     env = g_environ_setenv(env, "OMP_NUM_THREADS", "1", TRUE);
+  env = g_environ_unsetenv(env, COHORT_STORE_FDS_VAR);
+  if (w->rank == 0 && l->n_held > 0) {
+    g_autoptr(GString) fds = g_string_new(NULL);
+    for (int i = 0; i < l->n_held; i++)
+      g_string_append_printf(fds, "%s%d", i ? "," : "", l->held[i]);
+    env = g_environ_setenv(env, COHORT_STORE_FDS_VAR, fds->str, TRUE);
+  }
   /* The secret goes through the environment only: never argv, which anyone can read. */
   if (l->secret != NULL)
     env = g_environ_setenv(env, COHORT_JOB_TOKEN_VAR, l->secret, TRUE);
@@ -278,6 +289,9 @@ static gboolean worker_start(const Launch *l, Worker *w, int restart, gboolean s
         close(o->progress_fd);
       }
     }
+    /* The held store sockets stay open in global rank 0 alone (close-on-exec elsewhere). */
+    for (int i = 0; w->rank == 0 && i < l->n_held; i++)
+      fcntl(l->held[i], F_SETFD, fcntl(l->held[i], F_GETFD) & ~FD_CLOEXEC);
     if (o->control_fd > 2) {
       if (control) {
         int flags = fcntl(o->control_fd, F_GETFD);
@@ -581,15 +595,42 @@ static gboolean choose_secret(Launch *l, GError **error)
   return l->secret != NULL;
 }
 
-/* The node of global rank 0 checks, before each attempt, that the store's port is free:
- * when it is taken, starting the workers (again) cannot help. */
-static gboolean check_port(const Launch *l, GError **error)
+/* The node of global rank 0 binds the store's port before the first attempt and holds it
+ * for the whole job (rank 0 of each attempt serves on the held sockets): when it is taken,
+ * starting the workers cannot help, and no other job can take it between this check and
+ * rank 0's serving. *port gets the port (picked when it was 0). */
+static void close_held(Launch *l)
+{
+  for (int i = 0; i < l->n_held; i++)
+    close(l->held[i]);
+  l->n_held = 0;
+}
+
+static gboolean hold_port(Launch *l, GError **error)
 {
   const CohortLaunchOptions *o = l->opts;
   if (o->node_rank != 0)
     return TRUE;
-  return cohort_store_check_port(cohort_store_bind_address(o->master_addr, o->nnodes == 1), l->port,
-                                 error);
+  const char *bind = cohort_store_bind_address(o->master_addr, o->nnodes == 1);
+  l->port = cohort_store_hold_port(bind, l->port, l->held, COHORT_STORE_MAX_FDS, &l->n_held, error);
+  /* A worker that binds the port itself must find it free: checked only. */
+  if (!o->hold_port)
+    close_held(l);
+  return l->port > 0;
+}
+
+/* The port check of a launch that does not hold its port, before a restart. */
+static gboolean check_port_again(const Launch *l, GError **error)
+{
+  const CohortLaunchOptions *o = l->opts;
+  if (o->node_rank != 0)
+    return TRUE;
+  int fds[COHORT_STORE_MAX_FDS], n = 0;
+  const char *bind = cohort_store_bind_address(o->master_addr, o->nnodes == 1);
+  gboolean ok = cohort_store_hold_port(bind, l->port, fds, COHORT_STORE_MAX_FDS, &n, error) > 0;
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
+  return ok;
 }
 
 /* Runs attempts until one succeeds, is interrupted, or the restarts are spent. FALSE when
@@ -598,8 +639,9 @@ static gboolean run_attempts(const Launch *l, CohortLaunchResult *result, GError
 {
   const CohortLaunchOptions *o = l->opts;
   for (int attempt = 0;; attempt++) {
+    /* A port not held is checked again before a restart: taken, starting cannot help. */
     GError *port_error = NULL;
-    if (attempt > 0 && !check_port(l, &port_error)) {
+    if (attempt > 0 && !l->opts->hold_port && !check_port_again(l, &port_error)) {
       g_free(result->failure);
       result->failure = g_strdup_printf("%s: not restarting: %s", l->me, port_error->message);
       fprintf(stderr, "%s\n", result->failure);
@@ -634,10 +676,16 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   const char *me = g_get_prgname() ? g_get_prgname() : "cohort-run";
   Launch l = {.opts = o, .me = me, .quiet = o->quiet};
   l.world_size = o->nnodes * o->nproc_per_node;
-  l.port = o->master_port > 0 ? o->master_port : cohort_store_find_free_port(0);
-  if (!check_port(&l, error) || !choose_secret(&l, error))
+  l.port = o->master_port;
+  if (!hold_port(&l, error) || !choose_secret(&l, error)) {
+    close_held(&l);
     return NULL;
-  l.run_id = g_strdup(o->run_id ? o->run_id : "none");
+  }
+  /* One node: a random run id unless one is given, so that two jobs sharing a secret and a
+   * port still have different store tokens. Several nodes must agree on it: --rdzv-id. */
+  l.run_id = o->run_id        ? g_strdup(o->run_id)
+             : o->nnodes == 1 ? g_uuid_string_random()
+                              : g_strdup("none");
   if (o->nproc_per_node > 1 && g_getenv("OMP_NUM_THREADS") == NULL && !o->quiet)
     fprintf(stderr,
             "%s: OMP_NUM_THREADS is not set: each worker gets OMP_NUM_THREADS=1 so %d "
@@ -648,6 +696,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "pipe: %s", g_strerror(errno));
     g_free(l.run_id);
     g_free(l.secret);
+    close_held(&l);
     return NULL;
   }
   struct sigaction old[G_N_ELEMENTS(handled)];
@@ -670,6 +719,7 @@ CohortLaunchResult *cohort_launch_run(const CohortLaunchOptions *o, GError **err
   close(sig_pipe[0]);
   close(sig_pipe[1]);
   sig_pipe[0] = sig_pipe[1] = -1;
+  close_held(&l);
   g_free(l.run_id);
   if (l.secret != NULL) {
     explicit_bzero(l.secret, strlen(l.secret));
@@ -705,6 +755,7 @@ int cohort_launch_spawn_fds(const char *const *argv, int nproc, int progress_fd,
   o->control_fd = control_fd;
   o->argv = g_strdupv((char **)argv);
   o->run_id = g_uuid_string_random();
+  o->hold_port = TRUE; /* the workers are cohort-train */
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, error);
   if (r == NULL)
     return -1;

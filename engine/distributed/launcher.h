@@ -42,10 +42,20 @@
  * launcher stop the group the same way (SIGTERM to every worker, no restart) and the launcher
  * exits 128 + that signal.
  *
- * Port: before each attempt, the launcher of node 0 checks that the store's port is free
- * (cohort_store_check_port on the address rank 0 will bind); when it is taken, the launch
- * fails at once (before the first attempt: an error, COHORT_DIST_ERROR_ADDR_IN_USE naming the
- * port; before a restart: a failure without restarting), since starting again cannot help. Each
+ * Port: before the first attempt, the launcher of node 0 binds the store's port on the
+ * address rank 0 would bind (cohort_store_hold_port). With hold_port (spawn mode, and
+ * cohort-run when the program is cohort-train) it holds it to the end: global rank 0 of each
+ * attempt inherits the listening sockets (COHORT_STORE_FDS, engine/distributed/env.h) and
+ * serves on them, so no other job takes the port between the check and the bind. Without it
+ * (another program, which binds MASTER_PORT itself) the sockets are closed again, and the
+ * check is repeated before each restart. When the port is taken, the launch fails at once (an
+ * error, COHORT_DIST_ERROR_ADDR_IN_USE naming the port; before a restart, a failure without
+ * restarting), since starting again cannot help.
+ *
+ * Run id: TORCHELASTIC_RUN_ID is opts->run_id; on one node without one the launcher draws a
+ * random one per job, so two jobs sharing a COHORT_JOB_TOKEN (and by mistake a port) still
+ * have different store tokens and a rank reaching the other job's store is told so
+ * (cohort_dist_job_token). Several nodes must agree on it ("none" when not given). Each
  * worker runs in its own process group with PR_SET_PDEATHSIG = SIGKILL, so even a SIGKILLed
  * launcher leaves nothing behind. The group succeeds when every worker has exited 0. */
 #pragma once
@@ -66,7 +76,9 @@ typedef struct {
   char *log_dir;           /* NULL = no log files */
   int progress_fd;         /* -1 = none; else passed to global rank 0 */
   int control_fd;          /* -1 = none; else passed to global rank 0 as --control-fd */
-  char *run_id;            /* TORCHELASTIC_RUN_ID; NULL = "none" */
+  char *run_id;            /* TORCHELASTIC_RUN_ID; NULL = random on one node, else "none" */
+  gboolean hold_port;      /* hold the store's port for the job and give it to rank 0 (a
+                            * worker that serves on COHORT_STORE_FDS: cohort-train) */
   gboolean quiet;          /* no launcher messages except failures */
   GStrv argv;              /* the worker command; argv[0] is looked up in PATH */
   GStrv extra_env;         /* "KEY=VALUE" added to every worker's environment, may be NULL */

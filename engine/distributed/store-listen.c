@@ -1,5 +1,5 @@
-/* Where the rendezvous store listens: binding, the bind address a job needs, the port
- * check the launcher makes, and free ports. */
+/* Where the rendezvous store listens: binding, the bind address a job needs, the port the
+ * launcher holds for a job, and free ports. */
 #include "engine/distributed/store-listen.h"
 #include "engine/distributed/store.h"
 
@@ -245,12 +245,23 @@ int store_listen(const char *bind_addr, int port, GArray *fds, GPtrArray *addres
   return 0;
 }
 
-gboolean cohort_store_check_port(const char *bind_addr, int port, GError **error)
+int cohort_store_hold_port(const char *bind_addr, int port, int *fds, int max, int *n,
+                           GError **error)
 {
-  g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr(GArray) held = g_array_new(FALSE, FALSE, sizeof(int));
   g_autoptr(GPtrArray) addrs = g_ptr_array_new_with_free_func(g_free);
-  if (store_listen(bind_addr, port, fds, addrs, error) == 0)
-    return FALSE;
-  close_all(fds, 0);
-  return TRUE;
+  int bound = store_listen(bind_addr, port, held, addrs, error);
+  *n = 0;
+  if (bound == 0)
+    return 0;
+  if ((int)held->len > max) {
+    close_all(held, 0);
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "cannot hold the rendezvous store's port %d: it needs %u sockets, more than %d",
+                bound, held->len, max);
+    return 0;
+  }
+  for (guint i = 0; i < held->len; i++)
+    fds[(*n)++] = g_array_index(held, int, i);
+  return bound;
 }

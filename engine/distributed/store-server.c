@@ -21,7 +21,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -153,17 +155,22 @@ static void conn_respond(CohortStoreServer *s, Conn *c, guint8 status, GBytes *b
     conn_kill(s, c);
 }
 
+static void refuse_as(CohortStoreServer *s, Conn *c, guint8 status, const char *msg)
+{
+  STAT_ADD(s, refused, 1);
+  c->state = CONN_CLOSING;
+  c->deadline = g_get_monotonic_time() + CLOSING_GRACE_US;
+  conn_respond(s, c, status, g_bytes_new(msg, strlen(msg)));
+}
+
 static void refuse(CohortStoreServer *s, Conn *c, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 static void refuse(CohortStoreServer *s, Conn *c, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  char *msg = g_strdup_vprintf(fmt, ap);
+  g_autofree char *msg = g_strdup_vprintf(fmt, ap);
   va_end(ap);
-  STAT_ADD(s, refused, 1);
-  c->state = CONN_CLOSING;
-  c->deadline = g_get_monotonic_time() + CLOSING_GRACE_US;
-  conn_respond(s, c, ST_REFUSED, g_bytes_new_take(msg, strlen(msg)));
+  refuse_as(s, c, ST_REFUSED, msg);
 }
 
 /* ---- requests ---- */
@@ -339,11 +346,24 @@ static void check_hello(CohortStoreServer *s, Conn *c)
     if (c->state != CONN_HELLO || c->dead || c->in_need > c->in_len)
       return;
   }
-  if (!same_token((const char *)c->in + STORE_HELLO_LEN, c->in_len - STORE_HELLO_LEN, s->token,
-                  strlen(s->token))) {
-    refuse(s, c,
-           "job token differs: this store serves another job (or an earlier attempt of "
-           "this one); ranks of one job must share COHORT_JOB_TOKEN");
+  const char *given = (const char *)c->in + STORE_HELLO_LEN;
+  gsize given_len = c->in_len - STORE_HELLO_LEN, own_len = strlen(s->token);
+  if (!same_token(given, given_len, s->token, own_len)) {
+    /* Tokens of cohort_dist_job_token: "<job half>.<attempt half>". */
+    const char *dot = strchr(s->token, '.');
+    gsize half = dot ? (gsize)(dot - s->token) + 1 : 0;
+    if (half > 1 && given_len > half && same_token(given, half, s->token, half))
+      refuse(s, c,
+             "this store serves another attempt of this job (the launcher restarted it); a "
+             "rank of an earlier attempt is refused");
+    else if (half > 1 && given_len > half && given[half - 1] == '.')
+      refuse_as(s, c, ST_OTHER_JOB,
+                "this store belongs to another job (its job id or COHORT_JOB_TOKEN differs); "
+                "two jobs cannot share a MASTER_PORT: give this job another one");
+    else
+      refuse(s, c,
+             "job token differs: this store serves another job (or an earlier attempt of "
+             "this one); ranks of one job must share COHORT_JOB_TOKEN");
     return;
   }
   if (s->n_clients >= (guint)s->limits.max_clients) {
@@ -532,38 +552,36 @@ static gpointer server_main(gpointer data)
 
 /* ---- public ---- */
 
-CohortStoreServer *cohort_store_server_new(const char *bind_addr, int port, const char *token,
-                                           const CohortStoreLimits *limits, GError **error)
+static gboolean token_ok(const char *token, GError **error)
 {
-  if (port < 0 || port > 65535) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
-                "store port %d is out of range; expected 0 to 65535", port);
-    return NULL;
-  }
   if (strlen(token) > COHORT_STORE_MAX_TOKEN) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
                 "job token of %zu bytes is too long (at most %d)", strlen(token),
                 COHORT_STORE_MAX_TOKEN);
-    return NULL;
+    return FALSE;
   }
-  g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
-  g_autoptr(GPtrArray) addrs = g_ptr_array_new_with_free_func(g_free);
-  int bound = store_listen(bind_addr, port, fds, addrs, error);
-  if (bound == 0)
-    return NULL;
+  return TRUE;
+}
+
+/* Serves on listening sockets `fds` (taken) at `addrs` (taken) and `port`. */
+static CohortStoreServer *start(GArray *fds, GPtrArray *addrs, int port, const char *token,
+                                const CohortStoreLimits *limits, GError **error)
+{
   CohortStoreServer *s = g_new0(CohortStoreServer, 1);
   if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
     int e = errno;
     for (guint i = 0; i < fds->len; i++)
       close(g_array_index(fds, int, i));
+    g_array_unref(fds);
+    g_ptr_array_unref(addrs);
     g_free(s);
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "pipe: %s", g_strerror(e));
     return NULL;
   }
-  s->listen_fds = g_steal_pointer(&fds);
+  s->listen_fds = fds;
   g_ptr_array_add(addrs, NULL);
-  s->addresses = g_steal_pointer(&addrs);
-  s->port = bound;
+  s->addresses = addrs;
+  s->port = port;
   s->token = g_strdup(token);
   s->limits.max_clients =
       limits && limits->max_clients > 0 ? limits->max_clients : DEFAULT_MAX_CLIENTS;
@@ -577,6 +595,57 @@ CohortStoreServer *cohort_store_server_new(const char *bind_addr, int port, cons
   g_queue_init(&s->pending);
   s->thread = g_thread_new("cohort-store", server_main, s);
   return s;
+}
+
+CohortStoreServer *cohort_store_server_new(const char *bind_addr, int port, const char *token,
+                                           const CohortStoreLimits *limits, GError **error)
+{
+  if (port < 0 || port > 65535) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "store port %d is out of range; expected 0 to 65535", port);
+    return NULL;
+  }
+  if (!token_ok(token, error))
+    return NULL;
+  GArray *fds = g_array_new(FALSE, FALSE, sizeof(int));
+  GPtrArray *addrs = g_ptr_array_new_with_free_func(g_free);
+  int bound = store_listen(bind_addr, port, fds, addrs, error);
+  if (bound == 0) {
+    g_array_unref(fds);
+    g_ptr_array_unref(addrs);
+    return NULL;
+  }
+  return start(fds, addrs, bound, token, limits, error);
+}
+
+CohortStoreServer *cohort_store_server_new_from_fds(const int *fds, int n, const char *token,
+                                                    const CohortStoreLimits *limits, GError **error)
+{
+  if (n < 1 || !token_ok(token, error)) {
+    if (n < 1)
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                  "no listening socket to serve on");
+    return NULL;
+  }
+  GArray *held = g_array_new(FALSE, FALSE, sizeof(int));
+  GPtrArray *addrs = g_ptr_array_new_with_free_func(g_free);
+  int port = 0;
+  for (int i = 0; i < n; i++) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    char host[NI_MAXHOST] = "", serv[NI_MAXSERV] = "";
+    if (getsockname(fds[i], (struct sockaddr *)&ss, &len) == 0)
+      getnameinfo((struct sockaddr *)&ss, len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+    /* The server polls and accepts without blocking. */
+    fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+    fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    g_array_append_val(held, fds[i]);
+    g_ptr_array_add(addrs, g_strdup(host));
+    if (port == 0)
+      port = atoi(serv);
+  }
+  return start(held, addrs, port, token, limits, error);
 }
 
 int cohort_store_server_port(CohortStoreServer *server)

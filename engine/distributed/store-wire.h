@@ -5,16 +5,18 @@
  *   hello    client → "CHST" u32 version u32 token_len token
  *   request  client → u8 op, 3 × u8 0, u32 key_len, u64 value_len, key, value
  *   response server → u8 status, 3 × u8 0, u32 0, u64 length, payload
- * The hello is answered with a response: ok (no payload) or refused. Status ok = the value
- * (get, add) or nothing; missing = no such key; refused = the payload is the reason, and the
- * server closes the connection after it. */
+ * The hello is answered with a response: ok (no payload), refused, or other-job (refused
+ * because the token's job half differs: the store serves another job, and waiting for it
+ * cannot help). Status ok = the value (get, add) or nothing; missing = no such key; refused
+ * and other-job = the payload is the reason, and the server closes the connection after it.
+ * Version 2: tokens have a job half and an attempt half (cohort_dist_job_token). */
 #pragma once
 
 #include <glib.h>
 #include <string.h>
 
 #define STORE_MAGIC     "CHST"
-#define STORE_VERSION   1u
+#define STORE_VERSION   2u
 #define STORE_HELLO_LEN 12
 #define STORE_HDR_LEN   16
 /* A refusal's reason is short text; a client reads no more of it than this. */
@@ -23,7 +25,7 @@
 #define STORE_MAX_DELTA 32
 
 enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3, OP_CHECK = 4, OP_DELETE = 5 };
-enum { ST_OK = 0, ST_MISSING = 1, ST_REFUSED = 2 };
+enum { ST_OK = 0, ST_MISSING = 1, ST_REFUSED = 2, ST_OTHER_JOB = 3 };
 
 static inline void store_put_u32(guint8 *p, guint32 v)
 {

@@ -141,8 +141,9 @@ static gboolean read_response(int fd, const char *where, guint8 *status, GBytes 
     return FALSE;
   }
   guint64 len = store_get_u64(hdr + 8);
-  gboolean refused = hdr[0] == ST_REFUSED;
-  if (hdr[0] > ST_REFUSED || len > (refused ? STORE_MAX_REASON : COHORT_STORE_MAX_VALUE)) {
+  gboolean other_job = hdr[0] == ST_OTHER_JOB;
+  gboolean refused = hdr[0] == ST_REFUSED || other_job;
+  if (hdr[0] > ST_OTHER_JOB || len > (refused ? STORE_MAX_REASON : COHORT_STORE_MAX_VALUE)) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER,
                 "the rendezvous store at %s sent a malformed response", where);
     return FALSE;
@@ -155,7 +156,8 @@ static gboolean read_response(int fd, const char *where, guint8 *status, GBytes 
   *status = hdr[0];
   if (refused) {
     g_autofree char *reason = g_utf8_make_valid((char *)data, -1);
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_REFUSED,
+    g_set_error(error, COHORT_DIST_ERROR,
+                other_job ? COHORT_DIST_ERROR_OTHER_JOB : COHORT_DIST_ERROR_REFUSED,
                 "the rendezvous store at %s refused this process: %s", where, reason);
     g_free(data);
     return FALSE;
@@ -240,7 +242,9 @@ static CohortStore *connect_store(const char *host, int port, const char *token,
       int verdict = hello(fd, token, where, timeout_s, &refusal);
       if (verdict <= 0) {
         close(fd);
-        if (verdict == 0 && !retry_refused) {
+        /* Another job's store stays another job's: waiting cannot help. */
+        if (verdict == 0 && (!retry_refused || g_error_matches(refusal, COHORT_DIST_ERROR,
+                                                               COHORT_DIST_ERROR_OTHER_JOB))) {
           g_propagate_error(error, refusal);
           freeaddrinfo(res);
           return NULL;
@@ -303,8 +307,11 @@ CohortStore *cohort_store_open(const CohortDistEnv *env, const char *token, doub
   /* Every rank holds one connection; the spare ones serve a reconnecting rank or a tool. */
   CohortStoreLimits limits = {.max_clients = env->world_size + 16};
   ensure_fd_room((rlim_t)limits.max_clients + 64 + 256);
+  /* On the sockets the launcher held for the job when it gave them (COHORT_STORE_FDS). */
   CohortStoreServer *server =
-      cohort_store_server_new(bind, env->master_port, token, &limits, error);
+      env->n_store_fds > 0 ? cohort_store_server_new_from_fds(env->store_fds, env->n_store_fds,
+                                                              token, &limits, error)
+                           : cohort_store_server_new(bind, env->master_port, token, &limits, error);
   if (server == NULL)
     return NULL;
   /* Rank 0 reaches its own server on the first address it listens on (loopback when that is

@@ -72,6 +72,12 @@ typedef struct {
  * now. `token` may be "" (then clients must send ""). */
 CohortStoreServer *cohort_store_server_new(const char *bind_addr, int port, const char *token,
                                            const CohortStoreLimits *limits, GError **error);
+/* The same on sockets already listening (the launcher's, held for the job and inherited by
+ * rank 0: engine/distributed/env.h, COHORT_STORE_FDS): `fds` (n of them) become the server's
+ * and are closed by cohort_store_server_free. */
+CohortStoreServer *cohort_store_server_new_from_fds(const int *fds, int n, const char *token,
+                                                    const CohortStoreLimits *limits,
+                                                    GError **error);
 /* The port actually bound. */
 int cohort_store_server_port(CohortStoreServer *server);
 /* The numeric addresses listened on ("127.0.0.1", "::1"; "::" or "0.0.0.0" for every
@@ -93,10 +99,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStoreServer, cohort_store_server_free)
  * 127.0.1.1), or an address this host is reached at through NAT. */
 const char *cohort_store_bind_address(const char *master_addr, gboolean single_node);
 
-/* Checks that a store could listen on `port` of `bind_addr` (as cohort_store_server_new
- * reads them) right now, with the same error when it could not. Racy by nature; the
- * launcher uses it to fail at once, without restarting, when the port is taken. */
-gboolean cohort_store_check_port(const char *bind_addr, int port, GError **error);
+/* Binds and listens on `port` of `bind_addr` as cohort_store_server_new would, and hands the
+ * listening sockets (close-on-exec) to the caller: the launcher holds them from its port check
+ * to rank 0's serving on them, so another job cannot take the port in between. Fills `fds`
+ * (up to `max`, *n of them) and returns the port bound (the one picked when `port` is 0), or 0
+ * with cohort_store_server_new's error (COHORT_DIST_ERROR_ADDR_IN_USE naming the port when it
+ * is taken). */
+int cohort_store_hold_port(const char *bind_addr, int port, int *fds, int max, int *n,
+                           GError **error);
 
 /* A TCP port that nothing on this host listens on right now, near `near` when possible
  * (`near` 0 = any). Racy by nature: another process may take it before it is used. Returns 0

@@ -20,42 +20,156 @@
 #define STATE_FILE COHORT_CHECKPOINT_STATE_FILE
 #define EMA_PREFIX "ema."
 
-/* Lowercase hex sha256 of a file, read in chunks (models reach gigabytes). */
+/* Lowercase hex sha256 of a file (models reach gigabytes: read in chunks). */
 static char *sha256_file(const char *path, GError **error)
 {
-  FILE *fp = cohort_checkpoint_open_file(path, error);
-  if (!fp)
-    return NULL;
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_autofree guchar *buf = g_malloc(1 << 20);
-  size_t n;
-  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
-    g_checksum_update(sum, buf, (gssize)n);
-  gboolean failed = ferror(fp);
-  int e = errno;
-  fclose(fp);
-  if (failed) {
-    cohort_checkpoint_io_error(error, path, "read", e);
-    return NULL;
-  }
-  return g_strdup(g_checksum_get_string(sum));
+  g_autoptr(GError) local = NULL;
+  char *sha = cohort_file_sha256(path, &local);
+  if (!sha)
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO, local->message);
+  return sha;
 }
 
-/* Left-overs of a save that was killed: step-*.tmp folders. */
-static void clean_stale(const char *ckdir)
+/* ---- the folders: crash-safe replacement, pruning and recovery ----
+ *
+ * Names in checkpoints/ (N = the step, eight digits or more):
+ *   step-N             a checkpoint (complete when state.json and model.safetensors are there);
+ *   step-N.tmp         a checkpoint being written, or, after an exchange, the old step-N being
+ *                      removed;
+ *   step-N.old.tmp     the old step-N during a replacement on a file system that cannot
+ *                      exchange two names;
+ *   step-N.pruned.tmp  a pruned checkpoint being removed.
+ * Every change is a rename of a whole folder, so a crash at any moment leaves the complete
+ * folders it found, possibly under a .tmp name, which cohort_checkpoint_recover puts back (a
+ * step-N.tmp or step-N.old.tmp whose step-N is missing) or removes. */
+
+/* "step-", digits, then exactly `suffix`: the step, or -1. */
+static gint64 step_of(const char *name, const char *suffix)
 {
+  if (!g_str_has_prefix(name, "step-") || !g_str_has_suffix(name, suffix))
+    return -1;
+  const char *digits = name + 5;
+  gsize n = strlen(digits) - strlen(suffix);
+  if (n == 0 || n > 18)
+    return -1;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isdigit(digits[i]))
+      return -1;
+  return g_ascii_strtoll(digits, NULL, 10);
+}
+
+/* A folder a resume could use: both files regular and state.json readable. */
+static gboolean is_usable(const char *dir)
+{
+  g_autofree char *model = g_build_filename(dir, MODEL_FILE, NULL);
+  CohortTrainState st;
+  return g_file_test(model, G_FILE_TEST_IS_REGULAR) &&
+         cohort_checkpoint_read_state(dir, &st, NULL, NULL);
+}
+
+/* TRUE when `dir` holds nothing but what a save writes (its two files and their
+ * temporaries): a half-deleted checkpoint, safe to remove. */
+static gboolean only_checkpoint_files(const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name(d)))
+    if (!g_str_has_prefix(name, MODEL_FILE) && !g_str_has_prefix(name, STATE_FILE))
+      return FALSE;
+  return d != NULL;
+}
+
+/* Puts back the folder of an interrupted replacement: step-N.tmp (the new copy) or else
+ * step-N.old.tmp (the old one) becomes step-N when step-N is missing. */
+static void recover_step(const char *ckdir, const char *name, GPtrArray *notes)
+{
+  gint64 step = step_of(name, ".tmp");
+  if (step < 0)
+    step = step_of(name, ".old.tmp");
+  if (step < 0)
+    return;
+  g_autofree char *base = g_strdup_printf("step-%08" G_GINT64_FORMAT, step);
+  g_autofree char *final = g_build_filename(ckdir, base, NULL);
+  g_autofree char *fresh = g_strconcat(final, ".tmp", NULL);
+  g_autofree char *old = g_strconcat(final, ".old.tmp", NULL);
+  if (g_file_test(final, G_FILE_TEST_EXISTS))
+    return;
+  const char *from = is_usable(fresh) ? fresh : is_usable(old) ? old : NULL;
+  if (from && g_rename(from, final) == 0 && notes)
+    g_ptr_array_add(notes, g_strdup_printf("%s: completed a replacement that a crash interrupted "
+                                           "(the %s copy put back)",
+                                           final, from == fresh ? "new" : "old"));
+}
+
+guint cohort_checkpoint_recover(const char *workspace, GPtrArray *notes)
+{
+  g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GDir) d = g_dir_open(ckdir, 0, NULL);
   const char *name;
-  while (d && (name = g_dir_read_name(d))) {
-    if (g_str_has_prefix(name, "step-") && g_str_has_suffix(name, ".tmp")) {
-      g_autofree char *path = g_build_filename(ckdir, name, NULL);
-      cohort_remove_tree(path);
-    }
+  while (d && (name = g_dir_read_name(d)))
+    g_ptr_array_add(names, g_strdup(name));
+  /* First whatever can be put back, then what is left over. */
+  for (guint i = 0; i < names->len; i++)
+    recover_step(ckdir, names->pdata[i], notes);
+  guint removed = 0;
+  for (guint i = 0; i < names->len; i++) {
+    const char *n = names->pdata[i];
+    g_autofree char *path = g_build_filename(ckdir, n, NULL);
+    gboolean leftover = g_str_has_prefix(n, "step-") && g_str_has_suffix(n, ".tmp");
+    /* A step-N half deleted by a prune of an older Cohort, or emptied by hand. */
+    gboolean broken = step_of(n, "") >= 0 && !is_usable(path) && only_checkpoint_files(path);
+    if (!(leftover || broken) || !g_file_test(path, G_FILE_TEST_IS_DIR) ||
+        g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+      continue;
+    cohort_remove_tree(path);
+    removed++;
+    if (notes)
+      g_ptr_array_add(notes, g_strdup_printf("%s: removed what a crash left of %s", path,
+                                             leftover ? "a save or a prune" : "a checkpoint"));
   }
+  if (removed > 0)
+    cohort_fsync_dir(ckdir);
+  return removed;
+}
+
+/* Moves the complete folder `tmp` to `final`. When `final` exists (a resumed run saving a step
+ * again), the two are swapped in one atomic exchange and the old one, now at `tmp`, removed:
+ * there is never a moment without a complete `final`. Where the file system cannot exchange,
+ * the old folder goes to .old.tmp first, and cohort_checkpoint_recover completes what a crash
+ * between the two renames leaves. */
+static gboolean put_in_place(const char *ckdir, const char *tmp, const char *final, GError **error)
+{
+  if (!g_file_test(final, G_FILE_TEST_EXISTS)) {
+    if (g_rename(tmp, final) != 0)
+      return cohort_checkpoint_io_error(error, final, "rename into place", errno);
+    cohort_fsync_dir(ckdir);
+    return TRUE;
+  }
+  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+    cohort_fsync_dir(ckdir);
+    cohort_remove_tree(tmp);
+    return TRUE;
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+    return cohort_checkpoint_io_error(error, final, "replace", errno);
+  g_autofree char *old = g_strconcat(final, ".old.tmp", NULL);
+  cohort_remove_tree(old);
+  if (g_rename(final, old) != 0)
+    return cohort_checkpoint_io_error(error, final, "replace", errno);
+  if (g_rename(tmp, final) != 0) {
+    int e = errno;
+    g_rename(old, final);
+    return cohort_checkpoint_io_error(error, final, "rename into place", e);
+  }
+  cohort_fsync_dir(ckdir);
+  cohort_remove_tree(old);
+  return TRUE;
 }
 
 /* Removes the oldest checkpoints of run `run_id` beyond its newest keep_last. Checkpoints of
- * other runs (and of none) are never touched. */
+ * other runs (and of none) are never touched. Each goes to a .pruned.tmp name first, so a
+ * crash while its files are deleted leaves no half checkpoint under a checkpoint's name. */
 static void prune(const char *ckdir, const char *run_id, int keep_last)
 {
   if (keep_last <= 0)
@@ -68,8 +182,15 @@ static void prune(const char *ckdir, const char *run_id, int keep_last)
     if (strcmp(id, run_id) == 0)
       g_ptr_array_add(mine, g_ptr_array_index(all, i));
   }
-  for (guint i = 0; i + (guint)keep_last < mine->len; i++)
-    cohort_remove_tree(g_ptr_array_index(mine, i));
+  for (guint i = 0; i + (guint)keep_last < mine->len; i++) {
+    const char *dir = g_ptr_array_index(mine, i);
+    g_autofree char *doomed = g_strconcat(dir, ".pruned.tmp", NULL);
+    cohort_remove_tree(doomed);
+    if (g_rename(dir, doomed) != 0)
+      continue;
+    cohort_fsync_dir(ckdir);
+    cohort_remove_tree(doomed);
+  }
 }
 
 /* Host copies of every group, named, ready for cohort_safetensors_write. */
@@ -148,7 +269,7 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
   g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
   if (g_mkdir_with_parents(ckdir, 0755) != 0)
     return cohort_checkpoint_io_error(error, ckdir, "create folder", errno);
-  clean_stale(ckdir);
+  cohort_checkpoint_recover(workspace, NULL);
 
   g_autofree char *base = g_strdup_printf("step-%08" G_GINT64_FORMAT, st->step);
   g_autofree char *final = g_build_filename(ckdir, base, NULL);
@@ -160,27 +281,11 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
     return FALSE;
   }
   cohort_fsync_dir(tmp);
-
-  /* Saving a step again (a resumed run reaching it) replaces the old folder; the old one is
-   * moved to a .tmp name first, so a crash leaves it for clean_stale rather than half. */
-  g_autofree char *old = g_strconcat(final, ".old.tmp", NULL);
-  if (g_file_test(final, G_FILE_TEST_EXISTS)) {
-    cohort_remove_tree(old);
-    if (g_rename(final, old) != 0) {
-      int e = errno;
-      cohort_remove_tree(tmp);
-      return cohort_checkpoint_io_error(error, final, "replace", e);
-    }
-  }
-  if (g_rename(tmp, final) != 0) {
-    int e = errno;
+  if (!put_in_place(ckdir, tmp, final, error)) {
     cohort_remove_tree(tmp);
-    return cohort_checkpoint_io_error(error, final, "rename into place", e);
+    return FALSE;
   }
-  cohort_fsync_dir(ckdir);
-  cohort_remove_tree(old);
   prune(ckdir, st->run_id, keep_last);
-  clean_stale(ckdir);
   if (out_dir)
     *out_dir = g_steal_pointer(&final);
   return TRUE;

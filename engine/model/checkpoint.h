@@ -11,6 +11,10 @@
  * A distillation teacher is never part of a checkpoint: only its path and digest are.
  * A checkpoint is written into step-%08d.tmp/, its files synced, the folder renamed and the
  * parent synced, so a kill at any moment leaves either the complete checkpoint or none.
+ * Replacing an existing step (a resumed run reaching it again) exchanges the two folders in
+ * one atomic rename, and pruning renames a folder to a .tmp name before deleting it, so there
+ * is never a moment without the complete checkpoints a resume may need, and never a
+ * half-deleted folder under a checkpoint's name (checkpoint.c says how in detail).
  * Only complete folders (no suffix, both files present) count as checkpoints. */
 #pragma once
 
@@ -28,12 +32,20 @@ G_BEGIN_DECLS
  * `ema_or_NULL` is HOST memory laid out like the parameters. The model's parameters, buffers
  * and the optimizer state may live in any backend's memory (they are downloaded). After the
  * rename, complete checkpoints of the same run (st->run_id) beyond its newest `keep_last` are
- * removed (0 = keep all) — never another run's — and stale .tmp folders too. A checkpoint of
- * the same step is replaced. *out_dir (may be NULL) gets the folder; g_free it. */
+ * removed (0 = keep all) — never another run's. A checkpoint of the same step is replaced. *out_dir
+ * (may be NULL) gets the folder; g_free it. */
 gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
                                 const CohortModel *model, CohortOptimizer *opt,
                                 const float *ema_or_NULL, const CohortTrainState *st, int keep_last,
                                 char **out_dir, GError **error);
+
+/* Puts right what a crash during a save or a prune left in `workspace`'s checkpoints/: a
+ * step-N.tmp (or step-N.old.tmp) that is complete while step-N is missing becomes step-N (a
+ * replacement interrupted between its renames), then every other step-*.tmp folder and every
+ * step-N that cannot be loaded and holds nothing but a checkpoint's files is removed. Run
+ * before choosing a checkpoint to resume (and at each save). Appends one line per change to
+ * `notes` (may be NULL); returns how many folders were removed. */
+guint cohort_checkpoint_recover(const char *workspace, GPtrArray *notes);
 
 /* Loads the checkpoint folder `dir`: checks the sha256 of model.safetensors against
  * state.json and every tensor's shape against the model, then fills the parameters and

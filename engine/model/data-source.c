@@ -79,6 +79,11 @@ guint cohort_data_source_num_skipped(const CohortDataSource *s)
   return s->images ? cohort_image_set_num_skipped(s->images) : 0;
 }
 
+const char *cohort_data_source_skipped_reason(const CohortDataSource *s, guint i)
+{
+  return s->images ? cohort_image_set_skipped_reason(s->images, i) : NULL;
+}
+
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity)
 {
   if (s->images)

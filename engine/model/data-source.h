@@ -28,6 +28,8 @@ guint64 cohort_data_source_count(const CohortDataSource *s);
 int cohort_data_source_num_classes(const CohortDataSource *s);
 const char *const *cohort_data_source_class_names(const CohortDataSource *s);
 guint cohort_data_source_num_skipped(const CohortDataSource *s);
+/* Why skipped file `i` (< num_skipped) was left out: one line naming it. */
+const char *cohort_data_source_skipped_reason(const CohortDataSource *s, guint i);
 
 /* A batch with room for `capacity` rows of the shape this data gives. */
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity);

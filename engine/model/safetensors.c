@@ -292,36 +292,11 @@ static gboolean parse_header(CohortStFile *f, const char *json, gsize len, GErro
 /* Maps `path` when it is a regular file; a FIFO or device would block or never end. */
 static GMappedFile *map_regular(const char *path, GError **error)
 {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
-                path, g_strerror(e));
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
-                path, g_strerror(e));
-    return NULL;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
-                "%s: cannot read: it is %s, not a regular file", path,
-                S_ISDIR(st.st_mode)    ? "a folder"
-                : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
-                                       : "a device or socket");
-    return NULL;
-  }
   g_autoptr(GError) local = NULL;
-  GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
-  close(fd);
+  GMappedFile *map = cohort_file_map_regular(path, COHORT_FILE_ANY_SIZE, NULL, &local);
   if (!map)
-    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO, "%s: cannot read: %s",
-                path, local->message);
+    g_set_error_literal(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
+                        local->message);
   return map;
 }
 

@@ -139,8 +139,10 @@ gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
   g_autofree char *name = g_strdup_printf("step-%08" G_GINT64_FORMAT ".png", req->step);
   g_autofree char *path = req->image_path ? g_strdup(req->image_path)
                                           : g_build_filename(req->workspace, "samples", name, NULL);
+  /* The workspace's samples/ folder is made here; a path the user named must be in a folder
+   * that exists (engine/train/sample-saved.c checks it first). */
   g_autofree char *dir = g_path_get_dirname(path);
-  if (g_mkdir_with_parents(dir, 0755) != 0) {
+  if (!req->image_path && g_mkdir_with_parents(dir, 0755) != 0) {
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: cannot create: %s", dir,
                 g_strerror(errno));
     json_array_unref(shown);

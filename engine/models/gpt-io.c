@@ -3,6 +3,7 @@
 
 #include "engine/base/fileio.h"
 #include "engine/base/error.h"
+#include "engine/base/json-read.h"
 #include "engine/model/model-io.h"
 
 #include <stdarg.h>
@@ -191,12 +192,21 @@ static const char *hf_string(JsonObject *o, const char *key)
 
 gboolean cohort_gpt_read_hf_config(const char *path, CohortConfig *cfg, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new();
+  /* A regular file of a sane size, through the one strict depth-limited reader: a teacher
+   * folder is input from strangers. */
   g_autoptr(GError) local = NULL;
-  if (!json_parser_load_from_file(parser, path, &local))
-    return hf_error(error, path, "cannot read it as JSON: %s", local->message);
-  JsonNode *root = json_parser_get_root(parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+  gsize len = 0;
+  g_autofree char *text = cohort_file_read_regular(path, 16u << 20, "a config.json", &len, &local);
+  if (!text) {
+    g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, local->message);
+    return FALSE;
+  }
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, path, 0, &local);
+  if (!root) {
+    g_set_error_literal(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, local->message);
+    return FALSE;
+  }
+  if (!JSON_NODE_HOLDS_OBJECT(root))
     return hf_error(error, path, "not a JSON object");
   JsonObject *o = json_node_get_object(root);
   const char *type = hf_string(o, "model_type");

@@ -32,7 +32,7 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
   /* The config's own JSON (doubles keep their ".0"), parsed first so that text a reader
    * would refuse fails the save rather than the load. */
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
-  g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, error);
+  g_autoptr(JsonNode) cfg_node = cohort_json_parse_strict(cfg_json, -1, "config", 0, error);
   if (!cfg_node)
     return NULL;
   GString *out = g_string_new("{\n");

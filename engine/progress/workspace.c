@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/base/error.h"
+#include "engine/base/fileio.h"
 #include "engine/progress/checkpoint-state.h"
 
 #define MODEL_FILE COHORT_CHECKPOINT_MODEL_FILE
@@ -51,55 +52,17 @@ gboolean cohort_checkpoint_io_error(GError **error, const char *path, const char
                      "%s: cannot %s: %s", path, what, g_strerror(err));
 }
 
-/* Checkpoint files are regular files: a FIFO or device named like one would block or never
- * end. */
-FILE *cohort_checkpoint_open_file(const char *path, GError **error)
-{
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    cohort_checkpoint_io_error(error, path, "read", errno);
-    return NULL;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_IO,
-                "%s: cannot read: not a regular file", path);
-    return NULL;
-  }
-  FILE *fp = fdopen(fd, "rb");
-  if (!fp) {
-    cohort_checkpoint_io_error(error, path, "read", errno);
-    close(fd);
-  }
-  return fp;
-}
-
 char *cohort_checkpoint_read_state_text(const char *path, gsize *len, GError **error)
 {
-  FILE *fp = cohort_checkpoint_open_file(path, error);
-  if (!fp)
-    return NULL;
-  g_autoptr(GString) text = g_string_new(NULL);
-  char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, fp)) > 0 && text->len <= MAX_STATE_BYTES)
-    g_string_append_len(text, buf, (gssize)n);
-  gboolean failed = ferror(fp);
-  int e = errno;
-  fclose(fp);
-  if (failed) {
-    cohort_checkpoint_io_error(error, path, "read", e);
-    return NULL;
-  }
-  if (text->len > MAX_STATE_BYTES) {
-    g_set_error(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_CORRUPT,
-                "%s: larger than %d MiB, which is not a checkpoint's state", path,
-                MAX_STATE_BYTES >> 20);
-    return NULL;
-  }
-  *len = text->len;
-  return g_string_free(g_steal_pointer(&text), FALSE);
+  g_autoptr(GError) local = NULL;
+  char *text = cohort_file_read_regular(path, MAX_STATE_BYTES, "a checkpoint's state", len, &local);
+  if (!text)
+    g_set_error_literal(error, COHORT_CHECKPOINT_ERROR,
+                        g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_INVAL)
+                            ? COHORT_CHECKPOINT_ERROR_CORRUPT
+                            : COHORT_CHECKPOINT_ERROR_IO,
+                        local->message);
+  return text;
 }
 
 /* "step-" followed by digits only: a complete checkpoint's folder name. */

@@ -84,10 +84,6 @@ GPtrArray *cohort_checkpoint_list(const char *ckdir);
 /* The run id checkpoint folder `dir` records ("" when none or unreadable). */
 void cohort_checkpoint_run_id(const char *dir, char out[COHORT_RUN_ID_LEN]);
 
-/* Opens a checkpoint file for reading, refusing anything but a regular file (a FIFO or device
- * named like one would block or never end). Errors are COHORT_CHECKPOINT_ERROR_IO. */
-FILE *cohort_checkpoint_open_file(const char *path, GError **error);
-
 /* The text of the state.json file `path` (a regular file of at most 16 MiB); *len gets its
  * length. g_free the result. */
 char *cohort_checkpoint_read_state_text(const char *path, gsize *len, GError **error);

@@ -3,6 +3,7 @@
 #include <json-glib/json-glib.h>
 
 #include "data/sampler.h"
+#include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/model/model.h"
@@ -61,7 +62,7 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   g_autoptr(JsonBuilder) b = json_builder_new();
   json_builder_begin_object(b);
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
-  JsonNode *cfg_node = json_from_string(cfg_json, NULL);
+  JsonNode *cfg_node = cohort_json_parse_strict(cfg_json, -1, "config", 0, NULL);
   json_builder_set_member_name(b, "config");
   json_builder_add_value(b, cfg_node);
   add_launch(b, plan, argv);

@@ -1,6 +1,9 @@
 #include "engine/train/sample-saved.h"
 
+#include <sys/stat.h>
+
 #include "data/images.h"
+#include "engine/base/fileio.h"
 #include "engine/model/checkpoint.h"
 #include "engine/train/device.h"
 #include "engine/model/model-io.h"
@@ -46,12 +49,41 @@ static gboolean load_weights(CohortModel *m, const char *path, gboolean is_check
   return cohort_model_load(m, g_file_test(ema_file, G_FILE_TEST_EXISTS) ? ema_file : file, error);
 }
 
-/* The class names saved beside the model (a checkpoint's are in its workspace). */
-static GStrv class_names(const char *path, gboolean is_checkpoint)
+/* The class names saved beside the model (a checkpoint's are in its workspace); NULL when
+ * there is no classes.json. A classes.json that cannot be read is an error, never ignored. */
+static gboolean class_names(const char *path, gboolean is_checkpoint, GStrv *names, GError **error)
 {
   g_autofree char *file = is_checkpoint ? g_build_filename(path, "..", "..", "classes.json", NULL)
                                         : g_build_filename(path, "classes.json", NULL);
-  return g_file_test(file, G_FILE_TEST_IS_REGULAR) ? cohort_image_classes_read(file, NULL) : NULL;
+  *names = NULL;
+  if (!g_file_test(file, G_FILE_TEST_EXISTS) && !g_file_test(file, G_FILE_TEST_IS_SYMLINK))
+    return TRUE;
+  *names = cohort_image_classes_read(file, error);
+  return *names != NULL;
+}
+
+/* --sample -o: a new file or a regular one to replace, in a folder that exists; never a FIFO
+ * or a device, and no folder is made. Checked before the model is loaded, so a wrong path
+ * costs nothing. */
+static gboolean check_output(const char *output, GError **error)
+{
+  struct stat st;
+  if (stat(output, &st) == 0 && !S_ISREG(st.st_mode)) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                "-o %s: it is %s, not a regular file; allowed: a new file or a regular file to "
+                "replace",
+                output, cohort_file_kind(st.st_mode));
+    return FALSE;
+  }
+  g_autofree char *dir = g_path_get_dirname(output);
+  if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                "-o %s: the folder %s does not exist; allowed: a file in an existing folder "
+                "(create the folder first)",
+                output, dir);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
@@ -80,6 +112,14 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
 JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
                                 GError **error)
 {
+  if (output && !check_output(output, error))
+    return NULL;
+  /* The class names before the model: a bad classes.json costs no model load. */
+  g_autofree char *state = g_build_filename(path, "state.json", NULL);
+  gboolean is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
+  g_auto(GStrv) classes = NULL;
+  if (!class_names(path, is_checkpoint, &classes, error))
+    return NULL;
   g_autoptr(CohortConfig) cfg = NULL;
   gint64 step = 0;
   /* Sampling batches: a guided grid runs conditional and unconditional rows together. */
@@ -92,10 +132,9 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
                 path, cfg->model);
     return NULL;
   }
-  g_autofree char *state = g_build_filename(path, "state.json", NULL);
-  gboolean is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
-  g_auto(GStrv) classes = class_names(path, is_checkpoint);
   g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);
+  if (!output && !check_output(default_out, error))
+    return NULL;
   guint64 rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL;
   CohortSampleRequest req = {
       .cfg = cfg,

@@ -8,33 +8,9 @@
 #include "data/images.h"
 #include "engine/base/error.h"
 #include "engine/model/model-io.h"
+#include "engine/model/safetensors.h"
 #include "engine/models/gpt-io.h"
 #include "engine/models/registry.h"
-
-char *cohort_file_sha256(const char *path, GError **error)
-{
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
-    int e = errno;
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  g_autofree guchar *buf = g_malloc(1 << 20);
-  size_t n;
-  while ((n = fread(buf, 1, 1 << 20, fp)) > 0)
-    g_checksum_update(sum, buf, (gssize)n);
-  gboolean failed = ferror(fp);
-  int e = errno;
-  fclose(fp);
-  if (failed) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: cannot read: %s", path,
-                g_strerror(e));
-    return NULL;
-  }
-  return g_strdup(g_checksum_get_string(sum));
-}
 
 void cohort_teacher_free(CohortTeacher *t)
 {
@@ -121,6 +97,33 @@ static gboolean read_folder(CohortTeacher *t, const CohortConfig *student,
   return TRUE;
 }
 
+/* The EMA weights of an export belong to the same export as model.safetensors: both record
+ * the step and run they were written at (cohort.step, cohort.run_id), and a leftover of
+ * another export is refused rather than taken silently. */
+static gboolean same_export(CohortTeacher *t, GError **error)
+{
+  g_autofree char *model = g_build_filename(t->dir, "model.safetensors", NULL);
+  if (!t->ema || !g_file_test(model, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autoptr(CohortStFile) a = cohort_safetensors_open(model, error);
+  g_autoptr(CohortStFile) b = a ? cohort_safetensors_open(t->weights, error) : NULL;
+  if (!b)
+    return FALSE;
+  static const char *const keys[] = {"cohort.step", "cohort.run_id"};
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+    const char *x = cohort_safetensors_metadata(a, keys[i]);
+    const char *y = cohort_safetensors_metadata(b, keys[i]);
+    if (g_strcmp0(x, y) != 0)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "teacher_from %s: %s records %s %s but %s records %s %s: they are not "
+                         "one export (a leftover of an earlier run?); allowed: the files one "
+                         "export wrote (export again, or remove the stale file)",
+                         t->dir, t->weights, keys[i], y ? y : "(none)", model, keys[i],
+                         x ? x : "(none)");
+  }
+  return TRUE;
+}
+
 /* The family and the family's rules; the model itself, frozen, with its weights. */
 static gboolean make_model(CohortTeacher *t, const CohortBackend *be, const CohortConfig *student,
                            int max_batch, GError **error)
@@ -156,7 +159,7 @@ CohortTeacher *cohort_teacher_load(const CohortBackend *be, const CohortConfig *
                 g_file_test(t->dir, G_FILE_TEST_EXISTS) ? "not a folder" : "no such folder");
     return NULL;
   }
-  if (!read_folder(t, student_cfg, student_classes, error) ||
+  if (!read_folder(t, student_cfg, student_classes, error) || !same_export(t, error) ||
       !make_model(t, be, student_cfg, max_batch, error))
     return NULL;
   t->sha256 = cohort_file_sha256(t->weights, error);

@@ -11,6 +11,7 @@
  * classes must have the same names in the same order as the student's data. */
 #pragma once
 
+#include "engine/base/fileio.h" /* cohort_file_sha256 */
 #include "engine/model/model.h"
 
 G_BEGIN_DECLS
@@ -40,8 +41,5 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortTeacher, cohort_teacher_free)
 /* Backend bytes the teacher holds: weights, buffers and activations (no gradients, no
  * optimizer state). */
 size_t cohort_teacher_bytes(const CohortTeacher *t);
-
-/* Lowercase hex sha256 of a file, or NULL with a G_FILE_ERROR naming it. */
-char *cohort_file_sha256(const char *path, GError **error);
 
 G_END_DECLS

@@ -4,6 +4,7 @@
 
 #include <math.h>
 
+#include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "kernels/backend.h"
 
@@ -77,7 +78,7 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
     json_array_add_string_element(metrics, r->model->metrics[i].name);
   json_object_set_array_member(f, COHORT_FIELD_METRICS, metrics);
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
-  g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, NULL);
+  g_autoptr(JsonNode) cfg_node = cohort_json_parse_strict(cfg_json, -1, "config", 0, NULL);
   if (cfg_node)
     json_object_set_member(f, COHORT_FIELD_CONFIG, g_steal_pointer(&cfg_node));
   return f;

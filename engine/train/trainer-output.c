@@ -2,6 +2,9 @@
 #include "engine/train/trainer-run.h"
 
 #include <math.h>
+#include <glib/gstdio.h>
+
+#include "engine/base/fileio.h"
 
 #include "data/images.h"
 #include "engine/model/model-io.h"
@@ -169,15 +172,40 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
   return cohort_train_dist_barrier(r->dist, "checkpoint", error);
 }
 
+/* The files an export writes only sometimes: one left by an earlier export that this one does
+ * not write would sit beside the new weights as if it belonged to them (an EMA export of step
+ * 20 beside a model of step 30, which a teacher would then take). */
+static void remove_stale_exports(CohortRankRun *r)
+{
+  const char *ws = r->cfg->workspace_dir;
+  struct {
+    const char *name;
+    gboolean written;
+  } optional[] = {
+      {"model-ema.safetensors", r->ema != NULL},
+      {"classes.json", cohort_data_source_class_names(r->train) != NULL},
+      {"config.json", r->model->klass->export_extra != NULL},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(optional); i++) {
+    g_autofree char *path = g_build_filename(ws, optional[i].name, NULL);
+    if (!optional[i].written && g_unlink(path) == 0)
+      cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "removed %s of an earlier export", path);
+  }
+  cohort_fsync_dir(ws);
+}
+
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
+  remove_stale_exports(r);
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
   g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);
   g_hash_table_insert(meta, "format", "pt");
-  /* One spelling for the step in every file Cohort writes (checkpoints use it too). */
+  /* One spelling for the step in every file Cohort writes (checkpoints use it too); the run id
+   * lets a reader tell the files of one export from leftovers of another. */
   g_hash_table_insert(meta, "cohort.step", step);
+  g_hash_table_insert(meta, "cohort.run_id", r->st.run_id);
   g_hash_table_insert(meta, "cohort.model", cfg->model);
   if (!cohort_model_save(r->model, NULL, path, meta, error))
     return FALSE;

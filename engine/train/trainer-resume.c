@@ -388,5 +388,10 @@ gboolean cohort_rank_run_prepare_workspace(CohortRankRun *r, GError **error)
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "removed %u unfinished file%s of an interrupted save in %s", removed,
                         removed == 1 ? "" : "s", ws);
+  /* Before a checkpoint is chosen: a replacement or a prune that a crash cut short. */
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+  cohort_checkpoint_recover(ws, notes);
+  for (guint i = 0; i < notes->len; i++)
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s", (const char *)notes->pdata[i]);
   return TRUE;
 }

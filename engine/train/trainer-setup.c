@@ -84,6 +84,22 @@ static gboolean plan_steps(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
+/* What skip_bad_images left out of `data`: each file with its reason, the first
+ * MAX_SKIPS_NAMED of them, then how many more (a thousand broken files are not a thousand
+ * lines). */
+#define MAX_SKIPS_NAMED 20
+static void report_skipped(CohortRankRun *r, const CohortDataSource *data, const char *path)
+{
+  guint skipped = cohort_data_source_num_skipped(data);
+  for (guint i = 0; i < skipped && i < MAX_SKIPS_NAMED; i++)
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING, "skip_bad_images: left out %s",
+                        cohort_data_source_skipped_reason(data, i));
+  if (skipped > MAX_SKIPS_NAMED)
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
+                        "skip_bad_images: and %u more unreadable images in %s left out (%u in all)",
+                        skipped - MAX_SKIPS_NAMED, path, skipped);
+}
+
 /* What the model's shape takes from the data: the number of classes of image data. The
  * validation set must have the same classes, by name and order. */
 static gboolean resolve_from_data(CohortRankRun *r, GError **error)
@@ -116,11 +132,11 @@ static gboolean resolve_from_data(CohortRankRun *r, GError **error)
       return FALSE;
     }
   }
-  guint skipped = cohort_data_source_num_skipped(r->train);
-  if (skipped > 0)
-    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
-                        "skip_bad_images: %u unreadable image%s in %s left out", skipped,
-                        skipped == 1 ? "" : "s", train_path);
+  report_skipped(r, r->train, train_path);
+  if (r->val) {
+    g_autofree char *val_path = cohort_resolve_path(cfg->val_data);
+    report_skipped(r, r->val, val_path);
+  }
   return TRUE;
 }
 
