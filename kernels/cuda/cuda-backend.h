@@ -59,7 +59,9 @@ int cohort_cuda_can_access_peer(int a, int b);
  * default). Applies to every device's handle, now and later. */
 void cohort_cuda_set_tf32(int enable);
 
-/* PCI bus id of device `index` ("0000:17:00.0"), for matching it in NVML. Returns 0, or -1. */
+/* PCI bus id of device `index` ("0000:17:00.0"), for matching it in NVML. Returns 0, or -1;
+ * a failure is not recorded as the backend's (cohort_cuda_last_error() stays as it was), as
+ * the query is optional. */
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len);
 
 /* Streams, events and pinned host memory for the DDP reducer, as opaque pointers so C code

@@ -43,6 +43,9 @@ bool cohort_cuda_ok(cudaError_t e, const char *what)
   if (e == cudaSuccess)
     return true;
   cohort_cuda_fail("cuda: %s: %s", what, cudaGetErrorString(e));
+  /* The runtime also keeps a failed call's status as this thread's last error, where the next
+   * launch check would report it again under that kernel's name: it is recorded now. */
+  (void)cudaGetLastError();
   return false;
 }
 
@@ -222,7 +225,10 @@ void *cohort_cuda_scratch(size_t bytes)
 
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len)
 {
-  return cohort_cuda_ok(cudaDeviceGetPCIBusId(buf, len, index), "cudaDeviceGetPCIBusId") ? 0 : -1;
+  if (cudaDeviceGetPCIBusId(buf, len, index) == cudaSuccess)
+    return 0;
+  (void)cudaGetLastError(); /* a probe: its failure is the caller's, not the backend's */
+  return -1;
 }
 
 void *cohort_cuda_event_new(void)
