@@ -37,6 +37,7 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   json_object_set_string_member(f, "device", r->be->name);
   if (r->dev.cuda_device >= 0)
     json_object_set_int_member(f, "cuda_device", r->dev.cuda_device);
+  cohort_device_add_versions(f);
   json_object_set_int_member(f, "threads", threads);
   json_object_set_int_member(f, "num_workers", cfg->num_workers);
   json_object_set_boolean_member(f, "pin_memory", r->pinned);

@@ -111,6 +111,10 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+  /* A device fault first: its NaNs would otherwise read as divergence (or, in fp16, as an
+   * overflow that skips the step and halves the scale). */
+  if (!cohort_device_check(&r->dev, error))
+    return FALSE;
   res->lr = cohort_lr_for(cfg, r->base_lr, r->warmup_steps, (int)r->st.step, (int)r->total_steps);
   /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
    * holds the same reduced values, so every rank stops here. */
@@ -301,6 +305,14 @@ static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
   r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
   if (opts->rank == 0 && r->dev.cuda_device >= 0)
     cohort_device_log_local(cfg, opts->local_world_size, r->progress);
+  /* `auto` on a machine whose GPUs CUDA cannot use (a driver older than the runtime needs)
+   * would otherwise train on the CPU without a word. */
+  g_autofree char *fallback =
+      opts->rank == 0 && r->dev.cuda_device < 0 && cfg->device == COHORT_DEVICE_AUTO
+          ? cohort_device_auto_fallback()
+          : NULL;
+  if (fallback)
+    cohort_progress_log(r->progress, "warning", "%s", fallback);
   return TRUE;
 }
 

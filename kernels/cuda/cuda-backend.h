@@ -27,6 +27,12 @@ int cohort_cuda_device_count(void);
  * found. Valid after cohort_cuda_device_count() has been called. */
 const char *cohort_cuda_probe_error(void);
 
+/* The CUDA runtime's version (1000 major + 10 minor: 13000 for 13.0), which needs no driver;
+ * and the newest CUDA version the installed driver supports, 0 without a driver. Neither
+ * records an error. */
+int cohort_cuda_runtime_version(void);
+int cohort_cuda_driver_version(void);
+
 /* Makes device `index` (0 ≤ index < device count) current for the calling thread. Returns 0,
  * or -1 with the reason in cohort_cuda_last_error(). */
 int cohort_cuda_set_device(int index);

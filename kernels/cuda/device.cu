@@ -96,6 +96,26 @@ const char *cohort_cuda_probe_error(void)
   return probe_text[0] ? probe_text : NULL;
 }
 
+int cohort_cuda_runtime_version(void)
+{
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CUDART_VERSION; /* the headers it was built with */
+  }
+  return v;
+}
+
+int cohort_cuda_driver_version(void)
+{
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
 int cohort_cuda_set_device(int index)
 {
   int n = cohort_cuda_device_count();
