@@ -57,6 +57,11 @@ int cohort_cuda_device_info(int index, CohortCudaDeviceInfo *info);
  * cohort_cuda_last_error(). */
 int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes);
 
+/* 0 when device `index` is in the exclusive-process or prohibited compute mode
+ * (`nvidia-smi -c`), where no second process can use it (tests that put two ranks on one GPU
+ * skip then); 1 otherwise, also when it cannot tell. Records nothing. */
+int cohort_cuda_device_shareable(int index);
+
 /* 1 when device `a` can read and write device `b`'s memory directly (NVLink or PCIe P2P),
  * else 0 (also for bad indexes or a == b). */
 int cohort_cuda_can_access_peer(int a, int b);

@@ -161,6 +161,16 @@ int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes)
   return cohort_cuda_ok(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo") ? 0 : -1;
 }
 
+int cohort_cuda_device_shareable(int index)
+{
+  int mode = cudaComputeModeDefault;
+  if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return mode != cudaComputeModeExclusiveProcess && mode != cudaComputeModeProhibited;
+}
+
 int cohort_cuda_can_access_peer(int a, int b)
 {
   int n = cohort_cuda_device_count();
