@@ -12,6 +12,7 @@
 #include "engine/distributed/cuda-query.h"
 #include "engine/distributed/reducer.h"
 #include "rank-harness.h"
+#include "cuda-share.h"
 #include "kernels/cuda/cuda-backend.h"
 #include "kernels/math-inline.h"
 #include "wait-ranks.h"
@@ -424,7 +425,7 @@ static void test_same_gpu(void)
     run_ranks((const int[2]){0, 0}, SCENARIO_SAME_GPU);
     return;
   }
-  if (!need_gpus(1))
+  if (!need_gpus(1) || !need_shared_gpu(0))
     return;
   g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
   g_test_trap_assert_passed();
