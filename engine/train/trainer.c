@@ -80,6 +80,10 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
    * no_sync forward (the other micro-steps). */
   if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
     return FALSE;
+  /* The micro-batches' losses stay on the device until the step has queued all its work:
+   * no forward waits for the device to report its loss (distillation's parts still do). */
+  if (!r->distill)
+    cohort_model_begin_losses(m);
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 waited_us = 0;
@@ -95,11 +99,17 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
         sums[1 + k] += parts[k] / r->accum;
       cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
-      loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
       m->ops->backward(m, scale / (float)r->accum);
     }
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
+  }
+  /* the same sum of float means, in the same order, as adding each forward's return */
+  if (!r->distill && !cohort_model_take_losses(m, &loss_sum)) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "out of %s memory for the step's losses", r->be->name);
+    return FALSE;
   }
   sums[0] = loss_sum / r->accum;
   if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
