@@ -112,6 +112,18 @@ static const OpRow rows[] = {
      {3, 17, 40, 11},
      embedding_backward_setup,
      embedding_backward_run},
+    /* many positions per token, and columns past one block */
+    {"embedding_backward",
+     "B4-T300-C300-V50",
+     {4, 300, 300, 50},
+     embedding_backward_setup,
+     embedding_backward_run},
+    /* a vocabulary wider than the positions: most tokens once */
+    {"embedding_backward",
+     "B2-T64-C8-V50257",
+     {2, 64, 8, 50257},
+     embedding_backward_setup,
+     embedding_backward_run},
     {"rows_gather", "B200-V11-C300", {200, 11, 300}, rows_gather_setup, rows_gather_run},
     {"rows_scatter_add", "B200-V11-C300", {200, 11, 300}, rows_scatter_setup, rows_scatter_run},
     {"timestep_embedding", "B64-dim256", {64, 256}, timestep_setup, timestep_run},
