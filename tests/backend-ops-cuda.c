@@ -264,6 +264,129 @@ static void test_deterministic(void)
     gpu->free(bufs[i]);
 }
 
+/* ---- bf16/fp16 products: the weights' 16-bit copy, chunks, scratch ---- */
+
+/* |got - want| <= 1e-4 + 1e-4 |want| over n values (the table's bf16/fp16 GEMM tolerance). */
+static void expect_close(const char *what, const float *want, const float *dev, size_t n)
+{
+  g_autofree float *got = g_new(float, n);
+  gpu->download(got, dev, n * sizeof(float));
+  assert_no_cuda_error(what);
+  size_t bad = 0, worst = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= 1e-4 + 1e-4 * fabs(want[i])) && bad++ == 0)
+      worst = i;
+  if (bad)
+    g_test_message("%s: %zu of %zu values off, first at %zu: cuda %.9g, cpu %.9g", what, bad, n,
+                   worst, got[worst], want[worst]);
+  g_assert_cmpuint(bad, ==, 0);
+}
+
+/* One product on both backends in `mode`: C = op(A) op(B), the CPU's on host copies. */
+static void product(CohortGemmMode mode, int ta, int tb, int M, int N, int K, const float *hA,
+                    const float *dA, int lda, const float *hB, const float *dB, int ldb, float *hC,
+                    float *dC, const char *what)
+{
+  const CohortBackend *cpu = cohort_backend_cpu();
+  cpu->set_gemm_mode(mode);
+  cpu->gemm(ta, tb, M, N, K, 1.0f, hA, lda, hB, ldb, 0.0f, hC, N);
+  cpu->set_gemm_mode(COHORT_GEMM_FP32);
+  gpu->set_gemm_mode(mode);
+  gpu->gemm(ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N);
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  expect_close(what, hC, dC, (size_t)M * N);
+}
+
+/* Inside a scope, products whose weight operand lies in the registered weights read it from
+ * the 16-bit copy (as B, transposed, and as A), with the results of rounding per call; a
+ * new scope after the weights changed reads the new ones (the copy is refreshed); an operand
+ * that reaches past the weights is rounded per call; a change of mode inside the scope
+ * re-rounds the copy. */
+static void test_gemm_weights_copy(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 70, N = 90, K = 50, OFF = 37, NP = OFF + K * N + 100 };
+  g_autoptr(GRand) r = g_rand_new_with_seed(91);
+  g_autofree float *hp = rand_floats(r, NP), *hx = rand_floats(r, (size_t)M * K);
+  g_autofree float *hxt = rand_floats(r, (size_t)N * M), *hc = g_new(float, (size_t)N *M);
+  float *dp = on_gpu(hp, NP * 4), *dx = on_gpu(hx, (size_t)M * K * 4);
+  float *dxt = on_gpu(hxt, (size_t)N * M * 4), *dc = gpu->alloc((size_t)N * M * 4);
+  const float *hw = hp + OFF, *dw = dp + OFF;
+  for (int round = 0; round < 2; round++) {
+    g_assert_cmpint(cohort_cuda_weights_begin(dp, NP), ==, 0);
+    size_t before = cohort_cuda_weights_uses();
+    product(COHORT_GEMM_BF16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W");
+    product(COHORT_GEMM_BF16, 0, 1, M, N, K, hx, dx, K, hw, dw, K, hc, dc, "x W^T");
+    product(COHORT_GEMM_BF16, 0, 0, K, M, N, hw, dw, N, hxt, dxt, M, hc, dc, "W x^T");
+    product(COHORT_GEMM_FP16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W (fp16)");
+    g_assert_cmpuint(cohort_cuda_weights_uses(), ==, before + 4);
+    cohort_cuda_weights_end();
+    /* the optimizer changes the weights between scopes */
+    for (int i = 0; i < NP; i++)
+      hp[i] = 0.5f * hp[i] + 0.25f;
+    gpu->upload(dp, hp, NP * 4);
+  }
+  /* weights that end one value short of the operand: rounded per call, still right */
+  g_assert_cmpint(cohort_cuda_weights_begin(dp, OFF + K * N - 1), ==, 0);
+  size_t before = cohort_cuda_weights_uses();
+  product(COHORT_GEMM_BF16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W (past the copy)");
+  g_assert_cmpuint(cohort_cuda_weights_uses(), ==, before);
+  cohort_cuda_weights_end();
+  gpu->free(dp), gpu->free(dx), gpu->free(dxt), gpu->free(dc);
+}
+
+/* Operands over the packing limit are rounded and multiplied in chunks of rows of op(A) and
+ * columns of op(B), every transpose combination, with and without a weights copy. */
+static void test_gemm_chunked(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 300, N = 200, K = 100 };
+  g_autoptr(GRand) r = g_rand_new_with_seed(92);
+  g_autofree float *ha = rand_floats(r, (size_t)M * K), *hb = rand_floats(r, (size_t)K * N);
+  g_autofree float *hc = g_new(float, (size_t)M *N);
+  float *da = on_gpu(ha, (size_t)M * K * 4), *db = on_gpu(hb, (size_t)K * N * 4);
+  float *dc = gpu->alloc((size_t)M * N * 4);
+  cohort_cuda_set_pack_limit(32 << 10); /* A needs 60 KB, B 40 KB: both in chunks */
+  for (int scope = 0; scope < 2; scope++) {
+    if (scope)
+      g_assert_cmpint(cohort_cuda_weights_begin(db, (size_t)K * N), ==, 0);
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        g_autofree char *what =
+            g_strdup_printf("chunked ta=%d tb=%d%s", ta, tb, scope ? ", B from the copy" : "");
+        product(COHORT_GEMM_BF16, ta, tb, M, N, K, ha, da, ta ? M : K, hb, db, tb ? K : N, hc, dc,
+                what);
+      }
+    cohort_cuda_weights_end();
+  }
+  cohort_cuda_set_pack_limit(0);
+  gpu->free(da), gpu->free(db), gpu->free(dc);
+}
+
+/* Scratch that a one-off left large goes back after a step that needed little, and stays
+ * while the steps keep needing it. */
+static void test_scratch_shrinks(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 4096, N = 64, K = 4096 };
+  float *a = gpu->alloc((size_t)M * K * 4), *b = gpu->alloc((size_t)K * N * 4);
+  float *c = gpu->alloc((size_t)M * N * 4);
+  gpu->set_gemm_mode(COHORT_GEMM_BF16);
+  gpu->gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N); /* 32 MiB of rounded A */
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  size_t big = cohort_cuda_scratch_bytes();
+  g_assert_cmpuint(big, >=, (size_t)M * K * 2);
+  cohort_cuda_scratch_trim(); /* that step needed it: kept */
+  g_assert_cmpuint(cohort_cuda_scratch_bytes(), ==, big);
+  cohort_cuda_scratch_trim(); /* a step that needed none: freed */
+  g_assert_cmpuint(cohort_cuda_scratch_bytes(), <, big);
+  assert_no_cuda_error("scratch trim");
+  gpu->free(a), gpu->free(b), gpu->free(c);
+}
+
 void ops_add_cuda_cases(int n)
 {
   gpu = cohort_backend_cuda();
@@ -276,9 +399,135 @@ void ops_add_cuda_cases(int n)
   g_test_add_func("/cuda/gemm-fp16-overflow", test_gemm_fp16_overflow);
   g_test_add_func("/cuda/refused-shapes", test_refused_shapes);
   g_test_add_func("/cuda/deterministic", test_deterministic);
+  g_test_add_func("/cuda/gemm-weights-copy", test_gemm_weights_copy);
+  g_test_add_func("/cuda/gemm-chunked", test_gemm_chunked);
+  g_test_add_func("/cuda/scratch-shrinks", test_scratch_shrinks);
 }
 #else
 void ops_add_cuda_cases(int n);
+/* ---- bf16/fp16 products: the weights' 16-bit copy, chunks, scratch ---- */
+
+/* |got - want| <= 1e-4 + 1e-4 |want| over n values (the table's bf16/fp16 GEMM tolerance). */
+static void expect_close(const char *what, const float *want, const float *dev, size_t n)
+{
+  g_autofree float *got = g_new(float, n);
+  gpu->download(got, dev, n * sizeof(float));
+  assert_no_cuda_error(what);
+  size_t bad = 0, worst = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!(fabs(got[i] - want[i]) <= 1e-4 + 1e-4 * fabs(want[i])) && bad++ == 0)
+      worst = i;
+  if (bad)
+    g_test_message("%s: %zu of %zu values off, first at %zu: cuda %.9g, cpu %.9g", what, bad, n,
+                   worst, got[worst], want[worst]);
+  g_assert_cmpuint(bad, ==, 0);
+}
+
+/* One product on both backends in `mode`: C = op(A) op(B), the CPU's on host copies. */
+static void product(CohortGemmMode mode, int ta, int tb, int M, int N, int K, const float *hA,
+                    const float *dA, int lda, const float *hB, const float *dB, int ldb, float *hC,
+                    float *dC, const char *what)
+{
+  const CohortBackend *cpu = cohort_backend_cpu();
+  cpu->set_gemm_mode(mode);
+  cpu->gemm(ta, tb, M, N, K, 1.0f, hA, lda, hB, ldb, 0.0f, hC, N);
+  cpu->set_gemm_mode(COHORT_GEMM_FP32);
+  gpu->set_gemm_mode(mode);
+  gpu->gemm(ta, tb, M, N, K, 1.0f, dA, lda, dB, ldb, 0.0f, dC, N);
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  expect_close(what, hC, dC, (size_t)M * N);
+}
+
+/* Inside a scope, products whose weight operand lies in the registered weights read it from
+ * the 16-bit copy (as B, transposed, and as A), with the results of rounding per call; a
+ * new scope after the weights changed reads the new ones (the copy is refreshed); an operand
+ * that reaches past the weights is rounded per call; a change of mode inside the scope
+ * re-rounds the copy. */
+static void test_gemm_weights_copy(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 70, N = 90, K = 50, OFF = 37, NP = OFF + K * N + 100 };
+  g_autoptr(GRand) r = g_rand_new_with_seed(91);
+  g_autofree float *hp = rand_floats(r, NP), *hx = rand_floats(r, (size_t)M * K);
+  g_autofree float *hxt = rand_floats(r, (size_t)N * M), *hc = g_new(float, (size_t)N *M);
+  float *dp = on_gpu(hp, NP * 4), *dx = on_gpu(hx, (size_t)M * K * 4);
+  float *dxt = on_gpu(hxt, (size_t)N * M * 4), *dc = gpu->alloc((size_t)N * M * 4);
+  const float *hw = hp + OFF, *dw = dp + OFF;
+  for (int round = 0; round < 2; round++) {
+    g_assert_cmpint(cohort_cuda_weights_begin(dp, NP), ==, 0);
+    size_t before = cohort_cuda_weights_uses();
+    product(COHORT_GEMM_BF16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W");
+    product(COHORT_GEMM_BF16, 0, 1, M, N, K, hx, dx, K, hw, dw, K, hc, dc, "x W^T");
+    product(COHORT_GEMM_BF16, 0, 0, K, M, N, hw, dw, N, hxt, dxt, M, hc, dc, "W x^T");
+    product(COHORT_GEMM_FP16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W (fp16)");
+    g_assert_cmpuint(cohort_cuda_weights_uses(), ==, before + 4);
+    cohort_cuda_weights_end();
+    /* the optimizer changes the weights between scopes */
+    for (int i = 0; i < NP; i++)
+      hp[i] = 0.5f * hp[i] + 0.25f;
+    gpu->upload(dp, hp, NP * 4);
+  }
+  /* weights that end one value short of the operand: rounded per call, still right */
+  g_assert_cmpint(cohort_cuda_weights_begin(dp, OFF + K * N - 1), ==, 0);
+  size_t before = cohort_cuda_weights_uses();
+  product(COHORT_GEMM_BF16, 0, 0, M, N, K, hx, dx, K, hw, dw, N, hc, dc, "x W (past the copy)");
+  g_assert_cmpuint(cohort_cuda_weights_uses(), ==, before);
+  cohort_cuda_weights_end();
+  gpu->free(dp), gpu->free(dx), gpu->free(dxt), gpu->free(dc);
+}
+
+/* Operands over the packing limit are rounded and multiplied in chunks of rows of op(A) and
+ * columns of op(B), every transpose combination, with and without a weights copy. */
+static void test_gemm_chunked(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 300, N = 200, K = 100 };
+  g_autoptr(GRand) r = g_rand_new_with_seed(92);
+  g_autofree float *ha = rand_floats(r, (size_t)M * K), *hb = rand_floats(r, (size_t)K * N);
+  g_autofree float *hc = g_new(float, (size_t)M *N);
+  float *da = on_gpu(ha, (size_t)M * K * 4), *db = on_gpu(hb, (size_t)K * N * 4);
+  float *dc = gpu->alloc((size_t)M * N * 4);
+  cohort_cuda_set_pack_limit(32 << 10); /* A needs 60 KB, B 40 KB: both in chunks */
+  for (int scope = 0; scope < 2; scope++) {
+    if (scope)
+      g_assert_cmpint(cohort_cuda_weights_begin(db, (size_t)K * N), ==, 0);
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        g_autofree char *what =
+            g_strdup_printf("chunked ta=%d tb=%d%s", ta, tb, scope ? ", B from the copy" : "");
+        product(COHORT_GEMM_BF16, ta, tb, M, N, K, ha, da, ta ? M : K, hb, db, tb ? K : N, hc, dc,
+                what);
+      }
+    cohort_cuda_weights_end();
+  }
+  cohort_cuda_set_pack_limit(0);
+  gpu->free(da), gpu->free(db), gpu->free(dc);
+}
+
+/* Scratch that a one-off left large goes back after a step that needed little, and stays
+ * while the steps keep needing it. */
+static void test_scratch_shrinks(void)
+{
+  if (!need_gpu())
+    return;
+  enum { M = 4096, N = 64, K = 4096 };
+  float *a = gpu->alloc((size_t)M * K * 4), *b = gpu->alloc((size_t)K * N * 4);
+  float *c = gpu->alloc((size_t)M * N * 4);
+  gpu->set_gemm_mode(COHORT_GEMM_BF16);
+  gpu->gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N); /* 32 MiB of rounded A */
+  gpu->set_gemm_mode(COHORT_GEMM_FP32);
+  size_t big = cohort_cuda_scratch_bytes();
+  g_assert_cmpuint(big, >=, (size_t)M * K * 2);
+  cohort_cuda_scratch_trim(); /* that step needed it: kept */
+  g_assert_cmpuint(cohort_cuda_scratch_bytes(), ==, big);
+  cohort_cuda_scratch_trim(); /* a step that needed none: freed */
+  g_assert_cmpuint(cohort_cuda_scratch_bytes(), <, big);
+  assert_no_cuda_error("scratch trim");
+  gpu->free(a), gpu->free(b), gpu->free(c);
+}
+
 void ops_add_cuda_cases(int n)
 {
   (void)n;

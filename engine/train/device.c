@@ -192,6 +192,28 @@ void cohort_device_log_local(const CohortConfig *cfg, int local_world_size,
 #endif
 }
 
+void cohort_device_step_begin(const CohortComputeDevice *dev, const float *params, size_t n)
+{
+#if COHORT_HAVE_CUDA
+  if (dev->cuda_device >= 0)
+    cohort_cuda_weights_begin(params, n); /* -1: the products round per call, as before */
+#endif
+  (void)dev;
+  (void)params;
+  (void)n;
+}
+
+void cohort_device_step_end(const CohortComputeDevice *dev)
+{
+#if COHORT_HAVE_CUDA
+  if (dev->cuda_device >= 0) {
+    cohort_cuda_weights_end();
+    cohort_cuda_scratch_trim();
+  }
+#endif
+  (void)dev;
+}
+
 gboolean cohort_device_check(const CohortComputeDevice *dev, GError **error)
 {
   const char *e = dev->be->last_error ? dev->be->last_error() : NULL;

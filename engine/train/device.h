@@ -74,6 +74,14 @@ char *cohort_device_describe(const CohortComputeDevice *dev);
 void cohort_device_log_local(const CohortConfig *cfg, int local_world_size,
                              CohortProgress *progress);
 
+/* Around a step's forwards and backwards, where the weights (`params`, n floats of backend
+ * memory) do not change: on a GPU the bf16/fp16 GEMMs then read the weights from one 16-bit
+ * copy made at the step's first product instead of rounding them in every call
+ * (cohort_cuda_weights_begin), and after the step the ops' scratch memory shrinks when the
+ * step needed far less than it holds. Nothing on the CPU. */
+void cohort_device_step_begin(const CohortComputeDevice *dev, const float *params, size_t n);
+void cohort_device_step_end(const CohortComputeDevice *dev);
+
 /* FALSE with the backend's first recorded failure (its `last_error`: the CUDA backend's;
  * the CPU backend has none). The trainer asks before it judges the step's loss and gradient
  * norm, so that a device fault is never read as divergence or an fp16 overflow. */

@@ -94,6 +94,28 @@ int cohort_cuda_stream_copy(void *stream, void *after_event, void *dst, const vo
 void *cohort_cuda_host_alloc(size_t bytes);
 void cohort_cuda_host_free(void *p);
 
+/* The weights' 16-bit copy. Between cohort_cuda_weights_begin and cohort_cuda_weights_end the
+ * caller promises that the n floats at `params` (device memory of the current device) do not
+ * change. The first bf16/fp16 GEMM in the scope rounds them all once into a 16-bit copy (kept
+ * for the process, allocated at the first scope), and every GEMM operand that lies inside
+ * them is read from the copy instead of being rounded again; the results are those of
+ * rounding per call. Outside a scope every GEMM rounds its operands. The trainer opens a
+ * scope around each step's forwards and backwards and closes it before the optimizer, so the
+ * copy is refreshed once after each optimizer step. Returns 0, or -1 when no copy can be had
+ * (nothing recorded: the GEMMs then round per call). */
+int cohort_cuda_weights_begin(const float *params, size_t n);
+void cohort_cuda_weights_end(void);
+/* GEMM operands read from the copy since the process began (for tests). */
+size_t cohort_cuda_weights_uses(void);
+/* The most memory, in bytes, one bf16/fp16 GEMM holds for operands it rounds (256 MiB; 0
+ * restores that): larger operands are rounded and multiplied in chunks of rows of op(A) and
+ * columns of op(B). For tests. */
+void cohort_cuda_set_pack_limit(size_t bytes);
+/* The shared scratch memory of the ops: its size now, and a trim (after a step) that frees it
+ * when the requests since the last trim would fit in half of it. */
+size_t cohort_cuda_scratch_bytes(void);
+void cohort_cuda_scratch_trim(void);
+
 /* Waits for all work on the current device. Returns 0, or -1 when this or any earlier op
  * failed (see cohort_cuda_last_error()). */
 int cohort_cuda_synchronize(void);

@@ -17,6 +17,7 @@ static CohortGemmMode gemm_mode = COHORT_GEMM_FP32;
 static cublasHandle_t handles[MAX_DEVICES];
 static void *scratch_ptr[MAX_DEVICES];
 static size_t scratch_size[MAX_DEVICES];
+static size_t scratch_peak[MAX_DEVICES]; /* the largest request since the last trim */
 
 static void record_error(const char *text)
 {
@@ -240,6 +241,8 @@ void *cohort_cuda_scratch(size_t bytes)
     cohort_cuda_fail("cuda: no usable device for scratch memory");
     return NULL;
   }
+  if (scratch_peak[d] < bytes)
+    scratch_peak[d] = bytes;
   if (scratch_size[d] < bytes) {
     /* cudaFree waits for the device, so no kernel still reads the old buffer. */
     cohort_cuda_ok(cudaFree(scratch_ptr[d]), "cudaFree (scratch)");
@@ -251,6 +254,29 @@ void *cohort_cuda_scratch(size_t bytes)
     scratch_size[d] = want;
   }
   return scratch_ptr[d];
+}
+
+/* Frees scratch that the requests since the last trim would fit in half of: memory a one-off
+ * (a sample, an evaluation, a larger batch) left behind goes back, while a step that needs
+ * the same every time keeps its buffer (cudaFree waits for the whole device). */
+void cohort_cuda_scratch_trim(void)
+{
+  int d = cohort_cuda_get_device();
+  if (d < 0 || d >= MAX_DEVICES)
+    return;
+  size_t keep = scratch_peak[d] < ((size_t)1 << 20) ? ((size_t)1 << 20) : scratch_peak[d];
+  if (scratch_size[d] > 2 * keep) {
+    cohort_cuda_ok(cudaFree(scratch_ptr[d]), "cudaFree (scratch)");
+    scratch_ptr[d] = NULL;
+    scratch_size[d] = 0;
+  }
+  scratch_peak[d] = 0;
+}
+
+size_t cohort_cuda_scratch_bytes(void)
+{
+  int d = cohort_cuda_get_device();
+  return d < 0 || d >= MAX_DEVICES ? 0 : scratch_size[d];
 }
 
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len)
