@@ -33,8 +33,10 @@ static gboolean grow(CohortModel *m, CohortLossLog *log, size_t want)
   float *dev = m->be->alloc(cap * sizeof(float));
   if (dev == NULL)
     return FALSE;
-  m->be->copy(dev, log->dev, log->used * sizeof(float));
-  m->be->free(log->dev);
+  if (log->used > 0)
+    m->be->copy(dev, log->dev, log->used * sizeof(float));
+  if (log->dev)
+    m->be->free(log->dev);
   log->dev = dev;
   log->host = g_renew(float, log->host, cap);
   log->cap = cap;

@@ -307,11 +307,13 @@ char *cohort_device_auto_fallback(void)
                                         driver);
 }
 
+#if COHORT_HAVE_CUDA
 static char *version_text(int v)
 {
   /* CUDA's encoding: 1000 major + 10 minor */
   return g_strdup_printf("%d.%d", v / 1000, v % 1000 / 10);
 }
+#endif
 
 void cohort_device_add_versions(JsonObject *fields)
 {
