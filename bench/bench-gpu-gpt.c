@@ -309,7 +309,8 @@ int main(int argc, char **argv)
     cohort_gpt_backward(gpt, 1.0f);
     weights_scope(be, gpt, FALSE);
     double sum = NAN;
-    cohort_model_take_losses(gpt, &sum);
+    guint logged = 0;
+    cohort_model_take_losses(gpt, &sum, &logged);
     loss = (float)sum;
     cohort_clip_grad_norm_on(be, cohort_gpt_grads(gpt), n, clip);
     cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,

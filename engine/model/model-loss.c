@@ -70,10 +70,11 @@ void cohort_model_begin_losses(CohortModel *m)
   g_array_set_size(m->loss_log->counts, 0);
 }
 
-gboolean cohort_model_take_losses(CohortModel *m, double *sum)
+gboolean cohort_model_take_losses(CohortModel *m, double *sum, guint *forwards)
 {
   CohortLossLog *log = m->loss_log;
   *sum = NAN;
+  *forwards = 0;
   if (log == NULL || !log->on)
     return FALSE;
   log->on = FALSE;
@@ -92,6 +93,7 @@ gboolean cohort_model_take_losses(CohortModel *m, double *sum)
     off += n;
   }
   *sum = total;
+  *forwards = log->counts->len;
   return TRUE;
 }
 

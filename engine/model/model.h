@@ -252,9 +252,10 @@ float cohort_model_mean_loss(CohortModel *m, const float *losses, size_t n, floa
 void cohort_model_begin_losses(CohortModel *m);
 /* Ends the log: *sum = the sum, in the order of the forwards, of each forward's mean rounded
  * to float as the forward would have returned it (so the total has the bits of adding the
- * returned values), with one download. FALSE (and NAN) when no log was begun or memory for
- * it could not be had. */
-gboolean cohort_model_take_losses(CohortModel *m, double *sum);
+ * returned values), with one download; *forwards = how many forwards logged one (0 for a
+ * family that reports its loss without cohort_model_mean_loss: its forwards returned it).
+ * FALSE (and NAN) when no log was begun or memory for it could not be had. */
+gboolean cohort_model_take_losses(CohortModel *m, double *sum, guint *forwards);
 /* Frees the log (cohort_model_free does). */
 void cohort_model_free_losses(CohortModel *m);
 

@@ -69,6 +69,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
                               GError **error)
 {
   CohortModel *m = r->model;
+  double returned = 0; /* what the forwards returned: NAN for each one that logged */
   /* The micro-batches' losses stay on the device until the step has queued all its work:
    * no forward waits for the device to report its loss (distillation's parts still do). */
   if (!r->distill)
@@ -88,16 +89,29 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
         parts_sums[k] += parts[k] / r->accum;
       cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
-      m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      returned += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
       m->ops->backward(m, scale / (float)r->accum);
     }
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
+  if (r->distill)
+    return TRUE;
   /* the same sum of float means, in the same order, as adding each forward's return */
-  if (!r->distill && !cohort_model_take_losses(m, loss_sum)) {
+  guint logged = 0;
+  if (!cohort_model_take_losses(m, loss_sum, &logged)) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "out of %s memory for the step's losses", r->be->name);
+    return FALSE;
+  }
+  /* a family whose forward returns its loss without the log */
+  if (logged == 0)
+    *loss_sum = returned;
+  else if (logged != (guint)r->accum) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "model %s: %u of %d forwards logged their loss (a family reports every "
+                "training loss through cohort_model_mean_loss, or none)",
+                m->klass->name, logged, r->accum);
     return FALSE;
   }
   return TRUE;
