@@ -1,6 +1,8 @@
 /* Times optimizer steps of the GPT model on random tokens, on a GPU (CUDA backend) or on the
  * CPU, and reports tokens/s and model FLOPs utilisation (MFU). One step is what the trainer
- * does: zero grad, forward, backward, gradient clipping by global norm, AdamW. The default
+ * does: zero grad, forward, backward, gradient clipping by global norm, AdamW, with the loss
+ * read once per step from the model's loss log and, on a GPU, the weights' 16-bit copy made
+ * once per step (engine/train/trainer.c's micro_batches and train_step). The default
  * shape and batch are the gpt2-124m preset's; bench/run-gpu-bench runs it beside PyTorch.
  *
  * Model FLOPs per token: 6*N + 12*L*T*C with N all parameters (PaLM, appendix B; nanoGPT's
@@ -130,6 +132,22 @@ static gboolean device_ok(const CohortBackend *be, const char *when)
   (void)be;
   (void)when;
   return TRUE;
+}
+
+/* Around the step's forward and backward, as the trainer (cohort_device_step_begin/end). */
+static void weights_scope(const CohortBackend *be, CohortGpt *gpt, gboolean open)
+{
+#if COHORT_HAVE_CUDA
+  if (be == cohort_backend_cuda() && open)
+    cohort_cuda_weights_begin(cohort_gpt_params(gpt), cohort_gpt_num_params(gpt));
+  else if (be == cohort_backend_cuda()) {
+    cohort_cuda_weights_end();
+    cohort_cuda_scratch_trim();
+  }
+#endif
+  (void)be;
+  (void)gpt;
+  (void)open;
 }
 
 /* One line about the memory the device has in use (all processes), on CUDA only. */
@@ -285,8 +303,15 @@ int main(int argc, char **argv)
   for (int s = 0; s < warmup + steps; s++) {
     gint64 t0 = g_get_monotonic_time();
     cohort_gpt_zero_grad(gpt);
-    loss = cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
+    weights_scope(be, gpt, TRUE);
+    cohort_model_begin_losses(gpt);
+    cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
     cohort_gpt_backward(gpt, 1.0f);
+    weights_scope(be, gpt, FALSE);
+    double sum = NAN;
+    guint logged = 0;
+    cohort_model_take_losses(gpt, &sum, &logged);
+    loss = (float)sum;
     cohort_clip_grad_norm_on(be, cohort_gpt_grads(gpt), n, clip);
     cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,
                       0.95, 1e-8, 0.1, s + 1);

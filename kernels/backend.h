@@ -187,7 +187,9 @@ typedef struct CohortBackend {
   /* out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]. */
   void (*embedding_forward)(float *out, const int *tokens, const float *wte, const float *wpe,
                             int B, int T, int C);
-  /* dwte[tokens[b, t], :] += dout[b, t, :]; dwpe[t, :] += sum over b (accumulate). */
+  /* dwte[tokens[b, t], :] += dout[b, t, :], each token's rows added in order of position;
+   * dwpe[t, :] += sum over b (accumulate). tokens (backend memory) must index rows of dwte
+   * (the caller checks). */
   void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                              int T, int C);
   /* out[b, :] = table[rows[b], :] for b < B, rows of width C; rows (backend memory) must index

@@ -17,6 +17,7 @@
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda-backend.h"
+#include "cuda-share.h"
 #include "test-util.h"
 
 #include <math.h>
@@ -270,7 +271,7 @@ static GArray *train(const char *ws, const char *const *extra)
  * 1 rank with the double batch ends, within the fp32 tolerance. */
 static void test_gloo_two_ranks_one_gpu(void)
 {
-  if (!need_gpu())
+  if (!need_gpu() || !need_shared_gpu(0))
     return;
   g_autofree char *ws1 = tu_mkdtemp("cuda-one-rank");
   g_autofree char *ws2 = tu_mkdtemp("cuda-two-ranks");
@@ -288,7 +289,7 @@ static void test_gloo_two_ranks_one_gpu(void)
  * and resume a stage-1 checkpoint at stage 1 to the bits of the run that did not stop. */
 static void test_zero_two_ranks_one_gpu(void)
 {
-  if (!need_gpu())
+  if (!need_gpu() || !need_shared_gpu(0))
     return;
   g_autofree char *ws0 = tu_mkdtemp("cuda-zero0");
   g_autofree char *ws1 = tu_mkdtemp("cuda-zero1");

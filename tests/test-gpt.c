@@ -170,6 +170,39 @@ static void test_determinism(void)
   }
 }
 
+/* The loss log (engine/model/model-loss.c): logged forwards return NAN, and the log gives the
+ * sum of the means they would have returned, bit for bit, with the number of forwards; with
+ * no forward logged it says 0; without a log begun it refuses. */
+static void test_loss_log(void)
+{
+  g_autoptr(CohortGpt) gpt = make_model(13);
+  float direct[3];
+  double want = 0;
+  for (int k = 0; k < 3; k++) {
+    direct[k] = cohort_gpt_forward(gpt, inputs, targets, B - k % 2, T);
+    want += direct[k];
+  }
+  double sum = 0;
+  guint forwards = 9;
+  g_assert_false(cohort_model_take_losses(gpt, &sum, &forwards));
+  g_assert_cmpuint(forwards, ==, 0);
+  for (int round = 0; round < 2; round++) { /* a second step reuses the grown log */
+    cohort_model_begin_losses(gpt);
+    for (int k = 0; k < 3; k++)
+      g_assert_true(isnan(cohort_gpt_forward(gpt, inputs, targets, B - k % 2, T)));
+    g_assert_true(cohort_model_take_losses(gpt, &sum, &forwards));
+    g_assert_cmpuint(forwards, ==, 3);
+    g_assert_cmpmem(&sum, sizeof sum, &want, sizeof want);
+  }
+  /* after the log: the forward returns its loss again */
+  float again = cohort_gpt_forward(gpt, inputs, targets, B, T);
+  g_assert_cmpmem(&again, sizeof again, &direct[0], sizeof again);
+  cohort_model_begin_losses(gpt);
+  g_assert_true(cohort_model_take_losses(gpt, &sum, &forwards));
+  g_assert_cmpuint(forwards, ==, 0);
+  g_assert_cmpfloat(sum, ==, 0);
+}
+
 static double rel_diff(const float *a, const float *b, size_t n)
 {
   double num = 0, den = 0;
@@ -317,6 +350,7 @@ int main(int argc, char **argv)
   g_test_add_func("/gpt/loss-at-init", test_loss_at_init);
   g_test_add_func("/gpt/finite-differences", test_finite_differences);
   g_test_add_func("/gpt/determinism", test_determinism);
+  g_test_add_func("/gpt/loss-log", test_loss_log);
   g_test_add_func("/gpt/accumulation", test_accumulation);
   g_test_add_func("/gpt/grad-ready-hook", test_grad_ready_hook);
   g_test_add_func("/gpt/against-torch", test_against_torch);

@@ -224,6 +224,15 @@ static void test_nproc(void)
   g_assert_cmpint(cohort_machine_count_gpus(), ==, 2);
   g_assert_cmpint(cohort_launch_resolve_nproc("auto", "--nproc-per-node", &error), ==, 2);
   g_assert_cmpint(cohort_launch_resolve_nproc("gpu", "--nproc-per-node", &error), ==, 2);
+  /* The automatic count follows what a CUDA process would see, not the machine's list. */
+  g_setenv("CUDA_VISIBLE_DEVICES", "1", TRUE);
+  g_assert_cmpint(cohort_machine_count_gpus(), ==, 1);
+  g_assert_cmpint(cohort_launch_resolve_nproc("auto", "--nproc-per-node", &error), ==, 1);
+  g_setenv("CUDA_VISIBLE_DEVICES", "", TRUE);
+  g_assert_cmpint(cohort_launch_resolve_nproc("gpu", "--nproc-per-node", &error), ==, -1);
+  g_assert_nonnull(strstr(error->message, "CUDA_VISIBLE_DEVICES"));
+  g_clear_error(&error);
+  g_unsetenv("CUDA_VISIBLE_DEVICES");
   g_unsetenv("COHORT_NVIDIA_SMI");
   g_assert_cmpint(cohort_launch_resolve_nproc("3", "--nproc-per-node", &error), ==, 3);
   g_assert_cmpint(cohort_launch_resolve_nproc("cpu", "--nproc-per-node", &error), ==, 1);
@@ -235,6 +244,43 @@ static void test_nproc(void)
     g_assert_nonnull(strstr(error->message, "--nproc-per-node"));
     g_clear_error(&error);
   }
+}
+
+/* CUDA_VISIBLE_DEVICES read as the CUDA runtime reads it, over nvidia-smi -L's list. */
+static void test_visible_gpus(void)
+{
+  const char *list = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5f0c6a1e-aaaa)\n"
+                     "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-5f0c6a1e-bbbb)\n"
+                     "GPU 2: NVIDIA A100-SXM4-40GB (UUID: GPU-77d1c2e3-cccc)\n"
+                     "  MIG 3g.20gb     Device  0: (UUID: MIG-0a1b2c3d-dddd)\n"
+                     "  MIG 3g.20gb     Device  1: (UUID: MIG-0a1b2c3d-eeee)\n";
+  const struct {
+    const char *vis;
+    int want;
+  } cases[] = {
+      {NULL, 3},                                  /* unset: every GPU */
+      {"", 0},                                    /* set and empty: none */
+      {"-1", 0},                                  /* a common way to hide them all */
+      {"0", 1},                                   /* SLURM --gpus-per-task=1 */
+      {"2,0", 2},                                 /* order does not matter for the count */
+      {" 1 , 2 ", 2},                             /* spaces around entries */
+      {"0,7,1", 1},                               /* cut at the first bad index */
+      {"1,1", 1},                                 /* a repeat ends the list */
+      {"GPU-77d1c2e3-cccc", 1},                   /* a UUID */
+      {"GPU-5f0c6a1e-bb,GPU-77", 2},              /* unique prefixes */
+      {"GPU-5f0c6a1e", 0},                        /* a prefix of two: ambiguous */
+      {"GPU-5f0c6a1e-aaaa,0", 1},                 /* the same GPU twice */
+      {"MIG-0a1b2c3d-eeee", 1},                   /* a MIG instance */
+      {"MIG-0a1b2c3d-dddd,MIG-0a1b2c3d-eeee", 1}, /* one MIG instance per process */
+      {"GPU-ffff", 0},                            /* no such GPU */
+      {"x", 0},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_test_message("CUDA_VISIBLE_DEVICES=%s", cases[i].vis ? cases[i].vis : "(unset)");
+    g_assert_cmpint(cohort_visible_gpu_count(list, cases[i].vis), ==, cases[i].want);
+  }
+  g_assert_cmpint(cohort_visible_gpu_count("", NULL), ==, 0);
+  g_assert_cmpint(cohort_visible_gpu_count("", "0"), ==, 0);
 }
 
 static const CohortLaunchCommand *find_cmd(GPtrArray *cmds, const char *launcher)
@@ -424,6 +470,7 @@ int main(int argc, char **argv)
   g_test_add_func("/launch-plan/external", test_external);
   g_test_add_func("/launch-plan/argv", test_argv);
   g_test_add_func("/launch-plan/nproc", test_nproc);
+  g_test_add_func("/launch-plan/visible-gpus", test_visible_gpus);
   g_test_add_func("/launch-plan/commands", test_commands);
   g_test_add_func("/launch-plan/commands-one-node", test_commands_one_node);
   g_test_add_func("/launch-plan/hostfile", test_hostfile);

@@ -9,8 +9,10 @@
  * (g_test_trap_subprocess executes this program again), which forks its ranks before anything
  * touches CUDA. */
 #include "engine/distributed/comm.h"
+#include "engine/distributed/cuda-query.h"
 #include "engine/distributed/reducer.h"
 #include "rank-harness.h"
+#include "cuda-share.h"
 #include "kernels/cuda/cuda-backend.h"
 #include "kernels/math-inline.h"
 #include "wait-ranks.h"
@@ -56,6 +58,73 @@ static void test_available(void)
 {
   /* This test is built only with NCCL: the answer is about the build, GPU or not. */
   g_assert_true(cohort_comm_backend_available("nccl"));
+}
+
+/* ---- the poll step, with a fake query (runs everywhere) ---- */
+
+/* Stands in for the runtime: the thread's last-error slot, and a query that answers from a
+ * script and leaves each failure in the slot, as cudaStreamQuery does. */
+static cudaError_t fake_slot = cudaSuccess;
+static const cudaError_t *fake_answers;
+
+static cudaError_t fake_query(gpointer obj)
+{
+  (void)obj;
+  cudaError_t e = *fake_answers++;
+  if (e != cudaSuccess)
+    fake_slot = e;
+  return e;
+}
+
+static cudaError_t fake_take_error(void)
+{
+  cudaError_t e = fake_slot;
+  fake_slot = cudaSuccess;
+  return e;
+}
+
+static void test_query_clears_not_ready(void)
+{
+  static const cudaError_t answers[] = {cudaErrorNotReady, cudaErrorNotReady, cudaSuccess,
+                                        cudaErrorLaunchFailure};
+  fake_answers = answers;
+  cudaError_t failure = cudaSuccess;
+  for (int i = 0; i < 2; i++) {
+    g_assert_cmpint(cohort_cuda_query(fake_query, NULL, fake_take_error, &failure), ==,
+                    COHORT_CUDA_QUERY_PENDING);
+    /* what the next launch check (cudaGetLastError) would read */
+    g_assert_cmpint(fake_slot, ==, cudaSuccess);
+  }
+  g_assert_cmpint(cohort_cuda_query(fake_query, NULL, fake_take_error, &failure), ==,
+                  COHORT_CUDA_QUERY_DONE);
+  g_assert_cmpint(failure, ==, cudaSuccess);
+  g_assert_cmpint(cohort_cuda_query(fake_query, NULL, fake_take_error, &failure), ==,
+                  COHORT_CUDA_QUERY_FAILED);
+  g_assert_cmpint(failure, ==, cudaErrorLaunchFailure);
+  g_assert_cmpint(fake_slot, ==, cudaSuccess);
+}
+
+/* A failed setup leaves nothing in this thread's CUDA error slot: the bad index's
+ * cudaSetDevice in setup and in the clean-up is cleared (a later launch check would read it
+ * as its own failure). */
+static void test_bad_device_leaves_no_error(void)
+{
+  if (g_test_subprocess()) {
+    g_autoptr(CohortDistEnv) env = cohort_dist_env_new_single();
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortStore) store = cohort_store_open(env, "t", 10, &error);
+    g_assert_no_error(error);
+    int count = cohort_cuda_device_count();
+    g_assert_null(cohort_comm_new_nccl(store, env, count + 3, 10, &error));
+    g_assert_nonnull(error);
+    /* Without a driver the runtime's initialisation failure is sticky: nothing to check. */
+    if (count > 0)
+      g_assert_cmpint(cudaPeekAtLastError(), ==, cudaSuccess);
+    return;
+  }
+  /* A fresh process, so that the CUDA state of other cases does not leak in. */
+  g_test_trap_subprocess(NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed();
 }
 
 /* A device index past the last one: every rank fails in setup with a message, GPU or not. */
@@ -356,7 +425,7 @@ static void test_same_gpu(void)
     run_ranks((const int[2]){0, 0}, SCENARIO_SAME_GPU);
     return;
   }
-  if (!need_gpus(1))
+  if (!need_gpus(1) || !need_shared_gpu(0))
     return;
   g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
   g_test_trap_assert_passed();
@@ -379,7 +448,9 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   /* Nothing here may touch CUDA: the subprocess cases fork before it is initialized. */
   g_test_add_func("/nccl/available", test_available);
+  g_test_add_func("/nccl/query-clears-not-ready", test_query_clears_not_ready);
   g_test_add_func("/nccl/bad-device", test_bad_device);
+  g_test_add_func("/nccl/bad-device-leaves-no-error", test_bad_device_leaves_no_error);
   g_test_add_func("/nccl/one-rank", test_one_rank);
   g_test_add_func("/nccl/reducer-bf16-one-rank", test_reducer_bf16_one_rank);
   g_test_add_func("/nccl/same-gpu", test_same_gpu);

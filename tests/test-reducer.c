@@ -28,6 +28,7 @@
 
 #if COHORT_HAVE_CUDA
 #include "kernels/cuda/cuda-backend.h"
+#include "cuda-share.h"
 #endif
 
 static void run_gloo_ranks_bf16(int world, RankFunc fn)
@@ -470,7 +471,7 @@ static void test_cuda_staged(void)
     run_gloo_ranks_bf16(2, reducer_cuda_staged);
     return;
   }
-  if (!have_gloo() || !need_gpu())
+  if (!have_gloo() || !need_gpu() || !need_shared_gpu(0))
     return;
   g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
   g_test_trap_assert_passed();

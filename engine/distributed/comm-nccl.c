@@ -7,6 +7,7 @@
  * the deadline passes. On an error or a timeout the NCCL communicator is aborted
  * (ncclCommAbort), which also makes peers that wait on this rank fail instead of hanging. */
 #include "engine/distributed/comm-backend.h"
+#include "engine/distributed/cuda-query.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -57,10 +58,13 @@ static gboolean wait_done(NcclImpl *n, ncclComm_t comm, gboolean stream, gint64 
     if (state == ncclSuccess) {
       if (!stream)
         return TRUE;
-      cudaError_t q = cudaStreamQuery(n->stream);
-      if (q == cudaSuccess)
+      /* cohort_cuda_query clears the "not ready" it leaves in this thread's error slot. */
+      cudaError_t q = cudaSuccess;
+      CohortCudaQuery s =
+          cohort_cuda_query(cohort_cuda_stream_query, n->stream, cudaGetLastError, &q);
+      if (s == COHORT_CUDA_QUERY_DONE)
         return TRUE;
-      if (q != cudaErrorNotReady) {
+      if (s == COHORT_CUDA_QUERY_FAILED) {
         g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: CUDA error: %s", what,
                     cudaGetErrorString(q));
         return FALSE;
@@ -231,9 +235,13 @@ static void nccl_free(gpointer impl)
   NcclImpl *n = impl;
   if (n == NULL)
     return;
+  /* Either call may fail (no driver; the bad index that failed the setup): each failure
+   * also stays in this thread's CUDA error slot, where a later launch check would take it
+   * for its own, so it is cleared. */
   int old = -1;
   gboolean restore = cudaGetDevice(&old) == cudaSuccess;
-  cudaSetDevice(n->device);
+  if (!restore || cudaSetDevice(n->device) != cudaSuccess)
+    (void)cudaGetLastError();
   if (n->comm != NULL) {
     /* Finalize flushes NCCL's work; bounded, and a communicator that does not finalize in
      * time (a peer gone) is aborted instead of destroyed. */
@@ -253,8 +261,8 @@ static void nccl_free(gpointer impl)
     cudaEventDestroy(n->ready);
   if (n->stream != NULL)
     cudaStreamDestroy(n->stream);
-  if (restore && old >= 0)
-    cudaSetDevice(old);
+  if (restore && old >= 0 && cudaSetDevice(old) != cudaSuccess)
+    (void)cudaGetLastError();
   g_mutex_clear(&n->lock);
   g_free(n);
 }
@@ -470,6 +478,8 @@ CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, i
   n->timeout_s = t;
   char bus_id[64] = "", name[256] = "";
   g_autofree char *local_failure = open_device(n, device, bus_id, sizeof bus_id, name, sizeof name);
+  if (local_failure != NULL)
+    (void)cudaGetLastError(); /* the failed call's status would outlive it in this thread */
   g_autoptr(GError) inner = NULL;
   if (!check_gpus(store, env, prefix, local_failure, bus_id, device, name, deadline, &inner)) {
     g_set_error(error, COHORT_DIST_ERROR, inner->code, "NCCL setup on rank %d of %d: %s", env->rank,

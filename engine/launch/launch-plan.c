@@ -3,6 +3,7 @@
 #include "engine/launch/launch-plan.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "engine/launch/build-info.h"
 #include "engine/base/error.h"
@@ -336,24 +337,73 @@ GStrv cohort_launch_plan_argv(const CohortLaunchPlan *p, int node_rank,
   return g_strv_builder_end(b);
 }
 
+/* The one entry of `uuids` that `token` (a UUID or a unique prefix of one) names, or NULL. */
+static gpointer uuid_named(const char *token, GPtrArray *uuids)
+{
+  gpointer hit = NULL;
+  for (guint i = 0; i < uuids->len; i++)
+    if (g_str_has_prefix(g_ptr_array_index(uuids, i), token)) {
+      if (hit != NULL)
+        return NULL;
+      hit = g_ptr_array_index(uuids, i);
+    }
+  return hit;
+}
+
+int cohort_visible_gpu_count(const char *smi_list, const char *cuda_visible_devices)
+{
+  g_autoptr(GPtrArray) gpus = g_ptr_array_new_with_free_func(g_free); /* UUIDs, in order */
+  g_autoptr(GPtrArray) migs = g_ptr_array_new_with_free_func(g_free);
+  g_auto(GStrv) lines = g_strsplit(smi_list ? smi_list : "", "\n", -1);
+  for (int i = 0; lines[i] != NULL; i++) {
+    const char *u = strstr(lines[i], "(UUID: ");
+    g_autofree char *uuid = u ? g_strndup(u + 7, strcspn(u + 7, ")")) : g_strdup("");
+    if (g_str_has_prefix(lines[i], "GPU "))
+      g_ptr_array_add(gpus, g_steal_pointer(&uuid));
+    else if (g_str_has_prefix(g_strchug(lines[i]), "MIG "))
+      g_ptr_array_add(migs, g_steal_pointer(&uuid));
+  }
+  if (cuda_visible_devices == NULL)
+    return (int)gpus->len;
+  /* The CUDA runtime's reading: a comma-separated list of indexes or UUIDs, cut at the first
+   * entry that names no device (or one already named); one MIG instance at most. */
+  g_auto(GStrv) tokens = g_strsplit(cuda_visible_devices, ",", -1);
+  g_autoptr(GHashTable) seen = g_hash_table_new(NULL, NULL); /* the entries named so far */
+  int n = 0;
+  for (int i = 0; tokens[i] != NULL; i++) {
+    char *t = g_strstrip(tokens[i]);
+    char *end = NULL;
+    gint64 index = g_ascii_strtoll(t, &end, 10);
+    gpointer device = NULL;
+    if (end != t && *end == '\0' && g_ascii_isdigit(t[0]))
+      device = index < (gint64)gpus->len ? g_ptr_array_index(gpus, index) : NULL;
+    else if (g_str_has_prefix(t, "GPU-"))
+      device = uuid_named(t, gpus);
+    else if (g_str_has_prefix(t, "MIG-") && n == 0)
+      device = uuid_named(t, migs);
+    if (device == NULL || !g_hash_table_add(seen, device))
+      break;
+    n++;
+    if (g_str_has_prefix(t, "MIG-"))
+      break; /* CUDA enumerates one MIG instance per process */
+  }
+  return n;
+}
+
 int cohort_machine_count_gpus(void)
 {
   const char *tool = g_getenv("COHORT_NVIDIA_SMI");
   g_autofree char *smi = tool && *tool ? g_strdup(tool) : g_find_program_in_path("nvidia-smi");
   if (smi == NULL)
     return 0;
-  int gpus = 0;
   g_autofree char *out = NULL;
   const char *argv[] = {smi, "-L", NULL};
   int status = 0;
-  if (g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
-                   &status, NULL) &&
-      g_spawn_check_wait_status(status, NULL)) {
-    g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
-    for (int i = 0; lines[i] != NULL; i++)
-      gpus += g_str_has_prefix(lines[i], "GPU ");
-  }
-  return gpus;
+  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+                    &status, NULL) ||
+      !g_spawn_check_wait_status(status, NULL))
+    return 0;
+  return cohort_visible_gpu_count(out, g_getenv("CUDA_VISIBLE_DEVICES"));
 }
 
 int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **error)
@@ -367,7 +417,9 @@ int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **err
     if (gpus > 0)
       return gpus;
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s gpu: no GPU found (nvidia-smi -L lists none); use a number or cpu", flag);
+                "%s gpu: no GPU found (nvidia-smi -L lists none, or CUDA_VISIBLE_DEVICES hides "
+                "them); use a number or cpu",
+                flag);
     return -1;
   }
   char *end = NULL;

@@ -109,9 +109,18 @@ const char *cohort_launch_kind_name(CohortLaunchKind kind);
 /* The number of processes an automatic count gives on a machine with `gpus` GPUs. */
 int cohort_launch_auto_processes(int gpus);
 
-/* The NVIDIA GPUs on this machine, as `nvidia-smi -L` lists them (0 when it is missing or
- * fails). $COHORT_NVIDIA_SMI names another program. */
+/* The NVIDIA GPUs this process can use: those `nvidia-smi -L` lists (0 when it is missing or
+ * fails; $COHORT_NVIDIA_SMI names another program), as CUDA_VISIBLE_DEVICES leaves them
+ * (cohort_visible_gpu_count). Counted without initialising CUDA, which the launcher must
+ * not do before it forks. */
 int cohort_machine_count_gpus(void);
+
+/* The devices a CUDA process sees, from `nvidia-smi -L`'s output `smi_list` ("GPU 0: … (UUID:
+ * GPU-…)" lines, MIG instances indented below their GPU) and CUDA_VISIBLE_DEVICES's value
+ * (NULL: unset, every GPU), read as the CUDA runtime reads it: comma-separated indexes or
+ * (prefixes of) UUIDs, cut at the first entry that names no device or one already named,
+ * one MIG instance at most; "" and "-1" hide every GPU. */
+int cohort_visible_gpu_count(const char *smi_list, const char *cuda_visible_devices);
 
 /* Turns a --nproc-per-node text into a count: a positive integer up to 4096; "cpu" = 1;
  * "gpu" = cohort_machine_count_gpus() (an error when it is 0); "auto" =

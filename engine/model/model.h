@@ -26,6 +26,7 @@ G_BEGIN_DECLS
 typedef struct CohortBackend CohortBackend;
 typedef struct CohortModel CohortModel;
 typedef struct CohortModelClass CohortModelClass;
+typedef struct CohortLossLog CohortLossLog;
 
 typedef enum {
   COHORT_FORWARD_TRAIN, /* keeps what backward needs; BatchNorm uses batch statistics */
@@ -147,6 +148,7 @@ struct CohortModel {
    * the family does not say. */
   size_t act_bytes;
   const CohortModelComm *comm; /* NULL: this rank's batch alone (cohort_model_set_comm) */
+  CohortLossLog *loss_log;     /* the base's (engine/model/model-loss.c); NULL until used */
 };
 
 /* A model family. */
@@ -239,6 +241,24 @@ void cohort_model_upload_buffers(CohortModel *m, const float *host);
 /* FALSE with an error naming `source` (the file the weights came from) and the first tensor
  * holding a NaN or an infinity, among the parameters and buffers. */
 gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+
+/* Losses. For families: the sum (in double, index order) of `n` losses in backend memory,
+ * through `host` (n floats), and their mean as every family's forward returns it:
+ * (float)(sum / n). Between cohort_model_begin_losses and cohort_model_take_losses the mean
+ * is not computed: the losses are copied, device to device without waiting, into the model's
+ * log and NAN is returned, so a GPU step never waits for the device in its forwards. */
+double cohort_model_loss_sum(CohortModel *m, const float *losses, size_t n, float *host);
+float cohort_model_mean_loss(CohortModel *m, const float *losses, size_t n, float *host);
+/* For the trainer: starts logging the means of the coming forwards (see above). */
+void cohort_model_begin_losses(CohortModel *m);
+/* Ends the log: *sum = the sum, in the order of the forwards, of each forward's mean rounded
+ * to float as the forward would have returned it (so the total has the bits of adding the
+ * returned values), with one download; *forwards = how many forwards logged one (0 for a
+ * family that reports its loss without cohort_model_mean_loss: its forwards returned it).
+ * FALSE (and NAN) when no log was begun or memory for it could not be had. */
+gboolean cohort_model_take_losses(CohortModel *m, double *sum, guint *forwards);
+/* Frees the log (cohort_model_free does). */
+void cohort_model_free_losses(CohortModel *m);
 
 /* The value of each metric from summed `sums` (n_sums); values[n_metrics]. */
 void cohort_model_metric_values(const CohortModel *m, const double *sums, double *values);

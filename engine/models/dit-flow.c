@@ -104,17 +104,13 @@ void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels,
   cohort_dit_net_forward(d, B);
 }
 
-/* The per-example squared errors of the last forward, summed. */
-static double loss_sum(Dit *d, int B)
+/* The mean over the batch of the per-example squared errors of the last forward. */
+static float mean_loss(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   be->mse_forward(d->losses, d->pred, d->target, B, (int)D);
-  be->download(d->host_losses, d->losses, (size_t)B * sizeof(float));
-  double sum = 0;
-  for (int i = 0; i < B; i++)
-    sum += d->host_losses[i];
-  return sum;
+  return cohort_model_mean_loss(&d->base, d->losses, (size_t)B, d->host_losses);
 }
 
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
@@ -127,7 +123,7 @@ float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t,
   m->be->upload(d->target, target, B * D * sizeof(float));
   d->last_B = B;
   d->have_targets = TRUE;
-  return (float)(loss_sum(d, B) / B);
+  return mean_loss(d, B);
 }
 
 float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode)

@@ -484,11 +484,7 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
     return 0.0f;
   be->upload(gpt->targets, targets, n_tok * sizeof(int));
   be->crossentropy_forward(gpt->losses, gpt->lse, gpt->logits, gpt->targets, N, V);
-  be->download(gpt->host_losses, gpt->losses, n_tok * sizeof(float));
-  double sum = 0.0;
-  for (size_t i = 0; i < n_tok; i++)
-    sum += gpt->host_losses[i];
-  return (float)(sum / n_tok);
+  return cohort_model_mean_loss(&gpt->base, gpt->losses, n_tok, gpt->host_losses);
 }
 
 static void grad_ready(Gpt *gpt, size_t offset, size_t count)

@@ -4,37 +4,36 @@
 
 #include <math.h>
 
-/* The network and the loss on a host batch; returns the SUM of the rows' losses. */
-static double run(CohortModel *m, const float *images, const int *labels, int B,
-                  CohortForwardMode mode, int *correct)
+/* The network and the rows' losses (r->losses, backend memory) on a host batch; the number
+ * of rows whose prediction is right into *correct when given. FALSE on a bad batch. */
+static gboolean run(CohortModel *m, const float *images, const int *labels, int B,
+                    CohortForwardMode mode, int *correct)
 {
   Resnet *r = resnet_of(m);
   const CohortBackend *be = m->be;
   const CohortResnetShape *s = &r->shape;
   int K = s->num_classes;
-  g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
+  g_return_val_if_fail(B >= 1 && B <= m->max_batch, FALSE);
   for (int i = 0; i < B; i++)
-    g_return_val_if_fail(labels[i] >= 0 && labels[i] < K, NAN);
+    g_return_val_if_fail(labels[i] >= 0 && labels[i] < K, FALSE);
   size_t D = (size_t)s->channels * s->image_size * s->image_size;
   be->upload(r->img, images, B * D * sizeof(float));
   be->upload(r->labels, labels, (size_t)B * sizeof(int));
   cohort_resnet_net_forward(r, B, mode);
   be->crossentropy_forward(r->losses, r->lse, r->logits, r->labels, B, K);
-  be->download(r->host_losses, r->losses, (size_t)B * sizeof(float));
-  double sum = 0;
-  for (int i = 0; i < B; i++)
-    sum += r->host_losses[i];
   if (correct)
     *correct = be->accuracy_count(r->logits, r->labels, B, K);
   r->last_B = B;
   r->have_train = mode == COHORT_FORWARD_TRAIN;
-  return sum;
+  return TRUE;
 }
 
 float cohort_resnet_forward_given(CohortModel *m, const float *images, const int *labels, int B,
                                   CohortForwardMode mode, int *correct)
 {
-  return (float)(run(m, images, labels, B, mode, correct) / B);
+  if (!run(m, images, labels, B, mode, correct))
+    return NAN;
+  return cohort_model_mean_loss(m, resnet_of(m)->losses, (size_t)B, resnet_of(m)->host_losses);
 }
 
 void cohort_resnet_logits(const CohortModel *m, float *out)
@@ -78,7 +77,11 @@ void cohort_resnet_backward(CohortModel *m, float grad_scale)
 void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)
 {
   int correct = 0;
-  sums[0] += run(m, batch->images, batch->labels, batch->B, COHORT_FORWARD_EVAL, &correct);
+  Resnet *r = resnet_of(m);
+  if (run(m, batch->images, batch->labels, batch->B, COHORT_FORWARD_EVAL, &correct))
+    sums[0] += cohort_model_loss_sum(m, r->losses, (size_t)batch->B, r->host_losses);
+  else
+    sums[0] = NAN;
   sums[1] += correct;
   sums[2] += batch->B;
 }

@@ -52,10 +52,10 @@ gboolean cohort_nvml_query(int cuda_device, guint64 *mem_used, guint *util_perce
   if (!nvml.ok || cuda_device < 0)
     return FALSE;
   char bus_id[64];
-  if (cohort_cuda_device_pci_bus_id(cuda_device, bus_id, sizeof bus_id) != 0) {
-    cohort_cuda_clear_error();
+  /* Fails without touching the backend's error record, which may hold a real failure that
+   * the trainer has yet to report. */
+  if (cohort_cuda_device_pci_bus_id(cuda_device, bus_id, sizeof bus_id) != 0)
     return FALSE;
-  }
   nvmlDevice_t dev = NULL;
   nvmlMemory_t mem;
   nvmlUtilization_t u;

@@ -40,6 +40,8 @@ struct CohortTrainDist {
   GError *syncbn_error; /* the first failure of one of them */
   float *stage;         /* GPU rank, host communicator: SyncBatchNorm's values go through here */
   size_t stage_len;
+  void *dev_buf; /* GPU rank over NCCL: the device buffer the host-side collectives use */
+  size_t dev_buf_bytes;
   gint64 data_us, step_us, comm_us, syncbn_us;
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
@@ -76,22 +78,40 @@ static gboolean device_comm(const CohortTrainDist *d)
   return d->comm && strcmp(cohort_comm_backend_name(d->comm), "nccl") == 0;
 }
 
+/* The device buffer the small host-side collectives go through over NCCL, kept for the run:
+ * cudaMalloc and cudaFree wait for the whole device, so allocating one per collective would
+ * stall every step. Grows (rarely: they are a few hundred bytes) and never shrinks. */
+static void *device_buffer(CohortTrainDist *d, size_t bytes, GError **error)
+{
+  if (d->dev_buf_bytes >= bytes)
+    return d->dev_buf;
+  size_t want = MAX(bytes, 4096);
+  void *buf = d->dev.be->alloc(want);
+  if (!buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "out of GPU memory for %zu bytes of a collective", bytes);
+    return NULL;
+  }
+  if (d->dev_buf)
+    d->dev.be->free(d->dev_buf);
+  d->dev_buf = buf;
+  d->dev_buf_bytes = want;
+  return buf;
+}
+
 static gboolean sum_f64(CohortTrainDist *d, double *values, int n, GError **error)
 {
   if (!device_comm(d))
     return cohort_comm_all_reduce_f64(d->comm, values, (gsize)n, COHORT_REDUCE_SUM, 0, error);
   const CohortBackend *be = d->dev.be;
   size_t bytes = (size_t)n * sizeof(double);
-  void *buf = be->alloc(bytes);
-  if (!buf) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+  void *buf = device_buffer(d, bytes, error);
+  if (!buf)
     return FALSE;
-  }
   be->upload(buf, values, bytes);
   gboolean ok = cohort_comm_all_reduce_f64(d->comm, buf, (gsize)n, COHORT_REDUCE_SUM, 0, error);
   if (ok)
     be->download(values, buf, bytes);
-  be->free(buf);
   return ok;
 }
 
@@ -102,16 +122,13 @@ static gboolean gather_bytes(CohortTrainDist *d, const void *send, gsize nbytes,
     return cohort_comm_all_gather(d->comm, send, nbytes, recv, 0, error);
   const CohortBackend *be = d->dev.be;
   size_t all = nbytes * (size_t)d->world_size;
-  char *buf = be->alloc(nbytes + all);
-  if (!buf) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+  char *buf = device_buffer(d, nbytes + all, error);
+  if (!buf)
     return FALSE;
-  }
   be->upload(buf, send, nbytes);
   gboolean ok = cohort_comm_all_gather(d->comm, buf, nbytes, buf + nbytes, 0, error);
   if (ok)
     be->download(recv, buf + nbytes, all);
-  be->free(buf);
   return ok;
 }
 
@@ -129,6 +146,8 @@ void cohort_train_dist_free(CohortTrainDist *d)
   g_clear_error(&d->reducer_error);
   g_clear_error(&d->syncbn_error);
   g_free(d->stage);
+  if (d->dev_buf)
+    d->dev.be->free(d->dev_buf);
   g_free(d);
 }
 
@@ -314,16 +333,13 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
   if (!device_comm(d))
     return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
   const CohortBackend *be = d->dev.be;
-  void *dev = be->alloc(MAX(nbytes, 1));
-  if (!dev) {
-    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "out of GPU memory");
+  void *dev = device_buffer(d, MAX(nbytes, 1), error);
+  if (!dev)
     return FALSE;
-  }
   be->upload(dev, buf, nbytes);
   gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, 0, 0, error);
   if (ok)
     be->download(buf, dev, nbytes);
-  be->free(dev);
   return ok;
 }
 

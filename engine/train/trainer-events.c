@@ -38,6 +38,7 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   json_object_set_string_member(f, COHORT_FIELD_DEVICE, r->be->name);
   if (r->dev.cuda_device >= 0)
     json_object_set_int_member(f, COHORT_FIELD_CUDA_DEVICE, r->dev.cuda_device);
+  cohort_device_add_versions(f);
   json_object_set_int_member(f, COHORT_FIELD_THREADS, threads);
   json_object_set_int_member(f, COHORT_FIELD_NUM_WORKERS, cfg->num_workers);
   json_object_set_boolean_member(f, COHORT_FIELD_PIN_MEMORY, r->pinned);

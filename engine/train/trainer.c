@@ -63,6 +63,60 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   return TRUE;
 }
 
+/* The step's micro-batches, forward and backward, with the gradient reduction: the loss (a
+ * sum of the micro-batches' means) into *loss_sum, distillation's parts into parts_sums. */
+static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, double *parts_sums,
+                              GError **error)
+{
+  CohortModel *m = r->model;
+  double returned = 0; /* what the forwards returned: NAN for each one that logged */
+  /* The micro-batches' losses stay on the device until the step has queued all its work:
+   * no forward waits for the device to report its loss (distillation's parts still do). */
+  if (!r->distill)
+    cohort_model_begin_losses(m);
+  for (int i = 0; i < r->accum; i++) {
+    gint64 micro = r->st.batch_in_epoch + i;
+    gint64 waited_us = 0;
+    if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
+      return FALSE;
+    cohort_train_dist_add_data_time(r->dist, waited_us);
+    /* Communication only on the last micro-step (DDP's no_sync on the others). */
+    cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
+    if (r->distill) {
+      double parts[COHORT_DISTILL_N_PARTS];
+      *loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
+      for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
+        parts_sums[k] += parts[k] / r->accum;
+      cohort_distill_backward(r->distill, scale / (float)r->accum);
+    } else {
+      returned += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      m->ops->backward(m, scale / (float)r->accum);
+    }
+    if (!cohort_train_dist_end_backward(r->dist, error))
+      return FALSE;
+  }
+  if (r->distill)
+    return TRUE;
+  /* the same sum of float means, in the same order, as adding each forward's return */
+  guint logged = 0;
+  if (!cohort_model_take_losses(m, loss_sum, &logged)) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "out of %s memory for the step's losses", r->be->name);
+    return FALSE;
+  }
+  /* a family whose forward returns its loss without the log */
+  if (logged == 0)
+    *loss_sum = returned;
+  else if (logged != (guint)r->accum) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "model %s: %u of %d forwards logged their loss (a family reports every "
+                "training loss through cohort_model_mean_loss, or none)",
+                m->klass->name, logged, r->accum);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* One optimizer step: accum micro-batches, gradient reduction, clipping, the update. */
 static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
 {
@@ -80,27 +134,14 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
    * no_sync forward (the other micro-steps). */
   if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
     return FALSE;
-  for (int i = 0; i < r->accum; i++) {
-    gint64 micro = r->st.batch_in_epoch + i;
-    gint64 waited_us = 0;
-    if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
-      return FALSE;
-    cohort_train_dist_add_data_time(r->dist, waited_us);
-    /* Communication only on the last micro-step (DDP's no_sync on the others). */
-    cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
-    if (r->distill) {
-      double parts[COHORT_DISTILL_N_PARTS];
-      loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
-      for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
-        sums[1 + k] += parts[k] / r->accum;
-      cohort_distill_backward(r->distill, scale / (float)r->accum);
-    } else {
-      loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
-      m->ops->backward(m, scale / (float)r->accum);
-    }
-    if (!cohort_train_dist_end_backward(r->dist, error))
-      return FALSE;
-  }
+  /* The weights stay as they are until the optimizer below: a GPU reads their 16-bit copy.
+   * (A ZeRO stage that gathers parameters inside forward would change them: stage < 3.) */
+  if (cfg->zero_stage < 3)
+    cohort_device_step_begin(&r->dev, m->params, m->n_params);
+  gboolean ok = micro_batches(r, scale, &loss_sum, sums + 1, error);
+  cohort_device_step_end(&r->dev);
+  if (!ok)
+    return FALSE;
   sums[0] = loss_sum / r->accum;
   if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
     return FALSE;
@@ -111,6 +152,10 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   if (fp16)
     r->be->scale(m->grads, m->n_params, 1.0f / scale);
   res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+  /* A device fault first: its NaNs would otherwise read as divergence (or, in fp16, as an
+   * overflow that skips the step and halves the scale). */
+  if (!cohort_device_check(&r->dev, error))
+    return FALSE;
   res->lr = cohort_lr_for(cfg, r->base_lr, r->warmup_steps, (int)r->st.step, (int)r->total_steps);
   /* fp16 skips such steps (update); in fp32 and bf16 they mean the run diverged. Every rank
    * holds the same reduced values, so every rank stops here. */
@@ -303,6 +348,14 @@ static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
   r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
   if (opts->rank == 0 && r->dev.cuda_device >= 0)
     cohort_device_log_local(cfg, opts->local_world_size, r->progress);
+  /* `auto` on a machine whose GPUs CUDA cannot use (a driver older than the runtime needs)
+   * would otherwise train on the CPU without a word. */
+  g_autofree char *fallback =
+      opts->rank == 0 && r->dev.cuda_device < 0 && cfg->device == COHORT_DEVICE_AUTO
+          ? cohort_device_auto_fallback()
+          : NULL;
+  if (fallback)
+    cohort_progress_log(r->progress, COHORT_LEVEL_WARNING, "%s", fallback);
   return TRUE;
 }
 

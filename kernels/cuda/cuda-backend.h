@@ -27,6 +27,12 @@ int cohort_cuda_device_count(void);
  * found. Valid after cohort_cuda_device_count() has been called. */
 const char *cohort_cuda_probe_error(void);
 
+/* The CUDA runtime's version (1000 major + 10 minor: 13000 for 13.0), which needs no driver;
+ * and the newest CUDA version the installed driver supports, 0 without a driver. Neither
+ * records an error. */
+int cohort_cuda_runtime_version(void);
+int cohort_cuda_driver_version(void);
+
 /* Makes device `index` (0 ≤ index < device count) current for the calling thread. Returns 0,
  * or -1 with the reason in cohort_cuda_last_error(). */
 int cohort_cuda_set_device(int index);
@@ -51,6 +57,11 @@ int cohort_cuda_device_info(int index, CohortCudaDeviceInfo *info);
  * cohort_cuda_last_error(). */
 int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes);
 
+/* 0 when device `index` is in the exclusive-process or prohibited compute mode
+ * (`nvidia-smi -c`), where no second process can use it (tests that put two ranks on one GPU
+ * skip then); 1 otherwise, also when it cannot tell. Records nothing. */
+int cohort_cuda_device_shareable(int index);
+
 /* 1 when device `a` can read and write device `b`'s memory directly (NVLink or PCIe P2P),
  * else 0 (also for bad indexes or a == b). */
 int cohort_cuda_can_access_peer(int a, int b);
@@ -59,7 +70,9 @@ int cohort_cuda_can_access_peer(int a, int b);
  * default). Applies to every device's handle, now and later. */
 void cohort_cuda_set_tf32(int enable);
 
-/* PCI bus id of device `index` ("0000:17:00.0"), for matching it in NVML. Returns 0, or -1. */
+/* PCI bus id of device `index` ("0000:17:00.0"), for matching it in NVML. Returns 0, or -1;
+ * a failure is not recorded as the backend's (cohort_cuda_last_error() stays as it was), as
+ * the query is optional. */
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len);
 
 /* Streams, events and pinned host memory for the DDP reducer, as opaque pointers so C code
@@ -80,6 +93,28 @@ int cohort_cuda_stream_copy(void *stream, void *after_event, void *dst, const vo
 /* Page-locked host memory (cudaMallocHost), NULL on failure; free with cohort_cuda_host_free. */
 void *cohort_cuda_host_alloc(size_t bytes);
 void cohort_cuda_host_free(void *p);
+
+/* The weights' 16-bit copy. Between cohort_cuda_weights_begin and cohort_cuda_weights_end the
+ * caller promises that the n floats at `params` (device memory of the current device) do not
+ * change. The first bf16/fp16 GEMM in the scope rounds them all once into a 16-bit copy (kept
+ * for the process, allocated at the first scope), and every GEMM operand that lies inside
+ * them is read from the copy instead of being rounded again; the results are those of
+ * rounding per call. Outside a scope every GEMM rounds its operands. The trainer opens a
+ * scope around each step's forwards and backwards and closes it before the optimizer, so the
+ * copy is refreshed once after each optimizer step. Returns 0, or -1 when no copy can be had
+ * (nothing recorded: the GEMMs then round per call). */
+int cohort_cuda_weights_begin(const float *params, size_t n);
+void cohort_cuda_weights_end(void);
+/* GEMM operands read from the copy since the process began (for tests). */
+size_t cohort_cuda_weights_uses(void);
+/* The most memory, in bytes, one bf16/fp16 GEMM holds for operands it rounds (256 MiB; 0
+ * restores that): larger operands are rounded and multiplied in chunks of rows of op(A) and
+ * columns of op(B). For tests. */
+void cohort_cuda_set_pack_limit(size_t bytes);
+/* The shared scratch memory of the ops: its size now, and a trim (after a step) that frees it
+ * when the requests since the last trim would fit in half of it. */
+size_t cohort_cuda_scratch_bytes(void);
+void cohort_cuda_scratch_trim(void);
 
 /* Waits for all work on the current device. Returns 0, or -1 when this or any earlier op
  * failed (see cohort_cuda_last_error()). */

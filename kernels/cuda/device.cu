@@ -17,6 +17,7 @@ static CohortGemmMode gemm_mode = COHORT_GEMM_FP32;
 static cublasHandle_t handles[MAX_DEVICES];
 static void *scratch_ptr[MAX_DEVICES];
 static size_t scratch_size[MAX_DEVICES];
+static size_t scratch_peak[MAX_DEVICES]; /* the largest request since the last trim */
 
 static void record_error(const char *text)
 {
@@ -43,6 +44,9 @@ bool cohort_cuda_ok(cudaError_t e, const char *what)
   if (e == cudaSuccess)
     return true;
   cohort_cuda_fail("cuda: %s: %s", what, cudaGetErrorString(e));
+  /* The runtime also keeps a failed call's status as this thread's last error, where the next
+   * launch check would report it again under that kernel's name: it is recorded now. */
+  (void)cudaGetLastError();
   return false;
 }
 
@@ -93,6 +97,26 @@ const char *cohort_cuda_probe_error(void)
   return probe_text[0] ? probe_text : NULL;
 }
 
+int cohort_cuda_runtime_version(void)
+{
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CUDART_VERSION; /* the headers it was built with */
+  }
+  return v;
+}
+
+int cohort_cuda_driver_version(void)
+{
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
 int cohort_cuda_set_device(int index)
 {
   int n = cohort_cuda_device_count();
@@ -136,6 +160,16 @@ int cohort_cuda_device_info(int index, CohortCudaDeviceInfo *info)
 int cohort_cuda_memory(size_t *free_bytes, size_t *total_bytes)
 {
   return cohort_cuda_ok(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo") ? 0 : -1;
+}
+
+int cohort_cuda_device_shareable(int index)
+{
+  int mode = cudaComputeModeDefault;
+  if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return mode != cudaComputeModeExclusiveProcess && mode != cudaComputeModeProhibited;
 }
 
 int cohort_cuda_can_access_peer(int a, int b)
@@ -207,6 +241,8 @@ void *cohort_cuda_scratch(size_t bytes)
     cohort_cuda_fail("cuda: no usable device for scratch memory");
     return NULL;
   }
+  if (scratch_peak[d] < bytes)
+    scratch_peak[d] = bytes;
   if (scratch_size[d] < bytes) {
     /* cudaFree waits for the device, so no kernel still reads the old buffer. */
     cohort_cuda_ok(cudaFree(scratch_ptr[d]), "cudaFree (scratch)");
@@ -220,9 +256,35 @@ void *cohort_cuda_scratch(size_t bytes)
   return scratch_ptr[d];
 }
 
+/* Frees scratch that the requests since the last trim would fit in half of: memory a one-off
+ * (a sample, an evaluation, a larger batch) left behind goes back, while a step that needs
+ * the same every time keeps its buffer (cudaFree waits for the whole device). */
+void cohort_cuda_scratch_trim(void)
+{
+  int d = cohort_cuda_get_device();
+  if (d < 0 || d >= MAX_DEVICES)
+    return;
+  size_t keep = scratch_peak[d] < ((size_t)1 << 20) ? ((size_t)1 << 20) : scratch_peak[d];
+  if (scratch_size[d] > 2 * keep) {
+    cohort_cuda_ok(cudaFree(scratch_ptr[d]), "cudaFree (scratch)");
+    scratch_ptr[d] = NULL;
+    scratch_size[d] = 0;
+  }
+  scratch_peak[d] = 0;
+}
+
+size_t cohort_cuda_scratch_bytes(void)
+{
+  int d = cohort_cuda_get_device();
+  return d < 0 || d >= MAX_DEVICES ? 0 : scratch_size[d];
+}
+
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len)
 {
-  return cohort_cuda_ok(cudaDeviceGetPCIBusId(buf, len, index), "cudaDeviceGetPCIBusId") ? 0 : -1;
+  if (cudaDeviceGetPCIBusId(buf, len, index) == cudaSuccess)
+    return 0;
+  (void)cudaGetLastError(); /* a probe: its failure is the caller's, not the backend's */
+  return -1;
 }
 
 void *cohort_cuda_event_new(void)

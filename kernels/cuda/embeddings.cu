@@ -3,7 +3,7 @@
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
-#include <stdlib.h>
+#include <cub/device/device_radix_sort.cuh>
 
 #define MSE_THREADS 256
 
@@ -106,30 +106,39 @@ __global__ static void dwpe_kernel(float *dwpe, const float *dout, int B, int T,
   }
 }
 
-/* One group per distinct token: group g holds positions pos[start[g] .. start[g+1]). */
-__global__ static void dwte_kernel(float *dwte, const float *dout, const int *group_token,
-                                   const int *group_start, const int *pos, int groups, int C)
+__global__ static void iota_kernel(int *x, int n)
 {
-  COHORT_GRID_STRIDE(i, (size_t)groups * C)
-  {
-    int g = (int)(i / C), c = (int)(i % C);
-    float *dst = dwte + (size_t)group_token[g] * C + c;
+  COHORT_GRID_STRIDE(i, (size_t)n)
+  x[i] = (int)i;
+}
+
+/* Over the positions sorted by token (pos[], stably: equal tokens keep increasing positions),
+ * the thread of sorted index i and column c works only where a run of equal tokens starts: it
+ * adds that token's rows of dout in order of position (the CPU's order), so no two threads
+ * write the same element and no atomics are needed. */
+__global__ static void dwte_kernel(float *dwte, const float *dout, const int *token, const int *pos,
+                                   int n, int C)
+{
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int i = blockIdx.y; i < n; i += gridDim.y) {
+    int t = token[i];
+    if (c >= C || (i > 0 && token[i - 1] == t))
+      continue;
+    float *dst = dwte + (size_t)t * C + c;
     float acc = *dst;
-    for (int k = group_start[g]; k < group_start[g + 1]; k++)
+    for (int k = i; k < n && token[k] == t; k++)
       acc += dout[(size_t)pos[k] * C + c];
     *dst = acc;
   }
 }
 
-/* Orders positions by (token, position): qsort is not stable, so the position breaks ties. */
-static int cmp_pair(const void *a, const void *b)
+static size_t round_up(size_t bytes)
 {
-  const int *x = (const int *)a, *y = (const int *)b;
-  if (x[0] != y[0])
-    return x[0] < y[0] ? -1 : 1;
-  return (x[1] > y[1]) - (x[1] < y[1]);
+  return (bytes + 255) / 256 * 256;
 }
 
+/* Groups the positions by token on the device (CUB's stable radix sort of (token, position)
+ * pairs), so the backward needs nothing from the host and never waits for the device. */
 void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                                     int B, int T, int C)
 {
@@ -139,51 +148,28 @@ void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout,
   dwpe_kernel<<<cohort_cuda_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
   if (!cohort_cuda_launched("embedding_backward (positions)"))
     return;
-
-  /* host: tokens [n], pairs [2n]; device upload: token [n], start [n + 1], pos [n] */
-  int *host = (int *)malloc(sizeof(int) * (size_t)(6 * n + 1));
-  if (!host) {
-    cohort_cuda_fail("cuda: embedding_backward: out of host memory for %d positions", n);
+  size_t temp_bytes = 0;
+  if (!cohort_cuda_ok(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, (int *)nullptr,
+                                                      (const int *)nullptr, (int *)nullptr, n),
+                      "embedding_backward (sort size)"))
     return;
-  }
-  int *tok = host, *pairs = host + n, *up = host + 3 * n;
-  if (!cohort_cuda_ok(cudaMemcpy(tok, tokens, sizeof(int) * n, cudaMemcpyDeviceToHost),
-                      "embedding_backward (tokens to host)")) {
-    free(host);
+  /* scratch: sorted tokens, positions in, positions out, then CUB's temporaries */
+  size_t words = round_up(sizeof(int) * (size_t)n);
+  char *scratch = (char *)cohort_cuda_scratch(3 * words + temp_bytes);
+  if (!scratch)
     return;
-  }
-  for (int i = 0; i < n; i++) {
-    if (tok[i] < 0) {
-      cohort_cuda_fail("cuda: embedding_backward: token %d at position %d is negative", tok[i], i);
-      free(host);
-      return;
-    }
-    pairs[2 * i] = tok[i];
-    pairs[2 * i + 1] = i;
-  }
-  qsort(pairs, n, 2 * sizeof(int), cmp_pair);
-  int *g_token = up, *g_start, *pos;
-  int groups = 0;
-  for (int i = 0; i < n; i++)
-    if (i == 0 || pairs[2 * i] != pairs[2 * i - 2])
-      g_token[groups++] = pairs[2 * i];
-  g_start = g_token + groups;
-  pos = g_start + groups + 1;
-  for (int i = 0, g = 0; i < n; i++) {
-    if (i == 0 || pairs[2 * i] != pairs[2 * i - 2])
-      g_start[g++] = i;
-    pos[i] = pairs[2 * i + 1];
-  }
-  g_start[groups] = n;
-  size_t words = (size_t)groups + groups + 1 + n;
-  int *dev = (int *)cohort_cuda_scratch(sizeof(int) * words);
-  if (dev && cohort_cuda_ok(cudaMemcpy(dev, up, sizeof(int) * words, cudaMemcpyHostToDevice),
-                            "embedding_backward (groups to device)")) {
-    dwte_kernel<<<cohort_cuda_blocks((size_t)groups * C, 256), 256>>>(
-        dwte, dout, dev, dev + groups, dev + 2 * groups + 1, groups, C);
-    cohort_cuda_launched("embedding_backward (tokens)");
-  }
-  free(host);
+  int *sorted = (int *)scratch, *pos_in = (int *)(scratch + words);
+  int *pos = (int *)(scratch + 2 * words);
+  iota_kernel<<<cohort_cuda_blocks((size_t)n, 256), 256>>>(pos_in, n);
+  if (!cohort_cuda_launched("embedding_backward (positions)") ||
+      !cohort_cuda_ok(cub::DeviceRadixSort::SortPairs(scratch + 3 * words, temp_bytes, tokens,
+                                                      sorted, pos_in, pos, n, 0, 32,
+                                                      (cudaStream_t)0),
+                      "embedding_backward (sort by token)"))
+    return;
+  dim3 grid((unsigned)((C + 255) / 256), (unsigned)(n < 65535 ? n : 65535));
+  dwte_kernel<<<grid, 256>>>(dwte, dout, sorted, pos, n, C);
+  cohort_cuda_launched("embedding_backward (tokens)");
 }
 
 __global__ static void patch_kernel(float *dst, const float *src, int C, int H, int W, int p,

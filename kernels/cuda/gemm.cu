@@ -1,29 +1,151 @@
 /* GEMM through cuBLAS, and the bias ops that go with a linear layer. */
 #include "cuda.cuh"
 
-/* bf16/fp16 mode: both operands rounded into one scratch buffer, then a tensor-core GEMM
- * with fp32 accumulation and an fp32 C (cublasGemmEx, CUBLAS_COMPUTE_32F). */
+/* ---- the weights' 16-bit copy (cohort_cuda_weights_begin) ---- */
+
+static struct {
+  int active;          /* inside a scope */
+  const float *params; /* the scope's weights, n floats */
+  size_t n;
+  int device;
+  void *copy; /* cap 16-bit values on `device`, kept for the process */
+  size_t cap;
+  CohortGemmMode mode; /* what `copy` holds: BF16, FP16, or FP32 for nothing yet */
+  size_t uses;
+} weights; /* zeroed: mode COHORT_GEMM_FP32, nothing rounded yet */
+
+int cohort_cuda_weights_begin(const float *params, size_t n)
+{
+  weights.active = 0;
+  weights.mode = COHORT_GEMM_FP32; /* the weights changed since the last scope */
+  int d = cohort_cuda_get_device();
+  if (params == NULL || n == 0 || d < 0)
+    return -1;
+  if (weights.copy == NULL || weights.cap < n || weights.device != d) {
+    if (weights.copy && cudaFree(weights.copy) != cudaSuccess)
+      (void)cudaGetLastError();
+    weights.copy = NULL;
+    weights.cap = 0;
+    if (cudaMalloc(&weights.copy, n * sizeof(uint16_t)) != cudaSuccess) {
+      /* optional: the GEMMs round their operands per call, as outside a scope */
+      (void)cudaGetLastError();
+      weights.copy = NULL;
+      return -1;
+    }
+    weights.cap = n;
+    weights.device = d;
+  }
+  weights.params = params;
+  weights.n = n;
+  weights.active = 1;
+  return 0;
+}
+
+void cohort_cuda_weights_end(void)
+{
+  weights.active = 0;
+}
+
+size_t cohort_cuda_weights_uses(void)
+{
+  return weights.uses;
+}
+
+/* The 16-bit copy of the rows x cols operand at X (row stride ld) when it lies inside the
+ * scope's weights, with the same offsets and stride; NULL otherwise. The first use in a scope
+ * (or in another mode) rounds all the weights, once. */
+static const uint16_t *weights_operand(const float *X, int rows, int cols, int ld, int fp16)
+{
+  if (!weights.active || weights.device != cohort_cuda_get_device() || X < weights.params)
+    return NULL;
+  size_t off = (size_t)(X - weights.params), extent = (size_t)(rows - 1) * ld + cols;
+  if (off >= weights.n || extent > weights.n - off)
+    return NULL;
+  CohortGemmMode want = fp16 ? COHORT_GEMM_FP16 : COHORT_GEMM_BF16;
+  if (weights.mode != want) {
+    if (!cohort_cuda_round_copy(weights.copy, weights.params, weights.n, fp16))
+      return NULL;
+    weights.mode = want;
+  }
+  weights.uses++;
+  return (const uint16_t *)weights.copy + off;
+}
+
+/* ---- bf16/fp16 products ---- */
+
+static size_t pack_limit = (size_t)256 << 20;
+
+void cohort_cuda_set_pack_limit(size_t bytes)
+{
+  pack_limit = bytes ? bytes : (size_t)256 << 20;
+}
+
+/* How many of `total` rows (or columns) of `row_bytes` each fit half the packing limit; all
+ * of them when they fit, else a multiple of 64 where possible. */
+static int chunk_of(int total, size_t row_bytes)
+{
+  size_t half = pack_limit / 2;
+  if (row_bytes == 0 || (size_t)total * row_bytes <= half)
+    return total;
+  size_t k = half / row_bytes;
+  if (k >= 64)
+    k = k / 64 * 64;
+  return k < 1 ? 1 : (int)k;
+}
+
+static size_t round256(size_t bytes)
+{
+  return (bytes + 255) / 256 * 256;
+}
+
+/* C = alpha op(A) op(B) + beta C with both operands rounded to bf16 (fp16), tensor-core
+ * products, fp32 accumulation and an fp32 C (cublasGemmEx, CUBLAS_COMPUTE_32F). An operand
+ * inside the weights' copy is read from it; the others are rounded into scratch, in chunks of
+ * rows of op(A) and columns of op(B) that keep the rounded values under the packing limit
+ * (the tied head's gradient at GPT-2 batch 16 x 1024 would need 1.65 GB at once). */
 static void gemm_16bit(cublasHandle_t h, int fp16, int trans_a, int trans_b, int M, int N, int K,
                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                        float *C, int ldc)
 {
-  int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
-  int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-  size_t a_bytes = ((size_t)a_rows * a_cols * 2 + 255) / 256 * 256;
-  size_t b_bytes = (size_t)b_rows * b_cols * 2;
-  char *buf = (char *)cohort_cuda_scratch(a_bytes + b_bytes);
-  if (!buf)
-    return;
-  void *pa = cohort_cuda_pack_operand(buf, A, a_rows, a_cols, lda, fp16);
-  void *pb = cohort_cuda_pack_operand(buf + a_bytes, B, b_rows, b_cols, ldb, fp16);
-  if (!pa || !pb)
+  const uint16_t *wa = weights_operand(A, trans_a ? K : M, trans_a ? M : K, lda, fp16);
+  const uint16_t *wb = weights_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, fp16);
+  int mc = chunk_of(M, wa ? 0 : (size_t)K * 2), nc = chunk_of(N, wb ? 0 : (size_t)K * 2);
+  size_t a_bytes = wa ? 0 : round256((size_t)mc * K * 2), b_bytes = wb ? 0 : (size_t)nc * K * 2;
+  char *buf = a_bytes + b_bytes ? (char *)cohort_cuda_scratch(a_bytes + b_bytes) : NULL;
+  if (a_bytes + b_bytes && !buf)
     return;
   cudaDataType_t t = fp16 ? CUDA_R_16F : CUDA_R_16BF;
-  cohort_cuda_blas_ok(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, pb, t,
-                                   b_cols, pa, t, a_cols, &beta, C, CUDA_R_32F, ldc,
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                      fp16 ? "cublasGemmEx (fp16)" : "cublasGemmEx (bf16)");
+  const char *what = fp16 ? "cublasGemmEx (fp16)" : "cublasGemmEx (bf16)";
+  for (int m0 = 0; m0 < M; m0 += mc) {
+    int mm = M - m0 < mc ? M - m0 : mc;
+    /* rows m0.. of op(A): rows of A, or its columns when transposed */
+    const void *pa = wa ? (const void *)(wa + (trans_a ? (size_t)m0 : (size_t)m0 * lda)) : buf;
+    int la = wa ? lda : trans_a ? mm : K;
+    if (!wa && !(trans_a ? cohort_cuda_pack_operand(buf, A + m0, K, mm, lda, fp16)
+                         : cohort_cuda_pack_operand(buf, A + (size_t)m0 * lda, mm, K, lda, fp16)))
+      return;
+    for (int n0 = 0; n0 < N; n0 += nc) {
+      int nn = N - n0 < nc ? N - n0 : nc;
+      /* columns n0.. of op(B): columns of B, or its rows when transposed */
+      const void *pb =
+          wb ? (const void *)(wb + (trans_b ? (size_t)n0 * ldb : (size_t)n0)) : buf + a_bytes;
+      int lb = wb ? ldb : trans_b ? K : nn;
+      bool packed = wb || (nc == N && m0 > 0); /* one chunk of B: rounded once */
+      if (!packed && !(trans_b ? cohort_cuda_pack_operand(buf + a_bytes, B + (size_t)n0 * ldb, nn,
+                                                          K, ldb, fp16)
+                               : cohort_cuda_pack_operand(buf + a_bytes, B + n0, K, nn, ldb, fp16)))
+        return;
+      /* cuBLAS is column-major: the row-major C = op(A) op(B) is computed as the column-major
+       * C^T = op(B)^T op(A)^T, operands swapped, transpose flags kept */
+      if (!cohort_cuda_blas_ok(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, nn, mm, K, &alpha,
+                                            pb, t, lb, pa, t, la, &beta, C + (size_t)m0 * ldc + n0,
+                                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT),
+                               what))
+        return;
+    }
+  }
 }
 
 void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,

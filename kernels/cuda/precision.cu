@@ -41,6 +41,25 @@ void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, 
   return cohort_cuda_launched("gemm (operand rounding)") ? dst : NULL;
 }
 
+__global__ static void to_fp16_kernel(__half *dst, const float *src, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  dst[i] = __float2half_rn(cohort_round_fp16(src[i]));
+}
+
+__global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n);
+
+bool cohort_cuda_round_copy(void *dst, const float *src, size_t n, int fp16)
+{
+  if (n == 0)
+    return true;
+  if (fp16)
+    to_fp16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((__half *)dst, src, n);
+  else
+    to_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((uint16_t *)dst, src, n);
+  return cohort_cuda_launched("gemm (weights' 16-bit copy)");
+}
+
 __global__ static void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
 {
   COHORT_GRID_STRIDE(i, n)

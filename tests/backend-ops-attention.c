@@ -1,0 +1,61 @@
+/* Rows of the op harness: multi-head attention, causal (GPT) and not (DiT). The backward
+ * starts from the CPU's forward output and log-sum-exps on both sides. See
+ * tests/backend-ops.h. */
+#include "backend-ops.h"
+
+/* p = {B, T, C, NH, causal} */
+#define NQKV ((size_t)P0 * P1 * 3 * P2)
+#define NOUT ((size_t)P0 * P1 * P2)
+#define NLSE ((size_t)P0 * P3 * P1)
+
+static void attention_setup(OpCase *c)
+{
+  op_in(c, "qkv", NQKV, -1, 1);
+  /* online softmax against a two-pass softmax: the same sums in another order */
+  op_out(c, "out", NOUT, 1e-5, 1e-4);
+  op_out(c, "lse", NLSE, 1e-5, 1e-5);
+}
+
+static double attention_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->attention_forward(d[1], d[2], d[0], P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+static void attention_backward_setup(OpCase *c)
+{
+  float *qkv = op_in(c, "qkv", NQKV, -1, 1);
+  op_in(c, "dout", NOUT, -1, 1);
+  float *out = op_in(c, "out", NOUT, 0, 1), *lse = op_in(c, "lse", NLSE, 0, 1);
+  op_cpu()->attention_forward(out, lse, qkv, P0, P1, P2, P3, P4);
+  op_out(c, "dqkv", NQKV, 1e-4, 1e-3);
+}
+
+static double attention_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->attention_backward(d[4], d[1], d[0], d[2], d[3], P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+#define ATT(label, B, T, C, NH, causal)                                                            \
+  {"attention_forward", label, {B, T, C, NH, causal}, attention_setup, attention_run},             \
+  {                                                                                                \
+    "attention_backward", label, {B, T, C, NH, causal}, attention_backward_setup,                  \
+        attention_backward_run                                                                     \
+  }
+
+static const OpRow rows[] = {
+    ATT("B2-T45-C48-NH3-causal", 2, 45, 48, 3, 1),   /* head size 16, T no multiple of the tiles */
+    ATT("B1-T70-C128-NH2-causal", 1, 70, 128, 2, 1), /* head size 64 (GPT-2's) */
+    ATT("B1-T33-C128-NH1-causal", 1, 33, 128, 1, 1), /* head size 128, the largest */
+    ATT("B2-T9-C60-NH2-causal", 2, 9, 60, 2, 1),     /* head size 30: lanes past the head idle */
+    ATT("B1-T1-C32-NH4-causal", 1, 1, 32, 4, 1),     /* one position */
+    ATT("B2-T45-C48-NH3", 2, 45, 48, 3, 0),
+    ATT("B1-T100-C128-NH2", 1, 100, 128, 2, 0), /* four key tiles, the last partial */
+    ATT("B1-T33-C128-NH1", 1, 33, 128, 1, 0),
+    ATT("B2-T9-C60-NH2", 2, 9, 60, 2, 0),
+    ATT("B1-T1-C32-NH4", 1, 1, 32, 4, 0),
+    ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0), /* DiT-like: 64 patches, head size 12 */
+};
+
+OP_ROWS(ops_rows_attention, rows);
