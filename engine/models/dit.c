@@ -215,31 +215,40 @@ static void fill_xavier(float *dst, size_t n, int fan_in, int fan_out, guint64 s
 /* The reference's initialize_weights: Xavier-uniform linears (the patch embedding viewed as
  * one), zero biases, N(0, 0.02) for the label table and the timestep MLP, and zeros for every
  * adaLN modulation and the final linear — adaLN-Zero: each block starts as the identity. */
-static void dit_init(CohortModel *m, guint64 seed)
+static void dit_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
+{
+  const CohortTensorInfo *t = &m->tensors[i];
+  guint64 s = cohort_rng_tensor_seed(seed, i);
+  memset(dst, 0, t->numel * sizeof(float));
+  if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
+      g_str_has_prefix(t->name, "final_layer.linear"))
+    return; /* zeros */
+  if (g_str_has_prefix(t->name, "t_embedder") || g_str_has_prefix(t->name, "y_embedder")) {
+    fill_normal(dst, t->numel, 0.02, s);
+  } else {
+    int fan_out = t->shape[0];
+    int fan_in = (int)(t->numel / (size_t)fan_out);
+    fill_xavier(dst, t->numel, fan_in, fan_out, s);
+  }
+}
+
+static void dit_init_buffers(CohortModel *m)
 {
   Dit *d = dit_of(m);
-  float *host = g_new0(float, m->n_params);
-  for (guint i = 0; i < m->n_tensors; i++) {
-    const CohortTensorInfo *t = &m->tensors[i];
-    float *dst = host + t->offset;
-    guint64 s = cohort_rng_tensor_seed(seed, i);
-    if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
-        g_str_has_prefix(t->name, "final_layer.linear"))
-      continue; /* zeros */
-    if (g_str_has_prefix(t->name, "t_embedder") || g_str_has_prefix(t->name, "y_embedder")) {
-      fill_normal(dst, t->numel, 0.02, s);
-    } else {
-      int fan_out = t->shape[0];
-      int fan_in = (int)(t->numel / (size_t)fan_out);
-      fill_xavier(dst, t->numel, fan_in, fan_out, s);
-    }
-  }
-  m->be->upload(m->params, host, m->n_params * sizeof(float));
-  g_free(host);
   float *pos = g_new(float, m->n_buffer_floats);
   pos_embed_2d(pos, d->shape.image_size / d->shape.patch, d->shape.hidden);
   cohort_model_upload_buffers(m, pos);
   g_free(pos);
+}
+
+static void dit_init(CohortModel *m, guint64 seed)
+{
+  float *host = g_new0(float, m->n_params);
+  for (guint i = 0; i < m->n_tensors; i++)
+    dit_init_tensor(m, seed, i, host + m->tensors[i].offset);
+  m->be->upload(m->params, host, m->n_params * sizeof(float));
+  g_free(host);
+  dit_init_buffers(m);
 }
 
 static void dit_finalize(CohortModel *m)
@@ -279,6 +288,8 @@ static const CohortModelOps dit_ops = {
     .forward = cohort_dit_forward_batch,
     .backward = cohort_dit_backward,
     .init_weights = dit_init,
+    .init_tensor = dit_init_tensor,
+    .init_buffers = dit_init_buffers,
     .eval_batch = cohort_dit_eval_batch,
     .sample = cohort_dit_sample,
     .flops_per_sample = dit_flops_per_sample,

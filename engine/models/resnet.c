@@ -222,30 +222,25 @@ static void fill_normal(float *dst, size_t n, double std, guint64 seed)
   }
 }
 
-/* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
- * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
- * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
- * running variance 1, no batches tracked. */
-static void resnet_init(CohortModel *m, guint64 seed)
+static void resnet_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 {
   Resnet *r = resnet_of(m);
-  float *host = g_new0(float, m->n_params);
-  for (guint i = 0; i < m->n_tensors; i++) {
-    const CohortTensorInfo *t = &m->tensors[i];
-    float *dst = host + t->offset;
-    guint64 s = cohort_rng_tensor_seed(seed, i);
-    if (g_str_has_prefix(t->name, "fc.")) {
-      cohort_rng_fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
-    } else if (t->ndim == 4) {
-      double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
-      fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
-    } else if (g_str_has_suffix(t->name, ".weight")) {
-      for (size_t k = 0; k < t->numel; k++)
-        dst[k] = 1.0f; /* BatchNorm's scale */
-    }
+  const CohortTensorInfo *t = &m->tensors[i];
+  guint64 s = cohort_rng_tensor_seed(seed, i);
+  memset(dst, 0, t->numel * sizeof(float));
+  if (g_str_has_prefix(t->name, "fc.")) {
+    cohort_rng_fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
+  } else if (t->ndim == 4) {
+    double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
+    fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
+  } else if (g_str_has_suffix(t->name, ".weight")) {
+    for (size_t k = 0; k < t->numel; k++)
+      dst[k] = 1.0f; /* BatchNorm's scale */
   }
-  cohort_model_upload_params(m, host);
-  g_free(host);
+}
+
+static void resnet_init_buffers(CohortModel *m)
+{
   float *bufs = g_new0(float, m->n_buffer_floats);
   for (guint i = 0; i < m->n_buffers; i++)
     if (g_str_has_suffix(m->buffers[i].name, ".running_var"))
@@ -253,6 +248,20 @@ static void resnet_init(CohortModel *m, guint64 seed)
         bufs[m->buffers[i].offset + k] = 1.0f;
   cohort_model_upload_buffers(m, bufs);
   g_free(bufs);
+}
+
+/* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
+ * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
+ * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
+ * running variance 1, no batches tracked. */
+static void resnet_init(CohortModel *m, guint64 seed)
+{
+  float *host = g_new0(float, m->n_params);
+  for (guint i = 0; i < m->n_tensors; i++)
+    resnet_init_tensor(m, seed, i, host + m->tensors[i].offset);
+  cohort_model_upload_params(m, host);
+  g_free(host);
+  resnet_init_buffers(m);
 }
 
 static void free_sync_scratch(Resnet *r)
@@ -332,6 +341,8 @@ static const CohortModelOps resnet_ops = {
     .forward = cohort_resnet_forward_batch,
     .backward = cohort_resnet_backward,
     .init_weights = resnet_init,
+    .init_tensor = resnet_init_tensor,
+    .init_buffers = resnet_init_buffers,
     .eval_batch = cohort_resnet_eval_batch,
     .flops_per_sample = resnet_flops_per_sample,
     .finalize = resnet_finalize,

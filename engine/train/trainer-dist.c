@@ -6,6 +6,7 @@
 
 #include "engine/progress/control.h"
 #include "engine/distributed/reducer.h"
+#include "engine/distributed/sharder.h"
 #include "engine/train/nvml.h"
 #include "kernels/backend.h"
 
@@ -16,6 +17,9 @@ typedef struct {
   double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
   double teacher_bytes;             /* the distillation teacher's share, 0 without one */
   double optim_bytes;               /* this rank's optimizer state */
+  double shard_bytes;               /* ZeRO 2/3: its shards of gradients, EMA, parameters */
+  double gathered_peak_bytes;       /* ZeRO 3: the most parameter bytes gathered at once */
+  double gather_wait_s;             /* ZeRO 3: the layer hook's waits for gathers */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -33,7 +37,9 @@ struct CohortTrainDist {
   double timeout_s;
   CohortReducePrecision reduce_precision;
   CohortReducer *reducer;
-  GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
+  CohortSharder *sharder; /* ZeRO stages 2 and 3: in the reducer's place */
+  gboolean new_step;      /* the next backward is a step's first */
+  GError *reducer_error;  /* the reducer could not be set up: every synced backward fails */
   gboolean sync_bn, broadcast_buffers;
   CohortModelComm model_comm; /* SyncBatchNorm's collectives, when the model has them */
   gboolean model_comm_set;
@@ -44,7 +50,7 @@ struct CohortTrainDist {
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
   size_t teacher_bytes;
-  size_t optim_bytes;
+  size_t optim_bytes, shard_bytes;
   int steps_since_report;
 };
 
@@ -180,7 +186,8 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
   if (d->syncbn_error)
     return FALSE; /* the communicator is broken: do not wait for it again */
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
+  gboolean ok = d->sharder ? cohort_sharder_run(d->sharder, sync_job, j, &d->syncbn_error)
+                           : cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
   d->syncbn_us += g_get_monotonic_time() - t0;
   return ok;
 }
@@ -188,6 +195,7 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
 static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
 {
   SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
+  /* ZeRO stages 2 and 3: behind the sharder's reduce-scatters and gathers instead. */
   return run_sync(data, &j);
 }
 
@@ -217,9 +225,29 @@ static void attach_model_comm(CohortTrainDist *d, CohortModel *m)
   d->model_comm_set = TRUE;
 }
 
-void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
+void cohort_train_dist_attach_sharder(CohortTrainDist *d, CohortModel *m, CohortSharder *sharder,
+                                      int stage, size_t shard_bytes)
 {
   if (!d->comm)
+    return;
+  d->sharder = sharder;
+  d->shard_bytes = shard_bytes;
+  cohort_sharder_set_precision(sharder, d->reduce_precision);
+  cohort_model_set_grad_ready_func(m, cohort_sharder_grad_ready, sharder);
+  if (stage == 3)
+    cohort_model_set_layer_hook(m, cohort_sharder_layer_hook, sharder);
+  if (d->sync_bn)
+    attach_model_comm(d, m);
+}
+
+void cohort_train_dist_start_step(CohortTrainDist *d)
+{
+  d->new_step = TRUE;
+}
+
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
+{
+  if (!d->comm || d->sharder)
     return;
   if (bucket_cap_mb <= 0)
     bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
@@ -239,20 +267,26 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
 {
-  if (d->reducer)
+  if (d->sharder) {
+    /* Every micro-step reduces (no no_sync): the first of a step replaces the shard's sums. */
+    cohort_sharder_prepare(d->sharder, !d->new_step);
+    d->new_step = FALSE;
+  } else if (d->reducer) {
     cohort_reducer_prepare(d->reducer, sync);
+  }
 }
 
 gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
 {
-  if (!d->reducer)
+  if (!d->reducer && !d->sharder)
     return TRUE;
   if (d->reducer_error) {
     g_propagate_error(error, g_error_copy(d->reducer_error));
     return FALSE;
   }
   gint64 wait_us = 0;
-  gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
+  gboolean ok = d->sharder ? cohort_sharder_finish(d->sharder, &wait_us, error)
+                           : cohort_reducer_finish(d->reducer, &wait_us, error);
   d->comm_us += wait_us;
   d->reduce_wait_us += wait_us;
   if (ok && d->syncbn_error) {
@@ -417,13 +451,20 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .step_s = (double)d->step_us / 1e6 / k,
       .data_s = (double)d->data_us / 1e6 / k,
       .comm_s = (double)d->comm_us / 1e6 / k,
-      .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
+      .reduce_s = d->reducer   ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k
+                  : d->sharder ? (double)cohort_sharder_take_busy_us(d->sharder) / 1e6 / k
+                               : 0,
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .syncbn_s = (double)d->syncbn_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
       .mem_peak_bytes = peak_resident_bytes(),
       .teacher_bytes = (double)d->teacher_bytes,
       .optim_bytes = (double)d->optim_bytes,
+      .shard_bytes = (double)d->shard_bytes,
+      .gathered_peak_bytes =
+          d->sharder ? (double)cohort_sharder_gathered_peak_bytes(d->sharder) : 0,
+      .gather_wait_s =
+          d->sharder ? (double)cohort_sharder_take_gather_wait_us(d->sharder) / 1e6 / k : 0,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -465,6 +506,11 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     if (all[r].mem_peak_bytes > 0)
       json_object_set_int_member(o, "mem_peak_bytes", (gint64)all[r].mem_peak_bytes);
     json_object_set_int_member(o, "optim_bytes", (gint64)all[r].optim_bytes);
+    if (d->sharder) {
+      json_object_set_int_member(o, "shard_bytes", (gint64)all[r].shard_bytes);
+      json_object_set_int_member(o, "gathered_peak_bytes", (gint64)all[r].gathered_peak_bytes);
+      json_object_set_double_member(o, "gather_wait_s", all[r].gather_wait_s);
+    }
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {
