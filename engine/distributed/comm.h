@@ -142,12 +142,11 @@ gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbyte
  * after the sum, as the all-reduce does; "nccl": ncclAvg). Counts may differ and may be 0;
  * every rank passes the same counts. `send` is scratch: its values are undefined afterwards
  * (Gloo reduces in it). `recv` must not overlap `send`.
- *  - "gloo": Gloo's reduce-scatter (ReduceScatterHalvingDoubling: recursive halving within
- *    power-of-two blocks of ranks, uneven counts through its distribution phase), in pieces of
- *    at most 16 Mi values so its two receive buffers stay bounded. With 2 ranks every value is
- *    exactly a + b (so it equals the all-reduce's, bit for bit); with more, the order of the
- *    sums is the algorithm's, and may differ from the all-reduce's in the last bit. Its waits
- *    use the communicator's default timeout (the algorithm takes no other);
+ *  - "gloo": Gloo's all-reduce of the whole `send` (its ring, as the DDP buckets'), this rank
+ *    keeping its piece: twice the bytes an ideal reduce-scatter sends, the bytes stage 0's
+ *    all-reduce sends. Gloo's own reduce-scatter (ReduceScatterHalvingDoubling) is not used:
+ *    with uneven pieces on 3 ranks its results changed from run to run. So every value is the
+ *    all-reduce's of the same buffer, bit for bit, whatever the number of ranks;
  *  - "nccl": ncclReduceScatter when every count is the same, else one ncclReduce per rank
  *    (rank r the root of its piece) in a group;
  *  - "local": a copy. */

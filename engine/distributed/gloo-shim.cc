@@ -18,7 +18,6 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -146,60 +145,6 @@ void sum_bf16(void *out, const void *a, const void *b, size_t n)
     o[i] = cohort_f32_to_bf16(cohort_bf16_to_f32(x[i]) + cohort_bf16_to_f32(y[i]));
 }
 
-// x = bf16(x + y), for the algorithms that take a two-operand reduction.
-void add_bf16(uint16_t *x, const uint16_t *y, size_t n)
-{
-  sum_bf16(x, x, y, n);
-}
-
-const gloo::ReductionFunction<uint16_t> *bf16_sum()
-{
-  static const gloo::ReductionFunction<uint16_t> fn(gloo::SUM, &add_bf16);
-  return &fn;
-}
-
-// The halving-doubling reduce-scatter keeps two receive buffers as large as its input, and
-// counts in int: inputs are cut into pieces of at most 16 Mi values, each split among the
-// ranks as the whole is. COHORT_GLOO_REDUCE_SCATTER_PIECE (values) lowers the cut so tests
-// can cover it with small buffers.
-size_t reduce_scatter_piece()
-{
-  static size_t piece = 0;
-  if (piece == 0) {
-    const char *env = getenv("COHORT_GLOO_REDUCE_SCATTER_PIECE");
-    long v = env != nullptr ? atol(env) : 0;
-    piece = v > 0 && v < (long(1) << 24) ? static_cast<size_t>(v) : size_t(16) << 20;
-  }
-  return piece;
-}
-
-template <typename T>
-void reduce_scatter_pieces(CohortGloo *g, T *send, T *recv, const size_t *counts,
-                           const gloo::ReductionFunction<T> *fn)
-{
-  const int size = g->context->size, rank = g->context->rank;
-  std::vector<size_t> begin(size + 1, 0);
-  for (int r = 0; r < size; r++)
-    begin[r + 1] = begin[r] + counts[r];
-  size_t mine = 0;
-  for (size_t lo = 0; lo < begin[size]; lo += reduce_scatter_piece()) {
-    size_t hi = std::min(begin[size], lo + reduce_scatter_piece());
-    std::vector<int> elems(size);
-    for (int r = 0; r < size; r++) {
-      size_t a = std::max(lo, begin[r]), b = std::min(hi, begin[r + 1]);
-      elems[r] = b > a ? static_cast<int>(b - a) : 0;
-    }
-    std::vector<T *> ptrs{send + lo};
-    gloo::ReduceScatterHalvingDoubling<T> algo(g->context, ptrs, static_cast<int>(hi - lo), elems,
-                                               fn);
-    algo.run();
-    // This rank's part of the piece is at the start of it now.
-    if (elems[rank] > 0)
-      memcpy(recv + mine, send + lo, static_cast<size_t>(elems[rank]) * sizeof(T));
-    mine += static_cast<size_t>(elems[rank]);
-  }
-}
-
 } // namespace
 
 extern "C" int cohort_gloo_new(const CohortGlooStoreOps *ops, int rank, int size,
@@ -285,21 +230,20 @@ extern "C" int cohort_gloo_reduce_scatter_sum(CohortGloo *g, void *send, void *r
                                               const size_t *counts, CohortDtype dtype,
                                               long timeout_ms, char **err)
 {
-  (void)timeout_ms; // the algorithm waits with the context's timeout
-  return guarded(err, [&] {
-    if (g->context->size == 1) {
-      size_t bytes = counts[0] * (dtype == COHORT_DTYPE_BF16 ? 2 : 4);
-      if (bytes > 0 && send != recv)
-        memcpy(recv, send, bytes);
-      return;
-    }
-    if (dtype == COHORT_DTYPE_BF16)
-      reduce_scatter_pieces(g, static_cast<uint16_t *>(send), static_cast<uint16_t *>(recv), counts,
-                            bf16_sum());
-    else
-      reduce_scatter_pieces(g, static_cast<float *>(send), static_cast<float *>(recv), counts,
-                            gloo::ReductionFunction<float>::sum);
-  });
+  // Gloo's own reduce-scatter (ReduceScatterHalvingDoubling, an old-style algorithm) gave
+  // results that changed from run to run with uneven pieces on 3 ranks (its distribution
+  // phase sends from the buffer it then copies into): the whole unit is all-reduced instead
+  // (Gloo's ring, as the DDP buckets are) and this rank keeps its piece.
+  size_t total = 0, before = 0, elt = dtype == COHORT_DTYPE_BF16 ? 2 : 4;
+  for (int r = 0; r < g->context->size; r++) {
+    before += r < g->context->rank ? counts[r] : 0;
+    total += counts[r];
+  }
+  int st = cohort_gloo_allreduce_sum(g, send, total, dtype, timeout_ms, err);
+  size_t mine = counts[g->context->rank];
+  if (st == COHORT_GLOO_OK && mine > 0)
+    memcpy(recv, static_cast<char *>(send) + before * elt, mine * elt);
+  return st;
 }
 
 extern "C" int cohort_gloo_allgatherv(CohortGloo *g, void *buf, const size_t *nbytes,

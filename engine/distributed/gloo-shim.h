@@ -48,8 +48,7 @@ int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *
                           long timeout_ms, char **err);
 /* Reduce-scatter (sum) of counts[0] + … + counts[size − 1] values of `dtype` (F32 or BF16) in
  * `send`, which it uses as scratch: this rank's sum lands in `recv` (counts[rank] values).
- * Gloo's ReduceScatterHalvingDoubling, over pieces of at most 16 Mi values (fewer with the
- * environment variable COHORT_GLOO_REDUCE_SCATTER_PIECE, for tests). */
+ * Gloo's all-reduce of the whole buffer, this rank keeping its piece. */
 int cohort_gloo_reduce_scatter_sum(CohortGloo *g, void *send, void *recv, const size_t *counts,
                                    CohortDtype dtype, long timeout_ms, char **err);
 /* In-place allgatherv: `buf` holds every rank's nbytes[r] bytes back to back, this rank's
