@@ -8,6 +8,7 @@
 #include "engine/train/trainer-run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <glib/gstdio.h>
 
@@ -18,14 +19,15 @@
 
 #define MAX_GROUPS 4 /* parameters, EMA, two optimizer states */
 
-/* The file's groups: the parameters, the EMA weights, the optimizer's state. */
-static guint group_prefixes(const CohortRankRun *r, gboolean with_state, const char **out)
+/* The file's groups: the parameters, and in a checkpoint the EMA weights and the optimizer's
+ * state. */
+static guint group_prefixes(const CohortRankRun *r, gboolean checkpoint, const char **out)
 {
   guint n = 0;
   out[n++] = "";
-  if (cohort_shard_ema(r->shard))
+  if (checkpoint && cohort_shard_ema(r->shard))
     out[n++] = "ema.";
-  for (guint i = 0; with_state && i < cohort_optimizer_n_states(r->opt); i++)
+  for (guint i = 0; checkpoint && i < cohort_optimizer_n_states(r->opt); i++)
     out[n++] = cohort_optimizer_state_prefix(r->opt, i);
   out[n] = NULL;
   return n;
@@ -98,7 +100,7 @@ static gboolean all_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *
  * its reason in `mine`) and announces it; every rank writes its pieces, those of the
  * parameters from `params` (see group_source). */
 static gboolean write_together(CohortRankRun *r, const char *path, gboolean created, GError *mine,
-                               gboolean with_state, GHashTable *meta, const float *params,
+                               gboolean checkpoint, GHashTable *meta, const float *params,
                                GError **error)
 {
   Announce a = {.ok = created};
@@ -111,7 +113,7 @@ static gboolean write_together(CohortRankRun *r, const char *path, gboolean crea
   gboolean ok = a.ok;
   if (ok) {
     const char *prefixes[MAX_GROUPS + 2];
-    guint n = group_prefixes(r, with_state, prefixes);
+    guint n = group_prefixes(r, checkpoint, prefixes);
     g_autoptr(CohortGroupFile) gf =
         cohort_group_file_new(r->model, prefixes, meta, a.path, mine ? NULL : &mine);
     ok = gf && write_pieces(r, gf, n, params, mine ? NULL : &mine);
@@ -120,11 +122,11 @@ static gboolean write_together(CohortRankRun *r, const char *path, gboolean crea
 }
 
 /* Rank 0: the file's layout, created with its header and buffers. */
-static gboolean create_file(CohortRankRun *r, const char *path, gboolean with_state,
+static gboolean create_file(CohortRankRun *r, const char *path, gboolean checkpoint,
                             GHashTable *meta, GError **error)
 {
   const char *prefixes[MAX_GROUPS + 2];
-  group_prefixes(r, with_state, prefixes);
+  group_prefixes(r, checkpoint, prefixes);
   g_autoptr(CohortGroupFile) gf = cohort_group_file_new(r->model, prefixes, meta, path, error);
   g_autofree float *tmp = NULL;
   const float *buffers = cohort_model_buffers_host(r->model, &tmp);
@@ -286,7 +288,7 @@ static gboolean export_one(CohortRankRun *r, const char *path, const float *para
   gboolean created = FALSE;
   if (r->opts->rank == 0) {
     tmp = g_strconcat(path, ".tmp-XXXXXX", NULL);
-    int fd = g_mkstemp(tmp);
+    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0644); /* as cohort_write_atomic */
     if (fd >= 0) {
       close(fd);
       created = create_file(r, tmp, FALSE, meta, &mine);
