@@ -8,6 +8,11 @@
 
 typedef enum { ITEM_REDUCE, ITEM_GATHER, ITEM_JOB, ITEM_QUIT } ItemKind;
 
+/* Reduce-scatters queued and not done before backward waits for the oldest: a unit's
+ * gradients hold memory until theirs is done, so this bounds them when the network is slower
+ * than backward. */
+#define MAX_PENDING_REDUCES 2
+
 typedef struct {
   ItemKind kind;
   guint unit;
@@ -37,6 +42,7 @@ struct CohortSharder {
   gboolean accumulate;
   Unit *units;
   guint next_launch; /* units go out from the last (highest index) down */
+  GQueue pending;    /* of Item*: the reduce-scatters queued, oldest first */
   gsize *counts;     /* scratch: one count per rank */
 
   GThread *thread;
@@ -45,8 +51,12 @@ struct CohortSharder {
   GCond done_cond;
   guint queued, completed; /* items of the queue, under the lock */
   GError *error;           /* the first failure since it was last reported */
-  gint64 busy_us, gather_wait_us;
+  gint64 busy_us, gather_wait_us, reduce_wait_us;
   size_t gathered_bytes, gathered_peak;
+  guint64 order; /* a digest of every collective queued, in order (cohort_sharder_order) */
+  /* COHORT_TEST_SLOW_RANK "rank:µs": that rank sleeps before each collective it queues and
+   * each it runs, so tests can make one rank slow. */
+  gint64 slow_us;
 };
 
 static void keep_error(CohortSharder *s, GError *e)
@@ -122,6 +132,8 @@ static gpointer comm_thread(gpointer data)
     gboolean failed = s->error != NULL;
     g_mutex_unlock(&s->lock);
     GError *error = NULL;
+    if (s->slow_us > 0)
+      g_usleep((gulong)s->slow_us);
     gint64 t0 = g_get_monotonic_time();
     gboolean ok = TRUE;
     /* After a failure the communicator is broken: later collectives only count (jobs run,
@@ -170,6 +182,10 @@ CohortSharder *cohort_sharder_new(CohortComm *comm, const CohortShardPlan *plan,
     s->units[u].gather = (Item){.kind = ITEM_GATHER, .unit = u};
   }
   s->counts = g_new0(gsize, plan->world);
+  s->order = 0xcbf29ce484222325ULL;
+  const char *slow = g_getenv("COHORT_TEST_SLOW_RANK");
+  if (slow && g_ascii_strtoll(slow, NULL, 10) == plan->rank && strchr(slow, ':'))
+    s->slow_us = g_ascii_strtoll(strchr(slow, ':') + 1, NULL, 10);
   g_mutex_init(&s->lock);
   g_cond_init(&s->done_cond);
   s->queue = g_async_queue_new();
@@ -205,6 +221,12 @@ void cohort_sharder_set_source(CohortSharder *s, const float *shard)
 
 static void push(CohortSharder *s, Item *it)
 {
+  /* FNV-1a over (kind, unit): equal on every rank exactly when the orders are equal. */
+  guint64 word = ((guint64)it->kind << 32) | (it->kind == ITEM_JOB ? 0 : it->unit);
+  for (int b = 0; b < 8; b++)
+    s->order = (s->order ^ ((word >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
+  if (s->slow_us > 0)
+    g_usleep((gulong)s->slow_us);
   g_mutex_lock(&s->lock);
   it->done = FALSE;
   s->queued++;
@@ -230,6 +252,7 @@ static void wait_all(CohortSharder *s)
 
 void cohort_sharder_prepare(CohortSharder *s, gboolean accumulate)
 {
+  g_queue_clear(&s->pending);
   /* The previous pass ended in finish: the thread is idle. */
   s->accumulate = accumulate;
   for (guint u = 0; u < s->plan->n_units; u++) {
@@ -248,7 +271,14 @@ static void launch_ready(CohortSharder *s, gboolean all)
     if (!all && unit->ready < s->plan->units[s->next_launch - 1].count)
       return;
     unit->launched = TRUE;
+    while (g_queue_get_length(&s->pending) >= MAX_PENDING_REDUCES) {
+      Item *oldest = g_queue_pop_head(&s->pending);
+      gint64 t0 = g_get_monotonic_time();
+      wait_item(s, oldest);
+      s->reduce_wait_us += g_get_monotonic_time() - t0;
+    }
     push(s, &unit->reduce);
+    g_queue_push_tail(&s->pending, &unit->reduce);
     s->next_launch--;
   }
 }
@@ -301,9 +331,12 @@ gboolean cohort_sharder_finish(CohortSharder *s, gint64 *wait_us, GError **error
   gint64 t0 = g_get_monotonic_time();
   launch_ready(s, TRUE);
   wait_all(s);
+  g_queue_clear(&s->pending);
   let_go_unused(s);
+  /* with the waits for the oldest reduce-scatter during backward */
   if (wait_us)
-    *wait_us = g_get_monotonic_time() - t0;
+    *wait_us = g_get_monotonic_time() - t0 + s->reduce_wait_us;
+  s->reduce_wait_us = 0;
   return take_error(s, error);
 }
 
@@ -407,6 +440,11 @@ gint64 cohort_sharder_take_gather_wait_us(CohortSharder *s)
   gint64 us = s->gather_wait_us;
   s->gather_wait_us = 0;
   return us;
+}
+
+guint64 cohort_sharder_order(const CohortSharder *s)
+{
+  return s->order;
 }
 
 size_t cohort_sharder_gathered_peak_bytes(const CohortSharder *s)

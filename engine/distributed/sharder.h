@@ -55,11 +55,13 @@ void cohort_sharder_set_source(CohortSharder *s, const float *shard);
  * optimizer step (the reduced gradients replace the shard's), TRUE after (they add to it). */
 void cohort_sharder_prepare(CohortSharder *s, gboolean accumulate);
 /* The model's grad-ready hook (CohortGradReadyFunc with the sharder as user data): a unit
- * whose gradients are all final is reduce-scattered; units go out in reverse table order. */
+ * whose gradients are all final is reduce-scattered; units go out in reverse table order.
+ * With two reduce-scatters already waiting it first waits for the oldest, which bounds the
+ * gradient memory when the network is slower than backward. */
 void cohort_sharder_grad_ready(size_t offset, size_t count, gpointer sharder);
 /* Ends the backward: queues the units backward did not report, waits for every collective,
  * lets go of the gathered parameters nothing uses, and returns the first failure. *wait_us
- * (may be NULL) gets the time spent waiting here. */
+ * (may be NULL) gets the time spent waiting here and in the grad-ready hook. */
 gboolean cohort_sharder_finish(CohortSharder *s, gint64 *wait_us, GError **error);
 
 /* Stage 3: the model's layer hook (CohortLayerHookFunc with the sharder as user data). A
@@ -84,6 +86,11 @@ gboolean cohort_sharder_run(CohortSharder *s, CohortReducerJob job, gpointer dat
  * the main thread spent waiting for gathers in the layer hook. */
 gint64 cohort_sharder_take_busy_us(CohortSharder *s);
 gint64 cohort_sharder_take_gather_wait_us(CohortSharder *s);
+/* A digest of the kind and unit of every collective queued so far, in order: the same on
+ * every rank exactly when they queued the same collectives in the same order (the ranks
+ * event carries it). The environment variable COHORT_TEST_SLOW_RANK ("rank:microseconds")
+ * makes that rank sleep before each collective it queues or runs, for tests of this. */
+guint64 cohort_sharder_order(const CohortSharder *s);
 /* The most parameter bytes gathered at once so far (stage 3; 0 at stage 2). */
 size_t cohort_sharder_gathered_peak_bytes(const CohortSharder *s);
 

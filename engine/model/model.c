@@ -34,11 +34,16 @@ void cohort_model_set_creating_sharded(int stage)
   g_private_set(&creating_sharded, GINT_TO_POINTER(stage));
 }
 
-static void free_table(CohortTensorInfo *t, guint n)
+void cohort_tensor_table_free(CohortTensorInfo *t, guint n)
 {
-  for (guint i = 0; i < n; i++)
+  for (guint i = 0; t && i < n; i++)
     g_free((char *)t[i].name);
   g_free(t);
+}
+
+static void free_table(CohortTensorInfo *t, guint n)
+{
+  cohort_tensor_table_free(t, n);
 }
 
 void cohort_model_free(CohortModel *m)

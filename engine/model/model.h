@@ -174,6 +174,13 @@ struct CohortModelClass {
   gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
   /* Parameters of the model a config describes, without allocating it (for --explain). */
   gint64 (*count_params)(const CohortConfig *cfg);
+  /* Bytes of activations and backward scratch create would allocate for micro-batches of
+   * max_batch (CohortModel.act_bytes), without allocating them: the memory plan's. Optional. */
+  size_t (*act_bytes)(const CohortConfig *cfg, int max_batch);
+  /* The parameter table of the model a config describes, without memory (the memory plan
+   * lays out ZeRO's shards on it); *n_floats gets the vector's size. Free it with
+   * cohort_tensor_table_free. Optional. */
+  CohortTensorInfo *(*param_table)(const CohortConfig *cfg, guint *n_tensors, size_t *n_floats);
   /* Allocates the model for micro-batches of up to max_batch samples on backend `be`.
    * Parameters are zero until init_weights or a load. */
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -203,6 +210,9 @@ struct CohortModelClass {
    * where depth changes the shapes (a ResNet's stages). */
   gboolean copies_blocks;
 };
+
+/* Frees a table a family made (the names too). */
+void cohort_tensor_table_free(CohortTensorInfo *tensors, guint n);
 
 /* Frees the model: the family's ops->finalize (its activations and its own struct), then the
  * base's tables and buffers. */

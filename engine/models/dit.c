@@ -327,6 +327,49 @@ static gint64 dit_count_params(const CohortConfig *cfg)
   return head + cfg->n_layer * block + final;
 }
 
+static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
+    return 0;
+  Dit probe = {.shape = {.n_layer = cfg->n_layer,
+                         .n_head = cfg->n_head,
+                         .hidden = cfg->n_embd,
+                         .image_size = cfg->image_size,
+                         .channels = cfg->image_channels,
+                         .patch = cfg->patch_size,
+                         .num_classes = cfg->num_classes}};
+  probe.base.max_batch = max_batch;
+  int grid = cfg->image_size / cfg->patch_size;
+  probe.T = grid * grid;
+  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
+  probe.blocks = g_new0(DitBlockActs, MAX(cfg->n_layer, 1));
+  size_t bytes = layout_acts(&probe, NULL);
+  g_free(probe.blocks);
+  return bytes;
+}
+
+static CohortTensorInfo *dit_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                         size_t *n_floats)
+{
+  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
+    return NULL;
+  Dit probe = {.shape = {.n_layer = cfg->n_layer,
+                         .n_head = cfg->n_head,
+                         .hidden = cfg->n_embd,
+                         .image_size = cfg->image_size,
+                         .channels = cfg->image_channels,
+                         .patch = cfg->patch_size,
+                         .num_classes = MAX(cfg->num_classes, 1)}};
+  int grid = cfg->image_size / cfg->patch_size;
+  probe.T = grid * grid;
+  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
+  build_tables(&probe);
+  cohort_tensor_table_free(probe.base.buffers, probe.base.n_buffers);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  return probe.base.tensors;
+}
+
 static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                GError **error)
 {
@@ -398,6 +441,8 @@ const CohortModelClass cohort_dit_class = {
     .n_formats = G_N_ELEMENTS(dit_formats),
     .check_config = dit_check_config,
     .count_params = dit_count_params,
+    .act_bytes = dit_act_bytes,
+    .param_table = dit_param_table,
     .create = dit_create,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,

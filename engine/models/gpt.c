@@ -657,6 +657,26 @@ static gint64 gpt_count_params(const CohortConfig *cfg)
   return V * C + T * C + L * per_layer + 2 * C;
 }
 
+static size_t gpt_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  Gpt probe = {.shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size}};
+  probe.base.max_batch = max_batch;
+  probe.blocks = g_new0(BlockActs, MAX(cfg->n_layer, 1));
+  size_t bytes = layout_acts(&probe, NULL);
+  g_free(probe.blocks);
+  return bytes;
+}
+
+static CohortTensorInfo *gpt_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                         size_t *n_floats)
+{
+  Gpt probe = {.shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size}};
+  build_table(&probe);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  return probe.base.tensors;
+}
+
 static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                GError **error)
 {
@@ -677,6 +697,8 @@ const CohortModelClass cohort_gpt_class = {
     .formats = gpt_formats,
     .n_formats = G_N_ELEMENTS(gpt_formats),
     .count_params = gpt_count_params,
+    .act_bytes = gpt_act_bytes,
+    .param_table = gpt_param_table,
     .create = gpt_create,
     .import_weights = gpt_import,
     .export_extra = cohort_gpt_write_hf_config,

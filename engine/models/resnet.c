@@ -374,22 +374,61 @@ static CohortResnetShape shape_of(const CohortConfig *cfg)
   };
 }
 
+/* The tables of the model `cfg` describes, without memory, for count_params and act_bytes. */
+static void probe_new(Resnet *probe, const CohortConfig *cfg, int max_batch)
+{
+  *probe = (Resnet){.shape = shape_of(cfg)};
+  probe->shape.num_classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
+  probe->base.max_batch = max_batch;
+  build_tables(probe);
+}
+
+static void probe_clear(Resnet *probe)
+{
+  for (guint i = 0; i < probe->base.n_tensors; i++)
+    g_free((char *)probe->base.tensors[i].name);
+  for (guint i = 0; i < probe->base.n_buffers; i++)
+    g_free((char *)probe->base.buffers[i].name);
+  g_free(probe->base.tensors);
+  g_free(probe->base.buffers);
+  g_free(probe->blocks);
+}
+
 static gint64 resnet_count_params(const CohortConfig *cfg)
 {
   if (!resnet_check_config(cfg, NULL, NULL))
     return 0;
-  Resnet probe = {.shape = shape_of(cfg)};
-  probe.shape.num_classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
-  build_tables(&probe);
+  Resnet probe;
+  probe_new(&probe, cfg, 1);
   gint64 n = (gint64)probe.base.n_params;
-  for (guint i = 0; i < probe.base.n_tensors; i++)
-    g_free((char *)probe.base.tensors[i].name);
-  for (guint i = 0; i < probe.base.n_buffers; i++)
-    g_free((char *)probe.base.buffers[i].name);
-  g_free(probe.base.tensors);
-  g_free(probe.base.buffers);
-  g_free(probe.blocks);
+  probe_clear(&probe);
   return n;
+}
+
+static size_t resnet_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  if (!resnet_check_config(cfg, NULL, NULL))
+    return 0;
+  Resnet probe;
+  probe_new(&probe, cfg, max_batch);
+  size_t bytes = layout_acts(&probe, NULL);
+  probe_clear(&probe);
+  return bytes;
+}
+
+static CohortTensorInfo *resnet_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                            size_t *n_floats)
+{
+  if (!resnet_check_config(cfg, NULL, NULL))
+    return NULL;
+  Resnet probe;
+  probe_new(&probe, cfg, 1);
+  CohortTensorInfo *t = g_steal_pointer(&probe.base.tensors);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  probe.base.n_tensors = 0;
+  probe_clear(&probe);
+  return t;
 }
 
 static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -448,6 +487,8 @@ const CohortModelClass cohort_resnet_class = {
     .n_formats = G_N_ELEMENTS(resnet_formats),
     .check_config = resnet_check_config,
     .count_params = resnet_count_params,
+    .act_bytes = resnet_act_bytes,
+    .param_table = resnet_param_table,
     .create = resnet_create,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,

@@ -20,6 +20,7 @@ typedef struct {
   double shard_bytes;               /* ZeRO 2/3: its shards of gradients, EMA, parameters */
   double gathered_peak_bytes;       /* ZeRO 3: the most parameter bytes gathered at once */
   double gather_wait_s;             /* ZeRO 3: the layer hook's waits for gathers */
+  guint64 zero_order;               /* ZeRO 2/3: the digest of the collectives' order */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -465,6 +466,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
           d->sharder ? (double)cohort_sharder_gathered_peak_bytes(d->sharder) : 0,
       .gather_wait_s =
           d->sharder ? (double)cohort_sharder_take_gather_wait_us(d->sharder) / 1e6 / k : 0,
+      .zero_order = d->sharder ? cohort_sharder_order(d->sharder) : 0,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -481,6 +483,17 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
+  /* ZeRO stages 2 and 3 must queue the same collectives in the same order on every rank:
+   * any rank that did not stops all of them here, together. */
+  for (int r = 1; d->sharder && r < d->world_size; r++)
+    if (all[r].zero_order != all[0].zero_order) {
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                  "ZeRO: rank %d queued its gathers and reduce-scatters in another order than "
+                  "rank 0 (digests %016" G_GINT64_MODIFIER "x and %016" G_GINT64_MODIFIER
+                  "x); the model's layer hooks must come in the same order on every rank",
+                  r, all[r].zero_order, all[0].zero_order);
+      return FALSE;
+    }
   if (d->rank != 0)
     return TRUE;
   JsonObject *f = json_object_new();
@@ -510,6 +523,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       json_object_set_int_member(o, "shard_bytes", (gint64)all[r].shard_bytes);
       json_object_set_int_member(o, "gathered_peak_bytes", (gint64)all[r].gathered_peak_bytes);
       json_object_set_double_member(o, "gather_wait_s", all[r].gather_wait_s);
+      g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", all[r].zero_order);
+      json_object_set_string_member(o, "zero_order", order);
     }
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, "teacher_bytes", (gint64)all[r].teacher_bytes);

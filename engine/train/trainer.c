@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "engine/train/memory-plan.h"
 #include "kernels/backend.h"
 
 int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
@@ -329,6 +330,10 @@ static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
                                  &r->dev, error))
     return FALSE;
   r->be = r->dev.be;
+  /* A plan that cannot fit stops here, before anything is allocated. */
+  if (!cohort_memory_plan_check_rank(cfg, opts->world_size, opts->local_world_size,
+                                     r->dev.cuda_device, error))
+    return FALSE;
   r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
   if (opts->rank == 0 && r->dev.cuda_device >= 0)
     cohort_device_log_local(cfg, opts->local_world_size, r->progress);
