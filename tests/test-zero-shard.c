@@ -204,9 +204,9 @@ static void assert_same_order(const Run *r)
       json_object_get_string_member(json_array_get_object_element(ranks, 0), "zero_order");
   g_assert_nonnull(first);
   for (guint k = 1; k < json_array_get_length(ranks); k++)
-    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(ranks, k),
-                                                  "zero_order"),
-                    ==, first);
+    g_assert_cmpstr(
+        json_object_get_string_member(json_array_get_object_element(ranks, k), "zero_order"), ==,
+        first);
 }
 
 static gboolean same_floats(GArray *a, GArray *b)
