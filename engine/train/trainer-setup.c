@@ -179,6 +179,16 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   /* ZeRO stages 2 and 3: the gradients (and at stage 3 the parameters) are reserved address
    * ranges that hold only the layers in flight. */
   int stage = run_stage(r) >= 2 ? run_stage(r) : 0;
+  if (stage >= 2 && !r->be->reserve) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+                "%s: key \"zero_stage\": %d runs on CPU ranks only in this version: it keeps "
+                "gradients (and at stage 3 parameters) in address space that holds memory one "
+                "layer at a time, which the %s backend cannot reserve yet; allowed on %s ranks: "
+                "zero_stage 0 or 1",
+                r->opts->config_source ? r->opts->config_source : "config", stage, r->be->name,
+                r->be->name);
+    return FALSE;
+  }
   cohort_model_set_creating_sharded(stage);
   r->model = cohort_model_new(r->be, r->model_cfg, r->B, error);
   cohort_model_set_creating_sharded(0);
