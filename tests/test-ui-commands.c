@@ -183,6 +183,9 @@ static gboolean memory_text_has(gpointer data)
 static void test_memory_plan(void)
 {
   MemoryWait w = {cohort_window_new(NULL), "ZeRO stage 0, each process:", "GiB per process"};
+  /* the plan is asked for while the page is in view */
+  cohort_window_show_page(w.win, "distributed");
+  gtk_window_present(GTK_WINDOW(w.win));
   CohortConfigForm *form = cohort_window_get_form(w.win);
   set(form, "device", "cpu");
   set(form, "enable_multi_gpu", "true");

@@ -215,13 +215,35 @@ static void cancel_pending(gpointer data)
     g_source_remove(id);
 }
 
-void cohort_dist_page_update_memory(GtkWidget *top, const CohortConfig *cfg)
+/* Asks for the plan of the settings kept, 0.4 s from now: a burst of edits (typing a number)
+ * asks once. */
+static void schedule(GtkWidget *top)
 {
-  g_object_set_data_full(G_OBJECT(top), "cohort-memory-config", cohort_config_copy(cfg),
-                         (GDestroyNotify)cohort_config_free);
-  /* a burst of edits (typing a number) asks once, 0.4 s after the last */
   g_object_set_data(G_OBJECT(top), "cohort-memory-source", NULL);
   guint id = g_timeout_add(400, explain_now, top);
   g_object_set_data_full(G_OBJECT(top), "cohort-memory-source", GUINT_TO_POINTER(id),
                          cancel_pending);
+}
+
+/* The page came into view: the plan of the latest settings, if they changed meanwhile. */
+static void on_map(GtkWidget *top)
+{
+  if (g_object_get_data(G_OBJECT(top), "cohort-memory-stale"))
+    schedule(top);
+  g_object_set_data(G_OBJECT(top), "cohort-memory-stale", NULL);
+}
+
+void cohort_dist_page_update_memory(GtkWidget *top, const CohortConfig *cfg)
+{
+  g_object_set_data_full(G_OBJECT(top), "cohort-memory-config", cohort_config_copy(cfg),
+                         (GDestroyNotify)cohort_config_free);
+  if (!g_object_get_data(G_OBJECT(top), "cohort-memory-watching")) {
+    g_signal_connect(top, "map", G_CALLBACK(on_map), NULL);
+    g_object_set_data(G_OBJECT(top), "cohort-memory-watching", GINT_TO_POINTER(1));
+  }
+  /* Only a page in view asks the engine; one out of view asks when it comes into view. */
+  if (gtk_widget_get_mapped(top))
+    schedule(top);
+  else
+    g_object_set_data(G_OBJECT(top), "cohort-memory-stale", GINT_TO_POINTER(1));
 }
