@@ -14,7 +14,7 @@
  *    same collectives in the same order;
  *  - a rank made slow (COHORT_TEST_SLOW_RANK) neither deadlocks nor changes a bit;
  *  - checkpoints: a stage-3 run on 3 ranks resumes on 3 at stage 3 to its own bits, and on 2
- *    ranks at stage 2 and on 1 at stage 0 within rounding;
+ *    ranks at stage 2 and on 1 at stage 0 within rounding; a damaged one is refused;
  *  - the memory plan (--explain) for every stage, and a launch that cannot fit this machine
  *    refused before any rank starts, with the numbers and a stage that would fit;
  *  - one process at stage 3 trains as stage 0; zero_stage 4 is refused. */
@@ -454,6 +454,35 @@ static void test_resume_across(void)
   run_clear(&ref);
 }
 
+/* A damaged stage-3 checkpoint: rank 0's check (the sha256 in state.json) refuses it on every
+ * rank with one line naming the file, before any rank reads its pieces. */
+static void test_resume_damaged(void)
+{
+  const char *extra[] = {"batch_size=2", "zero_stage=3",   "max_steps=3",
+                         "eval_every=0", "sample_every=0", NULL};
+  Run ref = train(2, gpt_sets, extra);
+  g_autofree char *ckpt = g_build_filename(ref.ws, "checkpoints", "step-00000003", NULL);
+  g_autofree char *model = g_build_filename(ckpt, "model.safetensors", NULL);
+  char *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(model, &data, &len, NULL));
+  data[len - 5] ^= 0x40; /* a bit of the last optimizer moment */
+  g_assert_true(g_file_set_contents(model, data, (gssize)len, NULL));
+  g_free(data);
+  g_autofree char *ws = tu_mkdtemp("zero-damaged");
+  g_autoptr(GPtrArray) args = small_args(
+      ws, (const char *[]){"--nproc=2", "--set=zero_stage=3", "--set=max_steps=6", NULL});
+  g_ptr_array_add(args, g_strdup_printf("--resume=%s", ckpt));
+  RunResult r = run_train(args, NULL);
+  g_assert_cmpint(r.status, !=, 0);
+  g_test_message("%s", r.err);
+  g_assert_nonnull(strstr(r.err, "does not match"));
+  g_assert_nonnull(strstr(r.err, "model.safetensors"));
+  run_result_clear(&r);
+  tu_rm_rf(ws);
+  run_clear(&ref);
+}
+
 /* cohort-train with `args` and the GPT-2-large shape on token data; its stdout (JSON). */
 static JsonObject *explain(int nproc, int stage, const char *tokens)
 {
@@ -587,6 +616,7 @@ int main(int argc, char **argv)
   g_test_add_func("/zero-shard/ranks-event", test_ranks_event);
   g_test_add_func("/zero-shard/slow-rank", test_slow_rank);
   g_test_add_func("/zero-shard/checkpoint/resume-across", test_resume_across);
+  g_test_add_func("/zero-shard/checkpoint/damaged", test_resume_damaged);
   g_test_add_func("/zero-shard/memory-plan", test_memory_plan);
   g_test_add_func("/zero-shard/one-process", test_one_process);
   g_test_add_func("/zero-shard/bad-stage", test_bad_stage);
