@@ -45,6 +45,17 @@ typedef struct CohortBackend {
   void (*copy)(void *dst, const void *src, size_t bytes);      /* backend to backend */
   void (*upload)(void *dst, const void *host, size_t bytes);   /* host to backend */
   void (*download)(void *host, const void *src, size_t bytes); /* backend to host */
+  /* Address space with memory behind only the parts in use (ZeRO stage 3's parameters and
+   * stages 2 and 3's gradients, which are whole only one layer at a time): `reserve` returns
+   * `bytes` of 64-byte aligned address range, or NULL; memory appears where the range is
+   * written, and never-written parts read as zeros; `decommit` makes [p, p + bytes) read as
+   * zeros again and gives back the memory of the whole pages inside it (the ends of the pages
+   * it shares with its neighbours, which may be in use, are zeroed, only its own bytes);
+   * `unreserve` frees a range `reserve` returned. NULL where the backend has no such memory
+   * (CUDA for now). */
+  void *(*reserve)(size_t bytes);
+  void (*decommit)(void *p, size_t bytes);
+  void (*unreserve)(void *p, size_t bytes);
 
   /* Queues of work, for devices whose ops run asynchronously (CUDA); all NULL on the CPU,
    * whose ops have finished when they return. The DDP reducer overlaps the all-reduce with

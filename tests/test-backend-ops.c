@@ -25,10 +25,10 @@ static int n_devices = 1; /* the CPU is always there */
  * to_bf16_on and from_bf16_div_on use them) and the error record (the harness reads it after
  * every row). */
 static const char *const machinery[] = {
-    "set_threads", "get_threads",   "alloc",         "free",          "upload",
-    "download",    "set_device",    "event_new",     "event_free",    "event_record",
-    "stream_new",  "stream_free",   "stream_copy",   "host_alloc",    "host_free",
-    "last_error",  "set_gemm_mode", "get_gemm_mode", "describe_gemm",
+    "set_threads",   "get_threads", "alloc",      "free",         "upload",        "download",
+    "set_device",    "event_new",   "event_free", "event_record", "stream_new",    "stream_free",
+    "stream_copy",   "host_alloc",  "host_free",  "last_error",   "set_gemm_mode", "get_gemm_mode",
+    "describe_gemm", "reserve",     "decommit",   "unreserve",
 };
 
 static const OpRows *all_rows[] = {&ops_rows_linear,     &ops_rows_pointwise, &ops_rows_norms,
@@ -288,6 +288,30 @@ static void test_harness_catches(void)
   }
 }
 
+/* The CPU backend's reserved address space (ZeRO stages 2 and 3): never-written parts read
+ * as zeros; decommit zeroes exactly its own bytes, also where it shares pages with
+ * neighbours still in use; the backend under test may have none (NULL ops). */
+static void test_reserve(void)
+{
+  const CohortBackend *be = cohort_backend_cpu();
+  g_assert_nonnull(be->reserve);
+  size_t n = 3 * 4096 + 123; /* floats: several pages, an uneven end */
+  float *p = be->reserve(n * sizeof(float));
+  g_assert_nonnull(p);
+  g_assert_cmpuint((guintptr)p % 64, ==, 0);
+  for (size_t i = 0; i < n; i += 97)
+    g_assert_cmpfloat(p[i], ==, 0.0f);
+  for (size_t i = 0; i < n; i++)
+    p[i] = (float)i + 1.0f;
+  size_t lo = 1000, hi = 2 * 4096 + 17; /* not page-aligned at either end */
+  be->decommit(p + lo, (hi - lo) * sizeof(float));
+  for (size_t i = 0; i < n; i++)
+    g_assert_cmpfloat(p[i], ==, i >= lo && i < hi ? 0.0f : (float)i + 1.0f);
+  p[lo + 5] = 7.0f; /* the range can be written again */
+  g_assert_cmpfloat(p[lo + 5], ==, 7.0f);
+  be->unreserve(p, n * sizeof(float));
+}
+
 void ops_add_cuda_cases(int n_devices);
 
 int main(int argc, char **argv)
@@ -316,6 +340,7 @@ int main(int argc, char **argv)
 #endif
   g_test_add_func("/ops/coverage", test_coverage);
   g_test_add_func("/ops/harness/catches-wrong-results", test_harness_catches);
+  g_test_add_func("/ops/cpu-reserve", test_reserve);
   for (guint k = 0; k < G_N_ELEMENTS(all_rows); k++)
     for (size_t i = 0; i < all_rows[k]->n; i++) {
       const OpRow *r = &all_rows[k]->rows[i];

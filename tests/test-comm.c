@@ -183,6 +183,162 @@ static void test_peer_late(void)
   run_gloo_ranks(2, "test-comm", peer_late, 60);
 }
 
+/* ---- reduce-scatter and all-gather with a count per rank (ZeRO stages 2 and 3) ---- */
+
+/* The count layouts ZeRO's shards produce: one value, pieces of any size, 64-value pieces with
+ * a short or empty last one (a unit smaller than a piece: all on rank 0), and a total larger
+ * than Gloo's 1 MiB segment. */
+static void shard_counts(int world, guint k, gsize *counts)
+{
+  static const gsize totals[] = {1, 12, 64, 100, 1003, 300 * 1024 + 7};
+  gsize total = totals[k], each = (total + (gsize)world - 1) / (gsize)world;
+  /* 64-value pieces as the shard plan makes them (the last takes what is left) */
+  each = k >= 2 ? (each + 63) / 64 * 64 : each;
+  for (int r = 0; r < world; r++) {
+    gsize lo = MIN(total, (gsize)r * each), hi = MIN(total, lo + each);
+    counts[r] = hi - lo;
+  }
+}
+
+/* Rank r's value at i: small integers and halves, so every sum is exact in float32. */
+static float rs_value(int r, gsize i)
+{
+  return (float)((i * 7 + (gsize)r * 3) % 1000) * 0.5f - 100.0f;
+}
+
+static int scatter_gather(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  for (guint k = 0; k < 6; k++) {
+    gsize counts[8], total = 0, off = 0;
+    shard_counts(world, k, counts);
+    for (int r = 0; r < world; r++) {
+      off += r < rank ? counts[r] : 0;
+      total += counts[r];
+    }
+    g_autofree float *send = g_new(float, MAX(total, 1));
+    g_autofree float *recv = g_new(float, MAX(counts[rank], 1));
+    for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+      for (gsize i = 0; i < total; i++)
+        send[i] = rs_value(rank, i);
+      CHECK(cohort_comm_reduce_scatter_f32(c, send, recv, counts, op, 20, &error));
+      for (gsize i = 0; i < counts[rank]; i++) {
+        float want = 0;
+        for (int r = 0; r < world; r++)
+          want += rs_value(r, off + i);
+        if (op == COHORT_REDUCE_AVG)
+          want /= (float)world;
+        if (recv[i] != want)
+          fprintf(stderr, "rank %d, %zu values: [%zu] got %g want %g\n", rank, total, i,
+                  (double)recv[i], (double)want);
+        CHECK(recv[i] == want);
+      }
+    }
+    /* all_gather_v: only this rank's piece is set before; poison elsewhere */
+    gsize bytes[8];
+    for (int r = 0; r < world; r++)
+      bytes[r] = counts[r] * sizeof(float);
+    for (gsize i = 0; i < total; i++)
+      send[i] = -1.0f;
+    for (gsize i = 0; i < counts[rank]; i++)
+      send[off + i] = rs_value(rank, off + i);
+    CHECK(cohort_comm_all_gather_v(c, send, bytes, 20, &error));
+    gsize at = 0;
+    for (int r = 0; r < world; r++)
+      for (gsize i = 0; i < counts[r]; i++, at++)
+        CHECK(send[at] == rs_value(r, at));
+  }
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* Random data: every rank's piece is the all-reduce's of the same buffer, bit for bit, in
+ * float32 (AVG) and bfloat16 (SUM), on 2 and 3 ranks; run 5 times, as a result that depends on
+ * timing would show. */
+static int scatter_like_all_reduce(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  gsize counts[8], total = 0, off = 0;
+  shard_counts(world, 5, counts);
+  for (int r = 0; r < world; r++) {
+    off += r < rank ? counts[r] : 0;
+    total += counts[r];
+  }
+  g_autofree float *all = g_new(float, total);
+  g_autofree float *send = g_new(float, total);
+  g_autofree float *recv = g_new(float, counts[rank]);
+  g_autofree guint16 *hall = g_new(guint16, total);
+  g_autofree guint16 *hsend = g_new(guint16, total);
+  g_autofree guint16 *hrecv = g_new(guint16, counts[rank]);
+  for (int rep = 0; rep < 5; rep++) {
+    for (gsize i = 0; i < total; i++) {
+      all[i] = send[i] = value(rank, i + (gsize)rep);
+      hall[i] = hsend[i] = ref_bf16(value(rank, i + (gsize)rep));
+    }
+    CHECK(cohort_comm_all_reduce_f32(c, all, total, COHORT_REDUCE_AVG, 20, &error));
+    CHECK(cohort_comm_reduce_scatter_f32(c, send, recv, counts, COHORT_REDUCE_AVG, 20, &error));
+    CHECK(cohort_comm_all_reduce_bf16(c, hall, total, COHORT_REDUCE_SUM, 20, &error));
+    CHECK(cohort_comm_reduce_scatter_bf16(c, hsend, hrecv, counts, COHORT_REDUCE_SUM, 20, &error));
+    CHECK(memcmp(recv, all + off, counts[rank] * sizeof(float)) == 0);
+    CHECK(memcmp(hrecv, hall + off, counts[rank] * sizeof(guint16)) == 0);
+  }
+  CHECK(cohort_comm_barrier(c, 20, &error));
+  return 0;
+}
+
+/* The last rank leaves: the others' reduce-scatter and all-gather fail fast, naming them. */
+static int scatter_peer_exits(CohortComm *c, int rank, int world)
+{
+  g_autoptr(GError) error = NULL;
+  CHECK(cohort_comm_barrier(c, 10, &error));
+  if (rank == world - 1)
+    _exit(0);
+  float send[300], recv[100];
+  gsize counts[3] = {100, 100, 100}, bytes[3] = {400, 400, 400};
+  memset(send, 0, sizeof send);
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = rank == 0 ? cohort_comm_reduce_scatter_f32(c, send, recv, counts, COHORT_REDUCE_SUM,
+                                                           5, &error)
+                          : cohort_comm_all_gather_v(c, send, bytes, 5, &error);
+  gint64 took = g_get_monotonic_time() - t0;
+  CHECK(!ok);
+  fprintf(stderr, "rank %d got, after %.2f s: %s\n", rank, took / 1e6, error->message);
+  CHECK(took < 6 * G_USEC_PER_SEC);
+  CHECK(strstr(error->message, rank == 0 ? "reduce_scatter #2" : "all_gather_v #2") != NULL);
+  return 0;
+}
+
+static void test_scatter_peer_exits(void)
+{
+  run_gloo_ranks(3, "test-comm", scatter_peer_exits, 60);
+}
+
+static void test_scatter_gather_local(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortComm) c = cohort_comm_new_local();
+  float send[3] = {1, 2, 3}, recv[3] = {0};
+  gsize counts[1] = {3}, bytes[1] = {12};
+  g_assert_true(
+      cohort_comm_reduce_scatter_f32(c, send, recv, counts, COHORT_REDUCE_AVG, 0, &error));
+  g_assert_cmpmem(recv, sizeof recv, send, sizeof send);
+  g_assert_true(cohort_comm_all_gather_v(c, send, bytes, 0, &error));
+  g_assert_false(cohort_comm_reduce_scatter_f32(c, send, recv, NULL, COHORT_REDUCE_SUM, 0, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID);
+}
+
+static void test_scatter_gather_2(void)
+{
+  run_gloo_ranks(2, "test-comm", scatter_gather, 60);
+  run_gloo_ranks(2, "test-comm", scatter_like_all_reduce, 60);
+}
+
+static void test_scatter_gather_3(void)
+{
+  run_gloo_ranks(3, "test-comm", scatter_gather, 60);
+  run_gloo_ranks(3, "test-comm", scatter_like_all_reduce, 60);
+}
+
 /* ---- the bfloat16 all-reduce ---- */
 
 static void test_bf16_local(void)
@@ -361,6 +517,10 @@ int main(int argc, char **argv)
   g_test_add_func("/comm/gloo/3-ranks", test_gloo_3);
   g_test_add_func("/comm/gloo/peer-exits", test_peer_exits);
   g_test_add_func("/comm/gloo/peer-late", test_peer_late);
+  g_test_add_func("/comm/scatter-gather/local", test_scatter_gather_local);
+  g_test_add_func("/comm/scatter-gather/gloo/2-ranks", test_scatter_gather_2);
+  g_test_add_func("/comm/scatter-gather/gloo/3-ranks", test_scatter_gather_3);
+  g_test_add_func("/comm/scatter-gather/gloo/peer-exits", test_scatter_peer_exits);
   g_test_add_func("/comm/bf16/reference-rounding", test_bf16_reference);
   g_test_add_func("/comm/bf16/local", test_bf16_local);
   g_test_add_func("/comm/bf16/gloo/2-ranks-exact", test_bf16_gloo_exact);

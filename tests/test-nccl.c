@@ -2,7 +2,8 @@
  * bfloat16 all-reduce and the in-place all-gather included), the DDP reducer's bf16 reduction over
  * NCCL with one rank (each gradient becomes its bfloat16 rounding, bit for bit), two ranks forked
  * onto the same GPU (a clear error naming both ranks and the GPU), two ranks on two GPUs when there
- * are two (bfloat16 sums exactly bf16(a + b)), and a device that does not exist (an error, never a
+ * are two (bfloat16 sums exactly bf16(a + b); ZeRO's reduce-scatter and all-gather with equal and
+ * uneven counts), and a device that does not exist (an error, never a
  * crash, with or without a GPU). Cases that need a GPU are skipped without one.
  *
  * CUDA does not survive fork(): the multi-process cases run in a fresh test subprocess
@@ -224,6 +225,22 @@ static void test_one_rank(void)
   host_copy(got, drecv, sizeof got);
   g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
 
+  /* ZeRO's collectives over one rank: the reduce-scatter is a copy, the all-gather nothing. */
+  gsize counts[1] = {N}, nbytes[1] = {sizeof bytes};
+  float *dsend = device_copy(f, N * sizeof *f);
+  float *drs = NULL;
+  g_assert_cmpint(cudaMalloc((void **)&drs, N * sizeof *f), ==, cudaSuccess);
+  for (int op = COHORT_REDUCE_SUM; op <= COHORT_REDUCE_AVG; op++) {
+    OK(cohort_comm_reduce_scatter_f32(c, dsend, drs, counts, op, 10, &error));
+    host_copy(fo, drs, N * sizeof *f);
+    g_assert_cmpmem(fo, N * sizeof *f, f, N * sizeof *f);
+  }
+  OK(cohort_comm_all_gather_v(c, db, nbytes, 10, &error));
+  host_copy(got, db, sizeof got);
+  g_assert_cmpmem(got, sizeof got, bytes, sizeof bytes);
+  cudaFree(dsend);
+  cudaFree(drs);
+
   OK(cohort_comm_barrier(c, 10, &error));
 
   /* After an abort every collective fails at once. */
@@ -317,6 +334,54 @@ static int same_gpu(int rank, CohortStore *store, CohortComm *c, GError *error)
   return 0;
 }
 
+/* ZeRO stages 2 and 3's collectives over two GPUs: reduce-scatter with equal counts
+ * (ncclReduceScatter) and uneven ones (grouped ncclReduce), float32 and bfloat16, and the
+ * all-gather with uneven counts (grouped ncclBroadcast) in place. Returns 0 when all hold. */
+static int zero_collectives(int rank, CohortComm *c)
+{
+  g_autoptr(GError) e = NULL;
+  enum { TOTAL = 1000 };
+  const gsize layouts[2][2] = {{500, 500}, {640, 360}};
+  float host[TOTAL], got[TOTAL];
+  float *dsend = NULL, *drecv = NULL;
+  CHECK(cudaMalloc((void **)&dsend, sizeof host) == cudaSuccess);
+  CHECK(cudaMalloc((void **)&drecv, sizeof host) == cudaSuccess);
+  for (int k = 0; k < 2; k++) {
+    const gsize *counts = layouts[k];
+    gsize off = rank == 0 ? 0 : counts[0];
+    for (int i = 0; i < TOTAL; i++)
+      host[i] = (float)(i % 97) + 1000.0f * (float)rank;
+    CHECK(cudaMemcpy(dsend, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cohort_comm_reduce_scatter_f32(c, dsend, drecv, counts, COHORT_REDUCE_SUM, 30, &e));
+    CHECK(cudaMemcpy(got, drecv, counts[rank] * sizeof(float), cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+    for (gsize i = 0; i < counts[rank]; i++)
+      CHECK(got[i] == 2.0f * (float)((off + i) % 97) + 1000.0f);
+    /* bfloat16 halves of the same layout: small integers, exact */
+    guint16 h[TOTAL], hg[TOTAL];
+    for (int i = 0; i < TOTAL; i++)
+      h[i] = cohort_f32_to_bf16((float)(i % 17 + rank));
+    CHECK(cudaMemcpy(dsend, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cohort_comm_reduce_scatter_bf16(c, (guint16 *)dsend, (guint16 *)drecv, counts,
+                                          COHORT_REDUCE_SUM, 30, &e));
+    CHECK(cudaMemcpy(hg, drecv, counts[rank] * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (gsize i = 0; i < counts[rank]; i++)
+      CHECK(hg[i] == cohort_f32_to_bf16((float)(2 * ((off + i) % 17) + 1)));
+    /* all-gather in place: only this rank's piece is written before */
+    gsize nbytes[2] = {counts[0] * sizeof(float), counts[1] * sizeof(float)};
+    for (int i = 0; i < TOTAL; i++)
+      host[i] = (gsize)i >= off && (gsize)i < off + counts[rank] ? (float)i : -1.0f;
+    CHECK(cudaMemcpy(dsend, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cohort_comm_all_gather_v(c, dsend, nbytes, 30, &e));
+    CHECK(cudaMemcpy(got, dsend, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int i = 0; i < TOTAL; i++)
+      CHECK(got[i] == (float)i);
+  }
+  cudaFree(dsend);
+  cudaFree(drecv);
+  return 0;
+}
+
 static int two_gpus(int rank, CohortComm *c)
 {
   CHECK(c != NULL);
@@ -379,6 +444,7 @@ static int two_gpus(int rank, CohortComm *c)
   CHECK(cudaMemcpy(h, dh, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
   for (int i = 0; i < N; i++)
     CHECK(h[i] == want[i]);
+  CHECK(zero_collectives(rank, c) == 0);
   CHECK(cohort_comm_barrier(c, 30, &e));
   cudaFree(df);
   cudaFree(dd);

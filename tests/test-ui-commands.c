@@ -1,5 +1,6 @@
 /* The Distributed page and the Multi-node settings dialog: launch commands for 2 nodes × 4
- * GPUs, the command line the window starts, GPU detection, and the connection test. */
+ * GPUs, the command line the window starts, GPU detection, the memory plan (and a plan that does
+ * not fit), and the connection test. */
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
 #include "ui/dist-page-private.h"
@@ -165,6 +166,51 @@ static void test_gpu_detection(void)
   g_unsetenv("COHORT_NVIDIA_SMI");
 }
 
+typedef struct {
+  CohortWindow *win;
+  const char *want, *want_too;
+} MemoryWait;
+
+static gboolean memory_text_has(gpointer data)
+{
+  MemoryWait *w = data;
+  const char *t = cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w->win));
+  return strstr(t, w->want) != NULL && (!w->want_too || strstr(t, w->want_too) != NULL);
+}
+
+/* The Distributed page shows the engine's memory plan for the settings, and says when Start
+ * will be refused: the same numbers as cohort-train --explain. */
+static void test_memory_plan(void)
+{
+  MemoryWait w = {cohort_window_new(NULL), "ZeRO stage 0, each process:", "GiB per process"};
+  /* the plan is asked for while the page is in view */
+  cohort_window_show_page(w.win, "distributed");
+  gtk_window_present(GTK_WINDOW(w.win));
+  CohortConfigForm *form = cohort_window_get_form(w.win);
+  set(form, "device", "cpu");
+  set(form, "enable_multi_gpu", "true");
+  set(form, "nproc_per_node", "2");
+  set(form, "zero_stage", "0");
+  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
+  g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)));
+  g_assert_nonnull(strstr(cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)),
+                          "2 processes on this machine"));
+  set(form, "zero_stage", "3");
+  w.want = "ZeRO stage 3, each process:";
+  w.want_too = "largest gathered working set";
+  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
+  /* A model no machine here holds on 2 processes at stage 0. */
+  set(form, "n_layer", "64");
+  set(form, "n_embd", "8192");
+  set(form, "n_head", "32");
+  set(form, "zero_stage", "0");
+  w.want = "Does not fit: Start will be refused.";
+  w.want_too = "ZeRO stage 0, each process:";
+  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
+  g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)));
+  gtk_window_destroy(GTK_WINDOW(w.win));
+}
+
 static gboolean test_done(gpointer data)
 {
   const char *t = cohort_multinode_dialog_get_test_result(data);
@@ -218,6 +264,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/commands/two-nodes-four-gpus", test_two_nodes_four_gpus);
   g_test_add_func("/ui/commands/launch-argv", test_launch_argv);
   g_test_add_func("/ui/commands/gpu-detection", test_gpu_detection);
+  g_test_add_func("/ui/commands/memory-plan", test_memory_plan);
   g_test_add_func("/ui/commands/connection-test", test_connection);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);

@@ -38,7 +38,7 @@ static void test_german_window(void)
   g_test_message("locale dir: %s", cohort_app_locale_dir());
   g_assert_cmpstr(_("Model"), ==, "Modell");
   g_assert_cmpstr(cohort_key_label("n_layer"), ==, "Schichten");
-  g_assert_cmpstr(cohort_key_label("zero_stage"), ==, "Optimiererzustand aufteilen (ZeRO-Stufe)");
+  g_assert_cmpstr(cohort_key_label("zero_stage"), ==, "Über Prozesse aufteilen (ZeRO-Stufe)");
   CohortWindow *win = cohort_window_new(NULL);
   g_assert_cmpstr(page_title(win, "model"), ==, "Modell");
   g_assert_cmpstr(page_title(win, "distributed"), ==, "Verteilt");
@@ -85,8 +85,7 @@ static void test_french_catalog(void)
   g_setenv("LANGUAGE", "fr", TRUE);
   ++_nl_msg_cat_cntr;
   g_assert_cmpstr(_("Model"), ==, "Modèle");
-  g_assert_cmpstr(cohort_key_label("zero_stage"), ==,
-                  "Répartir l’état de l’optimiseur (niveau ZeRO)");
+  g_assert_cmpstr(cohort_key_label("zero_stage"), ==, "Répartir entre les processus (niveau ZeRO)");
   g_assert_cmpstr(
       ngettext("%u setting is not valid: %s", "%u settings are not valid; first: %s", 2), ==,
       "%u paramètres ne sont pas valides ; le premier : %s");

@@ -13,7 +13,8 @@
  *    and saves to the bits of stage 0 (the shards scattered from rank 0 and gathered again);
  *    a stage-0 checkpoint resumes at stage 1 on 2 ranks to the bits of the stage-0 run;
  *  - one process with zero_stage 1 trains as stage 0 and says so;
- *  - zero_stage 2 is refused with a message naming the key, the value and what is allowed. */
+ *  - zero_stage 4 is refused with a message naming the key, the value and what is allowed
+ *    (stages 2 and 3 are tests/test-zero-shard.c's). */
 #include "test-util.h"
 #include "train-run.h"
 
@@ -310,10 +311,10 @@ static void test_one_process(void)
 static void test_bad_stage(void)
 {
   g_autofree char *ws = tu_mkdtemp("zero-bad");
-  g_autoptr(GPtrArray) args = small_args(ws, (const char *[]){"--set", "zero_stage=2", NULL});
+  g_autoptr(GPtrArray) args = small_args(ws, (const char *[]){"--set", "zero_stage=4", NULL});
   RunResult r = run_train(args, NULL);
   g_assert_cmpint(r.status, !=, 0);
-  g_assert_nonnull(strstr(r.err, "\"zero_stage\": 2 is not allowed; allowed: 0 or 1"));
+  g_assert_nonnull(strstr(r.err, "\"zero_stage\": 4 is not allowed; allowed: 0 to 3"));
   g_assert_null(strstr(r.err, "\n\n"));
   run_result_clear(&r);
   /* Nothing was written. */

@@ -8,5 +8,7 @@ G_BEGIN_DECLS
 
 /* The text shown about GPUs. */
 const char *cohort_dist_page_get_gpu_text(GtkWidget *top);
+/* The memory plan shown. */
+const char *cohort_dist_page_get_memory_text(GtkWidget *top);
 
 G_END_DECLS

@@ -91,7 +91,7 @@ static const struct {
     {"reduce_precision", N_("Gradient reduction precision")},
     {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
-    {"zero_stage", N_("Shard the optimizer state (ZeRO stage)")},
+    {"zero_stage", N_("Shard across processes (ZeRO stage)")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
 };

@@ -229,6 +229,7 @@ static void on_form_changed(CohortWindow *win)
   win->status_is_summary = FALSE;
   recount_if_moved(win);
   cohort_window_update_state(win);
+  cohort_dist_page_update_memory(win->dist_top, cohort_config_form_get_config(win->form));
   cohort_window_update_title(win);
   /* The last used config is written a moment after edits stop, so a crash or a killed
    * session loses at most that moment. */
@@ -492,6 +493,7 @@ static void cohort_window_init(CohortWindow *win)
   cohort_window_count_checkpoints(win);
   cohort_window_update_title(win);
   cohort_window_update_state(win);
+  cohort_dist_page_update_memory(win->dist_top, cohort_config_form_get_config(win->form));
   cohort_gpu_detect_async(win->cancel, on_gpus, win);
 }
 

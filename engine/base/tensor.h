@@ -26,6 +26,21 @@ typedef struct {
  * all-reducing a bucket from here. */
 typedef void (*CohortGradReadyFunc)(size_t offset, size_t count, gpointer user_data);
 
+/* What a model is about to do with one layer's parameters (the tensors whose `layer` is that
+ * layer), announced through the layer hook (ZeRO stage 3 brings them in before and lets them
+ * go after). */
+typedef enum {
+  COHORT_LAYER_FORWARD,  /* reads the parameters */
+  COHORT_LAYER_BACKWARD, /* reads the parameters and adds into their gradients */
+  COHORT_LAYER_GRADS,    /* only adds into the gradients (an embedding's backward) */
+} CohortLayerUse;
+
+/* Called with begin TRUE before a model's forward or backward touches `layer`'s parameters or
+ * gradients, and with begin FALSE once it is done with them. Calls come in pairs, may nest
+ * for different layers (a tied weight used again), and come in the same order on every rank. */
+typedef void (*CohortLayerHookFunc)(int layer, CohortLayerUse use, gboolean begin,
+                                    gpointer user_data);
+
 /* The entry of `tensors` named `name`, or NULL. */
 const CohortTensorInfo *cohort_tensor_find(const CohortTensorInfo *tensors, guint n,
                                            const char *name);

@@ -14,6 +14,8 @@
 #include "engine/distributed/group.h"
 #include "engine/distributed/launcher.h"
 #include "engine/train/explain.h"
+#include "engine/launch/build-info.h"
+#include "engine/train/memory-plan.h"
 #include "engine/cli/stop-signals.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/base/json-write.h"
@@ -435,6 +437,14 @@ static int run(const Args *a, char **original_argv)
       return fail(NULL, 0, error->message);
     printf("%s\n", text);
     return 0;
+  }
+  /* CPU ranks that cannot fit in this machine's memory together are refused before any
+   * starts (GPU ranks check their device when they start). */
+  if (cfg->device == COHORT_DEVICE_CPU || !cohort_build_has_cuda()) {
+    CohortMemoryPlan mem;
+    if (!cohort_memory_plan(cfg, plan->world_size, plan->local_processes, &mem, &error) ||
+        !cohort_memory_plan_check_host(&mem, cfg, cohort_machine_memory_bytes(), &error))
+      return fail(NULL, 0, error->message);
   }
   if (plan->kind == COHORT_LAUNCH_SPAWN) {
     /* Spawn mode: this process becomes the supervisor of the local ranks. */

@@ -324,10 +324,12 @@ static const KeyRow rows[] = {
          "Compute BatchNorm statistics over the global batch of all processes instead of per "
          "process (SyncBatchNorm).",
          "false", "resnet"),
-    ROW(zero_stage, INT, "distributed", NULL, 0, 1, "0 or 1",
-        "ZeRO stage 1 shards the optimizer state across processes: each keeps 1/N of AdamW's "
-        "moments (or SGD's momentum), saving that much memory per process for one extra "
-        "gathering of the parameters after each step; 0 keeps a full copy on every process.",
+    ROW(zero_stage, INT, "distributed", NULL, 0, 3, "0 to 3",
+        "What each process keeps 1/N of (ZeRO, as DeepSpeed and FSDP): 1 the optimizer state, "
+        "2 also the gradients (reduce-scattered while backward runs), 3 also the parameters "
+        "(each layer gathered when it runs), so a model bigger than one process's memory "
+        "trains; 0 keeps a full copy of everything on every process. Every stage computes "
+        "the same weights; see docs/launching.md, \"Choosing a ZeRO stage\".",
         "0"),
     ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
         "Times the launcher restarts the whole group after a process fails.", "0"),

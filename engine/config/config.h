@@ -137,7 +137,8 @@ typedef struct {
   CohortReducePrecision reduce_precision; /* number format of the gradient all-reduce */
   gboolean broadcast_buffers;             /* rank 0's buffers to all before each forward */
   gboolean sync_batchnorm;
-  int zero_stage; /* 0: every rank keeps all optimizer state; 1: each keeps its shard */
+  int zero_stage; /* ZeRO: 0 nothing sharded; 1 optimizer state; 2 also gradients; 3 also parameters
+                   */
   int max_restarts;
   double timeout_s;
 } CohortConfig;

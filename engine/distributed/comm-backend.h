@@ -25,6 +25,15 @@ typedef struct {
   gboolean (*all_gather)(gpointer impl, const void *send, gsize nbytes, void *recv,
                          gint64 timeout_ms, GError **error);
   gboolean (*barrier)(gpointer impl, gint64 timeout_ms, GError **error);
+  /* cohort_comm_reduce_scatter_*: `counts` has one entry per rank (values); `send` may be
+   * used as scratch. AVG only when reduces_avg (else comm.c asks for SUM and divides). */
+  gboolean (*reduce_scatter)(gpointer impl, void *send, void *recv, const gsize *counts,
+                             CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
+                             GError **error);
+  /* cohort_comm_all_gather_v: `nbytes` has one entry per rank. */
+  gboolean (*all_gather_v)(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
+                           GError **error);
+
   /* Makes calls blocked in other threads return; called without the lock. May be NULL. */
   void (*abort)(gpointer impl);
   void (*free)(gpointer impl);

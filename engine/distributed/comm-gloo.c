@@ -117,6 +117,27 @@ static gboolean gloo_all_gather(gpointer impl, const void *send, gsize nbytes, v
   return shim_result(st, msg, error);
 }
 
+static gboolean gloo_reduce_scatter(gpointer impl, void *send, void *recv, const gsize *counts,
+                                    CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
+                                    GError **error)
+{
+  (void)op; /* comm.c divides for AVG */
+  GlooImpl *g = impl;
+  char *msg = NULL;
+  int st =
+      cohort_gloo_reduce_scatter_sum(g->gloo, send, recv, counts, dtype, (long)timeout_ms, &msg);
+  return shim_result(st, msg, error);
+}
+
+static gboolean gloo_all_gather_v(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
+                                  GError **error)
+{
+  GlooImpl *g = impl;
+  char *msg = NULL;
+  int st = cohort_gloo_allgatherv(g->gloo, buf, nbytes, (long)timeout_ms, &msg);
+  return shim_result(st, msg, error);
+}
+
 static gboolean gloo_barrier(gpointer impl, gint64 timeout_ms, GError **error)
 {
   GlooImpl *g = impl;
@@ -147,6 +168,8 @@ static const CohortCommBackend gloo_backend = {
     .broadcast = gloo_broadcast,
     .all_gather = gloo_all_gather,
     .barrier = gloo_barrier,
+    .reduce_scatter = gloo_reduce_scatter,
+    .all_gather_v = gloo_all_gather_v,
     .abort = gloo_abort,
     .free = gloo_free,
 };

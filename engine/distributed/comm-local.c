@@ -26,6 +26,24 @@ static gboolean local_all_gather(gpointer impl, const void *send, gsize nbytes, 
   return TRUE;
 }
 
+static gboolean local_reduce_scatter(gpointer impl, void *send, void *recv, const gsize *counts,
+                                     CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
+                                     GError **error)
+{
+  (void)impl, (void)op, (void)timeout_ms, (void)error;
+  gsize size = dtype == COHORT_DTYPE_F64 ? 8 : dtype == COHORT_DTYPE_BF16 ? 2 : 4;
+  if (counts[0] > 0 && send != recv)
+    memcpy(recv, send, counts[0] * size);
+  return TRUE;
+}
+
+static gboolean local_all_gather_v(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
+                                   GError **error)
+{
+  (void)impl, (void)buf, (void)nbytes, (void)timeout_ms, (void)error;
+  return TRUE; /* the one rank's bytes are already in place */
+}
+
 static gboolean local_barrier(gpointer impl, gint64 timeout_ms, GError **error)
 {
   (void)impl, (void)timeout_ms, (void)error;
@@ -43,6 +61,8 @@ static const CohortCommBackend local_backend = {
     .broadcast = local_broadcast,
     .all_gather = local_all_gather,
     .barrier = local_barrier,
+    .reduce_scatter = local_reduce_scatter,
+    .all_gather_v = local_all_gather_v,
     .abort = NULL,
     .free = local_free,
 };

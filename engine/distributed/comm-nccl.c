@@ -208,6 +208,92 @@ static gboolean nccl_all_gather(gpointer impl, const void *send, gsize nbytes, v
   return finish(n, comm, r, "ncclAllGather", timeout_ms, error);
 }
 
+static ncclDataType_t nccl_type(CohortDtype dtype)
+{
+  return dtype == COHORT_DTYPE_F32   ? ncclFloat32
+         : dtype == COHORT_DTYPE_F64 ? ncclFloat64
+                                     : ncclBfloat16;
+}
+
+static gboolean counts_equal(const gsize *counts, int world)
+{
+  for (int r = 1; r < world; r++)
+    if (counts[r] != counts[0])
+      return FALSE;
+  return TRUE;
+}
+
+/* Equal counts: ncclReduceScatter. Uneven ones: each rank's piece reduced to it (ncclReduce
+ * with that rank as root), all in one group, as NCCL's documentation suggests for collectives
+ * it has no "v" form of. */
+static gboolean nccl_reduce_scatter(gpointer impl, void *send, void *recv, const gsize *counts,
+                                    CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
+                                    GError **error)
+{
+  NcclImpl *n = impl;
+  int world = 0, rank = 0;
+  gsize total = 0, elt = dtype == COHORT_DTYPE_F64 ? 8 : dtype == COHORT_DTYPE_BF16 ? 2 : 4;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  ncclCommCount(comm, &world);
+  ncclCommUserRank(comm, &rank);
+  for (int r = 0; r < world; r++)
+    total += counts[r];
+  ncclRedOp_t red = op == COHORT_REDUCE_AVG ? ncclAvg : ncclSum;
+  ncclResult_t res = ncclSuccess;
+  if (total == 0) {
+    res = ncclSuccess;
+  } else if (counts_equal(counts, world)) {
+    res = ncclReduceScatter(send, recv, counts[0], nccl_type(dtype), red, comm, n->stream);
+  } else {
+    res = ncclGroupStart();
+    gsize off = 0;
+    for (int r = 0; r < world && (res == ncclSuccess || res == ncclInProgress); r++) {
+      if (counts[r] > 0)
+        res = ncclReduce((const char *)send + off * elt, r == rank ? recv : NULL, counts[r],
+                         nccl_type(dtype), red, r, comm, n->stream);
+      off += counts[r];
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess || res == ncclInProgress)
+      res = end;
+  }
+  return finish(n, comm, res, "ncclReduceScatter", timeout_ms, error);
+}
+
+/* Equal counts: ncclAllGather in place. Uneven ones: each rank broadcasts its piece (in
+ * place, ncclBroadcast with that rank as root), all in one group. */
+static gboolean nccl_all_gather_v(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
+                                  GError **error)
+{
+  NcclImpl *n = impl;
+  int world = 0, rank = 0;
+  ncclComm_t comm = begin(n, error);
+  if (comm == NULL)
+    return FALSE;
+  ncclCommCount(comm, &world);
+  ncclCommUserRank(comm, &rank);
+  char *b = buf;
+  ncclResult_t res = ncclSuccess;
+  if (counts_equal(nbytes, world)) {
+    if (nbytes[0] > 0)
+      res = ncclAllGather(b + (gsize)rank * nbytes[0], b, nbytes[0], ncclUint8, comm, n->stream);
+  } else {
+    res = ncclGroupStart();
+    gsize off = 0;
+    for (int r = 0; r < world && (res == ncclSuccess || res == ncclInProgress); r++) {
+      if (nbytes[r] > 0)
+        res = ncclBroadcast(b + off, b + off, nbytes[r], ncclUint8, r, comm, n->stream);
+      off += nbytes[r];
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess || res == ncclInProgress)
+      res = end;
+  }
+  return finish(n, comm, res, "ncclAllGather", timeout_ms, error);
+}
+
 static gboolean nccl_barrier(gpointer impl, gint64 timeout_ms, GError **error)
 {
   NcclImpl *n = impl;
@@ -273,6 +359,8 @@ static const CohortCommBackend nccl_backend = {
     .broadcast = nccl_broadcast,
     .all_gather = nccl_all_gather,
     .barrier = nccl_barrier,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_gather_v = nccl_all_gather_v,
     .abort = nccl_abort,
     .free = nccl_free,
     .reduces_avg = TRUE,

@@ -79,9 +79,17 @@ CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, i
 }
 #endif
 
-typedef enum { OP_ALL_REDUCE, OP_BROADCAST, OP_ALL_GATHER, OP_BARRIER } CollectiveKind;
+typedef enum {
+  OP_ALL_REDUCE,
+  OP_BROADCAST,
+  OP_ALL_GATHER,
+  OP_BARRIER,
+  OP_REDUCE_SCATTER,
+  OP_ALL_GATHER_V,
+} CollectiveKind;
 
-static const char *kind_name[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
+static const char *kind_name[] = {"all_reduce", "broadcast",      "all_gather",
+                                  "barrier",    "reduce_scatter", "all_gather_v"};
 
 static const char *dtype_name(CohortDtype dtype)
 {
@@ -104,7 +112,9 @@ typedef struct {
   CohortDtype dtype;
   CohortReduceOp op;
   int root;
-  gpointer event; /* all_reduce_after: a cudaEvent_t, or NULL */
+  gpointer event;      /* all_reduce_after: a cudaEvent_t, or NULL */
+  void *recv;          /* reduce_scatter's output */
+  const gsize *counts; /* reduce_scatter (values) and all_gather_v (bytes): one per rank */
 } Collective;
 
 /* "ranks 2, 3 did not arrive (rank 2 last reached barrier #41)", from the arrival records;
@@ -158,6 +168,36 @@ static char *who_is_missing(CohortComm *c, guint64 seq)
                          missing->str, detail->str, aborts->str);
 }
 
+/* AVG for backends that only sum: `count` values of `dtype` in host memory divided by the
+ * world size. */
+static void divide(CohortComm *c, void *buf, gsize count, CohortDtype dtype)
+{
+  if (c->world_size == 1)
+    return;
+  if (dtype == COHORT_DTYPE_F32) {
+    float *f = buf;
+    /* Divide rather than multiply by 1/N, which is exact only for powers of two. */
+    for (gsize i = 0; i < count; i++)
+      f[i] = f[i] / (float)c->world_size;
+  } else if (dtype == COHORT_DTYPE_BF16) {
+    guint16 *h = buf;
+    for (gsize i = 0; i < count; i++)
+      h[i] = cohort_f32_to_bf16(cohort_bf16_to_f32(h[i]) / (float)c->world_size);
+  } else {
+    double *d = buf;
+    for (gsize i = 0; i < count; i++)
+      d[i] = d[i] / (double)c->world_size;
+  }
+}
+
+static gsize total_of(const CohortComm *c, const gsize *counts)
+{
+  gsize total = 0;
+  for (int r = 0; r < c->world_size; r++)
+    total += counts[r];
+  return total;
+}
+
 static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GError **error)
 {
   double t = timeout_s > 0 ? timeout_s : c->timeout_s;
@@ -194,22 +234,18 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
     else
       ok = c->backend->all_reduce(c->impl, op->buf, op->count, op->dtype, op->op, timeout_ms,
                                   &local);
-    if (ok && op->op == COHORT_REDUCE_AVG && c->world_size > 1 && !c->backend->reduces_avg) {
-      if (op->dtype == COHORT_DTYPE_F32) {
-        float *f = op->buf;
-        /* Divide rather than multiply by 1/N, which is exact only for powers of two. */
-        for (gsize i = 0; i < op->count; i++)
-          f[i] = f[i] / (float)c->world_size;
-      } else if (op->dtype == COHORT_DTYPE_BF16) {
-        guint16 *h = op->buf;
-        for (gsize i = 0; i < op->count; i++)
-          h[i] = cohort_f32_to_bf16(cohort_bf16_to_f32(h[i]) / (float)c->world_size);
-      } else {
-        double *d = op->buf;
-        for (gsize i = 0; i < op->count; i++)
-          d[i] = d[i] / (double)c->world_size;
-      }
-    }
+    if (ok && op->op == COHORT_REDUCE_AVG && !c->backend->reduces_avg)
+      divide(c, op->buf, op->count, op->dtype);
+    break;
+  case OP_REDUCE_SCATTER:
+    ok = c->backend->reduce_scatter(c->impl, op->buf, op->recv, op->counts, op->dtype,
+                                    c->backend->reduces_avg ? op->op : COHORT_REDUCE_SUM,
+                                    timeout_ms, &local);
+    if (ok && op->op == COHORT_REDUCE_AVG && !c->backend->reduces_avg)
+      divide(c, op->recv, op->counts[c->rank], op->dtype);
+    break;
+  case OP_ALL_GATHER_V:
+    ok = c->backend->all_gather_v(c->impl, op->buf, op->counts, timeout_ms, &local);
     break;
   case OP_BROADCAST:
     ok = c->backend->broadcast(c->impl, op->buf, op->count, op->root, timeout_ms, &local);
@@ -230,6 +266,11 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
     g_autofree char *what = NULL;
     if (op->kind == OP_ALL_REDUCE)
       what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements", dtype_name(op->dtype), op->count);
+    else if (op->kind == OP_REDUCE_SCATTER)
+      what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements", dtype_name(op->dtype),
+                             total_of(c, op->counts));
+    else if (op->kind == OP_ALL_GATHER_V)
+      what = g_strdup_printf("%" G_GSIZE_FORMAT " bytes", total_of(c, op->counts));
     else if (op->kind == OP_BARRIER)
       what = g_strdup("");
     else
@@ -348,6 +389,55 @@ gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbyte
                   .buf = buf,
                   .send = b ? b + nbytes * (gsize)comm->rank : NULL,
                   .count = nbytes};
+  return run(comm, &c, timeout_s, error);
+}
+
+static gboolean reduce_scatter(CohortComm *comm, void *send, void *recv, const gsize *counts,
+                               CohortDtype dtype, CohortReduceOp op, double timeout_s,
+                               GError **error)
+{
+  if (!check_comm(comm, "reduce_scatter", error))
+    return FALSE;
+  if (counts == NULL || (total_of(comm, counts) > 0 && send == NULL) ||
+      (counts[comm->rank] > 0 && recv == NULL)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "reduce_scatter needs a count per rank, a send buffer and a receive buffer");
+    return FALSE;
+  }
+  Collective c = {.kind = OP_REDUCE_SCATTER,
+                  .buf = send,
+                  .recv = recv,
+                  .counts = counts,
+                  .dtype = dtype,
+                  .op = op};
+  return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_reduce_scatter_f32(CohortComm *comm, float *send, float *recv,
+                                        const gsize *counts, CohortReduceOp op, double timeout_s,
+                                        GError **error)
+{
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_F32, op, timeout_s, error);
+}
+
+gboolean cohort_comm_reduce_scatter_bf16(CohortComm *comm, guint16 *send, guint16 *recv,
+                                         const gsize *counts, CohortReduceOp op, double timeout_s,
+                                         GError **error)
+{
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_BF16, op, timeout_s, error);
+}
+
+gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes,
+                                  double timeout_s, GError **error)
+{
+  if (!check_comm(comm, "all_gather_v", error))
+    return FALSE;
+  if (nbytes == NULL || (total_of(comm, nbytes) > 0 && buf == NULL)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
+                "all_gather_v needs a byte count per rank and a buffer");
+    return FALSE;
+  }
+  Collective c = {.kind = OP_ALL_GATHER_V, .buf = buf, .counts = nbytes};
   return run(comm, &c, timeout_s, error);
 }
 

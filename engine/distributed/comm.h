@@ -135,6 +135,40 @@ gboolean cohort_comm_all_gather(CohortComm *comm, const void *send, gsize nbytes
 gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbytes, double timeout_s,
                                         GError **error);
 
+/* Reduce-scatter with a count per rank (the sharded gradients of ZeRO stages 2 and 3): `send`
+ * holds counts[0] + … + counts[world − 1] values on every rank; rank r receives in `recv`
+ * (counts[r] values) the sum over all ranks of the values at offset counts[0] + … +
+ * counts[r − 1] of their `send`; AVG divides that sum by the world size (float32: in float32
+ * after the sum, as the all-reduce does; "nccl": ncclAvg). Counts may differ and may be 0;
+ * every rank passes the same counts. `send` is scratch: its values are undefined afterwards
+ * (Gloo reduces in it). `recv` must not overlap `send`.
+ *  - "gloo": Gloo's all-reduce of the whole `send` (its ring, as the DDP buckets'), this rank
+ *    keeping its piece: twice the bytes an ideal reduce-scatter sends, the bytes stage 0's
+ *    all-reduce sends. Gloo's own reduce-scatter (ReduceScatterHalvingDoubling) is not used:
+ *    with uneven pieces on 3 ranks its results changed from run to run. So every value is the
+ *    all-reduce's of the same buffer, bit for bit, whatever the number of ranks;
+ *  - "nccl": ncclReduceScatter when every count is the same, else one ncclReduce per rank
+ *    (rank r the root of its piece) in a group;
+ *  - "local": a copy. */
+gboolean cohort_comm_reduce_scatter_f32(CohortComm *comm, float *send, float *recv,
+                                        const gsize *counts, CohortReduceOp op, double timeout_s,
+                                        GError **error);
+/* The same for bfloat16 bits: every sum of two values is computed in float32 and rounded to
+ * bfloat16 (as cohort_comm_all_reduce_bf16), so with 2 ranks each value is exactly
+ * bf16(a + b). */
+gboolean cohort_comm_reduce_scatter_bf16(CohortComm *comm, guint16 *send, guint16 *recv,
+                                         const gsize *counts, CohortReduceOp op, double timeout_s,
+                                         GError **error);
+
+/* All-gather with a count per rank, in place (the parameter gathers of ZeRO stages 2 and 3):
+ * `buf` holds nbytes[0] + … + nbytes[world − 1] bytes, rank r's own already at offset
+ * nbytes[0] + … + nbytes[r − 1]; on return every rank's bytes are in place on every rank.
+ * Counts may differ and may be 0; every rank passes the same. "gloo": Gloo's allgatherv (a
+ * ring) without an input buffer; "nccl": ncclAllGather in place when every count is the same,
+ * else one ncclBroadcast per rank (rank r the root of its piece) in a group. */
+gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes,
+                                  double timeout_s, GError **error);
+
 /* Returns once every rank has entered the barrier. */
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error);
 

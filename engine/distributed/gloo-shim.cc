@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -222,6 +223,44 @@ extern "C" int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nby
       opts.setInput(const_cast<char *>(in), nbytes);
     opts.setOutput(out, nbytes * static_cast<size_t>(g->context->size));
     gloo::allgather(opts);
+  });
+}
+
+extern "C" int cohort_gloo_reduce_scatter_sum(CohortGloo *g, void *send, void *recv,
+                                              const size_t *counts, CohortDtype dtype,
+                                              long timeout_ms, char **err)
+{
+  // Gloo's own reduce-scatter (ReduceScatterHalvingDoubling, an old-style algorithm) gave
+  // results that changed from run to run with uneven pieces on 3 ranks (its distribution
+  // phase sends from the buffer it then copies into): the whole unit is all-reduced instead
+  // (Gloo's ring, as the DDP buckets are) and this rank keeps its piece.
+  size_t total = 0, before = 0, elt = dtype == COHORT_DTYPE_BF16 ? 2 : 4;
+  for (int r = 0; r < g->context->size; r++) {
+    before += r < g->context->rank ? counts[r] : 0;
+    total += counts[r];
+  }
+  int st = cohort_gloo_allreduce_sum(g, send, total, dtype, timeout_ms, err);
+  size_t mine = counts[g->context->rank];
+  if (st == COHORT_GLOO_OK && mine > 0)
+    memcpy(recv, static_cast<char *>(send) + before * elt, mine * elt);
+  return st;
+}
+
+extern "C" int cohort_gloo_allgatherv(CohortGloo *g, void *buf, const size_t *nbytes,
+                                      long timeout_ms, char **err)
+{
+  size_t total = 0;
+  for (int r = 0; r < g->context->size; r++)
+    total += nbytes[r];
+  if (total == 0 || g->context->size == 1)
+    return COHORT_GLOO_OK;
+  return guarded(err, [&] {
+    gloo::AllgathervOptions opts(g->context);
+    opts.setTimeout(std::chrono::milliseconds(timeout_ms));
+    // Without an input Gloo gathers in place: this rank's bytes are already in its slot.
+    opts.setOutput(static_cast<char *>(buf),
+                   std::vector<size_t>(nbytes, nbytes + g->context->size));
+    gloo::allgatherv(opts);
   });
 }
 

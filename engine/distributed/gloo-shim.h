@@ -46,6 +46,15 @@ int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, lon
 /* `send` == recv + rank × nbytes gathers in place. */
 int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *recv,
                           long timeout_ms, char **err);
+/* Reduce-scatter (sum) of counts[0] + … + counts[size − 1] values of `dtype` (F32 or BF16) in
+ * `send`, which it uses as scratch: this rank's sum lands in `recv` (counts[rank] values).
+ * Gloo's all-reduce of the whole buffer, this rank keeping its piece. */
+int cohort_gloo_reduce_scatter_sum(CohortGloo *g, void *send, void *recv, const size_t *counts,
+                                   CohortDtype dtype, long timeout_ms, char **err);
+/* In-place allgatherv: `buf` holds every rank's nbytes[r] bytes back to back, this rank's
+ * already in its slot. */
+int cohort_gloo_allgatherv(CohortGloo *g, void *buf, const size_t *nbytes, long timeout_ms,
+                           char **err);
 int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err);
 /* Closes every connection so peers (and, at their timeout, this rank's blocked calls) fail. */
 void cohort_gloo_close(CohortGloo *g);

@@ -236,36 +236,49 @@ static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt
   }
 }
 
-static gboolean write_folder(const char *tmp, const CohortConfig *cfg, const CohortModel *m,
-                             CohortOptimizer *opt, const float *ema, const CohortTrainState *st,
-                             GError **error)
+/* What model.safetensors holds and who writes it: the whole model from here, or a writer of
+ * the trainer's (cohort_checkpoint_save_with). */
+typedef struct {
+  const CohortModel *model;
+  CohortOptimizer *opt;
+  const float *ema;
+  CohortCheckpointWriteFunc write;
+  gpointer data;
+  gboolean has_ema, has_opt;
+} Contents;
+
+static gboolean write_tensors(const char *path, const Contents *c, const CohortTrainState *st,
+                              GError **error)
 {
+  if (c->write)
+    return c->write(path, c->data, error);
   Groups groups;
-  collect_groups(&groups, m, opt, ema);
+  collect_groups(&groups, c->model, c->opt, c->ema);
   g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
   g_hash_table_insert(meta, "format", g_strdup("pt"));
   g_hash_table_insert(meta, "cohort.step", g_strdup_printf("%" G_GINT64_FORMAT, st->step));
-  g_autofree char *model = g_build_filename(tmp, MODEL_FILE, NULL);
-  g_autofree char *state = g_build_filename(tmp, STATE_FILE, NULL);
-  g_autofree char *sha = NULL;
-  g_autofree char *json = NULL;
-  gboolean ok = cohort_safetensors_write(model, (CohortStEntry *)groups.entries->data,
-                                         groups.entries->len, meta, error) &&
-                (sha = sha256_file(model, error)) &&
-                (json = cohort_state_to_json(cfg, st, sha, ema != NULL, opt != NULL, error)) &&
-                cohort_write_file_atomic(state, json, strlen(json), error);
+  gboolean ok = cohort_safetensors_write(path, (CohortStEntry *)groups.entries->data,
+                                         groups.entries->len, meta, error);
   groups_clear(&groups);
   return ok;
 }
 
-gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
-                                const CohortModel *model, CohortOptimizer *opt,
-                                const float *ema_or_NULL, const CohortTrainState *st, int keep_last,
-                                char **out_dir, GError **error)
+static gboolean write_folder(const char *tmp, const CohortConfig *cfg, const Contents *c,
+                             const CohortTrainState *st, GError **error)
 {
-  g_return_val_if_fail(workspace && cfg && model && st, FALSE);
-  /* A shard of the state (ZeRO stage 1) is gathered whole first (engine/train/trainer-zero.h). */
-  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
+  g_autofree char *model = g_build_filename(tmp, MODEL_FILE, NULL);
+  g_autofree char *state = g_build_filename(tmp, STATE_FILE, NULL);
+  g_autofree char *sha = NULL;
+  g_autofree char *json = NULL;
+  return write_tensors(model, c, st, error) && (sha = sha256_file(model, error)) &&
+         (json = cohort_state_to_json(cfg, st, sha, c->has_ema, c->has_opt, error)) &&
+         cohort_write_file_atomic(state, json, strlen(json), error);
+}
+
+static gboolean save_folder(const char *workspace, const CohortConfig *cfg, const Contents *c,
+                            const CohortTrainState *st, int keep_last, char **out_dir,
+                            GError **error)
+{
   g_autofree char *ckdir = g_build_filename(workspace, "checkpoints", NULL);
   if (g_mkdir_with_parents(ckdir, 0755) != 0)
     return cohort_checkpoint_io_error(error, ckdir, "create folder", errno);
@@ -276,7 +289,7 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
   g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
   if (g_mkdir(tmp, 0755) != 0)
     return cohort_checkpoint_io_error(error, tmp, "create folder", errno);
-  if (!write_folder(tmp, cfg, model, opt, ema_or_NULL, st, error)) {
+  if (!write_folder(tmp, cfg, c, st, error)) {
     cohort_remove_tree(tmp);
     return FALSE;
   }
@@ -289,6 +302,32 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
   if (out_dir)
     *out_dir = g_steal_pointer(&final);
   return TRUE;
+}
+
+gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
+                                const CohortModel *model, CohortOptimizer *opt,
+                                const float *ema_or_NULL, const CohortTrainState *st, int keep_last,
+                                char **out_dir, GError **error)
+{
+  g_return_val_if_fail(workspace && cfg && model && st, FALSE);
+  /* A shard of the state (ZeRO stage 1) is gathered whole first (engine/train/trainer-zero.h). */
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
+  Contents c = {.model = model,
+                .opt = opt,
+                .ema = ema_or_NULL,
+                .has_ema = ema_or_NULL != NULL,
+                .has_opt = opt != NULL};
+  return save_folder(workspace, cfg, &c, st, keep_last, out_dir, error);
+}
+
+gboolean cohort_checkpoint_save_with(const char *workspace, const CohortConfig *cfg,
+                                     CohortCheckpointWriteFunc write, gpointer data,
+                                     gboolean has_ema, gboolean has_opt, const CohortTrainState *st,
+                                     int keep_last, char **out_dir, GError **error)
+{
+  g_return_val_if_fail(workspace && cfg && write && st, FALSE);
+  Contents c = {.write = write, .data = data, .has_ema = has_ema, .has_opt = has_opt};
+  return save_folder(workspace, cfg, &c, st, keep_last, out_dir, error);
 }
 
 /* No tensor beyond the model's groups: more layers in the file is another model too. */
@@ -376,11 +415,12 @@ static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, co
   return TRUE;
 }
 
-gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptimizer *opt,
-                                float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
-                                GError **error)
+/* Steps 1 and 2 of a load: state.json parsed, the tensors file's digest and tensors checked
+ * against the model; *f gets the open file, *s the state, *cfg the saved config (when asked). */
+static gboolean open_checked(const char *dir, const CohortModel *model, CohortOptimizer *opt,
+                             gboolean want_ema, CohortStFile **file, CohortTrainState *out,
+                             CohortConfig **saved_cfg, GError **error)
 {
-  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
   g_autofree char *state_path = g_build_filename(dir, STATE_FILE, NULL);
   g_autofree char *model_path = g_build_filename(dir, MODEL_FILE, NULL);
 
@@ -405,12 +445,29 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
         "or corrupt",
         sha, x.model_sha256);
   g_autoptr(CohortStFile) f = cohort_safetensors_open(model_path, error);
-  if (!f || !verify_groups(model, opt, ema_or_NULL != NULL, f, model_path, error))
+  if (!f || !verify_groups(model, opt, want_ema, f, model_path, error))
     return FALSE;
   g_autoptr(CohortConfig) cfg = NULL;
   if (saved_cfg && !(cfg = cohort_config_load_data(x.config_json, -1, state_path, error)))
     return FALSE;
+  *out = s;
+  if (saved_cfg)
+    *saved_cfg = g_steal_pointer(&cfg);
+  if (file)
+    *file = g_steal_pointer(&f);
+  return TRUE;
+}
 
+gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptimizer *opt,
+                                float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
+                                GError **error)
+{
+  g_return_val_if_fail(!opt || !cohort_optimizer_is_sharded(opt), FALSE);
+  g_autoptr(CohortStFile) f = NULL;
+  g_autoptr(CohortConfig) cfg = NULL;
+  CohortTrainState s = {0};
+  if (!open_checked(dir, model, opt, ema_or_NULL != NULL, &f, &s, saved_cfg ? &cfg : NULL, error))
+    return FALSE;
   /* 3. read */
   if (!read_groups(model, opt, ema_or_NULL, f, error))
     return FALSE;
@@ -418,5 +475,17 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
     *st = s;
   if (saved_cfg)
     *saved_cfg = g_steal_pointer(&cfg);
+  return TRUE;
+}
+
+gboolean cohort_checkpoint_verify(const char *dir, const CohortModel *model, CohortOptimizer *opt,
+                                  gboolean want_ema, CohortTrainState *st, CohortConfig **saved_cfg,
+                                  GError **error)
+{
+  CohortTrainState s = {0};
+  if (!open_checked(dir, model, opt, want_ema, NULL, &s, saved_cfg, error))
+    return FALSE;
+  if (st)
+    *st = s;
   return TRUE;
 }

@@ -47,6 +47,18 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
  * `notes` (may be NULL); returns how many folders were removed. */
 guint cohort_checkpoint_recover(const char *workspace, GPtrArray *notes);
 
+/* Writes a checkpoint's model.safetensors at `path` (in the temporary folder) when the tensors
+ * are spread over ranks (ZeRO stages 2 and 3): the file cohort_checkpoint_save would write
+ * (engine/model/group-file.h makes it). */
+typedef gboolean (*CohortCheckpointWriteFunc)(const char *path, gpointer data, GError **error);
+
+/* cohort_checkpoint_save with model.safetensors made by `write` (has_ema and has_opt: what it
+ * holds, for state.json); the folder, its atomic rename and the pruning are the same. */
+gboolean cohort_checkpoint_save_with(const char *workspace, const CohortConfig *cfg,
+                                     CohortCheckpointWriteFunc write, gpointer data,
+                                     gboolean has_ema, gboolean has_opt, const CohortTrainState *st,
+                                     int keep_last, char **out_dir, GError **error);
+
 /* Loads the checkpoint folder `dir`: checks the sha256 of model.safetensors against
  * state.json and every tensor's shape against the model, then fills the parameters and
  * buffers, the optimizer state (when `opt` is given; the checkpoint must have it),
@@ -57,5 +69,13 @@ guint cohort_checkpoint_recover(const char *workspace, GPtrArray *notes);
 gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptimizer *opt,
                                 float *ema_or_NULL, CohortTrainState *st, CohortConfig **saved_cfg,
                                 GError **error);
+
+/* What cohort_checkpoint_load checks before it reads (state.json, the sha256 of
+ * model.safetensors, every tensor's shape, the optimizer's state present when `opt` is given,
+ * whose state prefixes are all it uses: it may be a shard), reading no tensor: for a resume
+ * where each rank then reads its own part of the file (ZeRO stages 2 and 3). */
+gboolean cohort_checkpoint_verify(const char *dir, const CohortModel *model, CohortOptimizer *opt,
+                                  gboolean want_ema, CohortTrainState *st, CohortConfig **saved_cfg,
+                                  GError **error);
 
 G_END_DECLS

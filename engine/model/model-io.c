@@ -10,7 +10,7 @@ void cohort_tensor_st_entries(const CohortTensorInfo *tensors, guint n, const fl
     char *name = g_strconcat(prefix ? prefix : "", tensors[i].name, NULL);
     g_ptr_array_add(names, name);
     CohortStEntry e = {.name = name,
-                       .data = buffer + tensors[i].offset,
+                       .data = buffer ? buffer + tensors[i].offset : NULL,
                        .ndim = tensors[i].ndim,
                        .int64 = tensors[i].int64};
     for (int d = 0; d < tensors[i].ndim; d++)

@@ -11,8 +11,9 @@
 G_BEGIN_DECLS
 
 /* Entries for cohort_safetensors_write: one per tensor of `tensors`, named `prefix` + its
- * name, pointing into `buffer` (laid out as the table says). The names are kept alive by
- * `names` (an array with g_free as free function). Appended to `entries` (of CohortStEntry). */
+ * name, pointing into `buffer` (laid out as the table says; NULL: no data, for a layout). The names
+ * are kept alive by `names` (an array with g_free as free function). Appended to `entries` (of
+ * CohortStEntry). */
 void cohort_tensor_st_entries(const CohortTensorInfo *tensors, guint n, const float *buffer,
                               const char *prefix, GPtrArray *names, GArray *entries);
 

@@ -26,11 +26,24 @@ gboolean cohort_model_creating_frozen(void)
   return g_private_get(&creating_frozen) != NULL;
 }
 
-static void free_table(CohortTensorInfo *t, guint n)
+/* ZeRO's stage while the trainer creates its model (cohort_model_set_creating_sharded). */
+static GPrivate creating_sharded;
+
+void cohort_model_set_creating_sharded(int stage)
 {
-  for (guint i = 0; i < n; i++)
+  g_private_set(&creating_sharded, GINT_TO_POINTER(stage));
+}
+
+void cohort_tensor_table_free(CohortTensorInfo *t, guint n)
+{
+  for (guint i = 0; t && i < n; i++)
     g_free((char *)t[i].name);
   g_free(t);
+}
+
+static void free_table(CohortTensorInfo *t, guint n)
+{
+  cohort_tensor_table_free(t, n);
 }
 
 void cohort_model_free(CohortModel *m)
@@ -42,11 +55,19 @@ void cohort_model_free(CohortModel *m)
   CohortTensorInfo *tensors = m->tensors, *bufs = m->buffers;
   guint n_tensors = m->n_tensors, n_bufs = m->n_buffers;
   cohort_model_free_losses(m);
+  gboolean params_reserved = m->params_reserved, grads_reserved = m->grads_reserved;
+  size_t bytes = MAX(m->n_params, 1) * sizeof(float);
   /* The family frees its own struct, which embeds the base: keep what the base owns first. */
   m->ops->finalize(m);
   if (be) {
-    be->free(params);
-    be->free(grads);
+    if (params_reserved)
+      be->unreserve(params, bytes);
+    else
+      be->free(params);
+    if (grads_reserved)
+      be->unreserve(grads, bytes);
+    else
+      be->free(grads);
     be->free(buffers);
   }
   free_table(tensors, n_tensors);
@@ -56,9 +77,20 @@ void cohort_model_free(CohortModel *m)
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
 {
   gboolean frozen = cohort_model_creating_frozen();
-  m->params = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
+  int stage = frozen ? 0 : GPOINTER_TO_INT(g_private_get(&creating_sharded));
+  size_t bytes = MAX(m->n_params, 1) * sizeof(float);
+  if (stage >= 2 && !m->be->reserve) {
+    g_set_error(error, cohort_model_error_quark(), 0,
+                "%s model: zero_stage %d needs memory the %s backend cannot provide (address "
+                "space filled one layer at a time); allowed here: zero_stage 0 or 1",
+                m->klass->name, stage, m->be->name);
+    return FALSE;
+  }
+  m->params_reserved = stage >= 3;
+  m->grads_reserved = stage >= 2;
+  m->params = m->params_reserved ? m->be->reserve(bytes) : m->be->alloc(bytes);
   if (!frozen)
-    m->grads = m->be->alloc(MAX(m->n_params, 1) * sizeof(float));
+    m->grads = m->grads_reserved ? m->be->reserve(bytes) : m->be->alloc(bytes);
   if (m->n_buffer_floats > 0)
     m->buffer_data = m->be->alloc(m->n_buffer_floats * sizeof(float));
   if (!m->params || (!frozen && !m->grads) || (m->n_buffer_floats > 0 && !m->buffer_data)) {
@@ -77,13 +109,15 @@ gboolean cohort_model_on_host(const CohortModel *m)
 
 size_t cohort_model_memory_bytes(const CohortModel *m)
 {
-  size_t floats = m->n_params + m->n_buffer_floats + (m->grads ? m->n_params : 0);
+  /* Reserved ranges hold only the layers in use: ZeRO counts those. */
+  size_t floats = (m->params_reserved ? 0 : m->n_params) + m->n_buffer_floats +
+                  (m->grads && !m->grads_reserved ? m->n_params : 0);
   return floats * sizeof(float) + m->act_bytes;
 }
 
 void cohort_model_zero_grad(CohortModel *m)
 {
-  if (m->grads)
+  if (m->grads && !m->grads_reserved)
     m->be->zero(m->grads, m->n_params * sizeof(float));
 }
 
@@ -106,6 +140,24 @@ void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count)
 {
   if (m->grad_ready)
     m->grad_ready(offset, count, m->grad_ready_data);
+}
+
+void cohort_model_set_layer_hook(CohortModel *m, CohortLayerHookFunc func, gpointer user_data)
+{
+  m->layer_hook = func;
+  m->layer_hook_data = user_data;
+}
+
+void cohort_model_layer_begin(CohortModel *m, int layer, CohortLayerUse use)
+{
+  if (m->layer_hook)
+    m->layer_hook(layer, use, TRUE, m->layer_hook_data);
+}
+
+void cohort_model_layer_end(CohortModel *m, int layer, CohortLayerUse use)
+{
+  if (m->layer_hook)
+    m->layer_hook(layer, use, FALSE, m->layer_hook_data);
 }
 
 const CohortTensorInfo *cohort_tensor_find(const CohortTensorInfo *tensors, guint n,

@@ -65,6 +65,9 @@ typedef struct {
   const char *image_path;         /* or exactly this file, when not NULL */
   guint64 *rng;                   /* the sampling RNG, saved in checkpoints */
   const char *const *class_names; /* the data's classes in index order, or NULL */
+  /* The other ranks of a ZeRO run compute the sample with rank 0 (a sharded model's layers
+   * are gathered by all of them) but write no file. */
+  gboolean compute_only;
 } CohortSampleRequest;
 
 /* Collectives a model may issue inside forward and backward: SyncBatchNorm's. The trainer
@@ -93,6 +96,11 @@ typedef struct {
   /* The family's initialisation from `seed`; deterministic. Buffers get their initial
    * values too. */
   void (*init_weights)(CohortModel *m, guint64 seed);
+  /* What init_weights gives parameter tensor i, into `dst` (host memory, its numel floats),
+   * and the buffers' initial values: ZeRO stage 3 initialises one layer at a time with them,
+   * never the whole model at once. */
+  void (*init_tensor)(CohortModel *m, guint64 seed, guint i, float *dst);
+  void (*init_buffers)(CohortModel *m);
   /* Adds this validation batch's metric sums into `sums` (n_sums entries, see metrics). */
   void (*eval_batch)(CohortModel *m, const CohortBatch *batch, double *sums);
   /* Produces a sample artifact (text, an image grid) and puts its fields ("text", "tokens",
@@ -140,6 +148,12 @@ struct CohortModel {
 
   CohortGradReadyFunc grad_ready;
   gpointer grad_ready_data;
+  CohortLayerHookFunc layer_hook; /* NULL: every parameter is always in memory */
+  gpointer layer_hook_data;
+  /* ZeRO stages 2 and 3 (cohort_model_set_creating_sharded): the gradients (and at stage 3
+   * the parameters) are a reserved address range (kernels/backend.h `reserve`) in which only
+   * the layers in use have memory; NULL-free like the rest. */
+  gboolean grads_reserved, params_reserved;
 
   /* A model made by cohort_model_new_frozen (a distillation teacher): no gradient buffer
    * (grads is NULL), forward only. */
@@ -163,6 +177,13 @@ struct CohortModelClass {
   gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
   /* Parameters of the model a config describes, without allocating it (for --explain). */
   gint64 (*count_params)(const CohortConfig *cfg);
+  /* Bytes of activations and backward scratch create would allocate for micro-batches of
+   * max_batch (CohortModel.act_bytes), without allocating them: the memory plan's. Optional. */
+  size_t (*act_bytes)(const CohortConfig *cfg, int max_batch);
+  /* The parameter table of the model a config describes, without memory (the memory plan
+   * lays out ZeRO's shards on it); *n_floats gets the vector's size. Free it with
+   * cohort_tensor_table_free. Optional. */
+  CohortTensorInfo *(*param_table)(const CohortConfig *cfg, guint *n_tensors, size_t *n_floats);
   /* Allocates the model for micro-batches of up to max_batch examples on backend `be`.
    * Parameters are zero until init_weights or a load. */
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -193,6 +214,9 @@ struct CohortModelClass {
   gboolean copies_blocks;
 };
 
+/* Frees a table a family made (the names too). */
+void cohort_tensor_table_free(CohortTensorInfo *tensors, guint n);
+
 /* Frees the model: the family's ops->finalize (its activations and its own struct), then the
  * base's tables and buffers. */
 void cohort_model_free(CohortModel *m);
@@ -205,9 +229,16 @@ void cohort_model_set_creating_frozen(gboolean frozen);
  * every block reuses). */
 gboolean cohort_model_creating_frozen(void);
 
+/* For the trainer: while set on this thread (2 or 3; 0 clears it), models created here get
+ * their gradients (stage 2) or their gradients and parameters (stage 3) as reserved address
+ * ranges instead of whole buffers (CohortModel.grads_reserved, params_reserved), which ZeRO
+ * fills one layer at a time. */
+void cohort_model_set_creating_sharded(int stage);
+
 /* For families: allocates params, grads and buffer_data for the tables already set on `m`
- * (zeroed, backend memory); no grads inside cohort_model_new_frozen. FALSE with an error
- * naming the sizes when out of memory. */
+ * (zeroed, backend memory); no grads inside cohort_model_new_frozen; reserved ranges inside
+ * cohort_model_set_creating_sharded. FALSE with an error naming the sizes when out of memory
+ * (or, for a reserved range, when the backend cannot reserve address space). */
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
 
 /* Backend bytes the model holds: parameters, gradients (none when frozen), buffers and the
@@ -216,7 +247,8 @@ size_t cohort_model_memory_bytes(const CohortModel *m);
 
 /* TRUE when the model's memory is host memory (the CPU backend). */
 gboolean cohort_model_on_host(const CohortModel *m);
-/* Zeroes the gradients; nothing for a frozen model. */
+/* Zeroes the gradients; nothing for a frozen model, nor for reserved gradients (ZeRO zeroes
+ * each layer's when backward first reaches it). */
 void cohort_model_zero_grad(CohortModel *m);
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data);
 /* Gives the model collectives for layers that span ranks (SyncBatchNorm); NULL takes them
@@ -225,6 +257,13 @@ void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, 
 gboolean cohort_model_set_comm(CohortModel *m, const CohortModelComm *comm, GError **error);
 /* Calls the grad-ready hook, if any (families call it from backward). */
 void cohort_model_grad_ready(CohortModel *m, size_t offset, size_t count);
+/* Sets the layer hook (NULL removes it). */
+void cohort_model_set_layer_hook(CohortModel *m, CohortLayerHookFunc func, gpointer user_data);
+/* For families: around every use of a layer's parameters or gradients in forward and backward
+ * (CohortLayerHookFunc); nothing without a hook. Every tensor a family reads or adds into
+ * between a begin and its end has that layer. */
+void cohort_model_layer_begin(CohortModel *m, int layer, CohortLayerUse use);
+void cohort_model_layer_end(CohortModel *m, int layer, CohortLayerUse use);
 
 const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name);
 const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name);

@@ -5,7 +5,6 @@
 #include <math.h>
 
 #define MAX_STATES 2
-#define MAX_RANGES 4
 
 /* A range of parameters whose state sits at state_off in every state buffer. */
 typedef struct {
@@ -18,7 +17,7 @@ struct CohortOptimizer {
   size_t n;         /* parameters of the model */
   size_t state_len; /* floats per state buffer: the ranges' total */
   guint n_ranges;
-  Range ranges[MAX_RANGES];
+  Range *ranges;
   guint n_states;
   float *state[MAX_STATES];
   const char *prefix[MAX_STATES];
@@ -73,15 +72,17 @@ static CohortOptimizer *optimizer_new(CohortOptimizerKind kind, const CohortBack
     ranges = &all;
     n_ranges = 1;
   }
-  g_return_val_if_fail(n_ranges <= MAX_RANGES, NULL);
-  CohortOptimizer *opt = g_new0(CohortOptimizer, 1);
-  opt->kind = kind;
-  opt->be = be;
-  opt->n = n;
   for (guint k = 0; k < n_ranges; k++) {
     g_return_val_if_fail(ranges[k].offset + ranges[k].count <= n, NULL);
     g_return_val_if_fail(k == 0 || ranges[k].offset >= ranges[k - 1].offset + ranges[k - 1].count,
                          NULL);
+  }
+  CohortOptimizer *opt = g_new0(CohortOptimizer, 1);
+  opt->kind = kind;
+  opt->be = be;
+  opt->n = n;
+  opt->ranges = g_new(Range, MAX(n_ranges, 1));
+  for (guint k = 0; k < n_ranges; k++) {
     opt->ranges[k] = (Range){ranges[k].offset, ranges[k].count, opt->state_len};
     opt->state_len += ranges[k].count;
   }
@@ -147,6 +148,7 @@ void cohort_optimizer_free(CohortOptimizer *opt)
     return;
   for (guint i = 0; i < opt->n_states; i++)
     opt->be->free(opt->state[i]);
+  g_free(opt->ranges);
   g_free(opt);
 }
 
@@ -265,14 +267,25 @@ static void for_each_piece(CohortOptimizer *opt, const CohortTensorInfo *tensors
 typedef struct {
   float *params;
   const float *grads;
+  gboolean params_state, grads_state; /* laid out like the state rather than the model */
   float lr, beta1, beta2, eps, wd, bc1, bc2, momentum;
   gboolean nesterov, first;
 } StepArgs;
 
+static float *piece_params(const StepArgs *a, const Piece *p)
+{
+  return a->params + (a->params_state ? p->state_off : p->offset);
+}
+
+static const float *piece_grads(const StepArgs *a, const Piece *p)
+{
+  return a->grads + (a->grads_state ? p->state_off : p->offset);
+}
+
 static void adamw_piece(CohortOptimizer *opt, const Piece *p, gpointer data)
 {
   const StepArgs *a = data;
-  opt->be->adamw_update(a->params + p->offset, a->grads + p->offset, opt->state[0] + p->state_off,
+  opt->be->adamw_update(piece_params(a, p), piece_grads(a, p), opt->state[0] + p->state_off,
                         opt->state[1] + p->state_off, p->count, a->lr, a->beta1, a->beta2, a->eps,
                         p->decay ? a->wd : 0.0f, a->bc1, a->bc2);
 }
@@ -281,9 +294,21 @@ static void sgd_piece(CohortOptimizer *opt, const Piece *p, gpointer data)
 {
   const StepArgs *a = data;
   float *buf = opt->n_states > 0 ? opt->state[0] + p->state_off : NULL;
-  opt->be->sgd_update(a->params + p->offset, a->grads + p->offset, buf, p->count, a->lr,
+  opt->be->sgd_update(piece_params(a, p), piece_grads(a, p), buf, p->count, a->lr,
                       buf ? a->momentum : 0.0f, 0.0f, p->decay ? a->wd : 0.0f, a->nesterov && buf,
                       a->first);
+}
+
+static void adamw_args(StepArgs *a, double lr, double beta1, double beta2, double eps,
+                       double weight_decay, int t)
+{
+  a->lr = (float)lr;
+  a->beta1 = (float)beta1;
+  a->beta2 = (float)beta2;
+  a->eps = (float)eps;
+  a->wd = (float)weight_decay;
+  a->bc1 = (float)(1.0 - pow(beta1, t));
+  a->bc2 = (float)(1.0 - pow(beta2, t));
 }
 
 void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
@@ -291,36 +316,40 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
                        double beta2, double eps, double weight_decay, int t)
 {
   g_return_if_fail(t >= 1 && opt->kind == COHORT_OPTIMIZER_ADAMW);
+  StepArgs a = {.params = params, .grads = grads};
+  adamw_args(&a, lr, beta1, beta2, eps, weight_decay, t);
+  for_each_piece(opt, tensors, n_tensors, adamw_piece, &a);
+}
+
+void cohort_optimizer_step_layout(CohortOptimizer *opt, float *params, CohortLayout params_layout,
+                                  const float *grads, CohortLayout grads_layout,
+                                  const CohortTensorInfo *tensors, guint n_tensors,
+                                  const CohortConfig *cfg, double lr, int t)
+{
+  g_return_if_fail(t >= 1);
   StepArgs a = {.params = params,
                 .grads = grads,
-                .lr = (float)lr,
-                .beta1 = (float)beta1,
-                .beta2 = (float)beta2,
-                .eps = (float)eps,
-                .wd = (float)weight_decay,
-                .bc1 = (float)(1.0 - pow(beta1, t)),
-                .bc2 = (float)(1.0 - pow(beta2, t))};
-  for_each_piece(opt, tensors, n_tensors, adamw_piece, &a);
+                .params_state = params_layout == COHORT_LAYOUT_STATE,
+                .grads_state = grads_layout == COHORT_LAYOUT_STATE};
+  if (opt->kind == COHORT_OPTIMIZER_ADAMW) {
+    adamw_args(&a, lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, t);
+    for_each_piece(opt, tensors, n_tensors, adamw_piece, &a);
+    return;
+  }
+  a.lr = (float)lr;
+  a.wd = (float)cfg->weight_decay;
+  a.momentum = (float)cfg->momentum;
+  a.nesterov = cfg->nesterov;
+  a.first = t == 1;
+  for_each_piece(opt, tensors, n_tensors, sgd_piece, &a);
 }
 
 void cohort_optimizer_step(CohortOptimizer *opt, float *params, const float *grads,
                            const CohortTensorInfo *tensors, guint n_tensors,
                            const CohortConfig *cfg, double lr, int t)
 {
-  if (opt->kind == COHORT_OPTIMIZER_ADAMW) {
-    cohort_adamw_step(opt, params, grads, tensors, n_tensors, lr, cfg->beta1, cfg->beta2, cfg->eps,
-                      cfg->weight_decay, t);
-    return;
-  }
-  g_return_if_fail(t >= 1);
-  StepArgs a = {.params = params,
-                .grads = grads,
-                .lr = (float)lr,
-                .wd = (float)cfg->weight_decay,
-                .momentum = (float)cfg->momentum,
-                .nesterov = cfg->nesterov,
-                .first = t == 1};
-  for_each_piece(opt, tensors, n_tensors, sgd_piece, &a);
+  cohort_optimizer_step_layout(opt, params, COHORT_LAYOUT_MODEL, grads, COHORT_LAYOUT_MODEL,
+                               tensors, n_tensors, cfg, lr, t);
 }
 
 double cohort_global_norm_on(const CohortBackend *be, const float *values, size_t n)

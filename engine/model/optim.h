@@ -48,12 +48,13 @@ CohortOptimizer *cohort_sgd_new_on(const CohortBackend *be, size_t n, gboolean w
 /* The optimizer cfg->optimizer names (AdamW, or SGD with a buffer when cfg->momentum > 0). */
 CohortOptimizer *cohort_optimizer_new_for(const CohortConfig *cfg, const CohortBackend *be,
                                           size_t n);
-/* The optimizer cfg->optimizer names, keeping state for only the parameters in `ranges` (at
- * most 4, increasing, not overlapping, within `n`): its state buffers hold those ranges back
- * to back, and a step updates only those parameters, with the weight decay of the tensor each
- * element belongs to (a range may start or end inside a tensor). This is ZeRO stage 1's
- * optimizer: each rank keeps the state of its shard. The update of every element is the one
- * the unsharded optimizer makes, bit for bit. NULL when the backend is out of memory. */
+/* The optimizer cfg->optimizer names, keeping state for only the parameters in `ranges`
+ * (increasing, not overlapping, within `n`): its state buffers hold those ranges back to
+ * back, and a step updates only those parameters, with the weight decay of the tensor each
+ * element belongs to (a range may start or end inside a tensor). This is ZeRO's optimizer:
+ * each rank keeps the state of its shard (stage 1: a range and a tail; stages 2 and 3: a piece
+ * of every unit, engine/distributed/shard-plan.h). The update of every element is the one the
+ * unsharded optimizer makes, bit for bit. NULL when the backend is out of memory. */
 CohortOptimizer *cohort_optimizer_new_sharded(const CohortConfig *cfg, const CohortBackend *be,
                                               size_t n, const CohortParamRange *ranges,
                                               guint n_ranges);
@@ -104,6 +105,17 @@ void cohort_adamw_step(CohortAdamW *opt, float *params, const float *grads,
 void cohort_optimizer_step(CohortOptimizer *opt, float *params, const float *grads,
                            const CohortTensorInfo *tensors, guint n_tensors,
                            const CohortConfig *cfg, double lr, int t);
+
+/* Where a step finds each element: like the model's parameters (offset = its place in the
+ * flat vector), or like the optimizer's state (the ranges back to back: a ZeRO shard). */
+typedef enum { COHORT_LAYOUT_MODEL, COHORT_LAYOUT_STATE } CohortLayout;
+
+/* cohort_optimizer_step with `params` and `grads` each in either layout (ZeRO stage 2: the
+ * parameters whole, the reduced gradients a shard; stage 3: both shards). */
+void cohort_optimizer_step_layout(CohortOptimizer *opt, float *params, CohortLayout params_layout,
+                                  const float *grads, CohortLayout grads_layout,
+                                  const CohortTensorInfo *tensors, guint n_tensors,
+                                  const CohortConfig *cfg, double lr, int t);
 
 /* Global L2 norm of `n` values (accumulated in double, fixed order). */
 double cohort_global_norm(const float *values, size_t n);

@@ -385,8 +385,9 @@ static float f16_to_f32(guint16 h)
   return f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, int ndim,
-                                     const int64_t *shape, float *dst, GError **error)
+gboolean cohort_safetensors_read_f32_range(const CohortStFile *f, const char *name, int ndim,
+                                           const int64_t *shape, guint64 first, guint64 count,
+                                           float *dst, GError **error)
 {
   const TensorDesc *t = g_hash_table_lookup(f->tensors, name);
   if (!t) {
@@ -395,8 +396,11 @@ gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, in
     return FALSE;
   }
   gboolean same = t->ndim == ndim;
-  for (int i = 0; same && i < ndim; i++)
+  guint64 numel = 1;
+  for (int i = 0; same && i < ndim; i++) {
     same = t->shape[i] == shape[i];
+    numel *= (guint64)shape[i];
+  }
   if (!same) {
     g_autofree char *want = shape_string(ndim, shape);
     g_autofree char *found = shape_string(t->ndim, t->shape);
@@ -404,34 +408,34 @@ gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, in
                 "%s: tensor \"%s\" has shape %s, expected %s", f->path, name, found, want);
     return FALSE;
   }
+  g_return_val_if_fail(first <= numel && count <= numel - first, FALSE);
   const guint8 *src = f->data + t->begin;
-  guint64 bytes = t->end - t->begin;
   switch (t->dtype) {
   case DT_F32:
-    for (guint64 i = 0; i < bytes / 4; i++) {
+    for (guint64 i = 0; i < count; i++) {
       guint32 b;
-      memcpy(&b, src + 4 * i, 4);
+      memcpy(&b, src + 4 * (first + i), 4);
       dst[i] = f32_from_bits(GUINT32_FROM_LE(b));
     }
     return TRUE;
   case DT_F16:
-    for (guint64 i = 0; i < bytes / 2; i++) {
+    for (guint64 i = 0; i < count; i++) {
       guint16 b;
-      memcpy(&b, src + 2 * i, 2);
+      memcpy(&b, src + 2 * (first + i), 2);
       dst[i] = f16_to_f32(GUINT16_FROM_LE(b));
     }
     return TRUE;
   case DT_BF16:
-    for (guint64 i = 0; i < bytes / 2; i++) {
+    for (guint64 i = 0; i < count; i++) {
       guint16 b;
-      memcpy(&b, src + 2 * i, 2);
+      memcpy(&b, src + 2 * (first + i), 2);
       dst[i] = f32_from_bits((guint32)GUINT16_FROM_LE(b) << 16);
     }
     return TRUE;
   case DT_I64:
-    for (guint64 i = 0; i < bytes / 8; i++) {
+    for (guint64 i = 0; i < count; i++) {
       guint64 b;
-      memcpy(&b, src + 8 * i, 8);
+      memcpy(&b, src + 8 * (first + i), 8);
       dst[i] = (float)(gint64)GUINT64_FROM_LE(b);
     }
     return TRUE;
@@ -442,6 +446,15 @@ gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, in
               "%s: tensor \"%s\" has dtype %s; only F32, F16, BF16 and I64 are read as float32",
               f->path, name, t->dtype_name);
   return FALSE;
+}
+
+gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, int ndim,
+                                     const int64_t *shape, float *dst, GError **error)
+{
+  guint64 numel = 1;
+  for (int i = 0; i < ndim; i++)
+    numel *= shape[i] > 0 ? (guint64)shape[i] : 0;
+  return cohort_safetensors_read_f32_range(f, name, ndim, shape, 0, numel, dst, error);
 }
 
 /* ---- writing ---- */
@@ -511,7 +524,7 @@ static gboolean write_i64(int fd, const float *data, gsize numel)
   return TRUE;
 }
 
-static gboolean write_tensor(int fd, const CohortStEntry *e)
+gboolean cohort_safetensors_write_entry(int fd, const CohortStEntry *e)
 {
   gsize numel = 1;
   for (int d = 0; d < e->ndim; d++)
@@ -540,21 +553,20 @@ static gboolean write_tensor(int fd, const CohortStEntry *e)
 typedef struct {
   const CohortStEntry *entries;
   guint n;
-  const char *header; /* padded to 8 bytes */
-  gsize padded;
+  const char *prefix; /* the length and the header padded to 8 bytes */
+  gsize size;
 } Contents;
 
 static gboolean write_contents(int fd, gpointer data)
 {
   const Contents *c = data;
-  guint64 len_le = GUINT64_TO_LE((guint64)c->padded);
-  gboolean ok = cohort_write_all(fd, &len_le, 8) && cohort_write_all(fd, c->header, c->padded);
+  gboolean ok = cohort_write_all(fd, c->prefix, c->size);
   for (guint i = 0; ok && i < c->n; i++)
-    ok = write_tensor(fd, &c->entries[i]);
+    ok = cohort_safetensors_write_entry(fd, &c->entries[i]);
   return ok;
 }
 
-gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
+GBytes *cohort_safetensors_prefix(const char *path, const CohortStEntry *entries, guint n,
                                   GHashTable *metadata, GError **error)
 {
   g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
@@ -577,11 +589,23 @@ gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries
   /* Spaces pad the header so the data section starts 8-byte aligned, as the format allows. */
   gsize json_len = strlen(json);
   gsize padded = (json_len + 7) & ~(gsize)7;
-  g_autofree char *header = g_malloc(padded);
-  memcpy(header, json, json_len);
-  memset(header + json_len, ' ', padded - json_len);
+  guint8 *prefix = g_malloc(8 + padded);
+  guint64 len_le = GUINT64_TO_LE((guint64)padded);
+  memcpy(prefix, &len_le, 8);
+  memcpy(prefix + 8, json, json_len);
+  memset(prefix + 8 + json_len, ' ', padded - json_len);
+  return g_bytes_new_take(prefix, 8 + padded);
+}
 
-  Contents c = {entries, n, header, padded};
+gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
+                                  GHashTable *metadata, GError **error)
+{
+  g_autoptr(GBytes) prefix = cohort_safetensors_prefix(path, entries, n, metadata, error);
+  if (!prefix)
+    return FALSE;
+  gsize size = 0;
+  const char *bytes = g_bytes_get_data(prefix, &size);
+  Contents c = {entries, n, bytes, size};
   g_autoptr(GError) local = NULL;
   if (!cohort_write_atomic(path, write_contents, &c, &local)) {
     g_set_error_literal(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,

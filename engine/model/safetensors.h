@@ -34,6 +34,18 @@ typedef struct {
 gboolean cohort_safetensors_write(const char *path, const CohortStEntry *entries, guint n,
                                   GHashTable *metadata, GError **error);
 
+/* The bytes cohort_safetensors_write puts before the tensor data of `entries` (the header's
+ * length and the header, padded to 8 bytes), for a file that several processes write in
+ * pieces (ZeRO's checkpoints): entry i's data then starts after the prefix and the data of
+ * entries 0 … i − 1 (4 bytes a value, 8 for int64 entries). Entries' data are not read. NULL
+ * with an error naming `path` on the writer's conditions (a name given twice, a reserved name,
+ * more than 4 dimensions). */
+GBytes *cohort_safetensors_prefix(const char *path, const CohortStEntry *entries, guint n,
+                                  GHashTable *metadata, GError **error);
+/* Writes entry e's data at fd's position, as cohort_safetensors_write does. FALSE with errno
+ * set. */
+gboolean cohort_safetensors_write_entry(int fd, const CohortStEntry *e);
+
 typedef struct CohortStFile CohortStFile;
 
 /* Opens and validates the header (all offsets inside the file, sizes match dtype × shape). */
@@ -54,5 +66,11 @@ const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key);
  * and found shape. */
 gboolean cohort_safetensors_read_f32(const CohortStFile *f, const char *name, int ndim,
                                      const int64_t *shape, float *dst, GError **error);
+
+/* Values [first, first + count) of `name` (in its row-major order) into dst as float32, with
+ * the same checks and conversions: a rank of a ZeRO run reads only its pieces. */
+gboolean cohort_safetensors_read_f32_range(const CohortStFile *f, const char *name, int ndim,
+                                           const int64_t *shape, guint64 first, guint64 count,
+                                           float *dst, GError **error);
 
 G_END_DECLS

@@ -67,20 +67,29 @@ void cohort_dit_net_forward(Dit *d, int B)
   const CohortDitShape *s = &d->shape;
   float *p = d->base.params;
   int C = s->hidden, T = d->T, N = B * T, K = d->k_patch, H = s->image_size;
+  CohortModel *m = &d->base;
   be->patchify(d->tokens_in, d->img, B, s->channels, H, H, s->patch);
+  /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
+   * the embedders (layer -1), the blocks, the final layer (layer n_layer). */
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
   linear(be, d->x0, d->tokens_in, dit_hp(d, p, DT_X_W), dit_hp(d, p, DT_X_B), N, K, C);
   be->add_bias(d->x0, d->base.buffer_data, B, T * C); /* + pos_embed, per image */
   conditioning(d, B);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
   const float *x = d->x0;
   for (int l = 0; l < s->n_layer; l++) {
+    cohort_model_layer_begin(m, l, COHORT_LAYER_FORWARD);
     block_forward(d, l, x, B);
+    cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
     x = d->blocks[l].x_out;
   }
+  cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* final layer: chunk(2) of its modulation is shift, then scale */
   linear(be, d->fmod, d->sc, dit_fp(d, p, DF_ADA_W), dit_fp(d, p, DF_ADA_B), B, C, 2 * C);
   be->layernorm_forward(d->fh, d->fmean, d->frstd, x, NULL, NULL, N, C, DIT_LN_EPS);
   be->modulate_forward(d->fm, d->fh, d->fmod, d->fmod + C, B, T, C, 2 * C);
   linear(be, d->fout, d->fm, dit_fp(d, p, DF_LIN_W), dit_fp(d, p, DF_LIN_B), N, C, K);
+  cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
   be->unpatchify(d->pred, d->fout, B, s->channels, H, H, s->patch);
 }
 
@@ -142,7 +151,6 @@ static void final_backward(Dit *d, int B)
   /* d(sc) starts here: the final layer's modulation is its first reader in backward */
   linear_back(be, d->dsc, 0.0f, dit_fp(d, g, DF_ADA_W), dit_fp(d, g, DF_ADA_B), d->dmod, d->sc,
               dit_fp(d, p, DF_ADA_W), B, C, 2 * C);
-  cohort_model_grad_ready(&d->base, d->final_offset, d->base.n_params - d->final_offset);
 }
 
 /* The embedders: d(sc) → d(c) → the timestep MLP and the label table; d(x0) → the patch
@@ -161,17 +169,25 @@ static void embedders_backward(Dit *d, int B)
               dit_hp(d, p, DT_T0_W), B, DIT_FREQ_DIM, C);
   linear_back(be, NULL, 0.0f, dit_hp(d, g, DT_X_W), dit_hp(d, g, DT_X_B), d->dres, d->tokens_in,
               dit_hp(d, p, DT_X_W), N, K, C);
-  cohort_model_grad_ready(&d->base, 0, d->blocks_offset);
 }
 
 void cohort_dit_net_backward(Dit *d, int B)
 {
+  CohortModel *m = &d->base;
+  int L = d->shape.n_layer;
+  cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
   final_backward(d, B);
-  for (int l = d->shape.n_layer - 1; l >= 0; l--) {
+  cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
+  cohort_model_grad_ready(m, d->final_offset, m->n_params - d->final_offset);
+  for (int l = L - 1; l >= 0; l--) {
     const float *x = l > 0 ? d->blocks[l - 1].x_out : d->x0;
+    cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
     block_backward(d, l, x, B);
-    cohort_model_grad_ready(&d->base, d->blocks_offset + (size_t)l * d->block_numel,
-                            d->block_numel);
+    cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
+    cohort_model_grad_ready(m, d->blocks_offset + (size_t)l * d->block_numel, d->block_numel);
   }
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_BACKWARD);
   embedders_backward(d, B);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_BACKWARD);
+  cohort_model_grad_ready(m, 0, d->blocks_offset);
 }

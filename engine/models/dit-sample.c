@@ -134,6 +134,10 @@ gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
   g_autofree float *imgs = g_new(float, (size_t)n *C *S *S);
   cohort_dit_generate(m, labels, n, (guint64)cfg->seed ^ GRID_SEED_SALT, cfg->sample_steps,
                       cfg->cfg_scale, imgs);
+  if (req->compute_only) {
+    json_array_unref(shown);
+    return TRUE;
+  }
   int w, h;
   g_autofree guint8 *px = grid_pixels(imgs, n, GRID_COLS, C, S, &w, &h);
   g_autofree char *name = g_strdup_printf("step-%08" G_GINT64_FORMAT ".png", req->step);

@@ -215,31 +215,40 @@ static void fill_xavier(float *dst, size_t n, int fan_in, int fan_out, guint64 s
 /* The reference's initialize_weights: Xavier-uniform linears (the patch embedding viewed as
  * one), zero biases, N(0, 0.02) for the label table and the timestep MLP, and zeros for every
  * adaLN modulation and the final linear — adaLN-Zero: each block starts as the identity. */
-static void dit_init(CohortModel *m, guint64 seed)
+static void dit_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
+{
+  const CohortTensorInfo *t = &m->tensors[i];
+  guint64 s = cohort_rng_tensor_seed(seed, i);
+  memset(dst, 0, t->numel * sizeof(float));
+  if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
+      g_str_has_prefix(t->name, "final_layer.linear"))
+    return; /* zeros */
+  if (g_str_has_prefix(t->name, "t_embedder") || g_str_has_prefix(t->name, "y_embedder")) {
+    fill_normal(dst, t->numel, 0.02, s);
+  } else {
+    int fan_out = t->shape[0];
+    int fan_in = (int)(t->numel / (size_t)fan_out);
+    fill_xavier(dst, t->numel, fan_in, fan_out, s);
+  }
+}
+
+static void dit_init_buffers(CohortModel *m)
 {
   Dit *d = dit_of(m);
-  float *host = g_new0(float, m->n_params);
-  for (guint i = 0; i < m->n_tensors; i++) {
-    const CohortTensorInfo *t = &m->tensors[i];
-    float *dst = host + t->offset;
-    guint64 s = cohort_rng_tensor_seed(seed, i);
-    if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
-        g_str_has_prefix(t->name, "final_layer.linear"))
-      continue; /* zeros */
-    if (g_str_has_prefix(t->name, "t_embedder") || g_str_has_prefix(t->name, "y_embedder")) {
-      fill_normal(dst, t->numel, 0.02, s);
-    } else {
-      int fan_out = t->shape[0];
-      int fan_in = (int)(t->numel / (size_t)fan_out);
-      fill_xavier(dst, t->numel, fan_in, fan_out, s);
-    }
-  }
-  m->be->upload(m->params, host, m->n_params * sizeof(float));
-  g_free(host);
   float *pos = g_new(float, m->n_buffer_floats);
   pos_embed_2d(pos, d->shape.image_size / d->shape.patch, d->shape.hidden);
   cohort_model_upload_buffers(m, pos);
   g_free(pos);
+}
+
+static void dit_init(CohortModel *m, guint64 seed)
+{
+  float *host = g_new0(float, m->n_params);
+  for (guint i = 0; i < m->n_tensors; i++)
+    dit_init_tensor(m, seed, i, host + m->tensors[i].offset);
+  m->be->upload(m->params, host, m->n_params * sizeof(float));
+  g_free(host);
+  dit_init_buffers(m);
 }
 
 static void dit_finalize(CohortModel *m)
@@ -279,6 +288,8 @@ static const CohortModelOps dit_ops = {
     .forward = cohort_dit_forward_batch,
     .backward = cohort_dit_backward,
     .init_weights = dit_init,
+    .init_tensor = dit_init_tensor,
+    .init_buffers = dit_init_buffers,
     .eval_batch = cohort_dit_eval_batch,
     .sample = cohort_dit_sample,
     .flops_per_example = dit_flops_per_example,
@@ -314,6 +325,49 @@ static gint64 dit_count_params(const CohortConfig *cfg)
   gint64 block = 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C + 6 * C * C + 6 * C;
   gint64 final = K * C + K + 2 * C * C + 2 * C;
   return head + cfg->n_layer * block + final;
+}
+
+static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
+    return 0;
+  Dit probe = {.shape = {.n_layer = cfg->n_layer,
+                         .n_head = cfg->n_head,
+                         .hidden = cfg->n_embd,
+                         .image_size = cfg->image_size,
+                         .channels = cfg->image_channels,
+                         .patch = cfg->patch_size,
+                         .num_classes = cfg->num_classes}};
+  probe.base.max_batch = max_batch;
+  int grid = cfg->image_size / cfg->patch_size;
+  probe.T = grid * grid;
+  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
+  probe.blocks = g_new0(DitBlockActs, MAX(cfg->n_layer, 1));
+  size_t bytes = layout_acts(&probe, NULL);
+  g_free(probe.blocks);
+  return bytes;
+}
+
+static CohortTensorInfo *dit_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                         size_t *n_floats)
+{
+  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
+    return NULL;
+  Dit probe = {.shape = {.n_layer = cfg->n_layer,
+                         .n_head = cfg->n_head,
+                         .hidden = cfg->n_embd,
+                         .image_size = cfg->image_size,
+                         .channels = cfg->image_channels,
+                         .patch = cfg->patch_size,
+                         .num_classes = MAX(cfg->num_classes, 1)}};
+  int grid = cfg->image_size / cfg->patch_size;
+  probe.T = grid * grid;
+  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
+  build_tables(&probe);
+  cohort_tensor_table_free(probe.base.buffers, probe.base.n_buffers);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  return probe.base.tensors;
 }
 
 static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -387,6 +441,8 @@ const CohortModelClass cohort_dit_class = {
     .n_formats = G_N_ELEMENTS(dit_formats),
     .check_config = dit_check_config,
     .count_params = dit_count_params,
+    .act_bytes = dit_act_bytes,
+    .param_table = dit_param_table,
     .create = dit_create,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,

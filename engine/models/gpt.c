@@ -370,26 +370,32 @@ static void fill_normal(float *dst, size_t n, double stddev, guint64 seed)
   }
 }
 
-void cohort_gpt_init_weights(CohortGpt *m, guint64 seed)
+/* GPT-2's initialisation of tensor i: N(0, 0.02) matrices (the residual projections scaled by
+ * 1/sqrt(2 n_layer)), LayerNorm weights 1, biases 0. */
+static void gpt_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 {
   Gpt *gpt = gpt_of(m);
   const double std = 0.02;
   const double proj_std = 0.02 / sqrt(2.0 * gpt->shape.n_layer);
-  size_t n = gpt->base.n_params;
-  float *host = g_new0(float, n);
-  for (guint i = 0; i < gpt->base.n_tensors; i++) {
-    const CohortTensorInfo *t = &gpt->base.tensors[i];
-    float *dst = host + t->offset;
-    if (t->ndim == 2) {
-      gboolean proj = g_str_has_suffix(t->name, "c_proj.weight");
-      fill_normal(dst, t->numel, proj ? proj_std : std, cohort_rng_tensor_seed(seed, i));
-    } else if (g_str_has_suffix(t->name, "ln_1.weight") ||
-               g_str_has_suffix(t->name, "ln_2.weight") || strcmp(t->name, "ln_f.weight") == 0) {
-      for (size_t k = 0; k < t->numel; k++)
-        dst[k] = 1.0f;
-    }
+  const CohortTensorInfo *t = &m->tensors[i];
+  memset(dst, 0, t->numel * sizeof(float));
+  if (t->ndim == 2) {
+    gboolean proj = g_str_has_suffix(t->name, "c_proj.weight");
+    fill_normal(dst, t->numel, proj ? proj_std : std, cohort_rng_tensor_seed(seed, i));
+  } else if (g_str_has_suffix(t->name, "ln_1.weight") || g_str_has_suffix(t->name, "ln_2.weight") ||
+             strcmp(t->name, "ln_f.weight") == 0) {
+    for (size_t k = 0; k < t->numel; k++)
+      dst[k] = 1.0f;
   }
-  gpt->base.be->upload(gpt->base.params, host, n * sizeof(float));
+}
+
+void cohort_gpt_init_weights(CohortGpt *m, guint64 seed)
+{
+  size_t n = m->n_params;
+  float *host = g_new0(float, n);
+  for (guint i = 0; i < m->n_tensors; i++)
+    gpt_init_tensor(m, seed, i, host + m->tensors[i].offset);
+  m->be->upload(m->params, host, n * sizeof(float));
   g_free(host);
 }
 
@@ -447,11 +453,16 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   int C = s->n_embd, V = s->vocab_size, NH = s->n_head, N = B * T;
   float *p = gpt->base.params;
   be->upload(gpt->tokens, inputs, n_tok * sizeof(int));
+  /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
+   * the embeddings (layer -1), the blocks, ln_f (layer n_layer), the tied head (-1 again). */
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
   be->embedding_forward(gpt->encoded, gpt->tokens, p, p + gpt->base.tensors[1].offset, B, T, C);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
 
   const float *res = gpt->encoded;
   for (int l = 0; l < s->n_layer; l++) {
     BlockActs *a = &gpt->blocks[l];
+    cohort_model_layer_begin(m, l, COHORT_LAYER_FORWARD);
     be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, bp(gpt, p, l, P_LN1_W),
                           bp(gpt, p, l, P_LN1_B), N, C, GPT_LN_EPS);
     linear_forward(be, a->qkv, a->ln1, bp(gpt, p, l, P_ATTN_W), bp(gpt, p, l, P_ATTN_B), N, C,
@@ -469,13 +480,18 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
     be->gemm(0, 0, N, C, 4 * C, 1.0f, a->fch_gelu, 4 * C, bp(gpt, p, l, P_FC_PROJ_W), C, 1.0f,
              a->res3, C);
     be->add_bias(a->res3, bp(gpt, p, l, P_FC_PROJ_B), N, C);
+    cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
     res = a->res3;
   }
   const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
+  cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
   be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res, p + lnf_w->offset,
                         p + lnf_w->offset + C, N, C, GPT_LN_EPS);
+  cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* tied head: logits = lnf @ wte^T */
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
   be->gemm(0, 1, N, V, C, 1.0f, gpt->lnf, C, p, C, 0.0f, gpt->logits, V);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
 
   gpt->last_B = B;
   gpt->last_T = T;
@@ -510,19 +526,24 @@ static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
   if (add)
     add(gpt->dlogits, gpt->logits, N, V, user_data);
   /* tied head: dlnf = dlogits @ wte, dwte += dlogits^T @ lnf */
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_BACKWARD);
   be->gemm(0, 0, N, C, V, 1.0f, gpt->dlogits, V, p, C, 0.0f, gpt->dln, C);
   be->gemm(1, 0, V, C, N, 1.0f, gpt->dlogits, V, gpt->lnf, C, 1.0f, g, C);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_BACKWARD);
 
   const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
   const float *last = L > 0 ? gpt->blocks[L - 1].res3 : gpt->encoded;
   be->zero(gpt->dres, (size_t)N * C * sizeof(float));
+  cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
   be->layernorm_backward(gpt->dres, g + lnf_w->offset, g + lnf_w->offset + C, gpt->dln, last,
                          p + lnf_w->offset, gpt->lnf_mean, gpt->lnf_rstd, N, C);
+  cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
   grad_ready(gpt, lnf_w->offset, 2 * (size_t)C);
 
   for (int l = L - 1; l >= 0; l--) {
     BlockActs *a = &gpt->blocks[l];
     const float *res = l > 0 ? gpt->blocks[l - 1].res3 : gpt->encoded;
+    cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
     /* MLP: res3 = res2 + gelu(ln2 @ Wfc + bfc) @ Wproj + bproj */
     linear_backward(be, gpt->dfch, bp(gpt, g, l, P_FC_PROJ_W), bp(gpt, g, l, P_FC_PROJ_B),
                     gpt->dres, a->fch_gelu, bp(gpt, p, l, P_FC_PROJ_W), N, 4 * C, C);
@@ -539,9 +560,12 @@ static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
                     a->ln1, bp(gpt, p, l, P_ATTN_W), N, C, 3 * C);
     be->layernorm_backward(gpt->dres, bp(gpt, g, l, P_LN1_W), bp(gpt, g, l, P_LN1_B), gpt->dln, res,
                            bp(gpt, p, l, P_LN1_W), a->ln1_mean, a->ln1_rstd, N, C);
+    cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
     grad_ready(gpt, gpt->block_offset0 + (size_t)l * gpt->block_numel, gpt->block_numel);
   }
+  cohort_model_layer_begin(m, -1, COHORT_LAYER_GRADS);
   be->embedding_backward(g, g + gpt->base.tensors[1].offset, gpt->dres, gpt->tokens, B, T, C);
+  cohort_model_layer_end(m, -1, COHORT_LAYER_GRADS);
   grad_ready(gpt, 0, gpt->block_offset0);
 }
 
@@ -583,6 +607,11 @@ static void gpt_backward(CohortModel *m, float grad_scale)
   cohort_gpt_backward(m, grad_scale);
 }
 
+static void gpt_init_buffers(CohortModel *m)
+{
+  (void)m; /* the GPT has none */
+}
+
 static void gpt_init(CohortModel *m, guint64 seed)
 {
   cohort_gpt_init_weights(m, seed);
@@ -606,6 +635,8 @@ static const CohortModelOps gpt_ops = {
     .forward = gpt_forward_batch,
     .backward = gpt_backward,
     .init_weights = gpt_init,
+    .init_tensor = gpt_init_tensor,
+    .init_buffers = gpt_init_buffers,
     .eval_batch = gpt_eval_batch,
     .sample = cohort_gpt_sample,
     .flops_per_example = gpt_flops_per_example,
@@ -620,6 +651,26 @@ static gint64 gpt_count_params(const CohortConfig *cfg)
   gint64 per_layer =
       2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
   return V * C + T * C + L * per_layer + 2 * C;
+}
+
+static size_t gpt_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  Gpt probe = {.shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size}};
+  probe.base.max_batch = max_batch;
+  probe.blocks = g_new0(BlockActs, MAX(cfg->n_layer, 1));
+  size_t bytes = layout_acts(&probe, NULL);
+  g_free(probe.blocks);
+  return bytes;
+}
+
+static CohortTensorInfo *gpt_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                         size_t *n_floats)
+{
+  Gpt probe = {.shape = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab_size}};
+  build_table(&probe);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  return probe.base.tensors;
 }
 
 static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -642,6 +693,8 @@ const CohortModelClass cohort_gpt_class = {
     .formats = gpt_formats,
     .n_formats = G_N_ELEMENTS(gpt_formats),
     .count_params = gpt_count_params,
+    .act_bytes = gpt_act_bytes,
+    .param_table = gpt_param_table,
     .create = gpt_create,
     .import_weights = gpt_import,
     .export_extra = cohort_gpt_write_hf_config,

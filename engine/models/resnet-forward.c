@@ -117,16 +117,25 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
   if (mode == COHORT_FORWARD_TRAIN) /* every num_batches_tracked += 1 */
     be->axpby(r->base.buffer_data + r->nbt_off, 1.0f, r->base.buffer_data + r->nbt_off, 1.0f,
               r->ones, (size_t)r->n_bn);
+  /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
+   * the stem (layer 0), block i (layer i + 1), the classifier (layer n_blocks + 1). */
+  CohortModel *m = &r->base;
+  cohort_model_layer_begin(m, 0, COHORT_LAYER_FORWARD);
   conv_bn_forward(r, &r->stem, r->img, r->stem_out, B, mode);
+  cohort_model_layer_end(m, 0, COHORT_LAYER_FORWARD);
   be->relu_forward(r->stem_out, r->stem_out, (size_t)B * s->c_out * s->h_out * s->h_out);
   const float *x = r->stem_out;
   for (int i = 0; i < r->n_blocks; i++) {
+    cohort_model_layer_begin(m, i + 1, COHORT_LAYER_FORWARD);
     block_forward(r, &r->blocks[i], x, B, mode);
+    cohort_model_layer_end(m, i + 1, COHORT_LAYER_FORWARD);
     x = r->blocks[i].out;
   }
   be->avgpool_global_forward(r->pooled, x, B, F, r->last_side * r->last_side);
+  cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
   be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
   be->add_bias(r->logits, p + r->fc_w_off + (size_t)K * F, B, K);
+  cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
 }
 
 /* r->da holds d(block output); on return r->da holds d(block input) (the buffers swap). */
@@ -160,19 +169,25 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   float *p = m->params, *g = m->grads;
   int K = r->shape.num_classes, F = r->feat, HW = r->last_side * r->last_side;
   /* the classifier: logits = pooled fc.weight^T + fc.bias */
+  cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_BACKWARD);
   be->gemm(1, 0, K, F, B, 1.0f, r->dlogits, K, r->pooled, F, 1.0f, g + r->fc_w_off, F);
   be->bias_backward(g + r->fc_w_off + (size_t)K * F, r->dlogits, B, K);
   be->gemm(0, 0, B, F, K, 1.0f, r->dlogits, K, p + r->fc_w_off, F, 0.0f, r->dpooled, F);
+  cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_BACKWARD);
   cohort_model_grad_ready(m, r->fc_w_off, m->n_params - r->fc_w_off);
   be->zero(r->da, (size_t)B * F * HW * sizeof(float));
   be->avgpool_global_backward(r->da, r->dpooled, B, F, HW);
   for (int i = r->n_blocks - 1; i >= 0; i--) {
     ResnetBlock *b = &r->blocks[i];
+    cohort_model_layer_begin(m, i + 1, COHORT_LAYER_BACKWARD);
     block_backward(r, b, i > 0 ? r->blocks[i - 1].out : r->stem_out, B);
+    cohort_model_layer_end(m, i + 1, COHORT_LAYER_BACKWARD);
     cohort_model_grad_ready(m, b->p_begin, b->p_end - b->p_begin);
   }
   const ResnetConvBn *s = &r->stem;
   be->relu_backward(r->da, r->stem_out, r->da, (size_t)B * s->c_out * s->h_out * s->h_out);
+  cohort_model_layer_begin(m, 0, COHORT_LAYER_BACKWARD);
   conv_bn_backward(r, &r->stem, r->img, r->da, NULL, B);
+  cohort_model_layer_end(m, 0, COHORT_LAYER_BACKWARD);
   cohort_model_grad_ready(m, 0, r->blocks[0].p_begin);
 }

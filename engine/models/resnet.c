@@ -222,30 +222,25 @@ static void fill_normal(float *dst, size_t n, double std, guint64 seed)
   }
 }
 
-/* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
- * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
- * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
- * running variance 1, no batches tracked. */
-static void resnet_init(CohortModel *m, guint64 seed)
+static void resnet_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 {
   Resnet *r = resnet_of(m);
-  float *host = g_new0(float, m->n_params);
-  for (guint i = 0; i < m->n_tensors; i++) {
-    const CohortTensorInfo *t = &m->tensors[i];
-    float *dst = host + t->offset;
-    guint64 s = cohort_rng_tensor_seed(seed, i);
-    if (g_str_has_prefix(t->name, "fc.")) {
-      cohort_rng_fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
-    } else if (t->ndim == 4) {
-      double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
-      fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
-    } else if (g_str_has_suffix(t->name, ".weight")) {
-      for (size_t k = 0; k < t->numel; k++)
-        dst[k] = 1.0f; /* BatchNorm's scale */
-    }
+  const CohortTensorInfo *t = &m->tensors[i];
+  guint64 s = cohort_rng_tensor_seed(seed, i);
+  memset(dst, 0, t->numel * sizeof(float));
+  if (g_str_has_prefix(t->name, "fc.")) {
+    cohort_rng_fill_uniform(dst, t->numel, 1.0 / sqrt((double)r->feat), s);
+  } else if (t->ndim == 4) {
+    double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
+    fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
+  } else if (g_str_has_suffix(t->name, ".weight")) {
+    for (size_t k = 0; k < t->numel; k++)
+      dst[k] = 1.0f; /* BatchNorm's scale */
   }
-  cohort_model_upload_params(m, host);
-  g_free(host);
+}
+
+static void resnet_init_buffers(CohortModel *m)
+{
   float *bufs = g_new0(float, m->n_buffer_floats);
   for (guint i = 0; i < m->n_buffers; i++)
     if (g_str_has_suffix(m->buffers[i].name, ".running_var"))
@@ -253,6 +248,20 @@ static void resnet_init(CohortModel *m, guint64 seed)
         bufs[m->buffers[i].offset + k] = 1.0f;
   cohort_model_upload_buffers(m, bufs);
   g_free(bufs);
+}
+
+/* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
+ * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
+ * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
+ * running variance 1, no batches tracked. */
+static void resnet_init(CohortModel *m, guint64 seed)
+{
+  float *host = g_new0(float, m->n_params);
+  for (guint i = 0; i < m->n_tensors; i++)
+    resnet_init_tensor(m, seed, i, host + m->tensors[i].offset);
+  cohort_model_upload_params(m, host);
+  g_free(host);
+  resnet_init_buffers(m);
 }
 
 static void free_sync_scratch(Resnet *r)
@@ -333,6 +342,8 @@ static const CohortModelOps resnet_ops = {
     .forward = cohort_resnet_forward_batch,
     .backward = cohort_resnet_backward,
     .init_weights = resnet_init,
+    .init_tensor = resnet_init_tensor,
+    .init_buffers = resnet_init_buffers,
     .eval_batch = cohort_resnet_eval_batch,
     .flops_per_example = resnet_flops_per_example,
     .finalize = resnet_finalize,
@@ -364,22 +375,61 @@ static CohortResnetShape shape_of(const CohortConfig *cfg)
   };
 }
 
+/* The tables of the model `cfg` describes, without memory, for count_params and act_bytes. */
+static void probe_new(Resnet *probe, const CohortConfig *cfg, int max_batch)
+{
+  *probe = (Resnet){.shape = shape_of(cfg)};
+  probe->shape.num_classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
+  probe->base.max_batch = max_batch;
+  build_tables(probe);
+}
+
+static void probe_clear(Resnet *probe)
+{
+  for (guint i = 0; i < probe->base.n_tensors; i++)
+    g_free((char *)probe->base.tensors[i].name);
+  for (guint i = 0; i < probe->base.n_buffers; i++)
+    g_free((char *)probe->base.buffers[i].name);
+  g_free(probe->base.tensors);
+  g_free(probe->base.buffers);
+  g_free(probe->blocks);
+}
+
 static gint64 resnet_count_params(const CohortConfig *cfg)
 {
   if (!resnet_check_config(cfg, NULL, NULL))
     return 0;
-  Resnet probe = {.shape = shape_of(cfg)};
-  probe.shape.num_classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
-  build_tables(&probe);
+  Resnet probe;
+  probe_new(&probe, cfg, 1);
   gint64 n = (gint64)probe.base.n_params;
-  for (guint i = 0; i < probe.base.n_tensors; i++)
-    g_free((char *)probe.base.tensors[i].name);
-  for (guint i = 0; i < probe.base.n_buffers; i++)
-    g_free((char *)probe.base.buffers[i].name);
-  g_free(probe.base.tensors);
-  g_free(probe.base.buffers);
-  g_free(probe.blocks);
+  probe_clear(&probe);
   return n;
+}
+
+static size_t resnet_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  if (!resnet_check_config(cfg, NULL, NULL))
+    return 0;
+  Resnet probe;
+  probe_new(&probe, cfg, max_batch);
+  size_t bytes = layout_acts(&probe, NULL);
+  probe_clear(&probe);
+  return bytes;
+}
+
+static CohortTensorInfo *resnet_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                            size_t *n_floats)
+{
+  if (!resnet_check_config(cfg, NULL, NULL))
+    return NULL;
+  Resnet probe;
+  probe_new(&probe, cfg, 1);
+  CohortTensorInfo *t = g_steal_pointer(&probe.base.tensors);
+  *n_tensors = probe.base.n_tensors;
+  *n_floats = probe.base.n_params;
+  probe.base.n_tensors = 0;
+  probe_clear(&probe);
+  return t;
 }
 
 static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -438,6 +488,8 @@ const CohortModelClass cohort_resnet_class = {
     .n_formats = G_N_ELEMENTS(resnet_formats),
     .check_config = resnet_check_config,
     .count_params = resnet_count_params,
+    .act_bytes = resnet_act_bytes,
+    .param_table = resnet_param_table,
     .create = resnet_create,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,

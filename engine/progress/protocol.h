@@ -112,11 +112,16 @@
 #define COHORT_FIELD_MEM_BYTES        "mem_bytes"
 #define COHORT_FIELD_MEM_PEAK_BYTES   "mem_peak_bytes"
 #define COHORT_FIELD_OPTIM_BYTES      "optim_bytes"
-#define COHORT_FIELD_TEACHER_BYTES    "teacher_bytes"
-#define COHORT_FIELD_GPU_MEM_USED     "gpu_mem_used"
-#define COHORT_FIELD_GPU_MEM_PEAK     "gpu_mem_peak"
-#define COHORT_FIELD_GPU_UTIL         "gpu_util"
-#define COHORT_FIELD_SLOWEST          "slowest"
+/* `ranks` at ZeRO stages 2 and 3. */
+#define COHORT_FIELD_SHARD_BYTES         "shard_bytes"
+#define COHORT_FIELD_GATHERED_PEAK_BYTES "gathered_peak_bytes"
+#define COHORT_FIELD_GATHER_WAIT_S       "gather_wait_s"
+#define COHORT_FIELD_ZERO_ORDER          "zero_order"
+#define COHORT_FIELD_TEACHER_BYTES       "teacher_bytes"
+#define COHORT_FIELD_GPU_MEM_USED        "gpu_mem_used"
+#define COHORT_FIELD_GPU_MEM_PEAK        "gpu_mem_peak"
+#define COHORT_FIELD_GPU_UTIL            "gpu_util"
+#define COHORT_FIELD_SLOWEST             "slowest"
 
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"

@@ -8,6 +8,7 @@
 #include "engine/launch/launch-plan.h"
 #include "engine/model/model.h"
 #include "engine/model/data-source.h"
+#include "engine/train/memory-plan.h"
 #include "engine/train/trainer.h"
 #include "engine/models/registry.h"
 
@@ -90,6 +91,11 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   json_builder_add_int_value(b, steps_per_epoch);
   json_builder_set_member_name(b, "total_steps");
   json_builder_add_int_value(b, total_steps);
+  CohortMemoryPlan mem;
+  if (!cohort_memory_plan(cfg, world, plan->local_processes, &mem, error))
+    return NULL;
+  cohort_memory_plan_add_json(&mem, cohort_machine_memory_bytes(),
+                              cfg->device == COHORT_DEVICE_CUDA, b);
   json_builder_set_member_name(b, "first_indices");
   json_builder_begin_array(b);
   for (int rank = 0; rank < world; rank++) {

@@ -6,6 +6,7 @@
 
 #include "engine/progress/control.h"
 #include "engine/distributed/reducer.h"
+#include "engine/distributed/sharder.h"
 #include "engine/train/nvml.h"
 #include "kernels/backend.h"
 
@@ -16,6 +17,10 @@ typedef struct {
   double mem_bytes, mem_peak_bytes; /* resident now, and the most so far (VmHWM) */
   double teacher_bytes;             /* the distillation teacher's share, 0 without one */
   double optim_bytes;               /* this rank's optimizer state */
+  double shard_bytes;               /* ZeRO 2/3: its shards of gradients, EMA, parameters */
+  double gathered_peak_bytes;       /* ZeRO 3: the most parameter bytes gathered at once */
+  double gather_wait_s;             /* ZeRO 3: the layer hook's waits for gathers */
+  guint64 zero_order;               /* ZeRO 2/3: the digest of the collectives' order */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -33,7 +38,9 @@ struct CohortTrainDist {
   double timeout_s;
   CohortReducePrecision reduce_precision;
   CohortReducer *reducer;
-  GError *reducer_error; /* the reducer could not be set up: every synced backward fails */
+  CohortSharder *sharder; /* ZeRO stages 2 and 3: in the reducer's place */
+  gboolean new_step;      /* the next backward is a step's first */
+  GError *reducer_error;  /* the reducer could not be set up: every synced backward fails */
   gboolean sync_bn, broadcast_buffers;
   CohortModelComm model_comm; /* SyncBatchNorm's collectives, when the model has them */
   gboolean model_comm_set;
@@ -46,7 +53,7 @@ struct CohortTrainDist {
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
   guint64 gpu_mem_peak;  /* the most NVML showed at any report */
   size_t teacher_bytes;
-  size_t optim_bytes;
+  size_t optim_bytes, shard_bytes;
   int steps_since_report;
 };
 
@@ -199,7 +206,8 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
   if (d->syncbn_error)
     return FALSE; /* the communicator is broken: do not wait for it again */
   gint64 t0 = g_get_monotonic_time();
-  gboolean ok = cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
+  gboolean ok = d->sharder ? cohort_sharder_run(d->sharder, sync_job, j, &d->syncbn_error)
+                           : cohort_reducer_run(d->reducer, sync_job, j, &d->syncbn_error);
   d->syncbn_us += g_get_monotonic_time() - t0;
   return ok;
 }
@@ -207,6 +215,7 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
 static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
 {
   SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
+  /* ZeRO stages 2 and 3: behind the sharder's reduce-scatters and gathers instead. */
   return run_sync(data, &j);
 }
 
@@ -236,9 +245,29 @@ static void attach_model_comm(CohortTrainDist *d, CohortModel *m)
   d->model_comm_set = TRUE;
 }
 
-void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
+void cohort_train_dist_attach_sharder(CohortTrainDist *d, CohortModel *m, CohortSharder *sharder,
+                                      int stage, size_t shard_bytes)
 {
   if (!d->comm)
+    return;
+  d->sharder = sharder;
+  d->shard_bytes = shard_bytes;
+  cohort_sharder_set_precision(sharder, d->reduce_precision);
+  cohort_model_set_grad_ready_func(m, cohort_sharder_grad_ready, sharder);
+  if (stage == 3)
+    cohort_model_set_layer_hook(m, cohort_sharder_layer_hook, sharder);
+  if (d->sync_bn)
+    attach_model_comm(d, m);
+}
+
+void cohort_train_dist_start_step(CohortTrainDist *d)
+{
+  d->new_step = TRUE;
+}
+
+void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
+{
+  if (!d->comm || d->sharder)
     return;
   if (bucket_cap_mb <= 0)
     bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
@@ -258,20 +287,26 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
 {
-  if (d->reducer)
+  if (d->sharder) {
+    /* Every micro-step reduces (no no_sync): the first of a step replaces the shard's sums. */
+    cohort_sharder_prepare(d->sharder, !d->new_step);
+    d->new_step = FALSE;
+  } else if (d->reducer) {
     cohort_reducer_prepare(d->reducer, sync);
+  }
 }
 
 gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error)
 {
-  if (!d->reducer)
+  if (!d->reducer && !d->sharder)
     return TRUE;
   if (d->reducer_error) {
     g_propagate_error(error, g_error_copy(d->reducer_error));
     return FALSE;
   }
   gint64 wait_us = 0;
-  gboolean ok = cohort_reducer_finish(d->reducer, &wait_us, error);
+  gboolean ok = d->sharder ? cohort_sharder_finish(d->sharder, &wait_us, error)
+                           : cohort_reducer_finish(d->reducer, &wait_us, error);
   d->comm_us += wait_us;
   d->reduce_wait_us += wait_us;
   if (ok && d->syncbn_error) {
@@ -433,13 +468,21 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .step_s = (double)d->step_us / 1e6 / k,
       .data_s = (double)d->data_us / 1e6 / k,
       .comm_s = (double)d->comm_us / 1e6 / k,
-      .reduce_s = d->reducer ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k : 0,
+      .reduce_s = d->reducer   ? (double)cohort_reducer_take_busy_us(d->reducer) / 1e6 / k
+                  : d->sharder ? (double)cohort_sharder_take_busy_us(d->sharder) / 1e6 / k
+                               : 0,
       .reduce_wait_s = (double)d->reduce_wait_us / 1e6 / k,
       .syncbn_s = (double)d->syncbn_us / 1e6 / k,
       .mem_bytes = resident_bytes(),
       .mem_peak_bytes = peak_resident_bytes(),
       .teacher_bytes = (double)d->teacher_bytes,
       .optim_bytes = (double)d->optim_bytes,
+      .shard_bytes = (double)d->shard_bytes,
+      .gathered_peak_bytes =
+          d->sharder ? (double)cohort_sharder_gathered_peak_bytes(d->sharder) : 0,
+      .gather_wait_s =
+          d->sharder ? (double)cohort_sharder_take_gather_wait_us(d->sharder) / 1e6 / k : 0,
+      .zero_order = d->sharder ? cohort_sharder_order(d->sharder) : 0,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -456,6 +499,17 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
+  /* ZeRO stages 2 and 3 must queue the same collectives in the same order on every rank:
+   * any rank that did not stops all of them here, together. */
+  for (int r = 1; d->sharder && r < d->world_size; r++)
+    if (all[r].zero_order != all[0].zero_order) {
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                  "ZeRO: rank %d queued its gathers and reduce-scatters in another order than "
+                  "rank 0 (digests %016" G_GINT64_MODIFIER "x and %016" G_GINT64_MODIFIER
+                  "x); the model's layer hooks must come in the same order on every rank",
+                  r, all[r].zero_order, all[0].zero_order);
+      return FALSE;
+    }
   if (d->rank != 0)
     return TRUE;
   JsonObject *f = json_object_new();
@@ -481,6 +535,14 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     if (all[r].mem_peak_bytes > 0)
       json_object_set_int_member(o, COHORT_FIELD_MEM_PEAK_BYTES, (gint64)all[r].mem_peak_bytes);
     json_object_set_int_member(o, COHORT_FIELD_OPTIM_BYTES, (gint64)all[r].optim_bytes);
+    if (d->sharder) {
+      json_object_set_int_member(o, COHORT_FIELD_SHARD_BYTES, (gint64)all[r].shard_bytes);
+      json_object_set_int_member(o, COHORT_FIELD_GATHERED_PEAK_BYTES,
+                                 (gint64)all[r].gathered_peak_bytes);
+      json_object_set_double_member(o, COHORT_FIELD_GATHER_WAIT_S, all[r].gather_wait_s);
+      g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", all[r].zero_order);
+      json_object_set_string_member(o, COHORT_FIELD_ZERO_ORDER, order);
+    }
     if (all[r].teacher_bytes > 0)
       json_object_set_int_member(o, COHORT_FIELD_TEACHER_BYTES, (gint64)all[r].teacher_bytes);
     if (all[r].gpu_mem_used >= 0) {

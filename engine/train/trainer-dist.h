@@ -11,6 +11,7 @@
 G_BEGIN_DECLS
 
 #include "engine/distributed/comm.h"
+#include "engine/distributed/sharder.h"
 #include "engine/train/device.h"
 typedef struct CohortTrainDist CohortTrainDist;
 
@@ -36,8 +37,19 @@ void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice 
  * `syncbn_s` of the ranks event; a failure among them makes end_backward fail. */
 void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *model, double bucket_cap_mb);
 
-/* Around each micro-step's backward: `sync` FALSE means no communication (no_sync). After
- * end_backward with sync, the gradient buffer holds the average over ranks. */
+/* ZeRO stages 2 and 3: `sharder` takes the DDP reducer's place (attach then makes none): its
+ * grad-ready hook, at stage 3 its layer hook, and SyncBatchNorm's collectives go through its
+ * queue. shard_bytes (the rank's shard buffers) goes into the ranks event, with the gather
+ * figures. Before attach. */
+void cohort_train_dist_attach_sharder(CohortTrainDist *d, CohortModel *model,
+                                      CohortSharder *sharder, int stage, size_t shard_bytes);
+/* Before the first micro-step of an optimizer step (ZeRO stages 2 and 3 then start the
+ * reduced gradients afresh). */
+void cohort_train_dist_start_step(CohortTrainDist *d);
+
+/* Around each micro-step's backward: `sync` FALSE means no communication (no_sync; ZeRO stages
+ * 2 and 3 reduce every micro-step all the same). After end_backward with sync, the gradient
+ * buffer holds the average over ranks (stages 2 and 3: the gradient shard). */
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync);
 gboolean cohort_train_dist_end_backward(CohortTrainDist *d, GError **error);
 

@@ -10,10 +10,14 @@
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
 
-static void swap_in_ema(CohortRankRun *r, gboolean in)
+/* EMA weights in place of the parameters for evaluation and samples, and back. With a ZeRO
+ * shard a collective; it can then fail. */
+static gboolean swap_in_ema(CohortRankRun *r, gboolean in, GError **error)
 {
+  if (r->shard)
+    return cohort_shard_swap_ema(r->shard, in, error);
   if (!r->ema)
-    return;
+    return TRUE;
   size_t bytes = r->model->n_params * sizeof(float);
   float *params = r->model->params;
   if (in) {
@@ -22,6 +26,12 @@ static void swap_in_ema(CohortRankRun *r, gboolean in)
   } else {
     r->be->copy(params, r->backup, bytes);
   }
+  return TRUE;
+}
+
+static gboolean has_ema(const CohortRankRun *r)
+{
+  return r->ema || (r->shard && cohort_shard_ema(r->shard));
 }
 
 /* The EMA weights in host memory (checkpoints and export): the buffer itself on the CPU. */
@@ -44,22 +54,25 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GEr
   g_autofree double *sums = g_new0(double, m->n_sums);
   /* Every rank evaluates with rank 0's running statistics, as a DDP module's forward would
    * broadcast them first. */
-  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
+  if (!cohort_train_dist_broadcast_buffers(r->dist, m, error) || !swap_in_ema(r, TRUE, error))
     return FALSE;
-  swap_in_ema(r, TRUE);
   r->batch->B = r->B;
   r->batch->epoch = -1;
+  /* A data error stops this rank only after every rank has made the same collectives (ZeRO-3's
+   * gathers, the EMA swap): the batches are evaluated all the same, the error reported after. */
+  GError *load_error = NULL;
   for (int s = 0; s < r->cfg->eval_steps; s++) {
-    for (int b = 0; b < r->B; b++) {
+    for (int b = 0; b < r->B && !load_error; b++) {
       gint64 g = ((gint64)s * r->B + b) * world + rank;
-      if (!cohort_data_source_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), error)) {
-        swap_in_ema(r, FALSE);
-        return FALSE;
-      }
+      cohort_data_source_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), &load_error);
     }
     m->ops->eval_batch(m, r->batch, sums);
   }
-  swap_in_ema(r, FALSE);
+  gboolean released = !r->shard || cohort_shard_release(r->shard, load_error ? NULL : &load_error);
+  if (!swap_in_ema(r, FALSE, load_error ? NULL : &load_error) || !released || load_error) {
+    g_propagate_error(error, load_error);
+    return FALSE;
+  }
   if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
     return FALSE;
   cohort_model_metric_values(m, sums, values);
@@ -87,10 +100,10 @@ gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
   json_object_set_int_member(f, COHORT_FIELD_VAL_SAMPLES, examples);
   if (r->tokens_per_example > 0)
     json_object_set_int_member(f, COHORT_FIELD_VAL_TOKENS, examples * r->tokens_per_example);
-  json_object_set_boolean_member(f, COHORT_FIELD_EMA, r->ema != NULL);
+  json_object_set_boolean_member(f, COHORT_FIELD_EMA, has_ema(r));
   cohort_progress_emit(r->progress, COHORT_EVENT_EVAL, f);
   cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "step %" G_GINT64_FORMAT ": %s%s", r->st.step,
-                      text->str, r->ema ? " (EMA weights)" : "");
+                      text->str, has_ema(r) ? " (EMA weights)" : "");
   return TRUE;
 }
 
@@ -106,13 +119,19 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
       .workspace = r->cfg->workspace_dir,
       .rng = &r->st.sample_rng,
       .class_names = cohort_data_source_class_names(r->train),
+      .compute_only = r->opts->rank != 0,
   };
-  swap_in_ema(r, TRUE);
-  gboolean ok = r->model->ops->sample(r->model, &req, f, error);
-  swap_in_ema(r, FALSE);
-  if (!ok) {
+  if (!swap_in_ema(r, TRUE, error)) {
     json_object_unref(f);
     return FALSE;
+  }
+  gboolean ok = r->model->ops->sample(r->model, &req, f, error);
+  /* ZeRO-3's gathers and the swap back are collectives: made whatever the sample gave. */
+  gboolean released = !r->shard || cohort_shard_release(r->shard, ok ? error : NULL);
+  gboolean back = swap_in_ema(r, FALSE, ok && released ? error : NULL);
+  if (!ok || !released || !back || r->opts->rank != 0) {
+    json_object_unref(f);
+    return ok && released && back;
   }
   if (r->answering_request)
     json_object_set_boolean_member(f, COHORT_FIELD_REQUESTED, TRUE);
@@ -153,14 +172,21 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   g_autoptr(CohortOptimizer) full = NULL;
-  if (!gather_optimizer(r, &full, error))
-    return FALSE;
-  if (r->opts->rank == 0) {
-    /* The config as the model was built (num_classes from the data), so the checkpoint alone
-     * rebuilds it (cohort-train --sample). */
-    if (!cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model, full ? full : r->opt,
-                                ema_on_host(r), &r->st, r->cfg->keep_last, &dir, error))
+  if (r->shard) {
+    /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
+    if (!cohort_rank_run_save_sharded(r, &dir, error))
       return FALSE;
+  } else if (!gather_optimizer(r, &full, error)) {
+    return FALSE;
+  } else if (r->opts->rank == 0 &&
+             /* The config as the model was built (num_classes from the data), so the
+              * checkpoint alone rebuilds it (cohort-train --sample). */
+             !cohort_checkpoint_save(r->cfg->workspace_dir, r->model_cfg, r->model,
+                                     full ? full : r->opt, ema_on_host(r), &r->st,
+                                     r->cfg->keep_last, &dir, error)) {
+    return FALSE;
+  }
+  if (r->opts->rank == 0) {
     JsonObject *f = json_object_new();
     json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
     json_object_set_string_member(f, COHORT_FIELD_PATH, dir);
@@ -207,8 +233,19 @@ gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **er
   g_hash_table_insert(meta, "cohort.step", step);
   g_hash_table_insert(meta, "cohort.run_id", r->st.run_id);
   g_hash_table_insert(meta, "cohort.model", cfg->model);
-  if (!cohort_model_save(r->model, NULL, path, meta, error))
+  if (r->shard) {
+    /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
+    g_autofree char *ema_path =
+        cohort_shard_ema(r->shard)
+            ? g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL)
+            : NULL;
+    if (!cohort_rank_run_export_sharded(r, path, ema_path, meta, error))
+      return FALSE;
+    if (r->opts->rank != 0)
+      return TRUE;
+  } else if (!cohort_model_save(r->model, NULL, path, meta, error)) {
     return FALSE;
+  }
   if (r->ema) {
     g_autofree char *ema_path = g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL);
     if (!cohort_model_save(r->model, ema_on_host(r), ema_path, meta, error))

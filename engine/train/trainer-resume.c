@@ -61,6 +61,12 @@ static gboolean same_shape(const CohortConfig *saved, const CohortConfig *cfg, c
   return TRUE;
 }
 
+gboolean cohort_rank_run_check_saved(CohortRankRun *r, const CohortConfig *saved, const char *ckpt,
+                                     GError **error)
+{
+  return same_shape(saved, r->cfg, ckpt, error) && same_teacher(r, ckpt, error);
+}
+
 /* What a run starts from; rank 0 decides, everyone follows. */
 typedef enum { START_FRESH, START_RESUME, START_REFUSED } StartKind;
 
@@ -266,10 +272,30 @@ static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)
   return TRUE;
 }
 
+/* ZeRO stage 3 without init_from or teacher layers: every rank computes the initial weights
+ * of its pieces, one layer at a time (they are a function of the seed: no broadcast). */
+static gboolean start_fresh_sharded(CohortRankRun *r, GError **error)
+{
+  cohort_shard_init_weights(r->shard, (guint64)r->cfg->seed);
+  if (r->model->n_buffer_floats > 0 &&
+      !cohort_train_dist_broadcast_params(r->dist, r->model->buffer_data, r->model->n_buffer_floats,
+                                          error))
+    return FALSE;
+  cohort_shard_ema_from_params(r->shard);
+  cohort_run_id_new(r->st.run_id);
+  return cohort_train_dist_broadcast_host(r->dist, r->st.run_id, sizeof r->st.run_id, error);
+}
+
 static gboolean start_fresh(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
-  if (cfg->init_from && *cfg->init_from) {
+  gboolean from_teacher = cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
+  gboolean imported = cfg->init_from && *cfg->init_from;
+  if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher)
+    return start_fresh_sharded(r, error);
+  /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
+   * start only), and each rank keeps its pieces after the broadcast. */
+  if (imported) {
     g_autofree char *init_path = cohort_resolve_path(cfg->init_from);
     if (!cohort_model_import(r->model, init_path, error) ||
         !cohort_model_check_finite(r->model, init_path, error))
@@ -277,13 +303,17 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   } else {
     r->model->ops->init_weights(r->model, (guint64)cfg->seed);
   }
-  if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS &&
+  if (from_teacher &&
       !cohort_distill_copy_teacher_layers(r->model, r->model_cfg->n_layer, r->teacher->model,
                                           r->teacher->cfg->n_layer, error))
     return FALSE;
   /* Every rank starts from rank 0's weights (and buffers), as DDP's constructor does. */
   if (!cohort_train_dist_broadcast_params(r->dist, r->model->params, r->model->n_params, error))
     return FALSE;
+  if (r->shard) {
+    cohort_shard_take_params(r->shard);
+    cohort_shard_ema_from_params(r->shard);
+  }
   if (r->model->n_buffer_floats > 0 &&
       !cohort_train_dist_broadcast_params(r->dist, r->model->buffer_data, r->model->n_buffer_floats,
                                           error))
@@ -336,6 +366,16 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
   }
   if (kind == START_FRESH)
     return start_fresh(r, error);
+  /* ZeRO stages 2 and 3: rank 0 checks the checkpoint, every rank reads its own pieces. */
+  if (r->shard) {
+    if (!cohort_rank_run_resume_sharded(r, ckpt, keep_scale, error) ||
+        !map_position(r, ckpt, error) ||
+        !(cohort_shard_stage(r->shard) == 3 ? cohort_shard_check_finite(r->shard, ckpt, error)
+                                            : cohort_model_check_finite(r->model, ckpt, error)))
+      return FALSE;
+    *resumed_from = g_steal_pointer(&ckpt);
+    return TRUE;
+  }
   /* Rank 0 loads and reports whether it could; then everyone takes its state. With ZeRO
    * stage 1 rank 0 reads the whole optimizer state into host memory first. */
   g_autoptr(CohortOptimizer) full = NULL;

@@ -13,6 +13,7 @@
 #include "engine/model/data-source.h"
 #include "engine/train/teacher.h"
 #include "engine/train/trainer-dist.h"
+#include "engine/train/trainer-shard.h"
 #include "engine/train/trainer-zero.h"
 #include "engine/train/trainer.h"
 
@@ -28,11 +29,13 @@ typedef struct {
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
   CohortDistill *distill; /* the student's loss against the teacher; NULL without */
-  CohortOptimizer *opt;   /* with ZeRO stage 1, this rank's shard of the state */
+  CohortOptimizer *opt;   /* with ZeRO stages 1 to 3, this rank's shard of the state */
   CohortZero *zero;       /* zero_stage 1 with more than one rank; NULL otherwise */
+  CohortShard *shard;     /* zero_stage 2 or 3 with more than one rank; NULL otherwise */
   CohortComputeDevice dev;
   const CohortBackend *be; /* dev.be: where parameters, gradients, moments and EMA live */
-  float *ema;              /* backend memory; NULL when ema_decay == 0 */
+  float *ema;              /* backend memory; NULL when ema_decay == 0 or with a shard (whose
+                              EMA weights are sharded too) */
   float *backup;           /* scratch for swapping EMA weights in for eval/samples */
   float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
   CohortTrainDist *dist;
@@ -82,6 +85,21 @@ gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64
                                           gint64 *waited_us, GError **error);
 /* Examples one optimizer step consumes across all ranks. */
 gint64 cohort_rank_run_global_batch(const CohortRankRun *r);
+
+/* trainer-resume.c: whether a checkpoint's saved config and teacher let this run resume it
+ * (the model shape, the teacher's digest). */
+gboolean cohort_rank_run_check_saved(CohortRankRun *r, const CohortConfig *saved, const char *ckpt,
+                                     GError **error);
+
+/* trainer-shard-io.c, ZeRO stages 2 and 3 (r->shard), collectives: a checkpoint written by
+ * every rank (*dir: the folder, on rank 0); a resume where every rank reads its own pieces of
+ * `ckpt` after rank 0 checked it (*keep_scale as in cohort_rank_run_resume_or_start); the
+ * export of model.safetensors (and the EMA weights' file when ema_path is given). */
+gboolean cohort_rank_run_save_sharded(CohortRankRun *r, char **dir, GError **error);
+gboolean cohort_rank_run_resume_sharded(CohortRankRun *r, const char *ckpt, gboolean *keep_scale,
+                                        GError **error);
+gboolean cohort_rank_run_export_sharded(CohortRankRun *r, const char *path, const char *ema_path,
+                                        GHashTable *meta, GError **error);
 
 /* trainer-output.c */
 gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error);

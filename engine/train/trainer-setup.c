@@ -140,17 +140,38 @@ static gboolean resolve_from_data(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
-/* The whole optimizer state, or with ZeRO stage 1 over several ranks this rank's shard. */
+/* The ZeRO stage this rank runs: the config's, or 0 with one process (nothing to shard). */
+static int run_stage(const CohortRankRun *r)
+{
+  return r->opts->world_size < 2 || !r->opts->comm ? 0 : r->cfg->zero_stage;
+}
+
+/* The whole optimizer state, or with ZeRO stages 1 to 3 over several ranks this rank's
+ * shard. */
 static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
 {
   const CohortConfig *cfg = r->cfg;
   if (cfg->zero_stage == 0)
     return cohort_optimizer_new_for(cfg, r->be, n);
-  if (r->opts->world_size < 2 || !r->opts->comm) {
+  if (run_stage(r) == 0) {
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
-                        "zero_stage 1 with one process: there is nothing to shard the optimizer "
-                        "state across, so it trains as stage 0");
+                        "zero_stage %d with one process: there is nothing to shard across, so "
+                        "it trains as stage 0",
+                        cfg->zero_stage);
     return cohort_optimizer_new_for(cfg, r->be, n);
+  }
+  if (r->shard) {
+    guint n_ranges = 0;
+    g_autofree CohortParamRange *ranges = cohort_shard_ranges(r->shard, &n_ranges);
+    const CohortShardPlan *p = cohort_shard_plan(r->shard);
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                        "ZeRO stage %d: each of the %d ranks keeps %zu of the %zu parameters' "
+                        "gradients, optimizer state%s%s (%u layers, each split among the ranks)",
+                        cohort_shard_stage(r->shard), p->world, p->shard_floats, n,
+                        cfg->ema_decay > 0 ? ", EMA weights" : "",
+                        cohort_shard_stage(r->shard) == 3 ? " and the parameters themselves" : "",
+                        p->n_units);
+    return cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
   }
   r->zero = cohort_zero_new(r->opts->comm, &r->dev, n);
   CohortParamRange ranges[2];
@@ -171,8 +192,26 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   const CohortConfig *cfg = r->cfg;
   if (!resolve_from_data(r, error))
     return FALSE;
+  /* ZeRO stages 2 and 3: the gradients (and at stage 3 the parameters) are reserved address
+   * ranges that hold only the layers in flight. */
+  int stage = run_stage(r) >= 2 ? run_stage(r) : 0;
+  if (stage >= 2 && !r->be->reserve) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+                "%s: key \"zero_stage\": %d runs on CPU ranks only in this version: it keeps "
+                "gradients (and at stage 3 parameters) in address space that holds memory one "
+                "layer at a time, which the %s backend cannot reserve yet; allowed on %s ranks: "
+                "zero_stage 0 or 1",
+                r->opts->config_source ? r->opts->config_source : "config", stage, r->be->name,
+                r->be->name);
+    return FALSE;
+  }
+  cohort_model_set_creating_sharded(stage);
   r->model = cohort_model_new(r->be, r->model_cfg, r->B, error);
+  cohort_model_set_creating_sharded(0);
   if (!r->model)
+    return FALSE;
+  if (stage >= 2 &&
+      !(r->shard = cohort_shard_new(r->opts->comm, r->model, stage, cfg->ema_decay > 0, error)))
     return FALSE;
   size_t n = r->model->n_params;
   r->opt = new_optimizer(r, n);
@@ -186,7 +225,7 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   r->batch = cohort_data_source_batch_new(r->train, r->B);
   r->tokens_per_example = r->batch->T;
   r->metrics = g_new0(double, MAX(r->model->n_metrics, 1));
-  if (cfg->ema_decay > 0) {
+  if (cfg->ema_decay > 0 && !r->shard) {
     r->ema = r->be->alloc(n * sizeof(float));
     r->backup = r->be->alloc(n * sizeof(float));
     if (!r->ema || !r->backup) {
@@ -300,6 +339,8 @@ void cohort_rank_run_free(CohortRankRun *r)
   g_clear_pointer(&r->val, cohort_data_source_free);
   g_clear_pointer(&r->distill, cohort_distill_free);
   g_clear_pointer(&r->teacher, cohort_teacher_free);
+  /* The shard's communication thread uses the model's buffers: it stops before they go. */
+  g_clear_pointer(&r->shard, cohort_shard_free);
   g_clear_pointer(&r->model, cohort_model_free);
   g_clear_pointer(&r->opt, cohort_optimizer_free);
   g_clear_pointer(&r->zero, cohort_zero_free);

@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "engine/train/memory-plan.h"
 #include "kernels/backend.h"
 
 int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
@@ -28,6 +29,18 @@ typedef struct {
   gboolean skipped;
 } StepResult;
 
+/* fp16: a run of clean steps doubles the loss scale (PyTorch's GradScaler). */
+static gboolean update_scale(CohortRankRun *r)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (cfg->precision == COHORT_PRECISION_FP16 &&
+      ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
+    r->st.loss_scale *= 2.0;
+    r->st.scale_good_steps = 0;
+  }
+  return TRUE;
+}
+
 /* fp16: the loss (so every gradient) was multiplied by the scale, which lifts small gradients
  * out of fp16's underflow; an inf or NaN gradient (an overflow) skips the update and halves
  * the scale, a run of clean steps doubles it (PyTorch's GradScaler). Every rank holds the same
@@ -46,6 +59,14 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   }
   /* The optimizer counts the updates it made, as torch.optim's state "step" does. */
   int t = (int)(r->st.step - r->st.skipped_steps) + 1;
+  if (r->shard) {
+    /* ZeRO stages 2 and 3: this rank's pieces, its EMA pieces, and at stage 2 the gather. */
+    gint64 t0 = g_get_monotonic_time();
+    if (!cohort_shard_step(r->shard, r->opt, cfg, res->lr, t, error))
+      return FALSE;
+    cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
+    return update_scale(r);
+  }
   cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
   /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
   if (r->zero) {
@@ -56,11 +77,7 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   }
   if (r->ema)
     cohort_ema_update_on(r->be, r->ema, m->params, m->n_params, cfg->ema_decay);
-  if (fp16 && ++r->st.scale_good_steps >= cfg->loss_scale_growth_interval) {
-    r->st.loss_scale *= 2.0;
-    r->st.scale_good_steps = 0;
-  }
-  return TRUE;
+  return update_scale(r);
 }
 
 /* The step's micro-batches, forward and backward, with the gradient reduction: the loss (a
@@ -130,6 +147,7 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   /* The loss, then the distillation parts: each a mean over micro-batches, summed over ranks. */
   double sums[1 + COHORT_DISTILL_N_PARTS] = {0};
   cohort_model_zero_grad(m);
+  cohort_train_dist_start_step(r->dist);
   /* DDP's broadcast_buffers: before the step's first forward only, since DDP skips it after a
    * no_sync forward (the other micro-steps). */
   if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
@@ -149,9 +167,15 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
     res->parts[k] = sums[1 + k] / r->opts->world_size;
 
-  if (fp16)
-    r->be->scale(m->grads, m->n_params, 1.0f / scale);
-  res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+  if (r->shard) {
+    /* ZeRO stages 2 and 3: the reduced gradients are this rank's shard; the norm is global. */
+    if (!cohort_shard_clip(r->shard, fp16 ? 1.0f / scale : 1.0f, cfg->grad_clip, &res->norm, error))
+      return FALSE;
+  } else {
+    if (fp16)
+      r->be->scale(m->grads, m->n_params, 1.0f / scale);
+    res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+  }
   /* A device fault first: its NaNs would otherwise read as divergence (or, in fp16, as an
    * overflow that skips the step and halves the scale). */
   if (!cohort_device_check(&r->dev, error))
@@ -183,6 +207,13 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   return TRUE;
 }
 
+/* Rank 0 makes samples; with ZeRO stages 2 and 3 every rank takes part (the layers of a
+ * sharded model are gathered by all, and the EMA swap is a collective), rank 0 writing. */
+static gboolean samples_here(const CohortRankRun *r)
+{
+  return r->opts->rank == 0 || r->shard != NULL;
+}
+
 static gboolean due(int every, gint64 step)
 {
   return every > 0 && step % every == 0;
@@ -198,7 +229,7 @@ static gboolean after_step(CohortRankRun *r, gint64 *last_saved, GError **error)
     return FALSE;
   if (due(cfg->eval_every, r->st.step) && !last && !cohort_rank_run_eval(r, error))
     return FALSE;
-  if (due(cfg->sample_every, r->st.step) && !last && r->opts->rank == 0 &&
+  if (due(cfg->sample_every, r->st.step) && !last && samples_here(r) &&
       !cohort_rank_run_sample(r, error))
     return FALSE;
   if (due(cfg->save_every, r->st.step) && !last) {
@@ -218,7 +249,7 @@ static gboolean answer_requests(CohortRankRun *r, gint64 *last_saved, GError **e
   r->answering_request = TRUE;
   if (r->pending_requests & COHORT_CONTROL_SAMPLE) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
-    ok = r->opts->rank != 0 || cohort_rank_run_sample(r, error);
+    ok = !samples_here(r) || cohort_rank_run_sample(r, error);
   }
   if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
@@ -279,12 +310,13 @@ static gboolean finish(CohortRankRun *r, gboolean stopped, gint64 last_saved, ch
   if (!stopped) {
     if (!cohort_rank_run_eval(r, error))
       return FALSE;
-    if (r->cfg->sample_every > 0 && r->opts->rank == 0 && !cohort_rank_run_sample(r, error))
+    if (r->cfg->sample_every > 0 && samples_here(r) && !cohort_rank_run_sample(r, error))
       return FALSE;
   }
   if (r->st.step != last_saved && r->st.step > 0 && !cohort_rank_run_save_checkpoint(r, error))
     return FALSE;
-  if (r->opts->rank == 0 && !stopped && !cohort_rank_run_export(r, model_path, error))
+  /* With ZeRO stages 2 and 3 every rank writes its pieces of the export. */
+  if ((r->opts->rank == 0 || r->shard) && !stopped && !cohort_rank_run_export(r, model_path, error))
     return FALSE;
   return TRUE;
 }
@@ -345,6 +377,10 @@ static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
                                  &r->dev, error))
     return FALSE;
   r->be = r->dev.be;
+  /* A plan that cannot fit stops here, before anything is allocated. */
+  if (!cohort_memory_plan_check_rank(cfg, opts->world_size, opts->local_world_size,
+                                     r->dev.cuda_device, error))
+    return FALSE;
   r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
   if (opts->rank == 0 && r->dev.cuda_device >= 0)
     cohort_device_log_local(cfg, opts->local_world_size, r->progress);
@@ -380,6 +416,9 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   g_mutex_init(&r->indices_lock);
   if (cohort_rank_run_setup(r, &resumed_from, error) && cohort_rank_run_start_loading(r, error) &&
       cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
+    if (r->shard)
+      cohort_train_dist_attach_sharder(r->dist, r->model, cohort_shard_sharder(r->shard),
+                                       cohort_shard_stage(r->shard), cohort_shard_bytes(r->shard));
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
     cohort_rank_run_emit_start(r, resumed_from, threads);

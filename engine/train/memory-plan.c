@@ -1,0 +1,231 @@
+/* The memory plan (see memory-plan.h). */
+#include "engine/train/memory-plan.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "cohort-build-config.h"
+#include "engine/distributed/shard-plan.h"
+#include "engine/models/registry.h"
+#if COHORT_HAVE_CUDA
+#include "kernels/cuda/cuda-backend.h"
+#endif
+
+/* State floats the optimizer keeps per parameter. */
+static int state_floats(const CohortConfig *cfg)
+{
+  if (cfg->optimizer == COHORT_OPTIMIZER_SGD)
+    return cfg->momentum != 0 ? 1 : 0;
+  return 2;
+}
+
+/* The sum of the k largest unit sizes (floats). */
+static gint64 largest_units(const CohortShardPlan *p, guint k)
+{
+  g_autofree size_t *sizes = g_new(size_t, MAX(p->n_units, 1));
+  for (guint u = 0; u < p->n_units; u++)
+    sizes[u] = p->units[u].count;
+  gint64 sum = 0;
+  for (guint taken = 0; taken < k && taken < p->n_units; taken++) {
+    guint best = 0;
+    for (guint u = 1; u < p->n_units; u++)
+      if (sizes[u] > sizes[best])
+        best = u;
+    sum += (gint64)sizes[best];
+    sizes[best] = 0;
+  }
+  return sum;
+}
+
+/* A distillation teacher's bytes on each rank: its weights (its own config's count, else the
+ * size of its weights file) and its activations. */
+static gint64 teacher_bytes(const CohortConfig *cfg)
+{
+  if (!cfg->teacher_from || !*cfg->teacher_from)
+    return 0;
+  g_autofree char *dir = cohort_resolve_path(cfg->teacher_from);
+  g_autofree char *path = g_build_filename(dir, "cohort-config.json", NULL);
+  g_autoptr(CohortConfig) tc = cohort_config_load_file(path, NULL);
+  const CohortModelClass *k = tc ? cohort_model_class_find(tc->model) : NULL;
+  if (k) {
+    gint64 acts = k->act_bytes ? (gint64)k->act_bytes(tc, cfg->batch_size) : 0;
+    return 4 * k->count_params(tc) + acts;
+  }
+  g_autofree char *weights = g_build_filename(dir, "model.safetensors", NULL);
+  GStatBuf st;
+  return g_stat(weights, &st) == 0 ? (gint64)st.st_size : 0;
+}
+
+/* The parts that depend on ZeRO's shard plan (stages 2 and 3). */
+static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMemoryPlan *plan)
+{
+  guint n = 0;
+  size_t floats = 0;
+  CohortTensorInfo *t = k->param_table ? k->param_table(cfg, &n, &floats) : NULL;
+  g_autoptr(CohortShardPlan) p =
+      t ? cohort_shard_plan_new(t, n, floats, NULL, plan->world, 0, NULL) : NULL;
+  cohort_tensor_table_free(t, n);
+  /* Without a table: an even split and one unit, the whole model. */
+  gint64 P = plan->params,
+         S = p ? (gint64)p->max_shard_floats : (P + plan->world - 1) / plan->world;
+  gint64 grads_live = p ? largest_units(p, 4) : P, params_live = p ? largest_units(p, 3) : P;
+  gint64 largest = p ? (gint64)p->largest_unit : P;
+  plan->units = p ? p->n_units : 1;
+  plan->grad_bytes = 4 * S;
+  plan->optim_bytes = 4 * state_floats(cfg) * S;
+  plan->ema_bytes = cfg->ema_decay > 0 ? (plan->stage == 2 ? 8 : 4) * S : 0;
+  plan->param_bytes = plan->stage == 3 ? 4 * S : 4 * P;
+  plan->working_bytes = 4 * grads_live + (plan->stage == 3 ? 4 * params_live : 0) +
+                        (cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 * largest : 0);
+}
+
+gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, CohortMemoryPlan *plan,
+                            GError **error)
+{
+  const CohortModelClass *k = cohort_model_class_for(cfg, NULL, error);
+  if (!k)
+    return FALSE;
+  *plan = (CohortMemoryPlan){.world = MAX(world, 1), .local = MAX(local, 1)};
+  plan->stage = plan->world > 1 ? cfg->zero_stage : 0;
+  gint64 P = plan->params = k->count_params(cfg);
+  plan->act_bytes = k->act_bytes ? (gint64)k->act_bytes(cfg, cfg->batch_size) : 0;
+  plan->teacher_bytes = teacher_bytes(cfg);
+  if (plan->stage >= 2) {
+    sharded(cfg, k, plan);
+  } else {
+    plan->param_bytes = plan->grad_bytes = 4 * P;
+    /* stage 1: floor(P / N) and the tail every rank keeps */
+    gint64 kept = plan->stage == 1 ? P / plan->world + P % plan->world : P;
+    plan->optim_bytes = 4 * state_floats(cfg) * kept;
+    plan->ema_bytes = cfg->ema_decay > 0 ? 8 * P : 0;
+  }
+  plan->total_bytes = plan->param_bytes + plan->grad_bytes + plan->optim_bytes + plan->ema_bytes +
+                      plan->act_bytes + plan->working_bytes + plan->teacher_bytes;
+  gboolean whole_at_start = (cfg->init_from && *cfg->init_from) ||
+                            cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
+  plan->startup_bytes = plan->total_bytes + (plan->stage == 3 && whole_at_start ? 4 * P : 0);
+  return TRUE;
+}
+
+guint64 cohort_machine_memory_bytes(void)
+{
+  g_autofree char *text = NULL;
+  if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL))
+    return 0;
+  const char *total = strstr(text, "MemTotal:");
+  return total ? g_ascii_strtoull(total + 9, NULL, 10) * 1024 : 0; /* in kB */
+}
+
+static double gib(gint64 bytes)
+{
+  return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+/* "…; zero_stage 3 needs 4.6 GiB per rank" for the stages the refusal can suggest. */
+static char *what_fits(const CohortConfig *cfg, const CohortMemoryPlan *plan, guint64 limit,
+                       int ranks)
+{
+  for (int stage = plan->stage + 1; stage <= 3 && plan->world > 1; stage++) {
+    CohortConfig c = *cfg;
+    c.zero_stage = stage;
+    CohortMemoryPlan p;
+    if (cohort_memory_plan(&c, plan->world, plan->local, &p, NULL) &&
+        (guint64)(ranks * p.startup_bytes) <= limit)
+      return g_strdup_printf("zero_stage %d would need %.2f GiB per rank", stage,
+                             gib(p.startup_bytes));
+  }
+  return g_strdup("a smaller model, batch_size or fewer processes on this machine");
+}
+
+gboolean cohort_memory_plan_check_host(const CohortMemoryPlan *plan, const CohortConfig *cfg,
+                                       guint64 machine_bytes, GError **error)
+{
+  guint64 need = (guint64)plan->local * (guint64)plan->startup_bytes;
+  if (machine_bytes == 0 || need <= machine_bytes)
+    return TRUE;
+  g_autofree char *fits = what_fits(cfg, plan, machine_bytes, plan->local);
+  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+              "memory: %d processes on this machine at zero_stage %d need %.2f GiB each "
+              "(parameters %.2f, gradients %.2f, optimizer %.2f, EMA %.2f, activations %.2f, "
+              "working set %.2f, teacher %.2f%s), %.2f GiB together, and this machine has %.2f "
+              "GiB; allowed: what fits, e.g. %s",
+              plan->local, plan->stage, gib(plan->startup_bytes), gib(plan->param_bytes),
+              gib(plan->grad_bytes), gib(plan->optim_bytes), gib(plan->ema_bytes),
+              gib(plan->act_bytes), gib(plan->working_bytes), gib(plan->teacher_bytes),
+              plan->startup_bytes > plan->total_bytes ? ", the whole model once at start" : "",
+              gib((gint64)need), gib((gint64)machine_bytes), fits);
+  return FALSE;
+}
+
+gboolean cohort_memory_plan_check_device(const CohortMemoryPlan *plan, const CohortConfig *cfg,
+                                         int cuda_device, guint64 device_bytes, GError **error)
+{
+  if (device_bytes == 0 || (guint64)plan->startup_bytes <= device_bytes)
+    return TRUE;
+  g_autofree char *fits = what_fits(cfg, plan, device_bytes, 1);
+  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+              "memory: each rank at zero_stage %d needs %.2f GiB of GPU memory (parameters %.2f, "
+              "gradients %.2f, optimizer %.2f, EMA %.2f, activations %.2f, working set %.2f, "
+              "teacher %.2f) and CUDA device %d has %.2f GiB; allowed: what fits, e.g. %s",
+              plan->stage, gib(plan->startup_bytes), gib(plan->param_bytes), gib(plan->grad_bytes),
+              gib(plan->optim_bytes), gib(plan->ema_bytes), gib(plan->act_bytes),
+              gib(plan->working_bytes), gib(plan->teacher_bytes), cuda_device,
+              gib((gint64)device_bytes), fits);
+  return FALSE;
+}
+
+gboolean cohort_memory_plan_check_rank(const CohortConfig *cfg, int world, int local,
+                                       int cuda_device, GError **error)
+{
+  CohortMemoryPlan plan;
+  if (!cohort_memory_plan(cfg, world, local, &plan, error))
+    return FALSE;
+  if (cuda_device < 0)
+    return cohort_memory_plan_check_host(&plan, cfg, cohort_machine_memory_bytes(), error);
+#if COHORT_HAVE_CUDA
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cohort_cuda_memory(&free_bytes, &total_bytes) == 0)
+    return cohort_memory_plan_check_device(&plan, cfg, cuda_device, total_bytes, error);
+#endif
+  return TRUE;
+}
+
+static void member(JsonBuilder *b, const char *name, gint64 value)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_add_int_value(b, value);
+}
+
+void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_bytes, gboolean gpu,
+                                 JsonBuilder *b)
+{
+  json_builder_set_member_name(b, "memory");
+  json_builder_begin_object(b);
+  member(b, "zero_stage", plan->stage);
+  member(b, "world_size", plan->world);
+  member(b, "local_ranks", plan->local);
+  if (plan->stage >= 2)
+    member(b, "units", plan->units);
+  json_builder_set_member_name(b, "per_rank");
+  json_builder_begin_object(b);
+  member(b, "params_bytes", plan->param_bytes);
+  member(b, "grads_bytes", plan->grad_bytes);
+  member(b, "optim_bytes", plan->optim_bytes);
+  member(b, "ema_bytes", plan->ema_bytes);
+  member(b, "activations_bytes", plan->act_bytes);
+  member(b, "working_bytes", plan->working_bytes);
+  member(b, "teacher_bytes", plan->teacher_bytes);
+  member(b, "total_bytes", plan->total_bytes);
+  member(b, "startup_bytes", plan->startup_bytes);
+  json_builder_end_object(b);
+  if (!gpu) {
+    member(b, "machine_bytes", (gint64)machine_bytes);
+    member(b, "machine_need_bytes", (gint64)plan->local * plan->startup_bytes);
+    json_builder_set_member_name(b, "fits");
+    json_builder_add_boolean_value(b, machine_bytes == 0 ||
+                                          (guint64)plan->local * (guint64)plan->startup_bytes <=
+                                              machine_bytes);
+  }
+  json_builder_end_object(b);
+}
