@@ -173,12 +173,34 @@ static inline gboolean printable_ascii(guint8 b)
   return b > 0x20 && b < 0x7F;
 }
 
+/* Whether the character that ends just before s[p] is not a space (its class is looked up
+ * from its first byte, at most three bytes back). */
+static gboolean nonspace_before(const guint8 *s, gsize len, gsize p)
+{
+  gsize start = p - 1;
+  while (start > 0 && p - start < 4 && cont(s[start]))
+    start--;
+  gsize n;
+  CharClass k = class_at(s, len, start, &n);
+  /* A start that does not decode to a character ending at p is invalid bytes: "other". */
+  return start + n != p || k != CL_SPACE;
+}
+
 gsize cohort_bpe_safe_cut(const char *text, gsize len, gsize want)
 {
+  init_ascii();
   const guint8 *s = (const guint8 *)text;
-  for (gsize p = MAX(want, 1); p + 1 < len; p++) {
+  for (gsize p = MAX(want, 2); p + 1 < len; p++) {
+    /* "x y": the piece before ends at the space, which begins the next piece. */
     if (s[p] == ' ' && printable_ascii(s[p - 1]) && printable_ascii(s[p + 1]))
       return p;
+    /* "x\ny" (text without spaces, such as Chinese or Japanese): the newline is a piece of its
+     * own, and the next piece begins after it. */
+    if (s[p - 1] == '\n' && s[p] != '\n' && nonspace_before(s, len, p - 1)) {
+      gsize n;
+      if (class_at(s, len, p, &n) != CL_SPACE)
+        return p;
+    }
   }
   return len;
 }
@@ -186,4 +208,25 @@ gsize cohort_bpe_safe_cut(const char *text, gsize len, gsize want)
 void bpe_split_init(void)
 {
   init_ascii();
+}
+
+gboolean cohort_text_is_utf8(const char *text, gsize len)
+{
+  const guint8 *s = (const guint8 *)text;
+  for (gsize i = 0; i < len;) {
+    /* ASCII eight bytes at a time: most text is. */
+    if (i + 8 <= len) {
+      guint64 w;
+      memcpy(&w, s + i, 8);
+      if ((w & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    gsize n;
+    if (decode_at(s, len, i, &n) == G_MAXUINT32)
+      return FALSE;
+    i += n;
+  }
+  return TRUE;
 }

@@ -12,10 +12,9 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
-#define SHARD_MAGIC       20240520
-#define SHARD_VERSION     1
-#define SHARD_HEADER_INTS 256
-#define SHARD_HEADER_SIZE (SHARD_HEADER_INTS * sizeof(gint32))
+#define SHARD_MAGIC       COHORT_SHARD_MAGIC
+#define SHARD_VERSION     COHORT_SHARD_VERSION
+#define SHARD_HEADER_SIZE COHORT_SHARD_HEADER_BYTES
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
@@ -84,13 +83,9 @@ static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gb
   return TRUE;
 }
 
-static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
-                               GError **error)
+gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path, gsize *n_tokens,
+                                  GError **error)
 {
-  const char *path = seg.path;
-  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg.map);
-  gsize size = g_mapped_file_get_length(seg.map);
-  g_array_append_val(ds->segments, seg);
 
   if (size < SHARD_HEADER_SIZE) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
@@ -129,11 +124,25 @@ static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, g
                 path, count, expect, size, size < expect ? "truncated" : "trailing data");
     return FALSE;
   }
+  *n_tokens = (gsize)count;
+  return TRUE;
+}
+
+static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
+                               GError **error)
+{
+  const char *path = seg.path;
+  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg.map);
+  gsize size = g_mapped_file_get_length(seg.map);
+  g_array_append_val(ds->segments, seg);
+  gsize count = 0;
+  if (!cohort_token_shard_check(bytes, size, path, &count, error))
+    return FALSE;
 
   Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
   s->data = bytes + SHARD_HEADER_SIZE;
   s->offset = SHARD_HEADER_SIZE;
-  s->count = (gsize)count;
+  s->count = count;
   for (gsize i = 0; scan && i < s->count; i++) {
     guint16 tok;
     memcpy(&tok, s->data + 2 * i, sizeof tok);

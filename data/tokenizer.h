@@ -95,4 +95,7 @@ GArray *cohort_bpe_split(const char *text, gsize len);
  * follows). Returns the first such position at or after `want`, or len when there is none. */
 gsize cohort_bpe_safe_cut(const char *text, gsize len, gsize want);
 
+/* Whether text[0..len) is UTF-8 (NUL bytes included, which are characters like any other). */
+gboolean cohort_text_is_utf8(const char *text, gsize len);
+
 G_END_DECLS
