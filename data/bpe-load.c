@@ -7,8 +7,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
+#include "engine/base/fileio.h"
 #include "engine/base/json-read.h"
 
 #define SPECIAL_EOT "<|endoftext|>"
@@ -97,12 +99,58 @@ static char *hash_files(char **texts, gsize *lens, guint n)
   return g_strdup(g_checksum_get_string(sum));
 }
 
+static void bpe_file_free(gpointer p)
+{
+  BpeFile *f = p;
+  g_free(f->name);
+  g_bytes_unref(f->bytes);
+  g_free(f);
+}
+
+static void keep(CohortTokenizer *t, const char *name, const char *text, gsize len)
+{
+  BpeFile *f = g_new(BpeFile, 1);
+  f->name = g_strdup(name);
+  f->bytes = g_bytes_new(text, len);
+  g_ptr_array_add(t->exports, f);
+}
+
+/* tokenizer_config.json and special_tokens_map.json beside the tokenizer: not read, only
+ * kept for the export (AutoTokenizer reads them). Small regular files only. */
+static void keep_companions(CohortTokenizer *t, const char *dir)
+{
+  static const char *const names[] = {"tokenizer_config.json", "special_tokens_map.json"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *path = g_build_filename(dir, names[i], NULL);
+    GStatBuf st;
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (g_stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (1 << 20) &&
+        g_file_get_contents(path, &text, &len, NULL))
+      keep(t, names[i], text, len);
+  }
+}
+
+gboolean cohort_tokenizer_export(const CohortTokenizer *t, const char *dir, GError **error)
+{
+  for (guint i = 0; i < t->exports->len; i++) {
+    const BpeFile *f = t->exports->pdata[i];
+    g_autofree char *path = g_build_filename(dir, f->name, NULL);
+    gsize len;
+    const void *data = g_bytes_get_data(f->bytes, &len);
+    if (!cohort_write_file_atomic(path, data, len, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean load_json(CohortTokenizer *t, const char *path, GError **error)
 {
   gsize len = 0;
   g_autofree char *text = read_file(path, &len, error);
   if (!text)
     return FALSE;
+  keep(t, "tokenizer.json", text, len);
   t->sha256 = hash_files(&text, &len, 1);
   g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, path, 0, error);
   if (!root)
@@ -125,6 +173,8 @@ static gboolean load_vocab_merges(CohortTokenizer *t, const char *vocab, const c
   if (!mtext)
     return FALSE;
   char *texts[2] = {vtext, mtext};
+  keep(t, "vocab.json", vtext, lens[0]);
+  keep(t, "merges.txt", mtext, lens[1]);
   t->sha256 = hash_files(texts, lens, 2);
   g_autoptr(JsonNode) root = cohort_json_parse_strict(vtext, (gssize)lens[0], vocab, 0, error);
   if (!root)
@@ -215,6 +265,7 @@ CohortTokenizer *cohort_tokenizer_load(const char *path, GError **error)
     return NULL;
   bpe_split_init();
   g_autoptr(CohortTokenizer) t = g_new0(CohortTokenizer, 1);
+  t->exports = g_ptr_array_new_with_free_func(bpe_file_free);
   if (json) {
     t->kind = "tokenizer.json";
     if (!load_json(t, json, error))
@@ -230,5 +281,7 @@ CohortTokenizer *cohort_tokenizer_load(const char *path, GError **error)
     t->files[0] = g_canonicalize_filename(vocab, NULL);
     t->files[1] = g_canonicalize_filename(merges, NULL);
   }
+  g_autofree char *dir = g_path_get_dirname(t->files[0]);
+  keep_companions(t, dir);
   return g_steal_pointer(&t);
 }

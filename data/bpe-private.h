@@ -30,7 +30,14 @@ struct CohortTokenizer {
   char *sha256;
   char **files;
   const char *kind;
+  GPtrArray *exports; /* of BpeFile: what cohort_tokenizer_export writes */
 };
+
+/* A file the tokenizer was read from (or found beside it), as read. */
+typedef struct {
+  char *name; /* the name Hugging Face gives it: tokenizer.json, vocab.json, … */
+  GBytes *bytes;
+} BpeFile;
 
 /* The merge of ids (a, b), or NULL when there is none. */
 static inline const BpeMerge *bpe_merge_find(const CohortTokenizer *t, guint32 a, guint32 b)

@@ -105,6 +105,8 @@ void cohort_tokenizer_free(CohortTokenizer *t)
     g_array_unref(t->special_id);
   g_free(t->sha256);
   g_strfreev(t->files);
+  if (t->exports)
+    g_ptr_array_unref(t->exports);
   g_free(t);
 }
 

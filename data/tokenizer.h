@@ -60,6 +60,11 @@ const char *const *cohort_tokenizer_files(const CohortTokenizer *t);
 /* "tokenizer.json" or "vocab.json + merges.txt". */
 const char *cohort_tokenizer_kind(const CohortTokenizer *t);
 
+/* Writes the tokenizer's files, as they were when loaded, into `dir` under their own names
+ * (tokenizer.json, or vocab.json and merges.txt), and tokenizer_config.json and
+ * special_tokens_map.json when they were beside them; each atomically. */
+gboolean cohort_tokenizer_export(const CohortTokenizer *t, const char *dir, GError **error);
+
 /* The bytes token `id` decodes to (*len of them); NULL for an id outside the vocabulary. */
 const guint8 *cohort_tokenizer_token_bytes(const CohortTokenizer *t, int id, gsize *len);
 

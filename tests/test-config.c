@@ -46,6 +46,7 @@ static void test_defaults(void)
   g_assert_cmpuint(cfg->device_indexes->len, ==, 0);
   g_assert_cmpstr(cfg->sample_prompt, ==, "This License");
   g_assert_cmpstr(cfg->init_from, ==, "");
+  g_assert_cmpstr(cfg->tokenizer, ==, "bytes");
   g_assert_false(cfg->allow_tf32);
   g_assert_cmpfloat(cfg->loss_scale_init, ==, 65536);
   g_assert_cmpint(cfg->loss_scale_growth_interval, ==, 2000);
@@ -53,9 +54,9 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 86);
+  g_assert_cmpuint(n, ==, 87);
   g_assert_null(cohort_config_find_key("version"));
-  g_assert_true(cohort_config_find_key("seed") == &keys[12]);
+  g_assert_true(cohort_config_find_key("seed") == &keys[13]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==,
                   "constant, cosine, linear, step");
   g_assert_cmpstr(cohort_config_find_key("learning_rate")->allowed, ==, "a number > 0 and <= 10");

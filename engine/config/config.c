@@ -200,11 +200,15 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
         "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "
         "an integer from 0 to %d",
         s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
-  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256)
+  /* With a tokenizer, the trainer checks vocab_size against it (it has to read it). */
+  g_autofree char *tokenizer = NULL;
+  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256 &&
+      !(tokenizer = cohort_config_tokenizer_path(cfg)))
     return config_cross_error(
         error,
-        "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\"; "
-        "allowed: 256 (one token per byte), or data_format \"tokens\"",
+        "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\" and "
+        "\"tokenizer\": \"bytes\"; allowed: 256 (one token per byte), a tokenizer (key "
+        "\"tokenizer\", or an init_from folder that holds one), or data_format \"tokens\"",
         s, cfg->vocab_size);
   return TRUE;
 }

@@ -19,6 +19,7 @@
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
 #include "engine/base/tensor.h"
+#include "data/tokenizer.h"
 
 G_BEGIN_DECLS
 
@@ -63,6 +64,7 @@ typedef struct {
   const char *image_path;         /* or exactly this file, when not NULL */
   guint64 *rng;                   /* the sampling RNG, saved in checkpoints */
   const char *const *class_names; /* the data's classes in index order, or NULL */
+  const CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
 } CohortSampleRequest;
 
 /* Collectives a model may issue inside forward and backward: SyncBatchNorm's. The trainer

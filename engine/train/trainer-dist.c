@@ -290,6 +290,13 @@ gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError 
   return cohort_comm_barrier(d->comm, 0, error);
 }
 
+gboolean cohort_train_dist_wait_for_data(CohortTrainDist *d, GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  return cohort_comm_barrier(d->comm, MAX(d->timeout_s, COHORT_DATA_WAIT_S), error);
+}
+
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error)
 {
@@ -309,10 +316,16 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
 gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
                                           GError **error)
 {
+  return cohort_train_dist_broadcast_from(d, buf, nbytes, 0, error);
+}
+
+gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize nbytes, int root,
+                                          GError **error)
+{
   if (!d->comm)
     return TRUE;
   if (!device_comm(d))
-    return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
+    return cohort_comm_broadcast(d->comm, buf, nbytes, root, 0, error);
   const CohortBackend *be = d->dev.be;
   void *dev = be->alloc(MAX(nbytes, 1));
   if (!dev) {
@@ -320,7 +333,7 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
     return FALSE;
   }
   be->upload(dev, buf, nbytes);
-  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, 0, 0, error);
+  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, root, 0, error);
   if (ok)
     be->download(buf, dev, nbytes);
   be->free(dev);

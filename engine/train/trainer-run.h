@@ -25,6 +25,7 @@ typedef struct {
   CohortProgress *progress;
   CohortDataSource *train;
   CohortDataSource *val; /* NULL = no validation */
+  CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
   CohortDistill *distill; /* the student's loss against the teacher; NULL without */
