@@ -285,6 +285,24 @@ static void show_done(CohortRunPage *p, JsonObject *ev)
   p->final_phase = FALSE;
 }
 
+/* Text data going through the tokenizer before the first step: how far it is. */
+static void show_tokenize(CohortRunPage *p, JsonObject *ev)
+{
+  const char *data = json_object_get_string_member_with_default(ev, "data", "");
+  double done = num(ev, "done_bytes", 0) / 1e6, total = num(ev, "total_bytes", 0) / 1e6;
+  double source = num(ev, "source_bytes", 0) / 1e6;
+  int ranks = (int)num(ev, "ranks", 1);
+  g_autofree char *s =
+      ranks > 1
+          /* TRANSLATORS: the config key of the data (train_data), then megabytes. */
+          ? g_strdup_printf(_("Tokenizing %s: %.1f MB of %.1f MB (rank 0's share of %.1f MB)"),
+                            data, done, total, source)
+          : g_strdup_printf(_("Tokenizing %s: %.1f MB of %.1f MB"), data, done, total);
+  set_figure(p, "status", s);
+  if (total > 0)
+    gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), CLAMP(done / total, 0, 1));
+}
+
 void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
   const char *name = json_object_get_string_member_with_default(ev, "event", "");
@@ -310,6 +328,8 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
     cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, "done")) {
     show_done(p, ev);
+  } else if (g_str_equal(name, "tokenize")) {
+    show_tokenize(p, ev);
   }
 }
 

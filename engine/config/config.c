@@ -171,6 +171,19 @@ static gboolean config_cross_error(GError **error, const char *fmt, ...)
   return FALSE;
 }
 
+/* Whether text may go through a tokenizer: one is named, or init_from is a folder that holds
+ * one, or a path not there yet (the trainer then says what is missing). */
+static gboolean may_have_tokenizer(const CohortConfig *cfg)
+{
+  g_autofree char *found = cohort_config_tokenizer_path(cfg);
+  if (found)
+    return TRUE;
+  if (g_strcmp0(cfg->model, "gpt") != 0 || !cfg->init_from || !*cfg->init_from)
+    return FALSE;
+  g_autofree char *init = cohort_resolve_path(cfg->init_from);
+  return !g_file_test(init, G_FILE_TEST_EXISTS);
+}
+
 gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error)
 {
   const char *s = config_src(source);
@@ -201,9 +214,7 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
         "an integer from 0 to %d",
         s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
   /* With a tokenizer, the trainer checks vocab_size against it (it has to read it). */
-  g_autofree char *tokenizer = NULL;
-  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256 &&
-      !(tokenizer = cohort_config_tokenizer_path(cfg)))
+  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256 && !may_have_tokenizer(cfg))
     return config_cross_error(
         error,
         "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\" and "

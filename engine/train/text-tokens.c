@@ -25,6 +25,22 @@ gboolean cohort_rank_run_load_tokenizer(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   g_autofree char *path = cohort_config_tokenizer_path(cfg);
+  if (!path && cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256) {
+    g_autofree char *init = cohort_resolve_path(cfg->init_from);
+    if (!g_file_test(init, G_FILE_TEST_EXISTS)) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "init_from %s: no such file or folder; a Hugging Face GPT-2 folder (config.json, "
+                  "model.safetensors, tokenizer files) is expected here",
+                  init);
+      return FALSE;
+    }
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "key \"vocab_size\": %d needs a tokenizer for text, and init_from %s holds none "
+                "(tokenizer.json, or vocab.json and merges.txt); allowed: vocab_size 256 for "
+                "byte-level text, or a tokenizer (key \"tokenizer\")",
+                cfg->vocab_size, cfg->init_from);
+    return FALSE;
+  }
   if (!path)
     return TRUE;
   r->tokenizer = cohort_tokenizer_load(path, error);
