@@ -164,7 +164,7 @@ static const struct {
   const char *value;
   const char *label;
 } choice_labels[] = {
-    {"text", N_("text (bytes)")},
+    {"text", N_("text (.txt, .jsonl)")},
     {"tokens", N_("tokens (llm.c .bin)")},
     {"constant", N_("constant")},
     {"cosine", N_("cosine")},
