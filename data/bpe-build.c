@@ -45,12 +45,12 @@ gboolean bpe_add_token(Build *b, const char *where, gint64 id, GBytes *bytes)
 {
   if (id < 0 || id >= COHORT_TOKENIZER_MAX_TOKENS)
     return bpe_fail(b, "%s: id %" G_GINT64_FORMAT " is not allowed; allowed: 0 to %d", where, id,
-                COHORT_TOKENIZER_MAX_TOKENS - 1);
+                    COHORT_TOKENIZER_MAX_TOKENS - 1);
   if ((guint)id >= b->tokens->len)
     g_ptr_array_set_size(b->tokens, (guint)id + 1);
   if (b->tokens->pdata[id])
     return bpe_fail(b, "%s: id %" G_GINT64_FORMAT " is given to two tokens; allowed: each id once",
-                where, id);
+                    where, id);
   b->tokens->pdata[id] = g_bytes_ref(bytes);
   if (!g_hash_table_contains(b->ids, bytes))
     g_hash_table_insert(b->ids, g_bytes_ref(bytes), GINT_TO_POINTER((int)id + 1));
@@ -65,7 +65,7 @@ gboolean bpe_read_vocab(Build *b, JsonNode *node, const char *field)
   JsonObject *o = json_node_get_object(node);
   if (json_object_get_size(o) > COHORT_TOKENIZER_MAX_TOKENS)
     return bpe_fail(b, "%s has %u tokens; allowed: at most %d", field, json_object_get_size(o),
-                COHORT_TOKENIZER_MAX_TOKENS);
+                    COHORT_TOKENIZER_MAX_TOKENS);
   JsonObjectIter it;
   const char *key;
   JsonNode *value;
@@ -77,9 +77,9 @@ gboolean bpe_read_vocab(Build *b, JsonNode *node, const char *field)
     g_autoptr(GBytes) bytes = key_bytes(key);
     if (!bytes || g_bytes_get_size(bytes) == 0)
       return bpe_fail(b,
-                  "%s: token \"%s\" is not made of GPT-2's byte characters; allowed: a "
-                  "byte-level BPE vocabulary",
-                  field, k);
+                      "%s: token \"%s\" is not made of GPT-2's byte characters; allowed: a "
+                      "byte-level BPE vocabulary",
+                      field, k);
     g_autofree char *where = g_strdup_printf("%s: token \"%s\"", field, k);
     if (!bpe_add_token(b, where, json_node_get_int(value), bytes))
       return FALSE;
@@ -102,7 +102,7 @@ static gint64 part_id(Build *b, const char *part, const char *where)
 
 /* One merge (left and right in byte characters) of rank `rank`. */
 gboolean bpe_add_merge(Build *b, CohortTokenizer *t, const char *left, const char *right,
-                          guint32 rank, const char *where)
+                       guint32 rank, const char *where)
 {
   gint64 a = part_id(b, left, where), c = a < 0 ? -1 : part_id(b, right, where);
   if (a < 0 || c < 0)
@@ -112,7 +112,8 @@ gboolean bpe_add_merge(Build *b, CohortTokenizer *t, const char *left, const cha
   gpointer v = g_hash_table_lookup(b->ids, bytes);
   if (!v) {
     g_autofree char *k = bpe_shown(joined);
-    return bpe_fail(b, "%s: the merge makes \"%s\", which is not a token of the vocabulary", where, k);
+    return bpe_fail(b, "%s: the merge makes \"%s\", which is not a token of the vocabulary", where,
+                    k);
   }
   bpe_merges_insert(t, (guint32)a, (guint32)c, rank, (guint32)(GPOINTER_TO_INT(v) - 1));
   return TRUE;
@@ -169,7 +170,7 @@ gboolean bpe_finish(Build *b, CohortTokenizer *t)
     GBytes *bytes = b->tokens->pdata[id];
     if (!bytes)
       return bpe_fail(b, "no token has id %d; allowed: ids 0 to %d each given once", id,
-                  t->n_ids - 1);
+                      t->n_ids - 1);
     total += g_bytes_get_size(bytes);
   }
   if (t->n_ids == 0)
@@ -219,4 +220,3 @@ void bpe_build_init(Build *b, const char *source, GError **error)
   b->special_id = g_array_new(FALSE, FALSE, sizeof(gint32));
   b->error = error;
 }
-

@@ -288,8 +288,7 @@ static void encode_plain(CohortEncoder *e, const guint8 *s, gsize len, GArray *i
 }
 
 /* The first special token in s[from..len): its index in t->special_text and start, or -1. */
-static int next_special(const CohortTokenizer *t, const guint8 *s, gsize len, gsize from,
-                        gsize *at)
+static int next_special(const CohortTokenizer *t, const guint8 *s, gsize len, gsize from, gsize *at)
 {
   int found = -1;
   gsize best = len;

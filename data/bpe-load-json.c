@@ -52,7 +52,7 @@ static gboolean read_merges_json(Build *b, CohortTokenizer *t, JsonNode *node)
   guint n = json_array_get_length(a);
   if (n > COHORT_TOKENIZER_MAX_TOKENS)
     return bpe_fail(b, "model.merges has %u merges; allowed: at most %d", n,
-                COHORT_TOKENIZER_MAX_TOKENS);
+                    COHORT_TOKENIZER_MAX_TOKENS);
   bpe_merges_alloc(t, n);
   for (guint i = 0; i < n; i++) {
     JsonNode *m = json_array_get_element(a, i);
@@ -72,7 +72,8 @@ static gboolean read_merges_json(Build *b, CohortTokenizer *t, JsonNode *node)
         left = json_node_get_string(x), right = json_node_get_string(y);
     }
     if (!left || !*left || !*right)
-      return bpe_fail(b, "%s is not a merge; allowed: \"left right\" or [\"left\", \"right\"]", where);
+      return bpe_fail(b, "%s is not a merge; allowed: \"left right\" or [\"left\", \"right\"]",
+                      where);
     if (!bpe_add_merge(b, t, left, right, i, where))
       return FALSE;
   }
@@ -83,8 +84,7 @@ static gboolean check_model(Build *b, JsonObject *model)
 {
   const char *type = member_string(model, "type");
   if (type && strcmp(type, "BPE") != 0)
-    return bpe_fail(b, "model.type \"%s\" is not allowed; allowed: \"BPE\" (byte-level BPE)",
-                    type);
+    return bpe_fail(b, "model.type \"%s\" is not allowed; allowed: \"BPE\" (byte-level BPE)", type);
   if (!is_null(model, "dropout"))
     return bpe_fail(b, "model.dropout is set; allowed: null (BPE dropout is for training a "
                        "tokenizer, not for encoding data)");
@@ -96,8 +96,7 @@ static gboolean check_model(Build *b, JsonObject *model)
   static const char *const off[] = {"byte_fallback", "ignore_merges"};
   for (guint i = 0; i < G_N_ELEMENTS(off); i++)
     if (!is_null(model, off[i]) && member_bool(model, off[i]) != 0)
-      return bpe_fail(b, "model.%s is not false; allowed: false (GPT-2's byte-level BPE)",
-                      off[i]);
+      return bpe_fail(b, "model.%s is not false; allowed: false (GPT-2's byte-level BPE)", off[i]);
   return TRUE;
 }
 
@@ -110,8 +109,9 @@ static gboolean check_pipeline(Build *b, JsonObject *root)
   JsonObject *pre = member_object(root, "pre_tokenizer");
   const char *type = pre ? member_string(pre, "type") : NULL;
   if (!type || strcmp(type, "ByteLevel") != 0)
-    return bpe_fail(b, "pre_tokenizer is %s%s%s; allowed: {\"type\": \"ByteLevel\", "
-                       "\"add_prefix_space\": false} (GPT-2's split)",
+    return bpe_fail(b,
+                    "pre_tokenizer is %s%s%s; allowed: {\"type\": \"ByteLevel\", "
+                    "\"add_prefix_space\": false} (GPT-2's split)",
                     type ? "\"" : "", type ? type : "not a ByteLevel pre-tokenizer",
                     type ? "\"" : "");
   if (member_bool(pre, "add_prefix_space") != 0)
@@ -147,8 +147,9 @@ static gboolean read_added(Build *b, JsonNode *node)
     const char *content = o ? member_string(o, "content") : NULL;
     if (!idn || !JSON_NODE_HOLDS_VALUE(idn) || json_node_get_value_type(idn) != G_TYPE_INT64 ||
         !content || !*content)
-      return bpe_fail(b, "added_tokens[%u] is not an object with an integer \"id\" and a "
-                         "non-empty \"content\"",
+      return bpe_fail(b,
+                      "added_tokens[%u] is not an object with an integer \"id\" and a "
+                      "non-empty \"content\"",
                       i);
     gint64 id = json_node_get_int(idn);
     g_autoptr(GBytes) bytes = g_bytes_new(content, strlen(content));
@@ -156,9 +157,10 @@ static gboolean read_added(Build *b, JsonNode *node)
     GBytes *have = id >= 0 && id < b->tokens->len ? b->tokens->pdata[id] : NULL;
     if (have && !g_bytes_equal(have, bytes)) {
       g_autofree char *k = bpe_shown(content);
-      return bpe_fail(b, "%s: id %" G_GINT64_FORMAT " is another token in model.vocab than "
-                         "\"%s\"; allowed: an id of its own, or the vocabulary's id of the same "
-                         "text",
+      return bpe_fail(b,
+                      "%s: id %" G_GINT64_FORMAT " is another token in model.vocab than "
+                      "\"%s\"; allowed: an id of its own, or the vocabulary's id of the same "
+                      "text",
                       where, id, k);
     }
     if (!have && !bpe_add_token(b, where, id, bytes))

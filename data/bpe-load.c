@@ -48,8 +48,8 @@ static char *read_file(const char *path, gsize *len, GError **error)
       int e = r < 0 ? errno : EIO;
       close(fd);
       g_free(buf);
-      g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO,
-                  "%s: cannot read: %s", path, r < 0 ? g_strerror(e) : "the file got shorter");
+      g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO, "%s: cannot read: %s",
+                  path, r < 0 ? g_strerror(e) : "the file got shorter");
       return NULL;
     }
     got += (gsize)r;
@@ -83,7 +83,7 @@ static gboolean read_merges_txt(Build *b, CohortTokenizer *t, char *text)
     if (!bpe_split_merge(line, &left, &right)) {
       g_autofree char *k = bpe_shown(line);
       return bpe_fail(b, "%s: \"%s\" is not a merge; allowed: two tokens separated by one space",
-                  where, k);
+                      where, k);
     }
     if (!bpe_add_merge(b, t, left, right, rank++, where))
       return FALSE;

@@ -143,8 +143,8 @@ const guint8 *cohort_tokenizer_token_bytes(const CohortTokenizer *t, int id, gsi
   return t->blob + t->spans[id].offset;
 }
 
-gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n,
-                                 GByteArray *out, GError **error)
+gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n, GByteArray *out,
+                                 GError **error)
 {
   for (gsize i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= t->n_ids) {

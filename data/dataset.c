@@ -83,8 +83,8 @@ static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gb
   return TRUE;
 }
 
-gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path, gsize *n_tokens,
-                                  GError **error)
+gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
+                                  gsize *n_tokens, GError **error)
 {
 
   if (size < SHARD_HEADER_SIZE) {

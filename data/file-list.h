@@ -13,8 +13,7 @@ G_BEGIN_DECLS
  * or, when nothing has the path's own name and it holds *, ? or [, the files the pattern
  * matches. A FIFO, device or socket among them is an error (COHORT_DATA_ERROR_IO) naming it,
  * as is a folder or pattern without a single file. */
-GPtrArray *cohort_list_data_files(const char *path, const char *const *suffixes,
-                                  GError **error);
+GPtrArray *cohort_list_data_files(const char *path, const char *const *suffixes, GError **error);
 
 /* Maps `path` after checking, on the open file, that it is a regular file (a FIFO would
  * block the reader forever and a device never ends); *st gets its status. */

@@ -133,8 +133,8 @@ guint64 cohort_text_sources_cut(const CohortTextSources *s, guint k, guint n)
   return f->start + cut_in_file(f, (gsize)(want - f->start), f->size);
 }
 
-gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end,
-                                        gsize chunk_bytes, guint64 *pos, CohortTextChunk *chunk)
+gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end, gsize chunk_bytes,
+                                        guint64 *pos, CohortTextChunk *chunk)
 {
   while (*pos < end) {
     guint i = file_at(s, *pos);

@@ -45,7 +45,7 @@ typedef struct {
 /* The chunks of range [begin, end) (cut with cohort_text_sources_cut), each about
  * `chunk_bytes` long, in order: *pos (start it at begin) advances; FALSE when the range is
  * done. */
-gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end,
-                                        gsize chunk_bytes, guint64 *pos, CohortTextChunk *chunk);
+gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end, gsize chunk_bytes,
+                                        guint64 *pos, CohortTextChunk *chunk);
 
 G_END_DECLS

@@ -13,8 +13,8 @@
 #define BUFFER_TOKENS (1u << 16)
 
 struct CohortShardWriter {
-  char *out;       /* DIR/NAME.bin */
-  char *tmp_path;  /* the collected tokens */
+  char *out;      /* DIR/NAME.bin */
+  char *tmp_path; /* the collected tokens */
   int fd;
   int vocab_size;
   guint64 count;
@@ -74,8 +74,7 @@ static gboolean flush(CohortShardWriter *w, GError **error)
   return TRUE;
 }
 
-gboolean cohort_shard_writer_add(CohortShardWriter *w, const gint32 *ids, gsize n,
-                                 GError **error)
+gboolean cohort_shard_writer_add(CohortShardWriter *w, const gint32 *ids, gsize n, GError **error)
 {
   for (gsize i = 0; i < n; i++) {
     g_return_val_if_fail(ids[i] >= 0 && ids[i] < w->vocab_size, FALSE);
@@ -130,9 +129,8 @@ static gboolean write_set(const char *out, const char *tag, const guint8 *tokens
   }
   guint64 n_shards = shard_tokens > 0 ? MAX((n + per - 1) / per, 1) : 1;
   for (guint64 k = 0; k < n_shards; k++) {
-    g_autofree char *suffix = shard_tokens > 0
-                                  ? g_strdup_printf("%s_%06" G_GUINT64_FORMAT, tag, k)
-                                  : g_strdup(tag);
+    g_autofree char *suffix =
+        shard_tokens > 0 ? g_strdup_printf("%s_%06" G_GUINT64_FORMAT, tag, k) : g_strdup(tag);
     g_autofree char *path = shard_name(out, suffix);
     guint64 first = k * per;
     ShardBody body = {tokens + first * sizeof(guint16), MIN(per, n - first)};
@@ -144,8 +142,8 @@ static gboolean write_set(const char *out, const char *tag, const guint8 *tokens
   return TRUE;
 }
 
-gboolean cohort_shard_writer_finish(CohortShardWriter *w, guint64 shard_tokens,
-                                    double val_fraction, GPtrArray *written, GError **error)
+gboolean cohort_shard_writer_finish(CohortShardWriter *w, guint64 shard_tokens, double val_fraction,
+                                    GPtrArray *written, GError **error)
 {
   if (!flush(w, error))
     return FALSE;
@@ -158,8 +156,7 @@ gboolean cohort_shard_writer_finish(CohortShardWriter *w, guint64 shard_tokens,
   }
   const guint8 *tokens = map ? (const guint8 *)g_mapped_file_get_contents(map) : NULL;
   guint64 n_val = (guint64)llround(CLAMP(val_fraction, 0.0, 1.0) * (double)w->count);
-  if (val_fraction > 0 &&
-      !write_set(w->out, "_val", tokens, n_val, shard_tokens, written, error))
+  if (val_fraction > 0 && !write_set(w->out, "_val", tokens, n_val, shard_tokens, written, error))
     return FALSE;
   const guint8 *train = tokens ? tokens + n_val * sizeof(guint16) : NULL;
   return write_set(w->out, "", train, w->count - n_val, shard_tokens, written, error);

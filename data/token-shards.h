@@ -20,8 +20,7 @@ void cohort_shard_writer_free(CohortShardWriter *w);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortShardWriter, cohort_shard_writer_free)
 
 /* Appends ids (each in [0, vocab_size)). */
-gboolean cohort_shard_writer_add(CohortShardWriter *w, const gint32 *ids, gsize n,
-                                 GError **error);
+gboolean cohort_shard_writer_add(CohortShardWriter *w, const gint32 *ids, gsize n, GError **error);
 guint64 cohort_shard_writer_count(const CohortShardWriter *w);
 
 /* Writes the shards: the first round(val_fraction × count) tokens to NAME_val.bin, the rest
@@ -29,7 +28,7 @@ guint64 cohort_shard_writer_count(const CohortShardWriter *w);
  * shard_tokens each (the validation tokens likewise to NAME_val_000000.bin, …). `written`
  * (may be NULL) gets the paths. A shard above COHORT_SHARD_MAX_TOKENS is refused, naming
  * --shard-tokens. */
-gboolean cohort_shard_writer_finish(CohortShardWriter *w, guint64 shard_tokens,
-                                    double val_fraction, GPtrArray *written, GError **error);
+gboolean cohort_shard_writer_finish(CohortShardWriter *w, guint64 shard_tokens, double val_fraction,
+                                    GPtrArray *written, GError **error);
 
 G_END_DECLS

@@ -207,8 +207,8 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
     wait_done(&sh, u);
     if (!failure && u->error)
       failure = g_steal_pointer(&u->error);
-    if (!failure && !job->sink((const gint32 *)u->ids->data, u->ids->len, job->user_data,
-                               &failure)) {
+    if (!failure &&
+        !job->sink((const gint32 *)u->ids->data, u->ids->len, job->user_data, &failure)) {
       if (!failure)
         g_set_error(&failure, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO, "cannot write");
     }

@@ -18,8 +18,7 @@ typedef struct {
 } CohortTokenizeProgress;
 
 /* Receives the next ids, in order; FALSE with an error stops the job. */
-typedef gboolean (*CohortTokenSink)(const gint32 *ids, gsize n, gpointer user_data,
-                                    GError **error);
+typedef gboolean (*CohortTokenSink)(const gint32 *ids, gsize n, gpointer user_data, GError **error);
 /* Called on the caller's thread after each chunk (about a MiB of text). */
 typedef void (*CohortTokenizeProgressFunc)(const CohortTokenizeProgress *p, gpointer user_data);
 

@@ -70,8 +70,8 @@ const guint8 *cohort_tokenizer_token_bytes(const CohortTokenizer *t, int id, gsi
 
 /* Appends the bytes of ids[0..n) to `out`; FALSE with COHORT_TOKENIZER_ERROR_ID naming the
  * first id outside the vocabulary and its position (nothing is appended then). */
-gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n,
-                                 GByteArray *out, GError **error);
+gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n, GByteArray *out,
+                                 GError **error);
 
 /* One thread's encoder: the tokenizer, a cache of pieces seen (bounded, cleared when full)
  * and scratch memory. */

@@ -137,9 +137,10 @@ static void broken_json(Ctx *c)
       {"\"vocab\": {", "\"vocab\": {\"zq\": \"1\", ", "no integer id"},
       {"\"vocab\": {", "\"vocab\": {\"\": 9999, ", "byte characters"},
       {"\"vocab\": {", "\"vocab\": {\"zq\": 3, ", "given to two tokens"},
-      {"\"vocab\": {", "\"vocab\": {\"zq\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                       "[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
-                       "]]]]], ",
+      {"\"vocab\": {",
+       "\"vocab\": {\"zq\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+       "[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+       "]]]]], ",
        "nested"},
       {"\"merges\": [", "\"merges\": [\"q zz\", ", "is not a token"},
       {"\"merges\": [", "\"merges\": [[\"a\"], ", "is not a merge"},
@@ -227,10 +228,8 @@ static void jsonl(Ctx *c, CohortTokenizer *tok)
     g_autoptr(CohortTextSources) src = cohort_text_sources_open(paths, &error);
     gboolean ok = src != NULL;
     if (ok) {
-      CohortTokenizeJob job = {.tokenizer = tok,
-                               .threads = 2,
-                               .end = cohort_text_sources_size(src),
-                               .sink = ignore};
+      CohortTokenizeJob job = {
+          .tokenizer = tok, .threads = 2, .end = cohort_text_sources_size(src), .sink = ignore};
       ok = cohort_tokenize_run(src, &job, NULL, NULL, &error);
     }
     fuzz_set_current("");

@@ -8,7 +8,7 @@
 #include <glib/gstdio.h>
 #include <stdio.h>
 
-#define GPT2_ENCODER_SHA256 "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
+#define GPT2_ENCODER_SHA256   "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 #define GPT2_VOCAB_BPE_SHA256 "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"
 
 static inline gboolean gpt2_file_has_sha256(const char *path, const char *want)
@@ -43,7 +43,9 @@ static inline char *gpt2_reference_dir(void)
     guint n = g_strv_length(lines);
     g_autofree char *why = g_strdup_printf(
         "GPT-2's tokenizer is not available (%s); the comparison with the reference did not run",
-        error ? error->message : n ? lines[n - 1] : "no reason given");
+        error ? error->message
+        : n   ? lines[n - 1]
+              : "no reason given");
     fprintf(stderr, "SKIPPED: %s\n", why);
     g_test_skip(why);
     return NULL;

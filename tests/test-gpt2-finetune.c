@@ -22,10 +22,9 @@
 
 #define T_LEN 32
 static const char *const base_sets[] = {
-    "n_layer=2",       "n_head=2",         "n_embd=32",     "seq_len=32",
-    "vocab_size=50257", "warmup_steps=2",  "eval_every=6",  "eval_steps=2",
-    "sample_every=6",  "sample_tokens=24", "save_every=6",  "threads=1",
-    "learning_rate=3e-3", "timeout_s=60",  NULL,
+    "n_layer=2",      "n_head=2",     "n_embd=32",          "seq_len=32",     "vocab_size=50257",
+    "warmup_steps=2", "eval_every=6", "eval_steps=2",       "sample_every=6", "sample_tokens=24",
+    "save_every=6",   "threads=1",    "learning_rate=3e-3", "timeout_s=60",   NULL,
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
@@ -58,8 +57,8 @@ static char *python(const char *script, const char *const *args)
   g_autofree char *err = NULL;
   int status = -1;
   g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &out, &err, &status,
-                             &error));
+  g_assert_true(
+      g_spawn_sync(NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &out, &err, &status, &error));
   if (!g_spawn_check_wait_status(status, NULL))
     g_error("%s failed: %s%s", script, out, err);
   return out;
@@ -78,8 +77,8 @@ static gboolean make_folder(Fixture *f)
   f->dir = tu_mkdtemp("gpt2-finetune");
   f->hf = g_build_filename(f->dir, "gpt2-tiny", NULL);
   g_assert_cmpint(g_mkdir(f->hf, 0755), ==, 0);
-  const char *args[] = {"folder",   f->hf, "--n-layer", "2",       "--n-head", "2",
-                        "--n-embd", "32",  "--seq-len", "32", "--vocab",  "50257", NULL};
+  const char *args[] = {"folder", f->hf,       "--n-layer", "2",       "--n-head", "2", "--n-embd",
+                        "32",     "--seq-len", "32",        "--vocab", "50257",    NULL};
   g_free(python("make_hf_gpt2.py", args));
   gpt2_write_tokenizer(package, f->hf);
   g_autoptr(GError) error = NULL;
@@ -197,11 +196,11 @@ static void check_export(Fixture *f, const char *ws, double val_loss)
 {
   g_autofree char *val_text = cohort_resolve_path("builtin:sample/val.txt");
   g_autofree char *val_bin = g_build_filename(f->dir, "val.bin", NULL);
-  const char *tok_argv[] = {g_getenv("COHORT_TOKENIZE"), "--quiet", "--tokenizer", f->hf,
-                            "-o", val_bin, val_text, NULL};
+  const char *tok_argv[] = {
+      g_getenv("COHORT_TOKENIZE"), "--quiet", "--tokenizer", f->hf, "-o", val_bin, val_text, NULL};
   int status = -1;
-  g_assert_true(g_spawn_sync(NULL, (char **)tok_argv, NULL, 0, NULL, NULL, NULL, NULL, &status,
-                             NULL));
+  g_assert_true(
+      g_spawn_sync(NULL, (char **)tok_argv, NULL, 0, NULL, NULL, NULL, NULL, &status, NULL));
   g_assert_true(g_spawn_check_wait_status(status, NULL));
   /* cohort-tokenize and the trainer's cache hold the same tokens. */
   g_autofree char *cached = NULL, *made = NULL;
@@ -219,9 +218,9 @@ static void check_export(Fixture *f, const char *ws, double val_loss)
     g_clear_pointer(&cached, g_free);
   }
   g_assert_true(found);
-  const char *args[] = {ws,        "--n-layer", "2",         "--n-head", "2",        "--n-embd",
-                        "32",      "--seq-len", "32",        "--vocab",  "50257",    "--tokens",
-                        val_bin,   "--windows", "8",         "--tokenizer-from", f->hf, NULL};
+  const char *args[] = {ws,      "--n-layer", "2",  "--n-head",         "2",     "--n-embd",
+                        "32",    "--seq-len", "32", "--vocab",          "50257", "--tokens",
+                        val_bin, "--windows", "8",  "--tokenizer-from", f->hf,   NULL};
   g_autofree char *out = python("hf_gpt2_folder.py", args);
   double torch_loss = 0;
   int step = 0;
@@ -239,9 +238,12 @@ static void test_finetune(void)
   g_autofree char *ws1 = g_build_filename(f.dir, "one", NULL);
   g_autofree char *ws2 = g_build_filename(f.dir, "two", NULL);
   const char *one[] = {"max_steps=12", "batch_size=4", NULL};
-  const char *two[] = {"max_steps=12",         "batch_size=2",
-                       "enable_multi_gpu=true", "distributed_backend=gloo",
-                       "distributed_data_loading=true", NULL};
+  const char *two[] = {"max_steps=12",
+                       "batch_size=2",
+                       "enable_multi_gpu=true",
+                       "distributed_backend=gloo",
+                       "distributed_data_loading=true",
+                       NULL};
   Result r = train(&f, ws1, 1, one);
   g_assert_cmpint(r.status, ==, 0);
   g_free(r.err);
@@ -271,8 +273,7 @@ static void test_finetune(void)
   g_test_message("2 ranks vs 1 process: max |Δw| = %.3g (tolerance %.3g)", diff, tol);
   g_assert_cmpfloat(diff, <=, tol);
   g_autoptr(GArray) val2 = tu_event_values(ev2, "eval", "val_loss");
-  g_assert_cmpfloat(fabs(g_array_index(val2, double, 1) - g_array_index(val, double, 1)), <,
-                    1e-4);
+  g_assert_cmpfloat(fabs(g_array_index(val2, double, 1) - g_array_index(val, double, 1)), <, 1e-4);
 
   check_export(&f, ws1, g_array_index(val, double, 1));
 

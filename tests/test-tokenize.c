@@ -123,10 +123,11 @@ static void test_cli_documents(Fixture *f, gconstpointer data)
 {
   (void)data;
   g_autofree char *a = put_file(f, "a.txt", "hello world, it's 12 o'clock", -1);
-  g_autofree char *j = put_file(f, "docs.jsonl",
-                             "{\"text\": \"first <|endoftext|> doc\"}\n\n"
-                             "{\"text\": \"\", \"id\": 2}\r\n{\"text\": \"caf\\u00e9 \\ud83d\\ude00\"}\n",
-                             -1);
+  g_autofree char *j =
+      put_file(f, "docs.jsonl",
+               "{\"text\": \"first <|endoftext|> doc\"}\n\n"
+               "{\"text\": \"\", \"id\": 2}\r\n{\"text\": \"caf\\u00e9 \\ud83d\\ude00\"}\n",
+               -1);
   g_autofree char *e = put_file(f, "empty.txt", "", 0);
   g_autofree char *b1 = put_file(f, "more/b1.txt", "abab  bab\n\n", -1);
   g_autofree char *b2 = put_file(f, "more/b2.jsonl", "{\"text\": \"x\"}", -1);
@@ -172,7 +173,7 @@ static void test_cli_shards(Fixture *f, gconstpointer data)
   }
   g_autofree char *pattern = g_build_filename(f->dir, "in", "doc*.txt", NULL);
   g_autofree char *out = g_build_filename(f->dir, "sh.bin", NULL);
-  const char *args[] = {"--tokenizer",    f->tokdir, "-o",       out, "--shard-tokens", "1000",
+  const char *args[] = {"--tokenizer",    f->tokdir, "-o",        out, "--shard-tokens", "1000",
                         "--val-fraction", "0.25",    "--threads", "3", pattern,          NULL};
   Run r = run(args);
   g_assert_cmpint(r.status, ==, 0);
@@ -255,8 +256,12 @@ static void test_cli_refusals(Fixture *f, gconstpointer data)
       {{"--tokenizer", f->dir, "-o", out, fine, NULL}, 1, "holds neither tokenizer.json"},
       {{"--tokenizer", f->tokdir, fine, NULL}, 2, "-o OUT.bin is required"},
       {{"-o", out, fine, NULL}, 2, "--tokenizer PATH is required"},
-      {{"--tokenizer", f->tokdir, "-o", out, "--val-fraction", "1", fine, NULL}, 2, "--val-fraction"},
-      {{"--tokenizer", f->tokdir, "-o", out, "--shard-tokens", "0", fine, NULL}, 2, "--shard-tokens"},
+      {{"--tokenizer", f->tokdir, "-o", out, "--val-fraction", "1", fine, NULL},
+       2,
+       "--val-fraction"},
+      {{"--tokenizer", f->tokdir, "-o", out, "--shard-tokens", "0", fine, NULL},
+       2,
+       "--shard-tokens"},
       {{"--tokenizer", f->tokdir, "--decode", fine, NULL}, 1, "fine.txt: 4 bytes is shorter"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -335,15 +340,15 @@ static void test_cache(Fixture *f, gconstpointer data)
   g_assert_false(cohort_token_cache_ready(folder, NULL));
   g_assert_true(cohort_token_cache_clear(folder, NULL));
   for (guint k = 0; k < 2; k++)
-    g_assert_true(cohort_token_cache_write_part(folder, src, f->tok, k, 2, 1, NULL, NULL, NULL,
-                                                NULL, NULL));
+    g_assert_true(
+        cohort_token_cache_write_part(folder, src, f->tok, k, 2, 1, NULL, NULL, NULL, NULL, NULL));
   g_assert_false(cohort_token_cache_ready(folder, NULL));
   g_assert_true(cohort_token_cache_seal(folder, NULL));
   guint64 n = 0;
   g_assert_true(cohort_token_cache_ready(folder, &n));
   gsize m;
-  g_autofree int *ids = cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29,
-                                                FALSE, &m);
+  g_autofree int *ids =
+      cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29, FALSE, &m);
   g_assert_cmpuint(n, ==, m + 1);
   /* A stray shard, or one cut short, and the folder is not used. */
   g_autofree char *stray = g_build_filename(folder, "part-00007_000000.bin", NULL);

@@ -82,8 +82,8 @@ static void check_doc(Fixture *f, guint i, const guint8 **p)
   g_autofree int *mine = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n);
   for (gsize k = 0; k < MIN(n, n_ref); k++)
     if (mine[k] != ref[k])
-      g_error("document %u: token %" G_GSIZE_FORMAT " is %d, the reference's is %d", i, k,
-              mine[k], ref[k]);
+      g_error("document %u: token %" G_GSIZE_FORMAT " is %d, the reference's is %d", i, k, mine[k],
+              ref[k]);
   g_assert_cmpuint(n, ==, n_ref);
   g_autoptr(GByteArray) back = g_byte_array_new();
   g_assert_true(cohort_tokenizer_decode(f->tok, ref, n_ref, back, NULL));
@@ -149,8 +149,8 @@ static void run_reference(Fixture *f, const char *package)
   int status = -1;
   gint64 t0 = g_get_monotonic_time();
   g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out,
-                             &err, &status, &error));
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                             &status, &error));
   g_assert_no_error(error);
   if (!g_spawn_check_wait_status(status, NULL))
     g_error("the reference failed: %s", err);

@@ -82,11 +82,41 @@ static void test_split_regex(void)
   g_autoptr(GRegex) re = g_regex_new(GPT2_PATTERN, G_REGEX_OPTIMIZE, 0, &error);
   g_assert_no_error(error);
   static const char *const cases[] = {
-      "",         " ",        "  ",         "a",          " a",        "  a",     "a  b",
-      "\n\nx",    "x\n\n",    "x \n y",     "I'm here",   "'s's",      "''s",     " 's",
-      "'S",       "it's'",    "a'll've",    "123abc456",  " 12 34",    "a\t\tb",  "\r\n\r\n",
-      "x  ",      "  \tx",    "!!! ?? ..",  " !x",        "é e\xcc\x81", "日本語 の", "١٢٣ ٤",
-      "\xc2\xa0x", "x\xe3\x80\x80\xe3\x80\x80y", "😀 😀😀 a😀", "\t", "ǅx ʰy", "a\xe2\x80\xa8" "b",
+      "",
+      " ",
+      "  ",
+      "a",
+      " a",
+      "  a",
+      "a  b",
+      "\n\nx",
+      "x\n\n",
+      "x \n y",
+      "I'm here",
+      "'s's",
+      "''s",
+      " 's",
+      "'S",
+      "it's'",
+      "a'll've",
+      "123abc456",
+      " 12 34",
+      "a\t\tb",
+      "\r\n\r\n",
+      "x  ",
+      "  \tx",
+      "!!! ?? ..",
+      " !x",
+      "é e\xcc\x81",
+      "日本語 の",
+      "١٢٣ ٤",
+      "\xc2\xa0x",
+      "x\xe3\x80\x80\xe3\x80\x80y",
+      "😀 😀😀 a😀",
+      "\t",
+      "ǅx ʰy",
+      "a\xe2\x80\xa8"
+      "b",
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
     assert_same_split(re, cases[i]);
@@ -119,13 +149,19 @@ static void assert_pieces(const char *text, gsize len, const char *const *pieces
 static void test_split_pinned(void)
 {
   const char *const nel[] = {"a", "\xc2\x85", "\xc2\x85", "b", NULL};
-  assert_pieces("a\xc2\x85\xc2\x85" "b", 6, nel);
+  assert_pieces("a\xc2\x85\xc2\x85"
+                "b",
+                6, nel);
   const char *const nel2[] = {"x", " ", "\xc2\x85", "y", NULL};
   assert_pieces("x \xc2\x85y", 5, nel2);
   const char *const bom[] = {"a", " \xef\xbb\xbf", "b", NULL};
-  assert_pieces("a \xef\xbb\xbf" "b", 6, bom);
+  assert_pieces("a \xef\xbb\xbf"
+                "b",
+                6, bom);
   const char *const bad[] = {"ab", " \xff\xfe", "c", "\x80", " ", " \xc3", NULL};
-  assert_pieces("ab \xff\xfe" "c\x80  \xc3", 10, bad);
+  assert_pieces("ab \xff\xfe"
+                "c\x80  \xc3",
+                10, bad);
   /* A truncated character before a letter: the lead byte alone is "other". */
   const char *const cut[] = {"\xe2\x82", "x", NULL};
   assert_pieces("\xe2\x82x", 3, cut);
@@ -265,8 +301,8 @@ static void test_special(Fixture *f, gconstpointer data)
   int want[] = {'a', eot, end, 'b', '<', '|', 'e', 'n', 'd', '|', 'x'};
   g_assert_cmpuint(n, ==, G_N_ELEMENTS(want));
   for (guint i = 0; i < n; i++)
-    g_assert_cmpint(on[i], ==, want[i] < 256 ? tf_find(f->tiny, (guint8[]){(guint8)want[i]}, 1)
-                                             : want[i]);
+    g_assert_cmpint(on[i], ==,
+                    want[i] < 256 ? tf_find(f->tiny, (guint8[]){(guint8)want[i]}, 1) : want[i]);
   /* Not asked: the special tokens are text. */
   gsize m;
   g_autofree int *off = cohort_tokenizer_encode(t, text, strlen(text), FALSE, &m);
@@ -337,8 +373,7 @@ static void test_safe_cut(Fixture *f, gconstpointer data)
   /* Text without spaces is cut after a newline between two non-spaces. */
   const char *cjk = "日本語\n中文。\n\n한국어";
   g_assert_cmpuint(cohort_bpe_safe_cut(cjk, strlen(cjk), 1), ==, strlen("日本語\n"));
-  g_assert_cmpuint(cohort_bpe_safe_cut(cjk, strlen(cjk), strlen("日本語\n") + 1), ==,
-                   strlen(cjk));
+  g_assert_cmpuint(cohort_bpe_safe_cut(cjk, strlen(cjk), strlen("日本語\n") + 1), ==, strlen(cjk));
 }
 
 /* ---- refusals ---- */
@@ -359,8 +394,8 @@ static void test_refusals(Fixture *f, gconstpointer data)
       {"\"continuing_subword_prefix\": \"\"", "\"continuing_subword_prefix\": \"##\"",
        "model.continuing_subword_prefix"},
       {"\"add_prefix_space\": false", "\"add_prefix_space\": true", "add_prefix_space"},
-      {"\"type\": \"ByteLevel\", \"add_prefix_space\"", "\"type\": \"Metaspace\", \"add_prefix_space\"",
-       "\"Metaspace\""},
+      {"\"type\": \"ByteLevel\", \"add_prefix_space\"",
+       "\"type\": \"Metaspace\", \"add_prefix_space\"", "\"Metaspace\""},
       {"\"use_regex\": true", "\"use_regex\": false", "use_regex"},
       {"\"merges\": [", "\"merges\": [\"a zz\", ", "\"zz\" is not a token"},
       {"\"merges\": [", "\"merges\": [\"a\", ", "is not a merge"},

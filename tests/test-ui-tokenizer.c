@@ -34,8 +34,8 @@ static void test_tokenizer_row(void)
   /* A Hugging Face folder, chosen as a folder. */
   GtkWidget *init = cohort_config_form_get_chooser(form, "init_from");
   g_assert_cmpint(cohort_path_chooser_action(init), ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
-  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "tokenizer")),
-                  ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "tokenizer")), ==,
+                  GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
   const char *hf_files[] = {"config.json", "model.safetensors", "vocab.json", "merges.txt", NULL};
   g_autofree char *hf = make_folder("gpt2-medium", hf_files);
   g_assert_true(cohort_config_form_set_text(form, "init_from", hf));
@@ -79,8 +79,8 @@ static void test_jsonl_folder(void)
   const char *none[] = {NULL};
   g_autofree char *empty = make_folder("no-text", none);
   g_assert_true(cohort_config_form_set_text(form, "train_data", empty));
-  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "train_data"),
-                          "holds no .txt or .jsonl files"));
+  g_assert_nonnull(
+      strstr(cohort_config_form_get_problem(form, "train_data"), "holds no .txt or .jsonl files"));
   const char *jsonl[] = {"docs.jsonl", NULL};
   g_autofree char *docs = make_folder("jsonl-text", jsonl);
   g_assert_true(cohort_config_form_set_text(form, "train_data", docs));
@@ -105,10 +105,10 @@ static void test_tokenize_events(void)
   cohort_run_page_handle_event(page, one);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==,
                   "Tokenizing train_data: 12.3 MB of 80.0 MB");
-  g_autoptr(JsonObject) two = event(
-      "{\"event\":\"tokenize\",\"time\":2,\"data\":\"val_data\",\"path\":\"notes\","
-      "\"done_bytes\":1000000,\"total_bytes\":4000000,\"source_bytes\":8000000,\"ranks\":2,"
-      "\"tokens\":3000,\"documents\":1,\"mb_per_s\":20.5}");
+  g_autoptr(JsonObject) two =
+      event("{\"event\":\"tokenize\",\"time\":2,\"data\":\"val_data\",\"path\":\"notes\","
+            "\"done_bytes\":1000000,\"total_bytes\":4000000,\"source_bytes\":8000000,\"ranks\":2,"
+            "\"tokens\":3000,\"documents\":1,\"mb_per_s\":20.5}");
   cohort_run_page_handle_event(page, two);
   g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==,
                   "Tokenizing val_data: 1.0 MB of 4.0 MB (rank 0's share of 8.0 MB)");

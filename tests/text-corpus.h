@@ -29,57 +29,57 @@ static inline guint corpus_below(CorpusRng *r, guint n)
 #define CORPUS_PICK(r, arr) ((arr)[corpus_below((r), G_N_ELEMENTS(arr))])
 
 static const char *const corpus_words[] = {
-    "the",     "of",       "and",      "to",        "in",       "is",        "that",
-    "it",      "was",      "for",      "on",        "are",      "as",        "with",
-    "his",     "they",     "at",       "be",        "this",     "from",      "have",
-    "or",      "by",       "one",      "had",       "not",      "but",       "what",
-    "all",     "were",     "when",     "we",        "there",    "can",       "an",
-    "your",    "which",    "their",    "said",      "if",       "do",        "will",
-    "each",    "about",    "how",      "up",        "out",      "them",      "then",
-    "she",     "many",     "some",     "so",        "these",    "would",     "other",
-    "into",    "has",      "more",     "her",       "two",      "like",      "him",
-    "see",     "time",     "could",    "no",        "make",     "than",      "first",
-    "been",    "its",      "who",      "now",       "people",   "my",        "made",
-    "over",    "did",      "down",     "only",      "way",      "find",      "use",
-    "may",     "water",    "long",     "little",    "very",     "after",     "words",
-    "called",  "just",     "where",    "most",      "know",     "get",       "through",
-    "back",    "much",     "before",   "go",        "good",     "new",       "write",
-    "our",     "used",     "me",       "man",       "too",      "any",       "day",
-    "same",    "right",    "look",     "think",     "also",     "around",    "another",
-    "came",    "come",     "work",     "three",     "word",     "must",      "because",
-    "does",    "part",     "even",     "place",     "well",     "such",      "here",
-    "take",    "why",      "things",   "help",      "put",      "years",     "different",
-    "away",    "again",    "off",      "went",      "old",      "number",    "great",
-    "tell",    "men",      "say",      "small",     "every",    "found",     "still",
-    "between", "name",     "should",   "home",      "big",      "give",      "air",
-    "line",    "set",      "own",      "under",     "read",     "last",      "never",
-    "us",      "left",     "end",      "along",     "while",    "might",     "next",
-    "sound",   "below",    "saw",      "something", "thought",  "both",      "few",
-    "those",   "always",   "looked",   "show",      "large",    "often",     "together",
-    "asked",   "house",    "world",    "going",     "want",     "school",    "important",
-    "until",   "form",     "food",     "keep",      "children", "feet",      "land",
-    "side",    "without",  "boy",      "once",      "animals",  "life",      "enough",
-    "took",    "sometimes", "four",    "head",      "above",    "kind",      "began",
-    "almost",  "live",     "page",     "got",       "earth",    "need",      "far",
-    "hand",    "high",     "year",     "mother",    "light",    "parts",     "country",
-    "father",  "let",      "night",    "following", "picture",  "being",     "study",
-    "second",  "eyes",     "soon",     "times",     "story",    "boys",      "since",
-    "white",   "days",     "paper",    "hard",      "near",     "sentence",  "better",
-    "best",    "across",   "during",   "today",     "others",   "however",   "sure",
-    "means",   "knew",     "try",      "told",      "young",    "miles",     "sun",
-    "ways",    "thing",    "whole",    "hear",      "example",  "heard",     "several",
-    "change",  "answer",   "room",     "sea",       "against",  "top",       "turned",
-    "learn",   "point",    "city",     "play",      "toward",   "five",      "using",
-    "himself", "usually",  "Tokyo",    "Zürich",    "naïve",    "café",      "résumé",
-    "Ångström", "façade",  "coöperate", "jalapeño", "Straße",   "über",      "TensorFlow",
-    "PyTorch", "GPT-2",    "llm.c",    "Hugging",   "Face",     "GPUs",      "NCCL",
+    "the",      "of",        "and",       "to",        "in",       "is",       "that",
+    "it",       "was",       "for",       "on",        "are",      "as",       "with",
+    "his",      "they",      "at",        "be",        "this",     "from",     "have",
+    "or",       "by",        "one",       "had",       "not",      "but",      "what",
+    "all",      "were",      "when",      "we",        "there",    "can",      "an",
+    "your",     "which",     "their",     "said",      "if",       "do",       "will",
+    "each",     "about",     "how",       "up",        "out",      "them",     "then",
+    "she",      "many",      "some",      "so",        "these",    "would",    "other",
+    "into",     "has",       "more",      "her",       "two",      "like",     "him",
+    "see",      "time",      "could",     "no",        "make",     "than",     "first",
+    "been",     "its",       "who",       "now",       "people",   "my",       "made",
+    "over",     "did",       "down",      "only",      "way",      "find",     "use",
+    "may",      "water",     "long",      "little",    "very",     "after",    "words",
+    "called",   "just",      "where",     "most",      "know",     "get",      "through",
+    "back",     "much",      "before",    "go",        "good",     "new",      "write",
+    "our",      "used",      "me",        "man",       "too",      "any",      "day",
+    "same",     "right",     "look",      "think",     "also",     "around",   "another",
+    "came",     "come",      "work",      "three",     "word",     "must",     "because",
+    "does",     "part",      "even",      "place",     "well",     "such",     "here",
+    "take",     "why",       "things",    "help",      "put",      "years",    "different",
+    "away",     "again",     "off",       "went",      "old",      "number",   "great",
+    "tell",     "men",       "say",       "small",     "every",    "found",    "still",
+    "between",  "name",      "should",    "home",      "big",      "give",     "air",
+    "line",     "set",       "own",       "under",     "read",     "last",     "never",
+    "us",       "left",      "end",       "along",     "while",    "might",    "next",
+    "sound",    "below",     "saw",       "something", "thought",  "both",     "few",
+    "those",    "always",    "looked",    "show",      "large",    "often",    "together",
+    "asked",    "house",     "world",     "going",     "want",     "school",   "important",
+    "until",    "form",      "food",      "keep",      "children", "feet",     "land",
+    "side",     "without",   "boy",       "once",      "animals",  "life",     "enough",
+    "took",     "sometimes", "four",      "head",      "above",    "kind",     "began",
+    "almost",   "live",      "page",      "got",       "earth",    "need",     "far",
+    "hand",     "high",      "year",      "mother",    "light",    "parts",    "country",
+    "father",   "let",       "night",     "following", "picture",  "being",    "study",
+    "second",   "eyes",      "soon",      "times",     "story",    "boys",     "since",
+    "white",    "days",      "paper",     "hard",      "near",     "sentence", "better",
+    "best",     "across",    "during",    "today",     "others",   "however",  "sure",
+    "means",    "knew",      "try",       "told",      "young",    "miles",    "sun",
+    "ways",     "thing",     "whole",     "hear",      "example",  "heard",    "several",
+    "change",   "answer",    "room",      "sea",       "against",  "top",      "turned",
+    "learn",    "point",     "city",      "play",      "toward",   "five",     "using",
+    "himself",  "usually",   "Tokyo",     "Zürich",    "naïve",    "café",     "résumé",
+    "Ångström", "façade",    "coöperate", "jalapeño",  "Straße",   "über",     "TensorFlow",
+    "PyTorch",  "GPT-2",     "llm.c",     "Hugging",   "Face",     "GPUs",     "NCCL",
 };
 
 static const char *const corpus_contractions[] = {
-    "don't",  "it's",    "we're",   "I'll",   "they've", "I'd",     "I'm",    "can't",
-    "won't",  "she'd",   "you're",  "he'll",  "that's",  "there's", "isn't",  "o'clock",
-    "DON'T",  "IT'S",    "We'RE",   "I'M",    "rock'n'roll", "'tis", "y'all", "'s",
-    "'t",     "'re",     "'ve",     "'m",     "'ll",     "'d",      "''s",    "' s",
+    "don't", "it's",  "we're",  "I'll",  "they've",     "I'd",     "I'm",   "can't",
+    "won't", "she'd", "you're", "he'll", "that's",      "there's", "isn't", "o'clock",
+    "DON'T", "IT'S",  "We'RE",  "I'M",   "rock'n'roll", "'tis",    "y'all", "'s",
+    "'t",    "'re",   "'ve",    "'m",    "'ll",         "'d",      "''s",   "' s",
 };
 
 static const char *const corpus_scripts[] = {
@@ -104,14 +104,33 @@ static const char *const corpus_scripts[] = {
 };
 
 static const char *const corpus_emoji[] = {
-    "😀", "😃", "👍", "👍🏽", "👩‍💻", "👨‍👩‍👧‍👦", "🇩🇪", "🇯🇵", "❤️", "✔️",
-    "1️⃣", "🏳️‍🌈", "🙂", "🚀", "🎉", "🤖", "∑", "∞", "→", "©",
+    "😀",    "😃",  "👍",      "👍🏽", "👩‍💻", "👨‍👩‍👧‍👦",
+    "🇩🇪",   "🇯🇵", "❤️", "✔️",   "1️⃣",     "🏳️‍🌈",
+    "🙂", "🚀",  "🎉",      "🤖",     "∑",           "∞",
+    "→",    "©",
 };
 
 static const char *const corpus_spaces[] = {
-    " ",  "  ",     "   ",   "\t",     "\t\t",   "\n",     "\n\n",   "\n\n\n", " \n",
-    "\r\n", " \t ", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "\xe2\x80\x83", "\xe2\x80\x89",
-    "\n    ", "\n\t", "    \n", "\xe2\x80\x8b",
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    "\t\t",
+    "\n",
+    "\n\n",
+    "\n\n\n",
+    " \n",
+    "\r\n",
+    " \t ",
+    "\xc2\xa0",
+    "\xe3\x80\x80",
+    "\xe2\x80\xa8",
+    "\xe2\x80\x83",
+    "\xe2\x80\x89",
+    "\n    ",
+    "\n\t",
+    "    \n",
+    "\xe2\x80\x8b",
 };
 
 static const char *const corpus_code[] = {
@@ -157,8 +176,8 @@ static inline void corpus_number(CorpusRng *r, GString *s)
       g_string_append_c(s, (char)('0' + corpus_below(r, 10)));
     break;
   case 6:
-    g_string_append_printf(s, "+1 (%03u) %03u-%04u", corpus_below(r, 1000),
-                           corpus_below(r, 1000), corpus_below(r, 10000));
+    g_string_append_printf(s, "+1 (%03u) %03u-%04u", corpus_below(r, 1000), corpus_below(r, 1000),
+                           corpus_below(r, 10000));
     break;
   default:
     g_string_append_printf(s, "0x%08x", (guint)corpus_next(r));
@@ -169,9 +188,9 @@ static inline void corpus_number(CorpusRng *r, GString *s)
  * form, an encoded surrogate, bytes that never occur, or random high bytes. */
 static inline void corpus_invalid(CorpusRng *r, GString *s)
 {
-  static const char *const bad[] = {"\x80",         "\xbf",     "\xc3",     "\xe2\x82",
+  static const char *const bad[] = {"\x80",         "\xbf",     "\xc3",         "\xe2\x82",
                                     "\xf0\x9f\x98", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80",
-                                    "\xed\xbf\xbf", "\xf5",     "\xfe\xff", "\xff"};
+                                    "\xed\xbf\xbf", "\xf5",     "\xfe\xff",     "\xff"};
   if (corpus_below(r, 3) == 0) {
     for (guint i = 0, n = 1 + corpus_below(r, 6); i < n; i++)
       g_string_append_c(s, (char)(0x80 + corpus_below(r, 128)));

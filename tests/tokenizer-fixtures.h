@@ -46,8 +46,8 @@ static inline char *tf_json_string(const char *s)
 }
 
 typedef struct {
-  GPtrArray *tokens; /* GBytes by id */
-  GPtrArray *merges; /* "left right" in vocab.json's characters, rank order */
+  GPtrArray *tokens;      /* GBytes by id */
+  GPtrArray *merges;      /* "left right" in vocab.json's characters, rank order */
   GPtrArray *merge_parts; /* GBytes left, right, alternating */
   GPtrArray *specials;    /* char * (added tokens) */
 } TinyTok;
@@ -89,9 +89,9 @@ static inline TinyTok *tf_new(guint64 seed, guint n_random)
     g_ptr_array_add(t->tokens, g_bytes_new(&c, 1));
   }
   static const char *const words[][2] = {
-      {"h", "e"},  {"l", "l"},    {"he", "ll"}, {"hell", "o"}, {" ", "hello"}, {" ", "w"},
-      {"o", "r"},  {" w", "or"},  {"l", "d"},   {" wor", "ld"}, {" ", " "},     {"  ", "  "},
-      {"1", "2"},  {"12", "3"},   {"'", "s"},   {"\n", "\n"},  {"\xc3", "\xa9"}, {" ", "a"},
+      {"h", "e"}, {"l", "l"},   {"he", "ll"}, {"hell", "o"},  {" ", "hello"},   {" ", "w"},
+      {"o", "r"}, {" w", "or"}, {"l", "d"},   {" wor", "ld"}, {" ", " "},       {"  ", "  "},
+      {"1", "2"}, {"12", "3"},  {"'", "s"},   {"\n", "\n"},   {"\xc3", "\xa9"}, {" ", "a"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(words); i++)
     tf_add_merge(t, words[i][0], words[i][1]);
@@ -192,9 +192,10 @@ static inline char *tf_tokenizer_json(TinyTok *t, gboolean pairs)
                      "\"trim_offsets\": true, \"use_regex\": true},\n");
   g_string_append(s, "\"post_processor\": {\"type\": \"ByteLevel\"},\n");
   g_string_append(s, "\"decoder\": {\"type\": \"ByteLevel\"},\n");
-  g_string_append_printf(s, "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-                            "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
-                            "\"fuse_unk\": false, \"vocab\": %s, \"merges\": [",
+  g_string_append_printf(s,
+                         "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
+                         "\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", "
+                         "\"fuse_unk\": false, \"vocab\": %s, \"merges\": [",
                          vocab);
   for (guint i = 0; i < t->merges->len; i++) {
     const char *m = t->merges->pdata[i];

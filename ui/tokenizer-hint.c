@@ -7,8 +7,8 @@ char *cohort_tokenizer_hint(const CohortConfig *cfg)
   if (g_strcmp0(cfg->model, "gpt") != 0)
     return NULL;
   g_autofree char *path = cohort_config_tokenizer_path(cfg);
-  g_autofree char *init = cfg->init_from && *cfg->init_from ? cohort_resolve_path(cfg->init_from)
-                                                            : NULL;
+  g_autofree char *init =
+      cfg->init_from && *cfg->init_from ? cohort_resolve_path(cfg->init_from) : NULL;
   if (!path && cfg->data_format == COHORT_DATA_TEXT && init &&
       !g_file_test(init, G_FILE_TEST_EXISTS))
     return g_strdup_printf(_("Looks for a tokenizer in the initial weights' folder “%s”, which "

@@ -218,7 +218,8 @@ static void show_progress(const CohortTokenizeProgress *s, gpointer data)
   p->last_us = now;
   double mb_s = s->elapsed_s > 0 ? s->bytes_done / 1e6 / s->elapsed_s : 0;
   double eta = mb_s > 0 ? (s->bytes_total - s->bytes_done) / 1e6 / mb_s : 0;
-  fprintf(stderr, "\rtokenizing: %.1f MB of %.1f MB, %.1f MB/s, %" G_GUINT64_FORMAT
+  fprintf(stderr,
+          "\rtokenizing: %.1f MB of %.1f MB, %.1f MB/s, %" G_GUINT64_FORMAT
           " tokens, ETA %.0f s   ",
           s->bytes_done / 1e6, s->bytes_total / 1e6, mb_s, s->tokens, eta);
 }

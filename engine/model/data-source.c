@@ -32,8 +32,8 @@ static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cf
   return s;
 }
 
-static CohortDataSource *open_as(const CohortConfig *cfg, CohortDataFormat format,
-                                 const char *path, const char *cache_dir, GError **error)
+static CohortDataSource *open_as(const CohortConfig *cfg, CohortDataFormat format, const char *path,
+                                 const char *cache_dir, GError **error)
 {
   g_autofree char *resolved = cohort_resolve_path(path);
   CohortDataSource *s = g_new0(CohortDataSource, 1);

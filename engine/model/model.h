@@ -60,10 +60,10 @@ typedef void (*CohortLogitsGradFunc)(float *dlogits, const float *logits, int ro
 typedef struct {
   const CohortConfig *cfg;
   gint64 step;
-  const char *workspace;          /* where image samples go (samples/step-N.png) */
-  const char *image_path;         /* or exactly this file, when not NULL */
-  guint64 *rng;                   /* the sampling RNG, saved in checkpoints */
-  const char *const *class_names; /* the data's classes in index order, or NULL */
+  const char *workspace;            /* where image samples go (samples/step-N.png) */
+  const char *image_path;           /* or exactly this file, when not NULL */
+  guint64 *rng;                     /* the sampling RNG, saved in checkpoints */
+  const char *const *class_names;   /* the data's classes in index order, or NULL */
   const CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
 } CohortSampleRequest;
 

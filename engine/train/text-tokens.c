@@ -128,8 +128,8 @@ static gboolean exchange_parts(CohortRankRun *r, const char *folder, GError **er
 {
   int me = r->opts->rank;
   for (int root = 0; root < r->opts->world_size; root++) {
-    g_autoptr(GPtrArray) mine = me == root ? cohort_token_cache_part_files(folder, root, error)
-                                           : NULL;
+    g_autoptr(GPtrArray) mine =
+        me == root ? cohort_token_cache_part_files(folder, root, error) : NULL;
     if (me == root && !mine)
       return FALSE;
     guint64 n_files = mine ? mine->len : 0;
@@ -182,17 +182,18 @@ static gboolean tokenize_part(CohortRankRun *r, const CohortTextSources *src, co
   CohortTokenizeProgress done = {0};
   g_autoptr(GPtrArray) not_utf8 = g_ptr_array_new_with_free_func(g_free);
   if (!cohort_token_cache_clear(folder, error) ||
-      !cohort_token_cache_write_part(folder, src, r->tokenizer, k, n, threads, report, &rep,
-                                     &done, not_utf8, error))
+      !cohort_token_cache_write_part(folder, src, r->tokenizer, k, n, threads, report, &rep, &done,
+                                     not_utf8, error))
     return FALSE;
   cohort_progress_finish_line(r->progress);
   cohort_progress_log(r->progress, "info",
-                      "%s: tokenized %.1f MB (%" G_GUINT64_FORMAT " documents%s) into %" G_GUINT64_FORMAT
-                      " tokens in %.1f s",
+                      "%s: tokenized %.1f MB (%" G_GUINT64_FORMAT
+                      " documents%s) into %" G_GUINT64_FORMAT " tokens in %.1f s",
                       key, done.bytes_done / 1e6, done.documents, n > 1 ? ", rank 0's share" : "",
                       done.tokens, done.elapsed_s);
   for (guint i = 0; i < not_utf8->len; i++)
-    cohort_progress_log(r->progress, "warning", "%s: not UTF-8; its bytes were tokenized as they are",
+    cohort_progress_log(r->progress, "warning",
+                        "%s: not UTF-8; its bytes were tokenized as they are",
                         (const char *)not_utf8->pdata[i]);
   return TRUE;
 }
@@ -209,8 +210,8 @@ static gboolean tokenize_on_rank0(CohortRankRun *r, const CohortTextSources *src
 }
 
 /* Each rank its part, then the exchange, unless every rank has the tokens already. */
-static gboolean tokenize_shared(CohortRankRun *r, const CohortTextSources *src,
-                                const char *folder, const char *key, GError **error)
+static gboolean tokenize_shared(CohortRankRun *r, const CohortTextSources *src, const char *folder,
+                                const char *key, GError **error)
 {
   double missing = cohort_token_cache_ready(folder, NULL) ? 0 : 1;
   if (!cohort_train_dist_sum(r->dist, &missing, 1, error))

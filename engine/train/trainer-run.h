@@ -24,7 +24,7 @@ typedef struct {
   const CohortTrainOptions *opts;
   CohortProgress *progress;
   CohortDataSource *train;
-  CohortDataSource *val; /* NULL = no validation */
+  CohortDataSource *val;      /* NULL = no validation */
   CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
