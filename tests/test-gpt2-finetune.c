@@ -286,6 +286,26 @@ static void test_finetune(void)
   g_assert_cmpuint(count_events(ev3, "tokenize"), ==, 0);
   g_assert_cmpuint(count_events(ev3, "step"), ==, 2);
 
+  /* A sample from the exported folder, with the tokenizer the export holds. */
+  const char *sample_argv[] = {program("COHORT_TRAIN"), "--sample", ws1, "--set",
+                               "sample_tokens=8",       NULL};
+  g_autofree char *sample = NULL;
+  int status = -1;
+  g_assert_true(g_spawn_sync(NULL, (char **)sample_argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                             NULL, &sample, NULL, &status, NULL));
+  g_assert_true(g_spawn_check_wait_status(status, NULL));
+  g_test_message("--sample: %s", sample);
+  g_assert_true(g_utf8_validate(sample, -1, NULL));
+  g_assert_true(g_str_has_prefix(sample, "This License"));
+
+  /* A shape other than the folder's config.json, named with the value to set. */
+  g_autofree char *ws5 = g_build_filename(f.dir, "shape", NULL);
+  const char *shape[] = {"max_steps=1", "n_head=4", NULL};
+  r = train(&f, ws5, 1, shape);
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_nonnull(strstr(r.err, "config.json has n_head 2 but key \"n_head\" is 4"));
+  g_free(r.err);
+
   /* A vocab_size that is not the tokenizer's. */
   g_autofree char *ws4 = g_build_filename(f.dir, "bad", NULL);
   const char *bad[] = {"max_steps=1", "vocab_size=50304", NULL};

@@ -2,6 +2,7 @@
  * written per layer by hand; activations for max_batch sequences are allocated once, so a
  * training step allocates nothing. */
 #include "engine/models/gpt.h"
+#include "engine/base/error.h"
 #include "engine/model/rng.h"
 
 #include "engine/model/distill.h"
@@ -653,14 +654,12 @@ static gboolean check_folder_config(CohortModel *m, const char *dir, GError **er
               {"seq_len", "n_positions", s->seq_len, hf->seq_len},
               {"vocab_size", "vocab_size", s->vocab_size, hf->vocab_size}};
   for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
-    if (keys[i].have != keys[i].want) {
-      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                  "init_from %s: config.json has %s %d but key \"%s\" is %d; set %s to %d to "
-                  "use this model",
-                  dir, keys[i].hf_key, keys[i].want, keys[i].key, keys[i].have, keys[i].key,
-                  keys[i].want);
-      return FALSE;
-    }
+    if (keys[i].have != keys[i].want)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "init_from %s: config.json has %s %d but key \"%s\" is %d; set %s to "
+                         "%d to use this model",
+                         dir, keys[i].hf_key, keys[i].want, keys[i].key, keys[i].have, keys[i].key,
+                         keys[i].want);
   }
   return TRUE;
 }
@@ -671,13 +670,12 @@ static gboolean gpt_import(CohortModel *m, const char *path, GError **error)
   if (!g_file_test(path, G_FILE_TEST_IS_DIR))
     return cohort_gpt_load_hf(m, path, error);
   g_autofree char *weights = g_build_filename(path, "model.safetensors", NULL);
-  if (!g_file_test(weights, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "init_from %s: the folder has no model.safetensors; allowed: a .safetensors file "
-                "or a Hugging Face GPT-2 folder (config.json, model.safetensors)",
-                path);
-    return FALSE;
-  }
+  if (!g_file_test(weights, G_FILE_TEST_IS_REGULAR))
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "init_from %s: the folder has no model.safetensors; allowed: a "
+                       ".safetensors file or a Hugging Face GPT-2 folder (config.json, "
+                       "model.safetensors)",
+                       path);
   return check_folder_config(m, path, error) && cohort_gpt_load_hf(m, weights, error);
 }
 

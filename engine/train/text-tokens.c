@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "data/token-cache.h"
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 
 /* Bytes of a part sent per broadcast. */
@@ -21,25 +22,22 @@
 /* Seconds between tokenize events. */
 #define EVENT_EVERY_US 500000
 
-gboolean cohort_rank_run_load_tokenizer(CohortRankRun *r, GError **error)
+/* The tokenizer of this rank, checked against vocab_size. */
+static gboolean load_here(CohortRankRun *r, const char *path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
-  g_autofree char *path = cohort_config_tokenizer_path(cfg);
   if (!path && cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256) {
     g_autofree char *init = cohort_resolve_path(cfg->init_from);
-    if (!g_file_test(init, G_FILE_TEST_EXISTS)) {
-      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                  "init_from %s: no such file or folder; a Hugging Face GPT-2 folder (config.json, "
-                  "model.safetensors, tokenizer files) is expected here",
-                  init);
-      return FALSE;
-    }
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "key \"vocab_size\": %d needs a tokenizer for text, and init_from %s holds none "
-                "(tokenizer.json, or vocab.json and merges.txt); allowed: vocab_size 256 for "
-                "byte-level text, or a tokenizer (key \"tokenizer\")",
-                cfg->vocab_size, cfg->init_from);
-    return FALSE;
+    if (!g_file_test(init, G_FILE_TEST_EXISTS))
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "init_from %s: no such file or folder; a Hugging Face GPT-2 folder "
+                         "(config.json, model.safetensors, tokenizer files) is expected here",
+                         init);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"vocab_size\": %d needs a tokenizer for text, and init_from %s "
+                       "holds none (tokenizer.json, or vocab.json and merges.txt); allowed: "
+                       "vocab_size 256 for byte-level text, or a tokenizer (key \"tokenizer\")",
+                       cfg->vocab_size, cfg->init_from);
   }
   if (!path)
     return TRUE;
@@ -49,15 +47,39 @@ gboolean cohort_rank_run_load_tokenizer(CohortRankRun *r, GError **error)
     return FALSE;
   }
   int n = cohort_tokenizer_vocab_size(r->tokenizer);
-  if (n != cfg->vocab_size) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "tokenizer %s has %d tokens but key \"vocab_size\" is %d; allowed: vocab_size %d, "
-                "the tokenizer's",
-                path, n, cfg->vocab_size, n);
+  if (n != cfg->vocab_size)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "tokenizer %s has %d tokens but key \"vocab_size\" is %d; allowed: "
+                       "vocab_size %d, the tokenizer's",
+                       path, n, cfg->vocab_size, n);
+  return TRUE;
+}
+
+gboolean cohort_rank_run_load_tokenizer(CohortRankRun *r, GError **error)
+{
+  g_autofree char *path = cohort_config_tokenizer_path(r->cfg);
+  GError *local = NULL;
+  gboolean ok = load_here(r, path, &local);
+  if (!cohort_rank_run_all_ok(r, ok, local, "load the tokenizer", error))
     return FALSE;
-  }
+  if (!r->tokenizer)
+    return TRUE;
+  /* Ranks that tokenize their own shares must encode alike: the same files everywhere. */
+  char sha[65];
+  g_strlcpy(sha, cohort_tokenizer_sha256(r->tokenizer), sizeof sha);
+  if (!cohort_train_dist_broadcast_host(r->dist, sha, sizeof sha, error))
+    return FALSE;
+  gboolean same = strcmp(sha, cohort_tokenizer_sha256(r->tokenizer)) == 0;
+  if (!same)
+    cohort_fail(&local, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "rank %d: tokenizer %s has sha256 %s but rank 0's has %s; every rank needs the "
+                "same tokenizer files",
+                r->opts->rank, path, cohort_tokenizer_sha256(r->tokenizer), sha);
+  if (!cohort_rank_run_all_ok(r, same, local, "find rank 0's tokenizer", error))
+    return FALSE;
   cohort_progress_log(r->progress, "info", "tokenizer: %s (%s, %d tokens, sha256 %.12s…)", path,
-                      cohort_tokenizer_kind(r->tokenizer), n,
+                      cohort_tokenizer_kind(r->tokenizer),
+                      cohort_tokenizer_vocab_size(r->tokenizer),
                       cohort_tokenizer_sha256(r->tokenizer));
   return TRUE;
 }
@@ -222,20 +244,8 @@ static gboolean tokenize_shared(CohortRankRun *r, const CohortTextSources *src, 
   GError *local = NULL;
   gboolean ok = tokenize_part(r, src, folder, (guint)r->opts->rank, (guint)r->opts->world_size,
                               threads, key, &local);
-  double failed = ok ? 0 : 1;
-  if (!cohort_train_dist_sum(r->dist, &failed, 1, error)) {
-    g_clear_error(&local);
-    return FALSE;
-  }
-  if (failed > 0) {
-    if (local)
-      g_propagate_error(error, local);
-    else
-      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: another rank could not tokenize its share (its message says why)", key);
-    return FALSE;
-  }
-  return exchange_parts(r, folder, error) && cohort_token_cache_seal(folder, error);
+  return cohort_rank_run_all_ok(r, ok, local, "tokenize its share", error) &&
+         exchange_parts(r, folder, error) && cohort_token_cache_seal(folder, error);
 }
 
 char *cohort_rank_run_text_tokens(CohortRankRun *r, const char *path, const char *key,
@@ -243,11 +253,17 @@ char *cohort_rank_run_text_tokens(CohortRankRun *r, const char *path, const char
 {
   g_autofree char *resolved = cohort_resolve_path(path);
   const char *paths[] = {resolved, NULL};
-  g_autoptr(CohortTextSources) src = cohort_text_sources_open(paths, error);
-  if (!src)
-    return NULL;
-  g_autofree char *folder = cohort_token_cache_folder(cache_dir, src, r->tokenizer);
   gboolean shared = r->cfg->distributed_data_loading && r->opts->world_size > 1;
+  GError *local = NULL;
+  g_autoptr(CohortTextSources) src = cohort_text_sources_open(paths, &local);
+  /* Ranks that share the work all need the files (a missing one would leave the others
+   * waiting in the exchange). */
+  if (shared ? !cohort_rank_run_all_ok(r, src != NULL, local, "read the text", error) : !src) {
+    if (!shared)
+      g_propagate_error(error, local);
+    return NULL;
+  }
+  g_autofree char *folder = cohort_token_cache_folder(cache_dir, src, r->tokenizer);
   if (!(shared ? tokenize_shared(r, src, folder, key, error)
                : tokenize_on_rank0(r, src, folder, key, error)))
     return NULL;

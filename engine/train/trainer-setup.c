@@ -208,10 +208,8 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
-/* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
- * that failed reports its own `mine`; the others say that a peer failed at `what`. */
-static gboolean all_ranks_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
-                             GError **error)
+gboolean cohort_rank_run_all_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
+                                GError **error)
 {
   double failed = ok ? 0 : 1;
   if (!cohort_train_dist_sum(r->dist, &failed, 1, error)) {
@@ -239,7 +237,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
   GError *local = NULL;
   r->teacher = cohort_teacher_load(r->be, r->model_cfg, cohort_data_source_class_names(r->train),
                                    r->B, &local);
-  if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
+  if (!cohort_rank_run_all_ok(r, r->teacher != NULL, local, "load the teacher", error))
     return FALSE;
   char sha[65];
   g_strlcpy(sha, r->teacher->sha256, sizeof sha);
@@ -252,7 +250,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
                 "rank %d: teacher_from %s: %s has sha256 %s but rank 0's has %s; every rank needs "
                 "the same teacher",
                 r->opts->rank, r->teacher->dir, r->teacher->weights, r->teacher->sha256, sha);
-  if (!all_ranks_ok(r, same, local, "find rank 0's teacher", error))
+  if (!cohort_rank_run_all_ok(r, same, local, "find rank 0's teacher", error))
     return FALSE;
   CohortDistillSettings settings;
   cohort_distill_settings_from_config(cfg, &settings);
