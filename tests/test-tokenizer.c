@@ -67,7 +67,8 @@ static void assert_same_split(GRegex *re, const char *text)
 {
   g_autoptr(GArray) want = regex_split(re, text);
   g_autoptr(GArray) got = cohort_bpe_split(text, strlen(text));
-  if (got->len != want->len || memcmp(got->data, want->data, got->len * sizeof(gsize)) != 0) {
+  if (got->len != want->len ||
+      (got->len > 0 && memcmp(got->data, want->data, got->len * sizeof(gsize)) != 0)) {
     g_autofree char *shown = g_strescape(text, NULL);
     g_error("split of \"%.200s\" differs from PCRE's (%u pieces, PCRE %u)", shown, got->len,
             want->len);
