@@ -1,9 +1,10 @@
 // The JavaScript side of bench/run-tokenize-bench: GPT-2's encoding by npm's tiktoken (Rust
 // compiled to WebAssembly), js-tiktoken (pure JavaScript) or gpt-3-encoder (the reference,
 // GPT-2's encoder.py ported), on a text file, on 1 or more threads (worker_threads, each
-// encoding a part of the text). Prints "<name> <threads> <MB/s>
-// <seconds> <tokens>" for the encoding alone (the file read and the tables loaded before the
-// clock starts), and with --ids FILE writes the ids (one thread only), little-endian uint32.
+// encoding a part of the text). Prints "<name> <threads> <MB/s> <seconds> <tokens> <MB per
+// CPU second>" for the encoding alone (the file read and the tables loaded before the clock
+// starts; CPU time of the whole process, all threads); with --ids FILE it writes the ids (one
+// thread only), little-endian uint32.
 //   node tokenize_js.js NODE_MODULES tiktoken|js-tiktoken|gpt-3-encoder TEXT THREADS [--ids F]
 'use strict';
 const fs = require('fs');
@@ -60,10 +61,14 @@ if (!isMainThread) {
   const text = new TextDecoder().decode(bytes);
   if (threads === 1) {
     const encode = encoder(modules, name);
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     const ids = encode(text);
     const s = Number(process.hrtime.bigint() - t0) / 1e9;
-    console.log(`${name} 1 ${(bytes.length / 1e6 / s).toFixed(2)} ${s.toFixed(3)} ${ids.length}`);
+    const c = process.cpuUsage(c0);
+    const cpu = (c.user + c.system) / 1e6;
+    console.log(`${name} 1 ${(bytes.length / 1e6 / s).toFixed(2)} ${s.toFixed(3)} ${ids.length} ` +
+      `${(bytes.length / 1e6 / cpu).toFixed(2)}`);
     if (flag === '--ids') fs.writeFileSync(idsPath, Buffer.from(Uint32Array.from(ids).buffer));
   } else {
     // Parts of about equal size, cut where the pieces stay the same.
@@ -75,11 +80,12 @@ if (!isMainThread) {
       at = end;
     }
     const workers = parts.map((p) => new Worker(__filename, { workerData: { modules, name, text: p } }));
-    let ready = 0, done = 0, tokens = 0, t0;
+    let ready = 0, done = 0, tokens = 0, t0, c0;
     for (const w of workers) {
       w.on('message', (m) => {
         if (m === 'ready') {
           if (++ready === workers.length) {
+            c0 = process.cpuUsage();
             t0 = process.hrtime.bigint();
             workers.forEach((x) => x.postMessage('go'));
           }
@@ -88,7 +94,10 @@ if (!isMainThread) {
         tokens += m;
         if (++done === workers.length) {
           const s = Number(process.hrtime.bigint() - t0) / 1e9;
-          console.log(`${name} ${threads} ${(bytes.length / 1e6 / s).toFixed(2)} ${s.toFixed(3)} ${tokens}`);
+          const c = process.cpuUsage(c0);
+          const cpu = (c.user + c.system) / 1e6;
+          console.log(`${name} ${threads} ${(bytes.length / 1e6 / s).toFixed(2)} ${s.toFixed(3)} ` +
+            `${tokens} ${(bytes.length / 1e6 / cpu).toFixed(2)}`);
           workers.forEach((x) => x.terminate());
         }
       });

@@ -5,6 +5,7 @@
 #include "data/tokenize-job.h"
 
 #include <string.h>
+#include <sys/resource.h>
 #include <json-glib/json-glib.h>
 
 #include "engine/base/json-read.h"
@@ -31,6 +32,16 @@ typedef struct {
 } Shared;
 
 static Unit stop_unit;
+
+/* User and system CPU seconds of the whole process. */
+static double cpu_seconds(void)
+{
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0)
+    return 0;
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
 
 static void unit_free(Unit *u)
 {
@@ -192,6 +203,7 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
   LineState ls = {.file = G_MAXUINT};
   guint64 pos = job->begin;
   gint64 t0 = g_get_monotonic_time();
+  double cpu0 = cpu_seconds();
   GError *failure = NULL;
   for (;;) {
     while (!failure && window.length < (guint)(2 * n_threads + 2)) {
@@ -217,6 +229,7 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
       prog.tokens += u->ids->len;
       prog.documents += u->docs;
       prog.elapsed_s = (double)(g_get_monotonic_time() - t0) / 1e6;
+      prog.cpu_s = cpu_seconds() - cpu0;
       if (u->not_utf8 && !g_hash_table_contains(bad_files, GUINT_TO_POINTER(u->chunk.file + 1))) {
         g_hash_table_add(bad_files, GUINT_TO_POINTER(u->chunk.file + 1));
         if (not_utf8)

@@ -15,6 +15,7 @@ typedef struct {
   guint64 bytes_done, bytes_total; /* of the job's range */
   guint64 tokens, documents;
   double elapsed_s;
+  double cpu_s; /* the process's CPU time (all threads) since the job began */
 } CohortTokenizeProgress;
 
 /* Receives the next ids, in order; FALSE with an error stops the job. */

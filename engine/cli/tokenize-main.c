@@ -230,9 +230,10 @@ static void summary(const Options *o, const CohortTokenizeProgress *s, GPtrArray
   if (o->quiet)
     return;
   printf("%" G_GUINT64_FORMAT " documents, %.1f MB, %" G_GUINT64_FORMAT
-         " tokens in %.1f s (%.1f MB/s)\n",
+         " tokens in %.2f s (%.2f MB/s; %.2f CPU s, %.2f MB per CPU second)\n",
          s->documents, s->bytes_done / 1e6, s->tokens, s->elapsed_s,
-         s->elapsed_s > 0 ? s->bytes_done / 1e6 / s->elapsed_s : 0.0);
+         s->elapsed_s > 0 ? s->bytes_done / 1e6 / s->elapsed_s : 0.0, s->cpu_s,
+         s->cpu_s > 0 ? s->bytes_done / 1e6 / s->cpu_s : 0.0);
   for (guint i = 0; i < written->len; i++)
     printf("wrote %s\n", (const char *)written->pdata[i]);
   if (not_utf8->len > 0)
