@@ -13,8 +13,6 @@
 #include "engine/base/fileio.h"
 #include "engine/base/json-read.h"
 
-#define SPECIAL_EOT "<|endoftext|>"
-
 /* The whole of a regular file no larger than COHORT_TOKENIZER_MAX_FILE. */
 static char *read_file(const char *path, gsize *len, GError **error)
 {

@@ -27,10 +27,11 @@ typedef enum {
 
 typedef struct CohortTokenizer CohortTokenizer;
 
-/* The tokenizer files at `path`: a tokenizer.json (or any .json file holding a "model"
- * object), a vocab.json with merges.txt beside it, or a folder holding either (tokenizer.json
- * first). Sets *json, or *vocab and *merges (new strings), and returns TRUE; FALSE with an
- * error naming the path and what it lacks. Looks only at names and kinds of files. */
+/* The tokenizer files at `path`: a vocab.json or merges.txt (the two side by side), any other
+ * file (read as a tokenizer.json), or a folder holding tokenizer.json or vocab.json and
+ * merges.txt (tokenizer.json first). Sets *json, or *vocab and *merges (new strings), and
+ * returns TRUE; FALSE with an error naming the path and what it lacks. Looks only at names
+ * and kinds of files. */
 gboolean cohort_tokenizer_find(const char *path, char **json, char **vocab, char **merges,
                                GError **error);
 
