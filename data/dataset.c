@@ -2,10 +2,10 @@
  * Files are memory-mapped and kept as segments of one token stream, so a folder of large
  * shards costs address space, not memory. */
 #include "data/dataset.h"
+#include "data/file-list.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,10 +15,9 @@
 #include "data/fingerprint.h"
 #include "engine/base/fileio.h"
 
-#define SHARD_MAGIC       20240520
-#define SHARD_VERSION     1
-#define SHARD_HEADER_INTS 256
-#define SHARD_HEADER_SIZE (SHARD_HEADER_INTS * sizeof(gint32))
+#define SHARD_MAGIC       COHORT_SHARD_MAGIC
+#define SHARD_VERSION     COHORT_SHARD_VERSION
+#define SHARD_HEADER_SIZE COHORT_SHARD_HEADER_BYTES
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-data-error-quark, cohort_data_error)
@@ -56,32 +55,6 @@ void cohort_dataset_free(CohortDataset *ds)
   g_free(ds);
 }
 
-static gboolean not_regular(GError **error, const char *path, mode_t mode)
-{
-  g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
-              "%s: is %s; allowed: a regular file, or a folder of regular files", path,
-              cohort_file_kind(mode));
-  return FALSE;
-}
-
-/* Maps `path` after checking, on the open file, that it is a regular file: a FIFO would block
- * the reader forever and a device never ends. */
-static GMappedFile *map_file(const char *path, struct stat *st, GError **error)
-{
-  g_autoptr(GError) local = NULL;
-  int fd = cohort_file_open_regular(path, COHORT_FILE_ANY_SIZE, NULL, st, &local);
-  if (fd < 0) {
-    g_set_error_literal(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, local->message);
-    return NULL;
-  }
-  GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
-  close(fd);
-  if (!map)
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                local->message);
-  return map;
-}
-
 static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
                               GError **error)
 {
@@ -113,13 +86,9 @@ static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gb
   return TRUE;
 }
 
-static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
-                               GError **error)
+gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
+                                  gsize *n_tokens, GError **error)
 {
-  const char *path = seg.path;
-  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg.map);
-  gsize size = g_mapped_file_get_length(seg.map);
-  g_array_append_val(ds->segments, seg);
 
   if (size < SHARD_HEADER_SIZE) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
@@ -158,11 +127,25 @@ static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, g
                 path, count, expect, size, size < expect ? "truncated" : "trailing data");
     return FALSE;
   }
+  *n_tokens = (gsize)count;
+  return TRUE;
+}
+
+static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
+                               GError **error)
+{
+  const char *path = seg.path;
+  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(seg.map);
+  gsize size = g_mapped_file_get_length(seg.map);
+  g_array_append_val(ds->segments, seg);
+  gsize count = 0;
+  if (!cohort_token_shard_check(bytes, size, path, &count, error))
+    return FALSE;
 
   Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
   s->data = bytes + SHARD_HEADER_SIZE;
   s->offset = SHARD_HEADER_SIZE;
-  s->count = (gsize)count;
+  s->count = count;
   for (gsize i = 0; scan && i < s->count; i++) {
     guint16 tok;
     memcpy(&tok, s->data + 2 * i, sizeof tok);
@@ -176,135 +159,6 @@ static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, g
   }
   ds->n_tokens += s->count;
   return TRUE;
-}
-
-static gint compare_names(gconstpointer a, gconstpointer b)
-{
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The files of `dir` that end in `suffix`, sorted by name. */
-static GPtrArray *list_folder(const char *dir, const char *suffix, GError **error)
-{
-  g_autoptr(GError) local = NULL;
-  g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
-  if (!d) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read folder: %s", dir,
-                local->message);
-    return NULL;
-  }
-  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  const char *name;
-  while ((name = g_dir_read_name(d))) {
-    if (!g_str_has_suffix(name, suffix) || name[0] == '.')
-      continue;
-    g_autofree char *full = g_build_filename(dir, name, NULL);
-    GStatBuf st;
-    if (g_stat(full, &st) != 0) {
-      int e = errno;
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", full,
-                  g_strerror(e));
-      g_ptr_array_unref(names);
-      return NULL;
-    }
-    /* Folders are not searched; anything else that is not a regular file is an error, not a
-     * silent gap in the data. */
-    if (S_ISDIR(st.st_mode))
-      continue;
-    if (!S_ISREG(st.st_mode)) {
-      not_regular(error, full, st.st_mode);
-      g_ptr_array_unref(names);
-      return NULL;
-    }
-    g_ptr_array_add(names, g_steal_pointer(&full));
-  }
-  g_ptr_array_sort(names, compare_names);
-  if (names->len == 0) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: folder has no %s files", dir,
-                suffix);
-    g_ptr_array_unref(names);
-    return NULL;
-  }
-  return names;
-}
-
-static gboolean has_glob_chars(const char *path)
-{
-  return strpbrk(path, "*?[") != NULL;
-}
-
-/* The regular files a pattern such as "data/fineweb_train_*.bin" matches, sorted by name (as
- * a folder's are); folders it matches are passed over, like a folder's sub-folders. */
-static GPtrArray *list_glob(const char *pattern, GError **error)
-{
-  glob_t g = {0};
-  int rc = glob(pattern, GLOB_ERR, NULL, &g);
-  if (rc != 0 && rc != GLOB_NOMATCH) {
-    globfree(&g);
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
-                "%s: cannot read the folders this pattern looks in (%s)", pattern,
-                rc == GLOB_NOSPACE ? "out of memory" : "a folder is not readable");
-    return NULL;
-  }
-  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
-    GStatBuf st;
-    const char *full = g.gl_pathv[i];
-    if (g_stat(full, &st) != 0) {
-      int e = errno;
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", full,
-                  g_strerror(e));
-      goto fail;
-    }
-    if (S_ISDIR(st.st_mode))
-      continue;
-    if (!S_ISREG(st.st_mode)) {
-      not_regular(error, full, st.st_mode);
-      goto fail;
-    }
-    g_ptr_array_add(names, g_strdup(full));
-  }
-  globfree(&g);
-  g_ptr_array_sort(names, compare_names);
-  if (names->len == 0) {
-    g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no file matches this pattern",
-                pattern);
-    g_ptr_array_unref(names);
-    return NULL;
-  }
-  return names;
-fail:
-  globfree(&g);
-  g_ptr_array_unref(names);
-  return NULL;
-}
-
-/* The files of `path`: the file itself, a folder's files with the format's suffix, or the
- * files a pattern matches when nothing has the path's own name. */
-static GPtrArray *list_files(const char *path, const char *suffix, GError **error)
-{
-  GStatBuf top;
-  if (g_stat(path, &top) != 0) {
-    int e = errno;
-    if (e == ENOENT && has_glob_chars(path))
-      return list_glob(path, error);
-    if (e == ENOENT)
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: no such file or folder",
-                  path);
-    else
-      g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO, "%s: cannot read: %s", path,
-                  g_strerror(e));
-    return NULL;
-  }
-  if (S_ISDIR(top.st_mode))
-    return list_folder(path, suffix, error);
-  if (!S_ISREG(top.st_mode)) {
-    not_regular(error, path, top.st_mode);
-    return NULL;
-  }
-  GPtrArray *files = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(files, g_strdup(path));
-  return files;
 }
 
 /* The prepared-data index: files whose content scan passed, so later opens (other ranks,
@@ -365,9 +219,9 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   ds->elem_size = format == COHORT_DATA_TEXT ? 1 : 2;
   ds->vocab_size = vocab_size;
   ds->seq_len = seq_len;
-  const char *suffix = format == COHORT_DATA_TEXT ? ".txt" : ".bin";
+  const char *const suffixes[] = {format == COHORT_DATA_TEXT ? ".txt" : ".bin", NULL};
 
-  g_autoptr(GPtrArray) files = list_files(path, suffix, error);
+  g_autoptr(GPtrArray) files = cohort_list_data_files(path, suffixes, error);
   if (!files)
     return NULL;
 
@@ -379,7 +233,7 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   for (guint i = 0; i < files->len; i++) {
     const char *file = files->pdata[i];
     struct stat st;
-    Segment seg = {.map = map_file(file, &st, error), .start = ds->n_tokens};
+    Segment seg = {.map = cohort_map_regular_file(file, &st, error), .start = ds->n_tokens};
     if (!seg.map)
       return NULL;
     seg.path = g_strdup(file);

@@ -53,6 +53,17 @@ int cohort_dataset_seq_len(const CohortDataset *ds);
 gboolean cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs, int *targets,
                                GError **error);
 
+/* llm.c's token shard: a header of 256 little-endian int32 (magic, version, token count, the
+ * rest unused) and the tokens as little-endian uint16. */
+#define COHORT_SHARD_MAGIC        20240520
+#define COHORT_SHARD_VERSION      1
+#define COHORT_SHARD_HEADER_BYTES (256 * sizeof(gint32))
+
+/* Checks a shard's header and size against each other; *n_tokens gets the count. Errors
+ * (COHORT_DATA_ERROR_FORMAT) name `path` and what is wrong. */
+gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
+                                  gsize *n_tokens, GError **error);
+
 /* Byte-level text: the prompt's bytes as token ids (vocab 256); decoding is the identity. */
 int *cohort_text_encode(const char *text, int *n_tokens);
 

@@ -107,7 +107,7 @@ static GArray *train_run(int nproc, const char *const *extra, const char *name, 
   return w;
 }
 
-static GArray *train_weights(int nproc, const char *const *extra, const char *name)
+G_GNUC_UNUSED static GArray *train_weights(int nproc, const char *const *extra, const char *name)
 {
   return train_run(nproc, extra, name, NULL);
 }

@@ -4,11 +4,13 @@ it, without the transformers package (not in Debian): config.json must be a GPT2
 the expected shape, and a plain-PyTorch GPT-2 built from config.json's fields alone, with
 GPT2Model's module names (wte, wpe, h.N.ln_1, h.N.attn.c_attn as Conv1D, ..., ln_f) and a tied
 lm_head, must load model.safetensors by those names with strict=True. Then it prints the mean
-cross-entropy of that model on the first WINDOWS windows of a byte-level text file, for the
-test to compare with the loss Cohort reported.
+cross-entropy of that model on the first WINDOWS windows of a byte-level text file (--text) or
+of an llm.c token shard (--tokens), for the test to compare with the loss Cohort reported.
+With --tokenizer-from SRC, the folder must also hold SRC's tokenizer files (tokenizer.json, or
+vocab.json and merges.txt), byte for byte, as AutoTokenizer.from_pretrained(DIR) reads them.
 
   hf_gpt2_folder.py DIR --n-layer L --n-head H --n-embd C --seq-len T --vocab V
-                    --text FILE --windows N
+                    (--text FILE | --tokens FILE.bin) --windows N [--tokenizer-from SRC]
 """
 import argparse
 import json
@@ -142,12 +144,41 @@ def check_config(cfg, args):
             raise SystemExit(f"config.json: {k} is {cfg[k]!r}, expected {v!r}")
 
 
+def read_tokens(args):
+    """The byte-level text's bytes, or the shard's uint16 tokens after its llm.c header."""
+    with open(args.text or args.tokens, "rb") as f:
+        raw = f.read()
+    if args.text:
+        return torch.tensor(list(raw), dtype=torch.long)
+    magic, version, count = struct.unpack("<3i", raw[:12])
+    if magic != 20240520 or version != 1 or len(raw) != 1024 + 2 * count:
+        raise SystemExit(f"{args.tokens}: not an llm.c token shard")
+    return torch.tensor(struct.unpack(f"<{count}H", raw[1024:]), dtype=torch.long)
+
+
+def check_tokenizer(folder, source):
+    """AutoTokenizer reads tokenizer.json, else vocab.json + merges.txt: the source's files."""
+    import os
+    names = (["tokenizer.json"] if os.path.exists(f"{source}/tokenizer.json")
+             else ["vocab.json", "merges.txt"])
+    for name in names:
+        with open(f"{source}/{name}", "rb") as a, open(f"{folder}/{name}", "rb") as b:
+            if a.read() != b.read():
+                raise SystemExit(f"{folder}/{name} differs from {source}/{name}")
+    with open(f"{folder}/config.json") as f:
+        if json.load(f).get("model_type") != "gpt2":
+            raise SystemExit("config.json: AutoTokenizer picks GPT-2's tokenizer by model_type")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     for flag in ("--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab", "--windows"):
         ap.add_argument(flag, type=int, required=True)
-    ap.add_argument("--text", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text")
+    src.add_argument("--tokens")
+    ap.add_argument("--tokenizer-from")
     args = ap.parse_args()
 
     with open(f"{args.dir}/config.json") as f:
@@ -165,8 +196,9 @@ def main():
     missing, unexpected = model.transformer.load_state_dict(tensors, strict=True)
     assert not missing and not unexpected
 
-    with open(args.text, "rb") as f:
-        tokens = torch.tensor(list(f.read()), dtype=torch.long)
+    if args.tokenizer_from:
+        check_tokenizer(args.dir, args.tokenizer_from)
+    tokens = read_tokens(args)
     t = cfg["n_positions"]
     n_windows = (len(tokens) - 1) // t
     losses = []

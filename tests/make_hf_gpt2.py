@@ -7,6 +7,9 @@ input-major, attn.bias / attn.masked_bias buffers, tied lm_head).
                   [--prefix transformer.] [--buffers] [--lm-head] [--seed S]
   make_hf_gpt2.py compare REF OUT    # OUT holds exactly REF's parameters, bit for bit,
                                      # and is laid out as the safetensors library requires
+  make_hf_gpt2.py folder DIR --n-layer L --n-head H --n-embd C --seq-len T --vocab V
+                  # a Hugging Face GPT-2 folder: config.json (a GPT2Config) and
+                  # model.safetensors (HF's names, transformer. prefix, buffers, tied head)
 """
 import argparse
 import json
@@ -111,6 +114,11 @@ def main():
     w.add_argument("--prefix", default="")
     w.add_argument("--buffers", action="store_true")
     w.add_argument("--lm-head", action="store_true")
+    d = sub.add_parser("folder")
+    d.add_argument("dir")
+    for flag in ("--n-layer", "--n-head", "--n-embd", "--seq-len", "--vocab"):
+        d.add_argument(flag, type=int, required=True)
+    d.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare")
     c.add_argument("ref")
     c.add_argument("out")
@@ -123,6 +131,21 @@ def main():
         if args.lm_head:
             named["lm_head.weight"] = t["wte.weight"].copy()
         save(args.out, named, {"format": "pt"})
+        return 0
+
+    if args.cmd == "folder":
+        t = gpt2_tensors(args.n_layer, args.n_embd, args.seq_len, args.vocab, args.seed, True)
+        named = {"transformer." + k: v for k, v in t.items()}
+        named["lm_head.weight"] = t["wte.weight"].copy()
+        save(f"{args.dir}/model.safetensors", named, {"format": "pt"})
+        config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+                  "n_layer": args.n_layer, "n_head": args.n_head, "n_embd": args.n_embd,
+                  "n_positions": args.seq_len, "n_ctx": args.seq_len, "vocab_size": args.vocab,
+                  "n_inner": None, "activation_function": "gelu_new",
+                  "layer_norm_epsilon": 1e-05, "tie_word_embeddings": True,
+                  "bos_token_id": args.vocab - 1, "eos_token_id": args.vocab - 1}
+        with open(f"{args.dir}/config.json", "w") as f:
+            json.dump(config, f, indent=2)
         return 0
 
     ref = strip(load(args.ref)[0])

@@ -118,6 +118,7 @@ static void test_defaults(void)
   g_assert_cmpuint(cfg->device_indexes->len, ==, 0);
   g_assert_cmpstr(cfg->sample_prompt, ==, "This License");
   g_assert_cmpstr(cfg->init_from, ==, "");
+  g_assert_cmpstr(cfg->tokenizer, ==, "bytes");
   g_assert_false(cfg->allow_tf32);
   g_assert_cmpfloat(cfg->loss_scale_init, ==, 65536);
   g_assert_cmpint(cfg->loss_scale_growth_interval, ==, 2000);
@@ -808,7 +809,29 @@ static void test_presets(void)
   g_assert_true(cohort_config_check_supported(big, "gpt2-124m", &error));
   g_assert_no_error(error);
 
+  /* Fine-tuning GPT-2 from a Hugging Face folder, with its tokenizer, on a folder of text. */
+  g_autoptr(CohortConfig) ft = cohort_preset_load("gpt2-finetune", &error);
+  g_assert_no_error(error);
+  g_assert_cmpint(ft->data_format, ==, COHORT_DATA_TEXT);
+  g_assert_cmpint(ft->vocab_size, ==, 50257);
+  g_assert_cmpstr(ft->tokenizer, ==, "bytes");
+  g_assert_cmpstr(ft->init_from, ==, "gpt2");
+  g_assert_true(ft->enable_multi_gpu);
+  g_assert_cmpint(ft->nproc_per_node, ==, 0);
+  g_assert_cmpfloat(ft->learning_rate, ==, 5e-5);
+  g_assert_true(cohort_config_validate(ft, "gpt2-finetune", &error));
+  /* vocab_size 50257 on text needs a tokenizer: an init_from file cannot supply one. */
+  g_autofree char *file = g_build_filename(g_get_tmp_dir(), "cohort-test-init.safetensors", NULL);
+  g_assert_true(g_file_set_contents(file, "x", 1, NULL));
+  g_free(ft->init_from);
+  ft->init_from = g_strdup(file);
+  g_assert_false(cohort_config_validate(ft, "gpt2-finetune", &error));
+  g_assert_nonnull(strstr(error->message, "a tokenizer (key \"tokenizer\""));
+  g_clear_error(&error);
+  g_unlink(file);
+
   g_auto(GStrv) names = cohort_preset_list(FALSE);
+  g_assert_true(g_strv_contains((const char *const *)names, "gpt2-finetune"));
   g_assert_true(g_strv_contains((const char *const *)names, "tiny-gpt"));
   g_assert_true(g_strv_contains((const char *const *)names, "gpt2-124m"));
   g_assert_true(g_strv_contains((const char *const *)names, "tiny-resnet"));

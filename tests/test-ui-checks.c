@@ -228,11 +228,14 @@ static void test_messages_name_labels(void)
 }
 
 /* Data, initial weights, workspace (and a teacher, in builds that have the key) get a button
- * that opens a file chooser: a folder for the workspace and for image data. */
+ * that opens a file chooser: a folder for the workspace, for image data, and for a GPT's
+ * initial weights (a Hugging Face folder; other families start from a file). */
 static void test_path_choosers(void)
 {
   g_autoptr(CohortConfigForm) form = cohort_config_form_new();
-  const char *files[] = {"train_data", "val_data", "init_from"};
+  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "init_from")), ==,
+                  GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  const char *files[] = {"train_data", "val_data"};
   for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
     GtkWidget *b = cohort_config_form_get_chooser(form, files[i]);
     g_assert_nonnull(b);
@@ -247,6 +250,8 @@ static void test_path_choosers(void)
   g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));
   g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "train_data")),
                   ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
+  g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "init_from")), ==,
+                  GTK_FILE_CHOOSER_ACTION_OPEN);
   /* A chosen path inside the current folder is written relative to it, as presets are. */
   g_autofree char *cwd = g_get_current_dir();
   g_autofree char *inside = g_build_filename(cwd, "runs", "x", NULL);

@@ -99,9 +99,9 @@ static void test_folder_chooser(void)
   GtkWidget *button = cohort_config_form_get_chooser(form, "teacher_from");
   g_assert_nonnull(button);
   g_assert_cmpint(cohort_path_chooser_action(button), ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
-  /* init_from names a checkpoint file, the teacher a folder */
+  /* the teacher is a folder, as a GPT's init_from (a Hugging Face folder) is */
   g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, "init_from")), ==,
-                  GTK_FILE_CHOOSER_ACTION_OPEN);
+                  GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
   g_assert_true(gtk_widget_get_parent(button) ==
                 gtk_widget_get_parent(cohort_config_form_get_control(form, "teacher_from")));
   g_assert_null(cohort_path_chooser_get_open(button));

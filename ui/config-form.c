@@ -5,6 +5,7 @@
 #include "ui/key-labels.h"
 #include "ui/key-messages.h"
 #include "ui/path-chooser.h"
+#include "ui/tokenizer-hint.h"
 
 typedef struct {
   const CohortConfigKey *key;
@@ -15,6 +16,7 @@ typedef struct {
   char *problem;      /* a pre-launch check's message (cohort_config_form_set_problem) */
   char *pending;      /* the refused text, retried after other edits */
   GtkWidget *chooser; /* the file-chooser button of a path key, else NULL */
+  GtkWidget *hint;    /* a line under the key's name (the tokenizer found), else NULL */
   gboolean keep_text; /* a number field keeps the refused text the user typed */
   char *hidden_choice;
   char *hidden_reason;
@@ -185,6 +187,12 @@ static void update_visibility(CohortConfigForm *form)
   g_hash_table_iter_init(&it, sections);
   while (g_hash_table_iter_next(&it, &section, &shown))
     gtk_widget_set_visible(section, GPOINTER_TO_INT(shown));
+  FormKey *tok = find(form, "tokenizer");
+  g_autofree char *hint = tok && tok->hint ? cohort_tokenizer_hint(form->cfg) : NULL;
+  if (tok && tok->hint) {
+    gtk_label_set_text(GTK_LABEL(tok->hint), hint ? hint : "");
+    gtk_widget_set_visible(tok->hint, hint != NULL);
+  }
 }
 
 static void on_control_changed(CohortConfigForm *form, FormKey *fk)
@@ -299,7 +307,7 @@ static const struct {
   gboolean folder;
 } path_keys[] = {
     {"train_data", FALSE},  {"val_data", FALSE},     {"init_from", FALSE},
-    {"teacher_from", TRUE}, {"workspace_dir", TRUE},
+    {"teacher_from", TRUE}, {"workspace_dir", TRUE}, {"tokenizer", TRUE},
 };
 
 typedef struct {
@@ -308,12 +316,15 @@ typedef struct {
   gboolean folder;
 } PathKind;
 
-/* Image data is a folder of class folders; text and tokens may be a file. */
+/* Image data is a folder of class folders; text and tokens may be a file. A GPT starts from a
+ * Hugging Face folder (weights, config, tokenizer). */
 static gboolean path_wants_folder(gpointer data)
 {
   PathKind *kind = data;
   if (kind->folder)
     return TRUE;
+  if (g_str_equal(kind->key, "init_from"))
+    return g_strcmp0(kind->form->cfg->model, "gpt") == 0;
   return g_str_has_suffix(kind->key, "_data") && kind->form->cfg->data_format == COHORT_DATA_IMAGES;
 }
 
@@ -352,6 +363,13 @@ static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
   gtk_widget_add_css_class(name, "caption");
   gtk_box_append(GTK_BOX(text), title);
   gtk_box_append(GTK_BOX(text), name);
+  if (g_str_equal(key->name, "tokenizer")) {
+    fk->hint = gtk_label_new(NULL);
+    gtk_label_set_xalign(GTK_LABEL(fk->hint), 0);
+    gtk_label_set_wrap(GTK_LABEL(fk->hint), TRUE);
+    gtk_widget_add_css_class(fk->hint, "caption");
+    gtk_box_append(GTK_BOX(text), fk->hint);
+  }
   gtk_box_append(GTK_BOX(row), text);
   fk->chooser = path_button(form, fk);
   if (fk->chooser != NULL) {
@@ -513,6 +531,14 @@ const char *cohort_config_form_get_problem(CohortConfigForm *form, const char *k
 {
   FormKey *fk = find(form, key);
   return fk != NULL ? fk->problem : NULL;
+}
+
+const char *cohort_config_form_get_hint(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  if (fk == NULL || fk->hint == NULL || !gtk_widget_get_visible(fk->hint))
+    return NULL;
+  return gtk_label_get_text(GTK_LABEL(fk->hint));
 }
 
 GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *key)

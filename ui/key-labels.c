@@ -19,6 +19,7 @@ static const struct {
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
+    {"tokenizer", N_("Tokenizer")},
     {"shuffle", N_("Shuffle")},
     {"seed", N_("Random seed")},
     {"drop_last", N_("Drop incomplete last batch")},
@@ -102,7 +103,8 @@ static const char *const arch_keys[] = {"model",      "n_layer",      "n_head",
 static const char *const image_keys[] = {"image_size", "image_channels",  "num_classes",
                                          "augment",    "skip_bad_images", NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
-static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
+static const char *const files_keys[] = {"train_data", "val_data", "data_format", "tokenizer",
+                                         NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
 static const char *const loading_keys[] = {"num_workers", "pin_memory", NULL};
 static const char *const batch_keys[] = {"batch_size", "gradient_accumulation_steps", "max_steps",
@@ -164,7 +166,7 @@ static const struct {
   const char *value;
   const char *label;
 } choice_labels[] = {
-    {"text", N_("text (bytes)")},
+    {"text", N_("text (.txt, .jsonl)")},
     {"tokens", N_("tokens (llm.c .bin)")},
     {"constant", N_("constant")},
     {"cosine", N_("cosine")},

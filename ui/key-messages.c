@@ -64,8 +64,9 @@ static const struct {
     {"val_data", N_("a path like the training data's, or empty for no validation")},
     {"workspace_dir", N_("a folder")},
     {"sample_prompt", N_("any text")},
-    {"init_from", N_("empty, or a .safetensors file: Hugging Face GPT-2 names for GPT, a Cohort "
-                     "export for other models")},
+    {"init_from", N_("empty, a .safetensors file (Hugging Face GPT-2 names for GPT, a Cohort "
+                     "export for other models), or for GPT a Hugging Face GPT-2 folder")},
+    {"tokenizer", N_("bytes, or a tokenizer.json, a vocab.json or a folder holding either")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
 };
@@ -134,8 +135,10 @@ static char *cross_rule(const char *rule, const CohortConfigKey *key, const char
                              "(%lld)"),
                            V("warmup_steps"), V("max_steps"));
   if (g_str_equal(rule, "vocab_size"))
-    return g_strdup_printf(_("text data has one token per byte, so the vocabulary size must be "
-                             "256 (it is %lld), or the data format tokens"),
+    return g_strdup_printf(_("without a tokenizer, text has one token per byte, so the "
+                             "vocabulary size must be 256 (it is %lld); or choose a tokenizer, "
+                             "initial weights from a folder that holds one, or the data format "
+                             "tokens"),
                            V("vocab_size"));
   if (g_str_equal(rule, "image_channels"))
     return g_strdup(_("colour channels must be 1 (grey) or 3 (RGB)"));

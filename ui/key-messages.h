@@ -17,7 +17,7 @@ const char *cohort_key_display_name(const char *key);
 const char *cohort_key_help(const CohortConfigKey *key);
 
 /* What the key allows, in the window's language ("1 to 96", "a number above 0 and below 1",
- * "text (bytes), tokens (llm.c .bin)"). */
+ * "text (.txt, .jsonl), tokens (llm.c .bin)"). */
 char *cohort_key_allowed(const CohortConfigKey *key);
 
 /* The message for `typed`, refused for `key` with the engine's `engine_error` while the rest

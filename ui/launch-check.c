@@ -70,11 +70,15 @@ static char *data_problem(const char *value, CohortDataFormat format)
       return g_strdup_printf(_("the folder “%s” holds no PNG or JPEG images"), value);
     return NULL;
   }
-  const char *suffix = format == COHORT_DATA_TEXT ? ".txt" : ".bin";
-  if (dir)
-    return folder_has(path, suffix, 0)
+  /* Text is .txt files and .jsonl files (a document per line). */
+  if (dir && format == COHORT_DATA_TEXT)
+    return folder_has(path, ".txt", 0) || folder_has(path, ".jsonl", 0)
                ? NULL
-               : g_strdup_printf(_("the folder “%s” holds no %s files"), value, suffix);
+               : g_strdup_printf(_("the folder “%s” holds no .txt or .jsonl files"), value);
+  if (dir)
+    return folder_has(path, ".bin", 0)
+               ? NULL
+               : g_strdup_printf(_("the folder “%s” holds no %s files"), value, ".bin");
   if (!S_ISREG(st.st_mode))
     return g_strdup_printf(_("“%s” is not a file or folder"), value);
   if (st.st_size == 0)

@@ -282,6 +282,25 @@ static void show_done(CohortRunPage *p, JsonObject *ev)
   p->final_phase = FALSE;
 }
 
+/* Text data going through the tokenizer before the first step: how far it is. */
+static void show_tokenize(CohortRunPage *p, JsonObject *ev)
+{
+  const char *data = cohort_event_text(ev, COHORT_FIELD_DATA, "");
+  double done = cohort_event_number(ev, COHORT_FIELD_DONE_BYTES, 0) / 1e6;
+  double total = cohort_event_number(ev, COHORT_FIELD_TOTAL_BYTES, 0) / 1e6;
+  double source = cohort_event_number(ev, COHORT_FIELD_SOURCE_BYTES, 0) / 1e6;
+  int ranks = (int)cohort_event_int(ev, COHORT_FIELD_RANKS, 1);
+  g_autofree char *s =
+      ranks > 1
+          /* TRANSLATORS: the config key of the data (train_data), then megabytes. */
+          ? g_strdup_printf(_("Tokenizing %s: %.1f MB of %.1f MB (rank 0's share of %.1f MB)"),
+                            data, done, total, source)
+          : g_strdup_printf(_("Tokenizing %s: %.1f MB of %.1f MB"), data, done, total);
+  set_figure(p, "status", s);
+  if (total > 0)
+    gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), CLAMP(done / total, 0, 1));
+}
+
 void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
 {
   const char *name = cohort_event_name(ev);
@@ -307,6 +326,8 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
     cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, COHORT_EVENT_DONE)) {
     show_done(p, ev);
+  } else if (g_str_equal(name, COHORT_EVENT_TOKENIZE)) {
+    show_tokenize(p, ev);
   }
 }
 

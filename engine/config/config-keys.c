@@ -90,13 +90,22 @@ static const KeyRow rows[] = {
     ROW(train_data, STRING, "data", NULL, 1, 0,
         "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
         "\"builtin:REL\" names one under Cohort's data folder",
-        "Training data: a UTF-8 text file or folder of .txt files, or llm.c .bin token shards "
-        "(a folder, or a pattern that picks them out of one).",
+        "Training data: text (a file, a folder of .txt and .jsonl files, or a pattern), or "
+        "llm.c .bin token shards (a file, a folder, or a pattern that picks them out of one).",
         "builtin:sample/train.txt"),
     ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
         "Validation data in the same format as train_data.", "builtin:sample/val.txt"),
     ROW(data_format, CHOICE, "data", data_format_choices, 0, 0, NULL,
-        "How to read the data: bytes of UTF-8 text, or llm.c uint16 token shards.", "text"),
+        "How to read the data: text (tokenized by the tokenizer), llm.c uint16 token shards, "
+        "or images.",
+        "text"),
+    ROWM(tokenizer, STRING, "data", NULL, 1, 0,
+         "bytes, or a path to a tokenizer.json, a vocab.json (merges.txt beside it) or a folder "
+         "holding either",
+         "How text becomes tokens: bytes (each byte a token, vocab_size 256), or a GPT-2 "
+         "byte-level BPE tokenizer; with bytes, an init_from folder that holds a tokenizer "
+         "supplies it. Text is tokenized once into the workspace cache.",
+         "bytes", "gpt"),
     ROW(shuffle, BOOL, "data", NULL, 0, 0, NULL,
         "Visit training windows in a seeded random order that changes every epoch.", "true"),
     ROW(seed, INT64, "data", NULL, 0, COHORT_KEY_MAX_SEED, NULL,
@@ -266,8 +275,9 @@ static const KeyRow rows[] = {
          "follow the label more closely.",
          "4.0", "dit"),
     ROW(init_from, STRING, "output", NULL, 0, 0,
-        "\"\" or a path to a .safetensors file: Hugging Face GPT-2 names for gpt, a Cohort "
-        "export (model.safetensors) for other models",
+        "\"\" or a path to a .safetensors file (Hugging Face GPT-2 names for gpt, a Cohort "
+        "export's model.safetensors for other models), or for gpt a Hugging Face GPT-2 folder "
+        "(config.json, model.safetensors and the tokenizer's files)",
         "Weights to start from instead of a random initialisation.", ""),
 
     /* distributed */

@@ -160,6 +160,19 @@ void config_unknown_key_error(const char *source, const char *name, GError **err
 
 /* ---- validation ---- */
 
+/* Whether text may go through a tokenizer: one is named, or init_from is a folder that holds
+ * one, or a path not there yet (the trainer then says what is missing). */
+static gboolean may_have_tokenizer(const CohortConfig *cfg)
+{
+  g_autofree char *found = cohort_config_tokenizer_path(cfg);
+  if (found)
+    return TRUE;
+  if (g_strcmp0(cfg->model, "gpt") != 0 || !cfg->init_from || !*cfg->init_from)
+    return FALSE;
+  g_autofree char *init = cohort_resolve_path(cfg->init_from);
+  return !g_file_test(init, G_FILE_TEST_EXISTS);
+}
+
 gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error)
 {
   const char *s = config_src(source);
@@ -187,11 +200,14 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
                        "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "
                        "an integer from 0 to %d",
                        s, cfg->node_rank, cfg->num_nodes, cfg->num_nodes - 1);
-  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256)
-    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\"; "
-                       "allowed: 256 (one token per byte), or data_format \"tokens\"",
-                       s, cfg->vocab_size);
+  /* With a tokenizer, the trainer checks vocab_size against it (it has to read it). */
+  if (cfg->data_format == COHORT_DATA_TEXT && cfg->vocab_size != 256 && !may_have_tokenizer(cfg))
+    return cohort_fail(
+        error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+        "%s: key \"vocab_size\": %d is not allowed with \"data_format\": \"text\" and "
+        "\"tokenizer\": \"bytes\"; allowed: 256 (one token per byte), a tokenizer (key "
+        "\"tokenizer\", or an init_from folder that holds one), or data_format \"tokens\"",
+        s, cfg->vocab_size);
   return TRUE;
 }
 

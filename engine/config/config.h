@@ -57,6 +57,7 @@ typedef struct {
   char *train_data;
   char *val_data; /* "" = no validation */
   CohortDataFormat data_format;
+  char *tokenizer; /* "bytes" or a tokenizer file or folder (data/tokenizer.h) */
   gboolean shuffle;
   gint64 seed;
   gboolean drop_last; /* DistributedSampler's drop_last */
@@ -252,5 +253,13 @@ const char *cohort_data_dir(void);
 /* Resolves "builtin:REL" to a path under cohort_data_dir(); other paths are returned as
  * they are. */
 char *cohort_resolve_path(const char *path);
+/* The tokenizer files a folder holds: "tokenizer.json", "vocab.json + merges.txt", or NULL.
+ * The names are those data/tokenizer.h's cohort_tokenizer_in_folder looks for (the window
+ * links no data library, so the config layer has its own copy of the rule). */
+const char *cohort_folder_tokenizer(const char *dir);
+/* The tokenizer a gpt config uses, resolved: its `tokenizer` path, or with "bytes" the
+ * init_from folder when that holds tokenizer files; NULL for byte-level
+ * text and for other families. */
+char *cohort_config_tokenizer_path(const CohortConfig *cfg);
 
 G_END_DECLS

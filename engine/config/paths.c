@@ -38,3 +38,29 @@ char *cohort_resolve_path(const char *path)
   }
   return in_data;
 }
+
+const char *cohort_folder_tokenizer(const char *dir)
+{
+  g_autofree char *json = g_build_filename(dir, "tokenizer.json", NULL);
+  g_autofree char *vocab = g_build_filename(dir, "vocab.json", NULL);
+  g_autofree char *merges = g_build_filename(dir, "merges.txt", NULL);
+  if (g_file_test(json, G_FILE_TEST_IS_REGULAR))
+    return "tokenizer.json";
+  if (g_file_test(vocab, G_FILE_TEST_IS_REGULAR) && g_file_test(merges, G_FILE_TEST_IS_REGULAR))
+    return "vocab.json + merges.txt";
+  return NULL;
+}
+
+char *cohort_config_tokenizer_path(const CohortConfig *cfg)
+{
+  if (g_strcmp0(cfg->model, "gpt") != 0)
+    return NULL;
+  if (g_strcmp0(cfg->tokenizer, "bytes") != 0)
+    return cohort_resolve_path(cfg->tokenizer);
+  if (!cfg->init_from || !*cfg->init_from)
+    return NULL;
+  g_autofree char *dir = cohort_resolve_path(cfg->init_from);
+  if (g_file_test(dir, G_FILE_TEST_IS_DIR) && cohort_folder_tokenizer(dir))
+    return g_steal_pointer(&dir);
+  return NULL;
+}

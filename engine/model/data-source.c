@@ -32,22 +32,34 @@ static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cf
   return s;
 }
 
-CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
-                                          const char *cache_dir, GError **error)
+static CohortDataSource *open_as(const CohortConfig *cfg, CohortDataFormat format, const char *path,
+                                 const char *cache_dir, GError **error)
 {
   g_autofree char *resolved = cohort_resolve_path(path);
   CohortDataSource *s = g_new0(CohortDataSource, 1);
-  s->format = cfg->data_format;
-  if (cfg->data_format == COHORT_DATA_IMAGES)
+  s->format = format;
+  if (format == COHORT_DATA_IMAGES)
     return open_images(s, cfg, resolved, cache_dir, error);
   s->T = cfg->seq_len;
-  s->windows = cohort_dataset_open_prepared(resolved, cfg->data_format, cfg->vocab_size,
-                                            cfg->seq_len, cache_dir, NULL, error);
+  s->windows = cohort_dataset_open_prepared(resolved, format, cfg->vocab_size, cfg->seq_len,
+                                            cache_dir, NULL, error);
   if (!s->windows) {
     cohort_data_source_free(s);
     return NULL;
   }
   return s;
+}
+
+CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
+                                          const char *cache_dir, GError **error)
+{
+  return open_as(cfg, cfg->data_format, path, cache_dir, error);
+}
+
+CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const char *path,
+                                                 const char *cache_dir, GError **error)
+{
+  return open_as(cfg, COHORT_DATA_TOKENS, path, cache_dir, error);
 }
 
 void cohort_data_source_free(CohortDataSource *s)

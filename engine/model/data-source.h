@@ -17,6 +17,10 @@ typedef struct CohortDataSource CohortDataSource;
  * prepared-data index or cache in `cache_dir` (may be NULL). Errors name the file. */
 CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
                                           const char *cache_dir, GError **error);
+/* Like cohort_data_source_open, for llm.c token shards whatever cfg->data_format says: text
+ * that a tokenizer has turned into shards (engine/train/text-tokens.h). */
+CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const char *path,
+                                                 const char *cache_dir, GError **error);
 void cohort_data_source_free(CohortDataSource *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 

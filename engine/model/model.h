@@ -20,6 +20,7 @@
 #include "engine/config/config.h"
 #include "engine/base/tensor.h"
 #include "engine/progress/protocol.h"
+#include "data/tokenizer.h"
 
 G_BEGIN_DECLS
 
@@ -68,6 +69,7 @@ typedef struct {
   /* The other ranks of a ZeRO run compute the sample with rank 0 (a sharded model's layers
    * are gathered by all of them) but write no file. */
   gboolean compute_only;
+  const CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
 } CohortSampleRequest;
 
 /* Collectives a model may issue inside forward and backward: SyncBatchNorm's. The trainer

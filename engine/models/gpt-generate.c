@@ -76,6 +76,40 @@ char *cohort_bytes_to_utf8(const int *tokens, int n)
   return g_utf8_make_valid(raw, n);
 }
 
+/* The prompt's ids: through the tokenizer (special tokens such as <|endoftext|> written in the
+ * prompt count as themselves; an empty prompt starts from <|endoftext|>, as GPT-2's
+ * unconditional samples do), or its bytes. */
+static int *encode_prompt(const CohortSampleRequest *req, int *n)
+{
+  const CohortConfig *cfg = req->cfg;
+  const CohortTokenizer *tok = req->tokenizer;
+  if (!tok)
+    return cohort_text_encode(cfg->sample_prompt, n);
+  const char *p = cfg->sample_prompt ? cfg->sample_prompt : "";
+  gsize len = 0;
+  int *ids = cohort_tokenizer_encode(tok, p, strlen(p), TRUE, &len);
+  if (len == 0 && cohort_tokenizer_eot(tok) >= 0) {
+    ids = g_renew(int, ids, 1);
+    ids[0] = cohort_tokenizer_eot(tok);
+    len = 1;
+  }
+  *n = (int)len;
+  return ids;
+}
+
+/* Ids as text: the tokenizer's bytes (or the ids as bytes), invalid UTF-8 replaced by U+FFFD
+ * (a sample may end inside a character). */
+static char *decode_sample(const CohortSampleRequest *req, const int *ids, int n)
+{
+  if (!req->tokenizer)
+    return cohort_bytes_to_utf8(ids, n);
+  g_autoptr(GByteArray) bytes = g_byte_array_new();
+  /* Ids come from the model's vocab_size, which equals the tokenizer's (checked at set-up). */
+  if (!cohort_tokenizer_decode(req->tokenizer, ids, (gsize)n, bytes, NULL))
+    return g_strdup("");
+  return g_utf8_make_valid((const char *)bytes->data, bytes->len);
+}
+
 gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                            GError **error)
 {
@@ -83,17 +117,18 @@ gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
   const CohortConfig *cfg = req->cfg;
   int n_prompt = 0;
   g_autofree int *prompt = NULL;
-  gboolean text = cfg->data_format == COHORT_DATA_TEXT;
+  gboolean text = cfg->data_format == COHORT_DATA_TEXT || req->tokenizer;
   if (text)
-    prompt = cohort_text_encode(cfg->sample_prompt, &n_prompt);
+    prompt = encode_prompt(req, &n_prompt);
   int n_out = 0;
   g_autofree int *seq =
       cohort_generate(m, prompt, n_prompt, cfg->sample_tokens, 40, 1.0, req->rng, &n_out);
   json_object_set_string_member(fields, COHORT_FIELD_PROMPT, cfg->sample_prompt);
   if (text) {
-    g_autofree char *decoded = cohort_bytes_to_utf8(seq, n_out);
+    g_autofree char *decoded = decode_sample(req, seq, n_out);
     json_object_set_string_member(fields, COHORT_FIELD_TEXT, decoded);
-  } else {
+  }
+  if (!text || req->tokenizer) {
     JsonArray *ids = json_array_new();
     for (int i = 0; i < n_out; i++)
       json_array_add_int_element(ids, seq[i]);

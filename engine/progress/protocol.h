@@ -17,6 +17,7 @@
 #define COHORT_EVENT_LOG        "log"
 #define COHORT_EVENT_ERROR      "error"
 #define COHORT_EVENT_DONE       "done"
+#define COHORT_EVENT_TOKENIZE   "tokenize"
 
 /* Members every event has, and the one the run record adds. */
 #define COHORT_FIELD_EVENT  "event"
@@ -98,6 +99,14 @@
 #define COHORT_FIELD_STEPS     "steps"
 #define COHORT_FIELD_CFG_SCALE "cfg_scale"
 #define COHORT_FIELD_PATH      "path"
+
+/* `tokenize` (also `path`, `ranks`, `tokens`, `eta_s`). */
+#define COHORT_FIELD_DATA         "data"
+#define COHORT_FIELD_DONE_BYTES   "done_bytes"
+#define COHORT_FIELD_TOTAL_BYTES  "total_bytes"
+#define COHORT_FIELD_SOURCE_BYTES "source_bytes"
+#define COHORT_FIELD_DOCUMENTS    "documents"
+#define COHORT_FIELD_MB_PER_S     "mb_per_s"
 
 /* `ranks`: the list, each rank's entry, and the slowest rank. */
 #define COHORT_FIELD_RANKS            "ranks"

@@ -109,6 +109,27 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   return g_steal_pointer(&m);
 }
 
+/* The tokenizer a saved model was trained with: the files an export put beside the weights,
+ * else the one its config names (a checkpoint's config names the path the run used). */
+static gboolean saved_tokenizer(const char *path, gboolean is_checkpoint, const CohortConfig *cfg,
+                                CohortTokenizer **tok, GError **error)
+{
+  g_autofree char *named = cohort_config_tokenizer_path(cfg);
+  const char *from = !is_checkpoint && cohort_tokenizer_in_folder(path, NULL) ? path : named;
+  if (!from)
+    return TRUE;
+  *tok = cohort_tokenizer_load(from, error);
+  if (!*tok)
+    return FALSE;
+  if (cohort_tokenizer_vocab_size(*tok) != cfg->vocab_size) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: the tokenizer %s has %d tokens but the model's vocab_size is %d", path, from,
+                cohort_tokenizer_vocab_size(*tok), cfg->vocab_size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
                                 GError **error)
 {
@@ -135,6 +156,9 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
   g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);
   if (!output && !check_output(default_out, error))
     return NULL;
+  g_autoptr(CohortTokenizer) tok = NULL;
+  if (!saved_tokenizer(path, is_checkpoint, cfg, &tok, error))
+    return NULL;
   guint64 rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL;
   CohortSampleRequest req = {
       .cfg = cfg,
@@ -143,6 +167,7 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
       .image_path = output ? output : default_out,
       .rng = &rng,
       .class_names = (const char *const *)classes,
+      .tokenizer = tok,
   };
   JsonObject *fields = json_object_new();
   if (!m->ops->sample(m, &req, fields, error)) {

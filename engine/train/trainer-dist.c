@@ -344,6 +344,13 @@ gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError 
   return cohort_comm_barrier(d->comm, 0, error);
 }
 
+gboolean cohort_train_dist_wait_for_data(CohortTrainDist *d, GError **error)
+{
+  if (!d->comm)
+    return TRUE;
+  return cohort_comm_barrier(d->comm, MAX(d->timeout_s, COHORT_DATA_WAIT_S), error);
+}
+
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error)
 {
@@ -363,16 +370,22 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
 gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
                                           GError **error)
 {
+  return cohort_train_dist_broadcast_from(d, buf, nbytes, 0, error);
+}
+
+gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize nbytes, int root,
+                                          GError **error)
+{
   if (!d->comm)
     return TRUE;
   if (!device_comm(d))
-    return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
+    return cohort_comm_broadcast(d->comm, buf, nbytes, root, 0, error);
   const CohortBackend *be = d->dev.be;
   void *dev = device_buffer(d, MAX(nbytes, 1), error);
   if (!dev)
     return FALSE;
   be->upload(dev, buf, nbytes);
-  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, 0, 0, error);
+  gboolean ok = cohort_comm_broadcast(d->comm, dev, nbytes, root, 0, error);
   if (ok)
     be->download(buf, dev, nbytes);
   return ok;

@@ -63,11 +63,20 @@ gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *mo
 /* In-place sum over ranks. */
 gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError **error);
 gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error);
+/* A barrier for ranks waiting while another prepares the data (tokenizing a large text can
+ * take far longer than timeout_s): it waits up to COHORT_DATA_WAIT_S. A rank that dies
+ * meanwhile is noticed by the launcher, which stops the group. */
+#define COHORT_DATA_WAIT_S (24 * 3600.0)
+gboolean cohort_train_dist_wait_for_data(CohortTrainDist *d, GError **error);
 /* Rank 0's parameters (backend memory of the device set above) to everyone. */
 gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, size_t n,
                                             GError **error);
 /* Rank 0's `nbytes` of HOST memory to everyone (small start-up records). */
 gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
+                                          GError **error);
+/* Rank `root`'s `nbytes` of HOST memory to everyone (tokenized data from the rank that made
+ * it). */
+gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize nbytes, int root,
                                           GError **error);
 /* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the
  * same step). FALSE with `error` when the vote itself failed (a peer is gone). */

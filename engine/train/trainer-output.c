@@ -120,6 +120,7 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
       .rng = &r->st.sample_rng,
       .class_names = cohort_data_source_class_names(r->train),
       .compute_only = r->opts->rank != 0,
+      .tokenizer = r->tokenizer,
   };
   if (!swap_in_ema(r, TRUE, error)) {
     json_object_unref(f);
@@ -262,6 +263,10 @@ gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **er
     return FALSE;
   if (r->model->klass->export_extra &&
       !r->model->klass->export_extra(r->model, cfg, cfg->workspace_dir, error))
+    return FALSE;
+  /* The tokenizer's files beside the weights: with config.json, a Hugging Face folder that
+   * from_pretrained loads, model and tokenizer. */
+  if (r->tokenizer && !cohort_tokenizer_export(r->tokenizer, cfg->workspace_dir, error))
     return FALSE;
   *model_path = g_steal_pointer(&path);
   return TRUE;

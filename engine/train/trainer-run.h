@@ -25,7 +25,8 @@ typedef struct {
   const CohortTrainOptions *opts;
   CohortProgress *progress;
   CohortDataSource *train;
-  CohortDataSource *val; /* NULL = no validation */
+  CohortDataSource *val;      /* NULL = no validation */
+  CohortTokenizer *tokenizer; /* text through a BPE tokenizer; NULL for byte-level text */
   CohortModel *model;
   CohortTeacher *teacher; /* teacher_from, frozen; NULL without distillation */
   CohortDistill *distill; /* the student's loss against the teacher; NULL without */
@@ -66,6 +67,10 @@ typedef struct {
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error);
 void cohort_rank_run_free(CohortRankRun *r);
+/* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
+ * that failed reports its own `mine` (taken); the others say that a peer failed at `what`. */
+gboolean cohort_rank_run_all_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
+                                GError **error);
 /* trainer-resume.c, for set-up: rank 0 checks that it can write the workspace and removes the
  * temporaries of a save that was killed. */
 gboolean cohort_rank_run_prepare_workspace(CohortRankRun *r, GError **error);

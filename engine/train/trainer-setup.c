@@ -9,14 +9,31 @@
 
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
+#include "engine/train/text-tokens.h"
 
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
-/* Data preparation (the content scan) is recorded in an index under the workspace: with
+/* Text through a tokenizer is read as the token shards its cache folder holds. */
+static CohortDataSource *open_source(CohortRankRun *r, const char *path, const char *key,
+                                     const char *cache_dir, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  if (cfg->data_format != COHORT_DATA_TEXT || !r->tokenizer)
+    return cohort_data_source_open(cfg, path, cache_dir, error);
+  g_autofree char *tokens = cohort_rank_run_text_tokens(r, path, key, cache_dir, error);
+  if (!tokens)
+    return NULL;
+  CohortDataSource *s = cohort_data_source_open_tokens(cfg, tokens, cache_dir, error);
+  if (!s)
+    g_prefix_error(error, "%s %s (tokenized): ", key, path);
+  return s;
+}
+
+/* Data preparation (the content scan, tokenizing text) is recorded under the workspace: with
  * distributed_data_loading every rank keeps its own (cache/rank-N); without it rank 0
- * prepares first and the others wait, then reuse rank 0's index. */
+ * prepares first and the others wait, then reuse rank 0's. */
 static gboolean open_data(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
@@ -29,17 +46,17 @@ static gboolean open_data(CohortRankRun *r, GError **error)
     cache_dir = g_build_filename(cfg->workspace_dir, "cache", NULL);
   }
   gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
-  if (rank0_first && o->rank != 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+  if (rank0_first && o->rank != 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
-  r->train = cohort_data_source_open(cfg, cfg->train_data, cache_dir, error);
+  r->train = open_source(r, cfg->train_data, "train_data", cache_dir, error);
   if (!r->train)
     return FALSE;
   if (cfg->val_data && *cfg->val_data) {
-    r->val = cohort_data_source_open(cfg, cfg->val_data, cache_dir, error);
+    r->val = open_source(r, cfg->val_data, "val_data", cache_dir, error);
     if (!r->val)
       return FALSE;
   }
-  if (rank0_first && o->rank == 0 && !cohort_train_dist_barrier(r->dist, "data", error))
+  if (rank0_first && o->rank == 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
   return TRUE;
 }
@@ -106,6 +123,13 @@ static gboolean resolve_from_data(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   r->model_cfg = cohort_config_copy(cfg);
+  /* The config names the tokenizer the run used (an init_from folder's, say), so checkpoints
+   * and the export say which. */
+  g_autofree char *tokenizer = r->tokenizer ? cohort_config_tokenizer_path(cfg) : NULL;
+  if (tokenizer) {
+    g_free(r->model_cfg->tokenizer);
+    r->model_cfg->tokenizer = g_steal_pointer(&tokenizer);
+  }
   if (cfg->data_format != COHORT_DATA_IMAGES)
     return TRUE;
   int classes = cohort_data_source_num_classes(r->train);
@@ -239,10 +263,8 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
-/* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
- * that failed reports its own `mine`; the others say that a peer failed at `what`. */
-static gboolean all_ranks_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
-                             GError **error)
+gboolean cohort_rank_run_all_ok(CohortRankRun *r, gboolean ok, GError *mine, const char *what,
+                                GError **error)
 {
   double failed = ok ? 0 : 1;
   if (!cohort_train_dist_sum(r->dist, &failed, 1, error)) {
@@ -270,7 +292,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
   GError *local = NULL;
   r->teacher = cohort_teacher_load(r->be, r->model_cfg, cohort_data_source_class_names(r->train),
                                    r->B, &local);
-  if (!all_ranks_ok(r, r->teacher != NULL, local, "load the teacher", error))
+  if (!cohort_rank_run_all_ok(r, r->teacher != NULL, local, "load the teacher", error))
     return FALSE;
   char sha[65];
   g_strlcpy(sha, r->teacher->sha256, sizeof sha);
@@ -283,7 +305,7 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
                 "rank %d: teacher_from %s: %s has sha256 %s but rank 0's has %s; every rank needs "
                 "the same teacher",
                 r->opts->rank, r->teacher->dir, r->teacher->weights, r->teacher->sha256, sha);
-  if (!all_ranks_ok(r, same, local, "find rank 0's teacher", error))
+  if (!cohort_rank_run_all_ok(r, same, local, "find rank 0's teacher", error))
     return FALSE;
   CohortDistillSettings settings;
   cohort_distill_settings_from_config(cfg, &settings);
@@ -308,8 +330,9 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
   r->accum = cfg->gradient_accumulation_steps;
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
       !cohort_distill_check_config(cfg, o->config_source, error) ||
-      !cohort_rank_run_prepare_workspace(r, error) || !open_data(r, error) ||
-      !plan_steps(r, error) || !alloc_model(r, error) || !setup_teacher(r, error))
+      !cohort_rank_run_prepare_workspace(r, error) || !cohort_rank_run_load_tokenizer(r, error) ||
+      !open_data(r, error) || !plan_steps(r, error) || !alloc_model(r, error) ||
+      !setup_teacher(r, error))
     return FALSE;
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
   if (r->teacher)
@@ -337,6 +360,7 @@ void cohort_rank_run_free(CohortRankRun *r)
     g_clear_pointer(&r->epoch_indices[i], g_array_unref);
   g_clear_pointer(&r->train, cohort_data_source_free);
   g_clear_pointer(&r->val, cohort_data_source_free);
+  g_clear_pointer(&r->tokenizer, cohort_tokenizer_free);
   g_clear_pointer(&r->distill, cohort_distill_free);
   g_clear_pointer(&r->teacher, cohort_teacher_free);
   /* The shard's communication thread uses the model's buffers: it stops before they go. */

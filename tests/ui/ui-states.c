@@ -8,7 +8,9 @@
  *   invalid    "xyz" typed into the batch size, and a training data path that does not exist
  *   live       a real run in WORKSPACE, Sample now pressed and answered
  *   about      the About window
- *   shortcuts  the Keyboard Shortcuts window */
+ *   shortcuts  the Keyboard Shortcuts window
+ *   tokenizer  the gpt2-finetune preset with init_from WORKSPACE (a Hugging Face GPT-2 folder):
+ *              the Data page, the tokenizer found */
 #include <glib/gi18n.h>
 
 #include "ui/app.h"
@@ -122,6 +124,11 @@ static gboolean setup(const char *state, const char *ws)
     g_action_group_activate_action(G_ACTION_GROUP(win), "about", NULL);
   } else if (g_str_equal(state, "shortcuts")) {
     g_action_group_activate_action(G_ACTION_GROUP(win), "show-help-overlay", NULL);
+  } else if (g_str_equal(state, "tokenizer")) {
+    if (!cohort_window_load_preset(win, "gpt2-finetune"))
+      return FALSE;
+    set("init_from", ws);
+    cohort_window_show_page(win, "data");
   } else {
     return FALSE;
   }
