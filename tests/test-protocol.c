@@ -107,7 +107,11 @@ static void test_documented_events_named(void)
               event);
     n++;
   }
-  g_assert_cmpuint(n, ==, 9);
+  /* and every event protocol.h names has its section */
+  guint named = 0;
+  for (guint i = 0; i < names->len; i++)
+    named += g_str_equal(((Name *)g_ptr_array_index(names, i))->kind, "EVENT");
+  g_assert_cmpuint(n, ==, named);
 }
 
 /* Every member name in `o` (and in the objects it holds, but not in the config) is a field. */
