@@ -103,11 +103,18 @@ static void test_glyphs_4096(void)
   g_test_message("exit %d after %.1f s: %s", r.status, seconds, r.err);
   g_assert_cmpint(r.status, >=, 1);
   g_assert_cmpint(r.status, <=, 2);
-  g_assert_nonnull(strstr(r.err, "3600 images"));
-  g_assert_nonnull(strstr(r.err, "image_size 4096"));
-  g_assert_nonnull(strstr(r.err, "image_channels 3"));
-  g_autofree char *bytes = g_strdup_printf("%" G_GUINT64_FORMAT " bytes", needed);
-  g_assert_nonnull(strstr(r.err, bytes));
+  /* Either the memory plan refuses first (a DiT's activations at 4096 px do not fit this
+   * machine either: it must then name image_size), or the decoded set is refused. */
+  if (strstr(r.err, "cohort-train: memory:") != NULL) {
+    g_assert_nonnull(strstr(r.err, "activations"));
+    g_assert_nonnull(strstr(r.err, "image_size"));
+  } else {
+    g_assert_nonnull(strstr(r.err, "3600 images"));
+    g_assert_nonnull(strstr(r.err, "image_size 4096"));
+    g_assert_nonnull(strstr(r.err, "image_channels 3"));
+    g_autofree char *bytes = g_strdup_printf("%" G_GUINT64_FORMAT " bytes", needed);
+    g_assert_nonnull(strstr(r.err, bytes));
+  }
   g_assert_cmpfloat(seconds, <, 120);
   run_result_clear(&r);
 }
