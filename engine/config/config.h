@@ -139,7 +139,8 @@ typedef struct {
   gboolean sync_batchnorm;
   int zero_stage; /* 0: every rank keeps all optimizer state; 1: each keeps its shard */
   int max_restarts;
-  double timeout_s;
+  double timeout_s;     /* rendezvous; a collective without progress of the ranks it waits for */
+  double hang_report_s; /* a collective waiting this long is reported (0 = never) */
 } CohortConfig;
 
 /* How a key's value is typed; the GUI picks a control from it. */

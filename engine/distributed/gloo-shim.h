@@ -47,6 +47,9 @@ int cohort_gloo_broadcast(CohortGloo *g, void *buf, size_t nbytes, int root, lon
 int cohort_gloo_allgather(CohortGloo *g, const void *send, size_t nbytes, void *recv,
                           long timeout_ms, char **err);
 int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err);
+/* Ends this rank's blocked calls at once with an error (`why`, the message) and closes every
+ * connection, so peers fail too. Safe from any thread while a collective runs. */
+void cohort_gloo_interrupt(CohortGloo *g, const char *why);
 /* Closes every connection so peers (and, at their timeout, this rank's blocked calls) fail. */
 void cohort_gloo_close(CohortGloo *g);
 void cohort_gloo_free(CohortGloo *g);

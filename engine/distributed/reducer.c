@@ -162,6 +162,9 @@ static gpointer comm_thread(gpointer data)
     g_mutex_unlock(&r->lock);
     GError *error = NULL;
     gint64 t0 = g_get_monotonic_time();
+    char name[48];
+    g_snprintf(name, sizeof name, "bucket %u of %u", it->bucket + 1, r->buckets->len);
+    cohort_comm_set_label(name);
     /* After a failure the communicator is broken; later buckets are only counted. */
     if (!failed && r->dev)
       reduce_device_bucket(r, it->bucket, &error);

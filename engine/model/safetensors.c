@@ -3,6 +3,7 @@
 #include "engine/model/safetensors.h"
 
 #include "engine/base/fileio.h"
+#include "engine/base/phase.h"
 #include "engine/base/error.h"
 
 #include <errno.h>
@@ -574,8 +575,10 @@ static gboolean write_contents(int fd, gpointer data)
   const Contents *c = data;
   guint64 len_le = GUINT64_TO_LE((guint64)c->padded);
   gboolean ok = cohort_write_all(fd, &len_le, 8) && cohort_write_all(fd, c->header, c->padded);
-  for (guint i = 0; ok && i < c->n; i++)
+  for (guint i = 0; ok && i < c->n; i++) {
     ok = write_tensor(fd, &c->entries[i]);
+    cohort_phase_tick(); /* a long save keeps the ranks waiting for this one alive */
+  }
   return ok;
 }
 

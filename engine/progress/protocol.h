@@ -17,6 +17,9 @@
 #define COHORT_EVENT_LOG        "log"
 #define COHORT_EVENT_ERROR      "error"
 #define COHORT_EVENT_DONE       "done"
+#define COHORT_EVENT_HANG       "hang"
+#define COHORT_EVENT_HEALTH     "health"
+#define COHORT_EVENT_PROBE      "probe"
 
 /* Members every event has, and the one the run record adds. */
 #define COHORT_FIELD_EVENT  "event"
@@ -111,6 +114,40 @@
 #define COHORT_FIELD_GPU_MEM_PEAK     "gpu_mem_peak"
 #define COHORT_FIELD_GPU_UTIL         "gpu_util"
 #define COHORT_FIELD_SLOWEST          "slowest"
+
+/* `hang`: the collective waited in, the ranks that have not reached it and each rank's
+ * state (`rank`, `step` and `ranks` as above). */
+#define COHORT_FIELD_COLLECTIVE      "collective"
+#define COHORT_FIELD_SEQ             "seq"
+#define COHORT_FIELD_LABEL           "label"
+#define COHORT_FIELD_WAITED_S        "waited_s"
+#define COHORT_FIELD_TIMEOUT_S       "timeout_s"
+#define COHORT_FIELD_RESOLVED        "resolved"
+#define COHORT_FIELD_MISSING         "missing"
+#define COHORT_FIELD_ARRIVED         "arrived"
+#define COHORT_FIELD_PHASE           "phase"
+#define COHORT_FIELD_PHASE_S         "phase_s"
+#define COHORT_FIELD_TICKS           "ticks"
+#define COHORT_FIELD_WAITING_S       "waiting_s"
+#define COHORT_FIELD_LAST_COLLECTIVE "last_collective"
+#define COHORT_FIELD_LAST_SEQ        "last_seq"
+#define COHORT_FIELD_LAST_LABEL      "last_label"
+
+/* The values of a rank's `phase` (engine/base/phase.h names them the same). */
+#define COHORT_PHASE_STARTUP    "startup"
+#define COHORT_PHASE_DATA       "data"
+#define COHORT_PHASE_TOKENIZING "tokenizing"
+#define COHORT_PHASE_CACHING    "caching"
+#define COHORT_PHASE_FORWARD    "forward"
+#define COHORT_PHASE_BACKWARD   "backward"
+#define COHORT_PHASE_OPTIMIZER  "optimizer"
+#define COHORT_PHASE_EVALUATION "evaluation"
+#define COHORT_PHASE_SAMPLE     "sample"
+#define COHORT_PHASE_CHECKPOINT "checkpoint"
+#define COHORT_PHASE_EXPORT     "export"
+#define COHORT_PHASE_HEALTH     "health"
+#define COHORT_PHASE_PROBE      "probe"
+#define COHORT_PHASE_DONE       "done"
 
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"

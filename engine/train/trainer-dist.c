@@ -46,6 +46,7 @@ struct CohortTrainDist {
   size_t teacher_bytes;
   size_t optim_bytes;
   int steps_since_report;
+  int syncbn_forward, syncbn_backward; /* SyncBatchNorm's collectives in this pass so far */
 };
 
 CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
@@ -74,6 +75,12 @@ void cohort_train_dist_set_device(CohortTrainDist *d, const CohortComputeDevice 
 static gboolean device_comm(const CohortTrainDist *d)
 {
   return d->comm && strcmp(cohort_comm_backend_name(d->comm), "nccl") == 0;
+}
+
+/* The name of the calling thread's next collectives in hang reports and errors. */
+static void label(const char *what)
+{
+  cohort_comm_set_label(what);
 }
 
 static gboolean sum_f64(CohortTrainDist *d, double *values, int n, GError **error)
@@ -138,11 +145,13 @@ typedef struct {
   const float *send; /* all-gather's input; NULL for the all-reduce */
   float *buf;        /* all-gather's output, or the all-reduce's values */
   size_t count;      /* values each rank contributes */
+  char label[48];    /* "SyncBatchNorm layer 3 (forward)" */
 } SyncJob;
 
 static gboolean sync_job_direct(SyncJob *j, GError **error)
 {
   CohortComm *comm = j->d->comm;
+  label(j->label);
   if (j->send)
     return cohort_comm_all_gather(comm, j->send, j->count * sizeof(float), j->buf, 0, error);
   return cohort_comm_all_reduce_f32(comm, j->buf, j->count, COHORT_REDUCE_SUM, 0, error);
@@ -163,6 +172,7 @@ static gboolean sync_job(gpointer data, GError **error)
     d->stage = g_new(float, d->stage_len);
   }
   SyncJob host = {.d = d, .count = j->count, .buf = d->stage + j->count};
+  g_strlcpy(host.label, j->label, sizeof host.label);
   if (j->send) {
     host.send = d->stage;
     be->download(d->stage, j->send, j->count * sizeof(float));
@@ -185,16 +195,23 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
   return ok;
 }
 
+/* SyncBatchNorm's collectives are named by the layer: the forward's k-th all-gather and the
+ * backward's k-th all-reduce of the pass (backward counts from the last layer). */
 static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
 {
-  SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
-  return run_sync(data, &j);
+  CohortTrainDist *d = data;
+  SyncJob j = {.d = d, .send = send, .buf = recv, .count = count};
+  g_snprintf(j.label, sizeof j.label, "SyncBatchNorm layer %d (forward)", ++d->syncbn_forward);
+  return run_sync(d, &j);
 }
 
 static gboolean model_all_reduce_sum(gpointer data, float *buf, size_t count)
 {
-  SyncJob j = {.d = data, .buf = buf, .count = count};
-  return run_sync(data, &j);
+  CohortTrainDist *d = data;
+  SyncJob j = {.d = d, .buf = buf, .count = count};
+  g_snprintf(j.label, sizeof j.label, "SyncBatchNorm layer %d (backward)",
+             d->syncbn_forward - d->syncbn_backward++);
+  return run_sync(d, &j);
 }
 
 /* SyncBatchNorm: the model's collectives go through the reducer's thread. */
@@ -239,6 +256,7 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
 {
+  d->syncbn_forward = d->syncbn_backward = 0;
   if (d->reducer)
     cohort_reducer_prepare(d->reducer, sync);
 }
@@ -267,6 +285,7 @@ gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *m,
   if (!d->comm || !d->broadcast_buffers || m->n_buffer_floats == 0)
     return TRUE;
   gint64 t0 = g_get_monotonic_time();
+  label("buffer broadcast");
   gboolean ok = cohort_train_dist_broadcast_params(d, m->buffer_data, m->n_buffer_floats, error);
   d->comm_us += g_get_monotonic_time() - t0;
   return ok;
@@ -277,6 +296,7 @@ gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError
   if (!d->comm)
     return TRUE;
   gint64 t0 = g_get_monotonic_time();
+  label("metric sum");
   gboolean ok = sum_f64(d, values, n, error);
   d->comm_us += g_get_monotonic_time() - t0;
   return ok;
@@ -284,9 +304,9 @@ gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError
 
 gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error)
 {
-  (void)what;
   if (!d->comm)
     return TRUE;
+  label(what);
   return cohort_comm_barrier(d->comm, 0, error);
 }
 
@@ -295,6 +315,7 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
 {
   if (!d->comm)
     return TRUE;
+  label("start-up broadcast");
   if (!staged(d))
     return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
   /* Once at start-up: a plain host copy is enough. */
@@ -311,6 +332,7 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
 {
   if (!d->comm)
     return TRUE;
+  label("start-up broadcast");
   if (!device_comm(d))
     return cohort_comm_broadcast(d->comm, buf, nbytes, 0, 0, error);
   const CohortBackend *be = d->dev.be;
@@ -348,6 +370,7 @@ gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, gui
   double flags[1 + G_N_ELEMENTS(vote_requests)] = {mine ? 1 : 0};
   for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
     flags[1 + i] = (*requests & vote_requests[i]) ? 1 : 0;
+  label("step vote");
   if (!sum_f64(d, flags, G_N_ELEMENTS(flags), error))
     return FALSE;
   *stop = flags[0] > 0;
@@ -438,6 +461,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = d->syncbn_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
+  label("ranks report");
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
   if (d->rank != 0)

@@ -55,6 +55,7 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GEr
       }
     }
     m->ops->eval_batch(m, r->batch, sums);
+    cohort_phase_tick();
   }
   swap_in_ema(r, FALSE);
   if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
@@ -69,6 +70,7 @@ gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
   gint64 examples;
   if (!r->val)
     return TRUE;
+  cohort_phase_enter(COHORT_RANK_PHASE_EVALUATION);
   if (!evaluate(r, r->metrics, &examples, error))
     return FALSE;
   r->have_metrics = TRUE;
@@ -95,6 +97,7 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
 {
   if (!r->model->ops->sample)
     return TRUE; /* a family without samples (a classifier) */
+  cohort_phase_enter(COHORT_RANK_PHASE_SAMPLE);
   JsonObject *f = json_object_new();
   json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
   CohortSampleRequest req = {
@@ -150,6 +153,7 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   g_autoptr(CohortOptimizer) full = NULL;
+  cohort_phase_enter(COHORT_RANK_PHASE_CHECKPOINT);
   if (!gather_optimizer(r, &full, error))
     return FALSE;
   if (r->opts->rank == 0) {
@@ -172,6 +176,7 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
+  cohort_phase_enter(COHORT_RANK_PHASE_EXPORT);
   g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
   g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);

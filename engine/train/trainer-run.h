@@ -4,6 +4,7 @@
 #pragma once
 
 #include "data/sampler.h"
+#include "engine/base/phase.h"
 #include "engine/model/batch.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/distill.h"

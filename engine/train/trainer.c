@@ -5,6 +5,8 @@
 
 #include <math.h>
 
+#include "engine/train/hang-report.h"
+#include "engine/train/test-hooks.h"
 #include "kernels/backend.h"
 
 int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
@@ -50,6 +52,7 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
   if (r->zero) {
     gint64 t0 = g_get_monotonic_time();
+    cohort_comm_set_label("ZeRO parameter gather");
     if (!cohort_zero_gather_params(r->zero, m->params, error))
       return FALSE;
     cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
@@ -83,24 +86,30 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 waited_us = 0;
+    cohort_phase_enter(COHORT_RANK_PHASE_DATA);
     if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
     cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
+    cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);
+    cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "forward");
     if (r->distill) {
       double parts[COHORT_DISTILL_N_PARTS];
       loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
       for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
         sums[1 + k] += parts[k] / r->accum;
+      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
       cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
       loss_sum += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
       m->ops->backward(m, scale / (float)r->accum);
     }
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
+  cohort_phase_enter(COHORT_RANK_PHASE_OPTIMIZER);
   sums[0] = loss_sum / r->accum;
   if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
     return FALSE;
@@ -127,6 +136,8 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
     return FALSE;
 
   r->st.step++;
+  cohort_phase_set_step(r->st.step);
+  cohort_test_hooks_perturb(r->opts->rank, r->st.step, m, r->be);
   r->st.batch_in_epoch += r->accum;
   r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_example, 1);
   r->st.epoch_samples += cohort_rank_run_global_batch(r);
@@ -203,6 +214,7 @@ static gboolean loop(CohortRankRun *r, gint64 *last_saved, gboolean *stopped, GE
   cohort_throughput_init(&tp, r);
   while (r->st.step < r->total_steps) {
     gboolean stop = FALSE;
+    cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "step");
     if (!vote(r, &stop, error))
       return FALSE;
     if (stop) {
@@ -319,6 +331,8 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
 
   if (stopped)
     *stopped = FALSE;
+  cohort_phase_enter(COHORT_RANK_PHASE_STARTUP);
+  cohort_hang_report_attach(opts->comm, cfg, opts->rank, opts->progress);
   if (!prepare_device(r, &threads, error))
     return FALSE;
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
@@ -337,6 +351,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
          finish(r, was_stopped, last_saved, &model_path, error);
   }
   cohort_progress_finish_line(r->progress);
+  cohort_phase_enter(COHORT_RANK_PHASE_DONE);
   if (ok)
     emit_done(r, was_stopped, model_path, t_begin);
   if (stopped)
