@@ -344,15 +344,17 @@ static void beat(CohortHeartbeat *hb)
 static gpointer heartbeat_thread(gpointer data)
 {
   CohortHeartbeat *hb = data;
+  gint64 last = 0; /* the first beat at once */
   g_mutex_lock(&hb->lock);
   while (!hb->quit) {
+    /* Recomputed on every wake: a new threshold (set_report) changes the interval. */
     double timeout_s = hb->cur.kind != NULL ? hb->cur.timeout_s : hb->timeout_s;
-    gint64 wake =
-        g_get_monotonic_time() + (gint64)(interval_of(hb->report_s, timeout_s) * G_USEC_PER_SEC);
-    while (!hb->quit && g_cond_wait_until(&hb->cond, &hb->lock, wake)) {
+    gint64 wake = last + (gint64)(interval_of(hb->report_s, timeout_s) * G_USEC_PER_SEC);
+    if (g_get_monotonic_time() < wake) {
+      g_cond_wait_until(&hb->cond, &hb->lock, wake);
+      continue;
     }
-    if (hb->quit)
-      break;
+    last = g_get_monotonic_time();
     g_mutex_unlock(&hb->lock);
     /* A store that failed once (rank 0 gone) stays failed: the job is ending. */
     if (!hb->store_gone)
@@ -405,6 +407,7 @@ void cohort_heartbeat_set_report(CohortHeartbeat *hb, double report_s, CohortHan
   hb->report_s = report_s > 0 ? report_s : 0;
   hb->func = func;
   hb->user = user;
+  g_cond_broadcast(&hb->cond);
   g_mutex_unlock(&hb->lock);
 }
 

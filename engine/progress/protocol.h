@@ -149,6 +149,15 @@
 #define COHORT_PHASE_PROBE      "probe"
 #define COHORT_PHASE_DONE       "done"
 
+/* `health`: the ranks' weights compared (`step`, `requested` and `status` as above). */
+#define COHORT_FIELD_TENSORS   "tensors"
+#define COHORT_FIELD_BUFFERS   "buffers"
+#define COHORT_FIELD_CHECK_S   "check_s"
+#define COHORT_FIELD_CHECKSUM  "checksum"
+#define COHORT_FIELD_REFERENCE "reference"
+#define COHORT_FIELD_DIVERGING "diverging"
+#define COHORT_FIELD_TENSOR    "tensor"
+
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"
 #define COHORT_FIELD_MESSAGE "message"
@@ -162,6 +171,9 @@
 #define COHORT_STATUS_COMPLETED "completed"
 #define COHORT_STATUS_STOPPED   "stopped"
 #define COHORT_STATUS_FAILED    "failed"
+/* The values of `health`'s `status`. */
+#define COHORT_STATUS_OK       "ok"
+#define COHORT_STATUS_DIVERGED "diverged"
 
 /* The values of `log`'s `level`. */
 #define COHORT_LEVEL_DEBUG   "debug"
@@ -172,3 +184,4 @@
 /* The control channel's requests, one word a line (engine/progress/control.h). */
 #define COHORT_CONTROL_WORD_SAMPLE "sample"
 #define COHORT_CONTROL_WORD_SAVE   "save"
+#define COHORT_CONTROL_WORD_CHECK  "check"

@@ -357,7 +357,8 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
 }
 
 /* Control requests in the vote: one slot each, so a sum > 0 means some rank asked. */
-static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE};
+static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE,
+                                      COHORT_CONTROL_CHECK};
 
 gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
                                 gboolean *stop, GError **error)
@@ -379,6 +380,20 @@ gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, gui
     if (flags[1 + i] > 0)
       *requests |= vote_requests[i];
   return TRUE;
+}
+
+gboolean cohort_train_dist_all_gather(CohortTrainDist *d, const void *send, gsize nbytes,
+                                      void *recv, const char *what, GError **error)
+{
+  if (!d->comm) {
+    memcpy(recv, send, nbytes);
+    return TRUE;
+  }
+  gint64 t0 = g_get_monotonic_time();
+  label(what);
+  gboolean ok = gather_bytes(d, send, nbytes, recv, error);
+  d->comm_us += g_get_monotonic_time() - t0;
+  return ok;
 }
 
 void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)

@@ -5,6 +5,7 @@
 
 #include "data/images.h"
 #include "engine/model/model-io.h"
+#include "engine/train/rank-health.h"
 #include "kernels/backend.h"
 
 static void swap_in_ema(CohortRankRun *r, gboolean in)
@@ -153,6 +154,9 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   g_autoptr(CohortOptimizer) full = NULL;
+  /* Drifted weights are not saved: the ranks compare them first. */
+  if (!cohort_rank_health_check(r, FALSE, error))
+    return FALSE;
   cohort_phase_enter(COHORT_RANK_PHASE_CHECKPOINT);
   if (!gather_optimizer(r, &full, error))
     return FALSE;

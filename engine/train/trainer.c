@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "engine/train/hang-report.h"
+#include "engine/train/rank-health.h"
 #include "engine/train/test-hooks.h"
 #include "kernels/backend.h"
 
@@ -185,6 +186,10 @@ static gboolean answer_requests(CohortRankRun *r, gint64 *last_saved, GError **e
   if (r->pending_requests & COHORT_CONTROL_SAMPLE) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
     ok = r->opts->rank != 0 || cohort_rank_run_sample(r, error);
+  }
+  if (ok && (r->pending_requests & COHORT_CONTROL_CHECK) && r->st.step > 0) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_CHECK;
+    ok = cohort_rank_health_check(r, TRUE, error);
   }
   if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
