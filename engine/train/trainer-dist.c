@@ -20,8 +20,6 @@ typedef struct {
   char host[48];
 } RankStats;
 
-/* PyTorch's DDP sends a small first bucket so communication starts early. */
-#define FIRST_BUCKET_MB 1.0
 /* How often (optimizer steps) the `ranks` event is sent. */
 #define RANKS_EVERY 10
 
@@ -241,12 +239,12 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
   if (bucket_cap_mb <= 0)
     bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
   if (d->dev.cuda_device >= 0)
-    d->reducer =
-        cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
-                                bucket_cap_mb, FIRST_BUCKET_MB, d->dev.cuda_device, staged(d));
+    d->reducer = cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                         bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB,
+                                         d->dev.cuda_device, staged(d));
   else
     d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
-                                    bucket_cap_mb, FIRST_BUCKET_MB);
+                                    bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB);
   cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
   /* attach cannot fail; the first end_backward reports it instead */
   cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);

@@ -61,8 +61,15 @@ typedef struct {
   gboolean answering_request;
 } CohortRankRun;
 
+/* trainer.c: the rank's device, threads and GEMM mode (*threads gets the thread count). */
+gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error);
+
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error);
+/* trainer-setup.c, for the probe (cohort-train --probe): the same data, model, optimizer and
+ * teacher, with fresh weights (the seed's, on every rank), and no workspace preparation,
+ * checkpoint or resume. */
+gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error);
 void cohort_rank_run_free(CohortRankRun *r);
 /* trainer-resume.c, for set-up: rank 0 checks that it can write the workspace and removes the
  * temporaries of a save that was killed. */

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "engine/train/hang-report.h"
+#include "engine/train/probe.h"
 #include "engine/train/rank-health.h"
 #include "engine/train/test-hooks.h"
 #include "kernels/backend.h"
@@ -302,8 +303,7 @@ static CohortGemmMode gemm_mode_for(const CohortConfig *cfg, const CohortBackend
   }
 }
 
-/* The rank's device, threads and GEMM mode. */
-static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
+gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *opts = r->opts;
@@ -338,7 +338,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     *stopped = FALSE;
   cohort_phase_enter(COHORT_RANK_PHASE_STARTUP);
   cohort_hang_report_attach(opts->comm, cfg, opts->rank, opts->progress);
-  if (!prepare_device(r, &threads, error))
+  if (!cohort_rank_run_prepare_device(r, &threads, error))
     return FALSE;
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
   cohort_train_dist_set_device(r->dist, &r->dev);
@@ -349,6 +349,11 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
     cohort_rank_run_emit_start(r, resumed_from, threads);
+    /* The last probe of this workspace goes into the run's record, beside what the run
+     * measures, so forecast and reality sit in one file. */
+    JsonObject *probe = opts->rank == 0 ? cohort_probe_load_saved(cfg) : NULL;
+    if (probe != NULL)
+      cohort_progress_emit(r->progress, COHORT_EVENT_PROBE, probe);
     if (resumed_from)
       cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                           "resumed from %s at step %" G_GINT64_FORMAT, resumed_from, r->st.step);
