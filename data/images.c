@@ -6,6 +6,7 @@
 #include "data/image-decode.h"
 #include "data/image-folder.h"
 #include "data/image-resize.h"
+#include "engine/base/phase.h"
 
 #define MAX_IMAGE_SIZE 4096
 
@@ -115,6 +116,8 @@ static gboolean load_entry(CohortImageSet *set, const char *folder, CohortImageE
   }
   cohort_image_fit(&raw, set->size, set->owned + slot * set->image_bytes);
   cohort_raw_image_clear(&raw);
+  /* Decoding a large folder is a long phase: ranks waiting for this one see it move. */
+  cohort_phase_tick();
   return TRUE;
 }
 

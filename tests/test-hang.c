@@ -6,8 +6,9 @@
  *  - Gloo on 2 forked ranks: an abort from another thread ends a blocked all-reduce at once (it
  *    used to wait out its timeout); a rank in a long phase that ticks keeps the other's barrier
  *    waiting past its timeout; one that does not tick makes it fail at the timeout, with its phase
- *    and its last collective named; rank 0's hang function names the missing rank, its phase and
- *    the collective, then reports the wait resolved.
+ *    and its last collective named; ranks stopped inside another collective (a mismatch) are
+ *    named with the collective each waits in; rank 0's hang function names the missing rank, its
+ *    phase and the collective, then reports the wait resolved.
  *  - End to end: 2 ranks of cohort-train, rank 1 sleeping 6 s inside the forward of step 2
  *    (COHORT_TEST_HOOKS): rank 0's `hang` event names rank 1 and `forward` within the threshold
  *    + 5 s, a log line says the same, and the run completes. */
@@ -286,6 +287,42 @@ static int long_phase_still(CohortComm *c, int rank, int world)
   return 0;
 }
 
+/* Rank 2 stops inside the barrier the others wait in: everyone reached it, and rank 0's error
+ * says so and where each rank was. */
+static int stopped_inside(CohortComm *c, int rank, int world)
+{
+  (void)world;
+  g_autoptr(GError) error = NULL;
+  cohort_comm_set_hang_report(c, 0.4, NULL, NULL);
+  if (rank == 2) {
+    /* Inside a barrier that rank 0 never enters. */
+    cohort_phase_enter(COHORT_RANK_PHASE_OPTIMIZER);
+    cohort_comm_set_label("rank 2's barrier");
+    gboolean ok = cohort_comm_barrier(c, 6, &error);
+    (void)ok;
+    return 0;
+  }
+  if (rank == 1) {
+    gboolean ok = cohort_comm_barrier(c, 6, &error);
+    (void)ok;
+    g_usleep(1500 * 1000);
+    return 0;
+  }
+  cohort_phase_enter(COHORT_RANK_PHASE_DATA);
+  g_usleep(300 * 1000);
+  float f[2] = {1, 2};
+  gboolean ok = cohort_comm_all_reduce_f32(c, f, 2, COHORT_REDUCE_SUM, 1.0, &error);
+  fprintf(stderr, "rank 0: %s\n", error ? error->message : "ok");
+  CHECK(!ok);
+  CHECK(strstr(error->message, "all_reduce #1") != NULL);
+  CHECK(strstr(error->message, "every rank reached it") != NULL ||
+        strstr(error->message, "did not arrive") != NULL);
+  CHECK(strstr(error->message, "rank 2 last completed no collective, waits in barrier #1 "
+                               "(rank 2's barrier)") != NULL);
+  g_usleep(6 * G_USEC_PER_SEC);
+  return 0;
+}
+
 typedef struct {
   GMutex lock;
   int reports, resolved;
@@ -350,6 +387,11 @@ static void test_gloo_long_phase(void)
 static void test_gloo_still_phase(void)
 {
   run_gloo_ranks(2, "test-hang", long_phase_still, 60);
+}
+
+static void test_gloo_stopped_inside(void)
+{
+  run_gloo_ranks(3, "test-hang", stopped_inside, 60);
 }
 
 static void test_gloo_report(void)
@@ -434,6 +476,7 @@ int main(int argc, char **argv)
   g_test_add_func("/hang/gloo/abort-interrupts", test_gloo_abort);
   g_test_add_func("/hang/gloo/long-phase-ticks", test_gloo_long_phase);
   g_test_add_func("/hang/gloo/still-phase-fails", test_gloo_still_phase);
+  g_test_add_func("/hang/gloo/stopped-inside", test_gloo_stopped_inside);
   g_test_add_func("/hang/gloo/report", test_gloo_report);
   g_test_add_func("/hang/train/report", test_train_report);
   return g_test_run();

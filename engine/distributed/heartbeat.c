@@ -28,6 +28,8 @@ struct CohortHeartbeat {
   GCond cond;
   gboolean quit;
   Mark cur, last;
+  guint64 flagged_seq; /* the collective counted in progress/stalled (written by the thread) */
+  gboolean beat_now;   /* a stalled collective ended: beat at once, for the resolved report */
   double report_s;
   CohortHangFunc func;
   gpointer user;
@@ -35,7 +37,6 @@ struct CohortHeartbeat {
 
   /* the thread's own */
   gboolean store_gone;
-  guint64 flagged_seq; /* the collective counted in progress/stalled */
   gboolean have_gen;
   guint64 gen_seen;
   /* rank 0's watch */
@@ -327,7 +328,9 @@ static void beat(CohortHeartbeat *hb)
   publish(hb, &me);
   gboolean waiting = me.cur_seq > 0 && me.cur_wait_s >= watch_after(report_s, timeout_s);
   if (waiting && hb->flagged_seq != me.cur_seq) {
+    g_mutex_lock(&hb->lock);
     hb->flagged_seq = me.cur_seq;
+    g_mutex_unlock(&hb->lock);
     hb->have_gen = FALSE;
     if (!cohort_store_add(hb->store, "progress/stalled", 1, NULL, NULL))
       hb->store_gone = TRUE;
@@ -350,10 +353,11 @@ static gpointer heartbeat_thread(gpointer data)
     /* Recomputed on every wake: a new threshold (set_report) changes the interval. */
     double timeout_s = hb->cur.kind != NULL ? hb->cur.timeout_s : hb->timeout_s;
     gint64 wake = last + (gint64)(interval_of(hb->report_s, timeout_s) * G_USEC_PER_SEC);
-    if (g_get_monotonic_time() < wake) {
+    if (g_get_monotonic_time() < wake && !hb->beat_now) {
       g_cond_wait_until(&hb->cond, &hb->lock, wake);
       continue;
     }
+    hb->beat_now = FALSE;
     last = g_get_monotonic_time();
     g_mutex_unlock(&hb->lock);
     /* A store that failed once (rank 0 gone) stays failed: the job is ending. */
@@ -426,6 +430,11 @@ void cohort_heartbeat_enter(CohortHeartbeat *hb, const char *kind, guint64 seq, 
 void cohort_heartbeat_leave(CohortHeartbeat *hb)
 {
   g_mutex_lock(&hb->lock);
+  /* The end of a wait the others were told of: say so now, not an interval later. */
+  if (hb->cur.kind != NULL && hb->cur.seq == hb->flagged_seq) {
+    hb->beat_now = TRUE;
+    g_cond_broadcast(&hb->cond);
+  }
   if (hb->cur.kind != NULL)
     hb->last = hb->cur;
   hb->cur.kind = NULL;
@@ -491,8 +500,16 @@ char *cohort_heartbeat_describe_missing(CohortHeartbeat *hb, guint64 seq)
   }
   if (n_missing > DESCRIBED)
     g_string_append_printf(detail, "; and %d more", n_missing - DESCRIBED);
-  if (n_missing == 0)
-    return g_strdup(aborts->str);
+  if (n_missing == 0) {
+    /* Every rank reached it (one stopped inside it, or the network fails): where each is. */
+    for (int r = 0, n = 0; r < hb->world && n < DESCRIBED; r++)
+      if (r != hb->rank && all[r].known) {
+        g_autofree char *d = cohort_rank_record_describe(&all[r]);
+        g_string_append_printf(detail, "%s%s", n++ ? "; " : "", d);
+      }
+    return detail->len ? g_strdup_printf(": every rank reached it (%s)%s", detail->str, aborts->str)
+                       : g_strdup(aborts->str);
+  }
   return g_strdup_printf(": rank%s %s did not arrive (%s)%s", n_missing > 1 ? "s" : "",
                          missing->str, detail->str, aborts->str);
 }
