@@ -13,9 +13,9 @@
 
 /* Timed repetitions: at least MIN_REPS after a warm-up, more while they take less than
  * REPS_BUDGET_S, at most MAX_REPS. */
-#define MIN_REPS      3
-#define MAX_REPS      12
-#define REPS_BUDGET_S 1.5
+#define MIN_REPS      5
+#define MAX_REPS      20
+#define REPS_BUDGET_S 3.0
 
 static int compare_doubles(gconstpointer a, gconstpointer b)
 {
@@ -132,25 +132,52 @@ static gboolean pass(CohortRankRun *r, ReadyLog *log, int batch, gint64 micro, d
   return cohort_device_check(&r->dev, error);
 }
 
-/* Medians of repeated passes at `batch`. `ready` (n_buckets) gets the medians of the
- * buckets' points. */
+/* Each pass's forward and backward, the ranks' maximum: in training every step waits for the
+ * slowest rank, so the step's compute is the maximum of each step, not of the ranks' medians. */
+static gboolean slowest_per_pass(CohortRankRun *r, double *f, double *b, int n, GError **error)
+{
+  int world = r->opts->world_size;
+  g_autofree double *mine = g_new(double, 2 * (gsize)n);
+  g_autofree double *all = g_new(double, 2 * (gsize)n * world);
+  memcpy(mine, f, (gsize)n * sizeof(double));
+  memcpy(mine + n, b, (gsize)n * sizeof(double));
+  if (!cohort_train_dist_all_gather(r->dist, mine, 2 * (gsize)n * sizeof(double), all,
+                                    "probe passes", error))
+    return FALSE;
+  for (int q = 0; q < world; q++)
+    for (int k = 0; k < n; k++) {
+      f[k] = MAX(f[k], all[(gsize)q * 2 * n + k]);
+      b[k] = MAX(b[k], all[(gsize)q * 2 * n + n + k]);
+    }
+  return TRUE;
+}
+
+/* Medians of repeated passes at `batch`, the ranks in step as in training (a barrier before
+ * each pass, the slowest rank's time of each). `ready` (n_buckets) gets this rank's medians of
+ * the buckets' points. */
 static gboolean time_passes(CohortRankRun *r, ReadyLog *log, int batch, double *fwd, double *bwd,
                             double *data, double *ready, GError **error)
 {
   guint nb = log->plan->len;
   double f[MAX_REPS], b[MAX_REPS], d[MAX_REPS];
   g_autofree double *rd = g_new0(double, (gsize)MAX_REPS *MAX(nb, 1));
-  double spent = 0, dummy;
-  int n = 0;
+  double wf, wb, dummy;
   g_autofree double *warm = g_new0(double, MAX(nb, 1));
-  if (!pass(r, log, batch, 0, &dummy, &dummy, &dummy, warm, error))
+  if (!pass(r, log, batch, 0, &wf, &wb, &dummy, warm, error))
     return FALSE;
-  while (n < MAX_REPS && (n < MIN_REPS || spent < REPS_BUDGET_S)) {
-    if (!pass(r, log, batch, n + 1, &f[n], &b[n], &d[n], rd + (gsize)n * nb, error))
+  /* As many passes as fit the budget, the same number on every rank: from the ranks' mean
+   * warm-up pass. */
+  double each[1] = {wf + wb};
+  if (!cohort_train_dist_sum(r->dist, each, 1, error))
+    return FALSE;
+  each[0] = MAX(each[0] / r->opts->world_size, 1e-6);
+  int n = CLAMP((int)(REPS_BUDGET_S / each[0]), MIN_REPS, MAX_REPS);
+  for (int k = 0; k < n; k++)
+    if (!cohort_train_dist_barrier(r->dist, "probe pass", error) ||
+        !pass(r, log, batch, k + 1, &f[k], &b[k], &d[k], rd + (gsize)k * nb, error))
       return FALSE;
-    spent += f[n] + b[n];
-    n++;
-  }
+  if (!slowest_per_pass(r, f, b, n, error))
+    return FALSE;
   *fwd = median(f, n);
   *bwd = median(b, n);
   *data = median(d, n);
