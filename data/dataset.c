@@ -3,6 +3,7 @@
  * shards costs address space, not memory. */
 #include "data/dataset.h"
 #include "data/file-list.h"
+#include "engine/base/phase.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,6 +147,8 @@ static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, g
   s->data = bytes + SHARD_HEADER_SIZE;
   s->offset = SHARD_HEADER_SIZE;
   s->count = count;
+  /* A scan of many shards is a long phase: ranks waiting for this one see it move. */
+  cohort_phase_tick();
   for (gsize i = 0; scan && i < s->count; i++) {
     guint16 tok;
     memcpy(&tok, s->data + 2 * i, sizeof tok);

@@ -10,6 +10,7 @@
 #include "data/image-folder.h"
 #include "data/image-resize.h"
 #include "engine/base/json-write.h"
+#include "engine/base/phase.h"
 
 #define MAX_IMAGE_SIZE 4096
 
@@ -197,6 +198,8 @@ static gboolean load_entry(CohortImageSet *set, const char *folder, CohortImageE
     g_autofree char *shown = cohort_utf8_escape(path);
     e->bad = g_strdup_printf("%s: out of memory to resize it to %d pixels", shown, set->size);
   }
+  /* Decoding a large folder is a long phase: ranks waiting for this one see it move. */
+  cohort_phase_tick();
   return fitted;
 }
 

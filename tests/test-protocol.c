@@ -5,12 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/base/phase.h"
 #include "engine/progress/protocol.h"
 #include "tests/train-run.h"
 
 typedef struct {
   char *macro;
-  char *kind; /* EVENT, FIELD, STATUS, LEVEL, CONTROL_WORD */
+  char *kind; /* EVENT, FIELD, STATUS, LEVEL, CONTROL_WORD, PHASE */
   char *value;
 } Name;
 
@@ -38,7 +39,7 @@ static GPtrArray *protocol_names(void)
 {
   g_autofree char *header = source_file("engine/progress/protocol.h");
   g_autoptr(GRegex) re = g_regex_new(
-      "^#define (COHORT_(EVENT|FIELD|STATUS|LEVEL|CONTROL_WORD)_\\w+)\\s+\"([^\"]*)\"\\s*$",
+      "^#define (COHORT_(EVENT|FIELD|STATUS|LEVEL|CONTROL_WORD|PHASE)_\\w+)\\s+\"([^\"]*)\"\\s*$",
       G_REGEX_MULTILINE, 0, NULL);
   GPtrArray *names = g_ptr_array_new_with_free_func(name_free);
   g_autoptr(GMatchInfo) m = NULL;
@@ -114,6 +115,21 @@ static void test_documented_events_named(void)
   g_assert_cmpuint(n, ==, named);
 }
 
+/* The phases a rank reports (engine/base/phase.h) are the protocol's PHASE words, one each. */
+static void test_phases_named(void)
+{
+  g_autoptr(GPtrArray) names = protocol_names();
+  guint phases = 0;
+  for (guint i = 0; i < names->len; i++)
+    phases += g_str_equal(((Name *)g_ptr_array_index(names, i))->kind, "PHASE");
+  g_assert_cmpuint(phases, ==, COHORT_RANK_N_PHASES);
+  for (int p = 0; p < COHORT_RANK_N_PHASES; p++) {
+    if (!has_name(names, "PHASE", cohort_phase_name(p)))
+      g_error("phase \"%s\" has no COHORT_PHASE_ constant in protocol.h", cohort_phase_name(p));
+    g_assert_cmpint(cohort_phase_from_name(cohort_phase_name(p)), ==, p);
+  }
+}
+
 /* Every member name in `o` (and in the objects it holds, but not in the config) is a field. */
 static void check_members(GPtrArray *names, JsonObject *o, const char *event, GString *bad)
 {
@@ -152,8 +168,32 @@ static void test_run_writes_named(void)
   if (r.status != 0)
     g_error("cohort-train failed (%d): %s", r.status, r.err);
   run_result_clear(&r);
-  g_autofree char *text = NULL;
-  g_assert_true(g_file_get_contents(events, &text, NULL, NULL));
+  /* Two ranks: a probe first (a later run carries it), then a run with a rank that sleeps in a
+   * step (a hang report) and checkpoints (health checks). */
+  const char *two[] = {
+      "--nproc",         "2",     "--set",        "max_steps=4", "--set", "save_every=3", "--set",
+      "hang_report_s=1", "--set", "timeout_s=30", NULL};
+  g_autoptr(GPtrArray) probe_args = small_args(ws, two);
+  g_ptr_array_add(probe_args, g_strdup("--probe"));
+  g_autofree char *probe_events = g_build_filename(dir, "probe-events", NULL);
+  r = run_train(probe_args, probe_events);
+  if (r.status != 0)
+    g_error("cohort-train --probe failed (%d): %s", r.status, r.err);
+  run_result_clear(&r);
+  g_autoptr(GPtrArray) two_args = small_args(ws, two);
+  g_ptr_array_add(two_args, g_strdup("--overwrite"));
+  g_autofree char *two_events = g_build_filename(dir, "two-events", NULL);
+  g_setenv("COHORT_TEST_HOOKS", "sleep:1:2:forward:2.5", TRUE);
+  r = run_train(two_args, two_events);
+  g_unsetenv("COHORT_TEST_HOOKS");
+  if (r.status != 0)
+    g_error("cohort-train on 2 ranks failed (%d): %s", r.status, r.err);
+  run_result_clear(&r);
+  g_autofree char *one = NULL, *probe = NULL, *two_text = NULL;
+  g_assert_true(g_file_get_contents(events, &one, NULL, NULL));
+  g_assert_true(g_file_get_contents(probe_events, &probe, NULL, NULL));
+  g_assert_true(g_file_get_contents(two_events, &two_text, NULL, NULL));
+  g_autofree char *text = g_strconcat(one, probe, two_text, NULL);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
   g_autoptr(GString) bad = g_string_new(NULL);
   g_autoptr(GHashTable) kinds = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -170,7 +210,16 @@ static void test_run_writes_named(void)
         !has_name(names, "LEVEL", json_object_get_string_member(ev, COHORT_FIELD_LEVEL)))
       g_string_append_printf(bad, " level \"%s\"",
                              json_object_get_string_member(ev, COHORT_FIELD_LEVEL));
-    if (g_str_equal(event, COHORT_EVENT_DONE) &&
+    if (g_str_equal(event, COHORT_EVENT_HANG))
+      for (guint k = 0;
+           k < json_array_get_length(json_object_get_array_member(ev, COHORT_FIELD_RANKS)); k++) {
+        JsonObject *rk =
+            json_array_get_object_element(json_object_get_array_member(ev, COHORT_FIELD_RANKS), k);
+        const char *phase = json_object_get_string_member_with_default(rk, COHORT_FIELD_PHASE, "");
+        if (!has_name(names, "PHASE", phase))
+          g_string_append_printf(bad, " phase \"%s\"", phase);
+      }
+    if ((g_str_equal(event, COHORT_EVENT_DONE) || g_str_equal(event, COHORT_EVENT_HEALTH)) &&
         !has_name(names, "STATUS", json_object_get_string_member(ev, COHORT_FIELD_STATUS)))
       g_string_append_printf(bad, " status \"%s\"",
                              json_object_get_string_member(ev, COHORT_FIELD_STATUS));
@@ -179,7 +228,8 @@ static void test_run_writes_named(void)
     g_error("the run wrote names protocol.h does not define:%s", bad->str);
   const char *wanted[] = {COHORT_EVENT_START,  COHORT_EVENT_STEP,       COHORT_EVENT_EVAL,
                           COHORT_EVENT_SAMPLE, COHORT_EVENT_CHECKPOINT, COHORT_EVENT_LOG,
-                          COHORT_EVENT_DONE};
+                          COHORT_EVENT_DONE,   COHORT_EVENT_PROBE,      COHORT_EVENT_HEALTH,
+                          COHORT_EVENT_HANG};
   for (guint i = 0; i < G_N_ELEMENTS(wanted); i++)
     if (!g_hash_table_contains(kinds, wanted[i]))
       g_error("the run wrote no \"%s\" event", wanted[i]);
@@ -193,5 +243,6 @@ int main(int argc, char **argv)
   g_test_add_func("/protocol/names-documented", test_names_documented);
   g_test_add_func("/protocol/documented-events-named", test_documented_events_named);
   g_test_add_func("/protocol/run-writes-named", test_run_writes_named);
+  g_test_add_func("/protocol/phases-named", test_phases_named);
   return g_test_run();
 }

@@ -13,6 +13,7 @@
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
 #include "ui/multinode-dialog-private.h"
+#include "ui/probe-view.h"
 #include "ui/programs.h"
 #include "ui/window-private.h"
 
@@ -347,11 +348,65 @@ static void test_dialog(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+static gboolean probe_ended(gpointer data)
+{
+  return !cohort_probe_view_is_running(data);
+}
+
+/* The Distributed page's Test connection runs the probe with the processes Start would start,
+ * and shows its forecast. */
+static void test_probe(void)
+{
+  CohortWindow *win = cohort_window_new(NULL);
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_autofree char *ws = g_build_filename(tmp_dir, "probe", NULL);
+  set(form, "workspace_dir", ws);
+  const char *small[][2] = {{"n_layer", "2"},
+                            {"n_head", "2"},
+                            {"n_embd", "32"},
+                            {"seq_len", "32"},
+                            {"batch_size", "4"},
+                            {"threads", "1"},
+                            {"device", "cpu"},
+                            {"enable_multi_gpu", "true"},
+                            {"nproc_per_node", "2"},
+                            {"distributed_backend", "gloo"},
+                            /* The last window's config comes back: one node, here. */
+                            {"num_nodes", "1"},
+                            {"node_rank", "0"},
+                            {"master_addr", "127.0.0.1"},
+                            {"max_restarts", "0"},
+                            {"timeout_s", "60"}};
+  for (guint i = 0; i < G_N_ELEMENTS(small); i++)
+    set(form, small[i][0], small[i][1]);
+  CohortProbeView *probe = COHORT_PROBE_VIEW(cohort_window_get_probe_view(win));
+  g_assert_true(gtk_widget_is_ancestor(GTK_WIDGET(probe), cohort_window_get_dist_top(win)));
+  g_auto(GStrv) argv = cohort_window_probe_argv(win, NULL);
+  g_autofree char *joined = g_strjoinv(" ", argv);
+  g_test_message("probe: %s", joined);
+  cohort_probe_view_start(probe);
+  g_assert_true(ui_test_wait(probe_ended, probe, 120));
+  g_test_message("status: %s", cohort_probe_view_get_status(probe));
+  g_assert_cmpstr(cohort_probe_view_get_status(probe), ==,
+                  "Connection tested: every process joined.");
+  g_autofree char *result = cohort_probe_view_get_result(probe);
+  g_test_message("%s", result);
+  g_assert_nonnull(strstr(result, "Measured on 2 processes (1 node, gloo)"));
+  g_assert_nonnull(strstr(result, "Processes\nStep\nThroughput\nEfficiency\nCommunication hidden"
+                                  "\n2\n"));
+  g_assert_nonnull(strstr(result, "\n8\n"));
+  g_assert_nonnull(strstr(result, "tokens/s"));
+  g_autofree char *saved = g_build_filename(ws, "probe.json", NULL);
+  g_assert_true(g_file_test(saved, G_FILE_TEST_IS_REGULAR));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/launch/agree", test_agree);
   g_test_add_func("/ui/launch/dialog", test_dialog);
+  g_test_add_func("/ui/launch/probe", test_probe);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

@@ -222,6 +222,41 @@ static void test_ranks_table(void)
   g_assert_cmpuint(cohort_ranks_view_count(ranks), ==, 0);
 }
 
+/* A `hang` event shows who is missing and what each does, until a resolved one; `health`
+ * events read as a log line. */
+static void test_hang_and_health(void)
+{
+  g_autoptr(CohortRanksView) ranks = g_object_ref_sink(COHORT_RANKS_VIEW(cohort_ranks_view_new()));
+  g_assert_cmpstr(cohort_ranks_view_get_hang_text(ranks), ==, "");
+  g_autoptr(JsonObject) hang = event(
+      "{\"event\":\"hang\",\"collective\":\"all_reduce\",\"seq\":1482,\"label\":\"bucket 1 of "
+      "7\",\"waited_s\":61.1,\"timeout_s\":300,\"resolved\":false,\"missing\":[1,2],\"ranks\":"
+      "[{\"rank\":0,\"arrived\":true,\"phase\":\"backward\",\"phase_s\":61.4,\"step\":211},"
+      "{\"rank\":1,\"arrived\":false,\"phase\":\"checkpoint\",\"phase_s\":75,\"step\":211},"
+      "{\"rank\":2,\"arrived\":false}]}");
+  cohort_ranks_view_show_hang(ranks, hang);
+  const char *text = cohort_ranks_view_get_hang_text(ranks);
+  g_test_message("%s", text);
+  g_assert_nonnull(strstr(text, "Waiting 61 s in all_reduce #1482 (bucket 1 of 7)"));
+  g_assert_nonnull(strstr(text, "rank 1, writing a checkpoint for 75 s at step 211"));
+  g_assert_nonnull(strstr(text, "rank 2 (no heartbeat yet)"));
+  g_assert_null(strstr(text, "rank 0"));
+  g_assert_nonnull(strstr(text, "up to 300 s without progress"));
+  g_autoptr(JsonObject) resolved =
+      event("{\"event\":\"hang\",\"collective\":\"all_reduce\",\"seq\":1482,\"waited_s\":80,"
+            "\"timeout_s\":300,\"resolved\":true,\"missing\":[],\"ranks\":[]}");
+  cohort_ranks_view_show_hang(ranks, resolved);
+  g_assert_cmpstr(cohort_ranks_view_get_hang_text(ranks), ==, "");
+  g_autoptr(JsonObject) ok = event("{\"event\":\"health\",\"step\":300,\"status\":\"ok\","
+                                   "\"world_size\":4,\"tensors\":77}");
+  g_autofree char *a = cohort_ranks_view_health_text(ok);
+  g_assert_cmpstr(a, ==, "step 300: the 4 processes hold the same weights (77 tensors compared)");
+  g_autoptr(JsonObject) bad = event("{\"event\":\"health\",\"step\":3,\"status\":\"diverged\","
+                                    "\"tensor\":\"h.1.mlp.c_proj.weight\"}");
+  g_autofree char *b = cohort_ranks_view_health_text(bad);
+  g_assert_cmpstr(b, ==, "step 3: the processes' weights differ, first in h.1.mlp.c_proj.weight");
+}
+
 /* Text samples stay, to page through by step; the newest is shown. */
 static void test_text_samples(void)
 {
@@ -362,6 +397,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/runview/overlay-limit", test_overlay_limit);
   g_test_add_func("/ui/runview/chart", test_chart);
   g_test_add_func("/ui/runview/ranks-table", test_ranks_table);
+  g_test_add_func("/ui/runview/hang-and-health", test_hang_and_health);
   g_test_add_func("/ui/runview/text-samples", test_text_samples);
   g_test_add_func("/ui/runview/final-phase", test_final_phase);
   g_test_add_func("/ui/runview/narrow-layout", test_narrow_layout);

@@ -95,6 +95,7 @@ static const struct {
     {"zero_stage", N_("Shard across processes (ZeRO stage)")},
     {"max_restarts", N_("Maximum restarts")},
     {"timeout_s", N_("Timeout (seconds)")},
+    {"hang_report_s", N_("Report a waiting collective after (seconds)")},
 };
 
 static const char *const arch_keys[] = {"model",      "n_layer",      "n_head",
@@ -121,7 +122,8 @@ static const char *const prec_keys[] = {
     "threads",   NULL};
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
-static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s", NULL};
+static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s",
+                                          "hang_report_s", NULL};
 static const char *const grad_keys[] = {
     "lr_scaling",     "bucket_cap_mb", "reduce_precision",         "broadcast_buffers",
     "sync_batchnorm", "zero_stage",    "distributed_data_loading", NULL,

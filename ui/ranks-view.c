@@ -9,6 +9,7 @@ struct _CohortRanksView {
   GtkWidget *placeholder;
   GtkWidget *grid;
   GtkWidget *legend;
+  GtkWidget *hang; /* where a waiting collective's missing ranks are (`hang` events) */
   guint n_ranks;
   int slowest;
   gboolean gpu;
@@ -34,6 +35,8 @@ void cohort_ranks_view_reset(CohortRanksView *v)
   v->slowest = -1;
   v->gpu = FALSE;
   v->syncbn = FALSE;
+  gtk_label_set_text(GTK_LABEL(v->hang), "");
+  gtk_widget_set_visible(v->hang, FALSE);
 }
 
 static GtkWidget *cell(const char *text, gboolean header, gboolean slow)
@@ -177,6 +180,90 @@ void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
   gtk_widget_set_visible(v->legend, TRUE);
 }
 
+/* A rank's phase (docs/progress-protocol.md), in words. */
+static const char *phase_words(const char *phase)
+{
+  static const struct {
+    const char *word, *text;
+  } table[] = {
+      {COHORT_PHASE_STARTUP, N_("starting up")},
+      {COHORT_PHASE_DATA, N_("loading data")},
+      {COHORT_PHASE_TOKENIZING, N_("tokenizing the data")},
+      {COHORT_PHASE_CACHING, N_("filling its cache")},
+      {COHORT_PHASE_FORWARD, N_("in the forward pass")},
+      {COHORT_PHASE_BACKWARD, N_("in the backward pass")},
+      {COHORT_PHASE_OPTIMIZER, N_("in the optimizer step")},
+      {COHORT_PHASE_EVALUATION, N_("evaluating")},
+      {COHORT_PHASE_SAMPLE, N_("drawing a sample")},
+      {COHORT_PHASE_CHECKPOINT, N_("writing a checkpoint")},
+      {COHORT_PHASE_EXPORT, N_("exporting the model")},
+      {COHORT_PHASE_HEALTH, N_("comparing weights")},
+      {COHORT_PHASE_PROBE, N_("probing")},
+      {COHORT_PHASE_DONE, N_("finished")},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(table); i++)
+    if (g_strcmp0(phase, table[i].word) == 0)
+      return _(table[i].text);
+  return phase;
+}
+
+void cohort_ranks_view_show_hang(CohortRanksView *v, JsonObject *ev)
+{
+  JsonArray *ranks = cohort_event_list(ev, COHORT_FIELD_RANKS);
+  if (cohort_event_flag(ev, COHORT_FIELD_RESOLVED, FALSE) || ranks == NULL) {
+    gtk_label_set_text(GTK_LABEL(v->hang), "");
+    gtk_widget_set_visible(v->hang, FALSE);
+    return;
+  }
+  g_autoptr(GString) who = g_string_new(NULL);
+  for (guint i = 0; i < json_array_get_length(ranks); i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    if (r == NULL || cohort_event_flag(r, COHORT_FIELD_ARRIVED, TRUE))
+      continue;
+    if (who->len > 0)
+      g_string_append(who, "; ");
+    const char *phase = cohort_event_text(r, COHORT_FIELD_PHASE, NULL);
+    if (phase == NULL)
+      g_string_append_printf(who, _("rank %lld (no heartbeat yet)"),
+                             (long long)cohort_event_int(r, COHORT_FIELD_RANK, i));
+    else
+      g_string_append_printf(who, _("rank %lld, %s for %.0f s at step %lld"),
+                             (long long)cohort_event_int(r, COHORT_FIELD_RANK, i),
+                             phase_words(phase), cohort_event_number(r, COHORT_FIELD_PHASE_S, 0),
+                             (long long)cohort_event_int(r, COHORT_FIELD_STEP, 0));
+  }
+  const char *label = cohort_event_text(ev, COHORT_FIELD_LABEL, NULL);
+  g_autofree char *what =
+      label != NULL
+          ? g_strdup_printf("%s #%lld (%s)", cohort_event_text(ev, COHORT_FIELD_COLLECTIVE, ""),
+                            (long long)cohort_event_int(ev, COHORT_FIELD_SEQ, 0), label)
+          : g_strdup_printf("%s #%lld", cohort_event_text(ev, COHORT_FIELD_COLLECTIVE, ""),
+                            (long long)cohort_event_int(ev, COHORT_FIELD_SEQ, 0));
+  g_autofree char *text = g_strdup_printf(
+      _("Waiting %.0f s in %s for %s. The others keep waiting, up to %.0f s without progress."),
+      cohort_event_number(ev, COHORT_FIELD_WAITED_S, 0), what, who->str,
+      cohort_event_number(ev, COHORT_FIELD_TIMEOUT_S, 0));
+  gtk_label_set_text(GTK_LABEL(v->hang), text);
+  gtk_widget_set_visible(v->hang, TRUE);
+}
+
+const char *cohort_ranks_view_get_hang_text(CohortRanksView *v)
+{
+  return gtk_widget_get_visible(v->hang) ? gtk_label_get_text(GTK_LABEL(v->hang)) : "";
+}
+
+char *cohort_ranks_view_health_text(JsonObject *ev)
+{
+  long long step = (long long)cohort_event_int(ev, COHORT_FIELD_STEP, 0);
+  if (g_str_equal(cohort_event_text(ev, COHORT_FIELD_STATUS, ""), COHORT_STATUS_OK))
+    return g_strdup_printf(_("step %lld: the %lld processes hold the same weights (%lld tensors "
+                             "compared)"),
+                           step, (long long)cohort_event_int(ev, COHORT_FIELD_WORLD_SIZE, 0),
+                           (long long)cohort_event_int(ev, COHORT_FIELD_TENSORS, 0));
+  return g_strdup_printf(_("step %lld: the processes' weights differ, first in %s"), step,
+                         cohort_event_text(ev, COHORT_FIELD_TENSOR, "?"));
+}
+
 guint cohort_ranks_view_count(CohortRanksView *v)
 {
   return v->n_ranks;
@@ -218,6 +305,11 @@ static void cohort_ranks_view_init(CohortRanksView *v)
   gtk_label_set_xalign(GTK_LABEL(v->legend), 0);
   gtk_widget_add_css_class(v->legend, "dim-label");
   gtk_widget_add_css_class(v->legend, "caption");
+  v->hang = gtk_label_new(NULL);
+  gtk_label_set_wrap(GTK_LABEL(v->hang), TRUE);
+  gtk_label_set_xalign(GTK_LABEL(v->hang), 0);
+  gtk_widget_add_css_class(v->hang, "warning");
+  gtk_box_append(GTK_BOX(v), v->hang);
   gtk_box_append(GTK_BOX(v), v->placeholder);
   gtk_box_append(GTK_BOX(v), v->grid);
   gtk_box_append(GTK_BOX(v), v->legend);

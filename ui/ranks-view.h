@@ -23,6 +23,14 @@ void cohort_ranks_view_reset(CohortRanksView *view);
 /* Shows a `ranks` event (the table appears with the first). */
 void cohort_ranks_view_show(CohortRanksView *view, JsonObject *ev);
 
+/* Shows a `hang` event above the table: the collective the ranks wait in and, for each rank
+ * that has not reached it, what it is doing; a resolved one hides it. */
+void cohort_ranks_view_show_hang(CohortRanksView *view, JsonObject *ev);
+/* The text shown for the last `hang` event; "" when none is shown. */
+const char *cohort_ranks_view_get_hang_text(CohortRanksView *view);
+/* A `health` event in words, for the log (g_free it). */
+char *cohort_ranks_view_health_text(JsonObject *ev);
+
 /* Rows shown; the highlighted rank (-1: none); whether the GPU columns are shown. */
 guint cohort_ranks_view_count(CohortRanksView *view);
 int cohort_ranks_view_get_slowest(CohortRanksView *view);

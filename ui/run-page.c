@@ -318,6 +318,11 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
     cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, COHORT_EVENT_RANKS)) {
     cohort_ranks_view_show(p->ranks, ev);
+  } else if (g_str_equal(name, COHORT_EVENT_HANG)) {
+    cohort_ranks_view_show_hang(p->ranks, ev);
+  } else if (g_str_equal(name, COHORT_EVENT_HEALTH)) {
+    g_autofree char *l = cohort_ranks_view_health_text(ev);
+    cohort_run_page_append_log(p, l);
   } else if (g_str_equal(name, COHORT_EVENT_LOG)) {
     show_log(p, ev);
   } else if (g_str_equal(name, COHORT_EVENT_ERROR) && !p->live) {

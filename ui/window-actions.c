@@ -22,6 +22,12 @@ gboolean cohort_window_request(CohortWindow *win, const char *request, GError **
 {
   if (!cohort_run_request(win->run, request, error))
     return FALSE;
+  if (g_str_equal(request, COHORT_CONTROL_WORD_CHECK)) {
+    cohort_run_page_append_log(win->run_page,
+                               _("Comparison of the processes' weights requested for the next "
+                                 "step."));
+    return TRUE;
+  }
   gboolean sample = g_str_equal(request, COHORT_CONTROL_WORD_SAMPLE);
   win->pending_requests |= sample ? COHORT_CONTROL_SAMPLE : COHORT_CONTROL_SAVE;
   cohort_run_page_append_log(win->run_page, sample ? _("Sample requested for the next step.")
@@ -119,6 +125,13 @@ static void on_save_now(GSimpleAction *action, GVariant *param, gpointer data)
   (void)action;
   (void)param;
   request_or_say(data, COHORT_CONTROL_WORD_SAVE);
+}
+
+static void on_check_ranks(GSimpleAction *action, GVariant *param, gpointer data)
+{
+  (void)action;
+  (void)param;
+  request_or_say(data, COHORT_CONTROL_WORD_CHECK);
 }
 
 /* Opens `uri` with the desktop's handler; says so in a toast when none can. */
@@ -223,6 +236,15 @@ static void on_run_event(CohortRun *run, JsonObject *ev, CohortWindow *win)
   const char *name = cohort_event_name(ev);
   if (g_str_equal(name, COHORT_EVENT_SAMPLE) || g_str_equal(name, COHORT_EVENT_CHECKPOINT))
     confirm_request(win, ev, name);
+  if (g_str_equal(name, COHORT_EVENT_HEALTH) &&
+      cohort_event_flag(ev, COHORT_FIELD_REQUESTED, FALSE)) {
+    gboolean same = g_str_equal(cohort_event_text(ev, COHORT_FIELD_STATUS, ""), COHORT_STATUS_OK);
+    g_autofree char *msg =
+        same ? g_strdup_printf(_("Every process holds the same weights at step %lld"),
+                               (long long)cohort_event_int(ev, COHORT_FIELD_STEP, 0))
+             : g_strdup(_("The processes' weights differ: the run stops"));
+    cohort_window_toast(win, msg, NULL);
+  }
   if (g_str_equal(name, COHORT_EVENT_START) && json_object_has_member(ev, COHORT_FIELD_RUN_ID))
     cohort_run_page_set_current_run(win->run_page,
                                     cohort_event_text(ev, COHORT_FIELD_RUN_ID, NULL));
@@ -284,6 +306,7 @@ void cohort_window_add_run_actions(CohortWindow *win)
       {.name = "stop", .activate = on_stop},
       {.name = "sample-now", .activate = on_sample_now},
       {.name = "save-now", .activate = on_save_now},
+      {.name = "check-ranks", .activate = on_check_ranks},
       {.name = "open-folder", .activate = on_open_folder},
       {.name = "show-model", .activate = on_show_model},
       {.name = "multinode", .activate = on_multinode},

@@ -97,6 +97,35 @@ gboolean cohort_window_launch(CohortWindow *win, CohortStartMode mode, GError **
   return TRUE;
 }
 
+GStrv cohort_window_probe_argv(gpointer data, GError **error)
+{
+  CohortWindow *win = data;
+  if (cohort_run_is_live(win->run)) {
+    g_set_error(error, COHORT_UI_ERROR, COHORT_UI_ERROR_FAILED, "%s",
+                _("a run is going on; test the connection before Start or after it ends"));
+    return NULL;
+  }
+  const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
+  if (g_mkdir_with_parents(ws, 0755) != 0) {
+    int e = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), _("%s: cannot create: %s"), ws,
+                g_strerror(e));
+    return NULL;
+  }
+  /* The config Start would write and launch, with the same processes and nodes. */
+  g_autofree char *config_path = g_build_filename(ws, "run.json", NULL);
+  if (!cohort_config_save_file(cfg, config_path, error))
+    return NULL;
+  g_auto(GStrv) plan = cohort_ui_launch_argv(cfg, config_path, MAX(win->gpus, 0), error);
+  if (plan == NULL)
+    return NULL;
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new();
+  g_strv_builder_addv(b, (const char **)plan);
+  g_strv_builder_add_many(b, "--probe", "--quiet", NULL);
+  return g_strv_builder_end(b);
+}
+
 static void report(CohortWindow *win, GError *error)
 {
   g_autofree char *msg = g_strdup_printf(_("Could not start: %s"), error->message);

@@ -51,6 +51,7 @@ struct _CohortWindow {
   CohortRun *run;
   CohortRunPage *run_page;
   GtkWidget *dist_top;
+  GtkWidget *probe_view; /* CohortProbeView, at the end of dist_top */
   CohortMultinodeDialog *multinode;
   GCancellable *cancel;
   CohortWindowState state;
@@ -146,6 +147,10 @@ CohortConfigForm *cohort_window_get_form(CohortWindow *win);
 CohortRun *cohort_window_get_run(CohortWindow *win);
 CohortRunPage *cohort_window_get_run_page(CohortWindow *win);
 GtkWidget *cohort_window_get_dist_top(CohortWindow *win);
+/* window-launch.c: the Test connection's command (a CohortProbeCommandFunc on the window). */
+GStrv cohort_window_probe_argv(gpointer win, GError **error);
+/* The Distributed page's Test connection (ui/probe-view.h). */
+GtkWidget *cohort_window_get_probe_view(CohortWindow *win);
 GtkWidget *cohort_window_get_sidebar(CohortWindow *win);
 CohortMultinodeDialog *cohort_window_get_multinode_dialog(CohortWindow *win);
 /* The preset shown (NULL when the settings are not a preset's), and whether they were edited

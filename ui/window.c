@@ -13,6 +13,7 @@
 #include "ui/launch-check.h"
 #include "ui/page-sidebar.h"
 #include "ui/presets.h"
+#include "ui/probe-view.h"
 #include "ui/programs.h"
 
 G_DEFINE_FINAL_TYPE(CohortWindow, cohort_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -207,6 +208,7 @@ void cohort_window_update_state(CohortWindow *win)
   set_action_enabled(win, "stop", live);
   set_action_enabled(win, "sample-now", live && !final);
   set_action_enabled(win, "save-now", live && !final);
+  set_action_enabled(win, "check-ranks", live && !final);
   set_action_enabled(win, "open-folder", win->run_workspace != NULL);
   set_action_enabled(win, "show-model", win->model_path != NULL);
   set_action_enabled(win, "preset-delete",
@@ -432,6 +434,9 @@ static void cohort_window_class_init(CohortWindowClass *klass)
 static void build_pages(CohortWindow *win)
 {
   win->dist_top = cohort_dist_page_top_new();
+  win->probe_view = cohort_probe_view_new(cohort_window_probe_argv, win);
+  gtk_widget_set_margin_top(win->probe_view, 12);
+  gtk_box_append(GTK_BOX(win->dist_top), win->probe_view);
   for (const char *const *g = cohort_key_pages(); *g != NULL; g++) {
     gboolean dist = g_str_equal(*g, "distributed");
     GtkWidget *page =
@@ -520,6 +525,11 @@ CohortRun *cohort_window_get_run(CohortWindow *win)
 CohortRunPage *cohort_window_get_run_page(CohortWindow *win)
 {
   return win->run_page;
+}
+
+GtkWidget *cohort_window_get_probe_view(CohortWindow *win)
+{
+  return win->probe_view;
 }
 
 GtkWidget *cohort_window_get_dist_top(CohortWindow *win)

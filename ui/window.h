@@ -38,7 +38,8 @@ gboolean cohort_window_start(CohortWindow *win, GError **error);
 gboolean cohort_window_resume(CohortWindow *win, GError **error);
 /* Ends the whole process group (a checkpoint is saved first). */
 void cohort_window_stop(CohortWindow *win);
-/* Asks the running job for a sample, or a checkpoint, at its next step (the control channel,
+/* Asks the running job for a sample, a checkpoint or a comparison of the ranks' weights
+ * ("sample", "save", "check") at its next step (the control channel,
  * docs/progress-protocol.md); the answering event confirms it in a toast. */
 gboolean cohort_window_request(CohortWindow *win, const char *request, GError **error);
 

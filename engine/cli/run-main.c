@@ -44,6 +44,9 @@ static const char usage[] =
     "                          (COHORT_STORE_FDS); the default when PROGRAM is cohort-train\n"
     "  --no-python             accepted for torchrun compatibility (always the case)\n"
     "  --quiet                 no launcher messages except failures\n"
+    "  --probe                 give the workers --probe: they measure compute and the\n"
+    "                          collectives between them and print the scaling forecast\n"
+    "                          instead of training (cohort-train --help); no restarts\n"
     "  --print-commands        print the cohort-run, torchrun, srun, sbatch and mpirun\n"
     "                          commands for --config FILE and exit\n"
     "  --config FILE           the config for --print-commands\n"
@@ -140,7 +143,7 @@ static const char *const valued[] = {"--nnodes",
 
 /* What the options set beside the launch options. */
 typedef struct {
-  gboolean standalone, print, port_given;
+  gboolean standalone, print, port_given, probe;
   const char *nproc_text;
   char *config_path;
 } Parsed;
@@ -234,6 +237,8 @@ static int apply_option(CohortLaunchOptions *o, Parsed *st, const char *arg, con
     o->quiet = TRUE;
   } else if (strcmp(name, "--print-commands") == 0) {
     st->print = TRUE;
+  } else if (strcmp(name, "--probe") == 0) {
+    st->probe = TRUE;
   } else if (strcmp(name, "--config") == 0) {
     g_free(st->config_path);
     st->config_path = g_strdup(value);
@@ -311,6 +316,14 @@ int main(int argc, char **argv)
   g_autofree char *program = g_path_get_basename(o->argv[0]);
   if (g_str_equal(program, "cohort-train"))
     o->hold_port = TRUE;
+  if (st.probe) {
+    /* A probe measures and exits: nothing to restart, and the workers are told. */
+    guint n = g_strv_length(o->argv);
+    o->argv = g_renew(char *, o->argv, n + 2);
+    o->argv[n] = g_strdup("--probe");
+    o->argv[n + 1] = NULL;
+    o->max_restarts = 0;
+  }
   g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
   if (r == NULL) {
     int status = fail("%s", error->message);

@@ -16,6 +16,7 @@
 #include "engine/train/explain.h"
 #include "engine/launch/build-info.h"
 #include "engine/train/memory-plan.h"
+#include "engine/train/probe.h"
 #include "engine/cli/stop-signals.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/base/json-write.h"
@@ -102,7 +103,7 @@ typedef struct {
   char *resume;
   int progress_fd;
   int control_fd;
-  gboolean explain, quiet, version, overwrite;
+  gboolean explain, quiet, version, overwrite, probe;
   char *sample; /* --sample PATH */
   char *output;
   int nproc;
@@ -184,6 +185,11 @@ static int parse_args(int argc, char **argv, Args *a)
        "With --sample: the image file to write (default sample-step-N.png)", "FILE"},
       {"explain", 0, 0, G_OPTION_ARG_NONE, &a->explain, "Print the resolved plan as JSON and exit",
        NULL},
+      {"probe", 0, 0, G_OPTION_ARG_NONE, &a->probe,
+       "Start the group the config asks for, measure one step's compute and the collectives "
+       "between the ranks, print the scaling forecast (and write WORKSPACE/probe.json), and "
+       "exit without training",
+       NULL},
       {"quiet", 'q', 0, G_OPTION_ARG_NONE, &a->quiet, "No human progress output", NULL},
       {"version", 0, 0, G_OPTION_ARG_NONE, &a->version, "Print the version and exit", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -208,6 +214,10 @@ static int parse_args(int argc, char **argv, Args *a)
   }
   if (argc > 1) {
     fprintf(stderr, "cohort-train: unexpected argument '%s' (see --help)\n", argv[1]);
+    return 2;
+  }
+  if (a->probe && a->sample) {
+    fprintf(stderr, "cohort-train: give --probe or --sample, not both\n");
     return 2;
   }
   if (a->config_path && a->preset) {
@@ -385,7 +395,7 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
       .control = control,
   };
   gboolean stopped = FALSE;
-  if (!cohort_train(cfg, &opts, &stopped, &error)) {
+  if (a->probe ? !cohort_probe(cfg, &opts, &error) : !cohort_train(cfg, &opts, &stopped, &error)) {
     /* Peers blocked in a collective with this rank fail now instead of at their timeout. */
     if (group->comm)
       cohort_comm_abort(group->comm, error->message);

@@ -344,7 +344,13 @@ static const KeyRow rows[] = {
     ROW(max_restarts, INT, "distributed", NULL, 0, 1000, NULL,
         "Times the launcher restarts the whole group after a process fails.", "0"),
     ROW(timeout_s, DOUBLE, "distributed", NULL, COHORT_KEY_ABOVE_ZERO, 86400, NULL,
-        "Seconds to wait for rendezvous and collectives before failing.", "300.0"),
+        "Seconds to wait for rendezvous, and for a collective while the processes it waits for "
+        "show no progress, before failing.",
+        "300.0"),
+    ROW(hang_report_s, DOUBLE, "distributed", NULL, 0, 86400, NULL,
+        "Seconds a collective may wait before rank 0 reports which processes have not arrived "
+        "and what each is doing; the job keeps waiting. 0 turns the report off.",
+        "60.0"),
 };
 
 static char *bound_text(double v)

@@ -141,7 +141,8 @@ typedef struct {
   int zero_stage; /* ZeRO: 0 nothing sharded; 1 optimizer state; 2 also gradients; 3 also parameters
                    */
   int max_restarts;
-  double timeout_s;
+  double timeout_s;     /* rendezvous; a collective without progress of the ranks it waits for */
+  double hang_report_s; /* a collective waiting this long is reported (0 = never) */
 } CohortConfig;
 
 /* How a key's value is typed; the GUI picks a control from it. */

@@ -2,9 +2,11 @@
  * collectives include comm.h).
  *
  * comm.c does the common work around every call: argument checks, the lock that serializes
- * collectives, the sequence number, recording arrival in the store, turning a failure into a
- * message that names the collective and the ranks that did not arrive, and the broken state
- * after a failure. A backend only moves bytes. */
+ * collectives, the sequence number, the watchdog that enforces the timeout (watchdog.h: a
+ * backend with `abort` gets `timeout_ms` only as a far backstop, and `abort` must make a call
+ * blocked in another thread return), this rank's heartbeat record (heartbeat.h), turning a
+ * failure into a message that names the collective and the ranks that did not arrive, and the
+ * broken state after a failure. A backend only moves bytes. */
 #pragma once
 
 #include "engine/distributed/comm.h"
@@ -46,6 +48,9 @@ typedef struct {
   gboolean (*all_reduce_after)(gpointer impl, void *buf, gsize count, CohortDtype dtype,
                                CohortReduceOp op, gpointer event, gint64 timeout_ms,
                                GError **error);
+  /* Optional: called by the watchdog thread every 50 ms while a collective blocks, for errors
+   * the blocked call cannot see (NCCL's asynchronous errors); FALSE ends the call (abort). */
+  gboolean (*check)(gpointer impl, GError **error);
 } CohortCommBackend;
 
 /* Wraps a backend instance. `store` may be NULL (then no arrival records, as for "local");

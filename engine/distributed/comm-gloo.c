@@ -149,6 +149,7 @@ static gboolean gloo_barrier(gpointer impl, gint64 timeout_ms, GError **error)
 static void gloo_abort(gpointer impl)
 {
   GlooImpl *g = impl;
+  cohort_gloo_interrupt(g->gloo, "the communicator was aborted on this rank");
   cohort_gloo_close(g->gloo);
 }
 

@@ -2,10 +2,15 @@
  * NCCL on a stream of our own, every wait bounded (see cohort_comm_new_nccl in comm.h).
  *
  * The NCCL communicator is non-blocking (ncclConfig_t.blocking = 0): ncclCommInitRankConfig
- * and every collective return at once (ncclSuccess or ncclInProgress), and we poll
- * ncclCommGetAsyncError and cudaStreamQuery until the work is done, NCCL reports an error, or
- * the deadline passes. On an error or a timeout the NCCL communicator is aborted
- * (ncclCommAbort), which also makes peers that wait on this rank fail instead of hanging. */
+ * and every collective return at once (ncclSuccess or ncclInProgress). Setup and finalize poll
+ * ncclCommGetAsyncError until done. A collective waits for NCCL to finish enqueuing it (rarely
+ * not at once), records an event created with cudaEventBlockingSync after it and waits in
+ * cudaEventSynchronize: the communication thread sleeps in the driver until the stream gets
+ * there, with no polling interval added to any bucket. The deadline and NCCL's asynchronous
+ * errors are the watchdog's (comm.c, watchdog.h): its thread calls nccl_check every 50 ms and,
+ * on an error or when the ranks waited for show no progress for the timeout, nccl_abort, whose
+ * ncclCommAbort stops the kernels, so the event completes and the wait returns. An aborted
+ * communicator also makes peers that wait on this rank fail instead of hanging. */
 #include "engine/distributed/comm-backend.h"
 #include "engine/distributed/cuda-query.h"
 
@@ -22,32 +27,29 @@ typedef struct {
   ncclComm_t comm;     /* NULL once aborted or destroyed */
   cudaStream_t stream; /* where every collective runs */
   cudaEvent_t ready;   /* recorded on the legacy default stream before each collective */
+  cudaEvent_t done;    /* blocking-sync: recorded after each collective and waited on */
   int *scratch;        /* one int of device memory, for barrier */
   int device;
   double timeout_s;
-  GMutex lock;   /* guards comm and busy against nccl_abort from another thread */
-  gboolean busy; /* a collective is polling `comm` (outside the lock) */
-  gint aborted;  /* atomic */
+  GMutex lock;        /* guards comm and enqueuing against nccl_abort from another thread */
+  gboolean enqueuing; /* a collective is inside an NCCL call on `comm` (outside the lock) */
+  gint aborted;       /* atomic */
 } NcclImpl;
 
 /* ---- waiting ---- */
 
-/* Polls until `what` is done: NCCL's state has left ncclInProgress and, when `stream` is
- * set, the stream has drained. Bounded by `deadline` (monotonic µs). */
-static gboolean wait_done(NcclImpl *n, ncclComm_t comm, gboolean stream, gint64 deadline,
-                          const char *what, GError **error)
+/* Polls until NCCL's state for `comm` has left ncclInProgress (setup, finalize: not a
+ * collective's path). Bounded by `deadline` (monotonic µs). */
+static gboolean wait_done(ncclComm_t comm, gint64 deadline, const char *what, GError **error)
 {
   for (guint spins = 0;; spins++) {
-    if (n != NULL && g_atomic_int_get(&n->aborted)) {
-      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
-                  "%s: the communicator was aborted", what);
-      return FALSE;
-    }
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess)
       state = r;
-    if (state != ncclSuccess && state != ncclInProgress) {
+    if (state == ncclSuccess)
+      return TRUE;
+    if (state != ncclInProgress) {
       const char *last = ncclGetLastError(comm);
       g_set_error(error, COHORT_DIST_ERROR,
                   state == ncclRemoteError ? COHORT_DIST_ERROR_PEER : COHORT_DIST_ERROR_FAILED,
@@ -55,27 +57,11 @@ static gboolean wait_done(NcclImpl *n, ncclComm_t comm, gboolean stream, gint64 
                   last && last[0] ? ": " : "", last ? last : "");
       return FALSE;
     }
-    if (state == ncclSuccess) {
-      if (!stream)
-        return TRUE;
-      /* cohort_cuda_query clears the "not ready" it leaves in this thread's error slot. */
-      cudaError_t q = cudaSuccess;
-      CohortCudaQuery s =
-          cohort_cuda_query(cohort_cuda_stream_query, n->stream, cudaGetLastError, &q);
-      if (s == COHORT_CUDA_QUERY_DONE)
-        return TRUE;
-      if (s == COHORT_CUDA_QUERY_FAILED) {
-        g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: CUDA error: %s", what,
-                    cudaGetErrorString(q));
-        return FALSE;
-      }
-    }
     if (g_get_monotonic_time() >= deadline) {
       g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
                   "%s did not finish in time; the NCCL communicator was aborted", what);
       return FALSE;
     }
-    /* Small collectives finish in microseconds: spin a little before sleeping. */
     if (spins < 200)
       sched_yield();
     else
@@ -83,7 +69,71 @@ static gboolean wait_done(NcclImpl *n, ncclComm_t comm, gboolean stream, gint64 
   }
 }
 
-/* Aborts the NCCL communicator once. Only while no collective is polling it. */
+/* NCCL's asynchronous state of the communicator, under the lock (abort may free it): FALSE
+ * with the error when it failed; *pending when it is still enqueuing. */
+static gboolean async_state(NcclImpl *n, const char *what, gboolean *pending, GError **error)
+{
+  g_mutex_lock(&n->lock);
+  if (n->comm == NULL || g_atomic_int_get(&n->aborted)) {
+    g_mutex_unlock(&n->lock);
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
+                "%s: the communicator was aborted", what);
+    return FALSE;
+  }
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(n->comm, &state);
+  if (r != ncclSuccess)
+    state = r;
+  const char *last =
+      state != ncclSuccess && state != ncclInProgress ? ncclGetLastError(n->comm) : NULL;
+  if (last != NULL)
+    g_set_error(error, COHORT_DIST_ERROR,
+                state == ncclRemoteError ? COHORT_DIST_ERROR_PEER : COHORT_DIST_ERROR_FAILED,
+                "%s: NCCL error: %s%s%s", what, ncclGetErrorString(state), last[0] ? ": " : "",
+                last);
+  g_mutex_unlock(&n->lock);
+  if (pending != NULL)
+    *pending = state == ncclInProgress;
+  return last == NULL;
+}
+
+/* Waits for the collective just enqueued: for NCCL to finish enqueuing it (a short poll, only
+ * when the call said ncclInProgress), then in cudaEventSynchronize on the blocking-sync event
+ * recorded after it. */
+static gboolean wait_collective(NcclImpl *n, ncclResult_t enqueued, const char *what,
+                                GError **error)
+{
+  gboolean pending = enqueued == ncclInProgress;
+  for (guint spins = 0; pending; spins++) {
+    if (!async_state(n, what, &pending, error))
+      return FALSE;
+    if (pending && spins < 200)
+      sched_yield();
+    else if (pending)
+      g_usleep(50);
+  }
+  cudaError_t e = cudaEventRecord(n->done, n->stream);
+  if (e == cudaSuccess)
+    e = cudaEventSynchronize(n->done);
+  /* A failed call also stays in this thread's CUDA error slot, where the next kernel launch's
+   * check would take it for its own. */
+  if (e != cudaSuccess)
+    (void)cudaGetLastError();
+  if (g_atomic_int_get(&n->aborted)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_ABORTED,
+                "%s: the communicator was aborted", what);
+    return FALSE;
+  }
+  if (e != cudaSuccess) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: CUDA error: %s", what,
+                cudaGetErrorString(e));
+    return FALSE;
+  }
+  /* NCCL may have failed without leaving the stream unfinished. */
+  return async_state(n, what, NULL, error);
+}
+
+/* Aborts the NCCL communicator once. Only while no NCCL call is running on it. */
 static void abort_comm_locked(NcclImpl *n)
 {
   if (n->comm != NULL) {
@@ -103,6 +153,16 @@ static gboolean cuda_ok(cudaError_t e, const char *what, GError **error)
 
 /* ---- collectives ---- */
 
+/* The NCCL call is made: an abort that came meanwhile is carried out now. */
+static void end_enqueue(NcclImpl *n)
+{
+  g_mutex_lock(&n->lock);
+  n->enqueuing = FALSE;
+  if (g_atomic_int_get(&n->aborted))
+    abort_comm_locked(n);
+  g_mutex_unlock(&n->lock);
+}
+
 /* Takes the communicator for one collective: makes the device current for this thread and
  * orders our stream after `after` when given, else after the work queued so far on the legacy
  * default stream. */
@@ -116,16 +176,15 @@ static ncclComm_t begin_after(NcclImpl *n, cudaEvent_t after, GError **error)
                 "the NCCL communicator was aborted");
     return NULL;
   }
-  n->busy = TRUE;
+  n->enqueuing = TRUE;
   g_mutex_unlock(&n->lock);
   if (!cuda_ok(cudaSetDevice(n->device), "cudaSetDevice", error) ||
       (after == NULL &&
        !cuda_ok(cudaEventRecord(n->ready, cudaStreamLegacy), "cudaEventRecord", error)) ||
       !cuda_ok(cudaStreamWaitEvent(n->stream, after != NULL ? after : n->ready, 0),
                "cudaStreamWaitEvent", error)) {
-    g_mutex_lock(&n->lock);
-    n->busy = FALSE;
-    g_mutex_unlock(&n->lock);
+    (void)cudaGetLastError();
+    end_enqueue(n);
     return NULL;
   }
   return comm;
@@ -137,24 +196,28 @@ static ncclComm_t begin(NcclImpl *n, GError **error)
 }
 
 /* Waits for the collective that `enqueued` started; on any failure aborts the NCCL
- * communicator (it is broken from now on anyway, and peers waiting on us then fail). */
+ * communicator (it is broken from now on anyway, and peers waiting on us then fail). The
+ * deadline is the watchdog's (`timeout_ms` is only its far backstop). */
 static gboolean finish(NcclImpl *n, ncclComm_t comm, ncclResult_t enqueued, const char *what,
                        gint64 timeout_ms, GError **error)
 {
+  (void)timeout_ms;
   gboolean ok;
   if (enqueued != ncclSuccess && enqueued != ncclInProgress) {
     const char *last = ncclGetLastError(comm);
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "%s: NCCL error: %s%s%s", what,
                 ncclGetErrorString(enqueued), last && last[0] ? ": " : "", last ? last : "");
     ok = FALSE;
+    end_enqueue(n);
   } else {
-    ok = wait_done(n, comm, TRUE, g_get_monotonic_time() + timeout_ms * 1000, what, error);
+    end_enqueue(n);
+    ok = wait_collective(n, enqueued, what, error);
   }
-  g_mutex_lock(&n->lock);
-  n->busy = FALSE;
-  if (!ok || g_atomic_int_get(&n->aborted))
+  if (!ok) {
+    g_mutex_lock(&n->lock);
     abort_comm_locked(n);
-  g_mutex_unlock(&n->lock);
+    g_mutex_unlock(&n->lock);
+  }
   return ok;
 }
 
@@ -310,10 +373,22 @@ static void nccl_abort(gpointer impl)
   NcclImpl *n = impl;
   g_atomic_int_set(&n->aborted, 1);
   g_mutex_lock(&n->lock);
-  /* A polling collective sees the flag and aborts the communicator itself. */
-  if (!n->busy)
+  /* A collective inside an NCCL call aborts the communicator itself when the call returns
+   * (end_enqueue); one waiting for its event is woken by this abort: ncclCommAbort stops
+   * the communicator's kernels, and the stream reaches the event. */
+  if (!n->enqueuing)
     abort_comm_locked(n);
   g_mutex_unlock(&n->lock);
+}
+
+/* The watchdog's look, every 50 ms while a collective waits: NCCL's asynchronous error (a
+ * peer's failure, a network error) ends the wait. */
+static gboolean nccl_check(gpointer impl, GError **error)
+{
+  NcclImpl *n = impl;
+  if (g_atomic_int_get(&n->aborted))
+    return TRUE; /* the waiting collective reports it */
+  return async_state(n, "NCCL", NULL, error);
 }
 
 static void nccl_free(gpointer impl)
@@ -334,7 +409,7 @@ static void nccl_free(gpointer impl)
     double t = MIN(n->timeout_s, 30.0);
     ncclResult_t r = ncclCommFinalize(n->comm);
     if ((r == ncclSuccess || r == ncclInProgress) &&
-        wait_done(NULL, n->comm, FALSE, g_get_monotonic_time() + (gint64)(t * G_USEC_PER_SEC),
+        wait_done(n->comm, g_get_monotonic_time() + (gint64)(t * G_USEC_PER_SEC),
                   "ncclCommFinalize", NULL))
       ncclCommDestroy(n->comm);
     else
@@ -345,6 +420,8 @@ static void nccl_free(gpointer impl)
     cudaFree(n->scratch);
   if (n->ready != NULL)
     cudaEventDestroy(n->ready);
+  if (n->done != NULL)
+    cudaEventDestroy(n->done);
   if (n->stream != NULL)
     cudaStreamDestroy(n->stream);
   if (restore && old >= 0 && cudaSetDevice(old) != cudaSuccess)
@@ -365,6 +442,7 @@ static const CohortCommBackend nccl_backend = {
     .free = nccl_free,
     .reduces_avg = TRUE,
     .all_reduce_after = nccl_all_reduce_after,
+    .check = nccl_check,
 };
 
 /* ---- setup ---- */
@@ -399,6 +477,9 @@ static char *open_device(NcclImpl *n, int device, char *bus_id, int bus_id_len, 
        e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking)) != cudaSuccess ||
       (step = "cudaEventCreateWithFlags",
        e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming)) != cudaSuccess ||
+      (step = "cudaEventCreateWithFlags",
+       e = cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming | cudaEventBlockingSync)) !=
+          cudaSuccess ||
       (step = "cudaMalloc", e = cudaMalloc((void **)&n->scratch, sizeof(int))) != cudaSuccess ||
       (step = "cudaMemset", e = cudaMemset(n->scratch, 0, sizeof(int))) != cudaSuccess)
     return g_strdup_printf("CUDA device %d: %s failed: %s", device, step, cudaGetErrorString(e));
@@ -588,7 +669,7 @@ CohortComm *cohort_comm_new_nccl(CohortStore *store, const CohortDistEnv *env, i
   ncclResult_t r = ncclCommInitRankConfig(&comm, env->world_size, id, env->rank, &config);
   gboolean ok = FALSE;
   if (r == ncclSuccess || r == ncclInProgress) {
-    ok = comm != NULL && wait_done(NULL, comm, FALSE, deadline, "ncclCommInitRankConfig", &inner);
+    ok = comm != NULL && wait_done(comm, deadline, "ncclCommInitRankConfig", &inner);
   } else {
     g_set_error(&inner, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "ncclCommInitRankConfig: %s",
                 ncclGetErrorString(r));

@@ -1,6 +1,7 @@
-/* The collectives front end: checks, serialization, sequence numbers, arrival records and
- * error messages around a backend (comm-backend.h). */
+/* The collectives front end: checks, serialization, sequence numbers, the watchdog and the
+ * heartbeat record, and error messages around a backend (comm-backend.h). */
 #include "engine/distributed/comm-backend.h"
+#include "engine/distributed/heartbeat.h"
 #include "kernels/math-inline.h"
 
 #include <string.h>
@@ -12,11 +13,37 @@ struct _CohortComm {
   int world_size;
   CohortStore *store; /* borrowed, may be NULL */
   double timeout_s;
-  GMutex lock;    /* serializes collectives */
-  guint64 seq;    /* collectives issued so far */
-  GError *broken; /* the first failure; later calls repeat it */
-  gint aborted;   /* atomic */
+  GMutex lock;         /* serializes collectives */
+  guint64 seq;         /* collectives issued so far */
+  GError *broken;      /* the first failure; later calls repeat it */
+  gint aborted;        /* atomic */
+  CohortWatchdog *wd;  /* the deadline of blocking backends; NULL for "local" */
+  CohortHeartbeat *hb; /* where this rank is, for the others */
 };
+
+/* With a watchdog the backend's own timeout only backs it up: a collective may wait as long
+ * as the ranks it waits for show progress (watchdog.h). */
+#define BACKSTOP_MS ((gint64)7 * 24 * 3600 * 1000)
+
+/* The label of this thread's collectives (cohort_comm_set_label). */
+static __thread char thread_label[48];
+
+void cohort_comm_set_label(const char *label)
+{
+  g_strlcpy(thread_label, label ? label : "", sizeof thread_label);
+}
+
+static void watchdog_fire(gpointer user)
+{
+  CohortComm *c = user;
+  c->backend->abort(c->impl);
+}
+
+static gboolean watchdog_check(gpointer user, GError **error)
+{
+  CohortComm *c = user;
+  return c->backend->check(c->impl, error);
+}
 
 CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpointer impl, int rank,
                                          int world_size, CohortStore *store, double timeout_s)
@@ -29,7 +56,20 @@ CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpoin
   c->store = store;
   c->timeout_s = timeout_s > 0 ? timeout_s : 1800.0;
   g_mutex_init(&c->lock);
+  /* A backend that can be interrupted (abort) gets the watchdog; "local" never waits. */
+  if (backend->abort != NULL) {
+    CohortWatchdogHooks hooks = {
+        .fire = watchdog_fire, .check = backend->check ? watchdog_check : NULL, .user = c};
+    c->wd = cohort_watchdog_new(&hooks);
+  }
+  c->hb = cohort_heartbeat_new(store, rank, world_size, c->wd, c->timeout_s);
   return c;
+}
+
+void cohort_comm_set_hang_report(CohortComm *comm, double report_s, CohortHangFunc func,
+                                 gpointer user)
+{
+  cohort_heartbeat_set_report(comm->hb, report_s, func, user);
 }
 
 int cohort_comm_rank(const CohortComm *comm)
@@ -117,57 +157,6 @@ typedef struct {
   const gsize *counts; /* reduce_scatter (values) and all_gather_v (bytes): one per rank */
 } Collective;
 
-/* "ranks 2, 3 did not arrive (rank 2 last reached barrier #41)", from the arrival records;
- * "" when the store cannot tell. Also quotes an abort reason a peer left. */
-static char *who_is_missing(CohortComm *c, guint64 seq)
-{
-  if (c->store == NULL)
-    return g_strdup("");
-  g_autoptr(GString) missing = g_string_new(NULL);
-  g_autoptr(GString) detail = g_string_new(NULL);
-  g_autoptr(GString) aborts = g_string_new(NULL);
-  int n_missing = 0;
-  for (int r = 0; r < c->world_size; r++) {
-    if (r == c->rank)
-      continue;
-    char key[64];
-    g_snprintf(key, sizeof key, "comm/arrived/%d", r);
-    g_autoptr(GError) err = NULL;
-    g_autoptr(GBytes) b = cohort_store_try_get(c->store, key, &err);
-    if (err != NULL)
-      return g_strdup(""); /* the store is gone with rank 0: nothing to say */
-    guint64 theirs = 0;
-    g_autofree char *what = NULL;
-    if (b != NULL) {
-      g_autofree char *text = g_strndup(g_bytes_get_data(b, NULL), g_bytes_get_size(b));
-      char *end = NULL;
-      theirs = g_ascii_strtoull(text, &end, 10);
-      what = g_strdup(end && *end == ' ' ? end + 1 : "?");
-    }
-    if (theirs < seq) {
-      g_string_append_printf(missing, "%s%d", n_missing ? ", " : "", r);
-      if (n_missing < 4) {
-        if (theirs == 0)
-          g_string_append_printf(detail, "%srank %d has not reached any collective",
-                                 detail->len ? "; " : "", r);
-        else
-          g_string_append_printf(detail, "%srank %d last reached %s #%" G_GUINT64_FORMAT,
-                                 detail->len ? "; " : "", r, what, theirs);
-      }
-      n_missing++;
-    }
-    g_snprintf(key, sizeof key, "comm/abort/%d", r);
-    g_autoptr(GBytes) a = cohort_store_try_get(c->store, key, NULL);
-    if (a != NULL)
-      g_string_append_printf(aborts, "; rank %d aborted: %.*s", r, (int)g_bytes_get_size(a),
-                             (const char *)g_bytes_get_data(a, NULL));
-  }
-  if (n_missing == 0)
-    return g_strdup_printf("%s", aborts->str);
-  return g_strdup_printf(": rank%s %s did not arrive (%s)%s", n_missing > 1 ? "s" : "",
-                         missing->str, detail->str, aborts->str);
-}
-
 /* AVG for backends that only sum: `count` values of `dtype` in host memory divided by the
  * world size. */
 static void divide(CohortComm *c, void *buf, gsize count, CohortDtype dtype)
@@ -217,12 +206,11 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
     return FALSE;
   }
   guint64 seq = ++c->seq;
-  if (c->store != NULL && c->world_size > 1) {
-    /* One overwritten key per rank: the store never grows with the number of steps. */
-    char key[64], val[64];
-    g_snprintf(key, sizeof key, "comm/arrived/%d", c->rank);
-    int n = g_snprintf(val, sizeof val, "%" G_GUINT64_FORMAT " %s", seq, kind_name[op->kind]);
-    cohort_store_set(c->store, key, val, (gsize)n, NULL);
+  /* In memory only: the heartbeat thread publishes it (no store round trip here). */
+  cohort_heartbeat_enter(c->hb, kind_name[op->kind], seq, thread_label, t);
+  if (c->wd != NULL) {
+    cohort_watchdog_begin(c->wd, t);
+    timeout_ms = BACKSTOP_MS;
   }
   GError *local = NULL;
   gboolean ok = FALSE;
@@ -257,12 +245,28 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
     ok = c->backend->barrier(c->impl, timeout_ms, &local);
     break;
   }
+  double waited = 0;
+  GError *why = NULL;
+  CohortWatchdogVerdict verdict =
+      c->wd != NULL ? cohort_watchdog_end(c->wd, &waited, &why) : COHORT_WATCHDOG_OK;
+  cohort_heartbeat_leave(c->hb);
+  if (verdict != COHORT_WATCHDOG_OK) {
+    /* The watchdog ended the call: its reason, not the interrupted backend's. */
+    ok = FALSE;
+    g_clear_error(&local);
+    local = verdict == COHORT_WATCHDOG_TIMEOUT
+                ? g_error_new(COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+                              "no progress from the ranks it waits for in %g s", t)
+                : why;
+    why = verdict == COHORT_WATCHDOG_TIMEOUT ? why : NULL;
+  }
+  g_clear_error(&why);
   if (!ok) {
     int code = g_atomic_int_get(&c->aborted) ? COHORT_DIST_ERROR_ABORTED
                : local != NULL && local->code == COHORT_DIST_ERROR_TIMEOUT
                    ? COHORT_DIST_ERROR_TIMEOUT
                    : COHORT_DIST_ERROR_PEER;
-    g_autofree char *missing = who_is_missing(c, seq);
+    g_autofree char *missing = cohort_heartbeat_describe_missing(c->hb, seq);
     g_autofree char *what = NULL;
     if (op->kind == OP_ALL_REDUCE)
       what = g_strdup_printf("%s, %" G_GSIZE_FORMAT " elements", dtype_name(op->dtype), op->count);
@@ -275,9 +279,11 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
       what = g_strdup("");
     else
       what = g_strdup_printf("%" G_GSIZE_FORMAT " bytes", op->count);
-    g_autofree char *tail = code == COHORT_DIST_ERROR_TIMEOUT
-                                ? g_strdup_printf("timed out after %g s%s", t, missing)
-                                : g_strdup_printf("failed%s", missing);
+    g_autofree char *tail =
+        code == COHORT_DIST_ERROR_TIMEOUT
+            ? g_strdup_printf("timed out after %.0f s (%g s without progress)%s", MAX(waited, t), t,
+                              missing)
+            : g_strdup_printf("failed%s", missing);
     c->broken = g_error_new(
         COHORT_DIST_ERROR, code, "%s #%" G_GUINT64_FORMAT "%s%s%s on rank %d %s (%s backend: %s)",
         kind_name[op->kind], seq, what[0] ? " (" : "", what, what[0] ? ")" : "", c->rank, tail,
@@ -467,6 +473,9 @@ void cohort_comm_free(CohortComm *comm)
 {
   if (comm == NULL)
     return;
+  /* The heartbeat first: its thread uses the store, which may go away after this. */
+  cohort_heartbeat_free(comm->hb);
+  cohort_watchdog_free(comm->wd);
   comm->backend->free(comm->impl);
   g_clear_error(&comm->broken);
   g_mutex_clear(&comm->lock);

@@ -172,6 +172,60 @@ gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbyt
 /* Returns once every rank has entered the barrier. */
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error);
 
+/* ---- where a hang is (docs/launching.md, "Where a hang is") ---- */
+
+/* The label of the calling thread's next collectives, such as "bucket 2 of 4" or "SyncBatchNorm
+ * layer 3 (forward)", until changed; NULL clears it. Copied (at most 47 bytes). It names the
+ * collective in hang reports and error messages. */
+void cohort_comm_set_label(const char *label);
+
+/* A rank's state as its heartbeat last published it (at most one heartbeat interval old). */
+typedef struct {
+  int rank;
+  gboolean known;   /* a record was found */
+  gboolean arrived; /* in a report: the rank reached the collective the others wait in */
+  gint64 step;      /* optimizer steps done */
+  char phase[16];   /* engine/base/phase.h's name: "forward", "checkpoint", … */
+  double phase_s;   /* seconds in that phase */
+  guint64 ticks;    /* progress ticks of that phase */
+  guint64 changes;  /* grows with every phase, tick and step */
+  char cur_kind[16];
+  guint64 cur_seq; /* the collective it is in; 0 = none */
+  char cur_label[48];
+  double cur_wait_s; /* how long it has waited in it */
+  char last_kind[16];
+  guint64 last_seq; /* the last collective it completed; 0 = none yet */
+  char last_label[48];
+} CohortRankRecord;
+
+/* "rank 1 last completed all_reduce #41 (step vote), in forward for 12 s at step 7" (and
+ * "waits in …" when it is in a collective). */
+char *cohort_rank_record_describe(const CohortRankRecord *record);
+
+/* What global rank 0 reports when a collective has waited past the hang threshold. */
+typedef struct {
+  guint64 seq; /* the collective the waiting ranks are in */
+  char kind[16];
+  char label[48];
+  double waited_s;   /* the longest wait in it so far */
+  double timeout_s;  /* the time without progress after which the waiting ranks fail */
+  gboolean resolved; /* the last report of this wait: every rank arrived */
+  int n_ranks;
+  const CohortRankRecord *ranks; /* every rank, in rank order, `arrived` set */
+  int n_missing;
+} CohortHangReport;
+
+/* Called on global rank 0's heartbeat thread (never another rank's): a collective has waited
+ * `report_s`, again every `report_s` while it waits, and once with `resolved` when it completes.
+ * The report is valid during the call only. */
+typedef void (*CohortHangFunc)(const CohortHangReport *report, gpointer user);
+
+/* Sets the hang threshold and the function (NULL: no reports; `report_s` <= 0 likewise). Every
+ * rank of a job should call it with the same threshold: it is also when a waiting rank starts
+ * watching the others' progress (or half its timeout, if that is sooner). */
+void cohort_comm_set_hang_report(CohortComm *comm, double report_s, CohortHangFunc func,
+                                 gpointer user);
+
 /* Breaks the communicator: pending and later collectives on this rank fail, peers blocked in
  * a collective with this rank fail soon after (their connections close), and `reason` is
  * recorded in the store so peers' errors can quote it. Safe from any thread; idempotent. */

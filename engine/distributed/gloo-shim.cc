@@ -21,6 +21,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
 
 struct CohortGloo {
   std::shared_ptr<gloo::transport::Device> device;
@@ -271,6 +272,40 @@ extern "C" int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err)
     opts.setTimeout(std::chrono::milliseconds(timeout_ms));
     gloo::barrier(opts);
   });
+}
+
+namespace
+{
+
+// tcp::Pair::signalExceptionExternal is what Gloo itself calls when a wait times out: it fails
+// every operation pending on the pair (waking the threads blocked in them) and closes its
+// socket. It is protected; a derived class may name it, which gives a pointer to the member.
+struct PairAccess : gloo::transport::tcp::Pair {
+  static std::exception_ptr (gloo::transport::tcp::Pair::*signal())(const std::string &)
+  {
+    return &PairAccess::signalExceptionExternal;
+  }
+};
+
+} // namespace
+
+extern "C" void cohort_gloo_interrupt(CohortGloo *g, const char *why)
+{
+  char *err = nullptr;
+  guarded(&err, [&] {
+    // Closing a pair does not wake this rank's own waits (they would wait out their timeout);
+    // an exception signalled on the pair does, and closes its socket, so peers fail too.
+    auto signal = PairAccess::signal();
+    std::string msg(why);
+    for (int i = 0; i < g->context->size; i++) {
+      if (i == g->context->rank)
+        continue;
+      auto *pair = dynamic_cast<gloo::transport::tcp::Pair *>(g->context->getPair(i).get());
+      if (pair != nullptr)
+        (pair->*signal)(msg);
+    }
+  });
+  free(err);
 }
 
 extern "C" void cohort_gloo_close(CohortGloo *g)

@@ -56,6 +56,9 @@ int cohort_gloo_reduce_scatter_sum(CohortGloo *g, void *send, void *recv, const 
 int cohort_gloo_allgatherv(CohortGloo *g, void *buf, const size_t *nbytes, long timeout_ms,
                            char **err);
 int cohort_gloo_barrier(CohortGloo *g, long timeout_ms, char **err);
+/* Ends this rank's blocked calls at once with an error (`why`, the message) and closes every
+ * connection, so peers fail too. Safe from any thread while a collective runs. */
+void cohort_gloo_interrupt(CohortGloo *g, const char *why);
 /* Closes every connection so peers (and, at their timeout, this rank's blocked calls) fail. */
 void cohort_gloo_close(CohortGloo *g);
 void cohort_gloo_free(CohortGloo *g);

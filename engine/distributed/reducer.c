@@ -162,6 +162,9 @@ static gpointer comm_thread(gpointer data)
     g_mutex_unlock(&r->lock);
     GError *error = NULL;
     gint64 t0 = g_get_monotonic_time();
+    char name[48];
+    g_snprintf(name, sizeof name, "bucket %u of %u", it->bucket + 1, r->buckets->len);
+    cohort_comm_set_label(name);
     /* After a failure the communicator is broken; later buckets are only counted. */
     if (!failed && r->dev)
       reduce_device_bucket(r, it->bucket, &error);
@@ -194,17 +197,13 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
   r->staged = staged;
   r->grads = grads;
   r->buckets = g_array_new(FALSE, TRUE, sizeof(Bucket));
-  size_t cap = (size_t)(first_bucket_mb * 1024 * 1024 / sizeof(float));
-  size_t hi = n, lo = n;
-  for (guint i = n_tensors; i-- > 0;) {
-    lo = tensors[i].offset;
-    if ((hi - lo) >= cap || i == 0) {
-      Bucket b = {.offset = lo, .count = hi - lo};
-      g_array_append_val(r->buckets, b);
-      r->largest = MAX(r->largest, b.count);
-      hi = lo;
-      cap = (size_t)(bucket_cap_mb * 1024 * 1024 / sizeof(float));
-    }
+  g_autoptr(GArray) plan =
+      cohort_reducer_plan_buckets(n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb);
+  for (guint i = 0; i < plan->len; i++) {
+    const CohortBucketRange *p = &g_array_index(plan, CohortBucketRange, i);
+    Bucket b = {.offset = p->offset, .count = p->count};
+    g_array_append_val(r->buckets, b);
+    r->largest = MAX(r->largest, b.count);
   }
   if (dev) {
     r->events = g_new0(void *, r->buckets->len);
@@ -329,6 +328,24 @@ gint64 cohort_reducer_take_busy_us(CohortReducer *r)
   r->busy_us = 0;
   g_mutex_unlock(&r->lock);
   return us;
+}
+
+GArray *cohort_reducer_plan_buckets(size_t n, const CohortTensorInfo *tensors, guint n_tensors,
+                                    double bucket_cap_mb, double first_bucket_mb)
+{
+  GArray *out = g_array_new(FALSE, TRUE, sizeof(CohortBucketRange));
+  size_t cap = (size_t)(first_bucket_mb * 1024 * 1024 / sizeof(float));
+  size_t hi = n, lo = n;
+  for (guint i = n_tensors; i-- > 0;) {
+    lo = tensors[i].offset;
+    if ((hi - lo) >= cap || i == 0) {
+      CohortBucketRange b = {.offset = lo, .count = hi - lo};
+      g_array_append_val(out, b);
+      hi = lo;
+      cap = (size_t)(bucket_cap_mb * 1024 * 1024 / sizeof(float));
+    }
+  }
+  return out;
 }
 
 double cohort_reducer_auto_bucket_mb(size_t n_floats)

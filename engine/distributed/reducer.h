@@ -72,6 +72,20 @@ void cohort_reducer_free(CohortReducer *r);
  * cohort_reducer_finish reports, how much communication was hidden. */
 gint64 cohort_reducer_take_busy_us(CohortReducer *r);
 
+/* A bucket: a range of the gradient buffer, in floats. */
+typedef struct {
+  size_t offset, count;
+} CohortBucketRange;
+
+/* PyTorch's DDP sends a small first bucket so communication starts early: its size in MiB. */
+#define COHORT_REDUCER_FIRST_BUCKET_MB 1.0
+
+/* The buckets a reducer cuts `n` gradients (tables as for cohort_reducer_new) into, in the
+ * order it launches them (bucket 0 at the end of the buffer): a GArray of CohortBucketRange.
+ * The probe (cohort-train --probe) times the same buckets. */
+GArray *cohort_reducer_plan_buckets(size_t n, const CohortTensorInfo *tensors, guint n_tensors,
+                                    double bucket_cap_mb, double first_bucket_mb);
+
 /* The bucket size (MiB) bucket_cap_mb 0 ("auto") gives a model of n_floats gradients: about
  * an eighth of them, between 0.25 and 25 MiB. */
 double cohort_reducer_auto_bucket_mb(size_t n_floats);

@@ -3,6 +3,7 @@
 #include "engine/model/safetensors.h"
 
 #include "engine/base/fileio.h"
+#include "engine/base/phase.h"
 #include "engine/base/error.h"
 
 #include <errno.h>
@@ -561,8 +562,10 @@ static gboolean write_contents(int fd, gpointer data)
 {
   const Contents *c = data;
   gboolean ok = cohort_write_all(fd, c->prefix, c->size);
-  for (guint i = 0; ok && i < c->n; i++)
+  for (guint i = 0; ok && i < c->n; i++) {
     ok = cohort_safetensors_write_entry(fd, &c->entries[i]);
+    cohort_phase_tick(); /* a long save keeps the ranks waiting for this one alive */
+  }
   return ok;
 }
 

@@ -2,6 +2,7 @@
  * at t = 0, with classifier-free guidance v = v_uncond + s·(v_cond − v_uncond), and the
  * sample grid the trainer writes every sample_every steps. */
 #include "engine/models/dit-private.h"
+#include "engine/base/phase.h"
 
 #include <math.h>
 #include <glib/gstdio.h>
@@ -57,6 +58,7 @@ static void integrate(CohortModel *m, const int *labels, int n, int steps, doubl
       lab[n + i] = d->shape.num_classes; /* the "no label" row */
   }
   for (int k = 0; k < steps; k++) {
+    cohort_phase_tick(); /* a long sample keeps the ranks waiting for rank 0 alive */
     double t = time_at(d, k, steps), t_next = time_at(d, k + 1, steps);
     for (int i = 0; i < rows; i++)
       tt[i] = (float)t;

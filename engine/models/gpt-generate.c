@@ -1,4 +1,5 @@
 #include "engine/models/gpt-generate.h"
+#include "engine/base/phase.h"
 
 #include "data/dataset.h"
 
@@ -60,6 +61,7 @@ int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
       }
     }
     seq[len++] = pick;
+    cohort_phase_tick(); /* a long sample keeps the ranks waiting for rank 0 alive */
   }
   g_free(cand);
   g_free(logits);

@@ -109,12 +109,15 @@ static guint parse_line(CohortControl *c, const char *line, CohortProgress *prog
     return COHORT_CONTROL_SAMPLE;
   if (g_str_equal(word, COHORT_CONTROL_WORD_SAVE))
     return COHORT_CONTROL_SAVE;
+  if (g_str_equal(word, COHORT_CONTROL_WORD_CHECK))
+    return COHORT_CONTROL_CHECK;
   if (*word == '\0')
     return 0;
   g_autofree char *shown = g_utf8_make_valid(word, -1);
-  g_autofree char *msg = g_strdup_printf(
-      "\"%s\" is not a request; allowed: " COHORT_CONTROL_WORD_SAMPLE ", " COHORT_CONTROL_WORD_SAVE,
-      shown);
+  g_autofree char *msg =
+      g_strdup_printf("\"%s\" is not a request; allowed: " COHORT_CONTROL_WORD_SAMPLE
+                      ", " COHORT_CONTROL_WORD_SAVE ", " COHORT_CONTROL_WORD_CHECK,
+                      shown);
   warn(c, progress, msg);
   return 0;
 }

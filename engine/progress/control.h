@@ -16,6 +16,7 @@ G_BEGIN_DECLS
 typedef enum {
   COHORT_CONTROL_SAMPLE = 1 << 0, /* "sample": a sample now (rank 0 draws it) */
   COHORT_CONTROL_SAVE = 1 << 1,   /* "save": a checkpoint now (every rank takes part) */
+  COHORT_CONTROL_CHECK = 1 << 2,  /* "check": the ranks compare their weights now */
 } CohortControlRequest;
 
 /* The longest line accepted; longer ones are skipped with a warning. */

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 struct CohortProgress {
+  /* Events may come from another thread (the hang report's, engine/train/hang-report.c): one
+   * line at a time, and the live line stays whole. Recursive: log emits. */
+  GRecMutex lock;
   int fd;
   gboolean human;
   gboolean tty;
@@ -22,6 +25,7 @@ CohortProgress *cohort_progress_new(int fd, gboolean human)
   p->fd = fd;
   p->human = human;
   p->tty = human && isatty(STDOUT_FILENO);
+  g_rec_mutex_init(&p->lock);
   return p;
 }
 
@@ -31,6 +35,7 @@ void cohort_progress_free(CohortProgress *p)
     return;
   cohort_progress_finish_line(p);
   cohort_run_record_free(p->recorder);
+  g_rec_mutex_clear(&p->lock);
   g_free(p);
 }
 
@@ -93,9 +98,11 @@ gboolean cohort_progress_open_record(CohortProgress *p, const char *workspace, c
 
 void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fields)
 {
+  g_rec_mutex_lock(&p->lock);
   if (p->fd < 0 && !p->recorder) {
     if (fields)
       json_object_unref(fields);
+    g_rec_mutex_unlock(&p->lock);
     return;
   }
   g_autoptr(JsonObject) obj = json_object_new();
@@ -119,15 +126,18 @@ void cohort_progress_emit(CohortProgress *p, const char *event, JsonObject *fiel
   /* After the stream's line is written: the record adds "run_id" to the object. */
   if (p->recorder)
     cohort_run_record_event(p->recorder, obj);
+  g_rec_mutex_unlock(&p->lock);
 }
 
 void cohort_progress_finish_line(CohortProgress *p)
 {
+  g_rec_mutex_lock(&p->lock);
   if (p->live_shown) {
     fputs("\n", stdout);
     fflush(stdout);
     p->live_shown = FALSE;
   }
+  g_rec_mutex_unlock(&p->lock);
 }
 
 void cohort_progress_log(CohortProgress *p, const char *level, const char *format, ...)
@@ -136,6 +146,7 @@ void cohort_progress_log(CohortProgress *p, const char *level, const char *forma
   va_start(ap, format);
   g_autofree char *msg = g_strdup_vprintf(format, ap);
   va_end(ap);
+  g_rec_mutex_lock(&p->lock);
   if (p->human) {
     if (p->live_shown) {
       fputs("\r\033[K", stdout);
@@ -154,6 +165,7 @@ void cohort_progress_log(CohortProgress *p, const char *level, const char *forma
   json_object_set_string_member(f, COHORT_FIELD_LEVEL, level);
   json_object_set_string_member(f, COHORT_FIELD_MESSAGE, msg);
   cohort_progress_emit(p, COHORT_EVENT_LOG, f);
+  g_rec_mutex_unlock(&p->lock);
 }
 
 void cohort_progress_status(CohortProgress *p, gboolean force_line, const char *format, ...)
@@ -164,6 +176,7 @@ void cohort_progress_status(CohortProgress *p, gboolean force_line, const char *
   va_start(ap, format);
   g_autofree char *msg = g_strdup_vprintf(format, ap);
   va_end(ap);
+  g_rec_mutex_lock(&p->lock);
   if (p->tty) {
     fprintf(stdout, "\r\033[K%s", msg);
     fflush(stdout);
@@ -172,6 +185,7 @@ void cohort_progress_status(CohortProgress *p, gboolean force_line, const char *
     fprintf(stdout, "%s\n", msg);
     fflush(stdout);
   }
+  g_rec_mutex_unlock(&p->lock);
 }
 
 char *cohort_format_duration(double seconds)

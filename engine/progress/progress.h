@@ -2,7 +2,10 @@
  *
  * JSON Lines go to the --progress-fd descriptor; the human view goes to stdout: on a
  * terminal one live line that rewrites itself, piped plain lines. Only global rank 0 makes
- * a CohortProgress that writes anything; other ranks pass fd = -1 and human = FALSE. */
+ * a CohortProgress that writes anything; other ranks pass fd = -1 and human = FALSE.
+ *
+ * Thread-safe: emitting, logging and the live line may be called from several threads (each
+ * event is one whole line). Setting the recorder and opening the record are not. */
 #pragma once
 
 #include <glib.h>

@@ -1,6 +1,8 @@
 #include "engine/train/explain.h"
 
+#include <gio/gio.h>
 #include <json-glib/json-glib.h>
+#include <string.h>
 
 #include "data/sampler.h"
 #include "engine/base/json-read.h"
@@ -9,6 +11,8 @@
 #include "engine/model/model.h"
 #include "engine/model/data-source.h"
 #include "engine/train/memory-plan.h"
+#include "engine/progress/protocol.h"
+#include "engine/train/probe.h"
 #include "engine/train/trainer.h"
 #include "engine/models/registry.h"
 
@@ -34,6 +38,72 @@ static void add_launch(JsonBuilder *b, const CohortLaunchPlan *plan, const char 
     json_builder_add_string_value(b, argv[i]);
   json_builder_end_array(b);
   json_builder_end_object(b);
+}
+
+/* The last `health` event of the workspace's events.jsonl (searched in its last 4 MiB), or
+ * NULL. */
+static JsonNode *last_health(const CohortConfig *cfg)
+{
+  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
+  g_autofree char *path = g_build_filename(ws, "events.jsonl", NULL);
+  g_autoptr(GFile) file = g_file_new_for_path(path);
+  g_autoptr(GFileInputStream) in = g_file_read(file, NULL, NULL);
+  if (in == NULL)
+    return NULL;
+  goffset tail = 4 << 20;
+  if (!g_seekable_seek(G_SEEKABLE(in), -tail, G_SEEK_END, NULL, NULL))
+    g_seekable_seek(G_SEEKABLE(in), 0, G_SEEK_SET, NULL, NULL);
+  g_autoptr(GBytes) bytes = g_input_stream_read_bytes(G_INPUT_STREAM(in), (gsize)tail, NULL, NULL);
+  if (bytes == NULL)
+    return NULL;
+  gsize len = 0;
+  g_autofree char *text = g_strndup(g_bytes_get_data(bytes, &len), g_bytes_get_size(bytes));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (guint i = g_strv_length(lines); i-- > 0;) {
+    if (strstr(lines[i], "\"event\":\"" COHORT_EVENT_HEALTH "\"") == NULL)
+      continue;
+    JsonNode *n = cohort_json_parse_strict(lines[i], -1, path, 0, NULL);
+    if (n != NULL && JSON_NODE_HOLDS_OBJECT(n))
+      return n;
+    g_clear_pointer(&n, json_node_unref);
+  }
+  return NULL;
+}
+
+/* Rank health: when the ranks compare their weights, and the workspace's last verdict. */
+static void add_health(JsonBuilder *b, const CohortConfig *cfg, int world)
+{
+  json_builder_set_member_name(b, "health");
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "compared");
+  /* rank-health.c: at stage 3 no rank holds the whole weights to compare */
+  gboolean sharded = cfg->zero_stage == 3;
+  json_builder_add_boolean_value(b, world > 1 && !sharded);
+  if (world > 1 && sharded) {
+    json_builder_set_member_name(b, "why_not");
+    json_builder_add_string_value(b, "zero_stage 3: each rank holds only its shard of the weights");
+  }
+  json_builder_set_member_name(b, "save_every");
+  json_builder_add_int_value(b, cfg->save_every);
+  json_builder_set_member_name(b, "buffers");
+  json_builder_add_boolean_value(b, world > 1 && cfg->sync_batchnorm);
+  JsonNode *last = last_health(cfg);
+  if (last != NULL) {
+    json_builder_set_member_name(b, "last");
+    json_builder_add_value(b, last);
+  }
+  json_builder_end_object(b);
+}
+
+/* The workspace's last probe (probe.json), with whether it measured this config. */
+static void add_probe(JsonBuilder *b, const CohortConfig *cfg)
+{
+  JsonObject *saved = cohort_probe_load_saved(cfg);
+  if (saved == NULL)
+    return;
+  json_builder_set_member_name(b, "probe");
+  json_builder_add_value(b, json_node_init_object(json_node_alloc(), saved));
+  json_object_unref(saved);
 }
 
 char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, const char *const *argv,
@@ -113,6 +183,8 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
     json_builder_end_object(b);
   }
   json_builder_end_array(b);
+  add_health(b, cfg, world);
+  add_probe(b, cfg);
   json_builder_end_object(b);
 
   g_autoptr(JsonNode) root = json_builder_get_root(b);

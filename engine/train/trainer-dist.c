@@ -25,8 +25,6 @@ typedef struct {
   char host[48];
 } RankStats;
 
-/* PyTorch's DDP sends a small first bucket so communication starts early. */
-#define FIRST_BUCKET_MB 1.0
 /* How often (optimizer steps) the `ranks` event is sent. */
 #define RANKS_EVERY 10
 
@@ -55,6 +53,7 @@ struct CohortTrainDist {
   size_t teacher_bytes;
   size_t optim_bytes, shard_bytes;
   int steps_since_report;
+  int syncbn_forward, syncbn_backward; /* SyncBatchNorm's collectives in this pass so far */
 };
 
 CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
@@ -104,6 +103,12 @@ static void *device_buffer(CohortTrainDist *d, size_t bytes, GError **error)
   d->dev_buf = buf;
   d->dev_buf_bytes = want;
   return buf;
+}
+
+/* The name of the calling thread's next collectives in hang reports and errors. */
+static void label(const char *what)
+{
+  cohort_comm_set_label(what);
 }
 
 static gboolean sum_f64(CohortTrainDist *d, double *values, int n, GError **error)
@@ -164,11 +169,13 @@ typedef struct {
   const float *send; /* all-gather's input; NULL for the all-reduce */
   float *buf;        /* all-gather's output, or the all-reduce's values */
   size_t count;      /* values each rank contributes */
+  char label[48];    /* "SyncBatchNorm layer 3 (forward)" */
 } SyncJob;
 
 static gboolean sync_job_direct(SyncJob *j, GError **error)
 {
   CohortComm *comm = j->d->comm;
+  label(j->label);
   if (j->send)
     return cohort_comm_all_gather(comm, j->send, j->count * sizeof(float), j->buf, 0, error);
   return cohort_comm_all_reduce_f32(comm, j->buf, j->count, COHORT_REDUCE_SUM, 0, error);
@@ -189,6 +196,7 @@ static gboolean sync_job(gpointer data, GError **error)
     d->stage = g_new(float, d->stage_len);
   }
   SyncJob host = {.d = d, .count = j->count, .buf = d->stage + j->count};
+  g_strlcpy(host.label, j->label, sizeof host.label);
   if (j->send) {
     host.send = d->stage;
     be->download(d->stage, j->send, j->count * sizeof(float));
@@ -212,17 +220,23 @@ static gboolean run_sync(CohortTrainDist *d, SyncJob *j)
   return ok;
 }
 
+/* SyncBatchNorm's collectives are named by the layer: the forward's k-th all-gather and the
+ * backward's k-th all-reduce of the pass (backward counts from the last layer). */
 static gboolean model_all_gather(gpointer data, const float *send, size_t count, float *recv)
 {
-  SyncJob j = {.d = data, .send = send, .buf = recv, .count = count};
-  /* ZeRO stages 2 and 3: behind the sharder's reduce-scatters and gathers instead. */
-  return run_sync(data, &j);
+  CohortTrainDist *d = data;
+  SyncJob j = {.d = d, .send = send, .buf = recv, .count = count};
+  g_snprintf(j.label, sizeof j.label, "SyncBatchNorm layer %d (forward)", ++d->syncbn_forward);
+  return run_sync(d, &j);
 }
 
 static gboolean model_all_reduce_sum(gpointer data, float *buf, size_t count)
 {
-  SyncJob j = {.d = data, .buf = buf, .count = count};
-  return run_sync(data, &j);
+  CohortTrainDist *d = data;
+  SyncJob j = {.d = d, .buf = buf, .count = count};
+  g_snprintf(j.label, sizeof j.label, "SyncBatchNorm layer %d (backward)",
+             d->syncbn_forward - d->syncbn_backward++);
+  return run_sync(d, &j);
 }
 
 /* SyncBatchNorm: the model's collectives go through the reducer's thread. */
@@ -272,12 +286,12 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
   if (bucket_cap_mb <= 0)
     bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
   if (d->dev.cuda_device >= 0)
-    d->reducer =
-        cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
-                                bucket_cap_mb, FIRST_BUCKET_MB, d->dev.cuda_device, staged(d));
+    d->reducer = cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+                                         bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB,
+                                         d->dev.cuda_device, staged(d));
   else
     d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
-                                    bucket_cap_mb, FIRST_BUCKET_MB);
+                                    bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB);
   cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
   /* attach cannot fail; the first end_backward reports it instead */
   cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
@@ -287,6 +301,7 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
 
 void cohort_train_dist_begin_backward(CohortTrainDist *d, gboolean sync)
 {
+  d->syncbn_forward = d->syncbn_backward = 0;
   if (d->sharder) {
     /* Every micro-step reduces (no no_sync): the first of a step replaces the shard's sums. */
     cohort_sharder_prepare(d->sharder, !d->new_step);
@@ -321,6 +336,7 @@ gboolean cohort_train_dist_broadcast_buffers(CohortTrainDist *d, CohortModel *m,
   if (!d->comm || !d->broadcast_buffers || m->n_buffer_floats == 0)
     return TRUE;
   gint64 t0 = g_get_monotonic_time();
+  label("buffer broadcast");
   gboolean ok = cohort_train_dist_broadcast_params(d, m->buffer_data, m->n_buffer_floats, error);
   d->comm_us += g_get_monotonic_time() - t0;
   return ok;
@@ -331,6 +347,7 @@ gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError
   if (!d->comm)
     return TRUE;
   gint64 t0 = g_get_monotonic_time();
+  label("metric sum");
   gboolean ok = sum_f64(d, values, n, error);
   d->comm_us += g_get_monotonic_time() - t0;
   return ok;
@@ -338,9 +355,9 @@ gboolean cohort_train_dist_sum(CohortTrainDist *d, double *values, int n, GError
 
 gboolean cohort_train_dist_barrier(CohortTrainDist *d, const char *what, GError **error)
 {
-  (void)what;
   if (!d->comm)
     return TRUE;
+  label(what);
   return cohort_comm_barrier(d->comm, 0, error);
 }
 
@@ -356,6 +373,7 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
 {
   if (!d->comm)
     return TRUE;
+  label("start-up broadcast");
   if (!staged(d))
     return cohort_comm_broadcast(d->comm, params, n * sizeof(float), 0, 0, error);
   /* Once at start-up: a plain host copy is enough. */
@@ -378,6 +396,7 @@ gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize n
 {
   if (!d->comm)
     return TRUE;
+  label("start-up broadcast");
   if (!device_comm(d))
     return cohort_comm_broadcast(d->comm, buf, nbytes, root, 0, error);
   const CohortBackend *be = d->dev.be;
@@ -399,7 +418,8 @@ gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_fl
 }
 
 /* Control requests in the vote: one slot each, so a sum > 0 means some rank asked. */
-static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE};
+static const guint vote_requests[] = {COHORT_CONTROL_SAMPLE, COHORT_CONTROL_SAVE,
+                                      COHORT_CONTROL_CHECK};
 
 gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, guint *requests,
                                 gboolean *stop, GError **error)
@@ -412,6 +432,7 @@ gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, gui
   double flags[1 + G_N_ELEMENTS(vote_requests)] = {mine ? 1 : 0};
   for (guint i = 0; i < G_N_ELEMENTS(vote_requests); i++)
     flags[1 + i] = (*requests & vote_requests[i]) ? 1 : 0;
+  label("step vote");
   if (!sum_f64(d, flags, G_N_ELEMENTS(flags), error))
     return FALSE;
   *stop = flags[0] > 0;
@@ -420,6 +441,20 @@ gboolean cohort_train_dist_vote(CohortTrainDist *d, volatile int *stop_flag, gui
     if (flags[1 + i] > 0)
       *requests |= vote_requests[i];
   return TRUE;
+}
+
+gboolean cohort_train_dist_all_gather(CohortTrainDist *d, const void *send, gsize nbytes,
+                                      void *recv, const char *what, GError **error)
+{
+  if (!d->comm) {
+    memcpy(recv, send, nbytes);
+    return TRUE;
+  }
+  gint64 t0 = g_get_monotonic_time();
+  label(what);
+  gboolean ok = gather_bytes(d, send, nbytes, recv, error);
+  d->comm_us += g_get_monotonic_time() - t0;
+  return ok;
 }
 
 void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes)
@@ -510,6 +545,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = d->syncbn_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
+  label("ranks report");
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
   /* ZeRO stages 2 and 3 must queue the same collectives in the same order on every rank:

@@ -83,6 +83,11 @@ gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize n
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,
                                        GError **error);
 
+/* Every rank's `nbytes` of HOST memory into `recv` (nbytes × world size, rank r's at offset
+ * r × nbytes); `what` names the collective in hang reports. With one process a copy. */
+gboolean cohort_train_dist_all_gather(CohortTrainDist *d, const void *send, gsize nbytes,
+                                      void *recv, const char *what, GError **error);
+
 /* Backend bytes of this rank's distillation teacher, reported in the `ranks` event. */
 void cohort_train_dist_set_teacher_bytes(CohortTrainDist *d, size_t bytes);
 /* The stop vote with the control channel's requests (engine/progress/control.h) in the same

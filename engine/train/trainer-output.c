@@ -8,6 +8,7 @@
 
 #include "data/images.h"
 #include "engine/model/model-io.h"
+#include "engine/train/rank-health.h"
 #include "kernels/backend.h"
 
 /* EMA weights in place of the parameters for evaluation and samples, and back. With a ZeRO
@@ -67,6 +68,7 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GEr
       cohort_data_source_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), &load_error);
     }
     m->ops->eval_batch(m, r->batch, sums);
+    cohort_phase_tick();
   }
   gboolean released = !r->shard || cohort_shard_release(r->shard, load_error ? NULL : &load_error);
   if (!swap_in_ema(r, FALSE, load_error ? NULL : &load_error) || !released || load_error) {
@@ -85,6 +87,7 @@ gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error)
   gint64 examples;
   if (!r->val)
     return TRUE;
+  cohort_phase_enter(COHORT_RANK_PHASE_EVALUATION);
   if (!evaluate(r, r->metrics, &examples, error))
     return FALSE;
   r->have_metrics = TRUE;
@@ -111,6 +114,7 @@ gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error)
 {
   if (!r->model->ops->sample)
     return TRUE; /* a family without samples (a classifier) */
+  cohort_phase_enter(COHORT_RANK_PHASE_SAMPLE);
   JsonObject *f = json_object_new();
   json_object_set_int_member(f, COHORT_FIELD_STEP, r->st.step);
   CohortSampleRequest req = {
@@ -173,6 +177,10 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
 {
   g_autofree char *dir = NULL;
   g_autoptr(CohortOptimizer) full = NULL;
+  /* Drifted weights are not saved: the ranks compare them first. */
+  if (!cohort_rank_health_check(r, FALSE, error))
+    return FALSE;
+  cohort_phase_enter(COHORT_RANK_PHASE_CHECKPOINT);
   if (r->shard) {
     /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
     if (!cohort_rank_run_save_sharded(r, &dir, error))
@@ -224,6 +232,7 @@ static void remove_stale_exports(CohortRankRun *r)
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
+  cohort_phase_enter(COHORT_RANK_PHASE_EXPORT);
   g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
   remove_stale_exports(r);
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);

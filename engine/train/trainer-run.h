@@ -4,6 +4,7 @@
 #pragma once
 
 #include "data/sampler.h"
+#include "engine/base/phase.h"
 #include "engine/model/batch.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/distill.h"
@@ -64,8 +65,15 @@ typedef struct {
   gboolean answering_request;
 } CohortRankRun;
 
+/* trainer.c: the rank's device, threads and GEMM mode (*threads gets the thread count). */
+gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error);
+
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error);
+/* trainer-setup.c, for the probe (cohort-train --probe): the same data, model, optimizer and
+ * teacher, with fresh weights (the seed's, on every rank), and no workspace preparation,
+ * checkpoint or resume. */
+gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error);
 void cohort_rank_run_free(CohortRankRun *r);
 /* Every rank's verdict on something each rank did on its own: TRUE when all succeeded. A rank
  * that failed reports its own `mine` (taken); the others say that a peer failed at `what`. */

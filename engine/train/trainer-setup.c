@@ -352,6 +352,22 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
   return TRUE;
 }
 
+gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
+  r->B = cfg->batch_size;
+  r->accum = cfg->gradient_accumulation_steps;
+  if (!cohort_model_check_config(cfg, o->config_source, error) ||
+      !cohort_distill_check_config(cfg, o->config_source, error) || !open_data(r, error) ||
+      !plan_steps(r, error) || !alloc_model(r, error) || !setup_teacher(r, error))
+    return FALSE;
+  /* The time of a step does not depend on the weights' values: the seed's do. */
+  r->model->ops->init_weights(r->model, (guint64)cfg->seed);
+  r->st = (CohortTrainState){.loss_scale = 1.0};
+  return TRUE;
+}
+
 void cohort_rank_run_free(CohortRankRun *r)
 {
   /* The loader threads read the data and the example orders: they stop first. */

@@ -6,6 +6,10 @@
 #include <math.h>
 
 #include "engine/train/memory-plan.h"
+#include "engine/train/hang-report.h"
+#include "engine/train/probe.h"
+#include "engine/train/rank-health.h"
+#include "engine/train/test-hooks.h"
 #include "kernels/backend.h"
 
 int cohort_train_threads(const CohortConfig *cfg, int local_world_size)
@@ -71,6 +75,7 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
   if (r->zero) {
     gint64 t0 = g_get_monotonic_time();
+    cohort_comm_set_label("ZeRO parameter gather");
     if (!cohort_zero_gather_params(r->zero, m->params, error))
       return FALSE;
     cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
@@ -94,19 +99,24 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 waited_us = 0;
+    cohort_phase_enter(COHORT_RANK_PHASE_DATA);
     if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
     cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
+    cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);
+    cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "forward");
     if (r->distill) {
       double parts[COHORT_DISTILL_N_PARTS];
       *loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
       for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
         parts_sums[k] += parts[k] / r->accum;
+      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
       cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
       returned += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
+      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
       m->ops->backward(m, scale / (float)r->accum);
     }
     if (!cohort_train_dist_end_backward(r->dist, error))
@@ -160,6 +170,7 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   cohort_device_step_end(&r->dev);
   if (!ok)
     return FALSE;
+  cohort_phase_enter(COHORT_RANK_PHASE_OPTIMIZER);
   sums[0] = loss_sum / r->accum;
   if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
     return FALSE;
@@ -196,6 +207,8 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
     return FALSE;
 
   r->st.step++;
+  cohort_phase_set_step(r->st.step);
+  cohort_test_hooks_perturb(r->opts->rank, r->st.step, m, r->be);
   r->st.batch_in_epoch += r->accum;
   r->st.tokens_seen += cohort_rank_run_global_batch(r) * MAX(r->tokens_per_example, 1);
   r->st.epoch_samples += cohort_rank_run_global_batch(r);
@@ -251,6 +264,10 @@ static gboolean answer_requests(CohortRankRun *r, gint64 *last_saved, GError **e
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAMPLE;
     ok = !samples_here(r) || cohort_rank_run_sample(r, error);
   }
+  if (ok && (r->pending_requests & COHORT_CONTROL_CHECK) && r->st.step > 0) {
+    r->pending_requests &= ~(guint)COHORT_CONTROL_CHECK;
+    ok = cohort_rank_health_check(r, TRUE, error);
+  }
   if (ok && (r->pending_requests & COHORT_CONTROL_SAVE) && r->st.step > 0) {
     r->pending_requests &= ~(guint)COHORT_CONTROL_SAVE;
     ok = cohort_rank_run_save_checkpoint(r, error);
@@ -279,6 +296,7 @@ static gboolean loop(CohortRankRun *r, gint64 *last_saved, gboolean *stopped, GE
   cohort_throughput_init(&tp, r);
   while (r->st.step < r->total_steps) {
     gboolean stop = FALSE;
+    cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "step");
     if (!vote(r, &stop, error))
       return FALSE;
     if (stop) {
@@ -362,8 +380,7 @@ static CohortGemmMode gemm_mode_for(const CohortConfig *cfg, const CohortBackend
   }
 }
 
-/* The rank's device, threads and GEMM mode. */
-static gboolean prepare_device(CohortRankRun *r, int *threads, GError **error)
+gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *opts = r->opts;
@@ -408,7 +425,9 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
 
   if (stopped)
     *stopped = FALSE;
-  if (!prepare_device(r, &threads, error))
+  cohort_phase_enter(COHORT_RANK_PHASE_STARTUP);
+  cohort_hang_report_attach(opts->comm, cfg, opts->rank, opts->progress);
+  if (!cohort_rank_run_prepare_device(r, &threads, error))
     return FALSE;
   r->dist = cohort_train_dist_new(opts->comm, opts->rank, opts->world_size, cfg);
   cohort_train_dist_set_device(r->dist, &r->dev);
@@ -422,6 +441,11 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
     cohort_train_dist_attach(r->dist, r->model, cfg->bucket_cap_mb);
     gint64 last_saved = resumed_from ? r->st.step : -1;
     cohort_rank_run_emit_start(r, resumed_from, threads);
+    /* The last probe of this workspace goes into the run's record, beside what the run
+     * measures, so forecast and reality sit in one file. */
+    JsonObject *probe = opts->rank == 0 ? cohort_probe_load_saved(cfg) : NULL;
+    if (probe != NULL)
+      cohort_progress_emit(r->progress, COHORT_EVENT_PROBE, probe);
     if (resumed_from)
       cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                           "resumed from %s at step %" G_GINT64_FORMAT, resumed_from, r->st.step);
@@ -429,6 +453,7 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
          finish(r, was_stopped, last_saved, &model_path, error);
   }
   cohort_progress_finish_line(r->progress);
+  cohort_phase_enter(COHORT_RANK_PHASE_DONE);
   if (ok)
     emit_done(r, was_stopped, model_path, t_begin);
   if (stopped)

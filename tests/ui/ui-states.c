@@ -7,6 +7,7 @@
  *   menu       the main menu open
  *   invalid    "xyz" typed into the batch size, and a training data path that does not exist
  *   live       a real run in WORKSPACE, Sample now pressed and answered
+ *   probe      the Distributed page after Test connection on 2 processes of a small model
  *   about      the About window
  *   shortcuts  the Keyboard Shortcuts window
  *   tokenizer  the gpt2-finetune preset with init_from WORKSPACE (a Hugging Face GPT-2 folder):
@@ -16,6 +17,7 @@
 #include "ui/app.h"
 #include "ui/config-form-private.h"
 #include "ui/history-popover.h"
+#include "ui/probe-view.h"
 #include "ui/run-page-private.h"
 #include "ui/window-private.h"
 
@@ -120,6 +122,10 @@ static gboolean setup(const char *state, const char *ws)
     if (!cohort_window_start(win, &error))
       return FALSE;
     g_timeout_add_seconds(7, press_sample_now, NULL);
+  } else if (g_str_equal(state, "probe")) {
+    small_model(ws);
+    cohort_window_show_page(win, "distributed");
+    cohort_probe_view_start(COHORT_PROBE_VIEW(cohort_window_get_probe_view(win)));
   } else if (g_str_equal(state, "about")) {
     g_action_group_activate_action(G_ACTION_GROUP(win), "about", NULL);
   } else if (g_str_equal(state, "shortcuts")) {
