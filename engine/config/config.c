@@ -188,6 +188,9 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
         "%s: key \"image_channels\": 2 is not allowed; allowed: 1 (grey) or 3 "
         "(RGB)",
         s);
+  float mean[3], std[3];
+  if (!cohort_config_image_normalisation(cfg, source, mean, std, error))
+    return FALSE;
   if (cfg->n_embd % cfg->n_head != 0)
     return config_cross_error(
         error,

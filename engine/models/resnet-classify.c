@@ -15,8 +15,13 @@ static double run(CohortModel *m, const float *images, const int *labels, int B,
   g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
   for (int i = 0; i < B; i++)
     g_return_val_if_fail(labels[i] >= 0 && labels[i] < K, NAN);
-  size_t D = (size_t)s->channels * s->image_size * s->image_size;
-  be->upload(r->img, images, B * D * sizeof(float));
+  size_t HW = (size_t)s->image_size * s->image_size, C = (size_t)s->channels, D = C * HW;
+  /* NCHW to the network's NHWC, on the host, where the batch already is */
+  for (int b = 0; b < B; b++)
+    for (size_t pix = 0; pix < HW; pix++)
+      for (size_t c = 0; c < C; c++)
+        r->host_img[(b * HW + pix) * C + c] = images[(b * C + c) * HW + pix];
+  be->upload(r->img, r->host_img, B * D * sizeof(float));
   be->upload(r->labels, labels, (size_t)B * sizeof(int));
   cohort_resnet_net_forward(r, B, mode);
   be->crossentropy_forward(r->losses, r->lse, r->logits, r->labels, B, K);
