@@ -633,8 +633,9 @@ static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg,
   return cohort_gpt_new_on(be, &shape, max_batch, error);
 }
 
-static gboolean gpt_import(CohortModel *m, const char *path, GError **error)
+static gboolean gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
+  (void)notes; /* every tensor comes from the file as it is */
   return cohort_gpt_load_hf(m, path, error);
 }
 

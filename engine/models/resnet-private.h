@@ -106,4 +106,7 @@ void cohort_resnet_backward_logits(CohortModel *m, float grad_scale, float task_
                                    CohortLogitsGradFunc add, gpointer user_data);
 void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums);
 
+/* resnet-import.c: the class's import_weights (engine/model/model.h). */
+gboolean cohort_resnet_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
+
 G_END_DECLS

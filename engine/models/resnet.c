@@ -543,6 +543,7 @@ const CohortModelClass cohort_resnet_class = {
     .check_config = resnet_check_config,
     .count_params = resnet_count_params,
     .create = resnet_create,
+    .import_weights = cohort_resnet_import,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,
 };

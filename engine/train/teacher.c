@@ -146,7 +146,7 @@ static gboolean make_model(CohortTeacher *t, const CohortBackend *be, const Coho
   t->model = cohort_model_new_frozen(be, t->cfg, max_batch, &local);
   if (!t->model)
     return teacher_error(error, "teacher_from %s: %s", t->dir, local->message);
-  gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, error)
+  gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, NULL, error)
                           : cohort_model_load(t->model, t->weights, error);
   return loaded && cohort_model_check_finite(t->model, t->weights, error);
 }
