@@ -540,13 +540,13 @@ static const struct {
 
 static gboolean refuse_op(Machine *m)
 {
-  const char *name = "an unknown opcode";
   for (guint i = 0; i < G_N_ELEMENTS(op_names); i++)
     if (op_names[i].op == m->op)
-      name = op_names[i].name;
-  return bad(m, COHORT_TORCH_PICKLE_ERROR_REFUSED,
-             "opcode %s (0x%02x) is not allowed (torch.load(weights_only=True) refuses it too)",
-             name, m->op);
+      return bad(m, COHORT_TORCH_PICKLE_ERROR_REFUSED,
+                 "opcode %s (0x%02x) is not allowed (torch.load(weights_only=True) refuses it "
+                 "too)",
+                 op_names[i].name, m->op);
+  return bad(m, COHORT_TORCH_PICKLE_ERROR_FORMAT, "byte 0x%02x is not a pickle opcode", m->op);
 }
 
 static gboolean op_memo(Machine *m, gboolean put, gsize width)
