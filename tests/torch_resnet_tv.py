@@ -8,8 +8,9 @@
         MAXDIFF MAXDIFF32", the largest |reference|, |Cohort - reference| and |torchvision's
         own float32 - reference|, and per buffer of GRADS (Cohort's buffers after its forward)
         "buffer NAME MAXREF MAXDIFF".
-    torch_resnet_tv.py eval WEIGHTS INPUTS
-        evaluation mode: "loss L", then "logits V V …" per image.
+    torch_resnet_tv.py eval WEIGHTS INPUTS [GRADS]
+        evaluation mode: "loss L", then "logits V V …" per image; with GRADS, then what train
+        prints.
     torch_resnet_tv.py save WEIGHTS_PTH WEIGHTS_ST INPUTS SEED CLASSES
         a torchvision model with CLASSES outputs and random weights and BatchNorm statistics
         (SEED), saved with torch.save(state_dict) and as .safetensors (float32; counters I64);
@@ -120,7 +121,8 @@ def main():
         print("loss %r" % F.cross_entropy(logits, y).item())
         for row in logits:
             print("logits " + " ".join(repr(v) for v in row.tolist()))
-        return
+        if len(sys.argv) < 5:
+            return
     single = copy.deepcopy(model).float()  # PyTorch's own float32, for scale
     model.train()
     single.train()
