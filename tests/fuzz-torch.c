@@ -259,7 +259,7 @@ static void run_file(Ctx *c, const char *name, GByteArray *file, FuzzExpect expe
   c->t.cases++;
   g_autofree char *file_name = g_strconcat(name, ".pth", NULL);
   g_autofree char *path = fuzz_case_path(&c->t, file_name);
-  fuzz_write(path, file->data, file->len);
+  fuzz_write(path, file->len ? file->data : (const guint8 *)"", file->len);
   g_byte_array_unref(file);
   fuzz_set_current(path);
   gint64 t0 = g_get_monotonic_time();

@@ -1,16 +1,19 @@
 #!/usr/bin/python3
 """torchvision's own ImageNet ResNets as the reference of tests/test-resnet-tv.c.
 
-    torch_resnet_tv.py train WEIGHTS INPUTS GRADS
+    torch_resnet_tv.py train WEIGHTS INPUTS GRADS SIDES
         torchvision.models.resnetNN loads WEIGHTS (Cohort's export) with strict=True, in float64,
-        and runs one training-mode forward and backward on INPUTS. Prints "loss L", then per
+        and runs one training-mode forward and backward on INPUTS, every ReLU taking the side
+        Cohort's took (SIDES: one byte per ReLU output, in call order, NCHW; where float64 would
+        take the other side, its input is within rounding of 0). Prints "flipped K" (how many
+        ReLU outputs float64 alone would have put on the other side), "loss L", then per
         tensor of GRADS (Cohort's gradients, under the parameters' names) "grad NAME MAXREF
         MAXDIFF MAXDIFF32", the largest |reference|, |Cohort - reference| and |torchvision's
         own float32 - reference|, and per buffer of GRADS (Cohort's buffers after its forward)
         "buffer NAME MAXREF MAXDIFF".
-    torch_resnet_tv.py eval WEIGHTS INPUTS [GRADS]
-        evaluation mode: "loss L", then "logits V V …" per image; with GRADS, then what train
-        prints.
+    torch_resnet_tv.py eval WEIGHTS INPUTS [GRADS SIDES]
+        evaluation mode: "loss L", then "logits V V …" per image; with GRADS and SIDES, then
+        what train prints.
     torch_resnet_tv.py save WEIGHTS_PTH WEIGHTS_ST INPUTS SEED CLASSES
         a torchvision model with CLASSES outputs and random weights and BatchNorm statistics
         (SEED), saved with torch.save(state_dict) and as .safetensors (float32; counters I64);
@@ -126,7 +129,26 @@ def main():
     single = copy.deepcopy(model).float()  # PyTorch's own float32, for scale
     model.train()
     single.train()
+    with open(sys.argv[5], "rb") as f:
+        sides = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+    state = {"at": 0, "flipped": 0}
+
+    def take_sides(module, inputs, output):
+        pre = inputs[0]
+        n = pre.numel()
+        mask = sides[state["at"]:state["at"] + n].view(pre.shape).to(pre.dtype)
+        state["at"] += n
+        state["flipped"] += int(((pre > 0).to(pre.dtype) != mask).sum())
+        return pre * mask
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.ReLU):
+            m.inplace = False
+            m.register_forward_hook(take_sides)
     loss = F.cross_entropy(model(x.double()), y)
+    assert state["at"] == sides.numel(), "SIDES has %d bytes, the ReLUs %d" % (sides.numel(),
+                                                                             state["at"])
+    print("flipped %d" % state["flipped"])
     loss.backward()
     F.cross_entropy(single(x), y).backward()
     print("loss %r" % loss.item())

@@ -87,3 +87,35 @@ void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *
   sums[1] += correct;
   sums[2] += batch->B;
 }
+
+/* NHWC activation [B, side, side, C] (backend memory) to NCHW signs appended to `out`. */
+static void append_sides(const Resnet *r, GByteArray *out, const float *act, int B, int C,
+                         int side)
+{
+  size_t HW = (size_t)side * side, n = (size_t)B * HW * C;
+  g_autofree float *host = g_new(float, n);
+  r->base.be->download(host, act, n * sizeof(float));
+  guint at = out->len;
+  g_byte_array_set_size(out, at + (guint)n);
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++)
+      for (size_t p = 0; p < HW; p++)
+        out->data[at + ((size_t)b * C + c) * HW + p] = host[((size_t)b * HW + p) * C + c] > 0;
+}
+
+guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n)
+{
+  const Resnet *r = resnet_of(m);
+  int B = r->last_B;
+  GByteArray *out = g_byte_array_new();
+  append_sides(r, out, r->stem_out, B, r->stem.c_out, r->stem.h_out);
+  for (int i = 0; i < r->n_blocks; i++) {
+    const ResnetBlock *b = &r->blocks[i];
+    for (int u = 0; u + 1 < b->n_units; u++)
+      append_sides(r, out, b->hidden[u], B, b->unit[u].c_out, b->unit[u].h_out);
+    const ResnetConvBn *last = &b->unit[b->n_units - 1];
+    append_sides(r, out, b->out, B, last->c_out, last->h_out);
+  }
+  *n = out->len;
+  return g_byte_array_free(out, FALSE);
+}

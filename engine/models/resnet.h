@@ -79,4 +79,11 @@ float cohort_resnet_forward_given(CohortModel *m, const float *images, const int
 /* The logits of the last forward, [B, num_classes], into host `out`. */
 void cohort_resnet_logits(const CohortModel *m, float *out);
 
+/* For tests: which way every ReLU of the last forward went, 1 where its output is positive,
+ * in torchvision's order of ReLU calls (the stem's, then each block's, its last after the
+ * residual sum), each [B, C, H, W] as PyTorch lays it out; a new array of *n bytes (g_free
+ * it). A float64 reference made to take the same sides compares gradients that no ReLU input
+ * within rounding of 0 can tip (tests/test-resnet-tv.c). */
+guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n);
+
 G_END_DECLS
