@@ -67,7 +67,7 @@ int main(int argc, char **argv)
   if (classes == 0)
     classes = imagenet ? 1000 : 10;
   if (conv && !cohort_cpu_conv_select(strcmp(conv, "im2col") == 0 ? COHORT_CPU_CONV_IM2COL
-                                                                 : COHORT_CPU_CONV_ONEDNN)) {
+                                                                  : COHORT_CPU_CONV_ONEDNN)) {
     fprintf(stderr, "bench-resnet: --conv %s is not available in this build\n", conv);
     return 2;
   }
@@ -128,8 +128,8 @@ int main(int argc, char **argv)
       best_bwd = t2 - t1;
     }
   }
-  g_autofree char *model = imagenet ? g_strdup(variant)
-                                    : g_strdup_printf("resnet-%d width %d", depth, width);
+  g_autofree char *model =
+      imagenet ? g_strdup(variant) : g_strdup_printf("resnet-%d width %d", depth, width);
   printf("%s, %dx%dx%d images, %d classes, batch %d, %d thread%s (%s clock), %s convolutions: "
          "best of %d steps %.1f ms (forward %.1f, backward %.1f), %.1f images/s; last loss %.4f\n",
          model, channels, size, size, classes, batch, threads, threads == 1 ? "" : "s",

@@ -89,8 +89,7 @@ void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *
 }
 
 /* NHWC activation [B, side, side, C] (backend memory) to NCHW signs appended to `out`. */
-static void append_sides(const Resnet *r, GByteArray *out, const float *act, int B, int C,
-                         int side)
+static void append_sides(const Resnet *r, GByteArray *out, const float *act, int B, int C, int side)
 {
   size_t HW = (size_t)side * side, n = (size_t)B * HW * C;
   g_autofree float *host = g_new(float, n);
