@@ -39,10 +39,17 @@ static gboolean fail(GError **error, int code, const char *label, const char *fm
   return FALSE;
 }
 
+/* The legacy format starts with its magic number pickled on its own: PROTO 2, LONG1. (A lone
+ * 0x80 is not enough: a safetensors header of 128 bytes starts with it too.) */
+static gboolean legacy(const guint8 *head, gsize len)
+{
+  return len >= 3 && head[0] == 0x80 && head[1] == 0x02 && head[2] == 0x8a;
+}
+
 gboolean cohort_torch_file_sniff(const guint8 *head, gsize len)
 {
   return (len >= 4 && memcmp(head, "PK\x03\x04", 4) == 0) ||
-         (len >= 4 && memcmp(head, "PK\x05\x06", 4) == 0) || (len >= 2 && head[0] == 0x80);
+         (len >= 4 && memcmp(head, "PK\x05\x06", 4) == 0) || legacy(head, len);
 }
 
 void cohort_torch_file_close(CohortTorchFile *f)
@@ -125,7 +132,7 @@ CohortTorchFile *cohort_torch_file_open_bytes(const guint8 *data, gsize size, co
 {
   g_autoptr(CohortTorchFile) f = g_new0(CohortTorchFile, 1);
   f->label = g_strdup(label);
-  if (size >= 2 && data[0] == 0x80) {
+  if (legacy(data, size)) {
     fail(error, COHORT_TORCH_FILE_ERROR_LEGACY, label,
          "PyTorch's legacy format (before 1.6, or _use_new_zipfile_serialization=False), which "
          "only Python's unrestricted unpickler reads; if you trust the file, re-save it with "

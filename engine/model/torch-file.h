@@ -32,15 +32,14 @@ typedef struct CohortTorchFile CohortTorchFile;
 
 /* Opens a regular file and reads its state dict. Errors name the file. */
 CohortTorchFile *cohort_torch_file_open(const char *path, GError **error);
-/* The same on bytes in memory (which must outlive the result); `label` names them in errors.
- * For the fuzzer. */
+/* The same on bytes in memory (which must outlive the result); `label` names them in errors. */
 CohortTorchFile *cohort_torch_file_open_bytes(const guint8 *data, gsize size, const char *label,
                                               GError **error);
 void cohort_torch_file_close(CohortTorchFile *f);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortTorchFile, cohort_torch_file_close)
 
-/* TRUE when the file starts like a ZIP archive or a legacy PyTorch pickle: what init_from
- * should open with this reader rather than as safetensors. */
+/* TRUE when the file's first bytes (3 or more) are a ZIP archive's or a legacy PyTorch
+ * file's: what init_from opens with this reader rather than as safetensors. */
 gboolean cohort_torch_file_sniff(const guint8 *head, gsize len);
 
 /* The state dict's names in its order, NULL-terminated, owned by f. */

@@ -89,18 +89,10 @@ int cohort_cpu_conv_path_available(CohortCpuConvPath path)
   if (path == COHORT_CPU_CONV_IM2COL)
     return 1;
 #if COHORT_HAVE_ONEDNN
-  return path == COHORT_CPU_CONV_ONEDNN && cohort_onednn_conv2d_impl(0, 1,
-                                                                     &(CohortConvDims){
-                                                                         .B = 1,
-                                                                         .C = 1,
-                                                                         .H = 1,
-                                                                         .W = 1,
-                                                                         .O = 1,
-                                                                         .K = 1,
-                                                                         .S = 1,
-                                                                         .Ho = 1,
-                                                                         .Wo = 1,
-                                                                     }) != NULL;
+  /* oneDNN is there when it makes a primitive for the smallest convolution. */
+  CohortConvDims one;
+  cohort_conv_dims(&one, 1, 1, 1, 1, 1, 1, 1, 0);
+  return path == COHORT_CPU_CONV_ONEDNN && cohort_onednn_conv2d_impl(0, 1, &one) != NULL;
 #else
   return 0;
 #endif
