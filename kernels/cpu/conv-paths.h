@@ -3,7 +3,8 @@
  * Two paths compute conv2d_forward / conv2d_backward (NCHW) and their channels-last (NHWC)
  * versions. oneDNN's convolution primitives (kernels/cpu/convolution-onednn.c) run where the
  * build has oneDNN: direct or Winograd kernels as oneDNN chooses for the shape, NHWC read in
- * place, NCHW reordered to oneDNN's blocked layouts and back (as PyTorch does). im2col + the
+ * place (3×3 stride-1 ones reordered, for Winograd), NCHW reordered to oneDNN's blocked
+ * layouts and back (as PyTorch does). im2col + the
  * backend's gemm (kernels/cpu/convolution-im2col.c) is the plain reference the tests compare
  * against and the fallback where oneDNN is absent or declines a shape; NHWC reaches it through
  * transposes.

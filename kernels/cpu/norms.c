@@ -237,15 +237,25 @@ static void add_blocks(double *out, double *out2, const double *part, size_t blo
   }
 }
 
+/* The calling thread's room for the partial sums, grown on demand and kept: a training step
+ * asks for the same sizes every time, and a fresh allocation of this size (up to a few MiB)
+ * had its pages faulted in on every call. */
+static _Thread_local double *part_buf;
+static _Thread_local size_t part_cap;
+
 static double *block_memory(size_t n, int C)
 {
-  double *p =
-      malloc((((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * (size_t)C + 2 * (size_t)C) * sizeof(double));
-  if (!p) {
-    fprintf(stderr, "cohort: out of memory for BatchNorm's partial sums (%d channels)\n", C);
-    abort();
+  size_t want = ((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * (size_t)C + 2 * (size_t)C;
+  if (part_cap < want) {
+    free(part_buf);
+    part_buf = malloc(want * sizeof(double));
+    part_cap = part_buf ? want : 0;
+    if (!part_buf) {
+      fprintf(stderr, "cohort: out of memory for BatchNorm's partial sums (%d channels)\n", C);
+      abort();
+    }
   }
-  return p;
+  return part_buf;
 }
 
 static void bn_stats_rows(const float *x, size_t n, int C, float *mean, float *m2)
@@ -260,7 +270,6 @@ static void bn_stats_rows(const float *x, size_t n, int C, float *mean, float *m
     mean[c] = (float)m[c];
     m2[c] = (float)q[c];
   }
-  free(part);
 }
 
 COHORT_VEC static void bn_rows(float *restrict y, const float *restrict x, const float *restrict m,
@@ -299,7 +308,6 @@ static void bn_backward_reduce_rows(const float *dy, const float *x, const float
     sum_dy[c] = (float)s1[c];
     sum_dy_xhat[c] = (float)s2[c];
   }
-  free(part);
 }
 
 /* Per channel: m, rs, k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. */
