@@ -460,10 +460,10 @@ static void test_sgd_against_torch(void)
 }
 
 /* The convolution paths on a whole network where oneDNN picks Winograd (3×3, stride 1,
- * batch 16, 16 channels and more): a training forward's loss and running statistics and an
- * evaluation's logits within 1e-5 of the im2col reference's. (Gradients are compared layer by
- * layer in tests/test-layers-nhwc.c: across a network a ReLU input within rounding of 0 takes
- * either side, see tests/test-resnet-tv.c.) */
+ * batch 16, 32 channels and more: the second and third stages): a training forward's loss and
+ * running statistics and an evaluation's logits within 1e-5 of the im2col reference's. (Gradients
+ * are compared layer by layer in tests/test-layers-nhwc.c: across a network a ReLU input within
+ * rounding of 0 takes either side, see tests/test-resnet-tv.c.) */
 static void test_conv_paths(void)
 {
   if (!cohort_cpu_conv_path_available(COHORT_CPU_CONV_ONEDNN)) {
@@ -497,8 +497,9 @@ static void test_conv_paths(void)
     cohort_resnet_logits(m, logits[p]);
     if (p) {
       CohortConvDims d;
-      cohort_conv_dims(&d, NB, 16, S, S, 16, 3, 1, 1);
-      g_test_message("oneDNN's 3×3 convolution here: %s", cohort_onednn_conv2d_impl(0, 1, &d));
+      cohort_conv_dims(&d, NB, 32, S / 2, S / 2, 32, 3, 1, 1);
+      g_test_message("oneDNN's 3×3 convolution of the second stage: %s",
+                     cohort_onednn_conv2d_impl(0, 1, &d));
       for (size_t i = 0; i < m->n_buffer_floats; i++)
         g_assert_cmpfloat(fabs(stats[1][i] - stats[0][i]), <=, 1e-5 * (1 + fabs(stats[0][i])));
     }

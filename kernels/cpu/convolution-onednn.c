@@ -4,10 +4,10 @@
  * beside the activations). oneDNN chooses the algorithm (convolution_auto: direct or Winograd)
  * and, where the activations are free, their layout:
  *  - NHWC, the ResNet's layout: oneDNN's direct AVX-512 kernels read it in place, except that
- *    a 3×3 stride-1 convolution gets the layout oneDNN prefers, with reorders in and out,
- *    because there it picks Winograd (F(4×4, 3×3), on its blocked layout only), which more
- *    than pays for the reorders (resnet18 at 224×224, one thread: 1.33 s a step direct,
- *    1.01 s so; the results stay within 1e-6 of the im2col reference's scale,
+ *    a 3×3 stride-1 convolution of 32 channels or more gets the layout oneDNN prefers, with
+ *    reorders in and out, because there it picks Winograd (F(4×4, 3×3), on its blocked layout
+ *    only), which more than pays for the reorders (resnet18 at 224×224, one thread: 1.33 s a
+ *    step direct, 1.01 s so; the results stay within 1e-6 of the im2col reference's scale,
  *    tests/test-layers-nhwc.c);
  *  - NCHW: always reordered to the layout oneDNN picks and back, as PyTorch does.
  *
@@ -154,13 +154,23 @@ static int user_mds(const Key *k, dnnl_memory_desc_t md[N_ARGS], int args[N_ARGS
   return 1;
 }
 
-/* The convolution's primitive description for `pass`: NHWC activations as they are (but for
- * 3×3 stride 1, see the top), NCHW ones and the weights in whatever layout oneDNN prefers.
+/* A 3×3 stride-1 convolution of 32 channels or more in and out, where Winograd wins: at 16
+ * channels oneDNN's Winograd took 2.4 times as long as its direct NHWC kernel (CIFAR's
+ * 16 → 16 at 32×32, batch 128), at 32 and 64 channels 0.7 and 0.5 times (measured on this
+ * AVX-512 machine, one thread; docs/benchmarks.md). A fixed rule, not a timing at run time,
+ * so the same shapes always run the same kernels and runs repeat bit for bit. */
+static int winograd_layout(const CohortConvDims *d)
+{
+  return d->K == 3 && d->S == 1 && d->C >= 32 && d->O >= 32;
+}
+
+/* The convolution's primitive description for `pass`: NHWC activations as they are (but see
+ * winograd_layout), NCHW ones and the weights in whatever layout oneDNN prefers.
  * Backward passes take the forward's description as their hint, as oneDNN requires. */
 static dnnl_primitive_desc_t make_pd(const Key *k, int pass, dnnl_primitive_attr_t attr)
 {
   const CohortConvDims *d = &k->d;
-  int any = !k->nhwc || (d->K == 3 && d->S == 1);
+  int any = !k->nhwc || winograd_layout(d);
   dnnl_memory_desc_t src, wei, dst;
   if (!md_act(&src, k->nhwc, any, d->B, d->C, d->H, d->W) || !md_weights(&wei, d, 1) ||
       !md_act(&dst, k->nhwc, any, d->B, d->O, d->Ho, d->Wo))
