@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 #include "kernels/cpu/conv-paths.h"
+#include "kernels/cpu/threading.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
+  /* Idle threads sleep, as in cohort-train (kernels/cpu/threading.h). */
+  cohort_cpu_threading_env(argv);
   int batch = 128, depth = 20, width = 16, size = 0, channels = 3, classes = 0, threads = 1;
   int reps = 10;
   g_autofree char *variant = NULL, *conv = NULL;
