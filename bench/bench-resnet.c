@@ -3,8 +3,12 @@
  * trainer runs it (one rank, no communication), for a side-by-side figure with PyTorch
  * (bench/torch_resnet.py times the same model and step; bench/run-resnet-bench runs both).
  *
- *   bench-resnet [--batch B] [--depth N] [--width W] [--size S] [--channels C] [--classes K]
- *                [--threads T] [--reps R]
+ *   bench-resnet [--variant V] [--batch B] [--depth N] [--width W] [--size S] [--channels C]
+ *                [--classes K] [--threads T] [--reps R] [--conv im2col|onednn]
+ *
+ * --variant is resnet_variant: cifar (the default; --depth and --width apply) or resnet18 …
+ * resnet101 (torchvision's; RGB at --size, 224 by default there, 1000 classes by default).
+ * --conv picks the CPU convolution path (kernels/cpu/conv-paths.h; oneDNN by default).
  *
  * Prints the best of R steps (after 2 warm-up steps), and its forward and backward parts, in
  * milliseconds: on one thread on the process's CPU clock, which other jobs of a shared machine
@@ -14,10 +18,13 @@
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
+#include "kernels/cpu/conv-paths.h"
+#include "kernels/cpu/threading.h"
 
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int use_cpu_clock;
@@ -31,15 +38,20 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-  int batch = 128, depth = 20, width = 16, size = 32, channels = 3, classes = 10, threads = 1;
+  /* Idle threads sleep, as in cohort-train (kernels/cpu/threading.h). */
+  cohort_cpu_threading_env(argv);
+  int batch = 128, depth = 20, width = 16, size = 0, channels = 3, classes = 0, threads = 1;
   int reps = 10;
+  g_autofree char *variant = NULL, *conv = NULL;
   GOptionEntry entries[] = {
+      {"variant", 0, 0, G_OPTION_ARG_STRING, &variant, "resnet_variant (cifar)", "V"},
+      {"conv", 0, 0, G_OPTION_ARG_STRING, &conv, "Convolution path: onednn or im2col", "P"},
       {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Images per step (128)", "B"},
       {"depth", 0, 0, G_OPTION_ARG_INT, &depth, "n_layer, 6n+2 (20)", "N"},
       {"width", 0, 0, G_OPTION_ARG_INT, &width, "resnet_width (16)", "W"},
-      {"size", 0, 0, G_OPTION_ARG_INT, &size, "Image side (32)", "S"},
+      {"size", 0, 0, G_OPTION_ARG_INT, &size, "Image side (32; 224 for ImageNet variants)", "S"},
       {"channels", 0, 0, G_OPTION_ARG_INT, &channels, "Image channels (3)", "C"},
-      {"classes", 0, 0, G_OPTION_ARG_INT, &classes, "Classes (10)", "K"},
+      {"classes", 0, 0, G_OPTION_ARG_INT, &classes, "Classes (10; 1000 for ImageNet ones)", "K"},
       {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "Threads (1)", "T"},
       {"reps", 0, 0, G_OPTION_ARG_INT, &reps, "Timed steps; the best counts (10)", "R"},
       {NULL},
@@ -52,6 +64,16 @@ int main(int argc, char **argv)
             error ? error->message : "--batch, --reps and --threads must be 1 or more");
     return 2;
   }
+  gboolean imagenet = variant && strcmp(variant, "cifar") != 0;
+  if (size == 0)
+    size = imagenet ? 224 : 32;
+  if (classes == 0)
+    classes = imagenet ? 1000 : 10;
+  if (conv && !cohort_cpu_conv_select(strcmp(conv, "im2col") == 0 ? COHORT_CPU_CONV_IM2COL
+                                                                  : COHORT_CPU_CONV_ONEDNN)) {
+    fprintf(stderr, "bench-resnet: --conv %s is not available in this build\n", conv);
+    return 2;
+  }
   const CohortBackend *be = cohort_backend_cpu();
   be->set_threads(threads);
   use_cpu_clock = threads == 1;
@@ -59,6 +81,7 @@ int main(int argc, char **argv)
   g_autoptr(CohortConfig) cfg = cohort_config_new();
   char *sets[] = {
       g_strdup("model=resnet"),
+      g_strdup_printf("resnet_variant=%s", variant ? variant : "cifar"),
       g_strdup("data_format=images"),
       g_strdup_printf("n_layer=%d", depth),
       g_strdup_printf("resnet_width=%d", width),
@@ -108,11 +131,14 @@ int main(int argc, char **argv)
       best_bwd = t2 - t1;
     }
   }
-  printf("resnet-%d width %d, %dx%dx%d images, %d classes, batch %d, %d thread%s (%s clock): "
-         "best of %d steps %.1f ms (forward %.1f, backward %.1f), %.0f images/s; last loss %.4f\n",
-         depth, width, channels, size, size, classes, batch, threads, threads == 1 ? "" : "s",
-         use_cpu_clock ? "CPU" : "wall", reps, best * 1e3, best_fwd * 1e3, best_bwd * 1e3,
-         batch / best, loss);
+  g_autofree char *model =
+      imagenet ? g_strdup(variant) : g_strdup_printf("resnet-%d width %d", depth, width);
+  printf("%s, %dx%dx%d images, %d classes, batch %d, %d thread%s (%s clock), %s convolutions: "
+         "best of %d steps %.1f ms (forward %.1f, backward %.1f), %.1f images/s; last loss %.4f\n",
+         model, channels, size, size, classes, batch, threads, threads == 1 ? "" : "s",
+         use_cpu_clock ? "CPU" : "wall",
+         cohort_cpu_conv_path() == COHORT_CPU_CONV_ONEDNN ? "oneDNN" : "im2col", reps, best * 1e3,
+         best_fwd * 1e3, best_bwd * 1e3, batch / best, loss);
   printf("step_ms=%.3f\n", best * 1e3);
   return 0;
 }

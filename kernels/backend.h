@@ -241,8 +241,8 @@ typedef struct CohortBackend {
    * `gemm` + `add_bias` and `crossentropy_*` with V = the classes, N = the batch (checked
    * against PyTorch in tests/test-layers-conv.c). ---- */
   /* out [B, C_out, H_out, W_out] = conv of inp [B, C_in, H, W] with weight
-   * [C_out, C_in, K, K] (no bias), zero padding `pad`, step `stride` (overwrites). Computed as
-   * im2col + `gemm`, so the GEMM mode applies. */
+   * [C_out, C_in, K, K] (no bias), zero padding `pad`, step `stride` (overwrites). The GEMM mode
+   * applies: in bf16 and fp16 mode the operands are rounded first. */
   void (*conv2d_forward)(float *out, const float *inp, const float *weight, int B, int C_in, int H,
                          int W, int C_out, int K, int stride, int pad);
   /* dinp += d/dinp and dweight += d/dweight of conv2d_forward for gradient dout (both
@@ -254,6 +254,33 @@ typedef struct CohortBackend {
   void (*avgpool_global_forward)(float *out, const float *inp, int B, int C, int HW);
   /* dinp [B, C, HW] += dout[b, c] / HW (accumulates). */
   void (*avgpool_global_backward)(float *dinp, const float *dout, int B, int C, int HW);
+
+  /* ---- Channels last (NHWC): activations [B, H, W, C], the layout that oneDNN's and cuDNN's
+   * direct convolutions read in place, kept between the layers of a convolutional network (the
+   * ResNet). Weights stay PyTorch's [C_out, C_in, K, K]; sizes and padding as above. A
+   * per-channel op over NHWC values is the NCHW op with B = batch·H·W and HW = 1 (BatchNorm's
+   * ops have a fast path for that case). ---- */
+  /* out [B, H_out, W_out, C_out] = conv of inp [B, H, W, C_in] (overwrites); the GEMM mode
+   * applies as in conv2d_forward. */
+  void (*conv2d_nhwc_forward)(float *out, const float *inp, const float *weight, int B, int C_in,
+                              int H, int W, int C_out, int K, int stride, int pad);
+  /* dweight += d/dweight; dinp = d/dinp, or dinp += d/dinp when `accumulate` (dinp NULL: no
+   * input gradient). */
+  void (*conv2d_nhwc_backward)(float *dinp, int accumulate, float *dweight, const float *dout,
+                               const float *inp, const float *weight, int B, int C_in, int H, int W,
+                               int C_out, int K, int stride, int pad);
+  /* out [B, H_out, W_out, C] = the maximum over each K×K window (stride, padding with -inf,
+   * 2·pad <= K) of inp [B, H, W, C], as torch.nn.MaxPool2d: NaN propagates. */
+  void (*maxpool2d_nhwc_forward)(float *out, const float *inp, int B, int C, int H, int W, int K,
+                                 int stride, int pad);
+  /* dinp += dout routed to each window's maximum (the first one; the last NaN), found again in
+   * inp (accumulates). */
+  void (*maxpool2d_nhwc_backward)(float *dinp, const float *dout, const float *inp, int B, int C,
+                                  int H, int W, int K, int stride, int pad);
+  /* out [B, C] = the mean over the HW pixels of inp [B, HW, C]. */
+  void (*avgpool_global_nhwc_forward)(float *out, const float *inp, int B, int C, int HW);
+  /* dinp [B, HW, C] += dout[b, c] / HW (accumulates). */
+  void (*avgpool_global_nhwc_backward)(float *dinp, const float *dout, int B, int C, int HW);
 
   /* ---- Losses and metrics. ---- */
   /* Per row of logits [N, V]: lse[n] = log sum exp, losses[n] = lse[n] - logits[n, target]. */

@@ -40,7 +40,7 @@ static void test_hand_computed(void)
 
   /* top 2, left 5: the window starts 2 rows above and 1 column right of the image. */
   guint64 i = find_index(COHORT_AUGMENT_CROP, 7, 3, 2, 5, FALSE);
-  cohort_augment_apply(COHORT_AUGMENT_CROP, 7, 3, i, C, H, W, in, out);
+  cohort_augment_apply(COHORT_AUGMENT_CROP, 7, 3, i, C, H, W, in, NULL, out);
   const float want_crop[H][W] = {
       {P, P, P, P, P, P},      {P, P, P, P, P, P},      {1, 2, 3, 4, 5, P},
       {11, 12, 13, 14, 15, P}, {21, 22, 23, 24, 25, P}, {31, 32, 33, 34, 35, P},
@@ -53,7 +53,7 @@ static void test_hand_computed(void)
 
   /* top 4, left 4, flipped: the image mirrored left-right. */
   i = find_index(COHORT_AUGMENT_CROP_FLIP, 7, 3, 4, 4, TRUE);
-  cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 7, 3, i, C, H, W, in, out);
+  cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 7, 3, i, C, H, W, in, NULL, out);
   for (int c = 0; c < C; c++)
     for (int y = 0; y < H; y++)
       for (int x = 0; x < W; x++)
@@ -62,7 +62,7 @@ static void test_hand_computed(void)
   /* top 8, left 0, flipped: the crop shows source rows 4, 5 at y = 0, 1 and source
    * columns 0, 1 at x = 4, 5; the flip then brings those columns to x = 1, 0. */
   i = find_index(COHORT_AUGMENT_CROP_FLIP, 7, 3, 8, 0, TRUE);
-  cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 7, 3, i, C, H, W, in, out);
+  cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 7, 3, i, C, H, W, in, NULL, out);
   const float want_flip[H][W] = {
       {41, 40, P, P, P, P}, {51, 50, P, P, P, P}, {P, P, P, P, P, P},
       {P, P, P, P, P, P},   {P, P, P, P, P, P},   {P, P, P, P, P, P},
@@ -70,7 +70,7 @@ static void test_hand_computed(void)
   g_assert_cmpmem(out, sizeof want_flip, want_flip, sizeof want_flip);
 
   /* none: the image as it is. */
-  cohort_augment_apply(COHORT_AUGMENT_NONE, 7, 3, i, C, H, W, in, out);
+  cohort_augment_apply(COHORT_AUGMENT_NONE, 7, 3, i, C, H, W, in, NULL, out);
   g_assert_cmpmem(out, sizeof out, in, sizeof in);
 }
 
@@ -83,12 +83,14 @@ static void test_pure_function_of_key(void)
   fill_source(in);
   static float one[N][C * H * W], split[N][C * H * W];
   for (int i = 0; i < N; i++)
-    cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 42, 5, (guint64)i, C, H, W, in, one[i]);
+    cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 42, 5, (guint64)i, C, H, W, in, NULL, one[i]);
   for (int rank = 0; rank < 2; rank++) {
     for (int i = N - 2 + rank; i >= 0; i -= 2) {
       float scratch[C * H * W];
-      cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 1, 1, (guint64)i + 7, C, H, W, in, scratch);
-      cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 42, 5, (guint64)i, C, H, W, in, split[i]);
+      cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 1, 1, (guint64)i + 7, C, H, W, in, NULL,
+                           scratch);
+      cohort_augment_apply(COHORT_AUGMENT_CROP_FLIP, 42, 5, (guint64)i, C, H, W, in, NULL,
+                           split[i]);
     }
   }
   g_assert_cmpmem(one, sizeof one, split, sizeof split);

@@ -174,6 +174,9 @@ static char *other_value(const CohortConfig *cfg, const CohortConfigKey *k)
   case COHORT_KEY_BOOL:
     return g_strdup(strcmp(cur, "true") == 0 ? "false" : "true");
   case COHORT_KEY_STRING:
+    /* per-channel number lists (checked across keys): another list */
+    if (g_str_has_prefix(k->name, "image_"))
+      return g_strdup("0.25");
     return g_strconcat(cur, " \"é\"\n\t\\x\001", NULL);
   case COHORT_KEY_CHOICE: {
     guint n = g_strv_length((char **)k->choices);
@@ -546,6 +549,15 @@ static void test_cross_rules(void)
               (const char *[]){"\"model\": \"vgg\"", "allowed: gpt", NULL});
   check_cross("{\"version\": 1, \"vocab_size\": 50257}",
               (const char *[]){"\"vocab_size\": 50257", "\"data_format\": \"text\"", NULL});
+  /* image normalisation: one value per channel or one for all; std above 0; the resize side */
+  check_cross("{\"version\": 1, \"image_channels\": 3, \"image_mean\": \"0.4,0.5\"}",
+              (const char *[]){"\"image_mean\": \"0.4,0.5\"", "3 numbers", NULL});
+  check_cross("{\"version\": 1, \"image_std\": \"0\"}",
+              (const char *[]){"\"image_std\": \"0\"", "above 0", NULL});
+  check_cross("{\"version\": 1, \"image_mean\": \"0.5x\"}",
+              (const char *[]){"\"image_mean\": \"0.5x\"", NULL});
+  check_cross("{\"version\": 1, \"image_size\": 224, \"image_resize\": 200}",
+              (const char *[]){"\"image_resize\": 200", "\"image_size\": 224", NULL});
 
   /* The same shapes are fine when the other key agrees. */
   g_autoptr(GError) error = NULL;
@@ -556,6 +568,18 @@ static void test_cross_rules(void)
                 &error);
   g_assert_no_error(error);
   g_assert_nonnull(ok);
+  g_autoptr(CohortConfig) imagenet = load_json(
+      "{\"version\": 1, \"image_channels\": 3, \"image_size\": 224, \"image_resize\": "
+      "256, \"image_mean\": \"0.485, 0.456,0.406\", \"image_std\": \"0.229,0.224,0.225\"}",
+      &error);
+  g_assert_no_error(error);
+  float mean[3], std[3];
+  g_assert_true(cohort_config_image_normalisation(imagenet, NULL, mean, std, &error));
+  g_assert_cmpfloat(mean[1], ==, 0.456f);
+  g_assert_cmpfloat(std[2], ==, 0.225f);
+  imagenet->image_channels = 1; /* one value stands for all channels; three for one do not fit */
+  g_assert_false(cohort_config_image_normalisation(imagenet, NULL, mean, std, &error));
+  g_clear_error(&error);
 
   /* Code that edits the struct directly gets caught too. */
   ok->batch_size = 0;

@@ -134,6 +134,12 @@ static const char *const resnet_sets[] = {
     "image_size=8", "image_channels=1",   "num_classes=3", NULL,
 };
 
+/* torchvision's resnet50: the 7×7 stem, max-pooling and Bottlenecks, on cuDNN. */
+static const char *const resnet50_sets[] = {
+    "model=resnet",     "data_format=images", "resnet_variant=resnet50", "image_size=32",
+    "image_channels=3", "num_classes=3",      "zero_init_residual=true", NULL,
+};
+
 static const char *const gpt_sets[] = {
     "model=gpt", "n_layer=2", "n_head=2", "n_embd=32", "seq_len=16", NULL,
 };
@@ -153,11 +159,16 @@ static void test_gpt_bf16(void)
   check_family(gpt_sets, COHORT_GEMM_BF16);
 }
 
-/* The ResNet: convolutions as im2col + GEMM, BatchNorm's split ops, pooling and the classifier
- * on the GPU against the CPU (training mode, batch statistics). */
+/* The ResNet: convolutions (cuDNN, or im2col + GEMM), BatchNorm's split ops, pooling and the
+ * classifier on the GPU against the CPU (training mode, batch statistics). */
 static void test_resnet(void)
 {
   check_family(resnet_sets, COHORT_GEMM_FP32);
+}
+
+static void test_resnet50(void)
+{
+  check_family(resnet50_sets, COHORT_GEMM_FP32);
 }
 
 /* cohort-train with device cuda and device cpu on the glyphs: the same step losses (within the
@@ -216,6 +227,7 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda-models/dit-bf16", test_dit_bf16);
   g_test_add_func("/cuda-models/gpt-bf16", test_gpt_bf16);
   g_test_add_func("/cuda-models/resnet", test_resnet);
+  g_test_add_func("/cuda-models/resnet50", test_resnet50);
   g_test_add_func("/cuda-models/dit-run", test_dit_run);
   return g_test_run();
 }

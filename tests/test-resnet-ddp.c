@@ -198,23 +198,30 @@ static void test_syncbn_time(void)
   check_syncbn_time(2, FALSE);
 }
 
-/* `world` ranks × batch `per_rank` against 1 × world·per_rank, with and without SyncBN. */
-static void check_syncbn(int world, int per_rank)
+/* `world` ranks × batch `per_rank` against 1 × world·per_rank, with and without SyncBN, the
+ * base config with `model` (a variant's keys; NULL: the base's CIFAR ResNet-8), `steps` steps;
+ * with SyncBN within `tol`. */
+static void check_syncbn_of(int world, int per_rank, const char *const *model, int steps,
+                            double tol)
 {
   g_autofree char *bn = g_strdup_printf("batch_size=%d", per_rank);
   g_autofree char *b1 = g_strdup_printf("batch_size=%d", per_rank * world);
-  Run one = train(1, (const char *[]){b1, NULL});
-  Run sync = train(world, (const char *[]){bn, "sync_batchnorm=true", NULL});
-  Run local = train(world, (const char *[]){bn, "sync_batchnorm=false", NULL});
+  const char *sets[3][8] = {{b1}, {bn, "sync_batchnorm=true"}, {bn, "sync_batchnorm=false"}};
+  for (int k = 0; k < 3; k++)
+    for (int i = 0, j = k ? 2 : 1; model && model[i]; i++, j++)
+      sets[k][j] = model[i];
+  Run one = train_steps(1, sets[0], steps);
+  Run sync = train_steps(world, sets[1], steps);
+  Run local = train_steps(world, sets[2], steps);
   double stats_sync, stats_local;
   double d_loss = rel_series(sync.loss, one.loss), d_norm = rel_series(sync.norm, one.norm);
   double d_w = compare_files(sync.model, one.model, &stats_sync);
   g_test_message("%d × %d with SyncBN vs 1 × %d: losses %.2e, gradient norms %.2e, weights and "
                  "buffers %.2e, running statistics %.2e (relative)",
                  world, per_rank, world * per_rank, d_loss, d_norm, d_w, stats_sync);
-  g_assert_cmpfloat(d_loss, <=, 1e-5);
-  g_assert_cmpfloat(d_norm, <=, 1e-5);
-  g_assert_cmpfloat(d_w, <=, 1e-5);
+  g_assert_cmpfloat(d_loss, <=, tol);
+  g_assert_cmpfloat(d_norm, <=, tol);
+  g_assert_cmpfloat(d_w, <=, tol);
   double l_loss = rel_series(local.loss, one.loss), l_norm = rel_series(local.norm, one.norm);
   double l_w = compare_files(local.model, one.model, &stats_local);
   g_test_message("%d × %d without SyncBN vs 1 × %d: losses %.2e, gradient norms %.2e, weights "
@@ -228,14 +235,33 @@ static void check_syncbn(int world, int per_rank)
   run_clear(&local);
 }
 
+/* One step (forward with the global batch's statistics, backward, the all-reduce, the
+ * update) within 1e-5; measured 7e-7 for 2 ranks, 8e-7 for 3. Over 6 steps the weights drift
+ * to 4.5e-4 apart: oneDNN's convolutions choose their blocking and reduction order by batch
+ * size, so a batch of 4 and one of 8 round differently from the first step, and training
+ * amplifies that (the losses stay within 1.3e-7). With the earlier im2col convolutions, whose
+ * arithmetic per image did not depend on the batch, 6 steps stayed within 5e-7. */
 static void test_syncbn_2(void)
 {
-  check_syncbn(2, 4);
+  check_syncbn_of(2, 4, NULL, 1, 1e-5);
 }
 
 static void test_syncbn_3(void)
 {
-  check_syncbn(3, 2);
+  check_syncbn_of(3, 2, NULL, 1, 1e-5);
+}
+
+/* torchvision's resnet18 (max-pooling, four stages, 11 million parameters) on RGB glyphs of
+ * 32×32: 2 ranks × 4 with SyncBN equal 1 × 8 over a step (forward with the global batch's
+ * statistics, backward, the all-reduce, the update): 1e-5 measured, 1e-4 asked as of the
+ * comparisons with torchvision. One step: its last stage normalises 8 values per channel, and
+ * from the second step on the two runs' float32 rounding, amplified there and at ReLU kinks
+ * (tests/test-resnet-tv.c), grows to 1e-3 and more. */
+static void test_syncbn_resnet18(void)
+{
+  const char *const model[] = {"resnet_variant=resnet18", "image_size=32", "image_channels=3",
+                               NULL};
+  check_syncbn_of(2, 4, model, 1, 1e-4);
 }
 
 /* With gradient accumulation each micro-batch is normalised over the global micro-batch (all
@@ -291,6 +317,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/resnet-ddp/syncbn-2-ranks", test_syncbn_2);
   g_test_add_func("/resnet-ddp/syncbn-3-ranks", test_syncbn_3);
+  g_test_add_func("/resnet-ddp/syncbn-2-ranks-resnet18", test_syncbn_resnet18);
   g_test_add_func("/resnet-ddp/syncbn-accumulation", test_syncbn_accum);
   g_test_add_func("/resnet-ddp/syncbn-time-in-ranks-event", test_syncbn_time);
   g_test_add_func("/resnet-ddp/resume", test_resume);

@@ -15,6 +15,7 @@
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
+#include "kernels/cpu/conv-paths.h"
 
 enum { NB = 1, WIDTH = 4, SIZE = 8, CH = 1, CLASSES = 5, B = 8 };
 #define D        (CH * SIZE * SIZE)
@@ -458,6 +459,58 @@ static void test_sgd_against_torch(void)
                  bw, pw);
 }
 
+/* The convolution paths on a whole network where oneDNN picks Winograd (3×3, stride 1,
+ * batch 16, 32 channels and more: the second and third stages): a training forward's loss and
+ * running statistics and an evaluation's logits within 1e-5 of the im2col reference's. (Gradients
+ * are compared layer by layer in tests/test-layers-nhwc.c: across a network a ReLU input within
+ * rounding of 0 takes either side, see tests/test-resnet-tv.c.) */
+static void test_conv_paths(void)
+{
+  if (!cohort_cpu_conv_path_available(COHORT_CPU_CONV_ONEDNN)) {
+    g_test_skip("this build has no oneDNN");
+    return;
+  }
+  enum { NB = 16, S = 16, K = 5 };
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  const char *sets[] = {"model=resnet",  "data_format=images", "n_layer=8",     "resnet_width=16",
+                        "image_size=16", "image_channels=3",   "num_classes=5", NULL};
+  g_assert_true(cohort_config_apply_assignments(cfg, sets, "test", &error));
+  g_autofree float *x = g_new(float, NB * 3 * S * S);
+  int y[NB];
+  guint32 seed = 3;
+  for (int i = 0; i < NB * 3 * S * S; i++)
+    x[i] = 2 * lcg(&seed) - 1;
+  for (int i = 0; i < NB; i++)
+    y[i] = i % K;
+  float loss[2], logits[2][NB * K];
+  g_autofree float *stats[2] = {NULL, NULL};
+  CohortCpuConvPath start = cohort_cpu_conv_path();
+  for (int p = 0; p < 2; p++) {
+    g_assert_true(cohort_cpu_conv_select(p ? COHORT_CPU_CONV_ONEDNN : COHORT_CPU_CONV_IM2COL));
+    g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), cfg, NB, &error);
+    g_assert_no_error(error);
+    m->ops->init_weights(m, 9);
+    loss[p] = cohort_resnet_forward_given(m, x, y, NB, COHORT_FORWARD_TRAIN, NULL);
+    stats[p] = g_memdup2(m->buffer_data, m->n_buffer_floats * sizeof(float));
+    cohort_resnet_forward_given(m, x, y, NB, COHORT_FORWARD_EVAL, NULL);
+    cohort_resnet_logits(m, logits[p]);
+    if (p) {
+      CohortConvDims d;
+      cohort_conv_dims(&d, NB, 32, S / 2, S / 2, 32, 3, 1, 1);
+      g_test_message("oneDNN's 3×3 convolution of the second stage: %s",
+                     cohort_onednn_conv2d_impl(0, 1, &d));
+      for (size_t i = 0; i < m->n_buffer_floats; i++)
+        g_assert_cmpfloat(fabs(stats[1][i] - stats[0][i]), <=, 1e-5 * (1 + fabs(stats[0][i])));
+    }
+  }
+  cohort_cpu_conv_select(start);
+  g_assert_cmpfloat(fabs(loss[1] - loss[0]), <=, 1e-5 * fabs(loss[0]));
+  for (int i = 0; i < NB * K; i++)
+    g_assert_cmpfloat(fabs(logits[1][i] - logits[0][i]), <=, 1e-5 * (1 + fabs(logits[0][i])));
+  g_test_message("loss %.8f (oneDNN) against %.8f (im2col)", loss[1], loss[0]);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -471,5 +524,6 @@ int main(int argc, char **argv)
   g_test_add_func("/resnet/train-against-torch", test_train_against_torch);
   g_test_add_func("/resnet/eval-against-torch", test_eval_against_torch);
   g_test_add_func("/resnet/sgd-steplr-against-torch", test_sgd_against_torch);
+  g_test_add_func("/resnet/conv-paths-winograd", test_conv_paths);
   return g_test_run();
 }

@@ -62,6 +62,7 @@ static GPtrArray *candidates(const CohortConfigKey *key, const char *current)
       g_ptr_array_add(c, g_strdup(*ch));
     g_ptr_array_add(c, g_strconcat(current, "-x", NULL));
     g_ptr_array_add(c, g_strdup("other"));
+    g_ptr_array_add(c, g_strdup("0.25")); /* a per-channel number list (image_mean) */
     break;
   }
   return c;

@@ -16,6 +16,8 @@ static const struct {
     {"vocab_size", N_("Vocabulary size")},
     {"patch_size", N_("Patch size")},
     {"resnet_width", N_("Channels of the first stage")},
+    {"resnet_variant", N_("ResNet variant")},
+    {"zero_init_residual", N_("Residual blocks start as the identity")},
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
@@ -24,7 +26,10 @@ static const struct {
     {"seed", N_("Random seed")},
     {"drop_last", N_("Drop incomplete last batch")},
     {"image_size", N_("Image size")},
+    {"image_resize", N_("Resize before the centre crop")},
     {"image_channels", N_("Colour channels")},
+    {"image_mean", N_("Normalisation mean")},
+    {"image_std", N_("Normalisation standard deviation")},
     {"num_classes", N_("Classes")},
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
@@ -98,10 +103,12 @@ static const struct {
     {"hang_report_s", N_("Report a waiting collective after (seconds)")},
 };
 
-static const char *const arch_keys[] = {"model",      "n_layer",      "n_head",
-                                        "n_embd",     "seq_len",      "vocab_size",
-                                        "patch_size", "resnet_width", NULL};
-static const char *const image_keys[] = {"image_size", "image_channels",  "num_classes",
+static const char *const arch_keys[] = {
+    "model",      "n_layer",    "n_head",       "n_embd",         "seq_len",
+    "vocab_size", "patch_size", "resnet_width", "resnet_variant", "zero_init_residual",
+    NULL};
+static const char *const image_keys[] = {"image_size", "image_resize",    "image_channels",
+                                         "image_mean", "image_std",       "num_classes",
                                          "augment",    "skip_bad_images", NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", "tokenizer",
@@ -181,6 +188,12 @@ static const struct {
     {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},
     {"crop_flip", N_("random crop and flip")},
+    {"resized_crop_flip", N_("random resized crop and flip (ImageNet)")},
+    {"cifar", N_("CIFAR (3×3 stem, three stages)")},
+    {"resnet18", N_("ResNet-18 (torchvision)")},
+    {"resnet34", N_("ResNet-34 (torchvision)")},
+    {"resnet50", N_("ResNet-50 (torchvision)")},
+    {"resnet101", N_("ResNet-101 (torchvision)")},
     {"uniform", N_("uniform")},
     {"logit_normal", N_("logit-normal")},
     {"random", N_("random")},

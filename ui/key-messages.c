@@ -64,9 +64,12 @@ static const struct {
     {"val_data", N_("a path like the training data's, or empty for no validation")},
     {"workspace_dir", N_("a folder")},
     {"sample_prompt", N_("any text")},
-    {"init_from", N_("empty, a .safetensors file (Hugging Face GPT-2 names for GPT, a Cohort "
-                     "export for other models), or for GPT a Hugging Face GPT-2 folder")},
+    {"init_from", N_("empty, or a weights file: Hugging Face GPT-2 .safetensors or folder for "
+                     "GPT, a torchvision or timm ResNet (.safetensors, .pth or .pt) for ResNet, "
+                     "a Cohort export for every model")},
     {"tokenizer", N_("bytes, or a tokenizer.json, a vocab.json or a folder holding either")},
+    {"image_mean", N_("one number per channel, separated by commas, or one for all")},
+    {"image_std", N_("one number above 0 per channel, separated by commas, or one for all")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
 };

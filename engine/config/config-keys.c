@@ -17,7 +17,10 @@ typedef struct {
 static const char *const model_choices[] = {COHORT_MODEL_FAMILIES(FAMILY_NAME) NULL};
 #undef FAMILY_NAME
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
-static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
+static const char *const augment_choices[] = {"none", "crop", "crop_flip", "resized_crop_flip",
+                                              NULL};
+static const char *const resnet_variant_choices[] = {"cifar",    "resnet18",  "resnet34",
+                                                     "resnet50", "resnet101", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
 static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", "step", NULL};
 static const char *const optimizer_choices[] = {"adamw", "sgd", NULL};
@@ -85,6 +88,16 @@ static const KeyRow rows[] = {
          "Channels of the first of the three stages; the second and third have twice and four "
          "times as many (16 is the paper's 16/32/64, 160 a ten-times-wide ResNet).",
          "16", "resnet"),
+    ROWM(resnet_variant, CHOICE, "model", resnet_variant_choices, 0, 0, NULL,
+         "The ResNet: cifar (a 3×3 stem and three stages, depth n_layer and width "
+         "resnet_width) or torchvision's ImageNet ResNets (a 7×7 stride-2 stem, 3×3 max-pooling, "
+         "four stages of 64 to 512 channels; BasicBlocks for 18 and 34, Bottlenecks for 50 and "
+         "101), which ignore n_layer and resnet_width and take RGB images of 32 pixels or more.",
+         "cifar", "resnet"),
+    ROWM(zero_init_residual, BOOL, "model", NULL, 0, 0, NULL,
+         "Start each block's last BatchNorm scale at 0, so every residual block begins as the "
+         "identity (torchvision's zero_init_residual).",
+         "false", "resnet"),
 
     /* data */
     ROW(train_data, STRING, "data", NULL, 1, 0,
@@ -118,8 +131,22 @@ static const KeyRow rows[] = {
          "Images are resized on their shorter side and centre-cropped to this many pixels "
          "square.",
          "32", "dit,resnet"),
+    ROWM(image_resize, INT, "data", NULL, 0, 4096, NULL,
+         "Side the shorter edge is resized to before the centre crop to image_size (ImageNet's "
+         "evaluation: 256 for 224); 0 = image_size. Training crops come from the same square.",
+         "0", "resnet"),
     ROWM(image_channels, INT, "data", NULL, 1, 3, "1 (grey) or 3 (RGB)",
          "Colour channels the model sees: 1 for grey, 3 for RGB.", "1", "dit,resnet"),
+    ROWM(image_mean, STRING, "data", NULL, 1, 0,
+         "one number per channel, separated by commas, or one for all",
+         "Mean subtracted from each channel of the pixels scaled to 0–1 (torchvision's "
+         "Normalize; ImageNet: 0.485,0.456,0.406).",
+         "0.5", "resnet"),
+    ROWM(image_std, STRING, "data", NULL, 1, 0,
+         "one number above 0 per channel, separated by commas, or one for all",
+         "Standard deviation each channel is divided by after the mean (ImageNet: "
+         "0.229,0.224,0.225); 0.5 and 0.5 scale pixels to [-1, 1].",
+         "0.5", "resnet"),
     ROWM(num_classes, INT, "data", NULL, 0, 1000000, NULL,
          "Number of classes; 0 takes the number of class folders in train_data (0 folders: an "
          "unconditional model).",
@@ -128,8 +155,9 @@ static const KeyRow rows[] = {
          "Leave out image files that cannot be read (and say how many) instead of stopping.",
          "false", "dit,resnet"),
     ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
-         "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
-         "and a random horizontal flip.",
+         "Training augmentation: none, a random crop after 4 pixels of padding, the crop and a "
+         "random horizontal flip, or torchvision's RandomResizedCrop (8–100 % of the area, "
+         "aspect 3/4–4/3) and a random horizontal flip.",
          "none", "dit,resnet"),
     ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
         "Threads that load the next micro-batches while the current one trains (a bounded "
@@ -275,9 +303,10 @@ static const KeyRow rows[] = {
          "follow the label more closely.",
          "4.0", "dit"),
     ROW(init_from, STRING, "output", NULL, 0, 0,
-        "\"\" or a path to a .safetensors file (Hugging Face GPT-2 names for gpt, a Cohort "
-        "export's model.safetensors for other models), or for gpt a Hugging Face GPT-2 folder "
-        "(config.json, model.safetensors and the tokenizer's files)",
+        "\"\" or a path to a weights file: Hugging Face GPT-2 .safetensors or a Hugging Face "
+        "GPT-2 folder (config.json, model.safetensors and the tokenizer's files) for gpt, a "
+        "torchvision or timm ResNet state dict (.safetensors, or a torch.save .pth/.pt) for "
+        "resnet, a Cohort export (model.safetensors) for every model",
         "Weights to start from instead of a random initialisation.", ""),
 
     /* distributed */

@@ -189,6 +189,9 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
                        "%s: key \"image_channels\": 2 is not allowed; allowed: 1 (grey) or 3 "
                        "(RGB)",
                        s);
+  float mean[3], std[3];
+  if (!cohort_config_image_normalisation(cfg, source, mean, std, error))
+    return FALSE;
   if (cfg->n_embd % cfg->n_head != 0)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"n_embd\": %d is not a multiple of \"n_head\": %d; allowed: "

@@ -50,8 +50,10 @@ typedef struct {
   int n_embd;
   int seq_len;
   int vocab_size;
-  int patch_size;   /* dit */
-  int resnet_width; /* resnet: channels of the first stage (then 2x, 4x) */
+  int patch_size;              /* dit */
+  int resnet_width;            /* resnet: channels of the first stage (then 2x, 4x) */
+  int resnet_variant;          /* CohortResnetVariant (engine/models/resnet.h) */
+  gboolean zero_init_residual; /* resnet: each block's last BatchNorm scale starts at 0 */
 
   /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
   char *train_data;
@@ -62,10 +64,13 @@ typedef struct {
   gint64 seed;
   gboolean drop_last; /* DistributedSampler's drop_last */
   int image_size;     /* images: side of the square images the model sees */
+  int image_resize;   /* resnet: shorter side before the centre crop; 0 = image_size */
   int image_channels; /* images: 1 (grey) or 3 (RGB) */
+  char *image_mean;   /* resnet: per-channel mean of 0–1 pixels, "0.485,0.456,0.406" */
+  char *image_std;    /* resnet: per-channel standard deviation */
   int num_classes;    /* images: 0 = as many as train_data has class folders */
   gboolean skip_bad_images;
-  int augment;         /* CohortAugment (data/augment.h): none, crop, crop_flip */
+  int augment;         /* CohortAugment (data/augment.h) */
   int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
   gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
 
@@ -234,6 +239,13 @@ char *cohort_config_get(const CohortConfig *cfg, const char *key);
 /* Rules across keys (n_embd divisible by n_head, num_nodes vs node_rank, …). Loading and
  * cohort_config_set call it; a config that passes can be saved and edited. */
 gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GError **error);
+
+/* The per-channel normalisation of images, (pixel / 255 - mean[c]) / std[c], from image_mean
+ * and image_std for image_channels channels (a single value stands for every channel), after
+ * checking them and image_resize (0, or image_size or more). cohort_config_validate calls it;
+ * errors name the key and the value. */
+gboolean cohort_config_image_normalisation(const CohortConfig *cfg, const char *source,
+                                           float mean[3], float std[3], GError **error);
 
 /* What this build can run (COHORT_CONFIG_ERROR_UNSUPPORTED): device "cuda" needs a build with
  * the CUDA path. The trainer calls it before starting, so a preset for a GPU still loads and

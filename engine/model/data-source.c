@@ -4,7 +4,10 @@
 
 #include "data/augment.h"
 #include "data/dataset.h"
+#include "data/image-resize.h"
 #include "data/images.h"
+
+#include <string.h>
 
 struct CohortDataSource {
   CohortDataFormat format;
@@ -12,21 +15,41 @@ struct CohortDataSource {
   int T;
   CohortImageSet *images; /* images */
   int C, S;
+  int S_src; /* the set's side: image_resize, from which the S x S crops come */
+  float mean[3], std[3], pad[3];
   CohortAugment augment;
   guint64 seed;
 };
 
+/* TRUE when the config's key `name` means something for its model (the image keys of one
+ * family do nothing for another). */
+static gboolean key_applies(const CohortConfig *cfg, const char *name)
+{
+  const CohortConfigKey *key = cohort_config_find_key(name);
+  return key && cohort_config_key_applies(key, cfg->model);
+}
+
 static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cfg, const char *path,
                                      const char *cache_dir, GError **error)
 {
-  s->images = cohort_image_set_open(path, cfg->image_size, cfg->image_channels,
-                                    cfg->skip_bad_images, cache_dir, error);
+  s->C = cfg->image_channels;
+  s->S = cfg->image_size;
+  s->S_src = key_applies(cfg, "image_resize") && cfg->image_resize > 0 ? cfg->image_resize : s->S;
+  for (int c = 0; c < 3; c++)
+    s->mean[c] = s->std[c] = 0.5f; /* [-1, 1], the families' default */
+  if (key_applies(cfg, "image_mean") &&
+      !cohort_config_image_normalisation(cfg, NULL, s->mean, s->std, error)) {
+    cohort_data_source_free(s);
+    return NULL;
+  }
+  for (int c = 0; c < 3; c++)
+    s->pad[c] = (0.0f - s->mean[c]) / s->std[c]; /* a black pixel, normalised */
+  s->images = cohort_image_set_open(path, s->S_src, cfg->image_channels, cfg->skip_bad_images,
+                                    cache_dir, error);
   if (!s->images) {
     cohort_data_source_free(s);
     return NULL;
   }
-  s->C = cfg->image_channels;
-  s->S = cfg->image_size;
   s->augment = (CohortAugment)cfg->augment;
   s->seed = (guint64)cfg->seed;
   return s;
@@ -103,6 +126,47 @@ CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacit
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
 }
 
+/* torchvision's order: the crop of the pixels (RandomResizedCrop, or the centre crop of the
+ * S_src square), ToTensor and Normalize, then RandomCrop's padded crop, which this does on the
+ * normalised values with a normalised black. Training draws are those of (seed, epoch, index),
+ * the same on every rank; an evaluation batch (epoch < 0) gets the centre crop alone. */
+static gboolean load_image(const CohortDataSource *s, CohortBatch *b, int row, guint64 index)
+{
+  size_t D = (size_t)s->C * s->S * s->S;
+  float *dst = b->images + row * D;
+  const guint8 *src = cohort_image_set_get_bytes(s->images, index);
+  b->labels[row] = cohort_image_set_label(s->images, index);
+  gboolean train = b->epoch >= 0;
+  /* Memory of this call's own: loader threads call this at once. */
+  g_autofree guint8 *crop =
+      s->S_src != s->S || (train && s->augment == COHORT_AUGMENT_RESIZED_CROP_FLIP)
+          ? g_new(guint8, D)
+          : NULL;
+  if (train && s->augment == COHORT_AUGMENT_RESIZED_CROP_FLIP) {
+    cohort_augment_resized_crop(s->seed, (guint64)b->epoch, index, s->C, s->S_src, s->S_src, src,
+                                s->S, crop);
+  } else if (crop) {
+    int off = cohort_image_crop_offset(s->S_src, s->S);
+    for (int c = 0; c < s->C; c++)
+      for (int y = 0; y < s->S; y++)
+        memcpy(crop + ((size_t)c * s->S + y) * s->S,
+               src + ((size_t)c * s->S_src + off + y) * s->S_src + off, (size_t)s->S);
+  }
+  const guint8 *px = crop ? crop : src;
+  gboolean padded_crop =
+      train && (s->augment == COHORT_AUGMENT_CROP || s->augment == COHORT_AUGMENT_CROP_FLIP);
+  g_autofree float *scratch = padded_crop ? g_new(float, D) : NULL;
+  float *out = padded_crop ? scratch : dst;
+  size_t plane = (size_t)s->S * s->S;
+  for (int c = 0; c < s->C; c++)
+    for (size_t i = 0; i < plane; i++)
+      out[c * plane + i] = ((float)px[c * plane + i] / 255.0f - s->mean[c]) / s->std[c];
+  if (padded_crop)
+    cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, scratch,
+                         s->pad, dst);
+  return TRUE;
+}
+
 gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
                                  GError **error)
 {
@@ -110,17 +174,5 @@ gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int 
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);
-  size_t D = (size_t)s->C * s->S * s->S;
-  float *dst = b->images + row * D;
-  if (b->epoch < 0 || s->augment == COHORT_AUGMENT_NONE) {
-    cohort_image_set_get(s->images, index, dst, &b->labels[row]);
-    return TRUE;
-  }
-  /* Training: the augmentation of (seed, epoch, index), the same on every rank. The image
-   * before it goes to memory of this call's own: loader threads call this at once. */
-  g_autofree float *scratch = g_new(float, D);
-  cohort_image_set_get(s->images, index, scratch, &b->labels[row]);
-  cohort_augment_apply(s->augment, s->seed, (guint64)b->epoch, index, s->C, s->S, s->S, scratch,
-                       dst);
-  return TRUE;
+  return load_image(s, b, row, index);
 }

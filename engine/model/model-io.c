@@ -124,9 +124,9 @@ gboolean cohort_model_load(CohortModel *m, const char *path, GError **error)
   return TRUE;
 }
 
-gboolean cohort_model_import(CohortModel *m, const char *path, GError **error)
+gboolean cohort_model_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
   if (m->klass->import_weights)
-    return m->klass->import_weights(m, path, error);
+    return m->klass->import_weights(m, path, notes, error);
   return cohort_model_load(m, path, error);
 }

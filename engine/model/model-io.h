@@ -40,8 +40,9 @@ gboolean cohort_model_save(const CohortModel *m, const float *params_or_NULL, co
  * shape and the file must hold nothing else; on error the model is unchanged. */
 gboolean cohort_model_load(CohortModel *m, const char *path, GError **error);
 
-/* init_from: the family's own importer when it has one (Hugging Face GPT-2 for "gpt"), else
- * cohort_model_load. */
-gboolean cohort_model_import(CohortModel *m, const char *path, GError **error);
+/* init_from: the family's own importer when it has one (Hugging Face GPT-2 for "gpt";
+ * torchvision and timm ResNets for "resnet"), else cohort_model_load. What the importer
+ * adapted goes to `notes` (may be NULL), one line each, for the run's log. */
+gboolean cohort_model_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
 
 G_END_DECLS

@@ -191,8 +191,11 @@ struct CohortModelClass {
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                          GError **error);
   /* Loads pretrained weights for `init_from` (a file in the family's own exchange format,
-   * e.g. Hugging Face GPT-2 .safetensors). Optional: NULL = Cohort's own export format. */
-  gboolean (*import_weights)(CohortModel *m, const char *path, GError **error);
+   * e.g. Hugging Face GPT-2 .safetensors) over the family's initialisation, which tensors the
+   * file does not fill keep; adapting the file to the model (a classifier re-initialised for
+   * another class count) adds a line for the run's log to `notes` (may be NULL; g_free'd
+   * strings). Optional: NULL = Cohort's own export format. */
+  gboolean (*import_weights)(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
   /* Writes files that belong beside an exported model.safetensors in `dir` (a Hugging Face
    * config.json, the class names). Optional. */
   gboolean (*export_extra)(const CohortModel *m, const CohortConfig *cfg, const char *dir,

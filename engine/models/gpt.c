@@ -712,8 +712,9 @@ static gboolean check_folder_config(CohortModel *m, const char *dir, GError **er
 }
 
 /* init_from: a .safetensors file, or a Hugging Face folder (config.json, model.safetensors). */
-static gboolean gpt_import(CohortModel *m, const char *path, GError **error)
+static gboolean gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
+  (void)notes; /* every tensor comes from the file as it is */
   if (!g_file_test(path, G_FILE_TEST_IS_DIR))
     return cohort_gpt_load_hf(m, path, error);
   g_autofree char *weights = g_build_filename(path, "model.safetensors", NULL);

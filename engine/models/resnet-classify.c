@@ -16,8 +16,13 @@ static gboolean run(CohortModel *m, const float *images, const int *labels, int 
   g_return_val_if_fail(B >= 1 && B <= m->max_batch, FALSE);
   for (int i = 0; i < B; i++)
     g_return_val_if_fail(labels[i] >= 0 && labels[i] < K, FALSE);
-  size_t D = (size_t)s->channels * s->image_size * s->image_size;
-  be->upload(r->img, images, B * D * sizeof(float));
+  size_t HW = (size_t)s->image_size * s->image_size, C = (size_t)s->channels, D = C * HW;
+  /* NCHW to the network's NHWC, on the host, where the batch already is */
+  for (int b = 0; b < B; b++)
+    for (size_t pix = 0; pix < HW; pix++)
+      for (size_t c = 0; c < C; c++)
+        r->host_img[(b * HW + pix) * C + c] = images[(b * C + c) * HW + pix];
+  be->upload(r->img, r->host_img, B * D * sizeof(float));
   be->upload(r->labels, labels, (size_t)B * sizeof(int));
   cohort_resnet_net_forward(r, B, mode);
   be->crossentropy_forward(r->losses, r->lse, r->logits, r->labels, B, K);
@@ -84,4 +89,35 @@ void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *
     sums[0] = NAN;
   sums[1] += correct;
   sums[2] += batch->B;
+}
+
+/* NHWC activation [B, side, side, C] (backend memory) to NCHW signs appended to `out`. */
+static void append_sides(const Resnet *r, GByteArray *out, const float *act, int B, int C, int side)
+{
+  size_t HW = (size_t)side * side, n = (size_t)B * HW * C;
+  g_autofree float *host = g_new(float, n);
+  r->base.be->download(host, act, n * sizeof(float));
+  guint at = out->len;
+  g_byte_array_set_size(out, at + (guint)n);
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++)
+      for (size_t p = 0; p < HW; p++)
+        out->data[at + ((size_t)b * C + c) * HW + p] = host[((size_t)b * HW + p) * C + c] > 0;
+}
+
+guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n)
+{
+  const Resnet *r = resnet_of(m);
+  int B = r->last_B;
+  GByteArray *out = g_byte_array_new();
+  append_sides(r, out, r->stem_out, B, r->stem.c_out, r->stem.h_out);
+  for (int i = 0; i < r->n_blocks; i++) {
+    const ResnetBlock *b = &r->blocks[i];
+    for (int u = 0; u + 1 < b->n_units; u++)
+      append_sides(r, out, b->hidden[u], B, b->unit[u].c_out, b->unit[u].h_out);
+    const ResnetConvBn *last = &b->unit[b->n_units - 1];
+    append_sides(r, out, b->out, B, last->c_out, last->h_out);
+  }
+  *n = out->len;
+  return g_byte_array_free(out, FALSE);
 }

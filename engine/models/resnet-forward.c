@@ -39,66 +39,72 @@ static void combine_ranks(Resnet *r, ResnetConvBn *u, int B)
 }
 
 /* y = BN(conv(x)); TRAIN also updates the running statistics (the counters are advanced once
- * per forward by the caller). */
+ * per forward by the caller). Activations are NHWC, so BatchNorm runs over B·H·W rows of C
+ * channels (HW = 1 in the backend's terms). */
 static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y, int B,
                             CohortForwardMode mode)
 {
   const CohortBackend *be = r->base.be;
   float *p = r->base.params, *buf = r->base.buffer_data;
-  int C = u->c_out, HW = u->h_out * u->h_out;
-  be->conv2d_forward(u->conv_out, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride,
-                     u->pad);
+  int C = u->c_out, rows = B * u->h_out * u->h_out;
+  be->conv2d_nhwc_forward(u->conv_out, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k,
+                          u->stride, u->pad);
   if (mode == COHORT_FORWARD_EVAL) {
     be->bn_rstd(u->rstd, buf + u->var_off, 1.0, RESNET_BN_EPS, C);
-    be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, B, C,
-                   HW);
+    be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, rows, C,
+                   1);
     return;
   }
-  be->bn_stats(u->conv_out, B, C, HW, u->stat, u->stat + C);
-  u->count = (double)B * HW;
+  be->bn_stats(u->conv_out, rows, C, 1, u->stat, u->stat + C);
+  u->count = (double)rows;
   if (syncing(r, mode))
     combine_ranks(r, u, B);
   be->bn_rstd(u->rstd, u->stat + C, 1.0 / u->count, RESNET_BN_EPS, C);
-  be->bn_forward(y, u->conv_out, u->stat, u->rstd, p + u->g_off, p + u->b_off, B, C, HW);
+  be->bn_forward(y, u->conv_out, u->stat, u->rstd, p + u->g_off, p + u->b_off, rows, C, 1);
   be->bn_running_update(buf + u->mean_off, buf + u->var_off, u->stat, u->stat + C, u->count,
                         r->bn_momentum, C);
 }
 
-/* From dy = d(BN output): the BatchNorm and convolution gradients, and dx += d(conv input)
- * (dx NULL: the image needs none). r->dconv is scratch. */
+/* From dy = d(BN output): the BatchNorm and convolution gradients, and d(conv input) written
+ * to dx (added to it when `accumulate`; dx NULL: the image needs none). r->dconv is scratch. */
 static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const float *dy, float *dx,
-                             int B)
+                             int accumulate, int B)
 {
   const CohortBackend *be = r->base.be;
   const CohortModelComm *comm = r->base.comm;
   float *p = r->base.params, *g = r->base.grads;
-  int C = u->c_out, HW = u->h_out * u->h_out;
+  int C = u->c_out, rows = B * u->h_out * u->h_out;
   float *sum_dy = r->sums, *sum_dy_xhat = r->sums + C;
-  be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, B, C, HW, sum_dy, sum_dy_xhat);
+  be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
   /* The parameters' gradients from this rank's sums, before they are reduced in place. */
   be->bn_backward_params(g + u->g_off, g + u->b_off, sum_dy, sum_dy_xhat, C);
   if (syncing(r, COHORT_FORWARD_TRAIN))
     comm->all_reduce_sum(comm->data, r->sums, 2 * (size_t)C);
-  size_t n = (size_t)B * C * HW;
-  be->zero(r->dconv, n * sizeof(float));
+  be->zero(r->dconv, (size_t)rows * C * sizeof(float));
   be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
-                     u->count, B, C, HW);
-  be->conv2d_backward(dx, g + u->w_off, r->dconv, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C,
-                      u->k, u->stride, u->pad);
+                     u->count, rows, C, 1);
+  be->conv2d_nhwc_backward(dx, accumulate, g + u->w_off, r->dconv, x, p + u->w_off, B, u->c_in,
+                           u->h_in, u->h_in, C, u->k, u->stride, u->pad);
 }
 
-static size_t block_numel(const ResnetBlock *b, int B)
+static size_t unit_numel(const ResnetConvBn *u, int B)
 {
-  return (size_t)B * b->conv1.c_out * b->conv1.h_out * b->conv1.h_out;
+  return (size_t)B * u->c_out * u->h_out * u->h_out;
 }
 
+/* The units in turn (BN then ReLU on all but the last), the shortcut, the sum, ReLU. */
 static void block_forward(Resnet *r, ResnetBlock *b, const float *x, int B, CohortForwardMode mode)
 {
   const CohortBackend *be = r->base.be;
-  size_t n = block_numel(b, B);
-  conv_bn_forward(r, &b->conv1, x, b->hidden, B, mode);
-  be->relu_forward(b->hidden, b->hidden, n);
-  conv_bn_forward(r, &b->conv2, b->hidden, b->out, B, mode);
+  const float *in = x;
+  for (int u = 0; u + 1 < b->n_units; u++) {
+    conv_bn_forward(r, &b->unit[u], in, b->hidden[u], B, mode);
+    be->relu_forward(b->hidden[u], b->hidden[u], unit_numel(&b->unit[u], B));
+    in = b->hidden[u];
+  }
+  ResnetConvBn *last = &b->unit[b->n_units - 1];
+  size_t n = unit_numel(last, B);
+  conv_bn_forward(r, last, in, b->out, B, mode);
   const float *shortcut = x;
   if (b->has_down) {
     conv_bn_forward(r, &b->down, x, r->dconv, B, mode); /* dconv is free until backward */
@@ -123,15 +129,19 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
   cohort_model_layer_begin(m, 0, COHORT_LAYER_FORWARD);
   conv_bn_forward(r, &r->stem, r->img, r->stem_out, B, mode);
   cohort_model_layer_end(m, 0, COHORT_LAYER_FORWARD);
-  be->relu_forward(r->stem_out, r->stem_out, (size_t)B * s->c_out * s->h_out * s->h_out);
+  be->relu_forward(r->stem_out, r->stem_out, unit_numel(s, B));
   const float *x = r->stem_out;
+  if (r->has_pool) {
+    be->maxpool2d_nhwc_forward(r->pool_out, r->stem_out, B, s->c_out, s->h_out, s->h_out, 3, 2, 1);
+    x = r->pool_out;
+  }
   for (int i = 0; i < r->n_blocks; i++) {
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_FORWARD);
     block_forward(r, &r->blocks[i], x, B, mode);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_FORWARD);
     x = r->blocks[i].out;
   }
-  be->avgpool_global_forward(r->pooled, x, B, F, r->last_side * r->last_side);
+  be->avgpool_global_nhwc_forward(r->pooled, x, B, F, r->last_side * r->last_side);
   cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
   be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
   be->add_bias(r->logits, p + r->fc_w_off + (size_t)K * F, B, K);
@@ -142,24 +152,28 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
 static void block_backward(Resnet *r, ResnetBlock *b, const float *x, int B)
 {
   const CohortBackend *be = r->base.be;
-  size_t n = block_numel(b, B);
-  size_t n_in = (size_t)B * b->conv1.c_in * b->conv1.h_in * b->conv1.h_in;
+  ResnetConvBn *last = &b->unit[b->n_units - 1];
   /* through the final ReLU: da is then the gradient of the sum, for both branches */
-  be->relu_backward(r->da, b->out, r->da, n);
-  be->zero(r->dh, n * sizeof(float));
-  conv_bn_backward(r, &b->conv2, b->hidden, r->da, r->dh, B);
-  be->relu_backward(r->dh, b->hidden, r->dh, n);
-  /* d(block input): the shortcut's share first (a copy for the identity), then conv1's */
-  if (b->has_down) {
-    be->zero(r->db, n_in * sizeof(float));
-    conv_bn_backward(r, &b->down, x, r->da, r->db, B);
-  } else {
-    be->copy(r->db, r->da, n * sizeof(float));
+  be->relu_backward(r->da, b->out, r->da, unit_numel(last, B));
+  /* the units from the last back to the second: dh[0] and dh[1] take turns */
+  const float *dy = r->da;
+  int t = 0;
+  for (int u = b->n_units - 1; u >= 1; u--, t ^= 1) {
+    conv_bn_backward(r, &b->unit[u], b->hidden[u - 1], dy, r->dh[t], 0, B);
+    be->relu_backward(r->dh[t], b->hidden[u - 1], r->dh[t], unit_numel(&b->unit[u - 1], B));
+    dy = r->dh[t];
   }
-  conv_bn_backward(r, &b->conv1, x, r->dh, r->db, B);
-  float *t = r->da;
-  r->da = r->db;
-  r->db = t;
+  /* d(block input): the shortcut's share, then the first unit's added to it. An identity
+   * shortcut's share is da itself, so the first unit adds into da and nothing is copied. */
+  if (b->has_down) {
+    conv_bn_backward(r, &b->down, x, r->da, r->db, 0, B);
+    conv_bn_backward(r, &b->unit[0], x, dy, r->db, 1, B);
+    float *swap = r->da;
+    r->da = r->db;
+    r->db = swap;
+  } else {
+    conv_bn_backward(r, &b->unit[0], x, dy, r->da, 1, B);
+  }
 }
 
 void cohort_resnet_net_backward(Resnet *r, int B)
@@ -176,18 +190,28 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_BACKWARD);
   cohort_model_grad_ready(m, r->fc_w_off, m->n_params - r->fc_w_off);
   be->zero(r->da, (size_t)B * F * HW * sizeof(float));
-  be->avgpool_global_backward(r->da, r->dpooled, B, F, HW);
+  be->avgpool_global_nhwc_backward(r->da, r->dpooled, B, F, HW);
   for (int i = r->n_blocks - 1; i >= 0; i--) {
     ResnetBlock *b = &r->blocks[i];
+    const float *x = i > 0 ? r->blocks[i - 1].out : r->has_pool ? r->pool_out : r->stem_out;
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_BACKWARD);
-    block_backward(r, b, i > 0 ? r->blocks[i - 1].out : r->stem_out, B);
+    block_backward(r, b, x, B);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_BACKWARD);
     cohort_model_grad_ready(m, b->p_begin, b->p_end - b->p_begin);
   }
   const ResnetConvBn *s = &r->stem;
-  be->relu_backward(r->da, r->stem_out, r->da, (size_t)B * s->c_out * s->h_out * s->h_out);
+  size_t n = unit_numel(s, B);
+  if (r->has_pool) { /* da holds d(pool output): route it to d(stem output) in db */
+    be->zero(r->db, n * sizeof(float));
+    be->maxpool2d_nhwc_backward(r->db, r->da, r->stem_out, B, s->c_out, s->h_out, s->h_out, 3, 2,
+                                1);
+    float *swap = r->da;
+    r->da = r->db;
+    r->db = swap;
+  }
+  be->relu_backward(r->da, r->stem_out, r->da, n);
   cohort_model_layer_begin(m, 0, COHORT_LAYER_BACKWARD);
-  conv_bn_backward(r, &r->stem, r->img, r->da, NULL, B);
+  conv_bn_backward(r, &r->stem, r->img, r->da, NULL, 0, B);
   cohort_model_layer_end(m, 0, COHORT_LAYER_BACKWARD);
   cohort_model_grad_ready(m, 0, r->blocks[0].p_begin);
 }

@@ -12,7 +12,11 @@
 G_DEFINE_QUARK(cohort-resnet-error-quark, cohort_resnet_error)
 /* clang-format on */
 
-#define N_STAGES 3
+static const char *variant_name(int v)
+{
+  static const char *const names[] = {"cifar", "resnet18", "resnet34", "resnet50", "resnet101"};
+  return v >= 0 && v < (int)G_N_ELEMENTS(names) ? names[v] : "?";
+}
 
 /* The tables as they are being built. */
 typedef struct {
@@ -69,41 +73,124 @@ static void add_conv_bn(Tables *t, ResnetConvBn *u, const char *prefix, const ch
   g_array_index(t->counters, CohortTensorInfo, t->counters->len - 1).int64 = TRUE;
 }
 
-/* The layers of the shape: the stem, n BasicBlocks per stage (the first of stages 2 and 3 with
- * stride 2 and a downsampling shortcut), the classifier; tables in torchvision's order. */
+/* The tables' final form: the counters' offsets after the statistics, and each BatchNorm's
+ * buffers together as in torchvision's state dict. */
+static void finish_tables(Resnet *r, Tables *t)
+{
+  r->n_bn = (int)t->counters->len;
+  r->nbt_off = t->b_off;
+  for (guint i = 0; i < t->counters->len; i++) {
+    CohortTensorInfo *c = &g_array_index(t->counters, CohortTensorInfo, i);
+    c->offset += r->nbt_off;
+  }
+  /* The file lists each BatchNorm's buffers together (as torchvision's state dict does);
+   * in memory the counters sit at the end, so one op advances them all. */
+  GArray *bufs = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo));
+  for (guint i = 0; i < t->counters->len; i++) {
+    g_array_append_vals(bufs, &g_array_index(t->buffers, CohortTensorInfo, 2 * i), 2);
+    g_array_append_val(bufs, g_array_index(t->counters, CohortTensorInfo, i));
+  }
+  r->base.n_buffer_floats = t->b_off + t->counters->len;
+  r->base.n_buffers = bufs->len;
+  r->base.buffers = (CohortTensorInfo *)g_array_free(bufs, FALSE);
+  g_array_free(t->buffers, TRUE);
+  g_array_free(t->counters, TRUE);
+  r->base.n_tensors = t->params->len;
+  r->base.tensors = (CohortTensorInfo *)g_array_free(t->params, FALSE);
+  r->base.n_params = t->p_off;
+}
+
+/* Stages and blocks of a variant. */
+typedef struct {
+  int stages, blocks[4];
+  gboolean bottleneck;
+} Layout;
+
+static Layout layout_of(const CohortResnetShape *s)
+{
+  switch (s->variant) {
+  case COHORT_RESNET_18:
+    return (Layout){4, {2, 2, 2, 2}, FALSE};
+  case COHORT_RESNET_34:
+    return (Layout){4, {3, 4, 6, 3}, FALSE};
+  case COHORT_RESNET_50:
+    return (Layout){4, {3, 4, 6, 3}, TRUE};
+  case COHORT_RESNET_101:
+    return (Layout){4, {3, 4, 23, 3}, TRUE};
+  default:
+    return (Layout){3, {s->blocks_per_stage, s->blocks_per_stage, s->blocks_per_stage}, FALSE};
+  }
+}
+
+static void note_unit(Resnet *r, const ResnetConvBn *u)
+{
+  r->max_act = MAX(r->max_act, (size_t)u->c_out * u->h_out * u->h_out);
+  r->max_c = MAX(r->max_c, u->c_out);
+}
+
+/* One block with `planes` planes at input side `side`: a BasicBlock (two 3×3 units, the stride
+ * on the first) or a Bottleneck (1×1, 3×3 with the stride, 1×1 to 4·planes), and the
+ * downsampling shortcut where the shape changes. Returns its output channels. */
+static int add_block(Resnet *r, Tables *t, ResnetBlock *b, const char *prefix, gboolean bottleneck,
+                     int in, int planes, int stride, int side)
+{
+  int out = bottleneck ? 4 * planes : planes;
+  b->p_begin = t->p_off;
+  if (bottleneck) {
+    b->n_units = 3;
+    add_conv_bn(t, &b->unit[0], prefix, "conv1", "bn1", in, planes, 1, 1, side);
+    add_conv_bn(t, &b->unit[1], prefix, "conv2", "bn2", planes, planes, 3, stride, side);
+    add_conv_bn(t, &b->unit[2], prefix, "conv3", "bn3", planes, out, 1, 1, b->unit[1].h_out);
+  } else {
+    b->n_units = 2;
+    add_conv_bn(t, &b->unit[0], prefix, "conv1", "bn1", in, planes, 3, stride, side);
+    add_conv_bn(t, &b->unit[1], prefix, "conv2", "bn2", planes, planes, 3, 1, b->unit[0].h_out);
+  }
+  b->has_down = stride != 1 || in != out;
+  if (b->has_down)
+    add_conv_bn(t, &b->down, prefix, "downsample.0", "downsample.1", in, out, 1, stride, side);
+  b->p_end = t->p_off;
+  for (int u = 0; u < b->n_units; u++)
+    note_unit(r, &b->unit[u]);
+  return out;
+}
+
+/* The layers of the shape: the stem (and the ImageNet stem's max-pooling), the stages of
+ * blocks (the first of every stage after the first with stride 2), the classifier; tables in
+ * torchvision's order. */
 static void build_tables(Resnet *r)
 {
   const CohortResnetShape *s = &r->shape;
   Tables t = {.params = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo)),
               .buffers = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo)),
               .counters = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo))};
+  Layout lay = layout_of(s);
+  gboolean imagenet = s->variant != COHORT_RESNET_CIFAR;
   int side = s->image_size;
-  add_conv_bn(&t, &r->stem, "", "conv1", "bn1", s->channels, s->width, 3, 1, side);
-  r->max_c = s->width;
-  r->max_act = (size_t)MAX(s->channels, s->width) * side * side;
-  r->n_blocks = N_STAGES * s->blocks_per_stage;
+  add_conv_bn(&t, &r->stem, "", "conv1", "bn1", s->channels, s->width, imagenet ? 7 : 3,
+              imagenet ? 2 : 1, side);
+  r->max_act = (size_t)s->channels * side * side;
+  note_unit(r, &r->stem);
+  side = r->stem.h_out;
+  if (imagenet) {
+    r->has_pool = TRUE;
+    r->pool_side = (side + 2 * 1 - 3) / 2 + 1;
+    side = r->pool_side;
+  }
+  r->n_blocks = 0;
+  for (int st = 0; st < lay.stages; st++)
+    r->n_blocks += lay.blocks[st];
   r->blocks = g_new0(ResnetBlock, r->n_blocks);
-  int in = s->width;
-  for (int st = 0; st < N_STAGES; st++) {
-    int planes = s->width << st;
-    for (int i = 0; i < s->blocks_per_stage; i++) {
-      ResnetBlock *b = &r->blocks[st * s->blocks_per_stage + i];
-      int stride = st > 0 && i == 0 ? 2 : 1;
+  int in = s->width, k = 0;
+  for (int st = 0; st < lay.stages; st++)
+    for (int i = 0; i < lay.blocks[st]; i++, k++) {
+      ResnetBlock *b = &r->blocks[k];
       g_autofree char *prefix = g_strdup_printf("layer%d.%d.", st + 1, i);
       t.layer++;
-      b->p_begin = t.p_off;
-      add_conv_bn(&t, &b->conv1, prefix, "conv1", "bn1", in, planes, 3, stride, side);
-      add_conv_bn(&t, &b->conv2, prefix, "conv2", "bn2", planes, planes, 3, 1, b->conv1.h_out);
-      b->has_down = stride != 1 || in != planes;
-      if (b->has_down)
-        add_conv_bn(&t, &b->down, prefix, "downsample.0", "downsample.1", in, planes, 1, stride,
-                    side);
-      b->p_end = t.p_off;
-      side = b->conv1.h_out;
-      in = planes;
-      r->max_c = MAX(r->max_c, planes);
+      in = add_block(r, &t, b, prefix, lay.bottleneck, in, s->width << st, st > 0 && i == 0 ? 2 : 1,
+                     side);
+      side = b->unit[b->n_units - 1].h_out;
     }
-  }
   r->feat = in;
   r->last_side = side;
   t.layer++;
@@ -111,33 +198,12 @@ static void build_tables(Resnet *r)
   const int fc_w[2] = {s->num_classes, in};
   add(t.params, "", "fc.weight", 2, fc_w, t.layer, &t.p_off);
   add(t.params, "", "fc.bias", 1, &s->num_classes, t.layer, &t.p_off);
-
-  r->n_bn = (int)t.counters->len;
-  r->nbt_off = t.b_off;
-  for (guint i = 0; i < t.counters->len; i++) {
-    CohortTensorInfo *c = &g_array_index(t.counters, CohortTensorInfo, i);
-    c->offset += r->nbt_off;
-  }
-  /* The file lists each BatchNorm's buffers together (as torchvision's state dict does);
-   * in memory the counters sit at the end, so one op advances them all. */
-  GArray *bufs = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo));
-  for (guint i = 0; i < t.counters->len; i++) {
-    g_array_append_vals(bufs, &g_array_index(t.buffers, CohortTensorInfo, 2 * i), 2);
-    g_array_append_val(bufs, g_array_index(t.counters, CohortTensorInfo, i));
-  }
-  r->base.n_buffer_floats = t.b_off + t.counters->len;
-  r->base.n_buffers = bufs->len;
-  r->base.buffers = (CohortTensorInfo *)g_array_free(bufs, FALSE);
-  g_array_free(t.buffers, TRUE);
-  g_array_free(t.counters, TRUE);
-  r->base.n_tensors = t.params->len;
-  r->base.tensors = (CohortTensorInfo *)g_array_free(t.params, FALSE);
-  r->base.n_params = t.p_off;
+  finish_tables(r, &t);
 }
 
 /* Carves the activations out of one allocation: the first pass (base NULL) only counts. A
  * forward-only model (a distillation teacher) has no backward scratch, and every unit's
- * convolution output, every block's hidden activation and the block outputs (two, in turn)
+ * convolution output, the blocks' hidden activations and the block outputs (two, in turn)
  * share buffers of the largest activation's size, since nothing keeps them for a backward. */
 static size_t layout_acts(Resnet *r, char *base)
 {
@@ -145,7 +211,7 @@ static size_t layout_acts(Resnet *r, char *base)
   size_t B = (size_t)r->base.max_batch, K = (size_t)s->num_classes, F = (size_t)r->feat;
   size_t used = 0;
   gboolean fo = r->forward_only;
-  float *conv_out = NULL, *hidden = NULL, *outs[2] = {NULL, NULL};
+  float *conv_out = NULL, *hidden[2] = {NULL, NULL}, *outs[2] = {NULL, NULL};
 #define TAKE(ptr, count, type)                                                                     \
   do {                                                                                             \
     size_t bytes_ = ((count) * sizeof(type) + 63) / 64 * 64;                                       \
@@ -166,29 +232,41 @@ static size_t layout_acts(Resnet *r, char *base)
   TAKE(r->labels, B, int);
   if (fo) {
     TAKE(conv_out, B * r->max_act, float);
-    TAKE(hidden, B * r->max_act, float);
+    TAKE(hidden[0], B * r->max_act, float);
+    TAKE(hidden[1], B * r->max_act, float);
     TAKE(outs[0], B * r->max_act, float);
     TAKE(outs[1], B * r->max_act, float);
   }
   TAKE_UNIT(&r->stem);
-  if (fo)
-    r->stem_out = outs[0];
-  else
-    TAKE(r->stem_out, B * r->stem.c_out * r->stem.h_out * r->stem.h_out, float);
+  size_t stem_n = B * r->stem.c_out * r->stem.h_out * r->stem.h_out;
+  size_t pool_n = B * r->stem.c_out * r->pool_side * r->pool_side;
+  if (fo) {
+    /* block 0 reads outs[0]: the pooled stem, or the stem itself */
+    r->stem_out = r->has_pool ? hidden[0] : outs[0];
+    r->pool_out = r->has_pool ? outs[0] : NULL;
+  } else {
+    TAKE(r->stem_out, stem_n, float);
+    if (r->has_pool)
+      TAKE(r->pool_out, pool_n, float);
+  }
   for (int i = 0; i < r->n_blocks; i++) {
     ResnetBlock *b = &r->blocks[i];
-    size_t n = B * b->conv1.c_out * b->conv1.h_out * b->conv1.h_out;
-    TAKE_UNIT(&b->conv1);
-    TAKE_UNIT(&b->conv2);
+    for (int u = 0; u < b->n_units; u++)
+      TAKE_UNIT(&b->unit[u]);
     if (b->has_down)
       TAKE_UNIT(&b->down);
-    if (fo) {
-      b->hidden = hidden;
-      b->out = outs[(i + 1) % 2]; /* block i reads outs[i % 2] */
-    } else {
-      TAKE(b->hidden, n, float);
-      TAKE(b->out, n, float);
+    for (int u = 0; u + 1 < b->n_units; u++) {
+      const ResnetConvBn *c = &b->unit[u];
+      if (fo)
+        b->hidden[u] = hidden[u];
+      else
+        TAKE(b->hidden[u], B * c->c_out * c->h_out * c->h_out, float);
     }
+    const ResnetConvBn *last = &b->unit[b->n_units - 1];
+    if (fo)
+      b->out = outs[(i + 1) % 2]; /* block i reads outs[i % 2] */
+    else
+      TAKE(b->out, B * last->c_out * last->h_out * last->h_out, float);
   }
   TAKE(r->pooled, B * F, float);
   TAKE(r->logits, B * K, float);
@@ -201,7 +279,8 @@ static size_t layout_acts(Resnet *r, char *base)
     TAKE(r->dpooled, B * F, float);
     TAKE(r->da, B * r->max_act, float);
     TAKE(r->db, B * r->max_act, float);
-    TAKE(r->dh, B * r->max_act, float);
+    TAKE(r->dh[0], B * r->max_act, float);
+    TAKE(r->dh[1], B * r->max_act, float);
     TAKE(r->sums, 2 * (size_t)r->max_c, float);
   }
 #undef TAKE_UNIT
@@ -222,6 +301,17 @@ static void fill_normal(float *dst, size_t n, double std, guint64 seed)
   }
 }
 
+/* With zero_init_residual, each block's last BatchNorm scale starts at 0 (torchvision). */
+static gboolean starts_at_zero(const Resnet *r, size_t offset)
+{
+  if (!r->shape.zero_init_residual)
+    return FALSE;
+  for (int b = 0; b < r->n_blocks; b++)
+    if (r->blocks[b].unit[r->blocks[b].n_units - 1].g_off == offset)
+      return TRUE;
+  return FALSE;
+}
+
 static void resnet_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 {
   Resnet *r = resnet_of(m);
@@ -233,7 +323,7 @@ static void resnet_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst
   } else if (t->ndim == 4) {
     double fan_out = (double)t->shape[0] * t->shape[2] * t->shape[3];
     fill_normal(dst, t->numel, sqrt(2.0 / fan_out), s);
-  } else if (g_str_has_suffix(t->name, ".weight")) {
+  } else if (g_str_has_suffix(t->name, ".weight") && !starts_at_zero(r, t->offset)) {
     for (size_t k = 0; k < t->numel; k++)
       dst[k] = 1.0f; /* BatchNorm's scale */
   }
@@ -251,7 +341,8 @@ static void resnet_init_buffers(CohortModel *m)
 }
 
 /* torchvision's ResNet initialisation: convolutions kaiming_normal_(mode="fan_out",
- * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 and bias 0; the
+ * nonlinearity="relu"), i.e. N(0, 2 / (c_out·k²)); BatchNorm weight 1 (0 for each block's last
+ * with zero_init_residual) and bias 0; the
  * classifier as nn.Linear's default, U(±1/√fan_in) for weight and bias. Running mean 0,
  * running variance 1, no batches tracked. */
 static void resnet_init(CohortModel *m, guint64 seed)
@@ -300,29 +391,27 @@ static void resnet_finalize(CohortModel *m)
     m->be->free(r->act_mem);
   g_free(r->blocks);
   g_free(r->host_losses);
+  g_free(r->host_img);
   g_free(r);
 }
 
 /* Multiply-adds of the convolutions (the bulk) and the classifier, times 6: forward 2 FLOPs
  * per multiply-add, backward 4 (input and weight gradients). */
+static double unit_macs(const ResnetConvBn *u)
+{
+  return (double)u->c_in * u->k * u->k * u->c_out * u->h_out * u->h_out;
+}
+
 static double resnet_flops_per_example(const CohortModel *m)
 {
   const Resnet *r = resnet_of(m);
-  double macs = 0;
-  const ResnetConvBn *units[3];
-  for (int i = -1; i < r->n_blocks; i++) {
-    int n = 0;
-    if (i < 0) {
-      units[n++] = &r->stem;
-    } else {
-      units[n++] = &r->blocks[i].conv1;
-      units[n++] = &r->blocks[i].conv2;
-      if (r->blocks[i].has_down)
-        units[n++] = &r->blocks[i].down;
-    }
-    for (int u = 0; u < n; u++)
-      macs += (double)units[u]->c_in * units[u]->k * units[u]->k * units[u]->c_out *
-              units[u]->h_out * units[u]->h_out;
+  double macs = unit_macs(&r->stem);
+  for (int i = 0; i < r->n_blocks; i++) {
+    const ResnetBlock *b = &r->blocks[i];
+    for (int u = 0; u < b->n_units; u++)
+      macs += unit_macs(&b->unit[u]);
+    if (b->has_down)
+      macs += unit_macs(&b->down);
   }
   macs += (double)r->feat * r->shape.num_classes;
   return 6.0 * macs;
@@ -354,11 +443,29 @@ static const CohortModelOps resnet_ops = {
 
 static gboolean resnet_check_config(const CohortConfig *cfg, const char *source, GError **error)
 {
+  const char *src = source ? source : "config";
+  if (cfg->resnet_variant != COHORT_RESNET_CIFAR) {
+    if (cfg->image_channels != 3) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "%s: key \"image_channels\": %d is not allowed with resnet_variant \"%s\"; "
+                  "allowed: 3 (torchvision's ImageNet ResNets take RGB images)",
+                  src, cfg->image_channels, variant_name(cfg->resnet_variant));
+      return FALSE;
+    }
+    if (cfg->image_size < 32) {
+      g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                  "%s: key \"image_size\": %d is too small for resnet_variant \"%s\"; "
+                  "allowed: 32 to 4096 (the network halves the side five times)",
+                  src, cfg->image_size, variant_name(cfg->resnet_variant));
+      return FALSE;
+    }
+    return TRUE;
+  }
   if (cfg->n_layer < 8 || (cfg->n_layer - 2) % 6 != 0) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "%s: key \"n_layer\": %d is not a depth of this ResNet; allowed: 6n+2 for n "
                 "BasicBlocks per stage (8, 14, 20, 26, 32, 38, 44, 50, 56 … 92)",
-                source ? source : "config", cfg->n_layer);
+                src, cfg->n_layer);
     return FALSE;
   }
   return TRUE;
@@ -366,12 +473,15 @@ static gboolean resnet_check_config(const CohortConfig *cfg, const char *source,
 
 static CohortResnetShape shape_of(const CohortConfig *cfg)
 {
+  gboolean cifar = cfg->resnet_variant == COHORT_RESNET_CIFAR;
   return (CohortResnetShape){
-      .blocks_per_stage = (cfg->n_layer - 2) / 6,
-      .width = cfg->resnet_width,
+      .variant = (CohortResnetVariant)cfg->resnet_variant,
+      .blocks_per_stage = cifar ? (cfg->n_layer - 2) / 6 : 0,
+      .width = cifar ? cfg->resnet_width : 64,
       .image_size = cfg->image_size,
       .channels = cfg->image_channels,
       .num_classes = cfg->num_classes,
+      .zero_init_residual = cfg->zero_init_residual,
   };
 }
 
@@ -461,6 +571,8 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   size_t act_bytes = layout_acts(r, NULL);
   r->act_mem = be->alloc(act_bytes);
   r->host_losses = g_new(float, max_batch);
+  r->host_img =
+      g_new(float, (size_t)max_batch * cfg->image_channels * cfg->image_size * cfg->image_size);
   if (!cohort_model_alloc_tables(m, NULL) || !r->act_mem) {
     g_set_error(error, cohort_resnet_error_quark(), 1,
                 "ResNet model: out of %s memory for %zu parameters and %.1f MiB of activations "
@@ -491,6 +603,7 @@ const CohortModelClass cohort_resnet_class = {
     .act_bytes = resnet_act_bytes,
     .param_table = resnet_param_table,
     .create = resnet_create,
+    .import_weights = cohort_resnet_import,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,
 };

@@ -141,7 +141,7 @@ static gboolean make_model(CohortTeacher *t, const CohortBackend *be, const Coho
   if (!t->model)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "teacher_from %s: %s", t->dir, local->message);
-  gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, error)
+  gboolean loaded = t->hf ? cohort_model_import(t->model, t->weights, NULL, error)
                           : cohort_model_load(t->model, t->weights, error);
   return loaded && cohort_model_check_finite(t->model, t->weights, error);
 }

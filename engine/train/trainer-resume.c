@@ -294,14 +294,19 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher)
     return start_fresh_sharded(r, error);
   /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
-   * start only), and each rank keeps its pieces after the broadcast. */
+   * start only), and each rank keeps its pieces after the broadcast. The family's
+   * initialisation, then init_from's tensors over it: a file may leave some (a classifier for
+   * another class count) to the initialisation. */
+  r->model->ops->init_weights(r->model, (guint64)cfg->seed);
   if (imported) {
     g_autofree char *init_path = cohort_resolve_path(cfg->init_from);
-    if (!cohort_model_import(r->model, init_path, error) ||
+    g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
+    if (!cohort_model_import(r->model, init_path, notes, error) ||
         !cohort_model_check_finite(r->model, init_path, error))
       return FALSE;
-  } else {
-    r->model->ops->init_weights(r->model, (guint64)cfg->seed);
+    for (guint i = 0; i < notes->len; i++)
+      cohort_progress_log(r->progress, "info", "init_from %s: %s", init_path,
+                          (const char *)notes->pdata[i]);
   }
   if (from_teacher &&
       !cohort_distill_copy_teacher_layers(r->model, r->model_cfg->n_layer, r->teacher->model,

@@ -1,22 +1,29 @@
-/* Convolutional layers: conv2d (im2col + GEMM) and global average pooling, NCHW. */
+/* Convolution and pooling ops of the table: conv2d in NCHW and channels-last (NHWC) on the
+ * path kernels/cpu/conv-paths.h describes (oneDNN, or the im2col reference), global average
+ * pooling in both layouts and max-pooling (the ImageNet ResNets' stem) in NHWC. */
 #include "cpu.h"
+#include "kernels/cpu/conv-paths.h"
+#include "kernels/math-inline.h"
 #include "reduce.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Scratch of the calling thread: the column matrix and the transposed weight gradient, grown
- * on demand and kept, since a training step makes the same convolutions every
- * time. Freed when the thread ends, and the main thread's at exit. */
+#include "cohort-build-config.h"
+
+/* ---- scratch: per-thread buffers, grown on demand and kept, since a training step makes the
+ * same convolutions every time; freed when the thread ends, and the main thread's at exit ---- */
+#define SCRATCH_BUFS 9
+
 typedef struct {
-  float *buf[2];
-  size_t cap[2];
+  void *buf[SCRATCH_BUFS];
+  size_t cap[SCRATCH_BUFS];
 } ConvScratch;
 
 static pthread_key_t scratch_key;
-
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_free(void *p)
@@ -24,8 +31,8 @@ static void scratch_free(void *p)
   ConvScratch *s = p;
   if (!s)
     return;
-  free(s->buf[0]);
-  free(s->buf[1]);
+  for (int i = 0; i < SCRATCH_BUFS; i++)
+    free(s->buf[i]);
   free(s);
 }
 
@@ -42,9 +49,7 @@ static void scratch_init(void)
     atexit(scratch_free_at_exit);
 }
 
-/* Buffer `which` (0 or 1) of at least n floats; aborts when memory runs out, as gemm does:
- * the table's ops cannot fail, and running out mid-step is not recoverable. */
-static float *scratch(int which, size_t n)
+void *cohort_cpu_conv_scratch(int which, size_t bytes)
 {
   pthread_once(&scratch_once, scratch_init);
   ConvScratch *s = pthread_getspecific(scratch_key);
@@ -53,243 +58,230 @@ static float *scratch(int which, size_t n)
     if (!s || pthread_setspecific(scratch_key, s) != 0)
       goto oom;
   }
-  if (s->cap[which] < n) {
+  if (which < 0 || which >= SCRATCH_BUFS)
+    abort();
+  if (s->cap[which] < bytes) {
     free(s->buf[which]);
-    s->buf[which] = malloc(n * sizeof(float));
-    s->cap[which] = s->buf[which] ? n : 0;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    s->buf[which] = aligned_alloc(64, rounded);
+    s->cap[which] = s->buf[which] ? rounded : 0;
     if (!s->buf[which])
       goto oom;
   }
   return s->buf[which];
 oom:
-  fprintf(stderr, "cohort: out of memory for a convolution's scratch (%zu floats)\n", n);
+  fprintf(stderr, "cohort: out of memory for a convolution's scratch (%zu bytes)\n", bytes);
   abort();
 }
 
-typedef struct {
-  int C, H, W, K, stride, pad, Ho, Wo;
-} ConvShape;
+/* ---- which path ---- */
+static CohortCpuConvPath conv_path = COHORT_CPU_CONV_ONEDNN;
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
 
-/* The output columns ow in [lo, hi) whose input column ow * stride + off lies in [0, W). */
-static void valid_cols(const ConvShape *s, int off, int *lo, int *hi)
+static void choose_default(void)
 {
-  int a = off < 0 ? (-off + s->stride - 1) / s->stride : 0;
-  int b = s->W - off <= 0 ? 0 : (s->W - off + s->stride - 1) / s->stride;
-  *lo = a < s->Wo ? a : s->Wo;
-  *hi = b < *lo ? *lo : (b < s->Wo ? b : s->Wo);
+  if (!cohort_cpu_conv_path_available(COHORT_CPU_CONV_ONEDNN))
+    conv_path = COHORT_CPU_CONV_IM2COL;
 }
 
-/* One row (c, kh, kw) of the column matrix for one image: dst[oh * Wo + ow] =
- * src[ih, iw] with ih = oh*stride - pad + kh, iw likewise, or 0 in the padding. Plain loops
- * rather than memcpy/memset: the runs are 8 to 32 floats, where calls cost more than copies. */
-COHORT_VEC static void im2col_row(float *restrict dst, const float *restrict src,
-                                  const ConvShape *s, int kh, int kw)
+int cohort_cpu_conv_path_available(CohortCpuConvPath path)
 {
-  int off = kw - s->pad, lo, hi, Wo = s->Wo, st = s->stride;
-  valid_cols(s, off, &lo, &hi);
-  for (int oh = 0; oh < s->Ho; oh++, dst += Wo) {
-    int ih = oh * st - s->pad + kh;
-    if (ih < 0 || ih >= s->H) {
-      for (int ow = 0; ow < Wo; ow++)
-        dst[ow] = 0.0f;
-      continue;
-    }
-    const float *row = src + (size_t)ih * s->W;
-    for (int ow = 0; ow < lo; ow++)
-      dst[ow] = 0.0f;
-    if (st == 1)
-      for (int ow = lo; ow < hi; ow++)
-        dst[ow] = row[ow + off];
-    else
-      for (int ow = lo; ow < hi; ow++)
-        dst[ow] = row[ow * st + off];
-    for (int ow = hi; ow < Wo; ow++)
-      dst[ow] = 0.0f;
-  }
+  if (path == COHORT_CPU_CONV_IM2COL)
+    return 1;
+#if COHORT_HAVE_ONEDNN
+  /* oneDNN is there when it makes a primitive for the smallest convolution. */
+  CohortConvDims one;
+  cohort_conv_dims(&one, 1, 1, 1, 1, 1, 1, 1, 0);
+  return path == COHORT_CPU_CONV_ONEDNN && cohort_onednn_conv2d_impl(0, 1, &one) != NULL;
+#else
+  return 0;
+#endif
 }
 
-/* Stride 1 with W_out == W ("same" convolutions: ResNet's 3x3 with padding 1). The rows of the
- * input plane that a (c, kh, kw) row reads are one run of the plane shifted by `off`, so one
- * long copy fills its valid rows. The |off| columns per row that the shift wraps into the
- * neighbouring row are padding and get zeroed. This is im2col_row's result with a long
- * vectorised loop instead of a short one per row. */
-typedef struct {
-  int oh0, oh1;    /* the output rows whose input row exists */
-  long base;       /* plane index of dst element oh0 * W */
-  long t_lo, t_hi; /* [t_lo, t_hi): the run's elements inside the plane */
-} SameRun;
-
-static SameRun same_run(const ConvShape *s, int kh, int off)
+int cohort_cpu_conv_select(CohortCpuConvPath path)
 {
-  SameRun r;
-  r.oh0 = s->pad - kh > 0 ? s->pad - kh : 0;
-  r.oh1 = s->H + s->pad - kh < s->Ho ? s->H + s->pad - kh : s->Ho;
-  if (r.oh1 < r.oh0)
-    r.oh1 = r.oh0;
-  long n = (long)(r.oh1 - r.oh0) * s->W, plane = (long)s->H * s->W;
-  r.base = (long)(r.oh0 - s->pad + kh) * s->W + off;
-  r.t_lo = r.base < 0 ? -r.base : 0;
-  r.t_hi = plane - r.base < n ? plane - r.base : n;
-  if (r.t_hi < r.t_lo)
-    r.t_hi = r.t_lo;
-  return r;
-}
-
-/* Zeroes, in rows [oh0, oh1) of d (width W), the columns that a shift by off wraps. */
-static void zero_wrapped(float *d, int oh0, int oh1, int W, int off)
-{
-  int c0 = off < 0 ? 0 : (W - off > 0 ? W - off : 0);
-  int c1 = off < 0 ? (-off < W ? -off : W) : W;
-  for (int oh = oh0; oh < oh1; oh++)
-    for (int c = c0; c < c1; c++)
-      d[(size_t)oh * W + c] = 0.0f;
-}
-
-COHORT_VEC static void im2col_row_same(float *restrict dst, const float *restrict src,
-                                       const ConvShape *s, int kh, int kw)
-{
-  int W = s->W, off = kw - s->pad;
-  SameRun r = same_run(s, kh, off);
-  long n = (long)(r.oh1 - r.oh0) * W, tail = (long)(s->Ho - r.oh1) * W;
-  float *d = dst + (size_t)r.oh0 * W;
-  for (long t = 0; t < (long)r.oh0 * W; t++)
-    dst[t] = 0.0f;
-  for (long t = 0; t < r.t_lo; t++)
-    d[t] = 0.0f;
-  for (long t = r.t_lo; t < r.t_hi; t++)
-    d[t] = src[r.base + t];
-  for (long t = r.t_hi; t < n + tail; t++)
-    d[t] = 0.0f;
-  if (off != 0)
-    zero_wrapped(dst, r.oh0, r.oh1, W, off);
-}
-
-/* col [C*K*K, Ho*Wo] of one image. */
-static void im2col(float *col, const float *inp, const ConvShape *s)
-{
-  int rows = s->C * s->K * s->K;
-  size_t howo = (size_t)s->Ho * s->Wo, hw = (size_t)s->H * s->W;
-#pragma omp parallel for schedule(static) if ((size_t)rows * howo >= COHORT_CPU_PAR_MIN)
-  for (int r = 0; r < rows; r++) {
-    int c = r / (s->K * s->K), kh = r / s->K % s->K, kw = r % s->K;
-    if (s->stride == 1 && s->Wo == s->W)
-      im2col_row_same(col + r * howo, inp + c * hw, s, kh, kw);
-    else
-      im2col_row(col + r * howo, inp + c * hw, s, kh, kw);
-  }
-}
-
-/* The transpose of im2col_row: dst[ih, iw] += src[oh * Wo + ow]. */
-COHORT_VEC static void col2im_row(float *restrict dst, const float *restrict src,
-                                  const ConvShape *s, int kh, int kw)
-{
-  int off = kw - s->pad, lo, hi, Wo = s->Wo, st = s->stride;
-  valid_cols(s, off, &lo, &hi);
-  for (int oh = 0; oh < s->Ho; oh++, src += Wo) {
-    int ih = oh * st - s->pad + kh;
-    if (ih < 0 || ih >= s->H)
-      continue;
-    float *row = dst + (size_t)ih * s->W;
-    if (st == 1)
-      for (int ow = lo; ow < hi; ow++)
-        row[ow + off] += src[ow];
-    else
-      for (int ow = lo; ow < hi; ow++)
-        row[ow * st + off] += src[ow];
-  }
-}
-
-/* col2im_row for "same" convolutions (see im2col_row_same): the wrapped columns of src, which
- * belong to the padding, are zeroed first (src is the convolution's scratch), then one long
- * loop adds the run. Adding those zeros changes no sum. */
-COHORT_VEC static void col2im_row_same(float *restrict dst, float *restrict src, const ConvShape *s,
-                                       int kh, int kw)
-{
-  int W = s->W, off = kw - s->pad;
-  SameRun r = same_run(s, kh, off);
-  float *d = src + (size_t)r.oh0 * W;
-  if (off != 0)
-    zero_wrapped(src, r.oh0, r.oh1, W, off);
-  for (long t = r.t_lo; t < r.t_hi; t++)
-    dst[r.base + t] += d[t];
-}
-
-/* dinp of one image += col2im(dcol). One thread per input channel, so each dinp element gets
- * its terms in (kh, kw) order whatever the thread count. */
-static void col2im(float *dinp, float *dcol, const ConvShape *s)
-{
-  size_t howo = (size_t)s->Ho * s->Wo, hw = (size_t)s->H * s->W;
-  int KK = s->K * s->K, same = s->stride == 1 && s->Wo == s->W;
-#pragma omp parallel for schedule(static) if ((size_t)s->C * KK * howo >= COHORT_CPU_PAR_MIN)
-  for (int c = 0; c < s->C; c++)
-    for (int k = 0; k < KK; k++) {
-      float *row = dcol + ((size_t)c * KK + k) * howo;
-      if (same)
-        col2im_row_same(dinp + c * hw, row, s, k / s->K, k % s->K);
-      else
-        col2im_row(dinp + c * hw, row, s, k / s->K, k % s->K);
-    }
-}
-
-static int conv_shape(ConvShape *s, int C_in, int H, int W, int K, int stride, int pad)
-{
-  *s = (ConvShape){.C = C_in, .H = H, .W = W, .K = K, .stride = stride, .pad = pad};
-  if (K < 1 || stride < 1 || pad < 0)
+  pthread_once(&path_once, choose_default);
+  if (!cohort_cpu_conv_path_available(path))
     return 0;
-  s->Ho = (H + 2 * pad - K) / stride + 1;
-  s->Wo = (W + 2 * pad - K) / stride + 1;
-  return H + 2 * pad >= K && W + 2 * pad >= K && s->Ho > 0 && s->Wo > 0;
+  conv_path = path;
+  return 1;
 }
 
+CohortCpuConvPath cohort_cpu_conv_path(void)
+{
+  pthread_once(&path_once, choose_default);
+  return conv_path;
+}
+
+static int use_onednn(void)
+{
+#if COHORT_HAVE_ONEDNN
+  return cohort_cpu_conv_path() == COHORT_CPU_CONV_ONEDNN;
+#else
+  return 0;
+#endif
+}
+
+int cohort_conv_dims(CohortConvDims *d, int B, int C, int H, int W, int O, int K, int S, int P)
+{
+  *d = (CohortConvDims){.B = B, .C = C, .H = H, .W = W, .O = O, .K = K, .S = S, .P = P};
+  if (B <= 0 || C <= 0 || O <= 0 || K < 1 || S < 1 || P < 0 || H + 2 * P < K || W + 2 * P < K)
+    return 0;
+  d->Ho = (H + 2 * P - K) / S + 1;
+  d->Wo = (W + 2 * P - K) / S + 1;
+  return d->Ho > 0 && d->Wo > 0;
+}
+
+/* In bf16 and fp16 mode, a copy of src rounded to the mode's precision in scratch `which`;
+ * otherwise src itself. (The im2col path needs none: its gemm rounds.) */
+static const float *rounded(int which, const float *src, size_t n)
+{
+  CohortGemmMode mode = cohort_cpu_get_gemm_mode();
+  if (mode != COHORT_GEMM_BF16 && mode != COHORT_GEMM_FP16)
+    return src;
+  float *dst = cohort_cpu_conv_scratch(which, n * sizeof(float));
+  for (size_t i = 0; i < n; i++)
+    dst[i] = mode == COHORT_GEMM_BF16 ? cohort_round_bf16(src[i]) : cohort_round_fp16(src[i]);
+  return dst;
+}
+
+static size_t n_in(const CohortConvDims *d)
+{
+  return (size_t)d->B * d->C * d->H * d->W;
+}
+
+static size_t n_out(const CohortConvDims *d)
+{
+  return (size_t)d->B * d->O * d->Ho * d->Wo;
+}
+
+static size_t n_weight(const CohortConvDims *d)
+{
+  return (size_t)d->O * d->C * d->K * d->K;
+}
+
+/* ---- NCHW ---- */
 void cohort_cpu_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
                                int H, int W, int C_out, int K, int stride, int pad)
 {
-  ConvShape s;
-  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+  CohortConvDims d;
+  if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
     return;
-  int ckk = C_in * K * K, howo = s.Ho * s.Wo;
-  size_t hw = (size_t)H * W;
-  float *col = scratch(0, (size_t)ckk * howo);
-  for (int b = 0; b < B; b++) {
-    im2col(col, inp + (size_t)b * C_in * hw, &s);
-    cohort_cpu_gemm(0, 0, C_out, howo, ckk, 1.0f, weight, ckk, col, howo, 0.0f,
-                    out + (size_t)b * C_out * howo, howo);
-  }
+  if (use_onednn() && cohort_onednn_conv2d_forward(0, out, rounded(2, inp, n_in(&d)),
+                                                   rounded(3, weight, n_weight(&d)), &d))
+    return;
+  cohort_cpu_conv2d_im2col_forward(out, inp, weight, &d);
 }
 
-/* dweight [C_out, ckk] += dwt^T, dwt [ckk, C_out] */
-static void add_transposed(float *dweight, const float *dwt, int C_out, int ckk)
+/* The backward on oneDNN: the weight gradient first, so that a failure there leaves nothing
+ * added. Returns 0 when the caller must run the reference instead; *data_done tells whether
+ * dinp has been taken care of. */
+static int onednn_backward(int nhwc, float *dinp, int accumulate, float *dweight, const float *dout,
+                           const float *inp, const float *weight, const CohortConvDims *d,
+                           int *data_done)
 {
-  for (int o = 0; o < C_out; o++)
-    for (int r = 0; r < ckk; r++)
-      dweight[(size_t)o * ckk + r] += dwt[(size_t)r * C_out + o];
+  *data_done = 0;
+  if (!use_onednn())
+    return 0;
+  const float *g = rounded(2, dout, n_out(d));
+  if (!cohort_onednn_conv2d_backward_weights(nhwc, dweight, g, rounded(4, inp, n_in(d)), d))
+    return 0;
+  *data_done = !dinp || cohort_onednn_conv2d_backward_data(nhwc, dinp, accumulate, g,
+                                                           rounded(3, weight, n_weight(d)), d);
+  return 1;
 }
 
 void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                                 const float *weight, int B, int C_in, int H, int W, int C_out,
                                 int K, int stride, int pad)
 {
-  ConvShape s;
-  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+  CohortConvDims d;
+  if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
     return;
-  int ckk = C_in * K * K, howo = s.Ho * s.Wo;
-  size_t hw = (size_t)H * W;
-  float *col = scratch(0, (size_t)ckk * howo);
-  float *dwt = scratch(1, (size_t)ckk * C_out);
-  for (int b = 0; b < B; b++) {
-    const float *d = dout + (size_t)b * C_out * howo;
-    im2col(col, inp + (size_t)b * C_in * hw, &s);
-    /* dwt [ckk, C_out] (+)= col @ d^T, summed over the images in order */
-    cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, d, howo, b ? 1.0f : 0.0f, dwt, C_out);
-    if (!dinp)
-      continue;
-    /* dcol [ckk, howo] = weight^T @ d, into the column buffer (no longer needed) */
-    cohort_cpu_gemm(1, 0, ckk, howo, C_out, 1.0f, weight, ckk, d, howo, 0.0f, col, howo);
-    col2im(dinp + (size_t)b * C_in * hw, col, &s);
+  int data_done;
+  if (onednn_backward(0, dinp, 1, dweight, dout, inp, weight, &d, &data_done)) {
+    if (data_done)
+      return;
+    /* oneDNN took the weights but not the data: the reference for dinp, its weight gradient
+     * thrown away. */
+    float *spare = cohort_cpu_conv_scratch(3, n_weight(&d) * sizeof(float));
+    cohort_cpu_conv2d_im2col_backward(dinp, spare, dout, inp, weight, &d);
+    return;
   }
-  add_transposed(dweight, dwt, C_out, ckk);
+  cohort_cpu_conv2d_im2col_backward(dinp, dweight, dout, inp, weight, &d);
 }
 
+/* ---- NHWC ---- */
+
+/* dst [B, C, HW] from src [B, HW, C], and back. */
+static void nhwc_to_nchw(float *dst, const float *src, int B, int C, size_t HW)
+{
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int b = 0; b < B; b++)
+    for (size_t p = 0; p < HW; p++)
+      for (int c = 0; c < C; c++)
+        dst[((size_t)b * C + c) * HW + p] = src[((size_t)b * HW + p) * C + c];
+}
+
+static void nchw_to_nhwc(float *dst, const float *src, int B, int C, size_t HW)
+{
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int b = 0; b < B; b++)
+    for (size_t p = 0; p < HW; p++)
+      for (int c = 0; c < C; c++)
+        dst[((size_t)b * HW + p) * C + c] = src[((size_t)b * C + c) * HW + p];
+}
+
+void cohort_cpu_conv2d_nhwc_forward(float *out, const float *inp, const float *weight, int B,
+                                    int C_in, int H, int W, int C_out, int K, int stride, int pad)
+{
+  CohortConvDims d;
+  if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
+    return;
+  if (use_onednn() && cohort_onednn_conv2d_forward(1, out, rounded(2, inp, n_in(&d)),
+                                                   rounded(3, weight, n_weight(&d)), &d))
+    return;
+  float *x = cohort_cpu_conv_scratch(2, n_in(&d) * sizeof(float));
+  float *y = cohort_cpu_conv_scratch(3, n_out(&d) * sizeof(float));
+  nhwc_to_nchw(x, inp, B, C_in, (size_t)H * W);
+  cohort_cpu_conv2d_im2col_forward(y, x, weight, &d);
+  nchw_to_nhwc(out, y, B, C_out, (size_t)d.Ho * d.Wo);
+}
+
+void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight, const float *dout,
+                                     const float *inp, const float *weight, int B, int C_in, int H,
+                                     int W, int C_out, int K, int stride, int pad)
+{
+  CohortConvDims d;
+  if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
+    return;
+  int data_done;
+  int weights_done =
+      onednn_backward(1, dinp, accumulate, dweight, dout, inp, weight, &d, &data_done);
+  if (weights_done && data_done)
+    return;
+  size_t HW = (size_t)H * W;
+  float *g = cohort_cpu_conv_scratch(2, n_out(&d) * sizeof(float));
+  float *x = cohort_cpu_conv_scratch(3, n_in(&d) * sizeof(float));
+  float *dx = dinp ? cohort_cpu_conv_scratch(4, n_in(&d) * sizeof(float)) : NULL;
+  nhwc_to_nchw(g, dout, B, C_out, (size_t)d.Ho * d.Wo);
+  nhwc_to_nchw(x, inp, B, C_in, HW);
+  if (dx && accumulate)
+    nhwc_to_nchw(dx, dinp, B, C_in, HW);
+  else if (dx)
+    memset(dx, 0, n_in(&d) * sizeof(float));
+  /* When oneDNN already added the weight gradient, the reference's goes to a spare buffer. */
+  float *dw = dweight;
+  if (weights_done) {
+    dw = cohort_cpu_conv_scratch(5, n_weight(&d) * sizeof(float));
+    memset(dw, 0, n_weight(&d) * sizeof(float));
+  }
+  cohort_cpu_conv2d_im2col_backward(dx, dw, g, x, weight, &d);
+  if (dx)
+    nchw_to_nhwc(dinp, dx, B, C_in, HW);
+}
+
+/* ---- global average pooling ---- */
 void cohort_cpu_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW)
 {
   if (HW <= 0)
@@ -312,4 +304,140 @@ void cohort_cpu_avgpool_global_backward(float *dinp, const float *dout, int B, i
 #pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
   for (int i = 0; i < B * C; i++)
     add_const(dinp + (size_t)i * HW, dout[i] / (float)HW, HW);
+}
+
+COHORT_VEC static void add_row(float *restrict acc, const float *restrict x, int n)
+{
+  for (int i = 0; i < n; i++)
+    acc[i] += x[i];
+}
+
+COHORT_VEC static void add_scaled_row(float *restrict d, const float *restrict g, float s, int n)
+{
+  for (int i = 0; i < n; i++)
+    d[i] += g[i] * s;
+}
+
+void cohort_cpu_avgpool_global_nhwc_forward(float *out, const float *inp, int B, int C, int HW)
+{
+  if (HW <= 0 || C <= 0)
+    return;
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int b = 0; b < B; b++) {
+    float *o = out + (size_t)b * C;
+    const float *x = inp + (size_t)b * HW * C;
+    memset(o, 0, (size_t)C * sizeof(float));
+    for (int p = 0; p < HW; p++)
+      add_row(o, x + (size_t)p * C, C);
+    for (int c = 0; c < C; c++)
+      o[c] /= (float)HW;
+  }
+}
+
+void cohort_cpu_avgpool_global_nhwc_backward(float *dinp, const float *dout, int B, int C, int HW)
+{
+  if (HW <= 0 || C <= 0)
+    return;
+  float s = 1.0f / (float)HW;
+#pragma omp parallel for schedule(static) if ((size_t)B * C * HW >= COHORT_CPU_PAR_MIN)
+  for (int b = 0; b < B; b++)
+    for (int p = 0; p < HW; p++)
+      add_scaled_row(dinp + ((size_t)b * HW + p) * C, dout + (size_t)b * C, s, C);
+}
+
+/* ---- max-pooling, NHWC ---- */
+
+/* PyTorch's rule per channel, in window order (kh, kw): a value wins when it is greater than
+ * the current maximum or is NaN, so the first maximum wins and a NaN propagates (the last NaN
+ * of the window). The maximum starts at -inf with the window's first element as its place. */
+COHORT_VEC static void max_step(float *restrict best, int *restrict at, const float *restrict x,
+                                int where, int C)
+{
+  for (int c = 0; c < C; c++) {
+    float v = x[c];
+    int take = v > best[c] || v != v;
+    best[c] = take ? v : best[c];
+    at[c] = take ? where : at[c];
+  }
+}
+
+typedef struct {
+  int C, H, W, K, S, P, Ho, Wo;
+} PoolShape;
+
+static int pool_shape(PoolShape *s, int C, int H, int W, int K, int S, int P)
+{
+  *s = (PoolShape){.C = C, .H = H, .W = W, .K = K, .S = S, .P = P};
+  if (C <= 0 || K < 1 || S < 1 || P < 0 || 2 * P > K || H + 2 * P < K || W + 2 * P < K)
+    return 0;
+  s->Ho = (H + 2 * P - K) / S + 1;
+  s->Wo = (W + 2 * P - K) / S + 1;
+  return 1;
+}
+
+/* The maximum of output pixel (oh, ow) of one image into best[C], its input pixels into at[C]. */
+static void pool_window(const PoolShape *s, const float *img, int oh, int ow, float *best, int *at)
+{
+  int h0 = oh * s->S - s->P, w0 = ow * s->S - s->P;
+  int h1 = h0 + s->K < s->H ? h0 + s->K : s->H, w1 = w0 + s->K < s->W ? w0 + s->K : s->W;
+  h0 = h0 > 0 ? h0 : 0;
+  w0 = w0 > 0 ? w0 : 0;
+  for (int c = 0; c < s->C; c++) {
+    best[c] = -INFINITY;
+    at[c] = h0 * s->W + w0;
+  }
+  for (int h = h0; h < h1; h++)
+    for (int w = w0; w < w1; w++)
+      max_step(best, at, img + ((size_t)h * s->W + w) * s->C, h * s->W + w, s->C);
+}
+
+void cohort_cpu_maxpool2d_nhwc_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                       int K, int stride, int pad)
+{
+  PoolShape s;
+  if (B <= 0 || !pool_shape(&s, C, H, W, K, stride, pad))
+    return;
+  size_t plane = (size_t)H * W * C, oplane = (size_t)s.Ho * s.Wo * C;
+#pragma omp parallel if ((size_t)B * oplane * K * K >= COHORT_CPU_PAR_MIN)
+  {
+    int *at = malloc((size_t)C * sizeof(int));
+    if (!at)
+      abort();
+#pragma omp for schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int oh = 0; oh < s.Ho; oh++)
+        for (int ow = 0; ow < s.Wo; ow++)
+          pool_window(&s, inp + b * plane, oh, ow, out + b * oplane + ((size_t)oh * s.Wo + ow) * C,
+                      at);
+    free(at);
+  }
+}
+
+void cohort_cpu_maxpool2d_nhwc_backward(float *dinp, const float *dout, const float *inp, int B,
+                                        int C, int H, int W, int K, int stride, int pad)
+{
+  PoolShape s;
+  if (B <= 0 || !pool_shape(&s, C, H, W, K, stride, pad))
+    return;
+  size_t plane = (size_t)H * W * C, oplane = (size_t)s.Ho * s.Wo * C;
+  /* One image per thread: each input element gets its terms in the outputs' order. */
+#pragma omp parallel if ((size_t)B * oplane * K * K >= COHORT_CPU_PAR_MIN)
+  {
+    int *at = malloc((size_t)C * sizeof(int));
+    float *best = malloc((size_t)C * sizeof(float));
+    if (!at || !best)
+      abort();
+#pragma omp for schedule(static)
+    for (int b = 0; b < B; b++)
+      for (int oh = 0; oh < s.Ho; oh++)
+        for (int ow = 0; ow < s.Wo; ow++) {
+          pool_window(&s, inp + b * plane, oh, ow, best, at);
+          const float *g = dout + b * oplane + ((size_t)oh * s.Wo + ow) * C;
+          float *dx = dinp + b * plane;
+          for (int c = 0; c < C; c++)
+            dx[(size_t)at[c] * C + c] += g[c];
+        }
+    free(at);
+    free(best);
+  }
 }

@@ -131,3 +131,14 @@ void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, 
                                 int K, int stride, int pad);
 void cohort_cpu_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW);
 void cohort_cpu_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW);
+void cohort_cpu_conv2d_nhwc_forward(float *out, const float *inp, const float *weight, int B,
+                                    int C_in, int H, int W, int C_out, int K, int stride, int pad);
+void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight, const float *dout,
+                                     const float *inp, const float *weight, int B, int C_in, int H,
+                                     int W, int C_out, int K, int stride, int pad);
+void cohort_cpu_maxpool2d_nhwc_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                       int K, int stride, int pad);
+void cohort_cpu_maxpool2d_nhwc_backward(float *dinp, const float *dout, const float *inp, int B,
+                                        int C, int H, int W, int K, int stride, int pad);
+void cohort_cpu_avgpool_global_nhwc_forward(float *out, const float *inp, int B, int C, int HW);
+void cohort_cpu_avgpool_global_nhwc_backward(float *dinp, const float *dout, int B, int C, int HW);

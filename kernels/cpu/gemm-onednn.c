@@ -7,6 +7,7 @@
  * the problem. A training step makes the same few dozen products every time, so after the
  * first step every call is a cache hit. */
 #include "kernels/cpu/gemm-paths.h"
+#include "kernels/cpu/onednn.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -51,6 +52,16 @@ int cohort_onednn_ready(void)
 {
   pthread_once(&engine_once, make_engine);
   return engine != NULL;
+}
+
+dnnl_engine_t cohort_onednn_engine(void)
+{
+  return cohort_onednn_ready() ? engine : NULL;
+}
+
+dnnl_stream_t cohort_onednn_stream(void)
+{
+  return cohort_onednn_ready() ? stream : NULL;
 }
 
 int cohort_onednn_has_bf16_hardware(void)

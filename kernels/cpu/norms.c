@@ -5,6 +5,8 @@
 #include "reduce.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define LANES 8
 
@@ -157,9 +159,198 @@ static int parallel(int B, int C, int HW)
   return (size_t)B * C * HW >= COHORT_CPU_PAR_MIN;
 }
 
+/* ---- BatchNorm over rows of C channels (HW == 1): channels-last (NHWC) activations, where a
+ * pixel's channels are one contiguous row. The per-channel sums then run across each row with
+ * the row loop outside; the rows are cut into blocks of a fixed size whose partial sums (in
+ * double) are added in block order, so the result depends on the inputs alone, not on the
+ * thread count. ---- */
+#define ROW_BLOCK 256
+
+COHORT_VEC static void sum_rows_d(double *restrict acc, const float *restrict x, size_t rows, int C)
+{
+  for (int c = 0; c < C; c++)
+    acc[c] = 0.0;
+  for (size_t r = 0; r < rows; r++)
+    for (int c = 0; c < C; c++)
+      acc[c] += x[r * C + c];
+}
+
+COHORT_VEC static void m2_rows_d(double *restrict acc, const float *restrict x,
+                                 const double *restrict m, size_t rows, int C)
+{
+  for (int c = 0; c < C; c++)
+    acc[c] = 0.0;
+  for (size_t r = 0; r < rows; r++)
+    for (int c = 0; c < C; c++) {
+      double d = x[r * C + c] - m[c];
+      acc[c] += d * d;
+    }
+}
+
+COHORT_VEC static void reduce_rows_d(double *restrict a1, double *restrict a2,
+                                     const float *restrict dy, const float *restrict x,
+                                     const float *restrict m, const float *restrict rs, size_t rows,
+                                     int C)
+{
+  for (int c = 0; c < C; c++)
+    a1[c] = a2[c] = 0.0;
+  for (size_t r = 0; r < rows; r++)
+    for (int c = 0; c < C; c++) {
+      float g = dy[r * C + c];
+      a1[c] += g;
+      a2[c] += g * ((x[r * C + c] - m[c]) * rs[c]);
+    }
+}
+
+/* Per-block partial sums in `part` [blocks][2C], blocks of ROW_BLOCK rows; `which` 0: sums of x,
+ * 1: squared deviations from m, 2: the backward's two sums. Returns the number of blocks. */
+static size_t block_sums(double *part, int which, const float *x, const float *dy, const double *m,
+                         const float *mf, const float *rs, size_t n, int C)
+{
+  size_t blocks = (n + ROW_BLOCK - 1) / ROW_BLOCK;
+#pragma omp parallel for schedule(static) if (n * C >= COHORT_CPU_PAR_MIN)
+  for (size_t k = 0; k < blocks; k++) {
+    size_t r0 = k * ROW_BLOCK, rows = n - r0 < ROW_BLOCK ? n - r0 : ROW_BLOCK;
+    double *p = part + k * 2 * C;
+    if (which == 0)
+      sum_rows_d(p, x + r0 * C, rows, C);
+    else if (which == 1)
+      m2_rows_d(p, x + r0 * C, m, rows, C);
+    else
+      reduce_rows_d(p, p + C, dy + r0 * C, x + r0 * C, mf, rs, rows, C);
+  }
+  return blocks;
+}
+
+/* out[c] (and out2[c]) = the blocks' partial sums added in block order. */
+static void add_blocks(double *out, double *out2, const double *part, size_t blocks, int C)
+{
+  for (int c = 0; c < C; c++) {
+    double s = 0.0, s2 = 0.0;
+    for (size_t k = 0; k < blocks; k++) {
+      s += part[k * 2 * C + c];
+      s2 += part[k * 2 * C + C + c];
+    }
+    out[c] = s;
+    if (out2)
+      out2[c] = s2;
+  }
+}
+
+/* The calling thread's room for the partial sums, grown on demand and kept: a training step
+ * asks for the same sizes every time, and a fresh allocation of this size (up to a few MiB)
+ * had its pages faulted in on every call. */
+static _Thread_local double *part_buf;
+static _Thread_local size_t part_cap;
+
+static double *block_memory(size_t n, int C)
+{
+  size_t want = ((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * (size_t)C + 2 * (size_t)C;
+  if (part_cap < want) {
+    free(part_buf);
+    part_buf = malloc(want * sizeof(double));
+    part_cap = part_buf ? want : 0;
+    if (!part_buf) {
+      fprintf(stderr, "cohort: out of memory for BatchNorm's partial sums (%d channels)\n", C);
+      abort();
+    }
+  }
+  return part_buf;
+}
+
+static void bn_stats_rows(const float *x, size_t n, int C, float *mean, float *m2)
+{
+  double *part = block_memory(n, C), *m = part + ((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * C;
+  double *q = m + C;
+  add_blocks(m, NULL, part, block_sums(part, 0, x, NULL, NULL, NULL, NULL, n, C), C);
+  for (int c = 0; c < C; c++)
+    m[c] /= (double)n;
+  add_blocks(q, NULL, part, block_sums(part, 1, x, NULL, m, NULL, NULL, n, C), C);
+  for (int c = 0; c < C; c++) {
+    mean[c] = (float)m[c];
+    m2[c] = (float)q[c];
+  }
+}
+
+COHORT_VEC static void bn_rows(float *restrict y, const float *restrict x, const float *restrict m,
+                               const float *restrict k, const float *restrict b, size_t rows, int C)
+{
+  for (size_t r = 0; r < rows; r++)
+    for (int c = 0; c < C; c++)
+      y[r * C + c] = (x[r * C + c] - m[c]) * k[c] + b[c];
+}
+
+static void bn_forward_rows(float *y, const float *x, const float *mean, const float *rstd,
+                            const float *weight, const float *bias, size_t n, int C)
+{
+  float *k = malloc((size_t)C * sizeof(float));
+  if (!k)
+    abort();
+  for (int c = 0; c < C; c++)
+    k[c] = rstd[c] * weight[c];
+  size_t blocks = (n + ROW_BLOCK - 1) / ROW_BLOCK;
+#pragma omp parallel for schedule(static) if (n * C >= COHORT_CPU_PAR_MIN)
+  for (size_t j = 0; j < blocks; j++) {
+    size_t r0 = j * ROW_BLOCK, rows = n - r0 < ROW_BLOCK ? n - r0 : ROW_BLOCK;
+    bn_rows(y + r0 * C, x + r0 * C, mean, k, bias, rows, C);
+  }
+  free(k);
+}
+
+static void bn_backward_reduce_rows(const float *dy, const float *x, const float *mean,
+                                    const float *rstd, size_t n, int C, float *sum_dy,
+                                    float *sum_dy_xhat)
+{
+  double *part = block_memory(n, C), *s1 = part + ((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * C;
+  double *s2 = s1 + C;
+  add_blocks(s1, s2, part, block_sums(part, 2, x, dy, NULL, mean, rstd, n, C), C);
+  for (int c = 0; c < C; c++) {
+    sum_dy[c] = (float)s1[c];
+    sum_dy_xhat[c] = (float)s2[c];
+  }
+}
+
+/* Per channel: m, rs, k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. */
+COHORT_VEC static void dx_rows(float *restrict dx, const float *restrict dy,
+                               const float *restrict x, const float *restrict pc, size_t rows,
+                               int C)
+{
+  const float *m = pc, *rs = pc + C, *k = pc + 2 * C, *a = pc + 3 * C, *bq = pc + 4 * C;
+  for (size_t r = 0; r < rows; r++)
+    for (int c = 0; c < C; c++)
+      dx[r * C + c] += k[c] * (dy[r * C + c] - a[c] - (x[r * C + c] - m[c]) * rs[c] * bq[c]);
+}
+
+static void bn_backward_dx_rows(float *dx, const float *dy, const float *x, const float *mean,
+                                const float *rstd, const float *weight, const float *sum_dy,
+                                const float *sum_dy_xhat, double count, size_t n, int C)
+{
+  float *pc = malloc(5 * (size_t)C * sizeof(float));
+  if (!pc)
+    abort();
+  for (int c = 0; c < C; c++) {
+    pc[c] = mean[c];
+    pc[C + c] = rstd[c];
+    pc[2 * C + c] = weight[c] * rstd[c];
+    pc[3 * C + c] = (float)(sum_dy[c] / count);
+    pc[4 * C + c] = (float)(sum_dy_xhat[c] / count);
+  }
+  size_t blocks = (n + ROW_BLOCK - 1) / ROW_BLOCK;
+#pragma omp parallel for schedule(static) if (n * C >= COHORT_CPU_PAR_MIN)
+  for (size_t j = 0; j < blocks; j++) {
+    size_t r0 = j * ROW_BLOCK, rows = n - r0 < ROW_BLOCK ? n - r0 : ROW_BLOCK;
+    dx_rows(dx + r0 * C, dy + r0 * C, x + r0 * C, pc, rows, C);
+  }
+  free(pc);
+}
+
 void cohort_cpu_bn_stats(const float *x, int B, int C, int HW, float *mean, float *m2)
 {
   size_t n = (size_t)B * HW;
+  if (HW == 1 && n > 0 && C > 0) {
+    bn_stats_rows(x, n, C, mean, m2);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel(B, C, HW))
   for (int c = 0; c < C; c++) {
     if (n == 0) {
@@ -214,6 +405,10 @@ COHORT_VEC static void bn_row(float *y, const float *x, float m, float k, float 
 void cohort_cpu_bn_forward(float *y, const float *x, const float *mean, const float *rstd,
                            const float *weight, const float *bias, int B, int C, int HW)
 {
+  if (HW == 1 && B > 0 && C > 0) {
+    bn_forward_rows(y, x, mean, rstd, weight, bias, (size_t)B, C);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel(B, C, HW))
   for (int i = 0; i < B * C; i++) {
     int c = i % C;
@@ -260,6 +455,10 @@ void cohort_cpu_bn_backward_reduce(const float *dy, const float *x, const float 
                                    const float *rstd, int B, int C, int HW, float *sum_dy,
                                    float *sum_dy_xhat)
 {
+  if (HW == 1 && B > 0 && C > 0) {
+    bn_backward_reduce_rows(dy, x, mean, rstd, (size_t)B, C, sum_dy, sum_dy_xhat);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel(B, C, HW))
   for (int c = 0; c < C; c++) {
     double s1 = 0.0, s2 = 0.0;
@@ -283,6 +482,10 @@ void cohort_cpu_bn_backward_dx(float *dx, const float *dy, const float *x, const
                                const float *rstd, const float *weight, const float *sum_dy,
                                const float *sum_dy_xhat, double count, int B, int C, int HW)
 {
+  if (HW == 1 && B > 0 && C > 0) {
+    bn_backward_dx_rows(dx, dy, x, mean, rstd, weight, sum_dy, sum_dy_xhat, count, (size_t)B, C);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel(B, C, HW))
   for (int i = 0; i < B * C; i++) {
     int c = i % C;

@@ -1,5 +1,8 @@
-/* Convolutional layers: conv2d (im2col + GEMM) and global average pooling, NCHW. */
+/* Convolution and pooling: conv2d in NCHW and channels-last (NHWC) through cuDNN where the
+ * build has it (convolution-cudnn.cu), else im2col + cuBLAS (NHWC through transposes); global
+ * average pooling in both layouts, max-pooling in NHWC. */
 #include "cuda.cuh"
+#include "cohort-build-config.h"
 
 #define MAX_DEVICES 64
 #define THREADS     256
@@ -119,8 +122,8 @@ static int conv_group(int B, size_t ckk, size_t howo)
   return g < 1 ? 1 : (g > (size_t)B ? B : (int)g);
 }
 
-void cohort_cuda_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
-                                int H, int W, int C_out, int K, int stride, int pad)
+static void im2col_forward(float *out, const float *inp, const float *weight, int B, int C_in,
+                           int H, int W, int C_out, int K, int stride, int pad)
 {
   ConvShape s;
   if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
@@ -152,9 +155,9 @@ void cohort_cuda_conv2d_forward(float *out, const float *inp, const float *weigh
   }
 }
 
-void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                                 const float *weight, int B, int C_in, int H, int W, int C_out,
-                                 int K, int stride, int pad)
+static void im2col_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                            const float *weight, int B, int C_in, int H, int W, int C_out, int K,
+                            int stride, int pad)
 {
   ConvShape s;
   if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
@@ -196,6 +199,124 @@ void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout,
   }
 }
 
+void cohort_cuda_conv2d_forward(float *out, const float *inp, const float *weight, int B, int C_in,
+                                int H, int W, int C_out, int K, int stride, int pad)
+{
+#if COHORT_HAVE_CUDNN
+  if (cohort_cudnn_conv2d_forward(false, out, inp, weight, B, C_in, H, W, C_out, K, stride, pad))
+    return;
+#endif
+  im2col_forward(out, inp, weight, B, C_in, H, W, C_out, K, stride, pad);
+}
+
+void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                 const float *weight, int B, int C_in, int H, int W, int C_out,
+                                 int K, int stride, int pad)
+{
+#if COHORT_HAVE_CUDNN
+  if (cohort_cudnn_conv2d_backward(false, dinp, true, dweight, dout, inp, weight, B, C_in, H, W,
+                                   C_out, K, stride, pad))
+    return;
+#endif
+  im2col_backward(dinp, dweight, dout, inp, weight, B, C_in, H, W, C_out, K, stride, pad);
+}
+
+/* dst [B, C, HW] from src [B, HW, C] (to_nchw) or back; i indexes dst. With `add`, dst +=. */
+__global__ static void layout_kernel(float *dst, const float *src, int C, size_t HW, size_t total,
+                                     bool to_nchw, bool add)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    size_t b, c, p;
+    if (to_nchw) {
+      p = i % HW;
+      c = i / HW % C;
+      b = i / (HW * C);
+    } else {
+      c = i % C;
+      p = i / C % HW;
+      b = i / (HW * C);
+    }
+    size_t from = to_nchw ? (b * HW + p) * C + c : (b * C + c) * HW + p;
+    dst[i] = add ? dst[i] + src[from] : src[from];
+  }
+}
+
+static bool relayout(float *dst, const float *src, int B, int C, size_t HW, bool to_nchw, bool add)
+{
+  size_t total = (size_t)B * C * HW;
+  layout_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(dst, src, C, HW, total, to_nchw,
+                                                                 add);
+  return cohort_cuda_launched("conv2d_nhwc (layout)");
+}
+
+/* The NHWC fallback's buffers: the convolution's own two are im2col's, so these are separate. */
+static float *nhwc_buf[MAX_DEVICES][3];
+static size_t nhwc_cap[MAX_DEVICES][3];
+
+static float *nhwc_scratch(int which, size_t n)
+{
+  int d = cohort_cuda_get_device();
+  if (d < 0 || d >= MAX_DEVICES) {
+    cohort_cuda_fail("cuda: conv2d_nhwc: no usable device for scratch memory");
+    return NULL;
+  }
+  if (nhwc_cap[d][which] < n) {
+    cohort_cuda_ok(cudaFree(nhwc_buf[d][which]), "cudaFree (conv2d_nhwc scratch)");
+    nhwc_buf[d][which] = NULL;
+    nhwc_cap[d][which] = 0;
+    if (!cohort_cuda_ok(cudaMalloc(&nhwc_buf[d][which], n * sizeof(float)),
+                        "cudaMalloc (conv2d_nhwc scratch)"))
+      return NULL;
+    nhwc_cap[d][which] = n;
+  }
+  return nhwc_buf[d][which];
+}
+
+void cohort_cuda_conv2d_nhwc_forward(float *out, const float *inp, const float *weight, int B,
+                                     int C_in, int H, int W, int C_out, int K, int stride, int pad)
+{
+  ConvShape s;
+  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+    return;
+#if COHORT_HAVE_CUDNN
+  if (cohort_cudnn_conv2d_forward(true, out, inp, weight, B, C_in, H, W, C_out, K, stride, pad))
+    return;
+#endif
+  size_t hw = (size_t)H * W, howo = (size_t)s.Ho * s.Wo;
+  float *x = nhwc_scratch(0, (size_t)B * C_in * hw), *y = nhwc_scratch(1, (size_t)B * C_out * howo);
+  if (!x || !y || !relayout(x, inp, B, C_in, hw, true, false))
+    return;
+  im2col_forward(y, x, weight, B, C_in, H, W, C_out, K, stride, pad);
+  relayout(out, y, B, C_out, howo, false, false);
+}
+
+void cohort_cuda_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight,
+                                      const float *dout, const float *inp, const float *weight,
+                                      int B, int C_in, int H, int W, int C_out, int K, int stride,
+                                      int pad)
+{
+  ConvShape s;
+  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+    return;
+#if COHORT_HAVE_CUDNN
+  if (cohort_cudnn_conv2d_backward(true, dinp, accumulate != 0, dweight, dout, inp, weight, B, C_in,
+                                   H, W, C_out, K, stride, pad))
+    return;
+#endif
+  size_t hw = (size_t)H * W, howo = (size_t)s.Ho * s.Wo, n_in = (size_t)B * C_in * hw;
+  float *g = nhwc_scratch(0, (size_t)B * C_out * howo), *x = nhwc_scratch(1, n_in);
+  float *dx = dinp ? nhwc_scratch(2, n_in) : NULL;
+  if (!g || !x || (dinp && !dx) || !relayout(g, dout, B, C_out, howo, true, false) ||
+      !relayout(x, inp, B, C_in, hw, true, false))
+    return;
+  if (dx && !cohort_cuda_ok(cudaMemset(dx, 0, n_in * sizeof(float)), "cudaMemset (conv2d_nhwc)"))
+    return;
+  im2col_backward(dx, dweight, g, x, weight, B, C_in, H, W, C_out, K, stride, pad);
+  if (dx)
+    relayout(dinp, dx, B, C_in, hw, false, accumulate != 0);
+}
+
 __global__ static void pool_kernel(float *out, const float *inp, int rows, int HW)
 {
   int lane = threadIdx.x % COHORT_WARP;
@@ -234,4 +355,139 @@ void cohort_cuda_avgpool_global_backward(float *dinp, const float *dout, int B, 
     return;
   pool_back_kernel<<<cohort_cuda_blocks(total, 256), 256>>>(dinp, dout, HW, total);
   cohort_cuda_launched("avgpool_global_backward");
+}
+
+/* out[b, c] = mean over p of inp[b, p, c]: one thread per (b, c), neighbours read neighbours. */
+__global__ static void pool_nhwc_kernel(float *out, const float *inp, int C, int HW, size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    size_t b = i / C, c = i % C;
+    const float *x = inp + b * HW * C + c;
+    float s = 0.0f;
+    for (int p = 0; p < HW; p++)
+      s += x[(size_t)p * C];
+    out[i] = s / (float)HW;
+  }
+}
+
+__global__ static void pool_nhwc_back_kernel(float *dinp, const float *dout, int C, int HW,
+                                             size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    size_t c = i % C, b = i / ((size_t)HW * C);
+    dinp[i] += dout[b * C + c] * (1.0f / (float)HW);
+  }
+}
+
+void cohort_cuda_avgpool_global_nhwc_forward(float *out, const float *inp, int B, int C, int HW)
+{
+  if (B <= 0 || C <= 0 || HW <= 0)
+    return;
+  size_t total = (size_t)B * C;
+  pool_nhwc_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(out, inp, C, HW, total);
+  cohort_cuda_launched("avgpool_global_nhwc_forward");
+}
+
+void cohort_cuda_avgpool_global_nhwc_backward(float *dinp, const float *dout, int B, int C, int HW)
+{
+  if (B <= 0 || C <= 0 || HW <= 0)
+    return;
+  size_t total = (size_t)B * HW * C;
+  pool_nhwc_back_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(dinp, dout, C, HW, total);
+  cohort_cuda_launched("avgpool_global_nhwc_backward");
+}
+
+struct PoolShape {
+  int C, H, W, K, S, P, Ho, Wo;
+};
+
+/* The CPU backend's rule (kernels/cpu/convolution.c): in window order, a value wins when it is
+ * greater or NaN; the maximum starts at -inf at the window's first pixel. Returns the winning
+ * pixel (h * W + w) of channel c of one image, its value in *best. */
+__device__ static int pool_argmax(const float *img, const PoolShape &s, int oh, int ow, int c,
+                                  float *best)
+{
+  int h0 = oh * s.S - s.P, w0 = ow * s.S - s.P;
+  int h1 = min(h0 + s.K, s.H), w1 = min(w0 + s.K, s.W);
+  h0 = max(h0, 0);
+  w0 = max(w0, 0);
+  float m = -INFINITY;
+  int at = h0 * s.W + w0;
+  for (int h = h0; h < h1; h++)
+    for (int w = w0; w < w1; w++) {
+      float v = img[((size_t)h * s.W + w) * s.C + c];
+      if (v > m || v != v) {
+        m = v;
+        at = h * s.W + w;
+      }
+    }
+  *best = m;
+  return at;
+}
+
+__global__ static void maxpool_kernel(float *out, const float *inp, PoolShape s, size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    int c = (int)(i % s.C), ow = (int)(i / s.C % s.Wo), oh = (int)(i / ((size_t)s.C * s.Wo) % s.Ho);
+    size_t b = i / ((size_t)s.C * s.Wo * s.Ho);
+    float m;
+    pool_argmax(inp + b * s.H * s.W * s.C, s, oh, ow, c, &m);
+    out[i] = m;
+  }
+}
+
+/* Gathered: each input element adds the gradients of the windows whose maximum it is, in the
+ * windows' order (the CPU's), so no two threads write one element. */
+__global__ static void maxpool_back_kernel(float *dinp, const float *dout, const float *inp,
+                                           PoolShape s, size_t total)
+{
+  COHORT_GRID_STRIDE(i, total)
+  {
+    int c = (int)(i % s.C), w = (int)(i / s.C % s.W), h = (int)(i / ((size_t)s.C * s.W) % s.H);
+    size_t b = i / ((size_t)s.C * s.W * s.H);
+    const float *img = inp + b * s.H * s.W * s.C;
+    int oh0 = max(0, (h + s.P - s.K + s.S) / s.S), oh1 = min(s.Ho - 1, (h + s.P) / s.S);
+    int ow0 = max(0, (w + s.P - s.K + s.S) / s.S), ow1 = min(s.Wo - 1, (w + s.P) / s.S);
+    float d = dinp[i], m;
+    for (int oh = oh0; oh <= oh1; oh++)
+      for (int ow = ow0; ow <= ow1; ow++)
+        if (pool_argmax(img, s, oh, ow, c, &m) == h * s.W + w)
+          d += dout[((b * s.Ho + oh) * s.Wo + ow) * s.C + c];
+    dinp[i] = d;
+  }
+}
+
+static bool pool_shape(PoolShape *s, int C, int H, int W, int K, int S, int P)
+{
+  *s = PoolShape{C, H, W, K, S, P, 0, 0};
+  if (C <= 0 || K < 1 || S < 1 || P < 0 || 2 * P > K || H + 2 * P < K || W + 2 * P < K)
+    return false;
+  s->Ho = (H + 2 * P - K) / S + 1;
+  s->Wo = (W + 2 * P - K) / S + 1;
+  return true;
+}
+
+void cohort_cuda_maxpool2d_nhwc_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                        int K, int stride, int pad)
+{
+  PoolShape s;
+  if (B <= 0 || !pool_shape(&s, C, H, W, K, stride, pad))
+    return;
+  size_t total = (size_t)B * s.Ho * s.Wo * C;
+  maxpool_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(out, inp, s, total);
+  cohort_cuda_launched("maxpool2d_nhwc_forward");
+}
+
+void cohort_cuda_maxpool2d_nhwc_backward(float *dinp, const float *dout, const float *inp, int B,
+                                         int C, int H, int W, int K, int stride, int pad)
+{
+  PoolShape s;
+  if (B <= 0 || !pool_shape(&s, C, H, W, K, stride, pad))
+    return;
+  size_t total = (size_t)B * H * W * C;
+  maxpool_back_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(dinp, dout, inp, s, total);
+  cohort_cuda_launched("maxpool2d_nhwc_backward");
 }

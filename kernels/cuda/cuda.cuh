@@ -192,3 +192,27 @@ void cohort_cuda_conv2d_backward(float *dinp, float *dweight, const float *dout,
                                  int K, int stride, int pad);
 void cohort_cuda_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW);
 void cohort_cuda_avgpool_global_backward(float *dinp, const float *dout, int B, int C, int HW);
+void cohort_cuda_conv2d_nhwc_forward(float *out, const float *inp, const float *weight, int B,
+                                     int C_in, int H, int W, int C_out, int K, int stride, int pad);
+void cohort_cuda_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight,
+                                      const float *dout, const float *inp, const float *weight,
+                                      int B, int C_in, int H, int W, int C_out, int K, int stride,
+                                      int pad);
+void cohort_cuda_maxpool2d_nhwc_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                        int K, int stride, int pad);
+void cohort_cuda_maxpool2d_nhwc_backward(float *dinp, const float *dout, const float *inp, int B,
+                                         int C, int H, int W, int K, int stride, int pad);
+void cohort_cuda_avgpool_global_nhwc_forward(float *out, const float *inp, int B, int C, int HW);
+void cohort_cuda_avgpool_global_nhwc_backward(float *dinp, const float *dout, int B, int C, int HW);
+
+/* convolution-cudnn.cu, in builds with cuDNN: the convolutions on cuDNN (nhwc: activations
+ * channels-last, else NCHW; weights PyTorch's [O, C, K, K]). Each returns false, having done
+ * nothing, when cuDNN has no plan for the shape (the caller then runs im2col + cuBLAS); a failure
+ * while running is recorded as the backend's error. The backward adds to dweight and writes
+ * dinp (adds to it when `accumulate`; dinp NULL: none). */
+bool cohort_cudnn_conv2d_forward(bool nhwc, float *out, const float *inp, const float *weight,
+                                 int B, int C_in, int H, int W, int C_out, int K, int stride,
+                                 int pad);
+bool cohort_cudnn_conv2d_backward(bool nhwc, float *dinp, bool accumulate, float *dweight,
+                                  const float *dout, const float *inp, const float *weight, int B,
+                                  int C_in, int H, int W, int C_out, int K, int stride, int pad);
