@@ -14,7 +14,7 @@ typedef struct {
 
 static const char *const model_choices[] = {"gpt", "dit", "resnet", NULL};
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
-static const char *const augment_choices[] = {"none", "crop", "crop_flip", NULL};
+static const char *const augment_choices[] = {"none", "crop", "crop_flip", "flip", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
 static const char *const lr_schedule_choices[] = {"constant", "cosine", "linear", "step", NULL};
 static const char *const optimizer_choices[] = {"adamw", "sgd", NULL};
@@ -107,9 +107,17 @@ static const KeyRow rows[] = {
          "Leave out image files that cannot be read (and say how many) instead of stopping.",
          "false", "dit,resnet"),
     ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
-         "Training augmentation: none, a random crop after 4 pixels of padding, or the crop "
-         "and a random horizontal flip.",
+         "Training augmentation: none, a random crop after 4 pixels of padding, the crop and a "
+         "random horizontal flip, or the flip alone (what latent training allows).",
          "none", "dit,resnet"),
+    ROWM(vae_from, STRING, "data", NULL, 0, 0,
+         "\"\" or a folder: a diffusers AutoencoderKL (config.json and "
+         "diffusion_pytorch_model.safetensors) or a pipeline folder with one in vae/; "
+         "\"builtin:REL\" names one under Cohort's data folder",
+         "Train in the latent space of this VAE: every image is encoded once into a latent "
+         "cache in the workspace, image_size is the size the VAE sees, and samples are decoded "
+         "through it; \"\" trains on pixels.",
+         "", "dit"),
     ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
         "Threads that load the next micro-batches while the current one trains (a bounded "
         "queue of 2 per thread); 0 loads them on the training thread.",

@@ -64,7 +64,8 @@ typedef struct {
   int image_channels; /* images: 1 (grey) or 3 (RGB) */
   int num_classes;    /* images: 0 = as many as train_data has class folders */
   gboolean skip_bad_images;
-  int augment;         /* CohortAugment (data/augment.h): none, crop, crop_flip */
+  int augment;         /* CohortAugment (data/augment.h): none, crop, crop_flip, flip */
+  char *vae_from;      /* dit: "" = pixel space; else a diffusers AutoencoderKL folder */
   int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
   gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
 

@@ -1,16 +1,19 @@
-/* Data sources for the trainer: token windows (data/dataset.h) and images (data/images.h),
- * behind one numbered-sample interface. */
+/* Data sources for the trainer: token windows (data/dataset.h), images (data/images.h) and
+ * their latents (data/latent-set.h), behind one numbered-sample interface. */
 #include "engine/model/data-source.h"
 
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/images.h"
 
+#include <string.h>
+
 struct CohortDataSource {
   CohortDataFormat format;
   CohortDataset *windows; /* text and token shards */
   int T;
-  CohortImageSet *images; /* images */
+  CohortImageSet *images;     /* images */
+  CohortLatentTable *latents; /* or latents of them (vae_from) */
   int C, S;
   CohortAugment augment;
   guint64 seed;
@@ -50,10 +53,23 @@ CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *p
   return s;
 }
 
+CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table)
+{
+  CohortDataSource *s = g_new0(CohortDataSource, 1);
+  s->format = COHORT_DATA_IMAGES;
+  s->latents = table;
+  s->C = table->channels;
+  s->S = table->size;
+  s->augment = (CohortAugment)cfg->augment;
+  s->seed = (guint64)cfg->seed;
+  return s;
+}
+
 void cohort_data_source_free(CohortDataSource *s)
 {
   if (!s)
     return;
+  g_clear_pointer(&s->latents, cohort_latent_table_free);
   g_clear_pointer(&s->windows, cohort_dataset_free);
   g_clear_pointer(&s->images, cohort_image_set_free);
   g_free(s);
@@ -61,16 +77,22 @@ void cohort_data_source_free(CohortDataSource *s)
 
 guint64 cohort_data_source_count(const CohortDataSource *s)
 {
+  if (s->latents)
+    return s->latents->n;
   return s->images ? cohort_image_set_len(s->images) : cohort_dataset_num_windows(s->windows);
 }
 
 int cohort_data_source_num_classes(const CohortDataSource *s)
 {
+  if (s->latents)
+    return (int)g_strv_length(s->latents->classes);
   return s->images ? cohort_image_set_num_classes(s->images) : 0;
 }
 
 const char *const *cohort_data_source_class_names(const CohortDataSource *s)
 {
+  if (s->latents)
+    return (const char *const *)s->latents->classes;
   return s->images ? cohort_image_set_class_names(s->images) : NULL;
 }
 
@@ -81,15 +103,32 @@ guint cohort_data_source_num_skipped(const CohortDataSource *s)
 
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity)
 {
-  if (s->images)
+  if (s->images || s->latents)
     return cohort_batch_new(capacity, 0, s->C, s->S, s->S);
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
+}
+
+/* The latent of `index`, mirrored when training with flip draws it so. */
+static gboolean load_latent(const CohortDataSource *s, CohortBatch *b, int row, guint64 index)
+{
+  const CohortLatentTable *t = s->latents;
+  size_t D = (size_t)t->channels * t->size * t->size;
+  int top, left;
+  gboolean flip = FALSE;
+  if (b->epoch >= 0 && s->augment == COHORT_AUGMENT_FLIP && t->variants == 2)
+    cohort_augment_draw(s->augment, s->seed, (guint64)b->epoch, index, &top, &left, &flip);
+  memcpy(b->images + row * D, t->values + ((size_t)index * t->variants + (flip ? 1 : 0)) * D,
+         D * sizeof(float));
+  b->labels[row] = t->labels[index];
+  return TRUE;
 }
 
 gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
                                  GError **error)
 {
   b->example_ids[row] = index;
+  if (s->latents)
+    return load_latent(s, b, row, index);
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);

@@ -8,6 +8,7 @@
 
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
+#include "data/latent-set.h"
 
 G_BEGIN_DECLS
 
@@ -17,6 +18,11 @@ typedef struct CohortDataSource CohortDataSource;
  * prepared-data index or cache in `cache_dir` (may be NULL). Errors name the file. */
 CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *path,
                                           const char *cache_dir, GError **error);
+/* Latents as data (vae_from): the source takes `table` (data/latent-set.h) and serves its
+ * latents as images [channels, size, size] with their labels. Training batches with the
+ * config's augment "flip" take the mirrored latent when the draw of (seed, epoch, index) says
+ * so (the table must then hold both); evaluation batches never do. */
+CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table);
 void cohort_data_source_free(CohortDataSource *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 

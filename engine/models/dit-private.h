@@ -49,6 +49,12 @@ typedef struct {
   int k_patch; /* values per patch: channels · patch² */
   size_t blocks_offset, block_numel, final_offset;
 
+  /* vae_from: the VAE's folder (resolved) and the image size it decodes to; NULL in pixel
+   * space. The VAE itself is loaded (for decoding only) when a sample first needs it. */
+  char *vae_dir;
+  int pixel_size;
+  struct CohortVae *vae;
+
   /* the objective's choices, from the config */
   int timestep_logit_normal;
   double timestep_shift;
