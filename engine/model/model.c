@@ -41,6 +41,7 @@ void cohort_model_free(CohortModel *m)
   float *params = m->params, *grads = m->grads, *buffers = m->buffer_data;
   CohortTensorInfo *tensors = m->tensors, *bufs = m->buffers;
   guint n_tensors = m->n_tensors, n_bufs = m->n_buffers;
+  g_free(m->import_note);
   /* The family frees its own struct, which embeds the base: keep what the base owns first. */
   m->ops->finalize(m);
   if (be) {

@@ -146,6 +146,9 @@ struct CohortModel {
    * the family does not say. */
   size_t act_bytes;
   const CohortModelComm *comm; /* NULL: this rank's batch alone (cohort_model_set_comm) */
+  /* What the family's import_weights adapted on the way in (names mapped, channels dropped),
+   * for the run's log; NULL when nothing. Freed with the model. */
+  char *import_note;
 };
 
 /* A model family. */

@@ -110,6 +110,11 @@ static inline float *dit_fp(const Dit *d, float *base, int p)
   return base + d->base.tensors[DT_HEAD_COUNT + d->shape.n_layer * DB_COUNT + p].offset;
 }
 
+/* dit.c: the fixed 2-D sine-cosine position table into the model's buffer. */
+void cohort_dit_fill_pos_embed(Dit *d);
+/* dit-import.c: init_from (the family's import_weights). */
+gboolean cohort_dit_import(CohortModel *m, const char *path, GError **error);
+
 /* dit-forward.c: the network on the batch already in d->img, d->t, d->labels (backend
  * memory); writes d->pred. */
 void cohort_dit_net_forward(Dit *d, int B);

@@ -239,9 +239,14 @@ static void dit_init(CohortModel *m, guint64 seed)
   }
   m->be->upload(m->params, host, m->n_params * sizeof(float));
   g_free(host);
-  float *pos = g_new(float, m->n_buffer_floats);
+  cohort_dit_fill_pos_embed(d);
+}
+
+void cohort_dit_fill_pos_embed(Dit *d)
+{
+  float *pos = g_new(float, d->base.n_buffer_floats);
   pos_embed_2d(pos, d->shape.image_size / d->shape.patch, d->shape.hidden);
-  cohort_model_upload_buffers(m, pos);
+  cohort_model_upload_buffers(&d->base, pos);
   g_free(pos);
 }
 
@@ -452,6 +457,7 @@ const CohortModelClass cohort_dit_class = {
     .check_config = dit_check_config,
     .count_params = dit_count_params,
     .create = dit_create,
+    .import_weights = cohort_dit_import,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,
     .copies_blocks = TRUE,

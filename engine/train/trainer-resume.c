@@ -274,6 +274,8 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
     if (!cohort_model_import(r->model, init_path, error) ||
         !cohort_model_check_finite(r->model, init_path, error))
       return FALSE;
+    if (r->model->import_note)
+      cohort_progress_log(r->progress, "info", "init_from %s", r->model->import_note);
   } else {
     r->model->ops->init_weights(r->model, (guint64)cfg->seed);
   }
