@@ -53,7 +53,7 @@ static void test_defaults(void)
 
   guint n;
   const CohortConfigKey *keys = cohort_config_keys(&n);
-  g_assert_cmpuint(n, ==, 86);
+  g_assert_cmpuint(n, ==, 87);
   g_assert_null(cohort_config_find_key("version"));
   g_assert_true(cohort_config_find_key("seed") == &keys[12]);
   g_assert_cmpstr(cohort_config_find_key("lr_schedule")->allowed, ==,

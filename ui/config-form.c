@@ -324,7 +324,7 @@ static const struct {
   gboolean folder;
 } path_keys[] = {
     {"train_data", FALSE},  {"val_data", FALSE},     {"init_from", FALSE},
-    {"teacher_from", TRUE}, {"workspace_dir", TRUE},
+    {"teacher_from", TRUE}, {"workspace_dir", TRUE}, {"vae_from", TRUE},
 };
 
 typedef struct {

@@ -25,6 +25,7 @@ static const struct {
     {"num_classes", N_("Classes")},
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
+    {"vae_from", N_("VAE for latent training")},
     {"num_workers", N_("Loader threads")},
     {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
@@ -97,8 +98,8 @@ static const struct {
 static const char *const arch_keys[] = {"model",      "n_layer",      "n_head",
                                         "n_embd",     "seq_len",      "vocab_size",
                                         "patch_size", "resnet_width", NULL};
-static const char *const image_keys[] = {"image_size", "image_channels",  "num_classes",
-                                         "augment",    "skip_bad_images", NULL};
+static const char *const image_keys[] = {
+    "image_size", "image_channels", "num_classes", "augment", "skip_bad_images", "vae_from", NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", NULL};
 static const char *const order_keys[] = {"shuffle", "seed", "drop_last", NULL};
@@ -178,6 +179,7 @@ static const struct {
     {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},
     {"crop_flip", N_("random crop and flip")},
+    {"flip", N_("random flip")},
     {"uniform", N_("uniform")},
     {"logit_normal", N_("logit-normal")},
     {"random", N_("random")},

@@ -65,7 +65,10 @@ static const struct {
     {"workspace_dir", N_("a folder")},
     {"sample_prompt", N_("any text")},
     {"init_from", N_("empty, or a .safetensors file: Hugging Face GPT-2 names for GPT, a Cohort "
-                     "export for other models")},
+                     "export for other models, the DiT reference's or diffusers' names (or a "
+                     "diffusers folder) for DiT")},
+    {"vae_from", N_("empty, or a diffusers AutoencoderKL folder (config.json and "
+                    "diffusion_pytorch_model.safetensors)")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
 };

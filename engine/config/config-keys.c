@@ -260,7 +260,8 @@ static const KeyRow rows[] = {
          "4.0", "dit"),
     ROW(init_from, STRING, "output", NULL, 0, 0,
         "\"\" or a path to a .safetensors file: Hugging Face GPT-2 names for gpt, a Cohort "
-        "export (model.safetensors) for other models",
+        "export (model.safetensors) for other models; for dit also the DiT reference's names or "
+        "diffusers' DiTTransformer2DModel (a .safetensors file or a diffusers folder)",
         "Weights to start from instead of a random initialisation.", ""),
 
     /* distributed */
