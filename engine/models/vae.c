@@ -51,8 +51,8 @@ static VaeOp op_of(VaeOpKind kind, int in, int out)
 static int conv(CohortVae *v, VaeGraph *g, int in, const char *prefix, int cout, int K, int stride,
                 int pad, gboolean linear)
 {
-  const VaeTensor *x = vae_tensor(g, in);
-  int cin = x->C, Ho = (x->H + 2 * pad - K) / stride + 1, Wo = (x->W + 2 * pad - K) / stride + 1;
+  VaeTensor x = *vae_tensor(g, in);
+  int cin = x.C, Ho = (x.H + 2 * pad - K) / stride + 1, Wo = (x.W + 2 * pad - K) / stride + 1;
   VaeOp op = op_of(VOP_CONV, in, new_tensor(g, cout, Ho, Wo));
   op.K = K, op.stride = stride, op.pad = pad;
   char *wn = g_strconcat(prefix, ".weight", NULL);
@@ -61,12 +61,13 @@ static int conv(CohortVae *v, VaeGraph *g, int in, const char *prefix, int cout,
   return push(g, op);
 }
 
+/* (new_tensor may move the tensor array: shapes are copied out before it.) */
 static int group_norm(CohortVae *v, VaeGraph *g, int in, const char *prefix)
 {
-  const VaeTensor *x = vae_tensor(g, in);
-  VaeOp op = op_of(VOP_GN, in, new_tensor(g, x->C, x->H, x->W));
-  op.w = add_param(v, g_strconcat(prefix, ".weight", NULL), 1, x->C, 0, 0, 0);
-  op.b = add_param(v, g_strconcat(prefix, ".bias", NULL), 1, x->C, 0, 0, 0);
+  VaeTensor x = *vae_tensor(g, in);
+  VaeOp op = op_of(VOP_GN, in, new_tensor(g, x.C, x.H, x.W));
+  op.w = add_param(v, g_strconcat(prefix, ".weight", NULL), 1, x.C, 0, 0, 0);
+  op.b = add_param(v, g_strconcat(prefix, ".bias", NULL), 1, x.C, 0, 0, 0);
   op.stat = g->stat_floats;
   g->stat_floats += 2 * (size_t)v->cfg.norm_num_groups;
   return push(g, op);
@@ -79,8 +80,8 @@ static int unary(VaeGraph *g, VaeOpKind kind, int in, int C, int H, int W)
 
 static int add(VaeGraph *g, int a, int b)
 {
-  const VaeTensor *x = vae_tensor(g, a);
-  VaeOp op = op_of(VOP_ADD, a, new_tensor(g, x->C, x->H, x->W));
+  VaeTensor x = *vae_tensor(g, a);
+  VaeOp op = op_of(VOP_ADD, a, new_tensor(g, x.C, x.H, x.W));
   op.in2 = b;
   return push(g, op);
 }
