@@ -110,15 +110,15 @@ CohortLatentCache *cohort_latent_cache_open(const char *path, gsize floats, GErr
       g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, g_free);
   struct stat st;
   Header h;
-  gboolean ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (guint64)st.st_size >= sizeof h &&
-                  pread(fd, &h, sizeof h, 0) == sizeof h && memcmp(h.magic, MAGIC, 8) == 0 &&
-                  h.version == VERSION && h.byte_order == ORDER && h.floats == floats;
-  if (!S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     cohort_latent_cache_free(c);
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
                 "%s: the latent cache is not a regular file", path);
     return NULL;
   }
+  gboolean ours = (guint64)st.st_size >= sizeof h && pread(fd, &h, sizeof h, 0) == sizeof h &&
+                  memcmp(h.magic, MAGIC, 8) == 0 && h.version == VERSION && h.byte_order == ORDER &&
+                  h.floats == floats && h.reserved == 0;
   guint64 end = sizeof h;
   if (ours)
     end = read_records(c, (guint64)st.st_size);

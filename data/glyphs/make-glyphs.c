@@ -115,18 +115,18 @@ static void hsv_to_rgb(double h, double s, double v, double rgb[3])
 
 /* The colour set: the glyph's coverage `cov` as the alpha of a bright colour over a texture of
  * two dark colours (stripes, or a checkerboard of two stripe patterns, at a random angle and a
- * period of 6 to 16 pixels at side 64), all drawn from `rng` after the jitter. RGB, HWC. */
+ * period of 10 to 20 pixels at side 64), all drawn from `rng` after the jitter. RGB, HWC. */
 static void paint(const Renderer *r, const guint8 *cov, CohortExampleRng *rng, guint8 *rgb)
 {
   double fg[3], bg1[3], bg2[3];
   hsv_to_rgb(cohort_example_rng_uniform(rng), 0.75 + 0.25 * cohort_example_rng_uniform(rng), 1.0,
              fg);
   double hue = cohort_example_rng_uniform(rng);
-  hsv_to_rgb(hue, 0.6, 0.15 + 0.1 * cohort_example_rng_uniform(rng), bg1);
+  hsv_to_rgb(hue, 0.6, 0.12 + 0.08 * cohort_example_rng_uniform(rng), bg1);
   hsv_to_rgb(hue + 0.1 + 0.3 * cohort_example_rng_uniform(rng), 0.6,
-             0.35 + 0.1 * cohort_example_rng_uniform(rng), bg2);
+             0.26 + 0.08 * cohort_example_rng_uniform(rng), bg2);
   double angle = cohort_example_rng_uniform(rng) * G_PI;
-  double period = (6.0 + 10.0 * cohort_example_rng_uniform(rng)) * r->side / 64.0;
+  double period = (10.0 + 10.0 * cohort_example_rng_uniform(rng)) * r->side / 64.0;
   gboolean checker = cohort_example_rng_uniform(rng) < 0.5;
   double ca = cos(angle), sa = sin(angle);
   for (int y = 0; y < r->side; y++)
