@@ -18,13 +18,15 @@ setup: deps $(BUILD)/build.ninja
 build: setup
 	meson compile -C $(BUILD)
 
-# Trains the default preset (tiny-gpt; PRESET=tiny-dit or tiny-resnet for the image models) data-parallel,
+# Trains the default preset (tiny-gpt; PRESET=tiny-dit, tiny-latent-dit or tiny-resnet for the
+# image models; tiny-latent-dit first has the build train its VAE, data/vae/README.md) data-parallel,
 # 2 ranks × 1 thread through the launcher (as torchrun would), with live progress; the model
 # lands in runs/<preset>. Each `make run` is a new run: --overwrite moves an earlier one to
 # runs/<preset>/previous/.
 PRESET ?= tiny-gpt
 NPROC ?= 2
 run: build
+	@if [ "$(PRESET)" = tiny-latent-dit ]; then meson compile -C $(BUILD) tiny-vae; fi
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( $$(getconf _NPROCESSORS_ONLN) / $(NPROC) ))} $(BUILD)/engine/cli/cohort-run --standalone \
 	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset $(PRESET) --overwrite
 

@@ -1,6 +1,7 @@
 /* Times training steps (forward, backward, AdamW) of any model family on the CPU, through the
  * model interface, on a synthetic batch of the shape its data would give: random images in
- * [-1, 1] with random labels, or random tokens. The model is the one a config describes:
+ * [-1, 1] with random labels (a latent DiT: random latents), or random tokens. The model is the
+ * one a config describes:
  *
  *   bench-model [--preset NAME] [--set KEY=VALUE]... [--threads N] [--steps N] [--warmup N]
  *
@@ -18,6 +19,7 @@
 #include "engine/config/presets.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
+#include "engine/models/dit.h"
 #include "engine/models/registry.h"
 
 static double cpu_seconds(void)
@@ -39,18 +41,21 @@ static double median(double *v, int n)
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A batch of the config's data shape, filled with seeded random values. */
+/* A batch of the config's data shape (a DiT with vae_from: its latents'), filled with seeded
+ * random values. */
 static CohortBatch *random_batch(const CohortConfig *cfg, int B)
 {
   gboolean images = cfg->data_format == COHORT_DATA_IMAGES;
+  int S = cfg->image_size, C = cfg->image_channels;
+  if (images && g_str_equal(cfg->model, "dit"))
+    g_assert(cohort_dit_latent_geometry(cfg, NULL, &S, &C, NULL));
   CohortBatch *b =
-      images ? cohort_batch_new(B, 0, cfg->image_channels, cfg->image_size, cfg->image_size)
-             : cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
+      images ? cohort_batch_new(B, 0, C, S, S) : cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
   GRand *rand = g_rand_new_with_seed(7);
   for (int i = 0; i < B; i++) {
     b->example_ids[i] = (guint64)i;
     if (images) {
-      size_t D = (size_t)cfg->image_channels * cfg->image_size * cfg->image_size;
+      size_t D = (size_t)C * S * S;
       for (size_t k = 0; k < D; k++)
         b->images[i * D + k] = (float)g_rand_double_range(rand, -1, 1);
       b->labels[i] = cfg->num_classes > 0 ? g_rand_int_range(rand, 0, cfg->num_classes) : -1;

@@ -3,6 +3,11 @@
  * reference set with the model's own sampler (Euler, classifier-free guidance), and labels
  * each drawn image with the class of its nearest neighbour (Euclidean distance in pixels)
  * among the reference images. The score is the fraction labelled as the class asked for.
+ * A latent DiT (vae_from) is scored in pixel space: its samples are decoded through its VAE
+ * first. Colour images are compared by their value channel (the largest of R, G, B at each
+ * pixel), where a glyph of the colour set is bright whatever its hue and the textured
+ * background dark, so colours do not decide the neighbour; the reference is then the colour
+ * set's validation images.
  * Two baselines show what the score means: pure noise images (the sampler's starting point)
  * and the reference images themselves scored against the reference set without themselves
  * (what real glyphs reach: two faces of one letter can be nearer to another letter).
@@ -22,22 +27,36 @@
 
 typedef struct {
   const CohortImageSet *ref;
-  int D;
+  int C, P;       /* channels, pixels per channel */
   gssize exclude; /* a reference index to leave out, or -1 */
 } Reference;
+
+/* The compared form of an image [C, P]: itself (grey), or its value channel (colour), in v [P]. */
+static void compared(const Reference *r, const float *img, float *v)
+{
+  for (int p = 0; p < r->P; p++) {
+    float m = img[p];
+    for (int c = 1; c < r->C; c++)
+      m = MAX(m, img[(size_t)c * r->P + p]);
+    v[p] = m;
+  }
+}
 
 static int nearest_label(const Reference *r, const float *img, float *scratch)
 {
   double best = INFINITY;
   int label = -1;
+  g_autofree float *a = g_new(float, r->P), *b = g_new(float, r->P);
+  compared(r, img, a);
   for (gsize i = 0; i < cohort_image_set_len(r->ref); i++) {
     if ((gssize)i == r->exclude)
       continue;
     int l;
     cohort_image_set_get(r->ref, i, scratch, &l);
+    compared(r, scratch, b);
     double d = 0;
-    for (int k = 0; k < r->D; k++)
-      d += (double)(img[k] - scratch[k]) * (img[k] - scratch[k]);
+    for (int k = 0; k < r->P; k++)
+      d += (double)(a[k] - b[k]) * (a[k] - b[k]);
     if (d < best) {
       best = d;
       label = l;
@@ -53,7 +72,9 @@ int main(int argc, char **argv)
   double cfg_scale = 3.0;
   GOptionEntry entries[] = {
       {"reference", 0, 0, G_OPTION_ARG_FILENAME, &reference,
-       "Reference images (default: the built-in glyphs' validation set)", "FOLDER"},
+       "Reference images (default: the built-in glyphs' validation set, or the colour set's for "
+       "a colour model)",
+       "FOLDER"},
       {"per-class", 0, 0, G_OPTION_ARG_INT, &per_class, "Images drawn per class (4)", "N"},
       {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Euler steps (32)", "S"},
       {"cfg-scale", 0, 0, G_OPTION_ARG_DOUBLE, &cfg_scale, "Guidance scale (3)", "X"},
@@ -66,16 +87,19 @@ int main(int argc, char **argv)
     fprintf(stderr, "glyph-score: %s\n", error ? error->message : "give one MODEL_DIR");
     return 2;
   }
-  g_autoptr(CohortModel) m = cohort_model_load_saved(argv[1], NULL, 64, NULL, NULL, &error);
+  g_autoptr(CohortConfig) cfg = NULL;
+  g_autoptr(CohortModel) m = cohort_model_load_saved(argv[1], NULL, 64, &cfg, NULL, &error);
   if (!m) {
     fprintf(stderr, "glyph-score: %s\n", error->message);
     return 1;
   }
   const CohortDitShape *s = cohort_dit_shape(m);
+  /* what the samples are scored as: the images the model's data had (decoded latents) */
+  int S = cfg->image_size, C = cfg->image_channels;
   g_autofree char *ref_path =
-      reference ? g_strdup(reference) : cohort_resolve_path("builtin:glyphs/val");
-  g_autoptr(CohortImageSet) ref =
-      cohort_image_set_open(ref_path, s->image_size, s->channels, FALSE, NULL, &error);
+      reference ? g_strdup(reference)
+                : cohort_resolve_path(C == 3 ? "builtin:colour-glyphs/val" : "builtin:glyphs/val");
+  g_autoptr(CohortImageSet) ref = cohort_image_set_open(ref_path, S, C, FALSE, NULL, &error);
   if (!ref) {
     fprintf(stderr, "glyph-score: %s\n", error->message);
     return 1;
@@ -86,14 +110,21 @@ int main(int argc, char **argv)
             s->num_classes);
     return 1;
   }
-  int D = s->channels * s->image_size * s->image_size, n = classes * per_class;
+  int L = s->channels * s->image_size * s->image_size, D = C * S * S, n = classes * per_class;
   g_autofree int *labels = g_new(int, n);
   for (int i = 0; i < n; i++)
     labels[i] = i / per_class;
-  g_autofree float *imgs = g_new(float, (size_t)n *D);
+  g_autofree float *drawn = g_new(float, (size_t)n *L);
   g_autofree float *scratch = g_new(float, D);
-  cohort_dit_generate(m, labels, n, 12345, steps, cfg_scale, imgs);
-  Reference r = {ref, D, -1};
+  cohort_dit_generate(m, labels, n, 12345, steps, cfg_scale, drawn);
+  g_autofree float *imgs = NULL;
+  int dc, ds;
+  if (!cohort_dit_to_pixels(m, drawn, n, &imgs, &dc, &ds, &error)) {
+    fprintf(stderr, "glyph-score: %s\n", error->message);
+    return 1;
+  }
+  g_assert(dc == C && ds == S);
+  Reference r = {ref, C, S * S, -1};
   g_autofree int *right = g_new0(int, classes);
   int correct = 0, noise_correct = 0;
   g_autofree float *noise = g_new(float, D);

@@ -7,7 +7,7 @@
 #include "data/example-rng.h"
 #include "data/image-resize.h"
 
-static const char *const names[] = {"none", "crop", "crop_flip", "resized_crop_flip"};
+static const char *const names[] = {"none", "crop", "crop_flip", "resized_crop_flip", "flip"};
 
 gboolean cohort_augment_from_name(const char *name, CohortAugment *kind)
 {
@@ -31,10 +31,15 @@ void cohort_augment_draw(CohortAugment kind, guint64 seed, guint64 epoch, guint6
 {
   *top = *left = COHORT_AUGMENT_PADDING;
   *flip = FALSE;
-  if (kind != COHORT_AUGMENT_CROP && kind != COHORT_AUGMENT_CROP_FLIP)
+  if (kind != COHORT_AUGMENT_CROP && kind != COHORT_AUGMENT_CROP_FLIP &&
+      kind != COHORT_AUGMENT_FLIP)
     return;
   CohortExampleRng rng;
   cohort_example_rng_init(&rng, seed, epoch, index, COHORT_RNG_STREAM_AUGMENT);
+  if (kind == COHORT_AUGMENT_FLIP) {
+    *flip = cohort_example_rng_below(&rng, 2) == 1;
+    return;
+  }
   *top = (int)cohort_example_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
   *left = (int)cohort_example_rng_below(&rng, 2 * COHORT_AUGMENT_PADDING + 1);
   if (kind == COHORT_AUGMENT_CROP_FLIP)

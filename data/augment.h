@@ -5,8 +5,10 @@
  *   crop_flip  crop, then RandomHorizontalFlip(p=0.5) — the CIFAR ResNet recipe;
  *   resized_crop_flip  torchvision's RandomResizedCrop(size) (a window of 8–100 % of the area
  *              with aspect ratio 3/4–4/3, resized to size × size) then RandomHorizontalFlip —
- *              the ImageNet recipe.
- * crop and crop_flip work on a [C, H, W] float image already normalised; the padding is
+ *              the ImageNet recipe;
+ *   flip       RandomHorizontalFlip(p=0.5) alone (what latent training can use: each image's
+ *              mirrored latent is cached beside it).
+ * crop, crop_flip and flip work on a [C, H, W] float image already normalised; the padding is
  * black, i.e. what ToTensor and Normalize make of a 0 pixel, (0 - mean) / std: torchvision's
  * RandomCrop pads the PIL image with 0 before them. resized_crop_flip works on the uint8
  * pixels, before normalisation, as torchvision does on a PIL image.
@@ -24,23 +26,26 @@ typedef enum {
   COHORT_AUGMENT_CROP,
   COHORT_AUGMENT_CROP_FLIP,
   COHORT_AUGMENT_RESIZED_CROP_FLIP,
+  COHORT_AUGMENT_FLIP,
 } CohortAugment;
 
 #define COHORT_AUGMENT_PADDING   4
 #define COHORT_AUGMENT_PAD_VALUE (-1.0f)
 
-/* "none", "crop", "crop_flip", "resized_crop_flip" to the kind; FALSE for any other name. */
+/* "none", "crop", "crop_flip", "resized_crop_flip", "flip" to the kind; FALSE for any other
+ * name. */
 gboolean cohort_augment_from_name(const char *name, CohortAugment *kind);
 /* The name of a kind. */
 const char *cohort_augment_name(CohortAugment kind);
 
-/* The draws of crop and crop_flip for one example: the window's offset into the padded image
- * (*top, *left in 0..2*COHORT_AUGMENT_PADDING; COHORT_AUGMENT_PADDING, i.e. no shift, for any
- * other kind) and whether it is mirrored. Drawn in torchvision's order: top, left, the flip. */
+/* The draws of crop, crop_flip and flip for one example: the window's offset into the padded
+ * image (*top, *left in 0..2*COHORT_AUGMENT_PADDING; COHORT_AUGMENT_PADDING, i.e. no shift, for
+ * flip and any other kind) and whether it is mirrored. Drawn in torchvision's order: top, left,
+ * the flip (flip alone: only the flip). */
 void cohort_augment_draw(CohortAugment kind, guint64 seed, guint64 epoch, guint64 index, int *top,
                          int *left, gboolean *flip);
 
-/* crop and crop_flip: writes the augmented image of example `index` to `out` ([C, H, W]; must
+/* crop, crop_flip and flip: writes the augmented image of example `index` to `out` ([C, H, W]; must
  * not overlap `in`): out[c][y][x] = padded[c][y + top][x' + left], x' = flip ? W - 1 - x : x,
  * where padded is `in` with COHORT_AUGMENT_PADDING pixels of pad[c] around it (pad NULL:
  * COHORT_AUGMENT_PAD_VALUE, black under Normalize(0.5, 0.5)). Other kinds copy `in`. */

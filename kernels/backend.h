@@ -120,6 +120,13 @@ typedef struct CohortBackend {
   /* dinp = dout where x > 0, else 0; x is relu's input or its output (same sign test).
    * dinp may be dout (in place). */
   void (*relu_backward)(float *dinp, const float *x, const float *dout, size_t n);
+  /* Per row of inp [N, V]: out = softmax(scale * inp) (the row's maximum subtracted first);
+   * out may be inp. Attention written as matrix products (the VAE's single head). */
+  void (*softmax_forward)(float *out, const float *inp, int N, int V, float scale);
+  /* dinp = scale * out * (dout - sum over the row of dout * out), from the forward's out
+   * (overwrites; dinp may be dout). */
+  void (*softmax_backward)(float *dinp, const float *out, const float *dout, int N, int V,
+                           float scale);
 
   /* ---- Element-wise arithmetic. adaLN-Zero's per-example vectors (shift, scale, gate) are column
    * slices of the [B, 6C] modulation output: element c of example b is at v[b * ld + c], ld
@@ -192,6 +199,17 @@ typedef struct CohortBackend {
    * backward. */
   void (*bn_backward_params)(float *dweight, float *dbias, const float *sum_dy,
                              const float *sum_dy_xhat, int C);
+  /* GroupNorm over x [B, C, HW] in G groups of C / G consecutive channels (C % G == 0):
+   * out = (x - mean) * rstd * w[c] + b[c] with the mean and biased variance of each
+   * (example, group) taken over its C / G * HW values in double; mean and rstd [B, G] are kept
+   * for backward. w or b NULL: no scale (ones) or shift (zeros). */
+  void (*group_norm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                             const float *b, int B, int C, int HW, int G, float eps);
+  /* Accumulates dinp, dw and db (dw or db NULL skips it), from the forward's mean and rstd;
+   * w as in the forward. */
+  void (*group_norm_backward)(float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, const float *mean,
+                              const float *rstd, int B, int C, int HW, int G);
 
   /* ---- Embeddings: token and position rows, label rows, timestep features, image patches. A
    * position embedding added to every example is `add_bias` with N = B and cols = T * C. ---- */
@@ -254,6 +272,26 @@ typedef struct CohortBackend {
   void (*avgpool_global_forward)(float *out, const float *inp, int B, int C, int HW);
   /* dinp [B, C, HW] += dout[b, c] / HW (accumulates). */
   void (*avgpool_global_backward)(float *dinp, const float *dout, int B, int C, int HW);
+  /* A convolution's bias: out [B, C, HW] += bias[c] over each channel. */
+  void (*channel_bias_forward)(float *out, const float *bias, int B, int C, int HW);
+  /* dbias[c] += the sum of dout [B, C, HW] over examples and positions (accumulates). */
+  void (*channel_bias_backward)(float *dbias, const float *dout, int B, int C, int HW);
+
+  /* ---- Resampling and padding of NCHW images. ---- */
+  /* Nearest up-sampling by an integer factor f: out [B, C, H f, W f], out[y, x] =
+   * inp[y / f, x / f] (F.interpolate(mode="nearest"), diffusers' Upsample2D). */
+  void (*upsample_nearest_forward)(float *out, const float *inp, int B, int C, int H, int W, int f);
+  /* dinp [B, C, H, W] += the sum of each f x f block of dout (accumulates). */
+  void (*upsample_nearest_backward)(float *dinp, const float *dout, int B, int C, int H, int W,
+                                    int f);
+  /* Zero padding: out [B, C, H + top + bottom, W + left + right] with inp at (top, left)
+   * (F.pad(x, (left, right, top, bottom)); diffusers pads (0, 1, 0, 1) before a stride-2
+   * convolution). Overwrites out. */
+  void (*pad2d_forward)(float *out, const float *inp, int B, int C, int H, int W, int top,
+                        int bottom, int left, int right);
+  /* dinp [B, C, H, W] += the interior of dout (accumulates). */
+  void (*pad2d_backward)(float *dinp, const float *dout, int B, int C, int H, int W, int top,
+                         int bottom, int left, int right);
 
   /* ---- Channels last (NHWC): activations [B, H, W, C], the layout that oneDNN's and cuDNN's
    * direct convolutions read in place, kept between the layers of a convolutional network (the

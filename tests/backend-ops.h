@@ -63,7 +63,7 @@ typedef struct {
 
 /* The row lists, one per kind of op (tests/backend-ops-<kind>.c). */
 extern const OpRows ops_rows_linear, ops_rows_pointwise, ops_rows_norms, ops_rows_embeddings,
-    ops_rows_attention, ops_rows_conv, ops_rows_losses, ops_rows_optim;
+    ops_rows_attention, ops_rows_conv, ops_rows_losses, ops_rows_optim, ops_rows_vae;
 
 #define OP_ROWS(name, array) const OpRows name = {array, G_N_ELEMENTS(array)}
 

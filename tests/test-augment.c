@@ -1,4 +1,4 @@
-/* Augmentation: none/crop/crop_flip against hand-computed pixels; the draws are a function
+/* Augmentation: none/crop/crop_flip/flip against hand-computed pixels; the draws are a function
  * of (seed, epoch, sample index) only — the same key gives the same image whatever else was
  * drawn before, other keys differ — and are uniform over their range. */
 #include <stdlib.h>
@@ -163,7 +163,7 @@ static void test_uniform(void)
 
 static void test_names(void)
 {
-  const char *names[] = {"none", "crop", "crop_flip"};
+  const char *names[] = {"none", "crop", "crop_flip", "resized_crop_flip", "flip"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
     CohortAugment kind;
     g_assert_true(cohort_augment_from_name(names[i], &kind));
@@ -171,15 +171,42 @@ static void test_names(void)
     g_assert_cmpstr(cohort_augment_name(kind), ==, names[i]);
   }
   CohortAugment kind = COHORT_AUGMENT_CROP;
-  g_assert_false(cohort_augment_from_name("flip", &kind));
+  g_assert_false(cohort_augment_from_name("flop", &kind));
   g_assert_false(cohort_augment_from_name("", &kind));
   g_assert_false(cohort_augment_from_name(NULL, &kind));
   g_assert_cmpint(kind, ==, COHORT_AUGMENT_CROP);
 }
 
+/* flip alone: no shift, the same flip as crop_flip would not promise (its own draw), about half
+ * mirrored, and a mirrored image is the input's columns reversed. */
+static void test_flip_only(void)
+{
+  enum { C = 2, H = 3, W = 4 };
+  float in[C * H * W], out[C * H * W];
+  for (int i = 0; i < C * H * W; i++)
+    in[i] = (float)i;
+  int flipped = 0;
+  for (guint64 i = 0; i < 2000; i++) {
+    int top, left;
+    gboolean flip;
+    cohort_augment_draw(COHORT_AUGMENT_FLIP, 9, 1, i, &top, &left, &flip);
+    g_assert_cmpint(top, ==, COHORT_AUGMENT_PADDING);
+    g_assert_cmpint(left, ==, COHORT_AUGMENT_PADDING);
+    flipped += flip;
+    cohort_augment_apply(COHORT_AUGMENT_FLIP, 9, 1, i, C, H, W, in, NULL, out);
+    for (int c = 0; c < C; c++)
+      for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+          g_assert_cmpfloat(out[(c * H + y) * W + x], ==,
+                            in[(c * H + y) * W + (flip ? W - 1 - x : x)]);
+  }
+  g_assert_cmpint(abs(flipped - 1000), <, 120);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/augment/flip-only", test_flip_only);
   g_test_add_func("/augment/hand-computed", test_hand_computed);
   g_test_add_func("/augment/pure-function-of-key", test_pure_function_of_key);
   g_test_add_func("/augment/uniform", test_uniform);

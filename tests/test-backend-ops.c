@@ -33,7 +33,7 @@ static const char *const machinery[] = {
 
 static const OpRows *all_rows[] = {&ops_rows_linear,     &ops_rows_pointwise, &ops_rows_norms,
                                    &ops_rows_embeddings, &ops_rows_attention, &ops_rows_conv,
-                                   &ops_rows_losses,     &ops_rows_optim};
+                                   &ops_rows_losses,     &ops_rows_optim,     &ops_rows_vae};
 
 /* ---- running a row ---- */
 

@@ -1,4 +1,4 @@
-/* The built-in glyph set that the build renders (data/glyphs): present with the expected
+/* The built-in glyph sets that the build renders (data/glyphs): present with the expected
  * classes and counts, every image a 32x32 8-bit grey PNG with a glyph on it, readable as an
  * image set, and byte-for-byte the same when rendered again. */
 #include <stdlib.h>
@@ -161,9 +161,51 @@ static void test_deterministic(void)
   fx_rm_rf(dir);
 }
 
+/* The colour set (data/glyphs/README.md): 8 classes of 64x64 RGB images, each a bright glyph
+ * (value 1 where it is drawn) over a darker texture (value below 0.4 on the border), a class
+ * per character in byte order; rendered again with the build's arguments, a few classes give
+ * the same bytes. */
+static void test_colour_set(void)
+{
+  const char *dir = g_getenv("COHORT_COLOUR_GLYPHS_DIR");
+  g_assert_nonnull(dir);
+  g_autofree char *train = g_build_filename(dir, "train", NULL);
+  g_autofree char *val = g_build_filename(dir, "val", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortImageSet) set = cohort_image_set_open(train, 64, 3, FALSE, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(cohort_image_set_len(set), ==, 8 * 400);
+  const char *const *names = cohort_image_set_class_names(set);
+  const char want[] = "ABCEHOST";
+  for (int c = 0; c < 8; c++)
+    g_assert_cmpint(names[c][0], ==, want[c]);
+  g_autoptr(CohortImageSet) vset = cohort_image_set_open(val, 64, 3, FALSE, NULL, &error);
+  g_assert_cmpuint(cohort_image_set_len(vset), ==, 8 * 25);
+  for (gsize i = 0; i < cohort_image_set_len(set); i += 97) {
+    const guint8 *px = cohort_image_set_get_bytes(set, i); /* [3, 64, 64] */
+    int bright = 0, dark_border = 0;
+    for (int p = 0; p < 64 * 64; p++) {
+      int v = MAX(px[p], MAX(px[4096 + p], px[8192 + p]));
+      bright += v >= 250;
+      if (p < 64)
+        dark_border += v < 102;
+    }
+    if (bright < 64 || bright > 2048 || dark_border < 60)
+      g_error("%s: %d bright pixels, %d dark of the top row: not a glyph on a dark texture",
+              cohort_image_set_path(set, i), bright, dark_border);
+  }
+  g_autofree char *tmp = fx_mkdtemp("colour-glyphs");
+  g_autofree char *again = g_build_filename(tmp, "again", NULL);
+  g_free(run_generator(again, "--colour --side 64 --classes ABCEHOST --train 400 --val 25 --seed "
+                              "20250301"));
+  g_assert_cmpint(compare_trees(dir, again), ==, 8 * 425);
+  fx_rm_rf(tmp);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/glyphs/colour-set", test_colour_set);
   g_test_add_func("/glyphs/layout", test_layout);
   g_test_add_func("/glyphs/as-image-set", test_as_image_set);
   g_test_add_func("/glyphs/deterministic", test_deterministic);

@@ -3,6 +3,7 @@
  * a run reports, smooths, switches to a log axis and saves PNG and CSV; text samples can be
  * paged by step; the per-rank table highlights a straggler only past its threshold and shows
  * GPU columns when the events carry them; the last step's status and the final elapsed time;
+ * the latent cache's progress before the first step;
  * and the page reflows at 800×600 with the chart keeping a usable size. */
 #include <math.h>
 
@@ -303,6 +304,29 @@ static void test_final_phase(void)
   g_object_unref(page);
 }
 
+/* vae_from: the `latents` events before the first step fill the status, the step bar and the
+ * ETA; the start event then takes over. */
+static void test_latent_caching(void)
+{
+  CohortRunPage *page = COHORT_RUN_PAGE(g_object_ref_sink(cohort_run_page_new()));
+  feed(page, "{\"event\":\"latents\",\"set\":\"train\",\"done\":400,\"total\":1600,"
+             "\"encoded\":400,\"images_per_s\":12.5,\"eta_s\":96,\"finished\":false}");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==,
+                  "Caching latents of the training images: 400 of 1600 (12.5 images per second)");
+  g_assert_cmpfloat_with_epsilon(cohort_run_page_get_step_fraction(page), 0.25, 1e-9);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "eta"), ==, "1 min 36 s");
+  feed(page, "{\"event\":\"latents\",\"set\":\"val\",\"done\":200,\"total\":200,"
+             "\"encoded\":0,\"images_per_s\":900,\"finished\":true}");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==,
+                  "Latents of 200 validation images cached (900.0 images per second)");
+  g_assert_cmpfloat_with_epsilon(cohort_run_page_get_step_fraction(page), 1.0, 1e-9);
+  feed(page, "{\"event\":\"start\",\"run\":\"r\",\"params\":1000000,\"device\":\"cpu\","
+             "\"total_steps\":6,\"world_size\":2}");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "status"), ==,
+                  "Training r: 1.0 M parameters on cpu, 2 processes");
+  g_object_unref(page);
+}
+
 static gboolean realized(gpointer data)
 {
   return gtk_widget_get_realized(data) && gtk_widget_get_height(data) > 0;
@@ -400,6 +424,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/runview/hang-and-health", test_hang_and_health);
   g_test_add_func("/ui/runview/text-samples", test_text_samples);
   g_test_add_func("/ui/runview/final-phase", test_final_phase);
+  g_test_add_func("/ui/runview/latent-caching", test_latent_caching);
   g_test_add_func("/ui/runview/narrow-layout", test_narrow_layout);
   g_test_add_func("/ui/runview/long-replay", test_long_replay);
   int rc = g_test_run();

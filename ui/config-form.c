@@ -306,8 +306,8 @@ static const struct {
   const char *key;
   gboolean folder;
 } path_keys[] = {
-    {"train_data", FALSE},  {"val_data", FALSE},     {"init_from", FALSE},
-    {"teacher_from", TRUE}, {"workspace_dir", TRUE}, {"tokenizer", TRUE},
+    {"train_data", FALSE},   {"val_data", FALSE}, {"init_from", FALSE}, {"teacher_from", TRUE},
+    {"workspace_dir", TRUE}, {"tokenizer", TRUE}, {"vae_from", TRUE},
 };
 
 typedef struct {

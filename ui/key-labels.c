@@ -33,6 +33,7 @@ static const struct {
     {"num_classes", N_("Classes")},
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
+    {"vae_from", N_("VAE for latent training")},
     {"num_workers", N_("Loader threads")},
     {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
@@ -107,9 +108,9 @@ static const char *const arch_keys[] = {
     "model",      "n_layer",    "n_head",       "n_embd",         "seq_len",
     "vocab_size", "patch_size", "resnet_width", "resnet_variant", "zero_init_residual",
     NULL};
-static const char *const image_keys[] = {"image_size", "image_resize",    "image_channels",
-                                         "image_mean", "image_std",       "num_classes",
-                                         "augment",    "skip_bad_images", NULL};
+static const char *const image_keys[] = {
+    "image_size",  "image_resize", "image_channels",  "image_mean", "image_std",
+    "num_classes", "augment",      "skip_bad_images", "vae_from",   NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", "tokenizer",
                                          NULL};
@@ -194,6 +195,7 @@ static const struct {
     {"resnet34", N_("ResNet-34 (torchvision)")},
     {"resnet50", N_("ResNet-50 (torchvision)")},
     {"resnet101", N_("ResNet-101 (torchvision)")},
+    {"flip", N_("random flip")},
     {"uniform", N_("uniform")},
     {"logit_normal", N_("logit-normal")},
     {"random", N_("random")},

@@ -66,10 +66,13 @@ static const struct {
     {"sample_prompt", N_("any text")},
     {"init_from", N_("empty, or a weights file: Hugging Face GPT-2 .safetensors or folder for "
                      "GPT, a torchvision or timm ResNet (.safetensors, .pth or .pt) for ResNet, "
+                     "the DiT reference's or diffusers' names (or a diffusers folder) for DiT, "
                      "a Cohort export for every model")},
     {"tokenizer", N_("bytes, or a tokenizer.json, a vocab.json or a folder holding either")},
     {"image_mean", N_("one number per channel, separated by commas, or one for all")},
     {"image_std", N_("one number above 0 per channel, separated by commas, or one for all")},
+    {"vae_from", N_("empty, or a diffusers AutoencoderKL folder (config.json and "
+                    "diffusion_pytorch_model.safetensors)")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
 };

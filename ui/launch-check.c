@@ -107,6 +107,7 @@ GPtrArray *cohort_launch_check(const CohortConfig *cfg, int gpus)
     add(out, "val_data", why);
   check_model_file(out, cfg, "init_from");
   check_model_file(out, cfg, "teacher_from");
+  check_model_file(out, cfg, "vae_from");
   g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
   if (g_file_test(ws, G_FILE_TEST_EXISTS) && !g_file_test(ws, G_FILE_TEST_IS_DIR))
     add(out, "workspace_dir",

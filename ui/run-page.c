@@ -252,6 +252,33 @@ static void show_eval(CohortRunPage *p, JsonObject *ev)
       cohort_loss_chart_add_point(p->chart, m->data, step, cohort_event_number(ev, m->data, NAN));
 }
 
+/* vae_from: before the first step, images are encoded into the latent cache (the `latents`
+ * event): the status, the step bar and the ETA follow it until training starts. */
+static void show_latents(CohortRunPage *p, JsonObject *ev)
+{
+  const char *set = cohort_event_text(ev, COHORT_FIELD_SET, "train");
+  /* TRANSLATORS: the training or validation data ("train", "val") of a run */
+  const char *which = g_str_equal(set, "val") ? _("validation images") : _("training images");
+  int done = (int)cohort_event_number(ev, COHORT_FIELD_DONE, 0),
+      total = (int)cohort_event_number(ev, COHORT_FIELD_TOTAL, 0);
+  double rate = cohort_event_number(ev, COHORT_FIELD_IMAGES_PER_S, 0),
+         eta = cohort_event_number(ev, COHORT_FIELD_ETA_S, NAN);
+  gboolean finished = json_object_get_boolean_member_with_default(ev, COHORT_FIELD_FINISHED, FALSE);
+  g_autofree char *status =
+      finished ? g_strdup_printf(_("Latents of %d %s cached (%.1f images per second)"), total,
+                                 which, rate)
+               : g_strdup_printf(_("Caching latents of the %s: %d of %d (%.1f images per second)"),
+                                 which, done, total, rate);
+  set_figure(p, "status", status);
+  g_autofree char *bar = g_strdup_printf(_("latents: %d of %d images"), done, total);
+  gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar),
+                                total > 0 ? CLAMP((double)done / total, 0, 1) : 0);
+  gtk_progress_bar_set_text(GTK_PROGRESS_BAR(p->step_bar), bar);
+  g_autofree char *eta_text = isnan(eta) || finished ? NULL : format_duration(eta);
+  if (eta_text)
+    set_figure(p, "eta", eta_text);
+}
+
 static void show_log(CohortRunPage *p, JsonObject *ev)
 {
   const char *level = cohort_event_text(ev, COHORT_FIELD_LEVEL, COHORT_LEVEL_INFO);
@@ -320,6 +347,8 @@ void cohort_run_page_handle_event(CohortRunPage *p, JsonObject *ev)
     cohort_ranks_view_show(p->ranks, ev);
   } else if (g_str_equal(name, COHORT_EVENT_HANG)) {
     cohort_ranks_view_show_hang(p->ranks, ev);
+  } else if (g_str_equal(name, COHORT_EVENT_LATENTS)) {
+    show_latents(p, ev);
   } else if (g_str_equal(name, COHORT_EVENT_HEALTH)) {
     g_autofree char *l = cohort_ranks_view_health_text(ev);
     cohort_run_page_append_log(p, l);

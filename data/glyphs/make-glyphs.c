@@ -1,10 +1,14 @@
-/* make-glyphs: renders the built-in glyph data set (see README.md beside this file).
+/* make-glyphs: renders the built-in glyph data sets (see README.md beside this file).
  *
- *   make-glyphs [--train N] [--val N] [--seed S] OUTPUT FONT.ttf...
+ *   make-glyphs [--train N] [--val N] [--seed S] [--side PX] [--classes CHARS] [--colour]
+ *               OUTPUT FONT.ttf...
  *
- * writes OUTPUT/train/<class>/NNNN.png and OUTPUT/val/<class>/NNNN.png: the digits 0-9 and
- * the capitals A-Z (36 classes), 32x32 grey, a white glyph on black, each drawn from one of
- * the given fonts (in turn) with a random rotation, scale and shift. The randomness of image
+ * writes OUTPUT/train/<class>/NNNN.png and OUTPUT/val/<class>/NNNN.png: by default the digits
+ * 0-9 and the capitals A-Z (36 classes), 32x32 grey, a white glyph on black, each drawn from
+ * one of the given fonts (in turn) with a random rotation, scale and shift. --colour paints
+ * each glyph in a random bright colour over a textured background of two dark colours (RGB
+ * files: the latent-diffusion set); --side and --classes change the size and the characters.
+ * The randomness of image
  * i of class c in a split is a function of (seed, split, c, i) only, and PNG files carry no
  * time stamp, so the same fonts, FreeType, libpng and zlib give the same bytes every run.
  * The folder is built under a temporary name and renamed into place, so a stopped run never
@@ -25,7 +29,8 @@
 #include "data/image-decode.h"
 #include "data/example-rng.h"
 
-#define SIDE         32
+/* Sizes at a side of 32 pixels; other sides scale them. */
+#define BASE_SIDE    32.0
 #define BOX_HEIGHT   20.0 /* pixels a glyph spans at scale 1, at most... */
 #define BOX_WIDTH    22.0 /* ...and this wide */
 #define MAX_ROTATE   10.0 /* degrees either way */
@@ -33,17 +38,19 @@
 #define MAX_SCALE    1.10
 #define MAX_SHIFT    2.0 /* pixels either way, in x and in y */
 #define OUTLINE_PPEM 256 /* outlines are loaded at this size, then scaled exactly */
-
-static const char classes[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+#define MAX_SIDE     512
 
 typedef struct {
   FT_Library lib;
   FT_Face *faces;
   int n_faces;
   guint64 seed;
+  int side;
+  const char *classes;
+  gboolean colour;
 } Renderer;
 
-/* Renders character `ch` of face `face` with the jitter of `rng` into a SIDE x SIDE grey
+/* Renders character `ch` of face `face` with the jitter of `rng` into a side x side grey
  * image (top row first). */
 static gboolean render(Renderer *r, FT_Face face, char ch, CohortExampleRng *rng, guint8 *out,
                        GError **error)
@@ -58,12 +65,12 @@ static gboolean render(Renderer *r, FT_Face face, char ch, CohortExampleRng *rng
   FT_BBox box;
   FT_Outline_Get_BBox(outline, &box);
   double w = (box.xMax - box.xMin) / 64.0, h = (box.yMax - box.yMin) / 64.0;
-  double fit = MIN(BOX_HEIGHT / h, BOX_WIDTH / w);
+  double k = r->side / BASE_SIDE, fit = MIN(BOX_HEIGHT * k / h, BOX_WIDTH * k / w);
 
   double angle = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_ROTATE * G_PI / 180.0;
   double scale = fit * (MIN_SCALE + cohort_example_rng_uniform(rng) * (MAX_SCALE - MIN_SCALE));
-  double dx = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
-  double dy = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT;
+  double dx = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT * k;
+  double dy = (cohort_example_rng_uniform(rng) * 2.0 - 1.0) * MAX_SHIFT * k;
 
   /* Centre of the box to the origin, rotate and scale, then to the image centre + shift.
    * Outline coordinates are 26.6 pixels, y up; the matrix is 16.16. */
@@ -75,14 +82,14 @@ static gboolean render(Renderer *r, FT_Face face, char ch, CohortExampleRng *rng
       .yy = (FT_Fixed)lround(cos(angle) * scale * 65536.0),
   };
   FT_Outline_Transform(outline, &m);
-  FT_Outline_Translate(outline, (FT_Pos)lround((SIDE / 2.0 + dx) * 64.0),
-                       (FT_Pos)lround((SIDE / 2.0 + dy) * 64.0));
+  FT_Outline_Translate(outline, (FT_Pos)lround((r->side / 2.0 + dx) * 64.0),
+                       (FT_Pos)lround((r->side / 2.0 + dy) * 64.0));
 
-  memset(out, 0, SIDE * SIDE);
+  memset(out, 0, (size_t)r->side * r->side);
   FT_Bitmap bitmap = {
-      .rows = SIDE,
-      .width = SIDE,
-      .pitch = SIDE, /* positive: first row is the top; outline y = 0 is the bottom edge */
+      .rows = (unsigned)r->side,
+      .width = (unsigned)r->side,
+      .pitch = r->side, /* positive: first row is the top; outline y = 0 is the bottom edge */
       .buffer = out,
       .num_grays = 256,
       .pixel_mode = FT_PIXEL_MODE_GRAY,
@@ -96,13 +103,53 @@ static gboolean render(Renderer *r, FT_Face face, char ch, CohortExampleRng *rng
   return TRUE;
 }
 
+/* HSV (all in [0, 1]) to RGB bytes. */
+static void hsv_to_rgb(double h, double s, double v, double rgb[3])
+{
+  double hh = fmod(h, 1.0) * 6.0, f = hh - floor(hh);
+  double p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+  const double table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
+  for (int c = 0; c < 3; c++)
+    rgb[c] = table[(int)hh % 6][c];
+}
+
+/* The colour set: the glyph's coverage `cov` as the alpha of a bright colour over a texture of
+ * two dark colours (stripes, or a checkerboard of two stripe patterns, at a random angle and a
+ * period of 10 to 20 pixels at side 64), all drawn from `rng` after the jitter. RGB, HWC. */
+static void paint(const Renderer *r, const guint8 *cov, CohortExampleRng *rng, guint8 *rgb)
+{
+  double fg[3], bg1[3], bg2[3];
+  hsv_to_rgb(cohort_example_rng_uniform(rng), 0.75 + 0.25 * cohort_example_rng_uniform(rng), 1.0,
+             fg);
+  double hue = cohort_example_rng_uniform(rng);
+  hsv_to_rgb(hue, 0.6, 0.12 + 0.08 * cohort_example_rng_uniform(rng), bg1);
+  hsv_to_rgb(hue + 0.1 + 0.3 * cohort_example_rng_uniform(rng), 0.6,
+             0.26 + 0.08 * cohort_example_rng_uniform(rng), bg2);
+  double angle = cohort_example_rng_uniform(rng) * G_PI;
+  double period = (10.0 + 10.0 * cohort_example_rng_uniform(rng)) * r->side / 64.0;
+  gboolean checker = cohort_example_rng_uniform(rng) < 0.5;
+  double ca = cos(angle), sa = sin(angle);
+  for (int y = 0; y < r->side; y++)
+    for (int x = 0; x < r->side; x++) {
+      double u = 2 * G_PI * (x * ca + y * sa) / period, w = 2 * G_PI * (y * ca - x * sa) / period;
+      double t = checker ? 0.5 + 0.5 * sin(u) * sin(w) : 0.5 + 0.5 * sin(u);
+      double a = cov[y * r->side + x] / 255.0;
+      for (int c = 0; c < 3; c++) {
+        double bg = bg1[c] * (1 - t) + bg2[c] * t;
+        double v = (bg * (1 - a) + fg[c] * a) * 255.0;
+        rgb[(y * r->side + x) * 3 + c] = (guint8)lround(v < 0 ? 0 : v > 255 ? 255 : v);
+      }
+    }
+}
+
 /* One split: `per_class` images of every class under dir/<class>/NNNN.png. */
 static gboolean write_split(Renderer *r, const char *dir, guint64 split, int per_class,
                             GError **error)
 {
-  guint8 pixels[SIDE * SIDE];
-  for (int c = 0; classes[c]; c++) {
-    char name[2] = {classes[c], 0};
+  g_autofree guint8 *pixels = g_new(guint8, (size_t)r->side * r->side);
+  g_autofree guint8 *rgb = g_new(guint8, (size_t)r->side * r->side * 3);
+  for (int c = 0; r->classes[c]; c++) {
+    char name[2] = {r->classes[c], 0};
     g_autofree char *class_dir = g_build_filename(dir, name, NULL);
     if (g_mkdir_with_parents(class_dir, 0755) != 0) {
       int err = errno;
@@ -115,10 +162,13 @@ static gboolean write_split(Renderer *r, const char *dir, guint64 split, int per
       cohort_example_rng_init(&rng, r->seed, split, (guint64)c, (guint64)i);
       /* Fonts in turn, offset by class so that every font draws every class. */
       FT_Face face = r->faces[(i + c) % r->n_faces];
-      if (!render(r, face, classes[c], &rng, pixels, error))
+      if (!render(r, face, r->classes[c], &rng, pixels, error))
         return FALSE;
+      if (r->colour)
+        paint(r, pixels, &rng, rgb);
       g_autofree char *file = g_strdup_printf("%s/%04d.png", class_dir, i);
-      g_autoptr(GBytes) png = cohort_image_encode_png(pixels, SIDE, SIDE, 1, error);
+      g_autoptr(GBytes) png = cohort_image_encode_png(r->colour ? rgb : pixels, r->side, r->side,
+                                                      r->colour ? 3 : 1, error);
       /* Plain writes, no fsync: like every build output this can be made again, and a stop
        * (not a power cut) never leaves half a set thanks to the rename at the end. */
       if (!png || !g_file_set_contents_full(file, g_bytes_get_data(png, NULL),
@@ -190,29 +240,54 @@ static gboolean open_fonts(Renderer *r, char **paths, int n, GError **error)
   return TRUE;
 }
 
+/* Distinct digits and capitals in byte order (the order ImageFolder numbers them), or NULL. */
+static gboolean classes_ok(const char *s)
+{
+  if (!s)
+    return TRUE;
+  for (int i = 0; s[i]; i++)
+    if (!g_ascii_isdigit(s[i]) && !g_ascii_isupper(s[i]))
+      return FALSE;
+  for (int i = 1; s[i]; i++)
+    if (s[i] <= s[i - 1])
+      return FALSE;
+  return *s != 0;
+}
+
 int main(int argc, char **argv)
 {
-  int n_train = 100, n_val = 20;
+  int n_train = 100, n_val = 20, side = 32;
   gint64 seed = 20240601;
+  gboolean colour = FALSE;
+  g_autofree char *classes = NULL;
   GOptionEntry options[] = {
       {"train", 0, 0, G_OPTION_ARG_INT, &n_train, "Images per class in train/", "N"},
       {"val", 0, 0, G_OPTION_ARG_INT, &n_val, "Images per class in val/", "N"},
       {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the random jitter", "S"},
+      {"side", 0, 0, G_OPTION_ARG_INT, &side, "Side of the square images (32)", "PX"},
+      {"classes", 0, 0, G_OPTION_ARG_STRING, &classes,
+       "The characters, one class each (0-9 and A-Z)", "CHARS"},
+      {"colour", 0, 0, G_OPTION_ARG_NONE, &colour,
+       "Bright glyphs on textured dark backgrounds, RGB", NULL},
       {NULL},
   };
   g_autoptr(GError) error = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new("OUTPUT FONT.ttf... - render glyphs");
   g_option_context_add_main_entries(ctx, options, NULL);
   if (!g_option_context_parse(ctx, &argc, &argv, &error) || argc < 3 || n_train < 1 || n_val < 1 ||
-      n_train > 9999 || n_val > 9999) {
+      n_train > 9999 || n_val > 9999 || side < 8 || side > MAX_SIDE || !classes_ok(classes)) {
     fprintf(stderr, "make-glyphs: %s\n",
             error ? error->message
-                  : "usage: make-glyphs [--train N] [--val N] [--seed S] OUTPUT FONT.ttf... "
-                    "(N from 1 to 9999)");
+                  : "usage: make-glyphs [--train N] [--val N] [--seed S] [--side PX] [--classes "
+                    "CHARS] [--colour] OUTPUT FONT.ttf... (N from 1 to 9999, PX from 8 to 512, "
+                    "CHARS distinct digits and capitals)");
     return 2;
   }
   const char *output = argv[1];
-  Renderer r = {.seed = (guint64)seed};
+  Renderer r = {.seed = (guint64)seed,
+                .side = side,
+                .classes = classes ? classes : "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                .colour = colour};
   g_autofree char *tmp = g_strdup_printf("%s.tmp-XXXXXX", output);
   gboolean ok = open_fonts(&r, argv + 2, argc - 2, &error) && g_mkdtemp(tmp) != NULL;
   if (ok) {

@@ -18,7 +18,7 @@ static const char *const model_choices[] = {COHORT_MODEL_FAMILIES(FAMILY_NAME) N
 #undef FAMILY_NAME
 static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
 static const char *const augment_choices[] = {"none", "crop", "crop_flip", "resized_crop_flip",
-                                              NULL};
+                                              "flip", NULL};
 static const char *const resnet_variant_choices[] = {"cifar",    "resnet18",  "resnet34",
                                                      "resnet50", "resnet101", NULL};
 static const char *const timestep_choices[] = {"uniform", "logit_normal", NULL};
@@ -156,9 +156,18 @@ static const KeyRow rows[] = {
          "false", "dit,resnet"),
     ROWM(augment, CHOICE, "data", augment_choices, 0, 0, NULL,
          "Training augmentation: none, a random crop after 4 pixels of padding, the crop and a "
-         "random horizontal flip, or torchvision's RandomResizedCrop (8–100 % of the area, "
-         "aspect 3/4–4/3) and a random horizontal flip.",
+         "random horizontal flip, torchvision's RandomResizedCrop (8–100 % of the area, "
+         "aspect 3/4–4/3) and a random horizontal flip, or the flip alone (what latent training "
+         "allows).",
          "none", "dit,resnet"),
+    ROWM(vae_from, STRING, "data", NULL, 0, 0,
+         "\"\" or a folder: a diffusers AutoencoderKL (config.json and "
+         "diffusion_pytorch_model.safetensors) or a pipeline folder with one in vae/; "
+         "\"builtin:REL\" names one under Cohort's data folder",
+         "Train in the latent space of this VAE: every image is encoded once into a latent "
+         "cache in the workspace, image_size is the size the VAE sees, and samples are decoded "
+         "through it; \"\" trains on pixels.",
+         "", "dit"),
     ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
         "Threads that load the next micro-batches while the current one trains (a bounded "
         "queue of 2 per thread); 0 loads them on the training thread.",
@@ -306,7 +315,8 @@ static const KeyRow rows[] = {
         "\"\" or a path to a weights file: Hugging Face GPT-2 .safetensors or a Hugging Face "
         "GPT-2 folder (config.json, model.safetensors and the tokenizer's files) for gpt, a "
         "torchvision or timm ResNet state dict (.safetensors, or a torch.save .pth/.pt) for "
-        "resnet, a Cohort export (model.safetensors) for every model",
+        "resnet, the DiT reference's names or diffusers' DiTTransformer2DModel (a .safetensors "
+        "file or a diffusers folder) for dit, a Cohort export (model.safetensors) for every model",
         "Weights to start from instead of a random initialisation.", ""),
 
     /* distributed */

@@ -71,6 +71,7 @@ typedef struct {
   int num_classes;    /* images: 0 = as many as train_data has class folders */
   gboolean skip_bad_images;
   int augment;         /* CohortAugment (data/augment.h) */
+  char *vae_from;      /* dit: "" = pixel space; else a diffusers AutoencoderKL folder */
   int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
   gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
 

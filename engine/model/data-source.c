@@ -1,5 +1,5 @@
-/* Data sources for the trainer: token windows (data/dataset.h) and images (data/images.h),
- * behind one numbered-example interface. */
+/* Data sources for the trainer: token windows (data/dataset.h), images (data/images.h) and
+ * their latents (data/latent-set.h), behind one numbered-example interface. */
 #include "engine/model/data-source.h"
 
 #include "data/augment.h"
@@ -13,7 +13,8 @@ struct CohortDataSource {
   CohortDataFormat format;
   CohortDataset *windows; /* text and token shards */
   int T;
-  CohortImageSet *images; /* images */
+  CohortImageSet *images;     /* images */
+  CohortLatentTable *latents; /* or latents of them (vae_from) */
   int C, S;
   int S_src; /* the set's side: image_resize, from which the S x S crops come */
   float mean[3], std[3], pad[3];
@@ -85,10 +86,23 @@ CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const 
   return open_as(cfg, COHORT_DATA_TOKENS, path, cache_dir, error);
 }
 
+CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table)
+{
+  CohortDataSource *s = g_new0(CohortDataSource, 1);
+  s->format = COHORT_DATA_IMAGES;
+  s->latents = table;
+  s->C = table->channels;
+  s->S = table->size;
+  s->augment = (CohortAugment)cfg->augment;
+  s->seed = (guint64)cfg->seed;
+  return s;
+}
+
 void cohort_data_source_free(CohortDataSource *s)
 {
   if (!s)
     return;
+  g_clear_pointer(&s->latents, cohort_latent_table_free);
   g_clear_pointer(&s->windows, cohort_dataset_free);
   g_clear_pointer(&s->images, cohort_image_set_free);
   g_free(s);
@@ -96,16 +110,22 @@ void cohort_data_source_free(CohortDataSource *s)
 
 guint64 cohort_data_source_count(const CohortDataSource *s)
 {
+  if (s->latents)
+    return s->latents->n;
   return s->images ? cohort_image_set_len(s->images) : cohort_dataset_num_windows(s->windows);
 }
 
 int cohort_data_source_num_classes(const CohortDataSource *s)
 {
+  if (s->latents)
+    return (int)g_strv_length(s->latents->classes);
   return s->images ? cohort_image_set_num_classes(s->images) : 0;
 }
 
 const char *const *cohort_data_source_class_names(const CohortDataSource *s)
 {
+  if (s->latents)
+    return (const char *const *)s->latents->classes;
   return s->images ? cohort_image_set_class_names(s->images) : NULL;
 }
 
@@ -121,7 +141,7 @@ const char *cohort_data_source_skipped_reason(const CohortDataSource *s, guint i
 
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity)
 {
-  if (s->images)
+  if (s->images || s->latents)
     return cohort_batch_new(capacity, 0, s->C, s->S, s->S);
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
 }
@@ -154,7 +174,8 @@ static gboolean load_image(const CohortDataSource *s, CohortBatch *b, int row, g
   }
   const guint8 *px = crop ? crop : src;
   gboolean padded_crop =
-      train && (s->augment == COHORT_AUGMENT_CROP || s->augment == COHORT_AUGMENT_CROP_FLIP);
+      train && (s->augment == COHORT_AUGMENT_CROP || s->augment == COHORT_AUGMENT_CROP_FLIP ||
+                s->augment == COHORT_AUGMENT_FLIP);
   g_autofree float *scratch = padded_crop ? g_new(float, D) : NULL;
   float *out = padded_crop ? scratch : dst;
   size_t plane = (size_t)s->S * s->S;
@@ -167,10 +188,27 @@ static gboolean load_image(const CohortDataSource *s, CohortBatch *b, int row, g
   return TRUE;
 }
 
+/* The latent of `index`, mirrored when training with flip draws it so. */
+static gboolean load_latent(const CohortDataSource *s, CohortBatch *b, int row, guint64 index)
+{
+  const CohortLatentTable *t = s->latents;
+  size_t D = (size_t)t->channels * t->size * t->size;
+  int top, left;
+  gboolean flip = FALSE;
+  if (b->epoch >= 0 && s->augment == COHORT_AUGMENT_FLIP && t->variants == 2)
+    cohort_augment_draw(s->augment, s->seed, (guint64)b->epoch, index, &top, &left, &flip);
+  memcpy(b->images + row * D, t->values + ((size_t)index * t->variants + (flip ? 1 : 0)) * D,
+         D * sizeof(float));
+  b->labels[row] = t->labels[index];
+  return TRUE;
+}
+
 gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
                                  GError **error)
 {
   b->example_ids[row] = index;
+  if (s->latents)
+    return load_latent(s, b, row, index);
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);

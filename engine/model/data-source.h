@@ -8,6 +8,7 @@
 
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
+#include "data/latent-set.h"
 
 G_BEGIN_DECLS
 
@@ -21,6 +22,11 @@ CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *p
  * that a tokenizer has turned into shards (engine/train/text-tokens.h). */
 CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const char *path,
                                                  const char *cache_dir, GError **error);
+/* Latents as data (vae_from): the source takes `table` (data/latent-set.h) and serves its
+ * latents as images [channels, size, size] with their labels. Training batches with the
+ * config's augment "flip" take the mirrored latent when the draw of (seed, epoch, index) says
+ * so (the table must then hold both); evaluation batches never do. */
+CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table);
 void cohort_data_source_free(CohortDataSource *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 

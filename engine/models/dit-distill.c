@@ -8,6 +8,8 @@
 #include "engine/model/distill.h"
 #include "engine/models/dit-private.h"
 
+#include <string.h>
+
 #include <math.h>
 
 typedef struct {
@@ -139,6 +141,19 @@ gboolean cohort_dit_check_teacher(const CohortConfig *student, const CohortConfi
 {
   if (!cohort_distill_check_images(student, teacher, teacher_dir, error))
     return FALSE;
+  /* Latents of another VAE (or pixels against latents) mean other inputs altogether. */
+  g_autofree char *sv = cohort_resolve_path(student->vae_from ? student->vae_from : "");
+  g_autofree char *tv = cohort_resolve_path(teacher->vae_from ? teacher->vae_from : "");
+  g_autofree char *sa = *sv ? g_canonicalize_filename(sv, NULL) : g_strdup("");
+  g_autofree char *ta = *tv ? g_canonicalize_filename(tv, NULL) : g_strdup("");
+  if (strcmp(sa, ta) != 0) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "teacher_from %s: key \"vae_from\": the teacher was trained on \"%s\", the "
+                "student on \"%s\"; allowed: the same VAE (or both in pixel space)",
+                teacher_dir, teacher->vae_from ? teacher->vae_from : "",
+                student->vae_from ? student->vae_from : "");
+    return FALSE;
+  }
   /* Guidance needs an unconditional velocity, which only label dropout teaches. */
   if (student->distill_cfg_scale != 1.0 &&
       (teacher->cfg_dropout <= 0 || teacher->num_classes == 0)) {

@@ -49,6 +49,12 @@ typedef struct {
   int k_patch; /* values per patch: channels · patch² */
   size_t blocks_offset, block_numel, final_offset;
 
+  /* vae_from: the VAE's folder (resolved) and the image size it decodes to; NULL in pixel
+   * space. The VAE itself is loaded (for decoding only) when a sample first needs it. */
+  char *vae_dir;
+  int pixel_size;
+  struct CohortVae *vae;
+
   /* the objective's choices, from the config */
   int timestep_logit_normal;
   double timestep_shift;
@@ -103,6 +109,11 @@ static inline float *dit_fp(const Dit *d, float *base, int p)
 {
   return base + d->base.tensors[DT_HEAD_COUNT + d->shape.n_layer * DB_COUNT + p].offset;
 }
+
+/* dit.c: the fixed 2-D sine-cosine position table into the model's buffer. */
+void cohort_dit_fill_pos_embed(Dit *d);
+/* dit-import.c: init_from (the family's import_weights). */
+gboolean cohort_dit_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
 
 /* dit-forward.c: the network on the batch already in d->img, d->t, d->labels (backend
  * memory); writes d->pred. */

@@ -9,6 +9,7 @@
 
 #include "data/image-decode.h"
 #include "data/example-rng.h"
+#include "engine/models/vae.h"
 
 /* Columns of the sample grid and most rows (classes) it shows. */
 #define GRID_COLS     8
@@ -87,6 +88,48 @@ void cohort_dit_generate(CohortModel *m, const int *labels, int n, guint64 seed,
     integrate(m, labels + start, MIN(chunk, n - start), steps, cfg_scale, out + start * D);
 }
 
+/* Images decoded at a time when samples go through the VAE. */
+#define DECODE_BATCH 8
+
+gboolean cohort_dit_to_pixels(CohortModel *m, const float *samples, int n, float **pixels, int *C,
+                              int *S, GError **error)
+{
+  Dit *d = dit_of(m);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  if (!d->vae_dir) {
+    *C = d->shape.channels;
+    *S = d->shape.image_size;
+    *pixels = g_memdup2(samples, n * D * sizeof(float));
+    return TRUE;
+  }
+  if (!d->vae) {
+    d->vae =
+        cohort_vae_load(m->be, d->vae_dir, COHORT_VAE_DECODE, DECODE_BATCH, d->pixel_size, error);
+    if (!d->vae)
+      return FALSE;
+  }
+  const CohortVaeConfig *vc = cohort_vae_get_config(d->vae);
+  if (vc->latent_channels != d->shape.channels ||
+      cohort_vae_latent_size(d->vae) != d->shape.image_size) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                "%s: its latents are %d×%d×%d, the model's %d×%d×%d: the VAE changed under the "
+                "model",
+                d->vae_dir, vc->latent_channels, cohort_vae_latent_size(d->vae),
+                cohort_vae_latent_size(d->vae), d->shape.channels, d->shape.image_size,
+                d->shape.image_size);
+    return FALSE;
+  }
+  *C = vc->out_channels;
+  *S = d->pixel_size;
+  size_t P = (size_t)*C * *S * *S;
+  *pixels = g_new(float, n *P);
+  for (int i = 0; i < n; i += DECODE_BATCH) {
+    int b = MIN(DECODE_BATCH, n - i);
+    cohort_vae_decode(d->vae, samples + i * D, b, *pixels + i * P);
+  }
+  return TRUE;
+}
+
 /* [-1, 1] to 8 bits, clamped and rounded. */
 static guint8 to_byte(float v)
 {
@@ -132,13 +175,19 @@ gboolean cohort_dit_sample(CohortModel *m, const CohortSampleRequest *req, JsonO
     else if (classes > 0)
       json_array_add_int_element(shown, cls);
   }
-  int C = d->shape.channels, S = d->shape.image_size;
-  g_autofree float *imgs = g_new(float, (size_t)n *C *S *S);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  g_autofree float *drawn = g_new(float, n *D);
   cohort_dit_generate(m, labels, n, (guint64)cfg->seed ^ GRID_SEED_SALT, cfg->sample_steps,
-                      cfg->cfg_scale, imgs);
+                      cfg->cfg_scale, drawn);
   if (req->compute_only) {
     json_array_unref(shown);
     return TRUE;
+  }
+  g_autofree float *imgs = NULL;
+  int C, S;
+  if (!cohort_dit_to_pixels(m, drawn, n, &imgs, &C, &S, error)) {
+    json_array_unref(shown);
+    return FALSE;
   }
   int w, h;
   g_autofree guint8 *px = grid_pixels(imgs, n, GRID_COLS, C, S, &w, &h);

@@ -4,8 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "data/augment.h"
+#include "engine/base/error.h"
 #include "engine/model/distill.h"
 #include "engine/model/rng.h"
+#include "engine/models/vae.h"
 
 /* clang-format off */
 G_DEFINE_QUARK(cohort-dit-error-quark, cohort_dit_error)
@@ -235,9 +238,14 @@ static void dit_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 static void dit_init_buffers(CohortModel *m)
 {
   Dit *d = dit_of(m);
-  float *pos = g_new(float, m->n_buffer_floats);
+  cohort_dit_fill_pos_embed(d);
+}
+
+void cohort_dit_fill_pos_embed(Dit *d)
+{
+  float *pos = g_new(float, d->base.n_buffer_floats);
   pos_embed_2d(pos, d->shape.image_size / d->shape.patch, d->shape.hidden);
-  cohort_model_upload_buffers(m, pos);
+  cohort_model_upload_buffers(&d->base, pos);
   g_free(pos);
 }
 
@@ -256,6 +264,8 @@ static void dit_finalize(CohortModel *m)
   Dit *d = dit_of(m);
   if (m->be)
     m->be->free(d->act_mem);
+  cohort_vae_free(d->vae);
+  g_free(d->vae_dir);
   g_free(d->blocks);
   g_free(d->host_img);
   g_free(d->host_target);
@@ -296,10 +306,59 @@ static const CohortModelOps dit_ops = {
     .finalize = dit_finalize,
 };
 
+gboolean cohort_dit_latent_geometry(const CohortConfig *cfg, const char *source, int *size,
+                                    int *channels, GError **error)
+{
+  const char *src = source ? source : "config";
+  *size = cfg->image_size;
+  *channels = cfg->image_channels;
+  if (!cfg->vae_from || !*cfg->vae_from)
+    return TRUE;
+  g_autofree char *dir = cohort_resolve_path(cfg->vae_from);
+  g_autoptr(GError) local = NULL;
+  g_autofree char *folder = cohort_vae_find_folder(dir, &local);
+  g_autofree char *cfg_path = folder ? g_build_filename(folder, "config.json", NULL) : NULL;
+  CohortVaeConfig vc;
+  if (!folder || !cohort_vae_config_read(cfg_path, &vc, &local))
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"vae_from\": %s", src, local->message);
+  int f = cohort_vae_downsample_factor(&vc);
+  if (cfg->image_size % f != 0)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"image_size\": %d is not allowed with vae_from %s, whose VAE "
+                       "halves images %d times; allowed: a multiple of %d",
+                       src, cfg->image_size, cfg->vae_from, vc.n_blocks - 1, f);
+  if (cfg->image_channels != vc.in_channels)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"image_channels\": %d is not allowed with vae_from %s; allowed: "
+                       "%d (its in_channels)",
+                       src, cfg->image_channels, cfg->vae_from, vc.in_channels);
+  *size = cfg->image_size / f;
+  *channels = vc.latent_channels;
+  return TRUE;
+}
+
 static gboolean dit_check_config(const CohortConfig *cfg, const char *source, GError **error)
 {
   const char *src = source ? source : "config";
-  if (cfg->image_size % cfg->patch_size != 0) {
+  int size, channels;
+  gboolean latent = cfg->vae_from && *cfg->vae_from;
+  if (!cohort_dit_latent_geometry(cfg, source, &size, &channels, error))
+    return FALSE;
+  if (latent && cfg->augment != COHORT_AUGMENT_NONE && cfg->augment != COHORT_AUGMENT_FLIP) {
+    g_autofree char *aug = cohort_config_get(cfg, "augment");
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"augment\": \"%s\" is not allowed with vae_from (a crop "
+                       "shifts pixels, and the latents are encoded once); allowed: \"none\", "
+                       "\"flip\" (the mirrored latent is cached too)",
+                       src, aug);
+  }
+  if (size % cfg->patch_size != 0) {
+    if (latent)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "%s: key \"patch_size\": %d does not divide the latent size %d "
+                         "(image_size %d through vae_from's VAE); allowed: a divisor of %d",
+                         src, cfg->patch_size, size, cfg->image_size, size);
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "%s: key \"patch_size\": %d does not divide image_size %d; allowed: a divisor of "
                 "image_size",
@@ -318,7 +377,10 @@ static gboolean dit_check_config(const CohortConfig *cfg, const char *source, GE
 
 static gint64 dit_count_params(const CohortConfig *cfg)
 {
-  gint64 C = cfg->n_embd, P = cfg->patch_size, Ch = cfg->image_channels;
+  int size, channels;
+  if (!cohort_dit_latent_geometry(cfg, NULL, &size, &channels, NULL))
+    channels = cfg->image_channels; /* the VAE is unreadable: create() will say why */
+  gint64 C = cfg->n_embd, P = cfg->patch_size, Ch = channels;
   gint64 K = Ch * P * P;
   gint64 classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
   gint64 head = K * C + C + DIT_FREQ_DIM * C + C + C * C + C + (classes + 1) * C;
@@ -381,6 +443,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
                 cfg->num_classes, max_batch);
     return NULL;
   }
+  int size, channels;
+  if (!cohort_dit_latent_geometry(cfg, NULL, &size, &channels, error))
+    return NULL;
   Dit *d = g_new0(Dit, 1);
   CohortModel *m = &d->base;
   m->klass = &cohort_dit_class;
@@ -394,14 +459,18 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
       .n_layer = cfg->n_layer,
       .n_head = cfg->n_head,
       .hidden = cfg->n_embd,
-      .image_size = cfg->image_size,
-      .channels = cfg->image_channels,
+      .image_size = size,
+      .channels = channels,
       .patch = cfg->patch_size,
       .num_classes = cfg->num_classes,
   };
-  int grid = cfg->image_size / cfg->patch_size;
+  if (cfg->vae_from && *cfg->vae_from) {
+    d->vae_dir = cohort_resolve_path(cfg->vae_from);
+    d->pixel_size = cfg->image_size;
+  }
+  int grid = size / cfg->patch_size;
   d->T = grid * grid;
-  d->k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
+  d->k_patch = channels * cfg->patch_size * cfg->patch_size;
   d->timestep_logit_normal = cfg->timestep_sampling == COHORT_TIMESTEPS_LOGIT_NORMAL;
   d->timestep_shift = cfg->timestep_shift;
   d->cfg_dropout = cfg->cfg_dropout;
@@ -411,7 +480,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->blocks = g_new0(DitBlockActs, cfg->n_layer);
   size_t act_bytes = layout_acts(d, NULL);
   d->act_mem = be->alloc(act_bytes);
-  size_t img = (size_t)max_batch * cfg->image_channels * cfg->image_size * cfg->image_size;
+  size_t img = (size_t)max_batch * channels * size * size;
   d->host_img = g_try_new(float, img);
   d->host_target = g_try_new(float, img);
   d->host_t = g_new(float, max_batch);
@@ -444,6 +513,7 @@ const CohortModelClass cohort_dit_class = {
     .act_bytes = dit_act_bytes,
     .param_table = dit_param_table,
     .create = dit_create,
+    .import_weights = cohort_dit_import,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,
     .copies_blocks = TRUE,

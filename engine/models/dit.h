@@ -28,8 +28,21 @@ typedef struct {
   int num_classes; /* the "no label" row is num_classes */
 } CohortDitShape;
 
-/* The model's shape. */
+/* The model's shape. With vae_from, image_size and channels are the latents' (the pixels'
+ * size divided by the VAE's factor, its latent_channels). */
 const CohortDitShape *cohort_dit_shape(const CohortModel *m);
+
+/* The side and channels of what the DiT of `cfg` sees: image_size and image_channels, or with
+ * vae_from the latents of its VAE (whose config.json is read); FALSE with an error naming the
+ * key when the VAE folder is unreadable or does not fit image_size / image_channels. */
+gboolean cohort_dit_latent_geometry(const CohortConfig *cfg, const char *source, int *size,
+                                    int *channels, GError **error);
+
+/* Images of `n` samples from cohort_dit_generate: decoded through the VAE (loaded on first use,
+ * kept with the model) for a latent DiT, a copy in pixel space. *pixels gets [n, *C, *S, *S]
+ * in [-1, 1] (not clamped; g_free it). */
+gboolean cohort_dit_to_pixels(CohortModel *m, const float *samples, int n, float **pixels, int *C,
+                              int *S, GError **error);
 
 /* The velocity the model predicts for a batch, without a loss: x_t [B, C, H, W] and t [B]
  * (in [0, 1]) in HOST memory, labels [B] (num_classes = no label); writes v [B, C, H, W] to

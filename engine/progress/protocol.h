@@ -21,6 +21,7 @@
 #define COHORT_EVENT_HANG       "hang"
 #define COHORT_EVENT_HEALTH     "health"
 #define COHORT_EVENT_PROBE      "probe"
+#define COHORT_EVENT_LATENTS    "latents"
 
 /* Members every event has, and the one the run record adds. */
 #define COHORT_FIELD_EVENT  "event"
@@ -110,6 +111,14 @@
 #define COHORT_FIELD_SOURCE_BYTES "source_bytes"
 #define COHORT_FIELD_DOCUMENTS    "documents"
 #define COHORT_FIELD_MB_PER_S     "mb_per_s"
+
+/* `latents` (also `eta_s`, `elapsed_s`): caching a set's latents through vae_from. */
+#define COHORT_FIELD_SET          "set"
+#define COHORT_FIELD_DONE         "done"
+#define COHORT_FIELD_TOTAL        "total"
+#define COHORT_FIELD_ENCODED      "encoded"
+#define COHORT_FIELD_IMAGES_PER_S "images_per_s"
+#define COHORT_FIELD_FINISHED     "finished"
 
 /* `ranks`: the list, each rank's entry, and the slowest rank. */
 #define COHORT_FIELD_RANKS            "ranks"

@@ -112,12 +112,24 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   const CohortModelClass *klass = cohort_model_class_for(cfg, NULL, error);
   if (!klass || !cohort_model_check_config(cfg, NULL, error))
     return NULL;
-  g_autoptr(CohortDataSource) ds = cohort_data_source_open(cfg, cfg->train_data, NULL, error);
-  if (!ds)
-    return NULL;
+  guint64 n_examples = 0;
+  if (cfg->vae_from && *cfg->vae_from) {
+    /* Latents: the folder's listing says how many, without decoding or encoding anything. */
+    g_autofree char *folder = cohort_resolve_path(cfg->train_data);
+    g_autoptr(CohortLatentFiles) files = cohort_latent_files_scan(
+        folder, cfg->image_size, cfg->image_channels, cfg->skip_bad_images, error);
+    if (!files)
+      return NULL;
+    n_examples = cohort_latent_files_len(files);
+  } else {
+    g_autoptr(CohortDataSource) ds = cohort_data_source_open(cfg, cfg->train_data, NULL, error);
+    if (!ds)
+      return NULL;
+    n_examples = cohort_data_source_count(ds);
+  }
   int world = MAX(plan->world_size, 1);
   CohortSamplerSpec spec = {
-      .n = cohort_data_source_count(ds),
+      .n = n_examples,
       .world_size = world,
       .rank = 0,
       .shuffle = cfg->shuffle,

@@ -385,6 +385,16 @@ gboolean cohort_train_dist_broadcast_params(CohortTrainDist *d, float *params, s
   return TRUE;
 }
 
+gboolean cohort_train_dist_all_gather_host(CohortTrainDist *d, const void *send, gsize nbytes,
+                                           void *recv, GError **error)
+{
+  if (!d->comm) {
+    memcpy(recv, send, nbytes);
+    return TRUE;
+  }
+  return gather_bytes(d, send, nbytes, recv, error);
+}
+
 gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize nbytes,
                                           GError **error)
 {

@@ -78,6 +78,10 @@ gboolean cohort_train_dist_broadcast_host(CohortTrainDist *d, void *buf, gsize n
  * it). */
 gboolean cohort_train_dist_broadcast_from(CohortTrainDist *d, void *buf, gsize nbytes, int root,
                                           GError **error);
+/* Every rank's `nbytes` of HOST memory into `recv` (nbytes × world size, rank order) on every
+ * rank: the latent cache's shares (engine/train/latents.c). One process: a copy. */
+gboolean cohort_train_dist_all_gather_host(CohortTrainDist *d, const void *send, gsize nbytes,
+                                           void *recv, GError **error);
 /* Sets *stop to TRUE when any rank's stop flag is set (all ranks agree, so they stop at the
  * same step). FALSE with `error` when the vote itself failed (a peer is gone). */
 gboolean cohort_train_dist_should_stop(CohortTrainDist *d, volatile int *stop_flag, gboolean *stop,

@@ -305,7 +305,7 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
         !cohort_model_check_finite(r->model, init_path, error))
       return FALSE;
     for (guint i = 0; i < notes->len; i++)
-      cohort_progress_log(r->progress, "info", "init_from %s: %s", init_path,
+      cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "init_from %s: %s", init_path,
                           (const char *)notes->pdata[i]);
   }
   if (from_teacher &&

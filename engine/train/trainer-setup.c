@@ -12,6 +12,7 @@
 #include "engine/train/text-tokens.h"
 
 #include "engine/model/model-io.h"
+#include "engine/train/latents.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
@@ -31,6 +32,18 @@ static CohortDataSource *open_source(CohortRankRun *r, const char *path, const c
   return s;
 }
 
+/* vae_from: the images as latents (engine/train/latents.h does its own waiting). */
+static gboolean open_latents(CohortRankRun *r, const char *cache_dir, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  r->train = cohort_rank_run_open_latents(r, "train", cfg->train_data, cache_dir, error);
+  if (!r->train)
+    return FALSE;
+  if (cfg->val_data && *cfg->val_data)
+    r->val = cohort_rank_run_open_latents(r, "val", cfg->val_data, cache_dir, error);
+  return !cfg->val_data || !*cfg->val_data || r->val != NULL;
+}
+
 /* Data preparation (the content scan, tokenizing text) is recorded under the workspace: with
  * distributed_data_loading every rank keeps its own (cache/rank-N); without it rank 0
  * prepares first and the others wait, then reuse rank 0's. */
@@ -45,6 +58,8 @@ static gboolean open_data(CohortRankRun *r, GError **error)
   } else {
     cache_dir = g_build_filename(cfg->workspace_dir, "cache", NULL);
   }
+  if (cfg->vae_from && *cfg->vae_from)
+    return open_latents(r, cache_dir, error);
   gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
   if (rank0_first && o->rank != 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;

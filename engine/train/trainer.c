@@ -2,6 +2,7 @@
  * optimizer, EMA, and the points where evaluation, samples and checkpoints happen. Set-up is
  * in trainer-setup.c, outputs in trainer-output.c, events in trainer-events.c. */
 #include "engine/train/trainer-run.h"
+#include "engine/train/latents.h"
 
 #include <math.h>
 
@@ -433,8 +434,14 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   cohort_train_dist_set_device(r->dist, &r->dev);
   /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
   g_mutex_init(&r->indices_lock);
-  if (cohort_rank_run_setup(r, &resumed_from, error) && cohort_rank_run_start_loading(r, error) &&
-      cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
+  gboolean set_up = cohort_rank_run_setup(r, &resumed_from, error);
+  if (!set_up && error && g_error_matches(*error, COHORT_RANK_RUN_STOPPED, 0)) {
+    /* Stopped while caching latents: a stop, not a failure (the cache is kept). */
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s", (*error)->message);
+    g_clear_error(error);
+    ok = was_stopped = TRUE;
+  } else if (set_up && cohort_rank_run_start_loading(r, error) &&
+             cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
     if (r->shard)
       cohort_train_dist_attach_sharder(r->dist, r->model, cohort_shard_sharder(r->shard),
                                        cohort_shard_stage(r->shard), cohort_shard_bytes(r->shard));

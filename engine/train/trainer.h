@@ -29,6 +29,9 @@ typedef struct {
   int local_rank;
   int local_world_size;
   CohortComm *comm;
+  /* The rendezvous store (rank 0 hosts it); NULL = one process. Ranks wait on it where a
+   * collective could time out: while the latent cache is being made. Not owned. */
+  CohortStore *store;
   /* Where this rank computes (see cohort_device_select); NULL = chosen from the config and
    * local_rank. `comm` must fit it: "nccl" on that GPU, or "gloo"/"local" (host buffers). */
   const CohortComputeDevice *device;

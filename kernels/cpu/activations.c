@@ -1,8 +1,10 @@
-/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise. */
+/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise, and the
+ * softmax of rows (attention written as matrix products). */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
 
+#include <math.h>
 #include <string.h>
 
 #define CHUNK  4096
@@ -118,5 +120,44 @@ void cohort_cpu_silu_backward(float *dinp, const float *inp, const float *dout, 
   for (long c = 0; c < chunks; c++) {
     size_t i0 = (size_t)c * CHUNK;
     silu_back_chunk(dinp + i0, inp + i0, dout + i0, chunk_len(n, i0));
+  }
+}
+
+/* Softmax of each row of V values after multiplying by `scale` (attention's 1/sqrt(d)); out
+ * may be inp. The row's maximum is subtracted first; the sum is in double. */
+void cohort_cpu_softmax_forward(float *out, const float *inp, int N, int V, float scale)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * V >= COHORT_CPU_PAR_MIN)
+  for (int n = 0; n < N; n++) {
+    const float *x = inp + (size_t)n * V;
+    float *y = out + (size_t)n * V;
+    float m = -INFINITY;
+    for (int v = 0; v < V; v++)
+      m = fmaxf(m, x[v] * scale);
+    double s = 0.0;
+    for (int v = 0; v < V; v++) {
+      y[v] = expf(x[v] * scale - m);
+      s += y[v];
+    }
+    float r = (float)(1.0 / s);
+    for (int v = 0; v < V; v++)
+      y[v] *= r;
+  }
+}
+
+/* dinp = scale * out * (dout - sum_v dout * out) per row; dinp may be dout. */
+void cohort_cpu_softmax_backward(float *dinp, const float *out, const float *dout, int N, int V,
+                                 float scale)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * V >= COHORT_CPU_PAR_MIN)
+  for (int n = 0; n < N; n++) {
+    const float *y = out + (size_t)n * V, *g = dout + (size_t)n * V;
+    float *d = dinp + (size_t)n * V;
+    double s = 0.0;
+    for (int v = 0; v < V; v++)
+      s += (double)g[v] * y[v];
+    float sf = (float)s;
+    for (int v = 0; v < V; v++)
+      d[v] = scale * y[v] * (g[v] - sf);
   }
 }

@@ -47,6 +47,9 @@ void cohort_cpu_silu_forward(float *out, const float *inp, size_t n);
 void cohort_cpu_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cohort_cpu_relu_forward(float *out, const float *inp, size_t n);
 void cohort_cpu_relu_backward(float *dinp, const float *x, const float *dout, size_t n);
+void cohort_cpu_softmax_forward(float *out, const float *inp, int N, int V, float scale);
+void cohort_cpu_softmax_backward(float *dinp, const float *out, const float *dout, int N, int V,
+                                 float scale);
 
 /* elementwise.c */
 void cohort_cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
@@ -83,6 +86,12 @@ void cohort_cpu_bn_backward_dx(float *dx, const float *dy, const float *x, const
                                const float *sum_dy_xhat, double count, int B, int C, int HW);
 void cohort_cpu_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                    const float *sum_dy_xhat, int C);
+void cohort_cpu_group_norm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int B, int C, int HW, int G,
+                                   float eps);
+void cohort_cpu_group_norm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean,
+                                    const float *rstd, int B, int C, int HW, int G);
 
 /* losses.c */
 void cohort_cpu_crossentropy_forward(float *losses, float *lse, const float *logits,
@@ -142,3 +151,17 @@ void cohort_cpu_maxpool2d_nhwc_backward(float *dinp, const float *dout, const fl
                                         int C, int H, int W, int K, int stride, int pad);
 void cohort_cpu_avgpool_global_nhwc_forward(float *out, const float *inp, int B, int C, int HW);
 void cohort_cpu_avgpool_global_nhwc_backward(float *dinp, const float *dout, int B, int C, int HW);
+
+/* convolution-bias.c */
+void cohort_cpu_channel_bias_forward(float *out, const float *bias, int B, int C, int HW);
+void cohort_cpu_channel_bias_backward(float *dbias, const float *dout, int B, int C, int HW);
+
+/* resampling.c */
+void cohort_cpu_upsample_nearest_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                         int f);
+void cohort_cpu_upsample_nearest_backward(float *dinp, const float *dout, int B, int C, int H,
+                                          int W, int f);
+void cohort_cpu_pad2d_forward(float *out, const float *inp, int B, int C, int H, int W, int top,
+                              int bottom, int left, int right);
+void cohort_cpu_pad2d_backward(float *dinp, const float *dout, int B, int C, int H, int W, int top,
+                               int bottom, int left, int right);

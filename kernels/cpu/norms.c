@@ -1,5 +1,5 @@
-/* Normalisations: LayerNorm (GPT, DiT) and BatchNorm2d split into the steps that
- * SyncBatchNorm combines across ranks. */
+/* Normalisations: LayerNorm (GPT, DiT), BatchNorm2d split into the steps that SyncBatchNorm
+ * combines across ranks, and GroupNorm (the VAE). */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -501,5 +501,89 @@ void cohort_cpu_bn_backward_params(float *dweight, float *dbias, const float *su
   for (int c = 0; c < C; c++) {
     dweight[c] += sum_dy_xhat[c];
     dbias[c] += sum_dy[c];
+  }
+}
+
+/* dx += rs (dy w - a - xhat bq): GroupNorm's input gradient over one channel's run. */
+COHORT_VEC static void gn_dx_row(float *restrict dx, const float *restrict dy,
+                                 const float *restrict x, float m, float rs, float w, float a,
+                                 float bq, int n)
+{
+  for (int i = 0; i < n; i++)
+    dx[i] += rs * (dy[i] * w - a - (x[i] - m) * rs * bq);
+}
+
+/* GroupNorm over x [B, C, HW]: the C / G channels of a group are contiguous in NCHW, so one
+ * (example, group) is one run of n = C / G * HW values. Statistics in double, two passes. */
+void cohort_cpu_group_norm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                   const float *w, const float *b, int B, int C, int HW, int G,
+                                   float eps)
+{
+  int cg = C / G;
+  size_t n = (size_t)cg * HW;
+#pragma omp parallel for schedule(static) if (parallel(B, C, HW))
+  for (int i = 0; i < B * G; i++) {
+    const float *x = inp + (size_t)i * n;
+    double m = 0.0, q = 0.0;
+    for (int c = 0; c < cg; c++)
+      m += row_sum_d(x + (size_t)c * HW, HW);
+    m /= (double)n;
+    for (int c = 0; c < cg; c++)
+      q += row_m2_d(x + (size_t)c * HW, m, HW);
+    float mf = (float)m, rs = (float)(1.0 / sqrt(q / (double)n + (double)eps));
+    mean[i] = mf;
+    rstd[i] = rs;
+    int g = i % G;
+    for (int c = 0; c < cg; c++) {
+      int ch = g * cg + c;
+      float k = rs * (w ? w[ch] : 1.0f), sh = b ? b[ch] : 0.0f;
+      bn_row(out + (size_t)i * n + (size_t)c * HW, x + (size_t)c * HW, mf, k, sh, HW);
+    }
+  }
+}
+
+void cohort_cpu_group_norm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                    const float *inp, const float *w, const float *mean,
+                                    const float *rstd, int B, int C, int HW, int G)
+{
+  int cg = C / G;
+  size_t n = (size_t)cg * HW;
+  int par = parallel(B, C, HW);
+  /* The affine parameters: per channel, the examples in order. */
+  if (dw || db) {
+#pragma omp parallel for schedule(static) if (par)
+    for (int ch = 0; ch < C; ch++) {
+      double s1 = 0.0, s2 = 0.0;
+      for (int bb = 0; bb < B; bb++) {
+        int i = bb * G + ch / cg;
+        size_t off = ((size_t)bb * C + ch) * HW;
+        reduce_row(&s1, &s2, dout + off, inp + off, mean[i], rstd[i], HW);
+      }
+      if (dw)
+        dw[ch] += (float)s2;
+      if (db)
+        db[ch] += (float)s1;
+    }
+  }
+  /* dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dout * w[c]. */
+#pragma omp parallel for schedule(static) if (par)
+  for (int i = 0; i < B * G; i++) {
+    int g = i % G;
+    size_t base = (size_t)i * n;
+    double a = 0.0, bq = 0.0;
+    for (int c = 0; c < cg; c++) {
+      double s1 = 0.0, s2 = 0.0;
+      reduce_row(&s1, &s2, dout + base + (size_t)c * HW, inp + base + (size_t)c * HW, mean[i],
+                 rstd[i], HW);
+      float wc = w ? w[g * cg + c] : 1.0f;
+      a += s1 * wc;
+      bq += s2 * wc;
+    }
+    float am = (float)(a / (double)n), bm = (float)(bq / (double)n);
+    for (int c = 0; c < cg; c++) {
+      float wc = w ? w[g * cg + c] : 1.0f;
+      size_t off = base + (size_t)c * HW;
+      gn_dx_row(dinp + off, dout + off, inp + off, mean[i], rstd[i], wc, am, bm, HW);
+    }
   }
 }

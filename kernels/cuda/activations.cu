@@ -1,4 +1,5 @@
-/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise. */
+/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise, and the
+ * softmax of rows. */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
@@ -93,4 +94,65 @@ void cohort_cuda_silu_backward(float *dinp, const float *inp, const float *dout,
     return;
   silu_back_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dinp, inp, dout, n);
   cohort_cuda_launched("silu_backward");
+}
+
+/* Softmax of rows: one block per row, fixed-order block reductions. */
+#define SOFTMAX_THREADS 256
+
+__global__ static void softmax_kernel(float *out, const float *inp, int V, float scale)
+{
+  __shared__ float shm[SOFTMAX_THREADS];
+  __shared__ double shs[SOFTMAX_THREADS];
+  const float *x = inp + (size_t)blockIdx.x * V;
+  float *y = out + (size_t)blockIdx.x * V;
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += SOFTMAX_THREADS)
+    m = fmaxf(m, x[v] * scale);
+  shm[threadIdx.x] = m;
+  __syncthreads();
+  for (unsigned s = SOFTMAX_THREADS / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s)
+      shm[threadIdx.x] = fmaxf(shm[threadIdx.x], shm[threadIdx.x + s]);
+    __syncthreads();
+  }
+  m = shm[0];
+  double s = 0.0;
+  for (int v = threadIdx.x; v < V; v += SOFTMAX_THREADS) {
+    float e = expf(x[v] * scale - m);
+    y[v] = e;
+    s += e;
+  }
+  float r = (float)(1.0 / cohort_block_sum(s, shs));
+  for (int v = threadIdx.x; v < V; v += SOFTMAX_THREADS)
+    y[v] *= r;
+}
+
+__global__ static void softmax_back_kernel(float *dinp, const float *out, const float *dout, int V,
+                                           float scale)
+{
+  __shared__ double sh[SOFTMAX_THREADS];
+  size_t row = (size_t)blockIdx.x * V;
+  double s = 0.0;
+  for (int v = threadIdx.x; v < V; v += SOFTMAX_THREADS)
+    s += (double)dout[row + v] * out[row + v];
+  float sf = (float)cohort_block_sum(s, sh);
+  for (int v = threadIdx.x; v < V; v += SOFTMAX_THREADS)
+    dinp[row + v] = scale * out[row + v] * (dout[row + v] - sf);
+}
+
+void cohort_cuda_softmax_forward(float *out, const float *inp, int N, int V, float scale)
+{
+  if (N <= 0 || V <= 0)
+    return;
+  softmax_kernel<<<N, SOFTMAX_THREADS>>>(out, inp, V, scale);
+  cohort_cuda_launched("softmax_forward");
+}
+
+void cohort_cuda_softmax_backward(float *dinp, const float *out, const float *dout, int N, int V,
+                                  float scale)
+{
+  if (N <= 0 || V <= 0)
+    return;
+  softmax_back_kernel<<<N, SOFTMAX_THREADS>>>(dinp, out, dout, V, scale);
+  cohort_cuda_launched("softmax_backward");
 }

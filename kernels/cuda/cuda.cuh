@@ -108,6 +108,9 @@ void cohort_cuda_silu_forward(float *out, const float *inp, size_t n);
 void cohort_cuda_silu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void cohort_cuda_relu_forward(float *out, const float *inp, size_t n);
 void cohort_cuda_relu_backward(float *dinp, const float *x, const float *dout, size_t n);
+void cohort_cuda_softmax_forward(float *out, const float *inp, int N, int V, float scale);
+void cohort_cuda_softmax_backward(float *dinp, const float *out, const float *dout, int N, int V,
+                                  float scale);
 
 /* elementwise.cu */
 void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
@@ -144,6 +147,12 @@ void cohort_cuda_bn_backward_dx(float *dx, const float *dy, const float *x, cons
                                 const float *sum_dy_xhat, double count, int B, int C, int HW);
 void cohort_cuda_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                     const float *sum_dy_xhat, int C);
+void cohort_cuda_group_norm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                    const float *w, const float *b, int B, int C, int HW, int G,
+                                    float eps);
+void cohort_cuda_group_norm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                     const float *inp, const float *w, const float *mean,
+                                     const float *rstd, int B, int C, int HW, int G);
 
 /* losses.cu */
 void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
@@ -216,3 +225,17 @@ bool cohort_cudnn_conv2d_forward(bool nhwc, float *out, const float *inp, const 
 bool cohort_cudnn_conv2d_backward(bool nhwc, float *dinp, bool accumulate, float *dweight,
                                   const float *dout, const float *inp, const float *weight, int B,
                                   int C_in, int H, int W, int C_out, int K, int stride, int pad);
+
+/* convolution-bias.cu */
+void cohort_cuda_channel_bias_forward(float *out, const float *bias, int B, int C, int HW);
+void cohort_cuda_channel_bias_backward(float *dbias, const float *dout, int B, int C, int HW);
+
+/* resampling.cu */
+void cohort_cuda_upsample_nearest_forward(float *out, const float *inp, int B, int C, int H, int W,
+                                          int f);
+void cohort_cuda_upsample_nearest_backward(float *dinp, const float *dout, int B, int C, int H,
+                                           int W, int f);
+void cohort_cuda_pad2d_forward(float *out, const float *inp, int B, int C, int H, int W, int top,
+                               int bottom, int left, int right);
+void cohort_cuda_pad2d_backward(float *dinp, const float *dout, int B, int C, int H, int W, int top,
+                                int bottom, int left, int right);

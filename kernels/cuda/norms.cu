@@ -1,5 +1,5 @@
-/* Normalisations: LayerNorm (GPT, DiT) and BatchNorm2d split into the steps that
- * SyncBatchNorm combines across ranks. */
+/* Normalisations: LayerNorm (GPT, DiT), BatchNorm2d split into the steps that SyncBatchNorm
+ * combines across ranks, and GroupNorm (the VAE). */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
@@ -406,4 +406,107 @@ void cohort_cuda_bn_backward_params(float *dweight, float *dbias, const float *s
   params_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(dweight, dbias, sum_dy, sum_dy_xhat,
                                                              C);
   cohort_cuda_launched("bn_backward_params");
+}
+
+/* GroupNorm: one block per (example, group), whose C / G * HW values are contiguous in NCHW;
+ * statistics in double with fixed-order block sums. */
+__global__ static void gn_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                         const float *w, const float *b, int C, int HW, int G,
+                                         float eps)
+{
+  __shared__ double sh[THREADS];
+  int i = blockIdx.x, g = i % G, cg = C / G;
+  size_t n = (size_t)cg * HW;
+  const float *x = inp + (size_t)i * n;
+  double s = 0.0;
+  for (size_t j = threadIdx.x; j < n; j += THREADS)
+    s += x[j];
+  double m = cohort_block_sum(s, sh) / (double)n, q = 0.0;
+  for (size_t j = threadIdx.x; j < n; j += THREADS) {
+    double d = x[j] - m;
+    q += d * d;
+  }
+  q = cohort_block_sum(q, sh);
+  float mf = (float)m, rs = (float)(1.0 / sqrt(q / (double)n + (double)eps));
+  float *y = out + (size_t)i * n;
+  for (size_t j = threadIdx.x; j < n; j += THREADS) {
+    int ch = g * cg + (int)(j / HW);
+    y[j] = (x[j] - mf) * rs * (w ? w[ch] : 1.0f) + (b ? b[ch] : 0.0f);
+  }
+  if (threadIdx.x == 0) {
+    mean[i] = mf;
+    rstd[i] = rs;
+  }
+}
+
+void cohort_cuda_group_norm_forward(float *out, float *mean, float *rstd, const float *inp,
+                                    const float *w, const float *b, int B, int C, int HW, int G,
+                                    float eps)
+{
+  if (B <= 0 || C <= 0 || HW <= 0 || G <= 0)
+    return;
+  gn_forward_kernel<<<B * G, THREADS>>>(out, mean, rstd, inp, w, b, C, HW, G, eps);
+  cohort_cuda_launched("group_norm_forward");
+}
+
+/* dx += rs (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) over one (example, group). */
+__global__ static void gn_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                      const float *w, const float *mean, const float *rstd, int C,
+                                      int HW, int G)
+{
+  __shared__ double sh[THREADS];
+  int i = blockIdx.x, g = i % G, cg = C / G;
+  size_t n = (size_t)cg * HW, base = (size_t)i * n;
+  float m = mean[i], rs = rstd[i];
+  double a = 0.0, bq = 0.0;
+  for (size_t j = threadIdx.x; j < n; j += THREADS) {
+    float dxh = dout[base + j] * (w ? w[g * cg + (int)(j / HW)] : 1.0f);
+    a += dxh;
+    bq += dxh * ((inp[base + j] - m) * rs);
+  }
+  float am = (float)(cohort_block_sum(a, sh) / (double)n);
+  float bm = (float)(cohort_block_sum(bq, sh) / (double)n);
+  for (size_t j = threadIdx.x; j < n; j += THREADS) {
+    float wc = w ? w[g * cg + (int)(j / HW)] : 1.0f;
+    dinp[base + j] += rs * (dout[base + j] * wc - am - (inp[base + j] - m) * rs * bm);
+  }
+}
+
+/* dw[c] += sum of dout * xhat, db[c] += sum of dout over the examples and positions of channel
+ * c: one block per channel. */
+__global__ static void gn_params_kernel(float *dw, float *db, const float *dout, const float *inp,
+                                        const float *mean, const float *rstd, int B, int C, int HW,
+                                        int G)
+{
+  __shared__ double sh[THREADS];
+  int c = blockIdx.x, g = c / (C / G);
+  double s1 = 0.0, s2 = 0.0;
+  for (size_t j = threadIdx.x; j < (size_t)B * HW; j += THREADS) {
+    int b = (int)(j / HW);
+    size_t off = ((size_t)b * C + c) * HW + j % HW;
+    float gv = dout[off];
+    s1 += gv;
+    s2 += gv * ((inp[off] - mean[b * G + g]) * rstd[b * G + g]);
+  }
+  s1 = cohort_block_sum(s1, sh);
+  s2 = cohort_block_sum(s2, sh);
+  if (threadIdx.x == 0) {
+    if (dw)
+      dw[c] += (float)s2;
+    if (db)
+      db[c] += (float)s1;
+  }
+}
+
+void cohort_cuda_group_norm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                     const float *inp, const float *w, const float *mean,
+                                     const float *rstd, int B, int C, int HW, int G)
+{
+  if (B <= 0 || C <= 0 || HW <= 0 || G <= 0)
+    return;
+  gn_dinp_kernel<<<B * G, THREADS>>>(dinp, dout, inp, w, mean, rstd, C, HW, G);
+  if (!cohort_cuda_launched("group_norm_backward (inputs)") || (!dw && !db))
+    return;
+  gn_params_kernel<<<C, THREADS>>>(dw, db, dout, inp, mean, rstd, B, C, HW, G);
+  cohort_cuda_launched("group_norm_backward (parameters)");
 }

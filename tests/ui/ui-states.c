@@ -53,6 +53,14 @@ static gboolean open_menu(gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+/* The latent preset's VAE row: focused, so the Data page scrolls to it. */
+static gboolean focus_vae(gpointer data)
+{
+  (void)data;
+  gtk_widget_grab_focus(cohort_config_form_get_control(cohort_window_get_form(win), "vae_from"));
+  return G_SOURCE_REMOVE;
+}
+
 /* Late enough that the run has a curve, early enough that the toast still shows. */
 static gboolean press_sample_now(gpointer data)
 {
@@ -126,6 +134,11 @@ static gboolean setup(const char *state, const char *ws)
     small_model(ws);
     cohort_window_show_page(win, "distributed");
     cohort_probe_view_start(COHORT_PROBE_VIEW(cohort_window_get_probe_view(win)));
+  } else if (g_str_equal(state, "latent")) {
+    if (!cohort_window_load_preset(win, "tiny-latent-dit"))
+      return FALSE;
+    cohort_window_show_page(win, "data");
+    g_timeout_add(500, focus_vae, NULL);
   } else if (g_str_equal(state, "about")) {
     g_action_group_activate_action(G_ACTION_GROUP(win), "about", NULL);
   } else if (g_str_equal(state, "shortcuts")) {
