@@ -204,6 +204,9 @@ static const OpRow rows[] = {
     CONV_NHWC("B2-C32-8x8-O32-K3-S1-P1", 2, 32, 8, 8, 32, 3, 1, 1),   /* where Winograd runs */
     CONV_NHWC("B2-C4-7x5-O3-K3-S2-P1", 2, 4, 7, 5, 3, 3, 2, 1),       /* odd, unequal sides */
     CONV_NHWC("B2-C8-9x9-O6-K1-S2-P0", 2, 8, 9, 9, 6, 1, 2, 0),       /* the 1x1 shortcut */
+    /* the CIFAR ResNet's first shortcut at 64 px, width 4: oneDNN 2.6's backward weights wrote
+     * past its buffers here (fuzz-folders' 1 x 16384 image at image_size 512 found it) */
+    CONV_NHWC("B1-C4-64x64-O8-K1-S2-P0", 1, 4, 64, 64, 8, 1, 2, 0),
     {"maxpool2d_nhwc_forward",
      "B2-C5-9x8-K3-S2-P1",
      {2, 5, 9, 8, 3, 2, 1},

@@ -205,8 +205,24 @@ static void double_bounds(Ctx *c, const CohortConfigKey *k)
   key_case(c, k, "in-list", "[0.5]", NULL);
 }
 
+/* Strings that hold numbers, one per image channel (image_mean, image_std): a number is the
+ * shortest such text, and text that is no number is refused naming the key. */
+static gboolean number_list(const CohortConfigKey *k)
+{
+  return strcmp(k->name, "image_mean") == 0 || strcmp(k->name, "image_std") == 0;
+}
+
 static void string_bounds(Ctx *c, const CohortConfigKey *k)
 {
+  if (number_list(k)) {
+    key_case(c, k, "shortest", "\"1\"", "1");
+    key_case(c, k, "not-a-number", "\"x\"", NULL);
+    key_case(c, k, "empty", "\"\"", NULL);
+    key_case(c, k, "escapes", "\"\\u00dcber \\ud83d\\ude00\"", NULL);
+    key_case(c, k, "number", "5", NULL);
+    key_case(c, k, "list", "[\"1\"]", NULL);
+    return;
+  }
   gboolean model = strcmp(k->name, "model") == 0;
   key_case(c, k, "shortest",
            model         ? "\"gpt\""
