@@ -274,20 +274,26 @@ void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, 
     return;
   int ckk = C_in * K * K, howo = s.Ho * s.Wo;
   size_t hw = (size_t)H * W;
+  if (!dinp && !dweight)
+    return;
   float *col = scratch(0, (size_t)ckk * howo);
-  float *dwt = scratch(1, (size_t)ckk * C_out);
+  float *dwt = dweight ? scratch(1, (size_t)ckk * C_out) : NULL;
   for (int b = 0; b < B; b++) {
     const float *d = dout + (size_t)b * C_out * howo;
-    im2col(col, inp + (size_t)b * C_in * hw, &s);
     /* dwt [ckk, C_out] (+)= col @ d^T, summed over the images in order */
-    cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, d, howo, b ? 1.0f : 0.0f, dwt, C_out);
+    if (dweight) {
+      im2col(col, inp + (size_t)b * C_in * hw, &s);
+      cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, d, howo, b ? 1.0f : 0.0f, dwt,
+                      C_out);
+    }
     if (!dinp)
       continue;
     /* dcol [ckk, howo] = weight^T @ d, into the column buffer (no longer needed) */
     cohort_cpu_gemm(1, 0, ckk, howo, C_out, 1.0f, weight, ckk, d, howo, 0.0f, col, howo);
     col2im(dinp + (size_t)b * C_in * hw, col, &s);
   }
-  add_transposed(dweight, dwt, C_out, ckk);
+  if (dweight)
+    add_transposed(dweight, dwt, C_out, ckk);
 }
 
 void cohort_cpu_avgpool_global_forward(float *out, const float *inp, int B, int C, int HW)
