@@ -76,7 +76,12 @@ CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, 
   const CohortModelClass *k = cohort_model_class_for(cfg, NULL, error);
   if (!k)
     return NULL;
-  return k->create(be, cfg, max_batch, error);
+  /* Laid out for the config's fine-tuning keys by cohort_model_alloc_tables (not a frozen
+   * model's: a teacher learns nothing). */
+  cohort_model_set_creating_finetune(cfg);
+  CohortModel *m = k->create(be, cfg, max_batch, error);
+  cohort_model_set_creating_finetune(NULL);
+  return m;
 }
 
 CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig *cfg,
