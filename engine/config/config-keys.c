@@ -28,7 +28,6 @@ static const char *const backend_choices[] = {"nccl", "gloo", NULL};
 static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
 static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
 static const char *const finetune_choices[] = {"full", "lora", "frozen", NULL};
-static const char *const frozen_dtype_choices[] = {"fp32", "bf16", NULL};
 
 #define OFF(field) offsetof(CohortConfig, field)
 #define NO_MAX_INT ((double)G_MAXINT)
@@ -257,9 +256,10 @@ static const KeyRow rows[] = {
     ROW_WHEN(lora_rank, INT, "training", NULL, 1, 4096, NULL,
              "Rank r of each LoRA adapter: lora_A is r x in, lora_B is out x r.", "8", "finetune",
              "lora"),
-    ROW_WHEN(lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
-             "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
-             "16.0", "finetune", "lora"),
+    ROW_WHEN(
+        lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
+        "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
+        "16.0", "finetune", "lora"),
     ROW_WHEN(lora_dropout, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
              "Dropout on the input of each adapter while training (PEFT's lora_dropout).", "0.0",
              "finetune", "lora"),
@@ -275,10 +275,6 @@ static const KeyRow rows[] = {
              "Base parameters that still learn in lora and frozen modes, by name pattern (the "
              "classifier fc.* for transfer learning, *.bias, norms).",
              "", "finetune", "lora,frozen"),
-    ROW_WHEN(frozen_dtype, CHOICE, "training", frozen_dtype_choices, 0, 0, NULL,
-             "Number format the frozen weights are kept in: bf16 halves their memory and needs "
-             "precision bf16 (each layer is widened to fp32 while it computes).",
-             "fp32", "finetune", "lora,frozen"),
     ROW_WHEN(adapter_from, STRING, "training", NULL, 0, 0,
              "\"\" or a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",
              "An adapter to start from, to continue training it or to sample with it.", "",

@@ -30,7 +30,6 @@ G_STATIC_ASSERT(sizeof(CohortDevice) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortDistBackend) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortLrScaling) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortFinetune) == sizeof(int));
-G_STATIC_ASSERT(sizeof(CohortFrozenDtype) == sizeof(int));
 G_STATIC_ASSERT(sizeof(gboolean) == sizeof(int));
 
 /* ---- life cycle ---- */

@@ -36,12 +36,7 @@ typedef enum {
 typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
 /* What learns (engine/model/finetune.h): every parameter, low-rank adapters on frozen weights
  * (PEFT's LoRA), or only the parameters `trainable` names. */
-typedef enum {
-  COHORT_FINETUNE_FULL,
-  COHORT_FINETUNE_LORA,
-  COHORT_FINETUNE_FROZEN
-} CohortFinetune;
-typedef enum { COHORT_FROZEN_FP32, COHORT_FROZEN_BF16 } CohortFrozenDtype;
+typedef enum { COHORT_FINETUNE_FULL, COHORT_FINETUNE_LORA, COHORT_FINETUNE_FROZEN } CohortFinetune;
 typedef enum {
   COHORT_LR_SCALING_NONE,
   COHORT_LR_SCALING_LINEAR,
@@ -120,9 +115,8 @@ typedef struct {
   int lora_rank;
   double lora_alpha; /* the adapter's output is scaled by lora_alpha / lora_rank */
   double lora_dropout;
-  char *lora_targets; /* name patterns of the layers to adapt; "" = the family's default */
-  char *trainable;    /* name patterns of base parameters that learn in lora and frozen modes */
-  CohortFrozenDtype frozen_dtype;
+  char *lora_targets;     /* name patterns of the layers to adapt; "" = the family's default */
+  char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */
   char *adapter_from;     /* "" or a PEFT adapter folder to start the adapter from */
   gboolean merge_adapter; /* the export also writes the model with the adapter folded in */
 

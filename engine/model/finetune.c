@@ -280,12 +280,16 @@ gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *sourc
                        "learn; allowed: the parameters that learn, like \"fc.*\" (a ResNet's "
                        "classifier) or \"*.bias\"",
                        src, cfg->trainable ? cfg->trainable : "");
-  if (cfg->finetune != COHORT_FINETUNE_FULL && cfg->frozen_dtype == COHORT_FROZEN_BF16 &&
-      cfg->precision != COHORT_PRECISION_BF16)
+  if (cfg->finetune != COHORT_FINETUNE_FULL && cfg->zero_stage > 0)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: key \"frozen_dtype\": \"bf16\" needs precision \"bf16\" (the frozen "
-                       "weights would otherwise be rounded where fp32 is asked for); allowed: "
-                       "\"fp32\", or set precision to bf16",
-                       src);
+                       "%s: key \"zero_stage\": %d with finetune \"%s\" is not supported in this "
+                       "version (ZeRO shards every parameter; here only the few that learn have "
+                       "state); allowed: zero_stage 0",
+                       src, cfg->zero_stage,
+                       cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen");
+  if (cfg->adapter_from && *cfg->adapter_from && cfg->finetune != COHORT_FINETUNE_LORA)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"",
+                       src, cfg->adapter_from);
   return TRUE;
 }

@@ -62,10 +62,10 @@ typedef struct {
   guint n_adapter_tensors;
   CohortTensorInfo *train; /* the trainable part in increasing offsets; names borrowed */
   guint n_train;
-  int *train_source;   /* entry k: the table index (>= 0), or -1 - its adapters-table index */
-  size_t *moved_from;  /* [n]: each tensor's offset before the layout */
-  size_t n_trainable;  /* floats of the trainable part */
-  size_t n_params;     /* floats of the whole vector, adapters included */
+  int *train_source;    /* entry k: the table index (>= 0), or -1 - its adapters-table index */
+  size_t *moved_from;   /* [n]: each tensor's offset before the layout */
+  size_t n_trainable;   /* floats of the trainable part */
+  size_t n_params;      /* floats of the whole vector, adapters included */
   size_t n_base_floats; /* floats of the table alone (the family's vector) */
 } CohortFinetuneLayout;
 
@@ -77,9 +77,8 @@ void cohort_finetune_layout(const CohortFinetunePlan *p, CohortTensorInfo *tenso
 void cohort_finetune_layout_clear(CohortFinetuneLayout *l);
 
 /* The rules of the fine-tuning keys across other keys, checked when a run starts: frozen
- * needs trainable patterns, frozen_dtype bf16 needs precision bf16. `source` names the config
- * in messages. */
-gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *source,
-                                      GError **error);
+ * needs trainable patterns, ZeRO (zero_stage > 0) is refused with lora and frozen, and
+ * adapter_from needs lora. `source` names the config in messages. */
+gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *source, GError **error);
 
 G_END_DECLS

@@ -88,15 +88,14 @@ void cohort_lora_free(const CohortBackend *be, CohortLora *L)
 }
 
 /* The adapter's input: x, or with dropout on, dropout(x) in the scratch. */
-static const float *adapter_input(const CohortModel *m, const CohortLoraAdapter *ad,
-                                  const float *x, int N)
+static const float *adapter_input(const CohortModel *m, const CohortLoraAdapter *ad, const float *x,
+                                  int N)
 {
   const CohortLora *L = m->lora;
   if (L->drop_batch <= 0)
     return x;
   g_return_val_if_fail(N % L->drop_batch == 0, x);
-  m->be->dropout(L->drop, x, L->keys, N, N / L->drop_batch, ad->in, ad->salt,
-                 (float)L->dropout);
+  m->be->dropout(L->drop, x, L->keys, N, N / L->drop_batch, ad->in, ad->salt, (float)L->dropout);
   return L->drop;
 }
 
@@ -184,8 +183,8 @@ void cohort_lora_set_train_batch(CohortModel *m, const CohortBatch *batch, guint
   g_return_if_fail(batch->B >= 1 && batch->B <= L->max_batch);
   g_autofree guint64 *keys = g_new(guint64, batch->B);
   for (int b = 0; b < batch->B; b++)
-    keys[b] = cohort_rng_key(seed ^ LORA_DROPOUT_SALT, (guint64)batch->epoch,
-                             batch->example_ids[b]);
+    keys[b] =
+        cohort_rng_key(seed ^ LORA_DROPOUT_SALT, (guint64)batch->epoch, batch->example_ids[b]);
   m->be->upload(L->keys, keys, (size_t)batch->B * sizeof(guint64));
   L->drop_batch = batch->B;
 }

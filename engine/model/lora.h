@@ -21,9 +21,9 @@ G_BEGIN_DECLS
 typedef struct {
   guint target; /* the weight it adapts (parameter table index) */
   int in, out;
-  int kind;       /* CohortAdaptKind of the weight */
-  float *h;       /* backend [rows, r]: dropout(x) A^T of the last forward */
-  guint64 salt;   /* dropout's: the adapter's index */
+  int kind;     /* CohortAdaptKind of the weight */
+  float *h;     /* backend [rows, r]: dropout(x) A^T of the last forward */
+  guint64 salt; /* dropout's: the adapter's index */
 } CohortLoraAdapter;
 
 struct CohortLora {
@@ -35,13 +35,13 @@ struct CohortLora {
   int *of_tensor;            /* [n_tensors of the model]: an adapter index or -1 */
   CohortTensorInfo *tensors; /* 2n: adapter i's lora_A is 2i, its lora_B 2i + 1 */
   guint n_tensors;
-  size_t rows;         /* rows each h holds */
-  int max_in;          /* the widest input of any adapter */
-  float *dh;           /* backend scratch [rows, r] */
-  float *drop;         /* backend scratch [rows, max_in] (dropout only) */
-  guint64 *keys;       /* backend [max_batch]: one dropout key per example */
+  size_t rows;   /* rows each h holds */
+  int max_in;    /* the widest input of any adapter */
+  float *dh;     /* backend scratch [rows, r] */
+  float *drop;   /* backend scratch [rows, max_in] (dropout only) */
+  guint64 *keys; /* backend [max_batch]: one dropout key per example */
   int max_batch;
-  int drop_batch;      /* examples of the batch dropout is on for; 0: off */
+  int drop_batch; /* examples of the batch dropout is on for; 0: off */
   size_t scratch_bytes;
 };
 

@@ -235,7 +235,7 @@ void cohort_model_init(CohortModel *m, guint64 seed)
 void cohort_model_zero_grad(CohortModel *m)
 {
   if (m->grads && !m->grads_reserved)
-    m->be->zero(m->grads, m->n_params * sizeof(float));
+    m->be->zero(m->grads, m->n_trainable * sizeof(float));
 }
 
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data)
@@ -297,7 +297,10 @@ char *cohort_tensor_dims_string(int ndim, const gint64 *shape)
 
 const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name)
 {
-  return cohort_tensor_find(m->tensors, m->n_tensors, name);
+  const CohortTensorInfo *t = cohort_tensor_find(m->tensors, m->n_tensors, name);
+  if (!t && m->lora)
+    t = cohort_tensor_find(m->lora->tensors, m->lora->n_tensors, name);
+  return t;
 }
 
 const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name)

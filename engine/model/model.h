@@ -225,6 +225,11 @@ struct CohortModelClass {
    * cohort_lora_forward and cohort_lora_backward (engine/model/lora.h) on every weight whose
    * `adapt` it sets. */
   const char *lora_targets;
+  /* The module path of the family's layers inside the Hugging Face model PEFT wraps
+   * ("transformer." for GPT2LMHeadModel; NULL: none), and PEFT's task_type (NULL: none):
+   * for the adapter folder (engine/model/lora-io.h). */
+  const char *lora_module_prefix;
+  const char *lora_task_type;
 
   /* Distillation (engine/model/distill.h); a family without distill_new cannot be a student. */
   /* What a teacher's config must share with the student's beyond the family (vocabulary;

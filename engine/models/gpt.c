@@ -514,8 +514,8 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   guint lnf = gpt->base.n_tensors - 2; /* ln_f.weight, then ln_f.bias */
   cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
   be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res,
-                        p + gpt->base.tensors[lnf].offset, p + gpt->base.tensors[lnf + 1].offset,
-                        N, C, GPT_LN_EPS);
+                        p + gpt->base.tensors[lnf].offset, p + gpt->base.tensors[lnf + 1].offset, N,
+                        C, GPT_LN_EPS);
   cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* tied head: logits = lnf @ wte^T */
   cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
@@ -769,4 +769,6 @@ const CohortModelClass cohort_gpt_class = {
     .distill_new = cohort_logits_distill_new,
     .copies_blocks = TRUE,
     .lora_targets = "attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj",
+    .lora_module_prefix = "transformer.",
+    .lora_task_type = "CAUSAL_LM",
 };

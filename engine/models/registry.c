@@ -78,6 +78,16 @@ CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, 
     return NULL;
   /* Laid out for the config's fine-tuning keys by cohort_model_alloc_tables (not a frozen
    * model's: a teacher learns nothing). */
+  /* A family runs the fine-tuning layout only once its forward and backward skip frozen
+   * gradients (cohort_model_grad) and run adapters: so far the one with lora_targets. */
+  if (cfg->finetune != COHORT_FINETUNE_FULL && !k->lora_targets) {
+    g_autofree char *mode = cohort_config_get(cfg, "finetune");
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "key \"finetune\": \"%s\" is not available for model \"%s\" in this version; "
+                "allowed: full",
+                mode, k->name);
+    return NULL;
+  }
   cohort_model_set_creating_finetune(cfg);
   CohortModel *m = k->create(be, cfg, max_batch, error);
   cohort_model_set_creating_finetune(NULL);

@@ -270,13 +270,13 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
   if (!d->comm || d->sharder)
     return;
   if (bucket_cap_mb <= 0)
-    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
+    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_trainable);
   if (d->dev.cuda_device >= 0)
     d->reducer =
-        cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+        cohort_reducer_new_cuda(d->comm, m->grads, m->n_trainable, m->train, m->n_train,
                                 bucket_cap_mb, FIRST_BUCKET_MB, d->dev.cuda_device, staged(d));
   else
-    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_trainable, m->train, m->n_train,
                                     bucket_cap_mb, FIRST_BUCKET_MB);
   cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
   /* attach cannot fail; the first end_backward reports it instead */

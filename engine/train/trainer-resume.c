@@ -11,6 +11,7 @@
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 
+#include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
@@ -195,8 +196,8 @@ static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolea
   if (r->zero && !cohort_zero_scatter_state(r->zero, full, r->opt, error))
     return FALSE;
   for (guint i = 0; !r->zero && i < cohort_optimizer_n_states(r->opt); i++)
-    if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i), m->n_params,
-                                            error))
+    if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i),
+                                            m->n_trainable, error))
       return FALSE;
   r->st = rec.st;
   *keep_scale = rec.keep_scale;
@@ -300,8 +301,14 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
     if (!cohort_model_import(r->model, init_path, error) ||
         !cohort_model_check_finite(r->model, init_path, error))
       return FALSE;
+    cohort_lora_init(r->model, (guint64)cfg->seed); /* the base imported, its adapters fresh */
   } else {
-    r->model->ops->init_weights(r->model, (guint64)cfg->seed);
+    cohort_model_init(r->model, (guint64)cfg->seed);
+  }
+  if (cfg->adapter_from && *cfg->adapter_from) {
+    g_autofree char *adapter_path = cohort_resolve_path(cfg->adapter_from);
+    if (!cohort_lora_load(r->model, adapter_path, error))
+      return FALSE;
   }
   if (from_teacher &&
       !cohort_distill_copy_teacher_layers(r->model, r->model_cfg->n_layer, r->teacher->model,
@@ -380,7 +387,7 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
    * stage 1 rank 0 reads the whole optimizer state into host memory first. */
   g_autoptr(CohortOptimizer) full = NULL;
   if (rank0 && r->zero)
-    full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+    full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_trainable);
   int loaded = !rank0 || load_on_rank0(r, ckpt, r->zero ? full : r->opt, keep_scale, &local);
   if (!cohort_train_dist_broadcast_host(r->dist, &loaded, sizeof loaded, error)) {
     g_clear_error(&local);

@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include "engine/model/lora.h"
 #include "engine/train/memory-plan.h"
 #include "kernels/backend.h"
 
@@ -67,7 +68,7 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
     cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
     return update_scale(r);
   }
-  cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
+  cohort_optimizer_step(r->opt, m->params, m->grads, m->train, m->n_train, cfg, res->lr, t);
   /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
   if (r->zero) {
     gint64 t0 = g_get_monotonic_time();
@@ -99,6 +100,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
     cohort_train_dist_add_data_time(r->dist, waited_us);
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
+    cohort_lora_set_train_batch(m, r->step_batch, (guint64)r->cfg->seed);
     if (r->distill) {
       double parts[COHORT_DISTILL_N_PARTS];
       *loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
@@ -109,6 +111,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
       returned += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
       m->ops->backward(m, scale / (float)r->accum);
     }
+    cohort_lora_set_train_batch(m, NULL, 0);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
@@ -173,8 +176,8 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
       return FALSE;
   } else {
     if (fp16)
-      r->be->scale(m->grads, m->n_params, 1.0f / scale);
-    res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+      r->be->scale(m->grads, m->n_trainable, 1.0f / scale);
+    res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_trainable, cfg->grad_clip);
   }
   /* A device fault first: its NaNs would otherwise read as divergence (or, in fp16, as an
    * overflow that skips the step and halves the scale). */

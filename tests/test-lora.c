@@ -1,0 +1,344 @@
+/* finetune lora and frozen on the GPT family (engine/model/finetune.h, lora.h, lora-io.h):
+ * step 0 is the base exactly, the layout gives gradients to what learns alone, PyTorch with
+ * PEFT's LoRA computes the same loss and adapter gradients from Cohort's files, the merged
+ * export is base + adapter, and the refusals name what is wrong. */
+#include "torch-ref.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/base/fileio.h"
+#include "engine/model/batch.h"
+#include "engine/model/finetune.h"
+#include "engine/model/lora-io.h"
+#include "engine/model/model-io.h"
+#include "engine/models/registry.h"
+#include "kernels/backend.h"
+
+enum { L = 2, H = 2, C = 16, T = 8, V = 40, B = 2, RANK = 4 };
+
+/* Fields set directly: the cross-key rules (vocab_size with text data) are not the point. */
+static CohortConfig *gpt_cfg(const char *finetune, const char *trainable, const char *targets)
+{
+  CohortConfig *cfg = cohort_config_new();
+  cfg->n_layer = L, cfg->n_head = H, cfg->n_embd = C, cfg->seq_len = T, cfg->vocab_size = V;
+  cfg->finetune = g_str_equal(finetune, "lora")     ? COHORT_FINETUNE_LORA
+                  : g_str_equal(finetune, "frozen") ? COHORT_FINETUNE_FROZEN
+                                                    : COHORT_FINETUNE_FULL;
+  cfg->lora_rank = RANK;
+  cfg->lora_alpha = 8.0;
+  g_free(cfg->trainable);
+  cfg->trainable = g_strdup(trainable ? trainable : "");
+  g_free(cfg->lora_targets);
+  cfg->lora_targets = g_strdup(targets ? targets : "");
+  return cfg;
+}
+
+static CohortModel *make(const CohortConfig *cfg)
+{
+  g_autoptr(GError) error = NULL;
+  CohortModel *m = cohort_model_new(cohort_backend_cpu(), cfg, B, &error);
+  g_assert_no_error(error);
+  return m;
+}
+
+static CohortBatch *make_batch(void)
+{
+  CohortBatch *b = cohort_batch_new(B, T, 0, 0, 0);
+  b->B = B;
+  guint32 s = 12345;
+  for (int i = 0; i < B * T; i++) {
+    s = s * 1664525u + 1013904223u;
+    b->inputs[i] = (int)(s >> 8) % V;
+    s = s * 1664525u + 1013904223u;
+    b->targets[i] = (int)(s >> 8) % V;
+  }
+  for (int i = 0; i < B; i++)
+    b->example_ids[i] = (guint64)i;
+  b->epoch = 0;
+  return b;
+}
+
+/* `dst`'s tensors from `src` by name (the layouts differ: a LoRA model moves frozen ones). */
+static void copy_by_name(CohortModel *dst, const CohortModel *src)
+{
+  g_autofree float *tmp = NULL;
+  const float *sp = cohort_model_params_host(src, &tmp);
+  g_autofree float *dp = g_new0(float, dst->n_params);
+  cohort_model_download_params(dst, dp);
+  for (guint i = 0; i < src->n_tensors; i++) {
+    const CohortTensorInfo *d = cohort_model_find_tensor(dst, src->tensors[i].name);
+    g_assert_nonnull(d);
+    memcpy(dp + d->offset, sp + src->tensors[i].offset, d->numel * sizeof(float));
+  }
+  cohort_model_upload_params(dst, dp);
+}
+
+/* The layout: adapters on the 4 projections of each block, the base frozen; only the
+ * adapters have gradients; a fresh adapter (B = 0) computes exactly what the base does. */
+static void test_step0_is_base(void)
+{
+  g_autoptr(CohortConfig) full_cfg = gpt_cfg("full", NULL, NULL);
+  g_autoptr(CohortConfig) lora_cfg = gpt_cfg("lora", NULL, NULL);
+  g_autoptr(CohortModel) full = make(full_cfg);
+  g_autoptr(CohortModel) lora = make(lora_cfg);
+  cohort_model_init(full, 7);
+  cohort_model_init(lora, 99);
+  copy_by_name(lora, full);
+  g_assert_nonnull(lora->lora);
+  g_assert_cmpuint(lora->lora->n, ==, 4 * L);
+  size_t adapter_floats = 0;
+  for (guint k = 0; k < lora->lora->n_tensors; k++)
+    adapter_floats += lora->lora->tensors[k].numel;
+  /* per block: c_attn (16 -> 48), c_proj (16 -> 16), c_fc (16 -> 64), mlp.c_proj (64 -> 16) */
+  g_assert_cmpuint(adapter_floats, ==, (size_t)L * RANK * (16 + 48 + 16 + 16 + 16 + 64 + 64 + 16));
+  g_assert_cmpuint(lora->n_trainable, ==, adapter_floats);
+  g_assert_cmpuint(lora->n_params, ==, full->n_params + adapter_floats);
+  g_assert_cmpuint(lora->n_train, ==, 2 * 4 * L);
+  for (guint i = 0; i < lora->n_tensors; i++)
+    g_assert_true(lora->tensors[i].frozen);
+
+  g_autoptr(CohortBatch) batch = make_batch();
+  float a = full->ops->forward(full, batch, COHORT_FORWARD_EVAL);
+  float b = lora->ops->forward(lora, batch, COHORT_FORWARD_EVAL);
+  g_assert_cmpfloat(a, ==, b); /* bitwise: B = 0 adds exact zeros */
+  /* lora_B is zero and lora_A is not (Kaiming-uniform within 1/sqrt(in)) */
+  const float *p = lora->params;
+  const CohortTensorInfo *A = cohort_model_find_tensor(lora, "h.0.attn.c_attn.lora_A.weight");
+  const CohortTensorInfo *Bt = cohort_model_find_tensor(lora, "h.0.attn.c_attn.lora_B.weight");
+  g_assert_nonnull(A);
+  g_assert_nonnull(Bt);
+  g_assert_cmpint(A->shape[0], ==, RANK);
+  g_assert_cmpint(A->shape[1], ==, C);
+  g_assert_cmpint(Bt->shape[0], ==, 3 * C);
+  g_assert_cmpint(Bt->shape[1], ==, RANK);
+  double amax = 0;
+  for (size_t k = 0; k < A->numel; k++)
+    amax = fmax(amax, fabs(p[A->offset + k]));
+  g_assert_cmpfloat(amax, >, 0.1 / sqrt(C));
+  g_assert_cmpfloat(amax, <=, 1.0 / sqrt(C));
+  for (size_t k = 0; k < Bt->numel; k++)
+    g_assert_cmpfloat(p[Bt->offset + k], ==, 0.0f);
+}
+
+/* Random lora_B, so that every adapter gradient is non-zero. */
+static void randomise_b(CohortModel *m)
+{
+  g_autofree float *p = g_new(float, m->n_params);
+  cohort_model_download_params(m, p);
+  guint32 s = 4242;
+  for (guint k = 1; k < m->lora->n_tensors; k += 2) {
+    const CohortTensorInfo *t = &m->lora->tensors[k];
+    for (size_t i = 0; i < t->numel; i++) {
+      s = s * 1664525u + 1013904223u;
+      p[t->offset + i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f;
+    }
+  }
+  cohort_model_upload_params(m, p);
+}
+
+static gboolean have_torch(void)
+{
+  return g_file_test("/usr/bin/python3", G_FILE_TEST_IS_EXECUTABLE) &&
+         system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+}
+
+/* Cohort's base + PEFT folder + merged model, read by tests/torch_lora_ref.py (plain
+ * PyTorch LoRA with PEFT's names and scaling, float64): the loss and every adapter gradient
+ * agree to 1e-5 relative (per tensor, against its largest value), the merged weights are
+ * W + alpha/r (B A)^T, and the merged model's loss is the adapter's. */
+static void test_against_torch(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  g_autoptr(CohortConfig) cfg = gpt_cfg("lora", NULL, NULL);
+  g_autoptr(CohortModel) m = make(cfg);
+  cohort_model_init(m, 3);
+  randomise_b(m);
+  g_autoptr(CohortBatch) batch = make_batch();
+  cohort_model_zero_grad(m);
+  float loss = m->ops->forward(m, batch, COHORT_FORWARD_TRAIN);
+  m->ops->backward(m, 1.0f);
+
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
+  g_assert_no_error(error);
+  g_autofree char *base = g_build_filename(dir, "model.safetensors", NULL);
+  g_autofree char *adapter = g_build_filename(dir, "adapter", NULL);
+  g_autofree char *merged_dir = g_build_filename(dir, "merged", NULL);
+  g_autofree char *merged_path = g_build_filename(merged_dir, "model.safetensors", NULL);
+  g_autofree char *tokens = g_build_filename(dir, "tokens.bin", NULL);
+  g_autofree float *p = g_new(float, m->n_params), *merged = g_new(float, m->n_params);
+  cohort_model_download_params(m, p);
+  cohort_lora_merge(m, p, merged);
+  g_assert_cmpint(g_mkdir_with_parents(merged_dir, 0755), ==, 0);
+  g_assert_true(cohort_model_save(m, NULL, base, NULL, &error));
+  g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
+  g_assert_true(cohort_model_save(m, merged, merged_path, NULL, &error));
+  g_assert_no_error(error);
+  GByteArray *buf = g_byte_array_new();
+  int hdr[3] = {H, B, T};
+  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
+  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
+  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
+  g_assert_true(g_file_set_contents(tokens, (char *)buf->data, buf->len, &error));
+  g_byte_array_unref(buf);
+
+  g_autofree char *out = torch_ref_run("torch_lora_ref.py", (const char *[]){dir, tokens, NULL});
+  cohort_remove_tree(dir);
+  g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors + 1);
+  double ref = g_ascii_strtod(lines[0], NULL);
+  g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
+  double worst = 0;
+  for (guint l = 1; l <= m->lora->n_tensors; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
+    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
+    g_assert_nonnull(t);
+    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
+    const float *g = m->grads + t->offset;
+    double mx = 0;
+    for (size_t k = 0; k < t->numel; k++)
+      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
+    g_assert_cmpfloat(mx, >, 0);
+    for (size_t k = 0; k < t->numel; k++) {
+      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
+      if (e > 1e-5)
+        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
+      worst = fmax(worst, e);
+    }
+  }
+  g_test_message("loss %.9g vs PyTorch %.9g; worst adapter gradient error %.3g of the tensor's "
+                 "largest",
+                 loss, ref, worst);
+  g_auto(GStrv) mline = g_strsplit(lines[1 + m->lora->n_tensors], " ", -1);
+  g_assert_cmpstr(mline[0], ==, "merged");
+  g_assert_cmpfloat(g_ascii_strtod(mline[1], NULL), <=, 1e-6);
+  g_assert_cmpfloat(fabs(g_ascii_strtod(mline[2], NULL) - ref), <=, 1e-5 * fabs(ref));
+}
+
+/* An exported adapter loads back exactly; a file with a tensor the model has not, or another
+ * rank, is refused naming it, and the model is unchanged. */
+static void test_adapter_round_trip(void)
+{
+  g_autoptr(CohortConfig) cfg = gpt_cfg("lora", NULL, "c_attn");
+  g_autoptr(CohortModel) a = make(cfg);
+  g_autoptr(CohortModel) b = make(cfg);
+  cohort_model_init(a, 1);
+  randomise_b(a);
+  cohort_model_init(b, 2);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
+  g_autofree float *p = g_new(float, a->n_params);
+  cohort_model_download_params(a, p);
+  g_assert_true(cohort_lora_export(a, p, dir, "base", &error));
+  g_assert_no_error(error);
+  g_assert_true(cohort_lora_load(b, dir, &error));
+  g_assert_no_error(error);
+  for (guint k = 0; k < a->lora->n_tensors; k++) {
+    const CohortTensorInfo *t = &a->lora->tensors[k];
+    g_assert_cmpmem(a->params + t->offset, t->numel * 4, b->params + t->offset, t->numel * 4);
+  }
+  /* another rank: refused by adapter_config.json's r */
+  g_autoptr(CohortConfig) cfg8 = gpt_cfg("lora", NULL, "c_attn");
+  cfg8->lora_rank = 8;
+  g_autoptr(CohortModel) c = make(cfg8);
+  g_assert_false(cohort_lora_load(c, dir, &error));
+  g_assert_nonnull(strstr(error->message, "\"r\""));
+  g_clear_error(&error);
+  /* more targets than the file holds: refused naming the missing tensor */
+  g_autoptr(CohortConfig) wide = gpt_cfg("lora", NULL, "c_attn,c_fc");
+  g_autoptr(CohortModel) d = make(wide);
+  g_assert_false(cohort_lora_load(d, dir, &error));
+  g_assert_nonnull(strstr(error->message, "mlp.c_fc.lora_A.weight"));
+  g_clear_error(&error);
+  /* fewer targets: the file's extra tensor is named */
+  g_autoptr(CohortConfig) narrow = gpt_cfg("lora", NULL, "h.0.attn.c_attn");
+  g_autoptr(CohortModel) e = make(narrow);
+  g_assert_false(cohort_lora_load(e, dir, &error));
+  g_assert_nonnull(strstr(error->message, "h.1.attn.c_attn.lora_"));
+  cohort_remove_tree(dir);
+}
+
+/* finetune frozen with trainable ln_f: only ln_f has gradients, equal to the full model's. */
+static void test_frozen(void)
+{
+  g_autoptr(CohortConfig) full_cfg = gpt_cfg("full", NULL, NULL);
+  g_autoptr(CohortConfig) frozen_cfg = gpt_cfg("frozen", "ln_f", NULL);
+  g_autoptr(CohortModel) full = make(full_cfg);
+  g_autoptr(CohortModel) fr = make(frozen_cfg);
+  cohort_model_init(full, 5);
+  copy_by_name(fr, full);
+  g_assert_null(fr->lora);
+  g_assert_cmpuint(fr->n_trainable, ==, 2 * C);
+  g_assert_cmpuint(fr->n_train, ==, 2);
+  g_autoptr(CohortBatch) batch = make_batch();
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(fr);
+  float a = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
+  full->ops->backward(full, 1.0f);
+  float b = fr->ops->forward(fr, batch, COHORT_FORWARD_TRAIN);
+  fr->ops->backward(fr, 1.0f);
+  g_assert_cmpfloat(a, ==, b);
+  const CohortTensorInfo *tf = cohort_model_find_tensor(full, "ln_f.weight");
+  const CohortTensorInfo *tr = cohort_model_find_tensor(fr, "ln_f.weight");
+  g_assert_false(tr->frozen);
+  g_assert_cmpmem(full->grads + tf->offset, 2 * C * 4, fr->grads + tr->offset, 2 * C * 4);
+}
+
+static void expect_refusal(CohortConfig *cfg, const char *needle)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), cfg, B, &error);
+  g_assert_null(m);
+  g_assert_nonnull(error);
+  g_assert_null(strchr(error->message, '\n'));
+  if (!strstr(error->message, needle))
+    g_error("\"%s\" does not name \"%s\"", error->message, needle);
+}
+
+/* Patterns that name nothing, and families without the fine-tuning layout, are refused in
+ * one line naming the key and the value. */
+static void test_refusals(void)
+{
+  g_autoptr(CohortConfig) a = gpt_cfg("lora", NULL, "c_atn");
+  expect_refusal(a, "\"c_atn\"");
+  g_autoptr(CohortConfig) b = gpt_cfg("lora", "h.*.ln_3.*", NULL);
+  expect_refusal(b, "\"h.*.ln_3.*\"");
+  g_autoptr(CohortConfig) c = gpt_cfg("lora", NULL, "ln_1");
+  expect_refusal(c, "cannot take an adapter");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortConfig) f = gpt_cfg("frozen", NULL, NULL);
+  g_assert_false(cohort_finetune_check_config(f, "run.json", &error));
+  g_assert_nonnull(strstr(error->message, "key \"trainable\""));
+  g_clear_error(&error);
+  g_autoptr(CohortConfig) z = gpt_cfg("lora", NULL, NULL);
+  z->zero_stage = 2;
+  g_assert_false(cohort_finetune_check_config(z, "run.json", &error));
+  g_assert_nonnull(strstr(error->message, "key \"zero_stage\""));
+  g_clear_error(&error);
+  for (guint i = 0; i < 2; i++) {
+    const char *family = i == 0 ? "dit" : "resnet";
+    for (guint k = 0; k < 2; k++) {
+      g_autoptr(CohortConfig) d = gpt_cfg(k == 0 ? "lora" : "frozen", "*.bias", NULL);
+      g_free(d->model);
+      d->model = g_strdup(family);
+      expect_refusal(d, "key \"finetune\"");
+    }
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/lora/step0-is-base", test_step0_is_base);
+  g_test_add_func("/lora/against-torch", test_against_torch);
+  g_test_add_func("/lora/adapter-round-trip", test_adapter_round_trip);
+  g_test_add_func("/lora/frozen", test_frozen);
+  g_test_add_func("/lora/refusals", test_refusals);
+  return g_test_run();
+}
