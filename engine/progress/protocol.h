@@ -131,6 +131,8 @@
 #define COHORT_FIELD_GPU_MEM_PEAK        "gpu_mem_peak"
 #define COHORT_FIELD_GPU_UTIL            "gpu_util"
 #define COHORT_FIELD_SLOWEST             "slowest"
+#define COHORT_FIELD_TRAINABLE           "trainable"
+#define COHORT_FIELD_ALLREDUCE_BYTES     "allreduce_bytes"
 
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"

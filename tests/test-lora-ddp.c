@@ -1,0 +1,219 @@
+/* finetune lora end to end through cohort-train (suite dist, loopback only):
+ *  - 2 ranks with per-process batch b compute the adapters one rank computes with batch 2b;
+ *  - the ranks event reports the trainable parameters, and the bytes all-reduced per step
+ *    are the adapters' alone, a fraction of full fine-tuning's;
+ *  - a run stopped at a checkpoint and resumed ends with the files, byte for byte, of a run
+ *    that never stopped; the base weights do not move;
+ *  - the export is a PEFT folder; ZeRO is refused. */
+#include <string.h>
+
+#include <gio/gio.h>
+
+#include "test-util.h"
+
+static const char *const base_sets[] = {
+    "n_layer=2",    "n_head=2",     "n_embd=32",      "seq_len=32",   "warmup_steps=1",
+    "eval_every=0", "eval_steps=2", "sample_every=0", "save_every=0", "threads=1",
+    "timeout_s=20", "lora_rank=4",  "lora_alpha=8",   NULL,
+};
+#define DDP_BASE_SETS base_sets
+#include "ddp-run.h"
+
+typedef struct {
+  char *ws;
+  GPtrArray *events;
+} Lora;
+
+static void lora_clear(Lora *l)
+{
+  tu_rm_rf(l->ws);
+  g_free(l->ws);
+  if (l->events)
+    g_ptr_array_unref(l->events);
+}
+
+/* cohort-train with `nproc` ranks in workspace `ws` (made when NULL); its events. */
+static Lora train_in(char *ws, int nproc, const char *const *extra, const char *resume)
+{
+  Lora l = {.ws = ws, .events = NULL};
+  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
+  if (resume) {
+    g_ptr_array_add(argv, g_strdup("--resume"));
+    g_ptr_array_add(argv, g_strdup(resume));
+  }
+  if (nproc > 1) {
+    g_ptr_array_add(argv, g_strdup("--nproc"));
+    g_ptr_array_add(argv, g_strdup_printf("%d", nproc));
+  }
+  add_sets(argv, ws, extra);
+  Result r = run(argv, events, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_free(r.err);
+  l.events = tu_read_events(events);
+  return l;
+}
+
+static GArray *adapter_weights(const Lora *l)
+{
+  g_autofree char *path = g_build_filename(l->ws, "adapter", "adapter_model.safetensors", NULL);
+  return tu_read_weights(path);
+}
+
+static GBytes *file_bytes(const char *ws, const char *rel)
+{
+  g_autofree char *path = g_build_filename(ws, rel, NULL);
+  char *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+  /* an export names its run; the two runs compared here are different runs */
+  const char key[] = "\"cohort.run_id\":\"";
+  char *at = memmem(data, MIN(len, 4096), key, sizeof key - 1);
+  if (at && at + sizeof key - 1 + 32 <= data + len)
+    memset(at + sizeof key - 1, '0', 32);
+  return g_bytes_new_take(data, len);
+}
+
+/* The last ranks event. */
+static JsonObject *last_ranks(const Lora *l)
+{
+  JsonObject *found = NULL;
+  for (guint i = 0; i < l->events->len; i++) {
+    JsonObject *o = g_ptr_array_index(l->events, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "ranks"))
+      found = o;
+  }
+  g_assert_nonnull(found);
+  return found;
+}
+
+/* 2 ranks × batch 2 = 1 rank × batch 4 on the adapters (tolerance as tests/test-ddp.c: a
+ * thousandth of the distance AdamW can move a weight), and the ranks event's figures. */
+static void test_two_ranks(void)
+{
+  const int steps = 10;
+  const double lr = 1e-3;
+  const char *two[] = {"finetune=lora", "max_steps=10",       "learning_rate=0.001",
+                       "batch_size=2",  "bucket_cap_mb=0.01", NULL};
+  const char *one[] = {"finetune=lora", "max_steps=10", "learning_rate=0.001", "batch_size=4",
+                       NULL};
+  Lora n = train_in(tu_mkdtemp("lora-2"), 2, two, NULL);
+  Lora s = train_in(tu_mkdtemp("lora-1"), 1, one, NULL);
+  g_autoptr(GArray) wn = adapter_weights(&n), w1 = adapter_weights(&s);
+  double diff = max_abs_diff(wn, w1), tol = 1e-3 * lr * steps;
+  g_test_message("LoRA: 2 ranks × batch 2 vs 1 × 4: max |Δ adapter| = %.3g (tolerance %.3g)", diff,
+                 tol);
+  g_assert_cmpfloat(diff, <=, tol);
+  /* the base did not move: model.safetensors is the same base in both runs */
+  g_autoptr(GBytes) bn = file_bytes(n.ws, "model.safetensors");
+  g_autoptr(GBytes) b1 = file_bytes(s.ws, "model.safetensors");
+  g_assert_true(g_bytes_equal(bn, b1));
+
+  JsonObject *ranks = last_ranks(&n);
+  gint64 params = json_object_get_int_member(ranks, "params");
+  gint64 trainable = json_object_get_int_member(ranks, "trainable");
+  gint64 bytes = json_object_get_int_member(ranks, "allreduce_bytes");
+  /* 2 blocks × rank 4 × (32+96 + 32+32 + 32+128 + 128+32) */
+  g_assert_cmpint(trainable, ==, 2 * 4 * (32 + 96 + 32 + 32 + 32 + 128 + 128 + 32));
+  g_assert_cmpint(bytes, ==, 4 * trainable);
+
+  const char *full_two[] = {"max_steps=10", "batch_size=2", NULL};
+  Lora f = train_in(tu_mkdtemp("lora-full"), 2, full_two, NULL);
+  JsonObject *fr = last_ranks(&f);
+  gint64 full_bytes = json_object_get_int_member(fr, "allreduce_bytes");
+  g_assert_cmpint(json_object_get_int_member(fr, "trainable"), ==,
+                  json_object_get_int_member(fr, "params"));
+  g_assert_cmpint(params, ==, json_object_get_int_member(fr, "params") + trainable);
+  g_test_message("all-reduced per step: full %" G_GINT64_FORMAT
+                 " bytes, LoRA rank 4 %" G_GINT64_FORMAT
+                 " bytes (%.1fx fewer); trainable %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
+                 full_bytes, bytes, (double)full_bytes / bytes, trainable, params);
+  g_assert_cmpint(bytes * 5, <, full_bytes); /* 8.5x here: rank 4 is large beside n_embd 32 */
+  lora_clear(&n);
+  lora_clear(&s);
+  lora_clear(&f);
+}
+
+/* Resume, with dropout on the adapters and EMA: 3 steps, checkpoint, then on to 6 = 6 steps
+ * at once, byte for byte (adapter, base, merged model, EMA); the adapter folder is PEFT's. */
+static void test_resume(void)
+{
+  /* a constant learning rate: a run to step 3 then 6 is one to 6 (tests/test-ckpt-crash.c) */
+  const char *six[] = {"finetune=lora", "lora_dropout=0.1",     "merge_adapter=true",
+                       "max_steps=6",   "save_every=3",         "batch_size=2",
+                       "ema_decay=0.9", "lr_schedule=constant", NULL};
+  const char *three[] = {"finetune=lora", "lora_dropout=0.1",     "merge_adapter=true",
+                         "max_steps=3",   "save_every=3",         "batch_size=2",
+                         "ema_decay=0.9", "lr_schedule=constant", NULL};
+  Lora a = train_in(tu_mkdtemp("lora-a"), 1, six, NULL);
+  char *ws = tu_mkdtemp("lora-b");
+  Lora b0 = train_in(ws, 1, three, NULL);
+  g_ptr_array_unref(b0.events);
+  Lora b = train_in(ws, 1, six, "auto");
+  const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
+                         "merged/model.safetensors", "model-ema.safetensors"};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    g_autoptr(GBytes) fa = file_bytes(a.ws, files[i]);
+    g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+    if (!g_bytes_equal(fa, fb))
+      g_error("%s differs after a resume", files[i]);
+  }
+  g_autofree char *cfg_path = g_build_filename(a.ws, "adapter", "adapter_config.json", NULL);
+  g_autofree char *cfg = NULL;
+  g_assert_true(g_file_get_contents(cfg_path, &cfg, NULL, NULL));
+  g_autoptr(JsonNode) root = json_from_string(cfg, NULL);
+  JsonObject *o = json_node_get_object(root);
+  g_assert_cmpstr(json_object_get_string_member(o, "peft_type"), ==, "LORA");
+  g_assert_cmpint(json_object_get_int_member(o, "r"), ==, 4);
+  g_assert_true(json_object_get_boolean_member(o, "fan_in_fan_out"));
+  g_assert_cmpuint(json_array_get_length(json_object_get_array_member(o, "target_modules")), ==, 8);
+  g_autofree char *ws_abs = g_canonicalize_filename(a.ws, NULL);
+  g_assert_cmpstr(json_object_get_string_member(o, "base_model_name_or_path"), ==, ws_abs);
+  /* training moved the adapters: lora_B is no longer zero */
+  g_autoptr(GArray) w = adapter_weights(&a);
+  double mx = 0;
+  for (guint i = 0; i < w->len; i++)
+    mx = MAX(mx, fabs(g_array_index(w, float, i)));
+  g_assert_cmpfloat(mx, >, 0);
+  lora_clear(&a);
+  lora_clear(&b);
+}
+
+/* ZeRO with LoRA, and LoRA on a family without adapters: one line each, non-zero exit. */
+static void test_refused(void)
+{
+  struct {
+    const char *sets[4];
+    const char *needle;
+  } cases[] = {
+      {{"finetune=lora", "zero_stage=2", NULL}, "key \"zero_stage\""},
+      {{"finetune=lora", "lora_targets=c_atn", NULL}, "\"c_atn\""},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *ws = tu_mkdtemp("lora-refused");
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    g_ptr_array_add(argv, g_strdup("--nproc"));
+    g_ptr_array_add(argv, g_strdup("2"));
+    add_sets(argv, ws, (const char *const *)cases[i].sets);
+    Result r = run(argv, NULL, NULL);
+    g_assert_cmpint(r.status, !=, 0);
+    if (!strstr(r.err, cases[i].needle))
+      g_error("stderr does not name %s: %s", cases[i].needle, r.err);
+    g_free(r.err);
+    tu_rm_rf(ws);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
+  g_test_add_func("/lora-ddp/resume", test_resume);
+  g_test_add_func("/lora-ddp/refused", test_refused);
+  return g_test_run();
+}
