@@ -64,6 +64,14 @@ static const struct {
     {"distill_temperature", N_("Temperature (τ)")},
     {"distill_cfg_scale", N_("Teacher guidance scale")},
     {"student_init", N_("Student initialisation")},
+    {"finetune", N_("Fine-tuning mode")},
+    {"lora_rank", N_("LoRA rank (r)")},
+    {"lora_alpha", N_("LoRA alpha (α)")},
+    {"lora_dropout", N_("LoRA dropout")},
+    {"lora_targets", N_("Layers with adapters")},
+    {"trainable", N_("Parameters that still learn")},
+    {"adapter_from", N_("Start from adapter")},
+    {"merge_adapter", N_("Also export the merged model")},
     {"workspace_dir", N_("Workspace folder")},
     {"save_every", N_("Save a checkpoint every")},
     {"keep_last", N_("Checkpoints to keep")},
@@ -129,6 +137,9 @@ static const char *const grad_keys[] = {
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",
                                            "student_init",        NULL};
+static const char *const finetune_keys[] = {"finetune",     "lora_rank",     "lora_alpha",
+                                            "lora_dropout", "lora_targets",  "trainable",
+                                            "adapter_from", "merge_adapter", NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
@@ -149,6 +160,7 @@ static const CohortKeySection sections[] = {
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
     {"training", N_("Distillation"), distill_keys},
+    {"training", N_("Fine-tuning"), finetune_keys},
     {"distributed", N_("GPUs"), gpus_keys},
     {"distributed", N_("Launcher"), launch_keys},
     {"distributed", N_("Gradients and data"), grad_keys},

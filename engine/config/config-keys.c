@@ -251,7 +251,8 @@ static const KeyRow rows[] = {
         "random"),
     ROW(finetune, CHOICE, "training", finetune_choices, 0, 0, NULL,
         "What learns: every parameter (full), low-rank adapters on frozen weights (lora, as "
-        "PEFT), or only the parameters `trainable` names (frozen).",
+        "PEFT), or only the parameters `trainable` names (frozen); lora and frozen are for gpt "
+        "in this version.",
         "full"),
     ROW_WHEN(lora_rank, INT, "training", NULL, 1, 4096, NULL,
              "Rank r of each LoRA adapter: lora_A is r x in, lora_B is out x r.", "8", "finetune",
@@ -267,21 +268,20 @@ static const KeyRow rows[] = {
              "\"\" or layer names separated by commas, each the end of a layer's name (c_attn) "
              "or a pattern with * and ? (h.*.mlp.c_fc)",
              "The layers that get adapters, as PEFT's target_modules; \"\" takes the family's "
-             "default (gpt: attention and MLP projections; dit: attention, MLP and adaLN "
-             "modulation; resnet: the classifier fc).",
+             "default (gpt: the attention and MLP projections c_attn, c_proj and c_fc).",
              "", "finetune", "lora"),
     ROW_WHEN(trainable, STRING, "training", NULL, 0, 0,
-             "\"\" or parameter names separated by commas, patterns with * and ? (fc.*, *.bias)",
+             "\"\" or parameter names separated by commas, patterns with * and ? (ln_f.*, *.bias)",
              "Base parameters that still learn in lora and frozen modes, by name pattern (the "
-             "classifier fc.* for transfer learning, *.bias, norms).",
+             "final norm ln_f, *.bias).",
              "", "finetune", "lora,frozen"),
     ROW_WHEN(adapter_from, STRING, "training", NULL, 0, 0,
              "\"\" or a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",
-             "An adapter to start from, to continue training it or to sample with it.", "",
+             "A PEFT adapter folder to start from (a run's adapter/), to train it further.", "",
              "finetune", "lora"),
     ROW_WHEN(merge_adapter, BOOL, "training", NULL, 0, 0, NULL,
-             "The export also writes model.safetensors with the adapter folded into the base "
-             "weights, beside the adapter folder.",
+             "The export also writes the model with the adapter folded into its weights, in "
+             "merged/ beside the adapter folder adapter/.",
              "false", "finetune", "lora"),
 
     /* output */
