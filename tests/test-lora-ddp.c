@@ -4,11 +4,15 @@
  *    are the adapters' alone, a fraction of full fine-tuning's;
  *  - a run stopped at a checkpoint and resumed ends with the files, byte for byte, of a run
  *    that never stopped; the base weights do not move;
- *  - the export is a PEFT folder; ZeRO is refused. */
+ *  - the export is a PEFT folder that --sample's loader reads back with the base;
+ *  - finetune frozen moves the trainable tensors alone, on 2 ranks;
+ *  - ZeRO and a target that names nothing are refused. */
 #include <string.h>
 
 #include <gio/gio.h>
 
+#include "engine/model/lora.h"
+#include "engine/train/sample-saved.h"
 #include "test-util.h"
 
 static const char *const base_sets[] = {
@@ -178,6 +182,74 @@ static void test_resume(void)
   for (guint i = 0; i < w->len; i++)
     mx = MAX(mx, fabs(g_array_index(w, float, i)));
   g_assert_cmpfloat(mx, >, 0);
+  /* --sample's loader takes the base and the adapter, from the folder and from a checkpoint */
+  g_autofree char *ckpt = g_build_filename(a.ws, "checkpoints", "step-00000006", NULL);
+  const char *from[] = {a.ws, ckpt};
+  for (guint k = 0; k < G_N_ELEMENTS(from); k++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortModel) m = cohort_model_load_saved(from[k], NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(m->lora);
+    for (guint t = 0; t < m->lora->n_tensors; t++) {
+      const CohortTensorInfo *ti = &m->lora->tensors[t];
+      double worst = 0;
+      g_autofree char *path = g_build_filename(a.ws, "adapter", "adapter_model.safetensors", NULL);
+      g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+      g_assert_no_error(error);
+      g_autofree char *name = g_strconcat("base_model.model.transformer.", ti->name, NULL);
+      g_autofree float *want = g_new(float, ti->numel);
+      int64_t shape[2] = {ti->shape[0], ti->shape[1]};
+      g_assert_true(cohort_safetensors_read_f32(f, name, 2, shape, want, &error));
+      for (size_t i = 0; i < ti->numel; i++)
+        worst = MAX(worst, fabs(m->params[ti->offset + i] - want[i]));
+      /* the folder: the adapter as trained; the checkpoint: its EMA (ema_decay 0.9) */
+      if (k == 0)
+        g_assert_cmpfloat(worst, ==, 0);
+      else if (t % 2 == 1)
+        g_assert_cmpfloat(worst, >, 0);
+    }
+  }
+  lora_clear(&a);
+  lora_clear(&b);
+}
+
+/* One tensor of a safetensors file, as floats. */
+static GArray *tensor_of(const char *ws, const char *name)
+{
+  g_autofree char *path = g_build_filename(ws, "model.safetensors", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+  g_assert_no_error(error);
+  int64_t shape[8];
+  int nd = cohort_safetensors_shape(f, name, shape);
+  g_assert_cmpint(nd, >, 0);
+  size_t n = 1;
+  for (int d = 0; d < nd; d++)
+    n *= (size_t)shape[d];
+  GArray *a = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)n);
+  g_array_set_size(a, (guint)n);
+  g_assert_true(cohort_safetensors_read_f32(f, name, nd, shape, (float *)a->data, &error));
+  return a;
+}
+
+/* finetune frozen with trainable ln_f.*: after 1 and after 4 steps (2 ranks) every tensor
+ * but ln_f's is the same, and ln_f moved. */
+static void test_frozen(void)
+{
+  const char *one[] = {"finetune=frozen", "trainable=ln_f.*", "max_steps=1", "batch_size=2", NULL};
+  const char *four[] = {"finetune=frozen", "trainable=ln_f.*", "max_steps=4", "batch_size=2", NULL};
+  Lora a = train_in(tu_mkdtemp("frozen-1"), 1, one, NULL);
+  Lora b = train_in(tu_mkdtemp("frozen-4"), 2, four, NULL);
+  const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_proj.bias",
+                         "ln_f.weight", "ln_f.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) wa = tensor_of(a.ws, names[i]), wb = tensor_of(b.ws, names[i]);
+    double d = max_abs_diff(wa, wb);
+    if (g_str_has_prefix(names[i], "ln_f."))
+      g_assert_cmpfloat(d, >, 1e-5);
+    else
+      g_assert_cmpfloat(d, ==, 0);
+  }
   lora_clear(&a);
   lora_clear(&b);
 }
@@ -214,6 +286,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/lora-ddp/resume", test_resume);
+  g_test_add_func("/lora-ddp/frozen", test_frozen);
   g_test_add_func("/lora-ddp/refused", test_refused);
   return g_test_run();
 }
