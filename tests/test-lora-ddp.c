@@ -254,6 +254,51 @@ static void test_frozen(void)
   lora_clear(&b);
 }
 
+/* Fine-tuning a model trained before: init_from gives the base, which the LoRA run exports
+ * unchanged; adapter_from starts from that run's adapter and is refused when its rank is not
+ * lora_rank. */
+static void test_init_and_adapter_from(void)
+{
+  Lora base = train_in(tu_mkdtemp("lora-base"), 1,
+                       (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autofree char *weights = g_build_filename(base.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  Lora first =
+      train_in(tu_mkdtemp("lora-first"), 1,
+               (const char *[]){"finetune=lora", init, "max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autoptr(GBytes) bw = file_bytes(base.ws, "model.safetensors");
+  g_autoptr(GBytes) fw = file_bytes(first.ws, "model.safetensors");
+  /* the same tensors, same bytes: only the metadata's step and run differ */
+  g_assert_cmpuint(g_bytes_get_size(bw), ==, g_bytes_get_size(fw));
+  const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "ln_f.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(base.ws, names[i]), b = tensor_of(first.ws, names[i]);
+    g_assert_cmpfloat(max_abs_diff(a, b), ==, 0);
+  }
+  g_autofree char *adapter = g_build_filename(first.ws, "adapter", NULL);
+  g_autofree char *from = g_strconcat("adapter_from=", adapter, NULL);
+  Lora second = train_in(
+      tu_mkdtemp("lora-second"), 1,
+      (const char *[]){"finetune=lora", init, from, "max_steps=2", "batch_size=2", NULL}, NULL);
+  /* the second run started from the first's adapter, so it differs from a fresh one's */
+  g_autoptr(GArray) w1 = adapter_weights(&first), w2 = adapter_weights(&second);
+  g_assert_cmpfloat(max_abs_diff(w1, w2), >, 0);
+
+  g_autofree char *ws = tu_mkdtemp("lora-bad-adapter");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  add_sets(argv, ws, (const char *[]){"finetune=lora", init, from, "lora_rank=8", NULL});
+  Result r = run(argv, NULL, NULL);
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_nonnull(strstr(r.err, "adapter_config.json: field \"r\""));
+  g_free(r.err);
+  tu_rm_rf(ws);
+  lora_clear(&base);
+  lora_clear(&first);
+  lora_clear(&second);
+}
+
 /* ZeRO with LoRA, and LoRA on a family without adapters: one line each, non-zero exit. */
 static void test_refused(void)
 {
@@ -287,6 +332,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/lora-ddp/resume", test_resume);
   g_test_add_func("/lora-ddp/frozen", test_frozen);
+  g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
   g_test_add_func("/lora-ddp/refused", test_refused);
   return g_test_run();
 }
