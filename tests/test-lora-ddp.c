@@ -5,7 +5,8 @@
  *  - a run stopped at a checkpoint and resumed ends with the files, byte for byte, of a run
  *    that never stopped; the base weights do not move;
  *  - the export is a PEFT folder that --sample's loader reads back with the base;
- *  - finetune frozen moves the trainable tensors alone, on 2 ranks;
+ *  - finetune frozen moves the trainable tensors alone, on 2 ranks (gpt, and a ResNet
+ *    classifier on a model trained before: transfer learning);
  *  - ZeRO and a target that names nothing are refused. */
 #include <string.h>
 
@@ -94,6 +95,29 @@ static JsonObject *last_ranks(const Lora *l)
   return found;
 }
 
+/* cohort-train --explain's memory object for base_sets and `extra`. */
+static JsonObject *explain_memory(const char *const *extra)
+{
+  g_autofree char *ws = tu_mkdtemp("lora-explain");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--explain"));
+  add_sets(argv, ws, extra);
+  g_ptr_array_add(argv, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                             &err, &status, &error));
+  g_assert_no_error(error);
+  if (!g_spawn_check_wait_status(status, NULL))
+    g_error("--explain failed: %s", err);
+  tu_rm_rf(ws);
+  g_autoptr(JsonNode) root = json_from_string(out, &error);
+  g_assert_no_error(error);
+  return json_object_ref(json_object_get_object_member(json_node_get_object(root), "memory"));
+}
+
 /* 2 ranks × batch 2 = 1 rank × batch 4 on the adapters (tolerance as tests/test-ddp.c: a
  * thousandth of the distance AdamW can move a weight), and the ranks event's figures. */
 static void test_two_ranks(void)
@@ -136,6 +160,14 @@ static void test_two_ranks(void)
                  " bytes (%.1fx fewer); trainable %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
                  full_bytes, bytes, (double)full_bytes / bytes, trainable, params);
   g_assert_cmpint(bytes * 5, <, full_bytes); /* 8.5x here: rank 4 is large beside n_embd 32 */
+  /* --explain's plan counts what the run holds: gradients and optimizer state for the
+   * adapters alone */
+  g_autoptr(JsonObject) plan = explain_memory(two);
+  JsonObject *pr = json_object_get_object_member(plan, "per_rank");
+  g_assert_cmpint(json_object_get_int_member(plan, "trainable"), ==, trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "grads_bytes"), ==, 4 * trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "optim_bytes"), ==, 8 * trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "params_bytes"), ==, 4 * params);
   lora_clear(&n);
   lora_clear(&s);
   lora_clear(&f);
@@ -254,6 +286,65 @@ static void test_frozen(void)
   lora_clear(&b);
 }
 
+/* Transfer learning on a ResNet: a model trained on the glyphs, then finetune frozen with
+ * trainable fc.* on 2 ranks: only the classifier moves, and only its gradients travel. */
+static void test_resnet_transfer(void)
+{
+  const char *resnet[] = {"model=resnet",
+                          "data_format=images",
+                          "train_data=builtin:glyphs/train",
+                          "val_data=",
+                          "image_size=16",
+                          "n_layer=8",
+                          "resnet_width=8",
+                          "batch_size=4",
+                          "optimizer=sgd",
+                          "learning_rate=0.05",
+                          "momentum=0.9",
+                          "lr_schedule=constant",
+                          "warmup_steps=0",
+                          NULL};
+  g_autoptr(GPtrArray) pre = g_ptr_array_new();
+  g_autoptr(GPtrArray) tune = g_ptr_array_new();
+  for (guint i = 0; resnet[i]; i++) {
+    g_ptr_array_add(pre, (gpointer)resnet[i]);
+    g_ptr_array_add(tune, (gpointer)resnet[i]);
+  }
+  g_ptr_array_add(pre, "max_steps=2");
+  g_ptr_array_add(pre, NULL);
+  Lora base = train_in(tu_mkdtemp("resnet-base"), 1, (const char *const *)pre->pdata, NULL);
+  g_autofree char *weights = g_build_filename(base.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  g_ptr_array_add(tune, init);
+  g_ptr_array_add(tune, "finetune=frozen");
+  g_ptr_array_add(tune, "trainable=fc.*");
+  g_ptr_array_add(tune, "max_steps=10");
+  g_ptr_array_add(tune, "sync_batchnorm=true");
+  g_ptr_array_add(tune, NULL);
+  Lora t = train_in(tu_mkdtemp("resnet-tune"), 2, (const char *const *)tune->pdata, NULL);
+  const char *names[] = {"conv1.weight", "layer1.0.bn2.bias", "layer3.0.conv1.weight", "fc.weight",
+                         "fc.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(base.ws, names[i]), b = tensor_of(t.ws, names[i]);
+    double d = max_abs_diff(a, b);
+    if (g_str_has_prefix(names[i], "fc."))
+      g_assert_cmpfloat(d, >, 0);
+    else
+      g_assert_cmpfloat(d, ==, 0);
+  }
+  JsonObject *ranks = last_ranks(&t);
+  gint64 trainable = json_object_get_int_member(ranks, "trainable");
+  g_assert_cmpint(json_object_get_int_member(ranks, "allreduce_bytes"), ==, 4 * trainable);
+  /* glyphs: the classes and 32 features (4 × resnet_width), weight and bias */
+  g_assert_cmpint(trainable % 33, ==, 0);
+  g_test_message("resnet frozen fc.*: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                 " parameters learn; %" G_GINT64_FORMAT " bytes all-reduced per step",
+                 trainable, json_object_get_int_member(ranks, "params"),
+                 json_object_get_int_member(ranks, "allreduce_bytes"));
+  lora_clear(&base);
+  lora_clear(&t);
+}
+
 /* Fine-tuning a model trained before: init_from gives the base, which the LoRA run exports
  * unchanged; adapter_from starts from that run's adapter and is refused when its rank is not
  * lora_rank. */
@@ -332,6 +423,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/lora-ddp/resume", test_resume);
   g_test_add_func("/lora-ddp/frozen", test_frozen);
+  g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
   g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
   g_test_add_func("/lora-ddp/refused", test_refused);
   return g_test_run();

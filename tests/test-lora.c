@@ -290,6 +290,63 @@ static void test_frozen(void)
   g_assert_cmpmem(full->grads + tf->offset, 2 * C * 4, fr->grads + tr->offset, 2 * C * 4);
 }
 
+/* finetune frozen on a ResNet with trainable fc.* (transfer learning): the initial weights
+ * do not depend on the layout, and the classifier's gradients are the full model's exactly. */
+static void test_resnet_frozen(void)
+{
+  enum { S = 8, K = 3, RB = 2 };
+  CohortConfig *cfgs[2];
+  for (guint k = 0; k < 2; k++) {
+    CohortConfig *c = cohort_config_new();
+    g_free(c->model);
+    c->model = g_strdup("resnet");
+    c->data_format = COHORT_DATA_IMAGES;
+    c->n_layer = 8, c->resnet_width = 4, c->bn_momentum = 0.1;
+    c->image_size = S, c->image_channels = 1, c->num_classes = K;
+    c->finetune = k == 0 ? COHORT_FINETUNE_FULL : COHORT_FINETUNE_FROZEN;
+    g_free(c->trainable);
+    c->trainable = g_strdup("fc.*");
+    cfgs[k] = c;
+  }
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) full = cohort_model_new(cohort_backend_cpu(), cfgs[0], RB, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortModel) fr = cohort_model_new(cohort_backend_cpu(), cfgs[1], RB, &error);
+  g_assert_no_error(error);
+  cohort_model_init(full, 11);
+  cohort_model_init(fr, 11);
+  g_assert_cmpuint(fr->n_trainable, ==, (size_t)K * 16 + K);
+  for (guint i = 0; i < full->n_tensors; i++) {
+    const CohortTensorInfo *a = &full->tensors[i];
+    const CohortTensorInfo *b = cohort_model_find_tensor(fr, a->name);
+    g_assert_true(b->frozen == !g_str_has_prefix(a->name, "fc."));
+    g_assert_cmpmem(full->params + a->offset, a->numel * 4, fr->params + b->offset, b->numel * 4);
+  }
+  g_autoptr(CohortBatch) batch = cohort_batch_new(RB, 0, 1, S, S);
+  batch->B = RB;
+  for (int i = 0; i < RB * S * S; i++)
+    batch->images[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+  for (int i = 0; i < RB; i++) {
+    batch->labels[i] = i % K;
+    batch->example_ids[i] = (guint64)i;
+  }
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(fr);
+  float la = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
+  full->ops->backward(full, 1.0f);
+  float lb = fr->ops->forward(fr, batch, COHORT_FORWARD_TRAIN);
+  fr->ops->backward(fr, 1.0f);
+  g_assert_cmpfloat(la, ==, lb);
+  const char *names[] = {"fc.weight", "fc.bias"};
+  for (guint i = 0; i < 2; i++) {
+    const CohortTensorInfo *a = cohort_model_find_tensor(full, names[i]);
+    const CohortTensorInfo *b = cohort_model_find_tensor(fr, names[i]);
+    g_assert_cmpmem(full->grads + a->offset, a->numel * 4, fr->grads + b->offset, b->numel * 4);
+  }
+  cohort_config_free(cfgs[0]);
+  cohort_config_free(cfgs[1]);
+}
+
 static void expect_refusal(CohortConfig *cfg, const char *needle)
 {
   g_autoptr(GError) error = NULL;
@@ -301,8 +358,8 @@ static void expect_refusal(CohortConfig *cfg, const char *needle)
     g_error("\"%s\" does not name \"%s\"", error->message, needle);
 }
 
-/* Patterns that name nothing, and families without the fine-tuning layout, are refused in
- * one line naming the key and the value. */
+/* Patterns that name nothing, and modes a family cannot run, are refused in one line naming
+ * the key and the value. */
 static void test_refusals(void)
 {
   g_autoptr(CohortConfig) a = gpt_cfg("lora", NULL, "c_atn");
@@ -321,14 +378,17 @@ static void test_refusals(void)
   g_assert_false(cohort_finetune_check_config(z, "run.json", &error));
   g_assert_nonnull(strstr(error->message, "key \"zero_stage\""));
   g_clear_error(&error);
-  for (guint i = 0; i < 2; i++) {
-    const char *family = i == 0 ? "dit" : "resnet";
-    for (guint k = 0; k < 2; k++) {
-      g_autoptr(CohortConfig) d = gpt_cfg(k == 0 ? "lora" : "frozen", "*.bias", NULL);
-      g_free(d->model);
-      d->model = g_strdup(family);
-      expect_refusal(d, "key \"finetune\"");
+  /* dit: neither mode; resnet: frozen only (no adapters) */
+  for (guint i = 0; i < 3; i++) {
+    g_autoptr(CohortConfig) d = gpt_cfg(i == 1 ? "frozen" : "lora", "*.bias", NULL);
+    g_free(d->model);
+    d->model = g_strdup(i < 2 ? "dit" : "resnet");
+    if (i == 2) {
+      d->data_format = COHORT_DATA_IMAGES;
+      d->n_layer = 8, d->resnet_width = 4, d->image_size = 8, d->image_channels = 1;
+      d->num_classes = 3;
     }
+    expect_refusal(d, "key \"finetune\"");
   }
 }
 
@@ -339,6 +399,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/against-torch", test_against_torch);
   g_test_add_func("/lora/adapter-round-trip", test_adapter_round_trip);
   g_test_add_func("/lora/frozen", test_frozen);
+  g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
   g_test_add_func("/lora/refusals", test_refusals);
   return g_test_run();
 }

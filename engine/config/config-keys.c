@@ -251,8 +251,8 @@ static const KeyRow rows[] = {
         "random"),
     ROW(finetune, CHOICE, "training", finetune_choices, 0, 0, NULL,
         "What learns: every parameter (full), low-rank adapters on frozen weights (lora, as "
-        "PEFT), or only the parameters `trainable` names (frozen); lora and frozen are for gpt "
-        "in this version.",
+        "PEFT), or only the parameters `trainable` names (frozen); lora is for gpt, frozen for "
+        "gpt and resnet in this version.",
         "full"),
     ROW_WHEN(lora_rank, INT, "training", NULL, 1, 4096, NULL,
              "Rank r of each LoRA adapter: lora_A is r x in, lora_B is out x r.", "8", "finetune",
@@ -272,8 +272,8 @@ static const KeyRow rows[] = {
              "", "finetune", "lora"),
     ROW_WHEN(trainable, STRING, "training", NULL, 0, 0,
              "\"\" or parameter names separated by commas, patterns with * and ? (ln_f.*, *.bias)",
-             "Base parameters that still learn in lora and frozen modes, by name pattern (the "
-             "final norm ln_f, *.bias).",
+             "Base parameters that still learn in lora and frozen modes, by name pattern (a "
+             "ResNet's classifier fc.* for transfer learning, ln_f, *.bias).",
              "", "finetune", "lora,frozen"),
     ROW_WHEN(adapter_from, STRING, "training", NULL, 0, 0,
              "\"\" or a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",

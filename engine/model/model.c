@@ -194,6 +194,12 @@ float *cohort_model_grad(const CohortModel *m, guint i)
   return m->grads + m->tensors[i].offset;
 }
 
+float *cohort_model_grad_at(const CohortModel *m, size_t offset)
+{
+  /* what learns comes first: [0, n_trainable) */
+  return m->grads && offset < m->n_trainable ? m->grads + offset : NULL;
+}
+
 void cohort_model_layer_grads_ready(CohortModel *m, int layer)
 {
   size_t lo = 0, hi = 0;

@@ -230,6 +230,10 @@ struct CohortModelClass {
    * for the adapter folder (engine/model/lora-io.h). */
   const char *lora_module_prefix;
   const char *lora_task_type;
+  /* TRUE when the family's backward skips frozen gradients (cohort_model_grad,
+   * cohort_model_grad_at) and keeps no offsets that cohort_model_moved does not map: it can
+   * run finetune frozen (and lora, with lora_targets). */
+  gboolean frozen_layout;
 
   /* Distillation (engine/model/distill.h); a family without distill_new cannot be a student. */
   /* What a teacher's config must share with the student's beyond the family (vocabulary;
@@ -287,6 +291,9 @@ size_t cohort_model_moved(const CohortModel *m, size_t offset);
 /* For families: the gradient of parameter tensor i (backend memory), or NULL when it is
  * frozen or the model has no gradients: its gradient is then not computed. */
 float *cohort_model_grad(const CohortModel *m, guint i);
+/* For families: the gradient of the parameter tensor laid out at `offset` (its offset after
+ * cohort_model_alloc_tables), or NULL when it is frozen or the model has no gradients. */
+float *cohort_model_grad_at(const CohortModel *m, size_t offset);
 /* For families, in backward: the gradients of every trainable tensor of `layer` (adapters
  * included) are final; reports their range to the grad-ready hook (nothing when the layer has
  * none). */

@@ -771,4 +771,5 @@ const CohortModelClass cohort_gpt_class = {
     .lora_targets = "attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj",
     .lora_module_prefix = "transformer.",
     .lora_task_type = "CAUSAL_LM",
+    .frozen_layout = TRUE,
 };

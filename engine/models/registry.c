@@ -78,9 +78,9 @@ CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, 
     return NULL;
   /* Laid out for the config's fine-tuning keys by cohort_model_alloc_tables (not a frozen
    * model's: a teacher learns nothing). */
-  /* A family runs the fine-tuning layout only once its forward and backward skip frozen
-   * gradients (cohort_model_grad) and run adapters: so far the one with lora_targets. */
-  if (cfg->finetune != COHORT_FINETUNE_FULL && !k->lora_targets) {
+  /* A family runs the fine-tuning layout only once its backward skips frozen gradients
+   * (frozen_layout); lora also needs adapters (lora_targets, refused in the layout). */
+  if (cfg->finetune != COHORT_FINETUNE_FULL && !k->frozen_layout) {
     g_autofree char *mode = cohort_config_get(cfg, "finetune");
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "key \"finetune\": \"%s\" is not available for model \"%s\" in this version; "

@@ -30,10 +30,9 @@ typedef struct {
 /* A BasicBlock. */
 typedef struct {
   ResnetConvBn conv1, conv2, down;
-  gboolean has_down;     /* a 1×1 convolution + BatchNorm shortcut (the shape changes) */
-  float *hidden;         /* relu(bn1(conv1(x))) */
-  float *out;            /* relu(bn2(conv2(hidden)) + shortcut) */
-  size_t p_begin, p_end; /* the block's range of parameters */
+  gboolean has_down; /* a 1×1 convolution + BatchNorm shortcut (the shape changes) */
+  float *hidden;     /* relu(bn1(conv1(x))) */
+  float *out;        /* relu(bn2(conv2(hidden)) + shortcut) */
 } ResnetBlock;
 
 typedef struct {
@@ -47,7 +46,8 @@ typedef struct {
   int n_blocks;
   int n_bn;        /* BatchNorm layers; their num_batches_tracked are the last n_bn buffers */
   size_t nbt_off;  /* the first num_batches_tracked in the buffer memory */
-  size_t fc_w_off; /* fc.weight [num_classes, feat]; fc.bias follows */
+  size_t fc_w_off; /* fc.weight [num_classes, feat] */
+  size_t fc_b_off; /* fc.bias [num_classes] (not always right after fc.weight: finetune.h) */
   int feat;        /* 4·width: the pooled features */
   int last_side;   /* the last stage's side */
   size_t max_act;  /* floats of the largest activation, for the backward scratch */

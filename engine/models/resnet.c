@@ -91,14 +91,12 @@ static void build_tables(Resnet *r)
       int stride = st > 0 && i == 0 ? 2 : 1;
       g_autofree char *prefix = g_strdup_printf("layer%d.%d.", st + 1, i);
       t.layer++;
-      b->p_begin = t.p_off;
       add_conv_bn(&t, &b->conv1, prefix, "conv1", "bn1", in, planes, 3, stride, side);
       add_conv_bn(&t, &b->conv2, prefix, "conv2", "bn2", planes, planes, 3, 1, b->conv1.h_out);
       b->has_down = stride != 1 || in != planes;
       if (b->has_down)
         add_conv_bn(&t, &b->down, prefix, "downsample.0", "downsample.1", in, planes, 1, stride,
                     side);
-      b->p_end = t.p_off;
       side = b->conv1.h_out;
       in = planes;
       r->max_c = MAX(r->max_c, planes);
@@ -110,6 +108,7 @@ static void build_tables(Resnet *r)
   r->fc_w_off = t.p_off;
   const int fc_w[2] = {s->num_classes, in};
   add(t.params, "", "fc.weight", 2, fc_w, t.layer, &t.p_off);
+  r->fc_b_off = t.p_off;
   add(t.params, "", "fc.bias", 1, &s->num_classes, t.layer, &t.p_off);
 
   r->n_bn = (int)t.counters->len;
@@ -432,6 +431,29 @@ static CohortTensorInfo *resnet_param_table(const CohortConfig *cfg, guint *n_te
   return t;
 }
 
+static void move_unit(const CohortModel *m, ResnetConvBn *u)
+{
+  u->w_off = cohort_model_moved(m, u->w_off);
+  u->g_off = cohort_model_moved(m, u->g_off);
+  u->b_off = cohort_model_moved(m, u->b_off);
+}
+
+/* The offsets kept above, after cohort_model_alloc_tables laid the tensors out for
+ * finetune frozen (engine/model/finetune.h); unchanged otherwise. */
+static void move_offsets(Resnet *r)
+{
+  const CohortModel *m = &r->base;
+  move_unit(m, &r->stem);
+  for (int i = 0; i < r->n_blocks; i++) {
+    move_unit(m, &r->blocks[i].conv1);
+    move_unit(m, &r->blocks[i].conv2);
+    if (r->blocks[i].has_down)
+      move_unit(m, &r->blocks[i].down);
+  }
+  r->fc_w_off = cohort_model_moved(m, r->fc_w_off);
+  r->fc_b_off = cohort_model_moved(m, r->fc_b_off);
+}
+
 static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                   GError **error)
 {
@@ -461,7 +483,14 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   size_t act_bytes = layout_acts(r, NULL);
   r->act_mem = be->alloc(act_bytes);
   r->host_losses = g_new(float, max_batch);
-  if (!cohort_model_alloc_tables(m, NULL) || !r->act_mem) {
+  GError *local = NULL;
+  if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
+    g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
+    cohort_model_free(m);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!m->params || (!r->forward_only && !m->grads) || !r->act_mem) {
     g_set_error(error, cohort_resnet_error_quark(), 1,
                 "ResNet model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(batch %d of %d×%d images); allowed: a smaller model or batch",
@@ -470,6 +499,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
     cohort_model_free(m);
     return NULL;
   }
+  move_offsets(r);
   layout_acts(r, r->act_mem);
   m->act_bytes = act_bytes;
   g_autofree float *ones = g_new(float, r->n_bn);
@@ -493,4 +523,5 @@ const CohortModelClass cohort_resnet_class = {
     .create = resnet_create,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,
+    .frozen_layout = TRUE,
 };
