@@ -196,6 +196,9 @@ static const struct {
     {"random", N_("random")},
     {"teacher_layers", N_("every k-th teacher block")},
     {"step", N_("step (StepLR)")},
+    {"full", N_("full (every parameter learns)")},
+    {"lora", N_("LoRA adapters (PEFT)")},
+    {"frozen", N_("frozen (only the trainable ones learn)")},
 };
 
 const char *cohort_key_label_msgid(const char *key)
