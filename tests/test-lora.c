@@ -292,22 +292,41 @@ static void test_frozen(void)
 
 /* finetune frozen on a ResNet with trainable fc.* (transfer learning): the initial weights
  * do not depend on the layout, and the classifier's gradients are the full model's exactly. */
+enum { S = 8, K = 3, RB = 2 };
+
+static CohortConfig *resnet_cfg(CohortFinetune mode, const char *trainable)
+{
+  CohortConfig *c = cohort_config_new();
+  g_free(c->model);
+  c->model = g_strdup("resnet");
+  c->data_format = COHORT_DATA_IMAGES;
+  c->n_layer = 8, c->resnet_width = 4, c->bn_momentum = 0.1;
+  c->image_size = S, c->image_channels = 1, c->num_classes = K;
+  c->finetune = mode;
+  c->lora_rank = 2;
+  c->lora_alpha = 4.0;
+  g_free(c->trainable);
+  c->trainable = g_strdup(trainable);
+  return c;
+}
+
+static CohortBatch *image_batch(void)
+{
+  CohortBatch *batch = cohort_batch_new(RB, 0, 1, S, S);
+  batch->B = RB;
+  for (int i = 0; i < RB * S * S; i++)
+    batch->images[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
+  for (int i = 0; i < RB; i++) {
+    batch->labels[i] = i % K;
+    batch->example_ids[i] = (guint64)i;
+  }
+  return batch;
+}
+
 static void test_resnet_frozen(void)
 {
-  enum { S = 8, K = 3, RB = 2 };
-  CohortConfig *cfgs[2];
-  for (guint k = 0; k < 2; k++) {
-    CohortConfig *c = cohort_config_new();
-    g_free(c->model);
-    c->model = g_strdup("resnet");
-    c->data_format = COHORT_DATA_IMAGES;
-    c->n_layer = 8, c->resnet_width = 4, c->bn_momentum = 0.1;
-    c->image_size = S, c->image_channels = 1, c->num_classes = K;
-    c->finetune = k == 0 ? COHORT_FINETUNE_FULL : COHORT_FINETUNE_FROZEN;
-    g_free(c->trainable);
-    c->trainable = g_strdup("fc.*");
-    cfgs[k] = c;
-  }
+  CohortConfig *cfgs[2] = {resnet_cfg(COHORT_FINETUNE_FULL, "fc.*"),
+                           resnet_cfg(COHORT_FINETUNE_FROZEN, "fc.*")};
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortModel) full = cohort_model_new(cohort_backend_cpu(), cfgs[0], RB, &error);
   g_assert_no_error(error);
@@ -322,14 +341,7 @@ static void test_resnet_frozen(void)
     g_assert_true(b->frozen == !g_str_has_prefix(a->name, "fc."));
     g_assert_cmpmem(full->params + a->offset, a->numel * 4, fr->params + b->offset, b->numel * 4);
   }
-  g_autoptr(CohortBatch) batch = cohort_batch_new(RB, 0, 1, S, S);
-  batch->B = RB;
-  for (int i = 0; i < RB * S * S; i++)
-    batch->images[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
-  for (int i = 0; i < RB; i++) {
-    batch->labels[i] = i % K;
-    batch->example_ids[i] = (guint64)i;
-  }
+  g_autoptr(CohortBatch) batch = image_batch();
   cohort_model_zero_grad(full);
   cohort_model_zero_grad(fr);
   float la = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
@@ -345,6 +357,92 @@ static void test_resnet_frozen(void)
   }
   cohort_config_free(cfgs[0]);
   cohort_config_free(cfgs[1]);
+}
+
+/* LoRA on a ResNet's classifier (nn.Linear, [out, in]: fan_in_fan_out false). The referee is
+ * the full model at the merged weights W' = W + s B A: the same loss, and by the chain rule
+ * dB = s dW' Aᵀ and dA = s Bᵀ dW' from its fc.weight gradient dW'. */
+static void test_resnet_lora(void)
+{
+  g_autoptr(CohortConfig) lc = resnet_cfg(COHORT_FINETUNE_LORA, "");
+  g_autoptr(CohortConfig) fc = resnet_cfg(COHORT_FINETUNE_FULL, "");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) lora = cohort_model_new(cohort_backend_cpu(), lc, RB, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortModel) full = cohort_model_new(cohort_backend_cpu(), fc, RB, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(lora->lora);
+  g_assert_cmpuint(lora->lora->n, ==, 1);
+  cohort_model_init(lora, 21);
+  cohort_model_init(full, 21);
+  g_autoptr(CohortBatch) batch = image_batch();
+  /* step 0: B = 0, the base exactly */
+  float l0 = lora->ops->forward(lora, batch, COHORT_FORWARD_EVAL);
+  float f0 = full->ops->forward(full, batch, COHORT_FORWARD_EVAL);
+  g_assert_cmpfloat(l0, ==, f0);
+
+  randomise_b(lora);
+  g_autofree float *p = g_new(float, lora->n_params), *merged = g_new(float, lora->n_params);
+  cohort_model_download_params(lora, p);
+  cohort_lora_merge(lora, p, merged);
+  g_autofree float *fp = g_new(float, full->n_params);
+  for (guint i = 0; i < full->n_tensors; i++) {
+    const CohortTensorInfo *d = &full->tensors[i];
+    const CohortTensorInfo *src = cohort_model_find_tensor(lora, d->name);
+    memcpy(fp + d->offset, merged + src->offset, d->numel * sizeof(float));
+  }
+  cohort_model_upload_params(full, fp);
+  cohort_model_zero_grad(lora);
+  cohort_model_zero_grad(full);
+  float ll = lora->ops->forward(lora, batch, COHORT_FORWARD_TRAIN);
+  lora->ops->backward(lora, 1.0f);
+  float fl = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
+  full->ops->backward(full, 1.0f);
+  g_assert_cmpfloat(fabs(ll - fl), <=, 1e-6 * fabs(fl));
+  g_assert_cmpfloat(fabs(ll - l0), >, 1e-6); /* the adapter changed the output */
+
+  const CohortTensorInfo *A = cohort_model_find_tensor(lora, "fc.lora_A.weight");
+  const CohortTensorInfo *Bt = cohort_model_find_tensor(lora, "fc.lora_B.weight");
+  const CohortTensorInfo *W = cohort_model_find_tensor(full, "fc.weight");
+  int r = A->shape[0], in = A->shape[1], out = Bt->shape[0];
+  g_assert_cmpint(out, ==, K);
+  g_assert_cmpint(W->shape[1], ==, in);
+  const float *dW = full->grads + W->offset, *a = p + A->offset, *b = p + Bt->offset;
+  double scale = 4.0 / 2.0, worst = 0, mx = 0;
+  for (int o = 0; o < out; o++)
+    for (int k = 0; k < r; k++) {
+      double want = 0;
+      for (int i = 0; i < in; i++)
+        want += scale * dW[o * in + i] * a[k * in + i];
+      mx = fmax(mx, fabs(want));
+      worst = fmax(worst, fabs(lora->grads[Bt->offset + o * r + k] - want));
+    }
+  for (int k = 0; k < r; k++)
+    for (int i = 0; i < in; i++) {
+      double want = 0;
+      for (int o = 0; o < out; o++)
+        want += scale * b[o * r + k] * dW[o * in + i];
+      mx = fmax(mx, fabs(want));
+      worst = fmax(worst, fabs(lora->grads[A->offset + k * in + i] - want));
+    }
+  g_test_message("resnet fc LoRA: worst adapter gradient error %.3g of %.3g", worst, mx);
+  g_assert_cmpfloat(mx, >, 0);
+  g_assert_cmpfloat(worst, <=, 1e-5 * mx);
+  /* its adapter folder: PEFT's names for torchvision's fc, not fan_in_fan_out */
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
+  g_assert_true(cohort_lora_export(lora, p, dir, "base", &error));
+  g_assert_no_error(error);
+  g_autofree char *json_path = g_build_filename(dir, "adapter_config.json", NULL);
+  g_autofree char *json = NULL;
+  g_assert_true(g_file_get_contents(json_path, &json, NULL, NULL));
+  g_assert_nonnull(strstr(json, "\"fan_in_fan_out\": false"));
+  g_assert_nonnull(strstr(json, "\"fc\""));
+  g_autofree char *st_path = g_build_filename(dir, "adapter_model.safetensors", NULL);
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(st_path, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_safetensors_has(f, "base_model.model.fc.lora_A.weight"));
+  g_assert_true(cohort_safetensors_has(f, "base_model.model.fc.lora_B.weight"));
+  cohort_remove_tree(dir);
 }
 
 static void expect_refusal(CohortConfig *cfg, const char *needle)
@@ -378,7 +476,7 @@ static void test_refusals(void)
   g_assert_false(cohort_finetune_check_config(z, "run.json", &error));
   g_assert_nonnull(strstr(error->message, "key \"zero_stage\""));
   g_clear_error(&error);
-  /* dit: neither mode; resnet: frozen only (no adapters) */
+  /* dit: neither mode; resnet: adapters on the classifier alone */
   for (guint i = 0; i < 3; i++) {
     g_autoptr(CohortConfig) d = gpt_cfg(i == 1 ? "frozen" : "lora", "*.bias", NULL);
     g_free(d->model);
@@ -388,7 +486,11 @@ static void test_refusals(void)
       d->n_layer = 8, d->resnet_width = 4, d->image_size = 8, d->image_channels = 1;
       d->num_classes = 3;
     }
-    expect_refusal(d, "key \"finetune\"");
+    if (i == 2) {
+      g_free(d->lora_targets);
+      d->lora_targets = g_strdup("conv1");
+    }
+    expect_refusal(d, i < 2 ? "key \"finetune\"" : "cannot take an adapter");
   }
 }
 
@@ -400,6 +502,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/adapter-round-trip", test_adapter_round_trip);
   g_test_add_func("/lora/frozen", test_frozen);
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
+  g_test_add_func("/lora/resnet-lora", test_resnet_lora);
   g_test_add_func("/lora/refusals", test_refusals);
   return g_test_run();
 }

@@ -14,6 +14,8 @@
  * the trainer queue them behind the DDP reducer's buckets on one communication thread. */
 #include "engine/models/resnet-private.h"
 
+#include "engine/model/lora.h"
+
 static gboolean syncing(const Resnet *r, CohortForwardMode mode)
 {
   return mode == COHORT_FORWARD_TRAIN && r->base.comm && r->base.comm->world_size > 1;
@@ -137,6 +139,7 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
   cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
   be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
   be->add_bias(r->logits, p + r->fc_b_off, B, K);
+  cohort_lora_forward(m, r->fc_index, r->logits, r->pooled, B);
   cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
 }
 
@@ -179,6 +182,7 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   if (db)
     be->bias_backward(db, r->dlogits, B, K);
   be->gemm(0, 0, B, F, K, 1.0f, r->dlogits, K, p + r->fc_w_off, F, 0.0f, r->dpooled, F);
+  cohort_lora_backward(m, r->fc_index, r->dpooled, r->dlogits, r->pooled, B);
   cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
   cohort_model_layer_grads_ready(m, L);
   /* finetune frozen: nothing below learns (the classifier alone, for transfer learning) */

@@ -131,6 +131,9 @@ static void build_tables(Resnet *r)
   g_array_free(t.counters, TRUE);
   r->base.n_tensors = t.params->len;
   r->base.tensors = (CohortTensorInfo *)g_array_free(t.params, FALSE);
+  /* the classifier is nn.Linear, [out, in]: a LoRA target (finetune lora) */
+  r->fc_index = r->base.n_tensors - 2;
+  r->base.tensors[r->fc_index].adapt = COHORT_ADAPT_LINEAR;
   r->base.n_params = t.p_off;
 }
 
@@ -480,6 +483,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   r->bn_momentum = (float)cfg->bn_momentum;
   r->forward_only = cohort_model_creating_frozen();
   build_tables(r);
+  m->lora_rows = (size_t)max_batch; /* the classifier's rows: one per image */
   size_t act_bytes = layout_acts(r, NULL);
   r->act_mem = be->alloc(act_bytes);
   r->host_losses = g_new(float, max_batch);
@@ -524,4 +528,5 @@ const CohortModelClass cohort_resnet_class = {
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,
     .frozen_layout = TRUE,
+    .lora_targets = "fc",
 };
