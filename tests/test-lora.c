@@ -14,6 +14,7 @@
 #include "engine/model/finetune.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
+#include "engine/models/dit.h"
 #include "engine/models/registry.h"
 #include "kernels/backend.h"
 
@@ -135,6 +136,19 @@ static void randomise_b(CohortModel *m)
       s = s * 1664525u + 1013904223u;
       p[t->offset + i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f;
     }
+  }
+  cohort_model_upload_params(m, p);
+}
+
+/* Every parameter random (DiT zero-initialises its gates and output layer, which would leave
+ * most gradients zero). */
+static void randomise_all(CohortModel *m)
+{
+  g_autofree float *p = g_new(float, m->n_params);
+  guint32 s = 777;
+  for (size_t i = 0; i < m->n_params; i++) {
+    s = s * 1664525u + 1013904223u;
+    p[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.4f;
   }
   cohort_model_upload_params(m, p);
 }
@@ -445,6 +459,172 @@ static void test_resnet_lora(void)
   cohort_remove_tree(dir);
 }
 
+/* Copies a LoRA model's weights with its adapters merged (W' = W + s B A) into `full`. */
+static void load_merged(CohortModel *full, CohortModel *lora)
+{
+  g_autofree float *p = g_new(float, lora->n_params), *merged = g_new(float, lora->n_params);
+  cohort_model_download_params(lora, p);
+  cohort_lora_merge(lora, p, merged);
+  g_autofree float *fp = g_new(float, full->n_params);
+  for (guint i = 0; i < full->n_tensors; i++) {
+    const CohortTensorInfo *d = &full->tensors[i];
+    const CohortTensorInfo *src = cohort_model_find_tensor(lora, d->name);
+    memcpy(fp + d->offset, merged + src->offset, d->numel * sizeof(float));
+  }
+  cohort_model_upload_params(full, fp);
+}
+
+/* Every adapter's gradient against the chain rule through the full model at the merged
+ * weights: dB = s dW' Aᵀ, dA = s Bᵀ dW' (dW' read [out, in], or [in, out] for Conv1D).
+ * Returns the worst error relative to the largest expected value, over all adapters. */
+static double chain_rule_error(const CohortModel *lora, const CohortModel *full)
+{
+  const CohortLora *L = lora->lora;
+  double worst = 0;
+  for (guint ad = 0; ad < L->n; ad++) {
+    const CohortTensorInfo *A = &L->tensors[2 * ad], *Bt = &L->tensors[2 * ad + 1];
+    const CohortTensorInfo *W =
+        cohort_model_find_tensor(full, lora->tensors[L->adapters[ad].target].name);
+    gboolean conv1d = L->adapters[ad].kind == COHORT_ADAPT_CONV1D;
+    int r = A->shape[0], in = A->shape[1], out = Bt->shape[0];
+    const float *dW = full->grads + W->offset, *a = lora->params + A->offset;
+    const float *b = lora->params + Bt->offset;
+    double err = 0, mx = 0;
+    for (int o = 0; o < out; o++)
+      for (int k = 0; k < r; k++) {
+        double want = 0;
+        for (int i = 0; i < in; i++)
+          want += L->scale * (double)dW[conv1d ? i * out + o : o * in + i] * a[k * in + i];
+        mx = fmax(mx, fabs(want));
+        err = fmax(err, fabs(lora->grads[Bt->offset + o * r + k] - want));
+      }
+    for (int k = 0; k < r; k++)
+      for (int i = 0; i < in; i++) {
+        double want = 0;
+        for (int o = 0; o < out; o++)
+          want += L->scale * (double)b[o * r + k] * dW[conv1d ? i * out + o : o * in + i];
+        mx = fmax(mx, fabs(want));
+        err = fmax(err, fabs(lora->grads[A->offset + k * in + i] - want));
+      }
+    g_assert_cmpfloat(mx, >, 0);
+    worst = fmax(worst, err / mx);
+  }
+  return worst;
+}
+
+/* LoRA on a DiT (attention, MLP and adaLN modulation, nn.Linear): step 0 is the base exactly;
+ * with random B the loss is the full model's at the merged weights and every adapter gradient
+ * follows the chain rule; frozen with trainable *.bias gives the biases the full model's
+ * gradients. */
+static void test_dit(void)
+{
+  enum { DB = 2, IS = 8 };
+  CohortConfig *cfgs[3];
+  for (guint k = 0; k < 3; k++) {
+    CohortConfig *c = cohort_config_new();
+    g_free(c->model);
+    c->model = g_strdup("dit");
+    c->data_format = COHORT_DATA_IMAGES;
+    c->n_layer = 2, c->n_head = 2, c->n_embd = 16, c->patch_size = 4;
+    c->image_size = IS, c->image_channels = 1, c->num_classes = 3;
+    c->finetune = k == 0   ? COHORT_FINETUNE_FULL
+                  : k == 1 ? COHORT_FINETUNE_LORA
+                           : COHORT_FINETUNE_FROZEN;
+    c->lora_rank = 2;
+    c->lora_alpha = 3.0;
+    g_free(c->trainable);
+    c->trainable = g_strdup(k == 2 ? "*.bias" : "");
+    cfgs[k] = c;
+  }
+  g_autoptr(GError) error = NULL;
+  CohortModel *full = cohort_model_new(cohort_backend_cpu(), cfgs[0], DB, &error);
+  g_assert_no_error(error);
+  CohortModel *lora = cohort_model_new(cohort_backend_cpu(), cfgs[1], DB, &error);
+  g_assert_no_error(error);
+  CohortModel *fr = cohort_model_new(cohort_backend_cpu(), cfgs[2], DB, &error);
+  g_assert_no_error(error);
+  /* 2 blocks × (qkv, proj, fc1, fc2, adaLN) + the final layer's adaLN */
+  g_assert_cmpuint(lora->lora->n, ==, 11);
+  cohort_model_init(full, 4);
+  cohort_model_init(lora, 4);
+  cohort_model_init(fr, 4);
+  float x_t[DB * IS * IS], target[DB * IS * IS], t[DB] = {0.25f, 0.8f};
+  int labels[DB] = {1, 3};
+  for (int i = 0; i < DB * IS * IS; i++) {
+    x_t[i] = (float)((i * 29) % 13) / 13.0f - 0.5f;
+    target[i] = (float)((i * 17) % 11) / 11.0f - 0.5f;
+  }
+  float f0 = cohort_dit_forward_given(full, x_t, t, labels, target, DB);
+  float l0 = cohort_dit_forward_given(lora, x_t, t, labels, target, DB);
+  g_assert_cmpfloat(f0, ==, l0);
+
+  randomise_all(lora);
+  load_merged(full, lora);
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(lora);
+  float fl = cohort_dit_forward_given(full, x_t, t, labels, target, DB);
+  full->ops->backward(full, 1.0f);
+  float ll = cohort_dit_forward_given(lora, x_t, t, labels, target, DB);
+  lora->ops->backward(lora, 1.0f);
+  g_assert_cmpfloat(fabs(ll - fl), <=, 1e-5 * fabs(fl));
+  double worst = chain_rule_error(lora, full);
+  g_test_message("dit LoRA: loss %.8g vs merged full %.8g; worst adapter gradient error %.3g", ll,
+                 fl, worst);
+  g_assert_cmpfloat(worst, <=, 1e-5);
+
+  /* frozen *.bias: the biases' gradients are the full model's at the same weights */
+  load_merged(fr, full);
+  g_autoptr(CohortModel) base = cohort_model_new(cohort_backend_cpu(), cfgs[0], DB, &error);
+  cohort_model_init(base, 4); /* its buffers (pos_embed) */
+  load_merged(base, full);
+  cohort_model_zero_grad(fr);
+  cohort_model_zero_grad(base);
+  float bl = cohort_dit_forward_given(base, x_t, t, labels, target, DB);
+  base->ops->backward(base, 1.0f);
+  float rl = cohort_dit_forward_given(fr, x_t, t, labels, target, DB);
+  fr->ops->backward(fr, 1.0f);
+  g_assert_cmpfloat(bl, ==, rl);
+  guint biases = 0;
+  for (guint i = 0; i < fr->n_tensors; i++) {
+    const CohortTensorInfo *ft = &fr->tensors[i];
+    g_assert_true(ft->frozen == !g_str_has_suffix(ft->name, ".bias"));
+    if (ft->frozen)
+      continue;
+    const CohortTensorInfo *bt = cohort_model_find_tensor(base, ft->name);
+    g_assert_cmpmem(base->grads + bt->offset, bt->numel * 4, fr->grads + ft->offset, ft->numel * 4);
+    biases++;
+  }
+  g_assert_cmpuint(biases, >, 10);
+  cohort_model_free(full);
+  cohort_model_free(lora);
+  cohort_model_free(fr);
+  for (guint k = 0; k < 3; k++)
+    cohort_config_free(cfgs[k]);
+}
+
+/* The GPT's adapters (Conv1D) against the same chain rule. */
+static void test_gpt_chain_rule(void)
+{
+  g_autoptr(CohortConfig) full_cfg = gpt_cfg("full", NULL, NULL);
+  g_autoptr(CohortConfig) lora_cfg = gpt_cfg("lora", NULL, NULL);
+  g_autoptr(CohortModel) full = make(full_cfg);
+  g_autoptr(CohortModel) lora = make(lora_cfg);
+  cohort_model_init(lora, 8);
+  randomise_b(lora);
+  load_merged(full, lora);
+  g_autoptr(CohortBatch) batch = make_batch();
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(lora);
+  float fl = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
+  full->ops->backward(full, 1.0f);
+  float ll = lora->ops->forward(lora, batch, COHORT_FORWARD_TRAIN);
+  lora->ops->backward(lora, 1.0f);
+  g_assert_cmpfloat(fabs(ll - fl), <=, 1e-5 * fabs(fl));
+  double worst = chain_rule_error(lora, full);
+  g_test_message("gpt LoRA: worst adapter gradient error against the chain rule %.3g", worst);
+  g_assert_cmpfloat(worst, <=, 1e-5);
+}
+
 static void expect_refusal(CohortConfig *cfg, const char *needle)
 {
   g_autoptr(GError) error = NULL;
@@ -476,21 +656,21 @@ static void test_refusals(void)
   g_assert_false(cohort_finetune_check_config(z, "run.json", &error));
   g_assert_nonnull(strstr(error->message, "key \"zero_stage\""));
   g_clear_error(&error);
-  /* dit: neither mode; resnet: adapters on the classifier alone */
-  for (guint i = 0; i < 3; i++) {
-    g_autoptr(CohortConfig) d = gpt_cfg(i == 1 ? "frozen" : "lora", "*.bias", NULL);
+  /* resnet: adapters on the classifier alone; dit: not on the patch embedding */
+  for (guint i = 0; i < 2; i++) {
+    g_autoptr(CohortConfig) d = gpt_cfg("lora", "*.bias", NULL);
     g_free(d->model);
-    d->model = g_strdup(i < 2 ? "dit" : "resnet");
-    if (i == 2) {
-      d->data_format = COHORT_DATA_IMAGES;
-      d->n_layer = 8, d->resnet_width = 4, d->image_size = 8, d->image_channels = 1;
-      d->num_classes = 3;
+    d->model = g_strdup(i == 0 ? "dit" : "resnet");
+    d->data_format = COHORT_DATA_IMAGES;
+    d->image_size = 8, d->image_channels = 1, d->num_classes = 3;
+    if (i == 0) {
+      d->n_embd = 16, d->patch_size = 4;
+    } else {
+      d->n_layer = 8, d->resnet_width = 4;
     }
-    if (i == 2) {
-      g_free(d->lora_targets);
-      d->lora_targets = g_strdup("conv1");
-    }
-    expect_refusal(d, i < 2 ? "key \"finetune\"" : "cannot take an adapter");
+    g_free(d->lora_targets);
+    d->lora_targets = g_strdup(i == 0 ? "x_embedder.proj" : "conv1");
+    expect_refusal(d, "cannot take an adapter");
   }
 }
 
@@ -503,6 +683,8 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/frozen", test_frozen);
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
   g_test_add_func("/lora/resnet-lora", test_resnet_lora);
+  g_test_add_func("/lora/dit", test_dit);
+  g_test_add_func("/lora/gpt-chain-rule", test_gpt_chain_rule);
   g_test_add_func("/lora/refusals", test_refusals);
   return g_test_run();
 }

@@ -251,8 +251,7 @@ static const KeyRow rows[] = {
         "random"),
     ROW(finetune, CHOICE, "training", finetune_choices, 0, 0, NULL,
         "What learns: every parameter (full), low-rank adapters on frozen weights (lora, as "
-        "PEFT), or only the parameters `trainable` names (frozen); dit takes full only in this "
-        "version.",
+        "PEFT), or only the parameters `trainable` names (frozen).",
         "full"),
     ROW_WHEN(lora_rank, INT, "training", NULL, 1, 4096, NULL,
              "Rank r of each LoRA adapter: lora_A is r x in, lora_B is out x r.", "8", "finetune",
@@ -268,8 +267,8 @@ static const KeyRow rows[] = {
              "\"\" or layer names separated by commas, each the end of a layer's name (c_attn) "
              "or a pattern with * and ? (h.*.mlp.c_fc)",
              "The layers that get adapters, as PEFT's target_modules; \"\" takes the family's "
-             "default (gpt: the attention and MLP projections c_attn, c_proj and c_fc; resnet: "
-             "the classifier fc).",
+             "default (gpt: the attention and MLP projections c_attn, c_proj and c_fc; dit: "
+             "attention, MLP and adaLN modulation; resnet: the classifier fc).",
              "", "finetune", "lora"),
     ROW_WHEN(trainable, STRING, "training", NULL, 0, 0,
              "\"\" or parameter names separated by commas, patterns with * and ? (ln_f.*, *.bias)",
