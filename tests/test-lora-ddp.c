@@ -390,6 +390,33 @@ static void test_init_and_adapter_from(void)
   lora_clear(&second);
 }
 
+/* Distillation with a LoRA student whose base is the teacher (the natural default): the run
+ * trains, the teacher-base stays as it was, and the adapters moved. */
+static void test_distill(void)
+{
+  Lora teacher = train_in(tu_mkdtemp("lora-teacher"), 1,
+                          (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autofree char *weights = g_build_filename(teacher.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  g_autofree char *from = g_strconcat("teacher_from=", teacher.ws, NULL);
+  Lora student = train_in(tu_mkdtemp("lora-student"), 1,
+                          (const char *[]){"finetune=lora", init, from, "distill_alpha=0.5",
+                                           "max_steps=3", "batch_size=2", NULL},
+                          NULL);
+  const char *names[] = {"wte.weight", "h.1.mlp.c_fc.weight", "ln_f.weight"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(teacher.ws, names[i]), b = tensor_of(student.ws, names[i]);
+    g_assert_cmpfloat(max_abs_diff(a, b), ==, 0);
+  }
+  g_autoptr(GArray) w = adapter_weights(&student);
+  double mx = 0;
+  for (guint i = 0; i < w->len; i++)
+    mx = MAX(mx, fabs(g_array_index(w, float, i)));
+  g_assert_cmpfloat(mx, >, 0);
+  lora_clear(&teacher);
+  lora_clear(&student);
+}
+
 /* ZeRO with LoRA, and LoRA on a family without adapters: one line each, non-zero exit. */
 static void test_refused(void)
 {
@@ -425,6 +452,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora-ddp/frozen", test_frozen);
   g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
   g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
+  g_test_add_func("/lora-ddp/distill", test_distill);
   g_test_add_func("/lora-ddp/refused", test_refused);
   return g_test_run();
 }
