@@ -625,6 +625,146 @@ static void test_gpt_chain_rule(void)
   g_assert_cmpfloat(worst, <=, 1e-5);
 }
 
+/* Lines "NAME v1 v2 …" of a reference against the adapters' gradients: per tensor within 1e-5
+ * of its largest value. Returns the worst such error. */
+static double adapter_grads_vs(const CohortModel *m, char **lines, guint n)
+{
+  double worst = 0;
+  for (guint l = 0; l < n; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
+    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
+    g_assert_nonnull(t);
+    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
+    const float *g = m->grads + t->offset;
+    double mx = 0;
+    for (size_t k = 0; k < t->numel; k++)
+      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
+    g_assert_cmpfloat(mx, >, 0);
+    for (size_t k = 0; k < t->numel; k++) {
+      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
+      if (e > 1e-5)
+        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
+      worst = fmax(worst, e);
+    }
+  }
+  return worst;
+}
+
+/* The DiT with adapters against tests/torch_lora_image_ref.py: the DiT of torch_dit_ref.py
+ * loads Cohort's base strictly, PEFT-style LoRA layers wrap the Linear layers that the
+ * folder's target_modules name and load its tensors strictly; same loss and adapter
+ * gradients. */
+static void test_dit_against_torch(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  enum { DB = 2, IS = 8, L = 2, NH = 2, HID = 16, PATCH = 4, CL = 3 };
+  g_autoptr(CohortConfig) c = cohort_config_new();
+  g_free(c->model);
+  c->model = g_strdup("dit");
+  c->data_format = COHORT_DATA_IMAGES;
+  c->n_layer = L, c->n_head = NH, c->n_embd = HID, c->patch_size = PATCH;
+  c->image_size = IS, c->image_channels = 1, c->num_classes = CL;
+  c->finetune = COHORT_FINETUNE_LORA;
+  c->lora_rank = 2;
+  c->lora_alpha = 3.0;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), c, DB, &error);
+  g_assert_no_error(error);
+  cohort_model_init(m, 4); /* pos_embed */
+  randomise_all(m);
+  float x_t[DB * IS * IS], target[DB * IS * IS], t[DB] = {0.25f, 0.8f};
+  int labels[DB] = {1, 3};
+  for (int i = 0; i < DB * IS * IS; i++) {
+    x_t[i] = (float)((i * 29) % 13) / 13.0f - 0.5f;
+    target[i] = (float)((i * 17) % 11) / 11.0f - 0.5f;
+  }
+  cohort_model_zero_grad(m);
+  float loss = cohort_dit_forward_given(m, x_t, t, labels, target, DB);
+  m->ops->backward(m, 1.0f);
+
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
+  g_autofree char *base = g_build_filename(dir, "model.safetensors", NULL);
+  g_autofree char *adapter = g_build_filename(dir, "adapter", NULL);
+  g_autofree char *inputs = g_build_filename(dir, "inputs.bin", NULL);
+  g_autofree float *p = g_new(float, m->n_params);
+  cohort_model_download_params(m, p);
+  g_assert_true(cohort_model_save(m, NULL, base, NULL, &error));
+  g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
+  g_assert_no_error(error);
+  GByteArray *buf = g_byte_array_new();
+  int hdr[8] = {L, NH, HID, IS, 1, PATCH, CL, DB};
+  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
+  g_byte_array_append(buf, (guint8 *)x_t, sizeof x_t);
+  g_byte_array_append(buf, (guint8 *)t, sizeof t);
+  g_byte_array_append(buf, (guint8 *)labels, sizeof labels);
+  g_byte_array_append(buf, (guint8 *)target, sizeof target);
+  g_assert_true(g_file_set_contents(inputs, (char *)buf->data, buf->len, &error));
+  g_byte_array_unref(buf);
+  g_autofree char *out = torch_ref_run("torch_lora_image_ref.py",
+                                       (const char *[]){"dit", base, adapter, inputs, NULL});
+  cohort_remove_tree(dir);
+  g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors);
+  double ref = g_ascii_strtod(lines[0], NULL);
+  g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
+  double worst = adapter_grads_vs(m, lines + 1, m->lora->n_tensors);
+  g_test_message("dit: loss %.9g vs PyTorch %.9g; worst adapter gradient error %.3g", loss, ref,
+                 worst);
+}
+
+/* The ResNet's classifier adapter against tests/torch_lora_image_ref.py (training mode). */
+static void test_resnet_against_torch(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  g_autoptr(CohortConfig) c = resnet_cfg(COHORT_FINETUNE_LORA, "");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), c, RB, &error);
+  g_assert_no_error(error);
+  cohort_model_init(m, 9);
+  randomise_b(m);
+  g_autoptr(CohortBatch) batch = image_batch();
+  cohort_model_zero_grad(m);
+  float loss = m->ops->forward(m, batch, COHORT_FORWARD_TRAIN);
+  m->ops->backward(m, 1.0f);
+
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
+  g_autofree char *base = g_build_filename(dir, "model.safetensors", NULL);
+  g_autofree char *adapter = g_build_filename(dir, "adapter", NULL);
+  g_autofree char *inputs = g_build_filename(dir, "inputs.bin", NULL);
+  g_autofree float *p = g_new(float, m->n_params);
+  cohort_model_download_params(m, p);
+  /* the base as it was before this forward's running statistics: BatchNorm in training mode
+   * normalises with the batch's, so the loss does not depend on them */
+  g_assert_true(cohort_model_save(m, NULL, base, NULL, &error));
+  g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
+  g_assert_no_error(error);
+  GByteArray *buf = g_byte_array_new();
+  int hdr[6] = {1, 4, 1, S, K, RB};
+  float mom = 0.1f;
+  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
+  g_byte_array_append(buf, (guint8 *)&mom, sizeof mom);
+  g_byte_array_append(buf, (guint8 *)batch->images, RB * S * S * sizeof(float));
+  g_byte_array_append(buf, (guint8 *)batch->labels, RB * sizeof(int));
+  g_assert_true(g_file_set_contents(inputs, (char *)buf->data, buf->len, &error));
+  g_byte_array_unref(buf);
+  g_autofree char *out = torch_ref_run("torch_lora_image_ref.py",
+                                       (const char *[]){"resnet", base, adapter, inputs, NULL});
+  cohort_remove_tree(dir);
+  g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors);
+  double ref = g_ascii_strtod(lines[0], NULL);
+  g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
+  double worst = adapter_grads_vs(m, lines + 1, m->lora->n_tensors);
+  g_test_message("resnet: loss %.9g vs PyTorch %.9g; worst adapter gradient error %.3g", loss, ref,
+                 worst);
+}
+
 static void expect_refusal(CohortConfig *cfg, const char *needle)
 {
   g_autoptr(GError) error = NULL;
@@ -684,6 +824,8 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
   g_test_add_func("/lora/resnet-lora", test_resnet_lora);
   g_test_add_func("/lora/dit", test_dit);
+  g_test_add_func("/lora/dit-against-torch", test_dit_against_torch);
+  g_test_add_func("/lora/resnet-against-torch", test_resnet_against_torch);
   g_test_add_func("/lora/gpt-chain-rule", test_gpt_chain_rule);
   g_test_add_func("/lora/refusals", test_refusals);
   return g_test_run();
