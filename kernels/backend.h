@@ -138,6 +138,14 @@ typedef struct CohortBackend {
   void (*axpby)(float *out, float a, const float *x, float b, const float *y, size_t n);
   /* values *= s */
   void (*scale)(float *values, size_t n, float s);
+  /* Dropout with a mask that depends only on where a value is: out = inp / (1 - p) where kept,
+   * 0 where dropped, over rows × cols; value (r, c) is dropped with probability p by
+   * cohort_dropout_keep (kernels/math-inline.h) of keys[r / rows_per_key], r % rows_per_key, c
+   * and `salt`, so the same arguments drop the same values on every backend and the backward
+   * is the same call on the gradient. keys (backend memory) has rows / rows_per_key entries;
+   * out may be inp. */
+  void (*dropout)(float *out, const float *inp, const uint64_t *keys, int rows, int rows_per_key,
+                  int cols, uint64_t salt, float p);
   /* out[b, t, c] = x[b, t, c] * (1 + scale[b * ld + c]) + shift[b * ld + c]. */
   void (*modulate_forward)(float *out, const float *x, const float *shift, const float *scale,
                            int B, int T, int C, int ld);
@@ -196,7 +204,7 @@ typedef struct CohortBackend {
                          const float *sum_dy_xhat, double count, int B, int C, int HW);
   /* dweight += sum_dy_xhat, dbias += sum_dy over C channels: pass this rank's own sums (as
    * PyTorch's SyncBatchNorm does; DDP then averages the gradients). There is no eval-mode
-   * backward. */
+   * backward. dweight or dbias NULL skips that gradient (a frozen parameter). */
   void (*bn_backward_params)(float *dweight, float *dbias, const float *sum_dy,
                              const float *sum_dy_xhat, int C);
   /* GroupNorm over x [B, C, HW] in G groups of C / G consecutive channels (C % G == 0):
@@ -218,7 +226,7 @@ typedef struct CohortBackend {
                             int B, int T, int C);
   /* dwte[tokens[b, t], :] += dout[b, t, :], each token's rows added in order of position;
    * dwpe[t, :] += sum over b (accumulate). tokens (backend memory) must index rows of dwte
-   * (the caller checks). */
+   * (the caller checks). dwte or dwpe NULL skips that gradient (a frozen table). */
   void (*embedding_backward)(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
                              int T, int C);
   /* out[b, :] = table[rows[b], :] for b < B, rows of width C; rows (backend memory) must index
@@ -264,7 +272,8 @@ typedef struct CohortBackend {
   void (*conv2d_forward)(float *out, const float *inp, const float *weight, int B, int C_in, int H,
                          int W, int C_out, int K, int stride, int pad);
   /* dinp += d/dinp and dweight += d/dweight of conv2d_forward for gradient dout (both
-   * accumulate); dinp may be NULL when no input gradient is needed (the first layer). */
+   * accumulate); dinp may be NULL when no input gradient is needed (the first layer), dweight
+   * when the kernel is frozen. */
   void (*conv2d_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
                           const float *weight, int B, int C_in, int H, int W, int C_out, int K,
                           int stride, int pad);

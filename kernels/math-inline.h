@@ -13,7 +13,31 @@
 #endif
 
 #define COHORT_GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
-#define COHORT_GELU_CUBE  0.044715f
+
+/* The splitmix64 finaliser (Steele, Lea & Flood 2014): a well-mixed 64-bit hash. */
+COHORT_HD static inline uint64_t cohort_mix64(uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Dropout's decision for value `col` of row `row` (within its key's rows) under `key` and
+ * `salt`: TRUE (1) keeps it. A value is dropped when its hash, as a fraction of 2^64, is below
+ * `threshold` = p · 2^64 (cohort_dropout_threshold). */
+COHORT_HD static inline int cohort_dropout_keep(uint64_t key, uint32_t row, uint32_t col,
+                                                uint64_t salt, uint64_t threshold)
+{
+  uint64_t z = key ^ cohort_mix64(salt + 0x9e3779b97f4a7c15ULL * (((uint64_t)row << 32) | col));
+  return cohort_mix64(z + 0x9e3779b97f4a7c15ULL) >= threshold;
+}
+
+/* p · 2^64 rounded down, for 0 <= p < 1. */
+COHORT_HD static inline uint64_t cohort_dropout_threshold(float p)
+{
+  return p <= 0.0f ? 0 : (uint64_t)((double)p * 18446744073709551616.0);
+}
+#define COHORT_GELU_CUBE 0.044715f
 
 /* exp(x) for float, without a libm call so loops over it vectorise: x = n ln2 + r with
  * |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes' coefficients, ~1 ulp), and 2^n put

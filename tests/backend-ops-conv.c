@@ -57,6 +57,13 @@ static double conv_backward_no_dinp_run(const CohortBackend *be, OpCase *c, void
   return NAN;
 }
 
+/* a frozen kernel: the input gradient only (dw must stay as it was) */
+static double conv_backward_no_dweight_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->conv2d_backward(d[3], NULL, d[2], d[0], d[1], P0, P1, P2, P3, P4, P5, P6, P7);
+  return NAN;
+}
+
 /* ---- global average pooling: p = {B, C, HW} ---- */
 
 static void pool_setup(OpCase *c)
@@ -193,6 +200,11 @@ static const OpRow rows[] = {
      {4, 16, 16, 16, 32, 3, 2, 1},
      conv_backward_setup,
      conv_backward_no_dinp_run},
+    {"conv2d_backward",
+     "B4-C16-16x16-O32-K3-S2-P1-no-dweight",
+     {4, 16, 16, 16, 32, 3, 2, 1},
+     conv_backward_setup,
+     conv_backward_no_dweight_run},
     {"conv2d_forward",
      "B4-C16-16x16-O16-K3-S1-P1-bf16",
      {4, 16, 16, 16, 16, 3, 1, 1},

@@ -33,6 +33,19 @@ static double embedding_backward_run(const CohortBackend *be, OpCase *c, void *c
   return NAN;
 }
 
+/* a frozen table: only the other gradient (the frozen one stays as it was) */
+static double embedding_backward_no_wte_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->embedding_backward(NULL, d[3], d[1], d[0], P0, P1, P2);
+  return NAN;
+}
+
+static double embedding_backward_no_wpe_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->embedding_backward(d[2], NULL, d[1], d[0], P0, P1, P2);
+  return NAN;
+}
+
 /* ---- label rows: p = {B, V, C}, few labels so that rows repeat ---- */
 
 static void rows_gather_setup(OpCase *c)
@@ -112,6 +125,16 @@ static const OpRow rows[] = {
      {3, 17, 40, 11},
      embedding_backward_setup,
      embedding_backward_run},
+    {"embedding_backward",
+     "B3-T17-C40-V11-no-dwte",
+     {3, 17, 40, 11},
+     embedding_backward_setup,
+     embedding_backward_no_wte_run},
+    {"embedding_backward",
+     "B3-T17-C40-V11-no-dwpe",
+     {3, 17, 40, 11},
+     embedding_backward_setup,
+     embedding_backward_no_wpe_run},
     /* many positions per token, and columns past one block */
     {"embedding_backward",
      "B4-T300-C300-V50",

@@ -180,6 +180,13 @@ static double bn_params_run(const CohortBackend *be, OpCase *c, void *const *d)
   return NAN;
 }
 
+/* a frozen weight (p[2] 0) or bias (p[2] 1): that gradient stays as it was */
+static double bn_params_frozen_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->bn_backward_params(P2 == 0 ? NULL : d[2], P2 == 1 ? NULL : d[3], d[0], d[1], P1);
+  return NAN;
+}
+
 /* Chan's combination: p = {R, C}; rank rows [mean C, m2 C, count], an empty rank between */
 static void bn_combine_setup(OpCase *c)
 {
@@ -227,6 +234,8 @@ static const OpRow rows[] = {
     BN_SHAPES("bn_backward_reduce", bn_reduce_setup, bn_reduce_run),
     BN_SHAPES("bn_backward_dx", bn_dx_setup, bn_dx_run),
     {"bn_backward_params", "C7", {1, 7, 1}, bn_params_setup, bn_params_run},
+    {"bn_backward_params", "C7-no-dweight", {1, 7, 0}, bn_params_setup, bn_params_frozen_run},
+    {"bn_backward_params", "C7-no-dbias", {1, 7, 1}, bn_params_setup, bn_params_frozen_run},
     {"bn_combine_stats", "R3-C5", {3, 5}, bn_combine_setup, bn_combine_run},
 };
 

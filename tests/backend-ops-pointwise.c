@@ -126,6 +126,22 @@ static double scale_run(const CohortBackend *be, OpCase *c, void *const *d)
   return NAN;
 }
 
+/* ---- dropout: p = {rows, rows per key, cols}; the keys are 64-bit words, drawn as two ints
+ * each. The same hash and one multiply on both sides: the same bits. ---- */
+
+static void dropout_setup(OpCase *c)
+{
+  op_in(c, "inp", (size_t)P0 * P2, -2, 2);
+  op_in_int(c, "keys", 2 * (size_t)((P0 + P1 - 1) / P1), G_MAXINT);
+  op_out(c, "out", (size_t)P0 * P2, 0, 0);
+}
+
+static double dropout_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->dropout(d[2], d[0], d[1], P0, P1, P2, 0x5a17, 0.3f);
+  return NAN;
+}
+
 /* ---- adaLN: p = {B, T, C}; the per-example vectors are column slices of [B, 6C] (row stride
  * 6C): shift at 3C, scale at 4C, gate at 5C. T and C are no multiples of the 8 x 32 tiles. ---- */
 
@@ -232,6 +248,7 @@ static const OpRow rows[] = {
     {"axpby", "n15400", {15400}, axpby_setup, axpby_run},
     {"axpby", "n15400-in-place", {15400}, axpby_inplace_setup, axpby_inplace_run},
     {"scale", "n10007", {10007}, scale_setup, scale_run},
+    {"dropout", "rows60-per-key7-cols33", {60, 7, 33}, dropout_setup, dropout_run},
     {"modulate_forward", "B3-T70-C100", {3, 70, 100}, modulate_setup, modulate_run},
     {"modulate_backward",
      "B3-T70-C100",

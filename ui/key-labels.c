@@ -70,6 +70,14 @@ static const struct {
     {"distill_temperature", N_("Temperature (τ)")},
     {"distill_cfg_scale", N_("Teacher guidance scale")},
     {"student_init", N_("Student initialisation")},
+    {"finetune", N_("Fine-tuning mode")},
+    {"lora_rank", N_("LoRA rank (r)")},
+    {"lora_alpha", N_("LoRA alpha (α)")},
+    {"lora_dropout", N_("LoRA dropout")},
+    {"lora_targets", N_("Layers with adapters")},
+    {"trainable", N_("Parameters that still learn")},
+    {"adapter_from", N_("Start from adapter")},
+    {"merge_adapter", N_("Also export the merged model")},
     {"workspace_dir", N_("Workspace folder")},
     {"save_every", N_("Save a checkpoint every")},
     {"keep_last", N_("Checkpoints to keep")},
@@ -139,6 +147,9 @@ static const char *const grad_keys[] = {
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",
                                            "student_init",        NULL};
+static const char *const finetune_keys[] = {"finetune",     "lora_rank",     "lora_alpha",
+                                            "lora_dropout", "lora_targets",  "trainable",
+                                            "adapter_from", "merge_adapter", NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
@@ -159,6 +170,7 @@ static const CohortKeySection sections[] = {
     {"training", N_("Clipping and EMA"), stab_keys},
     {"training", N_("Precision and device"), prec_keys},
     {"training", N_("Distillation"), distill_keys},
+    {"training", N_("Fine-tuning"), finetune_keys},
     {"distributed", N_("GPUs"), gpus_keys},
     {"distributed", N_("Launcher"), launch_keys},
     {"distributed", N_("Gradients and data"), grad_keys},
@@ -201,6 +213,9 @@ static const struct {
     {"random", N_("random")},
     {"teacher_layers", N_("every k-th teacher block")},
     {"step", N_("step (StepLR)")},
+    {"full", N_("full (every parameter learns)")},
+    {"lora", N_("LoRA adapters (PEFT)")},
+    {"frozen", N_("frozen (only the trainable ones learn)")},
 };
 
 const char *cohort_key_label_msgid(const char *key)

@@ -19,7 +19,16 @@ typedef struct {
   gboolean decay; /* AdamW/SGD weight decay applies (matrices, embeddings, convolutions) */
   int layer;      /* position in forward order, for messages; the reducer only needs offsets */
   gboolean int64; /* exported as I64 (a counter such as num_batches_tracked); stored as float */
+  /* Fine-tuning (engine/model/finetune.h): a frozen parameter gets no gradient and no
+   * optimizer state; `adapt` says whether and how a LoRA adapter can attach to it. */
+  gboolean frozen;
+  int adapt; /* CohortAdaptKind */
 } CohortTensorInfo;
+
+/* How a LoRA adapter attaches to a parameter: not at all, or to a linear map stored [out, in]
+ * (PyTorch's nn.Linear) or stored [in, out] (Hugging Face GPT-2's Conv1D: PEFT's
+ * fan_in_fan_out). A family marks the weights its forward runs through cohort_lora_forward. */
+typedef enum { COHORT_ADAPT_NONE, COHORT_ADAPT_LINEAR, COHORT_ADAPT_CONV1D } CohortAdaptKind;
 
 /* Called during backward each time a contiguous range of gradients is final for this
  * micro-batch, in decreasing offset order (the reverse of forward). The DDP reducer starts

@@ -30,6 +30,7 @@ static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const backend_choices[] = {"nccl", "gloo", NULL};
 static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
 static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
+static const char *const finetune_choices[] = {"full", "lora", "frozen", NULL};
 
 #define OFF(field) offsetof(CohortConfig, field)
 #define NO_MAX_INT ((double)G_MAXINT)
@@ -57,8 +58,9 @@ static const char *const student_init_choices[] = {"random", "teacher_layers", N
 #define ROWM(n, t, g, c, lo, hi, a, h, d, m) ROW_ALL(n, t, g, c, lo, hi, a, h, d, m, NULL, NULL)
 /* A key every model family reads. */
 #define ROW(n, t, g, c, lo, hi, a, h, d) ROWM(n, t, g, c, lo, hi, a, h, d, NULL)
-/* A key that means something only while key `wk` has the value `wv` (its text form): SGD's
- * momentum with optimizer sgd. The engine ignores it otherwise; the window hides it. */
+/* A key that means something only while key `wk` has the value `wv` (its text form; several
+ * separated by commas): SGD's momentum with optimizer sgd. The engine ignores it otherwise;
+ * the window hides it. */
 #define ROW_WHEN(n, t, g, c, lo, hi, a, h, d, wk, wv)                                              \
   ROW_ALL(n, t, g, c, lo, hi, a, h, d, NULL, wk, wv)
 
@@ -284,6 +286,40 @@ static const KeyRow rows[] = {
         "How the student starts: the family's random initialisation (or init_from), or a copy "
         "of every k-th block of a teacher of the same width (gpt and dit only).",
         "random"),
+    ROW(finetune, CHOICE, "training", finetune_choices, 0, 0, NULL,
+        "What learns: every parameter (full), low-rank adapters on frozen weights (lora, as "
+        "PEFT), or only the parameters `trainable` names (frozen).",
+        "full"),
+    ROW_WHEN(lora_rank, INT, "training", NULL, 1, 4096, NULL,
+             "Rank r of each LoRA adapter: lora_A is r x in, lora_B is out x r.", "8", "finetune",
+             "lora"),
+    ROW_WHEN(
+        lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
+        "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
+        "16.0", "finetune", "lora"),
+    ROW_WHEN(lora_dropout, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
+             "Dropout on the input of each adapter while training (PEFT's lora_dropout).", "0.0",
+             "finetune", "lora"),
+    ROW_WHEN(lora_targets, STRING, "training", NULL, 0, 0,
+             "\"\" or layer names separated by commas, each the end of a layer's name (c_attn) "
+             "or a pattern with * and ? (h.*.mlp.c_fc)",
+             "The layers that get adapters, as PEFT's target_modules; \"\" takes the family's "
+             "default (gpt: the attention and MLP projections c_attn, c_proj and c_fc; dit: "
+             "attention, MLP and adaLN modulation; resnet: the classifier fc).",
+             "", "finetune", "lora"),
+    ROW_WHEN(trainable, STRING, "training", NULL, 0, 0,
+             "\"\" or parameter names separated by commas, patterns with * and ? (ln_f.*, *.bias)",
+             "Base parameters that still learn in lora and frozen modes, by name pattern (a "
+             "ResNet's classifier fc.* for transfer learning, ln_f, *.bias).",
+             "", "finetune", "lora,frozen"),
+    ROW_WHEN(adapter_from, STRING, "training", NULL, 0, 0,
+             "\"\" or a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",
+             "A PEFT adapter folder to start from (a run's adapter/), to train it further.", "",
+             "finetune", "lora"),
+    ROW_WHEN(merge_adapter, BOOL, "training", NULL, 0, 0, NULL,
+             "The export also writes the model with the adapter folded into its weights, in "
+             "merged/ beside the adapter folder adapter/.",
+             "false", "finetune", "lora"),
 
     /* output */
     ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",
@@ -499,5 +535,6 @@ gboolean cohort_config_key_in_effect(const CohortConfigKey *key, const CohortCon
   if (!key->when_key)
     return TRUE;
   g_autofree char *value = cohort_config_get(cfg, key->when_key);
-  return g_strcmp0(value, key->when_value) == 0;
+  g_auto(GStrv) values = g_strsplit(key->when_value, ",", -1);
+  return value && g_strv_contains((const char *const *)values, value);
 }

@@ -29,6 +29,7 @@ G_STATIC_ASSERT(sizeof(CohortPrecision) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortDevice) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortDistBackend) == sizeof(int));
 G_STATIC_ASSERT(sizeof(CohortLrScaling) == sizeof(int));
+G_STATIC_ASSERT(sizeof(CohortFinetune) == sizeof(int));
 G_STATIC_ASSERT(sizeof(gboolean) == sizeof(int));
 
 /* ---- life cycle ---- */

@@ -34,6 +34,9 @@ typedef enum {
   COHORT_STUDENT_INIT_TEACHER_LAYERS /* every k-th teacher block (engine/model/distill.h) */
 } CohortStudentInit;
 typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
+/* What learns (engine/model/finetune.h): every parameter, low-rank adapters on frozen weights
+ * (PEFT's LoRA), or only the parameters `trainable` names. */
+typedef enum { COHORT_FINETUNE_FULL, COHORT_FINETUNE_LORA, COHORT_FINETUNE_FROZEN } CohortFinetune;
 typedef enum {
   COHORT_LR_SCALING_NONE,
   COHORT_LR_SCALING_LINEAR,
@@ -113,6 +116,16 @@ typedef struct {
   double distill_cfg_scale;   /* dit: guidance of the teacher's velocity; 1 = none */
   CohortStudentInit student_init;
 
+  /* fine-tuning (engine/model/finetune.h) */
+  CohortFinetune finetune;
+  int lora_rank;
+  double lora_alpha; /* the adapter's output is scaled by lora_alpha / lora_rank */
+  double lora_dropout;
+  char *lora_targets;     /* name patterns of the layers to adapt; "" = the family's default */
+  char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */
+  char *adapter_from;     /* "" or a PEFT adapter folder to start the adapter from */
+  gboolean merge_adapter; /* the export also writes the model with the adapter folded in */
+
   /* output */
   char *workspace_dir;
   int save_every; /* 0 = only at the end */
@@ -173,8 +186,9 @@ typedef struct {
   const char *allowed;        /* human text, e.g. "an integer from 1 to 1024" */
   const char *help;           /* one sentence for tooltips and docs */
   const char *models;         /* the families that read it ("dit", "gpt,dit"); NULL = all */
-  /* A key that means something only under one value of another key (momentum: optimizer
-   * sgd): that key and the value's text form; NULL = always. */
+  /* A key that means something only under some values of another key (momentum: optimizer
+   * sgd): that key and the values' text forms, separated by commas ("lora,frozen"); NULL =
+   * always. */
   const char *when_key;
   const char *when_value;
 } CohortConfigKey;

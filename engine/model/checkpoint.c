@@ -2,6 +2,7 @@
  * three stages (parse state.json, verify the files against the model, read). Finding
  * checkpoints and reading state.json, which need no tensors, are engine/progress/workspace.c. */
 #include "engine/model/checkpoint.h"
+#include "engine/model/lora.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -217,21 +218,28 @@ static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt
   if (tmp)
     g_ptr_array_add(g->copies, tmp);
   cohort_tensor_st_entries(m->tensors, m->n_tensors, params, "", g->names, g->entries);
+  if (m->lora) /* the LoRA adapters are parameters too, in the same vector */
+    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, params, "", g->names,
+                             g->entries);
   const float *buffers = cohort_model_buffers_host(m, &tmp);
   if (tmp)
     g_ptr_array_add(g->copies, tmp);
   cohort_tensor_st_entries(m->buffers, m->n_buffers, buffers, "", g->names, g->entries);
   if (ema)
     cohort_tensor_st_entries(m->tensors, m->n_tensors, ema, EMA_PREFIX, g->names, g->entries);
+  if (ema && m->lora)
+    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, ema, EMA_PREFIX, g->names,
+                             g->entries);
+  /* The optimizer's state covers what learns alone: the train table (engine/model/finetune.h). */
   for (guint i = 0; opt && i < cohort_optimizer_n_states(opt); i++) {
     const float *state = cohort_optimizer_state(opt, i);
     if (cohort_optimizer_backend(opt) != cohort_backend_cpu()) {
-      float *copy = g_new(float, MAX(m->n_params, 1));
+      float *copy = g_new(float, MAX(m->n_trainable, 1));
       cohort_optimizer_download_state(opt, i, copy);
       g_ptr_array_add(g->copies, copy);
       state = copy;
     }
-    cohort_tensor_st_entries(m->tensors, m->n_tensors, state, cohort_optimizer_state_prefix(opt, i),
+    cohort_tensor_st_entries(m->train, m->n_train, state, cohort_optimizer_state_prefix(opt, i),
                              g->names, g->entries);
   }
 }
@@ -360,18 +368,22 @@ static gboolean verify_groups(const CohortModel *m, CohortOptimizer *opt, gboole
   g_autoptr(GError) local = NULL;
   gboolean ok = check_no_extra(m, opt, f, path, &local) &&
                 cohort_tensor_check(m->tensors, m->n_tensors, f, path, "", &local) &&
+                (!m->lora ||
+                 cohort_tensor_check(m->lora->tensors, m->lora->n_tensors, f, path, "", &local)) &&
                 cohort_tensor_check(m->buffers, m->n_buffers, f, path, "", &local);
   g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
   gboolean has_ema = cohort_safetensors_has(f, ema_first);
   ok = ok && (!(want_ema && has_ema) ||
-              cohort_tensor_check(m->tensors, m->n_tensors, f, path, EMA_PREFIX, &local));
+              (cohort_tensor_check(m->tensors, m->n_tensors, f, path, EMA_PREFIX, &local) &&
+               (!m->lora || cohort_tensor_check(m->lora->tensors, m->lora->n_tensors, f, path,
+                                                EMA_PREFIX, &local))));
   for (guint i = 0; ok && opt && i < cohort_optimizer_n_states(opt); i++) {
     const char *prefix = cohort_optimizer_state_prefix(opt, i);
-    g_autofree char *first = g_strconcat(prefix, m->tensors[0].name, NULL);
+    g_autofree char *first = g_strconcat(prefix, m->train[0].name, NULL);
     if (!cohort_safetensors_has(f, first))
       return cohort_checkpoint_corrupt(error, path, "holds no optimizer state (\"%s\" is absent)",
                                        first);
-    ok = cohort_tensor_check(m->tensors, m->n_tensors, f, path, prefix, &local);
+    ok = cohort_tensor_check(m->train, m->n_train, f, path, prefix, &local);
   }
   if (!ok)
     g_set_error_literal(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
@@ -387,12 +399,16 @@ static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, co
   g_autofree float *params = g_new(float, MAX(n, 1));
   g_autofree float *buffers = g_new(float, MAX(m->n_buffer_floats, 1));
   if (!cohort_tensor_read(m->tensors, m->n_tensors, f, "", params, error) ||
+      (m->lora &&
+       !cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, "", params, error)) ||
       !cohort_tensor_read(m->buffers, m->n_buffers, f, "", buffers, error))
     return FALSE;
   if (ema) {
     g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
     if (cohort_safetensors_has(f, ema_first)) {
-      if (!cohort_tensor_read(m->tensors, m->n_tensors, f, EMA_PREFIX, ema, error))
+      if (!cohort_tensor_read(m->tensors, m->n_tensors, f, EMA_PREFIX, ema, error) ||
+          (m->lora &&
+           !cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, EMA_PREFIX, ema, error)))
         return FALSE;
     } else {
       memcpy(ema, params, n * sizeof(float));
@@ -401,9 +417,9 @@ static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, co
   guint n_states = opt ? cohort_optimizer_n_states(opt) : 0;
   g_autoptr(GPtrArray) states = g_ptr_array_new_with_free_func(g_free);
   for (guint i = 0; i < n_states; i++) {
-    float *st = g_new(float, MAX(n, 1));
+    float *st = g_new(float, MAX(m->n_trainable, 1));
     g_ptr_array_add(states, st);
-    if (!cohort_tensor_read(m->tensors, m->n_tensors, f, cohort_optimizer_state_prefix(opt, i), st,
+    if (!cohort_tensor_read(m->train, m->n_train, f, cohort_optimizer_state_prefix(opt, i), st,
                             error))
       return FALSE;
   }

@@ -5,6 +5,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/base/error.h"
+
+#include "engine/model/finetune.h"
+#include "engine/model/lora.h"
 #include "kernels/backend.h"
 
 /* clang-format off */
@@ -24,6 +28,14 @@ void cohort_model_set_creating_frozen(gboolean frozen)
 gboolean cohort_model_creating_frozen(void)
 {
   return g_private_get(&creating_frozen) != NULL;
+}
+
+/* The config whose fine-tuning keys the models created on this thread follow. */
+static GPrivate creating_finetune;
+
+void cohort_model_set_creating_finetune(const CohortConfig *cfg)
+{
+  g_private_set(&creating_finetune, (gpointer)cfg);
 }
 
 /* ZeRO's stage while the trainer creates its model (cohort_model_set_creating_sharded). */
@@ -52,8 +64,11 @@ void cohort_model_free(CohortModel *m)
     return;
   const CohortBackend *be = m->be;
   float *params = m->params, *grads = m->grads, *buffers = m->buffer_data;
-  CohortTensorInfo *tensors = m->tensors, *bufs = m->buffers;
+  CohortTensorInfo *tensors = m->tensors, *bufs = m->buffers, *train = m->train;
   guint n_tensors = m->n_tensors, n_bufs = m->n_buffers;
+  CohortLora *lora = m->lora;
+  size_t *moved_from = m->moved_from;
+  size_t grad_bytes = MAX(m->n_trainable, 1) * sizeof(float);
   cohort_model_free_losses(m);
   gboolean params_reserved = m->params_reserved, grads_reserved = m->grads_reserved;
   size_t bytes = MAX(m->n_params, 1) * sizeof(float);
@@ -65,20 +80,64 @@ void cohort_model_free(CohortModel *m)
     else
       be->free(params);
     if (grads_reserved)
-      be->unreserve(grads, bytes);
+      be->unreserve(grads, grad_bytes);
     else
       be->free(grads);
     be->free(buffers);
   }
+  cohort_lora_free(be, lora);
   free_table(tensors, n_tensors);
   free_table(bufs, n_bufs);
+  g_free(train);
+  g_free(moved_from);
+}
+
+/* The layout of the fine-tuning config set on this thread, if any (finetune.h): the tensors
+ * move, the adapters and the train table are made. Without one the train table is the
+ * parameter table. */
+static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
+{
+  const CohortConfig *cfg = frozen ? NULL : g_private_get(&creating_finetune);
+  m->finetune = cfg ? cfg->finetune : COHORT_FINETUNE_FULL;
+  if (m->finetune == COHORT_FINETUNE_FULL) {
+    m->n_trainable = m->n_params;
+    m->n_train = m->n_tensors;
+    m->train = g_memdup2(m->tensors, MAX(m->n_tensors, 1) * sizeof(CohortTensorInfo));
+    return TRUE;
+  }
+  g_autoptr(CohortFinetunePlan) plan = cohort_finetune_plan_new(
+      cfg, m->klass->name, m->klass->lora_targets, m->tensors, m->n_tensors, error);
+  if (!plan)
+    return FALSE;
+  if (plan->n_adapters > 0 && m->lora_rows == 0)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"finetune\": model \"%s\" cannot run LoRA adapters; allowed: "
+                       "full, frozen",
+                       m->klass->name);
+  CohortFinetuneLayout layout;
+  cohort_finetune_layout(plan, m->tensors, m->n_tensors, &layout);
+  m->n_params = layout.n_params;
+  m->n_trainable = layout.n_trainable;
+  m->train = g_steal_pointer(&layout.train);
+  m->n_train = layout.n_train;
+  m->moved_from = g_steal_pointer(&layout.moved_from);
+  if (plan->n_adapters > 0 && !(m->lora = cohort_lora_new(m, plan, &layout, m->lora_rows, error))) {
+    cohort_finetune_layout_clear(&layout);
+    return FALSE;
+  }
+  /* The train table borrows the adapters' names, which the adapters now own. */
+  cohort_finetune_layout_clear(&layout);
+  return TRUE;
 }
 
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
 {
   gboolean frozen = cohort_model_creating_frozen();
   int stage = frozen ? 0 : GPOINTER_TO_INT(g_private_get(&creating_sharded));
+  if (!lay_out(m, frozen, error))
+    return FALSE;
   size_t bytes = MAX(m->n_params, 1) * sizeof(float);
+  size_t grad_bytes = MAX(m->n_trainable, 1) * sizeof(float);
   if (stage >= 2 && !m->be->reserve) {
     g_set_error(error, cohort_model_error_quark(), 0,
                 "%s model: zero_stage %d needs memory the %s backend cannot provide (address "
@@ -90,7 +149,7 @@ gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
   m->grads_reserved = stage >= 2;
   m->params = m->params_reserved ? m->be->reserve(bytes) : m->be->alloc(bytes);
   if (!frozen)
-    m->grads = m->grads_reserved ? m->be->reserve(bytes) : m->be->alloc(bytes);
+    m->grads = m->grads_reserved ? m->be->reserve(grad_bytes) : m->be->alloc(grad_bytes);
   if (m->n_buffer_floats > 0)
     m->buffer_data = m->be->alloc(m->n_buffer_floats * sizeof(float));
   if (!m->params || (!frozen && !m->grads) || (m->n_buffer_floats > 0 && !m->buffer_data)) {
@@ -111,14 +170,78 @@ size_t cohort_model_memory_bytes(const CohortModel *m)
 {
   /* Reserved ranges hold only the layers in use: ZeRO counts those. */
   size_t floats = (m->params_reserved ? 0 : m->n_params) + m->n_buffer_floats +
-                  (m->grads && !m->grads_reserved ? m->n_params : 0);
-  return floats * sizeof(float) + m->act_bytes;
+                  (m->grads && !m->grads_reserved ? m->n_trainable : 0);
+  return floats * sizeof(float) + m->act_bytes + (m->lora ? m->lora->scratch_bytes : 0);
+}
+
+size_t cohort_model_moved(const CohortModel *m, size_t offset)
+{
+  if (!m->moved_from)
+    return offset;
+  for (guint i = 0; i < m->n_tensors; i++) {
+    size_t from = m->moved_from[i];
+    if (offset >= from && offset < from + m->tensors[i].numel)
+      return m->tensors[i].offset + (offset - from);
+  }
+  g_return_val_if_reached(offset);
+}
+
+float *cohort_model_grad(const CohortModel *m, guint i)
+{
+  g_return_val_if_fail(i < m->n_tensors, NULL);
+  if (!m->grads || m->tensors[i].frozen)
+    return NULL;
+  return m->grads + m->tensors[i].offset;
+}
+
+float *cohort_model_grad_at(const CohortModel *m, size_t offset)
+{
+  /* what learns comes first: [0, n_trainable) */
+  return m->grads && offset < m->n_trainable ? m->grads + offset : NULL;
+}
+
+void cohort_model_layer_grads_ready(CohortModel *m, int layer)
+{
+  size_t lo = 0, hi = 0;
+  gboolean found = FALSE;
+  for (guint k = 0; k < m->n_train; k++) {
+    const CohortTensorInfo *t = &m->train[k];
+    if (t->layer != layer)
+      continue;
+    lo = found ? MIN(lo, t->offset) : t->offset;
+    hi = found ? MAX(hi, t->offset + t->numel) : t->offset + t->numel;
+    found = TRUE;
+  }
+  if (found && hi > lo)
+    cohort_model_grad_ready(m, lo, hi - lo);
+}
+
+gboolean cohort_model_learns_up_to(const CohortModel *m, int layer)
+{
+  for (guint k = 0; k < m->n_train; k++)
+    if (m->train[k].layer <= layer)
+      return TRUE;
+  return FALSE;
+}
+
+void cohort_model_train_view(const CohortModel *m, CohortModel *view)
+{
+  *view = *m;
+  view->tensors = m->train;
+  view->n_tensors = m->n_train;
+  view->n_params = m->n_trainable;
+}
+
+void cohort_model_init(CohortModel *m, guint64 seed)
+{
+  m->ops->init_weights(m, seed);
+  cohort_lora_init(m, seed);
 }
 
 void cohort_model_zero_grad(CohortModel *m)
 {
   if (m->grads && !m->grads_reserved)
-    m->be->zero(m->grads, m->n_params * sizeof(float));
+    m->be->zero(m->grads, m->n_trainable * sizeof(float));
 }
 
 void cohort_model_set_grad_ready_func(CohortModel *m, CohortGradReadyFunc func, gpointer user_data)
@@ -180,7 +303,10 @@ char *cohort_tensor_dims_string(int ndim, const gint64 *shape)
 
 const CohortTensorInfo *cohort_model_find_tensor(const CohortModel *m, const char *name)
 {
-  return cohort_tensor_find(m->tensors, m->n_tensors, name);
+  const CohortTensorInfo *t = cohort_tensor_find(m->tensors, m->n_tensors, name);
+  if (!t && m->lora)
+    t = cohort_tensor_find(m->lora->tensors, m->lora->n_tensors, name);
+  return t;
 }
 
 const CohortTensorInfo *cohort_model_find_buffer(const CohortModel *m, const char *name)
@@ -245,8 +371,10 @@ static const CohortTensorInfo *first_non_finite(const CohortTensorInfo *t, guint
 gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
 {
   g_autofree float *ptmp = NULL, *btmp = NULL;
-  const CohortTensorInfo *bad =
-      first_non_finite(m->tensors, m->n_tensors, cohort_model_params_host(m, &ptmp));
+  const float *params = cohort_model_params_host(m, &ptmp);
+  const CohortTensorInfo *bad = first_non_finite(m->tensors, m->n_tensors, params);
+  if (!bad && m->lora)
+    bad = first_non_finite(m->lora->tensors, m->lora->n_tensors, params);
   if (!bad)
     bad = first_non_finite(m->buffers, m->n_buffers, cohort_model_buffers_host(m, &btmp));
   if (bad) {

@@ -28,6 +28,7 @@ typedef struct CohortBackend CohortBackend;
 typedef struct CohortModel CohortModel;
 typedef struct CohortModelClass CohortModelClass;
 typedef struct CohortLossLog CohortLossLog;
+typedef struct CohortLora CohortLora; /* engine/model/lora.h */
 
 typedef enum {
   COHORT_FORWARD_TRAIN, /* keeps what backward needs; BatchNorm uses batch statistics */
@@ -165,6 +166,24 @@ struct CohortModel {
   size_t act_bytes;
   const CohortModelComm *comm; /* NULL: this rank's batch alone (cohort_model_set_comm) */
   CohortLossLog *loss_log;     /* the base's (engine/model/model-loss.c); NULL until used */
+
+  /* Fine-tuning (engine/model/finetune.h): the parameters that learn, and the LoRA adapters
+   * among them, come first in the parameter vector, [0, n_trainable); the frozen ones follow.
+   * `grads` holds n_trainable floats, and the optimizer, EMA weights, the DDP reducer and
+   * ZeRO's shards cover that part alone, described by the train table (`train`, in increasing
+   * offsets, each layer's tensors together). With finetune full, and for a model made without
+   * a fine-tuning config, n_trainable is n_params and the train table is the parameter table.
+   * n_params counts the adapters too; the parameter table (`tensors`) holds the family's
+   * tensors only, the adapters' are lora->tensors. */
+  size_t n_trainable;
+  CohortTensorInfo *train; /* n_train entries; names borrowed from the tables */
+  guint n_train;
+  CohortFinetune finetune;
+  CohortLora *lora;   /* finetune lora: the adapters; NULL otherwise */
+  size_t *moved_from; /* each tensor's offset before the layout; NULL when nothing moved */
+  /* For families that take adapters, set before cohort_model_alloc_tables: the most rows any
+   * adapted linear map sees in one forward of max_batch examples (B·T for a GPT). */
+  size_t lora_rows;
 };
 
 /* A model family. */
@@ -204,6 +223,21 @@ struct CohortModelClass {
    * GPT-2); NULL = none. Used by the generic import. */
   const char *import_prefix;
 
+  /* The layers that get LoRA adapters when lora_targets is "" (comma-separated, as
+   * lora_targets); NULL: the family takes no adapters. Its forward and backward call
+   * cohort_lora_forward and cohort_lora_backward (engine/model/lora.h) on every weight whose
+   * `adapt` it sets. */
+  const char *lora_targets;
+  /* The module path of the family's layers inside the Hugging Face model PEFT wraps
+   * ("transformer." for GPT2LMHeadModel; NULL: none), and PEFT's task_type (NULL: none):
+   * for the adapter folder (engine/model/lora-io.h). */
+  const char *lora_module_prefix;
+  const char *lora_task_type;
+  /* TRUE when the family's backward skips frozen gradients (cohort_model_grad,
+   * cohort_model_grad_at) and keeps no offsets that cohort_model_moved does not map: it can
+   * run finetune frozen (and lora, with lora_targets). */
+  gboolean frozen_layout;
+
   /* Distillation (engine/model/distill.h); a family without distill_new cannot be a student. */
   /* What a teacher's config must share with the student's beyond the family (vocabulary;
    * image size, channels and classes); errors name the key, both values and `teacher_dir`.
@@ -234,6 +268,10 @@ void cohort_model_set_creating_frozen(gboolean frozen);
  * every block reuses). */
 gboolean cohort_model_creating_frozen(void);
 
+/* For the registry: while set on this thread (NULL clears it), models created here are laid
+ * out for `cfg`'s fine-tuning keys (engine/model/finetune.h), except frozen ones (teachers). */
+void cohort_model_set_creating_finetune(const CohortConfig *cfg);
+
 /* For the trainer: while set on this thread (2 or 3; 0 clears it), models created here get
  * their gradients (stage 2) or their gradients and parameters (stage 3) as reserved address
  * ranges instead of whole buffers (CohortModel.grads_reserved, params_reserved), which ZeRO
@@ -242,12 +280,43 @@ void cohort_model_set_creating_sharded(int stage);
 
 /* For families: allocates params, grads and buffer_data for the tables already set on `m`
  * (zeroed, backend memory); no grads inside cohort_model_new_frozen; reserved ranges inside
- * cohort_model_set_creating_sharded. FALSE with an error naming the sizes when out of memory
- * (or, for a reserved range, when the backend cannot reserve address space). */
+ * cohort_model_set_creating_sharded. Inside cohort_model_set_creating_finetune it first lays
+ * the tensors out for the config (their offsets change: a family that keeps offsets of its
+ * own maps them with cohort_model_moved) and makes the adapters. FALSE with an error naming
+ * the sizes when out of memory (or, for a reserved range, when the backend cannot reserve
+ * address space), or naming the key when the fine-tuning keys do not fit the model. */
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
 
-/* Backend bytes the model holds: parameters, gradients (none when frozen), buffers and the
- * activations the family reports in act_bytes. */
+/* For families: where the tensor that the family laid out at `offset` (before
+ * cohort_model_alloc_tables) is now; `offset` itself when nothing moved. */
+size_t cohort_model_moved(const CohortModel *m, size_t offset);
+
+/* For families: the gradient of parameter tensor i (backend memory), or NULL when it is
+ * frozen or the model has no gradients: its gradient is then not computed. */
+float *cohort_model_grad(const CohortModel *m, guint i);
+/* For families: the gradient of the parameter tensor laid out at `offset` (its offset after
+ * cohort_model_alloc_tables), or NULL when it is frozen or the model has no gradients. */
+float *cohort_model_grad_at(const CohortModel *m, size_t offset);
+/* For families, in backward: the gradients of every trainable tensor of `layer` (adapters
+ * included) are final; reports their range to the grad-ready hook (nothing when the layer has
+ * none). */
+void cohort_model_layer_grads_ready(CohortModel *m, int layer);
+/* Whether anything learns in `layer` or before it (table order of layers: a family whose
+ * layer numbers grow in forward order may end backward once this is FALSE). */
+gboolean cohort_model_learns_up_to(const CohortModel *m, int layer);
+
+/* `view` becomes `m` with the train table in place of the parameter table (tensors = train,
+ * n_params = n_trainable), sharing every buffer: for code that saves, loads or shares the
+ * trainable part by name (checkpoints, ZeRO's files). Never free it or call its ops. */
+void cohort_model_train_view(const CohortModel *m, CohortModel *view);
+
+/* Initialises the model from `seed`: the family's init_weights, then the adapters (lora_A
+ * Kaiming-uniform, lora_B zeros, as PEFT). */
+void cohort_model_init(CohortModel *m, guint64 seed);
+
+/* Backend bytes the model holds: parameters, gradients (none when frozen; the trainable part
+ * otherwise), buffers, the adapters' scratch and the activations the family reports in
+ * act_bytes. */
 size_t cohort_model_memory_bytes(const CohortModel *m);
 
 /* TRUE when the model's memory is host memory (the CPU backend). */

@@ -2,22 +2,34 @@
  * (x_t, the embedding's timestep 1000·t, labels) is already in backend memory. */
 #include "engine/models/dit-private.h"
 
-/* y [N, out] = x [N, in] @ W^T + b, W in PyTorch's [out, in] layout. */
-static void linear(const CohortBackend *be, float *y, const float *x, const float *w,
-                   const float *b, int N, int in, int out)
+#include "engine/model/lora.h"
+
+/* y [N, out] = x [N, in] @ W^T + b with table tensor `w` (PyTorch's [out, in] layout) and its
+ * bias w + 1, plus its LoRA adapter if any. */
+static void linear(Dit *d, float *y, const float *x, guint w, int N, int in, int out)
 {
-  be->gemm(0, 1, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
-  be->add_bias(y, b, N, out);
+  CohortModel *m = &d->base;
+  const CohortBackend *be = m->be;
+  be->gemm(0, 1, N, out, in, 1.0f, x, in, m->params + m->tensors[w].offset, in, 0.0f, y, out);
+  be->add_bias(y, m->params + m->tensors[w + 1].offset, N, out);
+  cohort_lora_forward(m, w, y, x, N);
 }
 
-/* dx = dy @ W (beta 0 overwrites, 1 adds; dx NULL skips it), dW += dy^T @ x, db += colsum. */
-static void linear_back(const CohortBackend *be, float *dx, float beta, float *dw, float *db,
-                        const float *dy, const float *x, const float *w, int N, int in, int out)
+/* dx = dy @ W (beta 0 overwrites, 1 adds; dx NULL skips it), dW += dy^T @ x, db += colsum
+ * (each skipped when frozen), and the adapter's gradients and share of dx. */
+static void linear_back(Dit *d, float *dx, float beta, const float *dy, const float *x, guint w,
+                        int N, int in, int out)
 {
+  CohortModel *m = &d->base;
+  const CohortBackend *be = m->be;
+  float *dw = cohort_model_grad(m, w), *db = cohort_model_grad(m, w + 1);
   if (dx)
-    be->gemm(0, 0, N, in, out, 1.0f, dy, out, w, in, beta, dx, in);
-  be->gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
-  be->bias_backward(db, dy, N, out);
+    be->gemm(0, 0, N, in, out, 1.0f, dy, out, m->params + m->tensors[w].offset, in, beta, dx, in);
+  if (dw)
+    be->gemm(1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
+  if (db)
+    be->bias_backward(db, dy, N, out);
+  cohort_lora_backward(m, w, dx, dy, x, N);
 }
 
 /* c = t_embedder(t) + y_embedder(labels); sc = SiLU(c), which every adaLN reads. */
@@ -27,9 +39,9 @@ static void conditioning(Dit *d, int B)
   float *p = d->base.params;
   int C = d->shape.hidden;
   be->timestep_embedding(d->tfreq, d->t, B, DIT_FREQ_DIM, 10000.0f);
-  linear(be, d->th, d->tfreq, dit_hp(d, p, DT_T0_W), dit_hp(d, p, DT_T0_B), B, DIT_FREQ_DIM, C);
+  linear(d, d->th, d->tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
   be->silu_forward(d->ths, d->th, (size_t)B * C);
-  linear(be, d->temb, d->ths, dit_hp(d, p, DT_T2_W), dit_hp(d, p, DT_T2_B), B, C, C);
+  linear(d, d->temb, d->ths, DT_T2_W, B, C, C);
   be->rows_gather(d->c, dit_hp(d, p, DT_Y_TABLE), d->labels, B, C);
   be->axpby(d->c, 1.0f, d->c, 1.0f, d->temb, (size_t)B * C);
   be->silu_forward(d->sc, d->c, (size_t)B * C);
@@ -39,25 +51,24 @@ static void block_forward(Dit *d, int l, const float *x, int B)
 {
   const CohortBackend *be = d->base.be;
   DitBlockActs *a = &d->blocks[l];
-  float *p = d->base.params;
   int C = d->shape.hidden, T = d->T, N = B * T, NH = d->shape.n_head, ld = 6 * C;
-  linear(be, a->mod, d->sc, dit_bp(d, p, l, DB_ADA_W), dit_bp(d, p, l, DB_ADA_B), B, C, 6 * C);
+  linear(d, a->mod, d->sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
   /* chunk(6): shift, scale, gate of attention, then of the MLP */
   const float *shift1 = a->mod, *scale1 = a->mod + C, *gate1 = a->mod + 2 * C;
   const float *shift2 = a->mod + 3 * C, *scale2 = a->mod + 4 * C, *gate2 = a->mod + 5 * C;
 
   be->layernorm_forward(a->h1, a->mean1, a->rstd1, x, NULL, NULL, N, C, DIT_LN_EPS);
   be->modulate_forward(a->m1, a->h1, shift1, scale1, B, T, C, ld);
-  linear(be, a->qkv, a->m1, dit_bp(d, p, l, DB_QKV_W), dit_bp(d, p, l, DB_QKV_B), N, C, 3 * C);
+  linear(d, a->qkv, a->m1, dit_bi(d, l, DB_QKV_W), N, C, 3 * C);
   be->attention_forward(a->att, a->lse, a->qkv, B, T, C, NH, 0);
-  linear(be, a->a, a->att, dit_bp(d, p, l, DB_PROJ_W), dit_bp(d, p, l, DB_PROJ_B), N, C, C);
+  linear(d, a->a, a->att, dit_bi(d, l, DB_PROJ_W), N, C, C);
   be->gated_residual_forward(a->x1, x, gate1, a->a, B, T, C, ld);
 
   be->layernorm_forward(a->h2, a->mean2, a->rstd2, a->x1, NULL, NULL, N, C, DIT_LN_EPS);
   be->modulate_forward(a->m2, a->h2, shift2, scale2, B, T, C, ld);
-  linear(be, a->f, a->m2, dit_bp(d, p, l, DB_FC1_W), dit_bp(d, p, l, DB_FC1_B), N, C, 4 * C);
+  linear(d, a->f, a->m2, dit_bi(d, l, DB_FC1_W), N, C, 4 * C);
   be->gelu_forward(a->g, a->f, (size_t)N * 4 * C);
-  linear(be, a->o, a->g, dit_bp(d, p, l, DB_FC2_W), dit_bp(d, p, l, DB_FC2_B), N, 4 * C, C);
+  linear(d, a->o, a->g, dit_bi(d, l, DB_FC2_W), N, 4 * C, C);
   be->gated_residual_forward(a->x_out, a->x1, gate2, a->o, B, T, C, ld);
 }
 
@@ -65,14 +76,13 @@ void cohort_dit_net_forward(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   const CohortDitShape *s = &d->shape;
-  float *p = d->base.params;
   int C = s->hidden, T = d->T, N = B * T, K = d->k_patch, H = s->image_size;
   CohortModel *m = &d->base;
   be->patchify(d->tokens_in, d->img, B, s->channels, H, H, s->patch);
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
    * the embedders (layer -1), the blocks, the final layer (layer n_layer). */
   cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
-  linear(be, d->x0, d->tokens_in, dit_hp(d, p, DT_X_W), dit_hp(d, p, DT_X_B), N, K, C);
+  linear(d, d->x0, d->tokens_in, DT_X_W, N, K, C);
   be->add_bias(d->x0, d->base.buffer_data, B, T * C); /* + pos_embed, per image */
   conditioning(d, B);
   cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
@@ -85,10 +95,10 @@ void cohort_dit_net_forward(Dit *d, int B)
   }
   cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* final layer: chunk(2) of its modulation is shift, then scale */
-  linear(be, d->fmod, d->sc, dit_fp(d, p, DF_ADA_W), dit_fp(d, p, DF_ADA_B), B, C, 2 * C);
+  linear(d, d->fmod, d->sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
   be->layernorm_forward(d->fh, d->fmean, d->frstd, x, NULL, NULL, N, C, DIT_LN_EPS);
   be->modulate_forward(d->fm, d->fh, d->fmod, d->fmod + C, B, T, C, 2 * C);
-  linear(be, d->fout, d->fm, dit_fp(d, p, DF_LIN_W), dit_fp(d, p, DF_LIN_B), N, C, K);
+  linear(d, d->fout, d->fm, dit_fi(d, DF_LIN_W), N, C, K);
   cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
   be->unpatchify(d->pred, d->fout, B, s->channels, H, H, s->patch);
 }
@@ -99,7 +109,6 @@ static void block_backward(Dit *d, int l, const float *x, int B)
 {
   const CohortBackend *be = d->base.be;
   DitBlockActs *a = &d->blocks[l];
-  float *p = d->base.params, *g = d->base.grads;
   int C = d->shape.hidden, T = d->T, N = B * T, NH = d->shape.n_head, ld = 6 * C;
   size_t nc = (size_t)N * C * sizeof(float);
   const float *scale1 = a->mod + C, *gate1 = a->mod + 2 * C;
@@ -109,48 +118,40 @@ static void block_backward(Dit *d, int l, const float *x, int B)
 
   /* MLP branch: x_out = x1 + gate2 · fc2(gelu(fc1(modulate(LN(x1))))) */
   be->gated_residual_backward(NULL, d->da, dm + 5 * C, d->dres, gate2, a->o, B, T, C, ld);
-  linear_back(be, d->dbig, 0.0f, dit_bp(d, g, l, DB_FC2_W), dit_bp(d, g, l, DB_FC2_B), d->da, a->g,
-              dit_bp(d, p, l, DB_FC2_W), N, 4 * C, C);
+  linear_back(d, d->dbig, 0.0f, d->da, a->g, dit_bi(d, l, DB_FC2_W), N, 4 * C, C);
   be->gelu_backward(d->dbig, a->f, d->dbig, (size_t)N * 4 * C);
-  linear_back(be, d->dm, 0.0f, dit_bp(d, g, l, DB_FC1_W), dit_bp(d, g, l, DB_FC1_B), d->dbig, a->m2,
-              dit_bp(d, p, l, DB_FC1_W), N, C, 4 * C);
+  linear_back(d, d->dm, 0.0f, d->dbig, a->m2, dit_bi(d, l, DB_FC1_W), N, C, 4 * C);
   be->zero(d->dh, nc);
   be->modulate_backward(d->dh, dm + 3 * C, dm + 4 * C, d->dm, a->h2, scale2, B, T, C, ld);
   be->layernorm_backward(d->dres, NULL, NULL, d->dh, a->x1, NULL, a->mean2, a->rstd2, N, C);
 
   /* attention branch: x1 = x + gate1 · proj(attn(qkv(modulate(LN(x))))) */
   be->gated_residual_backward(NULL, d->da, dm + 2 * C, d->dres, gate1, a->a, B, T, C, ld);
-  linear_back(be, d->datt, 0.0f, dit_bp(d, g, l, DB_PROJ_W), dit_bp(d, g, l, DB_PROJ_B), d->da,
-              a->att, dit_bp(d, p, l, DB_PROJ_W), N, C, C);
+  linear_back(d, d->datt, 0.0f, d->da, a->att, dit_bi(d, l, DB_PROJ_W), N, C, C);
   be->attention_backward(d->dqkv, d->datt, a->qkv, a->att, a->lse, B, T, C, NH, 0);
-  linear_back(be, d->dm, 0.0f, dit_bp(d, g, l, DB_QKV_W), dit_bp(d, g, l, DB_QKV_B), d->dqkv, a->m1,
-              dit_bp(d, p, l, DB_QKV_W), N, C, 3 * C);
+  linear_back(d, d->dm, 0.0f, d->dqkv, a->m1, dit_bi(d, l, DB_QKV_W), N, C, 3 * C);
   be->zero(d->dh, nc);
   be->modulate_backward(d->dh, dm, dm + C, d->dm, a->h1, scale1, B, T, C, ld);
   be->layernorm_backward(d->dres, NULL, NULL, d->dh, x, NULL, a->mean1, a->rstd1, N, C);
 
   /* the block's modulation: mod = sc @ W^T + b; d(sc) accumulates over blocks */
-  linear_back(be, d->dsc, 1.0f, dit_bp(d, g, l, DB_ADA_W), dit_bp(d, g, l, DB_ADA_B), dm, d->sc,
-              dit_bp(d, p, l, DB_ADA_W), B, C, 6 * C);
+  linear_back(d, d->dsc, 1.0f, dm, d->sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
 }
 
 static void final_backward(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   const CohortDitShape *s = &d->shape;
-  float *p = d->base.params, *g = d->base.grads;
   int C = s->hidden, T = d->T, N = B * T, K = d->k_patch, H = s->image_size;
   be->unpatchify_backward(d->dtok, d->dimg, B, s->channels, H, H, s->patch);
-  linear_back(be, d->dm, 0.0f, dit_fp(d, g, DF_LIN_W), dit_fp(d, g, DF_LIN_B), d->dtok, d->fm,
-              dit_fp(d, p, DF_LIN_W), N, C, K);
+  linear_back(d, d->dm, 0.0f, d->dtok, d->fm, dit_fi(d, DF_LIN_W), N, C, K);
   be->zero(d->dh, (size_t)N * C * sizeof(float));
   be->zero(d->dmod, (size_t)B * 2 * C * sizeof(float));
   be->modulate_backward(d->dh, d->dmod, d->dmod + C, d->dm, d->fh, d->fmod + C, B, T, C, 2 * C);
   be->zero(d->dres, (size_t)N * C * sizeof(float));
   be->layernorm_backward(d->dres, NULL, NULL, d->dh, d->xL, NULL, d->fmean, d->frstd, N, C);
   /* d(sc) starts here: the final layer's modulation is its first reader in backward */
-  linear_back(be, d->dsc, 0.0f, dit_fp(d, g, DF_ADA_W), dit_fp(d, g, DF_ADA_B), d->dmod, d->sc,
-              dit_fp(d, p, DF_ADA_W), B, C, 2 * C);
+  linear_back(d, d->dsc, 0.0f, d->dmod, d->sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
 }
 
 /* The embedders: d(sc) → d(c) → the timestep MLP and the label table; d(x0) → the patch
@@ -158,17 +159,15 @@ static void final_backward(Dit *d, int B)
 static void embedders_backward(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
-  float *p = d->base.params, *g = d->base.grads;
   int C = d->shape.hidden, N = B * d->T, K = d->k_patch;
   be->silu_backward(d->dc, d->c, d->dsc, (size_t)B * C);
-  be->rows_scatter_add(dit_hp(d, g, DT_Y_TABLE), d->dc, d->labels, B, C);
-  linear_back(be, d->dtmp, 0.0f, dit_hp(d, g, DT_T2_W), dit_hp(d, g, DT_T2_B), d->dc, d->ths,
-              dit_hp(d, p, DT_T2_W), B, C, C);
+  float *dtable = cohort_model_grad(&d->base, DT_Y_TABLE);
+  if (dtable)
+    be->rows_scatter_add(dtable, d->dc, d->labels, B, C);
+  linear_back(d, d->dtmp, 0.0f, d->dc, d->ths, DT_T2_W, B, C, C);
   be->silu_backward(d->dtmp, d->th, d->dtmp, (size_t)B * C);
-  linear_back(be, NULL, 0.0f, dit_hp(d, g, DT_T0_W), dit_hp(d, g, DT_T0_B), d->dtmp, d->tfreq,
-              dit_hp(d, p, DT_T0_W), B, DIT_FREQ_DIM, C);
-  linear_back(be, NULL, 0.0f, dit_hp(d, g, DT_X_W), dit_hp(d, g, DT_X_B), d->dres, d->tokens_in,
-              dit_hp(d, p, DT_X_W), N, K, C);
+  linear_back(d, NULL, 0.0f, d->dtmp, d->tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
+  linear_back(d, NULL, 0.0f, d->dres, d->tokens_in, DT_X_W, N, K, C);
 }
 
 void cohort_dit_net_backward(Dit *d, int B)
@@ -178,16 +177,19 @@ void cohort_dit_net_backward(Dit *d, int B)
   cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
   final_backward(d, B);
   cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
-  cohort_model_grad_ready(m, d->final_offset, m->n_params - d->final_offset);
-  for (int l = L - 1; l >= 0; l--) {
+  cohort_model_layer_grads_ready(m, L);
+  /* finetune: backward ends below the lowest layer that learns */
+  for (int l = L - 1; l >= 0 && cohort_model_learns_up_to(m, l); l--) {
     const float *x = l > 0 ? d->blocks[l - 1].x_out : d->x0;
     cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
     block_backward(d, l, x, B);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
-    cohort_model_grad_ready(m, d->blocks_offset + (size_t)l * d->block_numel, d->block_numel);
+    cohort_model_layer_grads_ready(m, l);
   }
+  if (!cohort_model_learns_up_to(m, -1))
+    return;
   cohort_model_layer_begin(m, -1, COHORT_LAYER_BACKWARD);
   embedders_backward(d, B);
   cohort_model_layer_end(m, -1, COHORT_LAYER_BACKWARD);
-  cohort_model_grad_ready(m, 0, d->blocks_offset);
+  cohort_model_layer_grads_ready(m, -1);
 }

@@ -47,7 +47,6 @@ typedef struct {
   CohortDitShape shape;
   int T;       /* tokens per image */
   int k_patch; /* values per patch: channels · patch² */
-  size_t blocks_offset, block_numel, final_offset;
 
   /* vae_from: the VAE's folder (resolved) and the image size it decodes to; NULL in pixel
    * space. The VAE itself is loaded (for decoding only) when a sample first needs it. */
@@ -92,6 +91,17 @@ typedef struct {
 static inline Dit *dit_of(const CohortModel *m)
 {
   return (Dit *)m;
+}
+
+/* Table indices of block `l`'s tensor `p`, and of final-layer tensor `p` (head tensors: `p`). */
+static inline guint dit_bi(const Dit *d, int l, int p)
+{
+  (void)d;
+  return DT_HEAD_COUNT + (guint)l * DB_COUNT + (guint)p;
+}
+static inline guint dit_fi(const Dit *d, int p)
+{
+  return DT_HEAD_COUNT + (guint)d->shape.n_layer * DB_COUNT + (guint)p;
 }
 
 /* Parameter pointer (in `base`, the params or grads buffer) of block `l`, tensor `p`. */

@@ -64,7 +64,6 @@ static void build_tables(Dit *d)
   };
   for (int i = 0; i < DT_HEAD_COUNT; i++)
     add(arr, g_strdup(head_names[i]), head_shapes[i][0], head_shapes[i] + 1, -1, &off);
-  d->blocks_offset = off;
   for (int l = 0; l < s->n_layer; l++) {
     const int shapes[DB_COUNT][3] = {
         {2, 3 * C, C}, {1, 3 * C},    {2, C, C}, {1, C},        {2, 4 * C, C},
@@ -73,15 +72,17 @@ static void build_tables(Dit *d)
     for (int p = 0; p < DB_COUNT; p++)
       add(arr, g_strdup_printf("blocks.%d.%s", l, block_names[p]), shapes[p][0], shapes[p] + 1, l,
           &off);
-    if (l == 0)
-      d->block_numel = off - d->blocks_offset;
   }
-  d->final_offset = off;
   const int final_shapes[DF_COUNT][3] = {{2, K, C}, {1, K}, {2, 2 * C, C}, {1, 2 * C}};
   for (int p = 0; p < DF_COUNT; p++)
     add(arr, g_strdup(final_names[p]), final_shapes[p][0], final_shapes[p] + 1, s->n_layer, &off);
   d->base.n_tensors = arr->len;
   d->base.tensors = (CohortTensorInfo *)g_array_free(arr, FALSE);
+  /* nn.Linear weights, [out, in]: LoRA targets (finetune lora); not the patch embedding (a
+   * convolution) nor the label table */
+  for (guint i = 0; i < d->base.n_tensors; i++)
+    if (d->base.tensors[i].ndim == 2 && i != DT_Y_TABLE)
+      d->base.tensors[i].adapt = COHORT_ADAPT_LINEAR;
   d->base.n_params = off;
 
   /* pos_embed: a fixed (requires_grad=False) parameter in the reference, so it is in the state
@@ -486,7 +487,16 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->host_t = g_new(float, max_batch);
   d->host_losses = g_new(float, max_batch);
   d->host_labels = g_new(int, max_batch);
-  if (!cohort_model_alloc_tables(m, NULL) || !d->act_mem || !d->host_img || !d->host_target) {
+  m->lora_rows = (size_t)max_batch * d->T; /* the blocks' rows; adaLN sees max_batch */
+  GError *local = NULL;
+  if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
+    g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
+    cohort_model_free(m);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!m->params || (!d->forward_only && !m->grads) || !d->act_mem || !d->host_img ||
+      !d->host_target) {
     g_set_error(error, cohort_dit_error_quark(), 1,
                 "DiT model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(batch %d of %d×%d images); allowed: a smaller model or batch",
@@ -512,6 +522,8 @@ const CohortModelClass cohort_dit_class = {
     .count_params = dit_count_params,
     .act_bytes = dit_act_bytes,
     .param_table = dit_param_table,
+    .frozen_layout = TRUE,
+    .lora_targets = "attn.qkv,attn.proj,mlp.fc1,mlp.fc2,adaLN_modulation.1",
     .create = dit_create,
     .import_weights = cohort_dit_import,
     .check_teacher = cohort_dit_check_teacher,

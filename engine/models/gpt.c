@@ -6,6 +6,7 @@
 #include "engine/model/rng.h"
 
 #include "engine/model/distill.h"
+#include "engine/model/lora.h"
 #include "engine/models/gpt-generate.h"
 #include "engine/models/gpt-io.h"
 #include "kernels/backend.h"
@@ -53,8 +54,6 @@ typedef struct {
 typedef struct {
   CohortModel base;
   CohortGptShape shape;
-  size_t block_offset0; /* offset of h.0.* */
-  size_t block_numel;   /* floats per block */
 
   /* activations */
   void *act_mem;
@@ -115,17 +114,18 @@ static void build_table(Gpt *gpt)
   size_t off = 0;
   add_tensor(arr, g_strdup("wte.weight"), s->vocab_size, C, -1, &off);
   add_tensor(arr, g_strdup("wpe.weight"), s->seq_len, C, -1, &off);
-  gpt->block_offset0 = off;
   for (int l = 0; l < s->n_layer; l++) {
     const int dims[P_BLOCK_COUNT][2] = {
         {C, 0}, {C, 0}, {C, 3 * C}, {3 * C, 0}, {C, C},     {C, 0},
         {C, 0}, {C, 0}, {C, 4 * C}, {4 * C, 0}, {4 * C, C}, {C, 0},
     };
-    for (int p = 0; p < P_BLOCK_COUNT; p++)
-      add_tensor(arr, g_strdup_printf("h.%d.%s", l, block_names[p]), dims[p][0], dims[p][1], l,
-                 &off);
-    if (l == 0)
-      gpt->block_numel = off - gpt->block_offset0;
+    for (int p = 0; p < P_BLOCK_COUNT; p++) {
+      CohortTensorInfo *t = add_tensor(arr, g_strdup_printf("h.%d.%s", l, block_names[p]),
+                                       dims[p][0], dims[p][1], l, &off);
+      /* the four projections are HF's Conv1D: stored [in, out] */
+      if (p == P_ATTN_W || p == P_ATTN_PROJ_W || p == P_FC_W || p == P_FC_PROJ_W)
+        t->adapt = COHORT_ADAPT_CONV1D;
+    }
   }
   add_tensor(arr, g_strdup("ln_f.weight"), C, 0, s->n_layer, &off);
   add_tensor(arr, g_strdup("ln_f.bias"), C, 0, s->n_layer, &off);
@@ -134,10 +134,22 @@ static void build_table(Gpt *gpt)
   gpt->base.n_params = off;
 }
 
-/* Parameter (or gradient) pointer of block `l`, tensor `p`. */
+/* The table index of block `l`'s tensor `p`. */
+static guint bi(int l, int p)
+{
+  return 2 + (guint)l * P_BLOCK_COUNT + (guint)p;
+}
+
+/* Parameter pointer of block `l`, tensor `p`. */
 static float *bp(const Gpt *gpt, float *base, int l, int p)
 {
-  return base + gpt->base.tensors[2 + l * P_BLOCK_COUNT + p].offset;
+  return base + gpt->base.tensors[bi(l, p)].offset;
+}
+
+/* Its gradient, or NULL when it is frozen (engine/model/finetune.h). */
+static float *bg(const Gpt *gpt, int l, int p)
+{
+  return cohort_model_grad(&gpt->base, bi(l, p));
 }
 
 static gboolean check_shape(const CohortGptShape *s, int max_batch, GError **error)
@@ -258,11 +270,19 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
   gpt->shape = *shape;
   gpt->forward_only = cohort_model_creating_frozen();
   build_table(gpt);
+  m->lora_rows = (size_t)max_batch * shape->seq_len;
   gpt->blocks = g_new0(BlockActs, shape->n_layer);
   size_t act_bytes = layout_acts(gpt, NULL);
   gpt->act_mem = be->alloc(act_bytes);
   gpt->host_losses = g_try_new(float, (size_t)max_batch * shape->seq_len);
-  if (!cohort_model_alloc_tables(m, NULL) || !gpt->act_mem || !gpt->host_losses) {
+  GError *local = NULL;
+  if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
+    g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
+    cohort_model_free(m);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!m->params || (!gpt->forward_only && !m->grads) || !gpt->act_mem || !gpt->host_losses) {
     g_set_error(error, GPT_ERROR, 1,
                 "GPT model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(max_batch %d, seq_len %d); allowed: a smaller model or batch",
@@ -322,12 +342,12 @@ void cohort_gpt_upload_params(CohortGpt *m, const float *host)
 
 void cohort_gpt_download_grads(const CohortGpt *m, float *host)
 {
-  m->be->download(host, m->grads, m->n_params * sizeof(float));
+  m->be->download(host, m->grads, m->n_trainable * sizeof(float));
 }
 
 void cohort_gpt_upload_grads(CohortGpt *m, const float *host)
 {
-  m->be->upload(m->grads, host, m->n_params * sizeof(float));
+  m->be->upload(m->grads, host, m->n_trainable * sizeof(float));
 }
 
 const float *cohort_gpt_params_host(const CohortGpt *m, float **tmp)
@@ -423,21 +443,31 @@ static gboolean tokens_valid(const int *tok, size_t n, int vocab)
   return TRUE;
 }
 
-/* y [N, out] = x [N, in] @ w [in, out] + b, HF Conv1D layout. */
-static void linear_forward(const CohortBackend *be, float *y, const float *x, const float *w,
-                           const float *b, int N, int in, int out)
+/* y [N, out] (beta 0: overwritten, 1: added to) += x [N, in] @ w [in, out] + b with block l's
+ * weight p (HF Conv1D layout) and its bias p + 1, and the weight's LoRA adapter if any. */
+static void linear_forward(Gpt *gpt, float *y, float beta, const float *x, int l, int p, int N,
+                           int in, int out)
 {
-  be->gemm(0, 0, N, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
-  be->add_bias(y, b, N, out);
+  const CohortBackend *be = gpt->base.be;
+  float *P = gpt->base.params;
+  be->gemm(0, 0, N, out, in, 1.0f, x, in, bp(gpt, P, l, p), out, beta, y, out);
+  be->add_bias(y, bp(gpt, P, l, p + 1), N, out);
+  cohort_lora_forward(&gpt->base, bi(l, p), y, x, N);
 }
 
-/* dx = dy @ w^T (overwrites), dw += x^T @ dy, db += colsum(dy). */
-static void linear_backward(const CohortBackend *be, float *dx, float *dw, float *db,
-                            const float *dy, const float *x, const float *w, int N, int in, int out)
+/* dx = dy @ w^T (overwrites), dw += x^T @ dy, db += colsum(dy) (frozen ones skipped), and the
+ * adapter's gradients and share of dx. */
+static void linear_backward(Gpt *gpt, float *dx, const float *dy, const float *x, int l, int p,
+                            int N, int in, int out)
 {
-  be->gemm(0, 1, N, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
-  be->gemm(1, 0, in, out, N, 1.0f, x, in, dy, out, 1.0f, dw, out);
-  be->bias_backward(db, dy, N, out);
+  const CohortBackend *be = gpt->base.be;
+  float *dw = bg(gpt, l, p), *db = bg(gpt, l, p + 1);
+  be->gemm(0, 1, N, in, out, 1.0f, dy, out, bp(gpt, gpt->base.params, l, p), out, 0.0f, dx, in);
+  if (dw)
+    be->gemm(1, 0, in, out, N, 1.0f, x, in, dy, out, 1.0f, dw, out);
+  if (db)
+    be->bias_backward(db, dy, N, out);
+  cohort_lora_backward(&gpt->base, bi(l, p), dx, dy, x, N);
 }
 
 float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, int B, int T)
@@ -456,8 +486,9 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   be->upload(gpt->tokens, inputs, n_tok * sizeof(int));
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
    * the embeddings (layer -1), the blocks, ln_f (layer n_layer), the tied head (-1 again). */
+  const float *wte = p + gpt->base.tensors[0].offset;
   cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
-  be->embedding_forward(gpt->encoded, gpt->tokens, p, p + gpt->base.tensors[1].offset, B, T, C);
+  be->embedding_forward(gpt->encoded, gpt->tokens, wte, p + gpt->base.tensors[1].offset, B, T, C);
   cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
 
   const float *res = gpt->encoded;
@@ -466,32 +497,29 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
     cohort_model_layer_begin(m, l, COHORT_LAYER_FORWARD);
     be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, bp(gpt, p, l, P_LN1_W),
                           bp(gpt, p, l, P_LN1_B), N, C, GPT_LN_EPS);
-    linear_forward(be, a->qkv, a->ln1, bp(gpt, p, l, P_ATTN_W), bp(gpt, p, l, P_ATTN_B), N, C,
-                   3 * C);
+    linear_forward(gpt, a->qkv, 0.0f, a->ln1, l, P_ATTN_W, N, C, 3 * C);
     be->attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH, 1);
     /* res2 = res + atty @ Wproj + bproj: the GEMM accumulates onto a copy of the residual */
     be->copy(a->res2, res, (size_t)N * C * sizeof(float));
-    be->gemm(0, 0, N, C, C, 1.0f, a->atty, C, bp(gpt, p, l, P_ATTN_PROJ_W), C, 1.0f, a->res2, C);
-    be->add_bias(a->res2, bp(gpt, p, l, P_ATTN_PROJ_B), N, C);
+    linear_forward(gpt, a->res2, 1.0f, a->atty, l, P_ATTN_PROJ_W, N, C, C);
     be->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, bp(gpt, p, l, P_LN2_W),
                           bp(gpt, p, l, P_LN2_B), N, C, GPT_LN_EPS);
-    linear_forward(be, a->fch, a->ln2, bp(gpt, p, l, P_FC_W), bp(gpt, p, l, P_FC_B), N, C, 4 * C);
+    linear_forward(gpt, a->fch, 0.0f, a->ln2, l, P_FC_W, N, C, 4 * C);
     be->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
     be->copy(a->res3, a->res2, (size_t)N * C * sizeof(float));
-    be->gemm(0, 0, N, C, 4 * C, 1.0f, a->fch_gelu, 4 * C, bp(gpt, p, l, P_FC_PROJ_W), C, 1.0f,
-             a->res3, C);
-    be->add_bias(a->res3, bp(gpt, p, l, P_FC_PROJ_B), N, C);
+    linear_forward(gpt, a->res3, 1.0f, a->fch_gelu, l, P_FC_PROJ_W, N, 4 * C, C);
     cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
     res = a->res3;
   }
-  const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
+  guint lnf = gpt->base.n_tensors - 2; /* ln_f.weight, then ln_f.bias */
   cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
-  be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res, p + lnf_w->offset,
-                        p + lnf_w->offset + C, N, C, GPT_LN_EPS);
+  be->layernorm_forward(gpt->lnf, gpt->lnf_mean, gpt->lnf_rstd, res,
+                        p + gpt->base.tensors[lnf].offset, p + gpt->base.tensors[lnf + 1].offset, N,
+                        C, GPT_LN_EPS);
   cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* tied head: logits = lnf @ wte^T */
   cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
-  be->gemm(0, 1, N, V, C, 1.0f, gpt->lnf, C, p, C, 0.0f, gpt->logits, V);
+  be->gemm(0, 1, N, V, C, 1.0f, gpt->lnf, C, wte, C, 0.0f, gpt->logits, V);
   cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
 
   gpt->last_B = B;
@@ -504,13 +532,9 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   return cohort_model_mean_loss(&gpt->base, gpt->losses, n_tok, gpt->host_losses);
 }
 
-static void grad_ready(Gpt *gpt, size_t offset, size_t count)
-{
-  cohort_model_grad_ready(&gpt->base, offset, count);
-}
-
 /* The backward of the logits families' interface: the cross-entropy's gradient scaled by
- * task_weight, another loss's added by `add` (distillation's KL term), then the network. */
+ * task_weight, another loss's added by `add` (distillation's KL term), then the network. Frozen
+ * tensors get no gradient, and backward ends where nothing below learns. */
 static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_weight,
                                 CohortLogitsGradFunc add, gpointer user_data)
 {
@@ -520,7 +544,9 @@ static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
   const CohortBackend *be = gpt->base.be;
   int B = gpt->last_B, T = gpt->last_T;
   int C = s->n_embd, V = s->vocab_size, NH = s->n_head, N = B * T, L = s->n_layer;
-  float *p = gpt->base.params, *g = gpt->base.grads;
+  float *p = gpt->base.params;
+  const float *wte = p + m->tensors[0].offset;
+  float *dwte = cohort_model_grad(m, 0);
 
   be->crossentropy_backward(gpt->dlogits, gpt->logits, gpt->lse, gpt->targets, N, V,
                             grad_scale * task_weight / N);
@@ -528,46 +554,46 @@ static void gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
     add(gpt->dlogits, gpt->logits, N, V, user_data);
   /* tied head: dlnf = dlogits @ wte, dwte += dlogits^T @ lnf */
   cohort_model_layer_begin(m, -1, COHORT_LAYER_BACKWARD);
-  be->gemm(0, 0, N, C, V, 1.0f, gpt->dlogits, V, p, C, 0.0f, gpt->dln, C);
-  be->gemm(1, 0, V, C, N, 1.0f, gpt->dlogits, V, gpt->lnf, C, 1.0f, g, C);
+  be->gemm(0, 0, N, C, V, 1.0f, gpt->dlogits, V, wte, C, 0.0f, gpt->dln, C);
+  if (dwte)
+    be->gemm(1, 0, V, C, N, 1.0f, gpt->dlogits, V, gpt->lnf, C, 1.0f, dwte, C);
   cohort_model_layer_end(m, -1, COHORT_LAYER_BACKWARD);
 
-  const CohortTensorInfo *lnf_w = &gpt->base.tensors[gpt->base.n_tensors - 2];
+  guint lnf = m->n_tensors - 2; /* ln_f.weight, then ln_f.bias */
   const float *last = L > 0 ? gpt->blocks[L - 1].res3 : gpt->encoded;
   be->zero(gpt->dres, (size_t)N * C * sizeof(float));
   cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
-  be->layernorm_backward(gpt->dres, g + lnf_w->offset, g + lnf_w->offset + C, gpt->dln, last,
-                         p + lnf_w->offset, gpt->lnf_mean, gpt->lnf_rstd, N, C);
+  be->layernorm_backward(gpt->dres, cohort_model_grad(m, lnf), cohort_model_grad(m, lnf + 1),
+                         gpt->dln, last, p + m->tensors[lnf].offset, gpt->lnf_mean, gpt->lnf_rstd,
+                         N, C);
   cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
-  grad_ready(gpt, lnf_w->offset, 2 * (size_t)C);
+  cohort_model_layer_grads_ready(m, L);
 
-  for (int l = L - 1; l >= 0; l--) {
+  for (int l = L - 1; l >= 0 && cohort_model_learns_up_to(m, l); l--) {
     BlockActs *a = &gpt->blocks[l];
     const float *res = l > 0 ? gpt->blocks[l - 1].res3 : gpt->encoded;
     cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
     /* MLP: res3 = res2 + gelu(ln2 @ Wfc + bfc) @ Wproj + bproj */
-    linear_backward(be, gpt->dfch, bp(gpt, g, l, P_FC_PROJ_W), bp(gpt, g, l, P_FC_PROJ_B),
-                    gpt->dres, a->fch_gelu, bp(gpt, p, l, P_FC_PROJ_W), N, 4 * C, C);
+    linear_backward(gpt, gpt->dfch, gpt->dres, a->fch_gelu, l, P_FC_PROJ_W, N, 4 * C, C);
     be->gelu_backward(gpt->dfch, a->fch, gpt->dfch, (size_t)N * 4 * C);
-    linear_backward(be, gpt->dln, bp(gpt, g, l, P_FC_W), bp(gpt, g, l, P_FC_B), gpt->dfch, a->ln2,
-                    bp(gpt, p, l, P_FC_W), N, C, 4 * C);
-    be->layernorm_backward(gpt->dres, bp(gpt, g, l, P_LN2_W), bp(gpt, g, l, P_LN2_B), gpt->dln,
-                           a->res2, bp(gpt, p, l, P_LN2_W), a->ln2_mean, a->ln2_rstd, N, C);
+    linear_backward(gpt, gpt->dln, gpt->dfch, a->ln2, l, P_FC_W, N, C, 4 * C);
+    be->layernorm_backward(gpt->dres, bg(gpt, l, P_LN2_W), bg(gpt, l, P_LN2_B), gpt->dln, a->res2,
+                           bp(gpt, p, l, P_LN2_W), a->ln2_mean, a->ln2_rstd, N, C);
     /* attention: res2 = res + attn(ln1(res)) @ Wproj + bproj */
-    linear_backward(be, gpt->datty, bp(gpt, g, l, P_ATTN_PROJ_W), bp(gpt, g, l, P_ATTN_PROJ_B),
-                    gpt->dres, a->atty, bp(gpt, p, l, P_ATTN_PROJ_W), N, C, C);
+    linear_backward(gpt, gpt->datty, gpt->dres, a->atty, l, P_ATTN_PROJ_W, N, C, C);
     be->attention_backward(gpt->dqkv, gpt->datty, a->qkv, a->atty, a->att_lse, B, T, C, NH, 1);
-    linear_backward(be, gpt->dln, bp(gpt, g, l, P_ATTN_W), bp(gpt, g, l, P_ATTN_B), gpt->dqkv,
-                    a->ln1, bp(gpt, p, l, P_ATTN_W), N, C, 3 * C);
-    be->layernorm_backward(gpt->dres, bp(gpt, g, l, P_LN1_W), bp(gpt, g, l, P_LN1_B), gpt->dln, res,
+    linear_backward(gpt, gpt->dln, gpt->dqkv, a->ln1, l, P_ATTN_W, N, C, 3 * C);
+    be->layernorm_backward(gpt->dres, bg(gpt, l, P_LN1_W), bg(gpt, l, P_LN1_B), gpt->dln, res,
                            bp(gpt, p, l, P_LN1_W), a->ln1_mean, a->ln1_rstd, N, C);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
-    grad_ready(gpt, gpt->block_offset0 + (size_t)l * gpt->block_numel, gpt->block_numel);
+    cohort_model_layer_grads_ready(m, l);
   }
+  if (!cohort_model_learns_up_to(m, -1))
+    return;
   cohort_model_layer_begin(m, -1, COHORT_LAYER_GRADS);
-  be->embedding_backward(g, g + gpt->base.tensors[1].offset, gpt->dres, gpt->tokens, B, T, C);
+  be->embedding_backward(dwte, cohort_model_grad(m, 1), gpt->dres, gpt->tokens, B, T, C);
   cohort_model_layer_end(m, -1, COHORT_LAYER_GRADS);
-  grad_ready(gpt, 0, gpt->block_offset0);
+  cohort_model_layer_grads_ready(m, -1);
 }
 
 void cohort_gpt_backward(CohortGpt *m, float grad_scale)
@@ -743,4 +769,8 @@ const CohortModelClass cohort_gpt_class = {
     .check_teacher = cohort_gpt_check_teacher,
     .distill_new = cohort_logits_distill_new,
     .copies_blocks = TRUE,
+    .lora_targets = "attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj",
+    .lora_module_prefix = "transformer.",
+    .lora_task_type = "CAUSAL_LM",
+    .frozen_layout = TRUE,
 };

@@ -76,7 +76,22 @@ CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, 
   const CohortModelClass *k = cohort_model_class_for(cfg, NULL, error);
   if (!k)
     return NULL;
-  return k->create(be, cfg, max_batch, error);
+  /* Laid out for the config's fine-tuning keys by cohort_model_alloc_tables (not a frozen
+   * model's: a teacher learns nothing). */
+  /* A family runs the fine-tuning layout only once its backward skips frozen gradients
+   * (frozen_layout); lora also needs adapters (lora_targets, refused in the layout). */
+  if (cfg->finetune != COHORT_FINETUNE_FULL && !k->frozen_layout) {
+    g_autofree char *mode = cohort_config_get(cfg, "finetune");
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "key \"finetune\": \"%s\" is not available for model \"%s\" in this version; "
+                "allowed: full",
+                mode, k->name);
+    return NULL;
+  }
+  cohort_model_set_creating_finetune(cfg);
+  CohortModel *m = k->create(be, cfg, max_batch, error);
+  cohort_model_set_creating_finetune(NULL);
+  return m;
 }
 
 CohortModel *cohort_model_new_frozen(const CohortBackend *be, const CohortConfig *cfg,

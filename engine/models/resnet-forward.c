@@ -14,6 +14,8 @@
  * the trainer queue them behind the DDP reducer's buckets on one communication thread. */
 #include "engine/models/resnet-private.h"
 
+#include "engine/model/lora.h"
+
 static gboolean syncing(const Resnet *r, CohortForwardMode mode)
 {
   return mode == COHORT_FORWARD_TRAIN && r->base.comm && r->base.comm->world_size > 1;
@@ -72,19 +74,21 @@ static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const f
 {
   const CohortBackend *be = r->base.be;
   const CohortModelComm *comm = r->base.comm;
-  float *p = r->base.params, *g = r->base.grads;
+  CohortModel *m = &r->base;
+  float *p = m->params;
   int C = u->c_out, rows = B * u->h_out * u->h_out;
   float *sum_dy = r->sums, *sum_dy_xhat = r->sums + C;
   be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
   /* The parameters' gradients from this rank's sums, before they are reduced in place. */
-  be->bn_backward_params(g + u->g_off, g + u->b_off, sum_dy, sum_dy_xhat, C);
+  be->bn_backward_params(cohort_model_grad_at(m, u->g_off), cohort_model_grad_at(m, u->b_off),
+                         sum_dy, sum_dy_xhat, C);
   if (syncing(r, COHORT_FORWARD_TRAIN))
     comm->all_reduce_sum(comm->data, r->sums, 2 * (size_t)C);
   be->zero(r->dconv, (size_t)rows * C * sizeof(float));
   be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
                      u->count, rows, C, 1);
-  be->conv2d_nhwc_backward(dx, accumulate, g + u->w_off, r->dconv, x, p + u->w_off, B, u->c_in,
-                           u->h_in, u->h_in, C, u->k, u->stride, u->pad);
+  be->conv2d_nhwc_backward(dx, accumulate, cohort_model_grad_at(m, u->w_off), r->dconv, x,
+                           p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride, u->pad);
 }
 
 static size_t unit_numel(const ResnetConvBn *u, int B)
@@ -144,7 +148,8 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
   be->avgpool_global_nhwc_forward(r->pooled, x, B, F, r->last_side * r->last_side);
   cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
   be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
-  be->add_bias(r->logits, p + r->fc_w_off + (size_t)K * F, B, K);
+  be->add_bias(r->logits, p + r->fc_b_off, B, K);
+  cohort_lora_forward(m, r->fc_index, r->logits, r->pooled, B);
   cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
 }
 
@@ -180,25 +185,35 @@ void cohort_resnet_net_backward(Resnet *r, int B)
 {
   const CohortBackend *be = r->base.be;
   CohortModel *m = &r->base;
-  float *p = m->params, *g = m->grads;
+  float *p = m->params;
+  float *dw = cohort_model_grad_at(m, r->fc_w_off), *db = cohort_model_grad_at(m, r->fc_b_off);
   int K = r->shape.num_classes, F = r->feat, HW = r->last_side * r->last_side;
+  int L = r->n_blocks + 1; /* the classifier's layer; block i is layer i + 1, the stem 0 */
   /* the classifier: logits = pooled fc.weight^T + fc.bias */
-  cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_BACKWARD);
-  be->gemm(1, 0, K, F, B, 1.0f, r->dlogits, K, r->pooled, F, 1.0f, g + r->fc_w_off, F);
-  be->bias_backward(g + r->fc_w_off + (size_t)K * F, r->dlogits, B, K);
+  cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
+  if (dw)
+    be->gemm(1, 0, K, F, B, 1.0f, r->dlogits, K, r->pooled, F, 1.0f, dw, F);
+  if (db)
+    be->bias_backward(db, r->dlogits, B, K);
   be->gemm(0, 0, B, F, K, 1.0f, r->dlogits, K, p + r->fc_w_off, F, 0.0f, r->dpooled, F);
-  cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_BACKWARD);
-  cohort_model_grad_ready(m, r->fc_w_off, m->n_params - r->fc_w_off);
+  cohort_lora_backward(m, r->fc_index, r->dpooled, r->dlogits, r->pooled, B);
+  cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
+  cohort_model_layer_grads_ready(m, L);
+  /* finetune frozen: nothing below learns (the classifier alone, for transfer learning) */
+  if (!cohort_model_learns_up_to(m, L - 1))
+    return;
   be->zero(r->da, (size_t)B * F * HW * sizeof(float));
   be->avgpool_global_nhwc_backward(r->da, r->dpooled, B, F, HW);
-  for (int i = r->n_blocks - 1; i >= 0; i--) {
+  for (int i = r->n_blocks - 1; i >= 0 && cohort_model_learns_up_to(m, i + 1); i--) {
     ResnetBlock *b = &r->blocks[i];
     const float *x = i > 0 ? r->blocks[i - 1].out : r->has_pool ? r->pool_out : r->stem_out;
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_BACKWARD);
     block_backward(r, b, x, B);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_BACKWARD);
-    cohort_model_grad_ready(m, b->p_begin, b->p_end - b->p_begin);
+    cohort_model_layer_grads_ready(m, i + 1);
   }
+  if (!cohort_model_learns_up_to(m, 0))
+    return;
   const ResnetConvBn *s = &r->stem;
   size_t n = unit_numel(s, B);
   if (r->has_pool) { /* da holds d(pool output): route it to d(stem output) in db */
@@ -213,5 +228,5 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   cohort_model_layer_begin(m, 0, COHORT_LAYER_BACKWARD);
   conv_bn_backward(r, &r->stem, r->img, r->da, NULL, 0, B);
   cohort_model_layer_end(m, 0, COHORT_LAYER_BACKWARD);
-  cohort_model_grad_ready(m, 0, r->blocks[0].p_begin);
+  cohort_model_layer_grads_ready(m, 0);
 }

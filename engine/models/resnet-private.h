@@ -52,7 +52,9 @@ typedef struct {
   int n_blocks;
   int n_bn;        /* BatchNorm layers; their num_batches_tracked are the last n_bn buffers */
   size_t nbt_off;  /* the first num_batches_tracked in the buffer memory */
-  size_t fc_w_off; /* fc.weight [num_classes, feat]; fc.bias follows */
+  size_t fc_w_off; /* fc.weight [num_classes, feat] */
+  guint fc_index;  /* fc.weight's index in the parameter table (its LoRA adapter's key) */
+  size_t fc_b_off; /* fc.bias [num_classes] (not always right after fc.weight: finetune.h) */
   int feat;        /* the last stage's channels: the pooled features */
   int last_side;   /* the last stage's side */
   size_t max_act;  /* floats of the largest activation, for the backward scratch */

@@ -197,8 +197,13 @@ static void build_tables(Resnet *r)
   r->fc_w_off = t.p_off;
   const int fc_w[2] = {s->num_classes, in};
   add(t.params, "", "fc.weight", 2, fc_w, t.layer, &t.p_off);
+  r->fc_b_off = t.p_off;
+  r->fc_b_off = t.p_off;
   add(t.params, "", "fc.bias", 1, &s->num_classes, t.layer, &t.p_off);
   finish_tables(r, &t);
+  /* the classifier is nn.Linear, [out, in]: a LoRA target (finetune lora) */
+  r->fc_index = r->base.n_tensors - 2;
+  r->base.tensors[r->fc_index].adapt = COHORT_ADAPT_LINEAR;
 }
 
 /* Carves the activations out of one allocation: the first pass (base NULL) only counts. A
@@ -542,6 +547,29 @@ static CohortTensorInfo *resnet_param_table(const CohortConfig *cfg, guint *n_te
   return t;
 }
 
+static void move_unit(const CohortModel *m, ResnetConvBn *u)
+{
+  u->w_off = cohort_model_moved(m, u->w_off);
+  u->g_off = cohort_model_moved(m, u->g_off);
+  u->b_off = cohort_model_moved(m, u->b_off);
+}
+
+/* The offsets kept above, after cohort_model_alloc_tables laid the tensors out for
+ * finetune frozen (engine/model/finetune.h); unchanged otherwise. */
+static void move_offsets(Resnet *r)
+{
+  const CohortModel *m = &r->base;
+  move_unit(m, &r->stem);
+  for (int i = 0; i < r->n_blocks; i++) {
+    for (int u = 0; u < r->blocks[i].n_units; u++)
+      move_unit(m, &r->blocks[i].unit[u]);
+    if (r->blocks[i].has_down)
+      move_unit(m, &r->blocks[i].down);
+  }
+  r->fc_w_off = cohort_model_moved(m, r->fc_w_off);
+  r->fc_b_off = cohort_model_moved(m, r->fc_b_off);
+}
+
 static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                   GError **error)
 {
@@ -568,12 +596,20 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   r->bn_momentum = (float)cfg->bn_momentum;
   r->forward_only = cohort_model_creating_frozen();
   build_tables(r);
+  m->lora_rows = (size_t)max_batch; /* the classifier's rows: one per image */
   size_t act_bytes = layout_acts(r, NULL);
   r->act_mem = be->alloc(act_bytes);
   r->host_losses = g_new(float, max_batch);
   r->host_img =
       g_new(float, (size_t)max_batch * cfg->image_channels * cfg->image_size * cfg->image_size);
-  if (!cohort_model_alloc_tables(m, NULL) || !r->act_mem) {
+  GError *local = NULL;
+  if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
+    g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
+    cohort_model_free(m);
+    return NULL;
+  }
+  g_clear_error(&local);
+  if (!m->params || (!r->forward_only && !m->grads) || !r->act_mem) {
     g_set_error(error, cohort_resnet_error_quark(), 1,
                 "ResNet model: out of %s memory for %zu parameters and %.1f MiB of activations "
                 "(batch %d of %d×%d images); allowed: a smaller model or batch",
@@ -582,6 +618,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
     cohort_model_free(m);
     return NULL;
   }
+  move_offsets(r);
   layout_acts(r, r->act_mem);
   m->act_bytes = act_bytes;
   g_autofree float *ones = g_new(float, r->n_bn);
@@ -606,4 +643,6 @@ const CohortModelClass cohort_resnet_class = {
     .import_weights = cohort_resnet_import,
     .check_teacher = cohort_distill_check_images,
     .distill_new = cohort_logits_distill_new,
+    .frozen_layout = TRUE,
+    .lora_targets = "fc",
 };

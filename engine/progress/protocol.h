@@ -143,6 +143,8 @@
 #define COHORT_FIELD_GPU_MEM_PEAK        "gpu_mem_peak"
 #define COHORT_FIELD_GPU_UTIL            "gpu_util"
 #define COHORT_FIELD_SLOWEST             "slowest"
+#define COHORT_FIELD_TRAINABLE           "trainable"
+#define COHORT_FIELD_ALLREDUCE_BYTES     "allreduce_bytes"
 
 /* `hang`: the collective waited in, the ranks that have not reached it and each rank's
  * state (`rank`, `step` and `ranks` as above). */

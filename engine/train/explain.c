@@ -8,6 +8,7 @@
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "engine/launch/launch-plan.h"
+#include "engine/model/finetune.h"
 #include "engine/model/model.h"
 #include "engine/model/data-source.h"
 #include "engine/train/memory-plan.h"
@@ -110,7 +111,8 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
                      int n_first, GError **error)
 {
   const CohortModelClass *klass = cohort_model_class_for(cfg, NULL, error);
-  if (!klass || !cohort_model_check_config(cfg, NULL, error))
+  if (!klass || !cohort_model_check_config(cfg, NULL, error) ||
+      !cohort_finetune_check_config(cfg, NULL, error))
     return NULL;
   guint64 n_examples = 0;
   if (cfg->vae_from && *cfg->vae_from) {

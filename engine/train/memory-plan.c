@@ -7,6 +7,7 @@
 
 #include "cohort-build-config.h"
 #include "engine/distributed/shard-plan.h"
+#include "engine/model/finetune.h"
 #include "engine/models/registry.h"
 #if COHORT_HAVE_CUDA
 #include "kernels/cuda/cuda-backend.h"
@@ -80,6 +81,31 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
                         (cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 * largest : 0);
 }
 
+/* With finetune lora or frozen: the adapters' floats (*adapters) and everything that learns,
+ * from the family's table as the model lays it out; P otherwise (or for a config the model
+ * will refuse: the run says why). */
+static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *k, gint64 P,
+                               gint64 *adapters)
+{
+  *adapters = 0;
+  if (cfg->finetune == COHORT_FINETUNE_FULL || !k->param_table || !k->frozen_layout)
+    return P;
+  guint n = 0;
+  size_t floats = 0;
+  CohortTensorInfo *t = k->param_table(cfg, &n, &floats);
+  g_autoptr(CohortFinetunePlan) fp =
+      t ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL) : NULL;
+  gint64 learn = 0;
+  for (guint i = 0; fp && i < n; i++) {
+    if (!fp->frozen[i])
+      learn += (gint64)t[i].numel;
+    if (fp->adapter[i] >= 0)
+      *adapters += (gint64)fp->rank * (t[i].shape[0] + t[i].shape[1]);
+  }
+  cohort_tensor_table_free(t, n);
+  return fp ? learn + *adapters : P;
+}
+
 gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, CohortMemoryPlan *plan,
                             GError **error)
 {
@@ -89,16 +115,22 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
   *plan = (CohortMemoryPlan){.world = MAX(world, 1), .local = MAX(local, 1)};
   plan->stage = plan->world > 1 ? cfg->zero_stage : 0;
   gint64 P = plan->params = k->count_params(cfg);
+  plan->trainable = P;
   plan->act_bytes = k->act_bytes ? (gint64)k->act_bytes(cfg, cfg->batch_size) : 0;
   plan->teacher_bytes = teacher_bytes(cfg);
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
   } else {
-    plan->param_bytes = plan->grad_bytes = 4 * P;
+    /* finetune lora or frozen (never with ZeRO): gradients and optimizer state for what
+     * learns alone */
+    gint64 adapters = 0, T = trainable_floats(cfg, k, P, &adapters);
+    plan->trainable = T;
+    plan->param_bytes = 4 * (P + adapters);
+    plan->grad_bytes = 4 * T;
     /* stage 1: floor(P / N) and the tail every rank keeps */
-    gint64 kept = plan->stage == 1 ? P / plan->world + P % plan->world : P;
+    gint64 kept = plan->stage == 1 ? P / plan->world + P % plan->world : T;
     plan->optim_bytes = 4 * state_floats(cfg) * kept;
-    plan->ema_bytes = cfg->ema_decay > 0 ? 8 * P : 0;
+    plan->ema_bytes = cfg->ema_decay > 0 ? 8 * (P + adapters) : 0;
   }
   plan->total_bytes = plan->param_bytes + plan->grad_bytes + plan->optim_bytes + plan->ema_bytes +
                       plan->act_bytes + plan->working_bytes + plan->teacher_bytes;
@@ -213,6 +245,7 @@ void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_b
   member(b, "zero_stage", plan->stage);
   member(b, "world_size", plan->world);
   member(b, "local_ranks", plan->local);
+  member(b, "trainable", plan->trainable);
   if (plan->stage >= 2)
     member(b, "units", plan->units);
   json_builder_set_member_name(b, "per_rank");

@@ -33,8 +33,9 @@ G_BEGIN_DECLS
 typedef struct {
   int stage;        /* the stage that runs: the config's, 0 with one rank */
   int world, local; /* ranks, and ranks on this machine */
-  gint64 params;
-  guint units; /* stages 2 and 3: layer units */
+  gint64 params;    /* the family's; with finetune lora the adapters come on top */
+  gint64 trainable; /* the floats that learn (engine/model/finetune.h): params with full */
+  guint units;      /* stages 2 and 3: layer units */
   gint64 param_bytes, grad_bytes, optim_bytes, ema_bytes, act_bytes, working_bytes, teacher_bytes;
   gint64 total_bytes;   /* per rank, while it trains */
   gint64 startup_bytes; /* per rank, the most at start (>= total_bytes) */

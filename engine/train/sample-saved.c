@@ -6,6 +6,7 @@
 #include "engine/base/fileio.h"
 #include "engine/model/checkpoint.h"
 #include "engine/train/device.h"
+#include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "engine/model/model.h"
 #include "kernels/backend.h"
@@ -33,7 +34,8 @@ static CohortConfig *load_config(const char *path, gboolean *is_checkpoint, Coho
 }
 
 /* The weights: a checkpoint's EMA when it has one (else its parameters), a folder's
- * model-ema.safetensors when present (else model.safetensors). */
+ * model-ema.safetensors when present (else model.safetensors), with finetune lora plus the
+ * folder's adapter/ (its weights as trained: the export keeps no EMA of the adapters). */
 static gboolean load_weights(CohortModel *m, const char *path, gboolean is_checkpoint,
                              GError **error)
 {
@@ -46,7 +48,11 @@ static gboolean load_weights(CohortModel *m, const char *path, gboolean is_check
   }
   g_autofree char *ema_file = g_build_filename(path, "model-ema.safetensors", NULL);
   g_autofree char *file = g_build_filename(path, "model.safetensors", NULL);
-  return cohort_model_load(m, g_file_test(ema_file, G_FILE_TEST_EXISTS) ? ema_file : file, error);
+  if (!cohort_model_load(m, g_file_test(ema_file, G_FILE_TEST_EXISTS) ? ema_file : file, error))
+    return FALSE;
+  /* finetune lora: the folder's model is the base, its adapter beside it (adapter/) */
+  g_autofree char *adapter = g_build_filename(path, "adapter", NULL);
+  return !m->lora || cohort_lora_load(m, adapter, error);
 }
 
 /* The class names saved beside the model (a checkpoint's are in its workspace); NULL when

@@ -54,6 +54,9 @@ struct CohortTrainDist {
   size_t optim_bytes, shard_bytes;
   int steps_since_report;
   int syncbn_forward, syncbn_backward; /* SyncBatchNorm's collectives in this pass so far */
+  /* The model's parameters, those that learn (engine/model/finetune.h), and the gradient
+   * bytes one synced backward all-reduces: for the ranks event. */
+  size_t params, trainable, allreduce_bytes;
 };
 
 CohortTrainDist *cohort_train_dist_new(CohortComm *comm, int rank, int world_size,
@@ -284,15 +287,23 @@ void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_
   if (!d->comm || d->sharder)
     return;
   if (bucket_cap_mb <= 0)
-    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_params);
+    bucket_cap_mb = cohort_reducer_auto_bucket_mb(m->n_trainable);
   if (d->dev.cuda_device >= 0)
-    d->reducer = cohort_reducer_new_cuda(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+    d->reducer = cohort_reducer_new_cuda(d->comm, m->grads, m->n_trainable, m->train, m->n_train,
                                          bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB,
                                          d->dev.cuda_device, staged(d));
   else
-    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_params, m->tensors, m->n_tensors,
+    d->reducer = cohort_reducer_new(d->comm, m->grads, m->n_trainable, m->train, m->n_train,
                                     bucket_cap_mb, COHORT_REDUCER_FIRST_BUCKET_MB);
   cohort_model_set_grad_ready_func(m, cohort_reducer_grad_ready, d->reducer);
+  d->params = m->n_params;
+  d->trainable = m->n_trainable;
+  d->allreduce_bytes = 0;
+  for (guint b = 0; b < cohort_reducer_num_buckets(d->reducer); b++) {
+    size_t offset, count;
+    cohort_reducer_bucket(d->reducer, b, &offset, &count);
+    d->allreduce_bytes += count * (d->reduce_precision == COHORT_REDUCE_FP32 ? 4 : 2);
+  }
   /* attach cannot fail; the first end_backward reports it instead */
   cohort_reducer_set_precision(d->reducer, d->reduce_precision, &d->reducer_error);
   if (d->sync_bn)
@@ -617,6 +628,11 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   }
   json_object_set_array_member(f, COHORT_FIELD_RANKS, ranks);
   json_object_set_int_member(f, COHORT_FIELD_SLOWEST, slowest);
+  if (d->reducer) {
+    json_object_set_int_member(f, COHORT_FIELD_PARAMS, (gint64)d->params);
+    json_object_set_int_member(f, COHORT_FIELD_TRAINABLE, (gint64)d->trainable);
+    json_object_set_int_member(f, COHORT_FIELD_ALLREDUCE_BYTES, (gint64)d->allreduce_bytes);
+  }
   cohort_progress_emit(progress, COHORT_EVENT_RANKS, f);
   return TRUE;
 }

@@ -2,6 +2,8 @@
  * plan, and after every step a `step` event and the live status line. */
 #include "engine/train/trainer-run.h"
 
+#include "engine/model/lora.h"
+
 #include <math.h>
 
 #include "engine/base/json-read.h"
@@ -35,6 +37,7 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   json_object_set_string_member(f, COHORT_FIELD_WORKSPACE, cfg->workspace_dir);
   json_object_set_string_member(f, COHORT_FIELD_MODEL, cfg->model);
   json_object_set_int_member(f, COHORT_FIELD_PARAMS, (gint64)r->model->n_params);
+  json_object_set_int_member(f, COHORT_FIELD_TRAINABLE, (gint64)r->model->n_trainable);
   json_object_set_string_member(f, COHORT_FIELD_DEVICE, r->be->name);
   if (r->dev.cuda_device >= 0)
     json_object_set_int_member(f, COHORT_FIELD_CUDA_DEVICE, r->dev.cuda_device);
@@ -110,6 +113,14 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
                       gemm_mode_name(r->be->get_gemm_mode()), world, world == 1 ? "" : "s",
                       cohort_rank_run_global_batch(r), per_example, r->base_lr, scaling,
                       r->total_steps, r->steps_per_epoch);
+  if (r->model->n_trainable < r->model->n_params)
+    cohort_progress_log(
+        r->progress, COHORT_LEVEL_INFO,
+        "finetune %s: %zu of the %zu parameters learn (%.2f%%; %u LoRA "
+        "adapters of rank %d); only their gradients are all-reduced",
+        cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen", r->model->n_trainable,
+        r->model->n_params, 100.0 * (double)r->model->n_trainable / (double)r->model->n_params,
+        r->model->lora ? r->model->lora->n : 0u, r->model->lora ? r->model->lora->rank : 0);
   if (r->be->describe_gemm)
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s matrix products: %s",
                         gemm_mode_name(r->be->get_gemm_mode()),

@@ -1,12 +1,15 @@
 /* What a run produces besides its steps: evaluations, samples, checkpoints, the export. */
 #include "engine/train/trainer-run.h"
 
+#include <errno.h>
 #include <math.h>
 #include <glib/gstdio.h>
 
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 
 #include "data/images.h"
+#include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "engine/train/rank-health.h"
 #include "kernels/backend.h"
@@ -229,6 +232,34 @@ static void remove_stale_exports(CohortRankRun *r)
   cohort_fsync_dir(ws);
 }
 
+/* finetune lora: the adapter as a PEFT folder (adapter/) whose base is the workspace's own
+ * model.safetensors (the base weights, with any `trainable` ones as trained), and with
+ * merge_adapter the model with the adapter folded in (merged/, a folder of the same files). */
+static gboolean export_adapter(CohortRankRun *r, GHashTable *meta, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  CohortModel *m = r->model;
+  g_autofree float *tmp = NULL;
+  const float *params = cohort_model_params_host(m, &tmp);
+  g_autofree char *dir = g_build_filename(cfg->workspace_dir, "adapter", NULL);
+  g_autofree char *base = g_canonicalize_filename(cfg->workspace_dir, NULL);
+  if (!cohort_lora_export(m, params, dir, base, error))
+    return FALSE;
+  if (!cfg->merge_adapter)
+    return TRUE;
+  g_autofree char *merged_dir = g_build_filename(cfg->workspace_dir, "merged", NULL);
+  g_autofree char *merged_path = g_build_filename(merged_dir, "model.safetensors", NULL);
+  g_autofree float *merged = g_new(float, MAX(m->n_params, 1));
+  cohort_lora_merge(m, params, merged);
+  if (g_mkdir_with_parents(merged_dir, 0755) != 0)
+    return cohort_fail(error, G_FILE_ERROR, g_file_error_from_errno(errno),
+                       "%s: cannot create the merged model's folder: %s", merged_dir,
+                       g_strerror(errno));
+  return cohort_model_save(m, merged, merged_path, meta, error) &&
+         (!m->klass->export_extra || m->klass->export_extra(m, cfg, merged_dir, error)) &&
+         (!r->tokenizer || cohort_tokenizer_export(r->tokenizer, merged_dir, error));
+}
+
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
@@ -261,6 +292,8 @@ gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **er
     if (!cohort_model_save(r->model, ema_on_host(r), ema_path, meta, error))
       return FALSE;
   }
+  if (r->model->lora && !export_adapter(r, meta, error))
+    return FALSE;
   /* The config it was trained with, beside the weights: what a teacher folder is read by. */
   g_autofree char *cfg_path = g_build_filename(cfg->workspace_dir, "cohort-config.json", NULL);
   if (!cohort_config_save_file(r->model_cfg, cfg_path, error))

@@ -11,6 +11,7 @@
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 
+#include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
@@ -195,8 +196,8 @@ static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolea
   if (r->zero && !cohort_zero_scatter_state(r->zero, full, r->opt, error))
     return FALSE;
   for (guint i = 0; !r->zero && i < cohort_optimizer_n_states(r->opt); i++)
-    if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i), m->n_params,
-                                            error))
+    if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i),
+                                            m->n_trainable, error))
       return FALSE;
   r->st = rec.st;
   *keep_scale = rec.keep_scale;
@@ -296,8 +297,8 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
    * start only), and each rank keeps its pieces after the broadcast. The family's
    * initialisation, then init_from's tensors over it: a file may leave some (a classifier for
-   * another class count) to the initialisation. */
-  r->model->ops->init_weights(r->model, (guint64)cfg->seed);
+   * another class count) to the initialisation; LoRA's adapters fresh (PEFT's). */
+  cohort_model_init(r->model, (guint64)cfg->seed);
   if (imported) {
     g_autofree char *init_path = cohort_resolve_path(cfg->init_from);
     g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func(g_free);
@@ -307,6 +308,11 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
     for (guint i = 0; i < notes->len; i++)
       cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "init_from %s: %s", init_path,
                           (const char *)notes->pdata[i]);
+  }
+  if (cfg->adapter_from && *cfg->adapter_from) {
+    g_autofree char *adapter_path = cohort_resolve_path(cfg->adapter_from);
+    if (!cohort_lora_load(r->model, adapter_path, error))
+      return FALSE;
   }
   if (from_teacher &&
       !cohort_distill_copy_teacher_layers(r->model, r->model_cfg->n_layer, r->teacher->model,
@@ -385,7 +391,7 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
    * stage 1 rank 0 reads the whole optimizer state into host memory first. */
   g_autoptr(CohortOptimizer) full = NULL;
   if (rank0 && r->zero)
-    full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+    full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_trainable);
   int loaded = !rank0 || load_on_rank0(r, ckpt, r->zero ? full : r->opt, keep_scale, &local);
   if (!cohort_train_dist_broadcast_host(r->dist, &loaded, sizeof loaded, error)) {
     g_clear_error(&local);

@@ -11,6 +11,7 @@
 #include "engine/launch/launch-plan.h"
 #include "engine/train/text-tokens.h"
 
+#include "engine/model/finetune.h"
 #include "engine/model/model-io.h"
 #include "engine/train/latents.h"
 #include "kernels/backend.h"
@@ -253,7 +254,8 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
       !(r->shard = cohort_shard_new(r->opts->comm, r->model, stage, cfg->ema_decay > 0, error)))
     return FALSE;
   size_t n = r->model->n_params;
-  r->opt = new_optimizer(r, n);
+  /* Only what learns has optimizer state (engine/model/finetune.h). */
+  r->opt = new_optimizer(r, r->model->n_trainable);
   if (!r->opt) {
     g_autofree char *name = cohort_config_get(cfg, "optimizer");
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
@@ -344,6 +346,7 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
   r->B = cfg->batch_size;
   r->accum = cfg->gradient_accumulation_steps;
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
+      !cohort_finetune_check_config(cfg, o->config_source, error) ||
       !cohort_distill_check_config(cfg, o->config_source, error) ||
       !cohort_rank_run_prepare_workspace(r, error) || !cohort_rank_run_load_tokenizer(r, error) ||
       !open_data(r, error) || !plan_steps(r, error) || !alloc_model(r, error) ||
@@ -378,7 +381,7 @@ gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error)
       !plan_steps(r, error) || !alloc_model(r, error) || !setup_teacher(r, error))
     return FALSE;
   /* The time of a step does not depend on the weights' values: the seed's do. */
-  r->model->ops->init_weights(r->model, (guint64)cfg->seed);
+  cohort_model_init(r->model, (guint64)cfg->seed);
   r->st = (CohortTrainState){.loss_scale = 1.0};
   return TRUE;
 }

@@ -6,6 +6,7 @@
 
 #include <math.h>
 
+#include "engine/model/lora.h"
 #include "engine/train/memory-plan.h"
 #include "engine/train/hang-report.h"
 #include "engine/train/probe.h"
@@ -72,7 +73,7 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
     cohort_train_dist_add_comm_time(r->dist, g_get_monotonic_time() - t0);
     return update_scale(r);
   }
-  cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg, res->lr, t);
+  cohort_optimizer_step(r->opt, m->params, m->grads, m->train, m->n_train, cfg, res->lr, t);
   /* ZeRO stage 1: this rank updated its shard only; the others' come from them. */
   if (r->zero) {
     gint64 t0 = g_get_monotonic_time();
@@ -108,6 +109,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
     cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);
     cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "forward");
+    cohort_lora_set_train_batch(m, r->step_batch, (guint64)r->cfg->seed);
     if (r->distill) {
       double parts[COHORT_DISTILL_N_PARTS];
       *loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
@@ -120,6 +122,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
       cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
       m->ops->backward(m, scale / (float)r->accum);
     }
+    cohort_lora_set_train_batch(m, NULL, 0);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
@@ -185,8 +188,8 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
       return FALSE;
   } else {
     if (fp16)
-      r->be->scale(m->grads, m->n_params, 1.0f / scale);
-    res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
+      r->be->scale(m->grads, m->n_trainable, 1.0f / scale);
+    res->norm = cohort_clip_grad_norm_on(r->be, m->grads, m->n_trainable, cfg->grad_clip);
   }
   /* A device fault first: its NaNs would otherwise read as divergence (or, in fp16, as an
    * overflow that skips the step and halves the scale). */

@@ -215,18 +215,24 @@ void cohort_cpu_conv2d_im2col_backward(float *dinp, float *dweight, const float 
   shape_of(&s, d);
   int ckk = d->C * d->K * d->K, howo = s.Ho * s.Wo, C_out = d->O;
   size_t hw = (size_t)d->H * d->W;
+  if (!dinp && !dweight)
+    return;
   float *col = cohort_cpu_conv_scratch(0, (size_t)ckk * howo * sizeof(float));
-  float *dwt = cohort_cpu_conv_scratch(1, (size_t)ckk * C_out * sizeof(float));
+  float *dwt = dweight ? cohort_cpu_conv_scratch(1, (size_t)ckk * C_out * sizeof(float)) : NULL;
   for (int b = 0; b < d->B; b++) {
     const float *g = dout + (size_t)b * C_out * howo;
-    im2col(col, inp + (size_t)b * d->C * hw, &s);
-    /* dwt [ckk, C_out] (+)= col @ g^T, summed over the images in order */
-    cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, g, howo, b ? 1.0f : 0.0f, dwt, C_out);
+    /* dwt [ckk, C_out] (+)= col @ g^T, summed over the images in order (frozen weights: none) */
+    if (dweight) {
+      im2col(col, inp + (size_t)b * d->C * hw, &s);
+      cohort_cpu_gemm(0, 1, ckk, C_out, howo, 1.0f, col, howo, g, howo, b ? 1.0f : 0.0f, dwt,
+                      C_out);
+    }
     if (!dinp)
       continue;
     /* dcol [ckk, howo] = weight^T @ g, into the column buffer (no longer needed) */
     cohort_cpu_gemm(1, 0, ckk, howo, C_out, 1.0f, weight, ckk, g, howo, 0.0f, col, howo);
     col2im(dinp + (size_t)b * d->C * hw, col, &s);
   }
-  add_transposed(dweight, dwt, C_out, ckk);
+  if (dweight)
+    add_transposed(dweight, dwt, C_out, ckk);
 }

@@ -184,7 +184,9 @@ static int onednn_backward(int nhwc, float *dinp, int accumulate, float *dweight
   if (!use_onednn())
     return 0;
   const float *g = rounded(2, dout, n_out(d));
-  if (!cohort_onednn_conv2d_backward_weights(nhwc, dweight, g, rounded(4, inp, n_in(d)), d))
+  /* dweight NULL: frozen weights (finetune), nothing to add */
+  if (dweight &&
+      !cohort_onednn_conv2d_backward_weights(nhwc, dweight, g, rounded(4, inp, n_in(d)), d))
     return 0;
   *data_done = !dinp || cohort_onednn_conv2d_backward_data(nhwc, dinp, accumulate, g,
                                                            rounded(3, weight, n_weight(d)), d);
@@ -202,10 +204,8 @@ void cohort_cpu_conv2d_backward(float *dinp, float *dweight, const float *dout, 
   if (onednn_backward(0, dinp, 1, dweight, dout, inp, weight, &d, &data_done)) {
     if (data_done)
       return;
-    /* oneDNN took the weights but not the data: the reference for dinp, its weight gradient
-     * thrown away. */
-    float *spare = cohort_cpu_conv_scratch(3, n_weight(&d) * sizeof(float));
-    cohort_cpu_conv2d_im2col_backward(dinp, spare, dout, inp, weight, &d);
+    /* oneDNN took the weights but not the data: the reference for dinp alone. */
+    cohort_cpu_conv2d_im2col_backward(dinp, NULL, dout, inp, weight, &d);
     return;
   }
   cohort_cpu_conv2d_im2col_backward(dinp, dweight, dout, inp, weight, &d);
@@ -270,12 +270,8 @@ void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight
     nhwc_to_nchw(dx, dinp, B, C_in, HW);
   else if (dx)
     memset(dx, 0, n_in(&d) * sizeof(float));
-  /* When oneDNN already added the weight gradient, the reference's goes to a spare buffer. */
-  float *dw = dweight;
-  if (weights_done) {
-    dw = cohort_cpu_conv_scratch(5, n_weight(&d) * sizeof(float));
-    memset(dw, 0, n_weight(&d) * sizeof(float));
-  }
+  /* When oneDNN already added the weight gradient, the reference computes dinp alone. */
+  float *dw = weights_done ? NULL : dweight;
   cohort_cpu_conv2d_im2col_backward(dx, dw, g, x, weight, &d);
   if (dx)
     nchw_to_nhwc(dinp, dx, B, C_in, HW);

@@ -119,6 +119,7 @@ static const CohortBackend cpu_backend = {
     .axpby = cohort_cpu_axpby,
     /* Convolutional networks */
     .scale = cohort_cpu_scale,
+    .dropout = cohort_cpu_dropout,
     .modulate_forward = cohort_cpu_modulate_forward,
     .modulate_backward = cohort_cpu_modulate_backward,
     .gated_residual_forward = cohort_cpu_gated_residual_forward,

@@ -169,6 +169,25 @@ COHORT_VEC static void scale_chunk(float *restrict x, size_t n, float s)
     x[i] *= s;
 }
 
+void cohort_cpu_dropout(float *out, const float *inp, const uint64_t *keys, int rows,
+                        int rows_per_key, int cols, uint64_t salt, float p)
+{
+  if (rows <= 0 || cols <= 0 || rows_per_key <= 0)
+    return;
+  uint64_t threshold = cohort_dropout_threshold(p);
+  float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= COHORT_CPU_PAR_MIN)
+  for (int r = 0; r < rows; r++) {
+    uint64_t key = keys[r / rows_per_key];
+    uint32_t within = (uint32_t)(r % rows_per_key);
+    const float *x = inp + (size_t)r * cols;
+    float *y = out + (size_t)r * cols;
+    for (int c = 0; c < cols; c++)
+      y[c] =
+          cohort_dropout_keep(key, within, (uint32_t)c, salt, threshold) ? x[c] * keep_scale : 0.0f;
+  }
+}
+
 void cohort_cpu_scale(float *values, size_t n, float s)
 {
   long chunks = (long)((n + CHUNK - 1) / CHUNK);

@@ -70,6 +70,8 @@ COHORT_VEC static void acc_row(float *restrict dst, const float *restrict src, i
 void cohort_cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
                                    int B, int T, int C)
 {
+  if (!dwte && !dwpe)
+    return;
   int stripes = (C + 63) / 64;
 #pragma omp parallel for schedule(static) if ((size_t)B * T * C >= COHORT_CPU_PAR_MIN)
   for (int s = 0; s < stripes; s++) {
@@ -77,8 +79,10 @@ void cohort_cpu_embedding_backward(float *dwte, float *dwpe, const float *dout, 
     int width = C - c0 < 64 ? C - c0 : 64;
     for (int bt = 0; bt < B * T; bt++) {
       const float *g = dout + (size_t)bt * C + c0;
-      acc_row(dwte + (size_t)tokens[bt] * C + c0, g, width);
-      acc_row(dwpe + (size_t)(bt % T) * C + c0, g, width);
+      if (dwte)
+        acc_row(dwte + (size_t)tokens[bt] * C + c0, g, width);
+      if (dwpe)
+        acc_row(dwpe + (size_t)(bt % T) * C + c0, g, width);
     }
   }
 }

@@ -498,10 +498,10 @@ void cohort_cpu_bn_backward_dx(float *dx, const float *dy, const float *x, const
 void cohort_cpu_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                    const float *sum_dy_xhat, int C)
 {
-  for (int c = 0; c < C; c++) {
+  for (int c = 0; dweight && c < C; c++)
     dweight[c] += sum_dy_xhat[c];
+  for (int c = 0; dbias && c < C; c++)
     dbias[c] += sum_dy[c];
-  }
 }
 
 /* dx += rs (dy w - a - xhat bq): GroupNorm's input gradient over one channel's run. */

@@ -284,14 +284,16 @@ bool cohort_cudnn_conv2d_backward(bool nhwc, float *dinp, bool accumulate, float
   if (ws_bytes && !ws)
     return true;
   const float one = 1.0f, zero = 0.0f;
-  /* The filter gradient: straight into dweight (NCHW), or via NHWC scratch added back. */
-  float *dw = nhwc ? (float *)buffer(st, 2, nw * sizeof(float)) : dweight;
-  if (!dw || !dnn_ok(cudnnConvolutionBackwardFilter(st->handle, &one, p->x, ops[1], p->y, ops[0],
-                                                    p->conv, p->bwd_filter, ws, p->ws_filter,
-                                                    nhwc ? &zero : &one, p->w, dw),
-                     "cudnnConvolutionBackwardFilter"))
+  /* The filter gradient: straight into dweight (NCHW), or via NHWC scratch added back; none
+   * for frozen weights (dweight NULL, finetune). */
+  float *dw = !dweight ? NULL : nhwc ? (float *)buffer(st, 2, nw * sizeof(float)) : dweight;
+  if (dweight &&
+      (!dw || !dnn_ok(cudnnConvolutionBackwardFilter(st->handle, &one, p->x, ops[1], p->y, ops[0],
+                                                     p->conv, p->bwd_filter, ws, p->ws_filter,
+                                                     nhwc ? &zero : &one, p->w, dw),
+                      "cudnnConvolutionBackwardFilter")))
     return true;
-  if (nhwc) {
+  if (nhwc && dweight) {
     filter_kernel<<<cohort_cuda_blocks(nw, THREADS), THREADS>>>(dweight, dw, C_in, K * K, nw,
                                                                 false);
     if (!cohort_cuda_launched("conv2d_nhwc (filter gradient layout)"))

@@ -160,7 +160,8 @@ static void im2col_backward(float *dinp, float *dweight, const float *dout, cons
                             int stride, int pad)
 {
   ConvShape s;
-  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0)
+  if (!conv_shape(&s, C_in, H, W, K, stride, pad) || B <= 0 || C_in <= 0 || C_out <= 0 ||
+      (!dinp && !dweight))
     return;
   int ckk = C_in * K * K;
   size_t howo = (size_t)s.Ho * s.Wo, hw = (size_t)H * W;
@@ -179,13 +180,15 @@ static void im2col_backward(float *dinp, float *dweight, const float *dout, cons
         return;
       d = dt;
     }
-    im2col_kernel<<<cohort_cuda_blocks((size_t)ckk * ncol, THREADS), THREADS>>>(
-        col, inp + (size_t)b0 * C_in * hw, g, s);
-    if (!cohort_cuda_launched("conv2d_backward (im2col)"))
-      return;
-    /* dweight [C_out, ckk] += dout [C_out, ncol] @ col^T, groups in order */
-    cohort_cuda_gemm(0, 1, C_out, ckk, (int)ncol, 1.0f, d, (int)ncol, col, (int)ncol, 1.0f, dweight,
-                     ckk);
+    if (dweight) {
+      im2col_kernel<<<cohort_cuda_blocks((size_t)ckk * ncol, THREADS), THREADS>>>(
+          col, inp + (size_t)b0 * C_in * hw, g, s);
+      if (!cohort_cuda_launched("conv2d_backward (im2col)"))
+        return;
+      /* dweight [C_out, ckk] += dout [C_out, ncol] @ col^T, groups in order */
+      cohort_cuda_gemm(0, 1, C_out, ckk, (int)ncol, 1.0f, d, (int)ncol, col, (int)ncol, 1.0f,
+                       dweight, ckk);
+    }
     if (!dinp)
       continue;
     /* dcol [ckk, ncol] = weight^T @ dout, into the column buffer */

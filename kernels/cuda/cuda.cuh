@@ -115,6 +115,8 @@ void cohort_cuda_softmax_backward(float *dinp, const float *out, const float *do
 /* elementwise.cu */
 void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
 void cohort_cuda_scale(float *values, size_t n, float s);
+void cohort_cuda_dropout(float *out, const float *inp, const uint64_t *keys, int rows,
+                         int rows_per_key, int cols, uint64_t salt, float p);
 void cohort_cuda_modulate_forward(float *out, const float *x, const float *shift,
                                   const float *scale, int B, int T, int C, int ld);
 void cohort_cuda_modulate_backward(float *dx, float *dshift, float *dscale, const float *dout,

@@ -463,6 +463,7 @@ static const CohortBackend cuda_backend = {
     .axpby = cohort_cuda_axpby,
     /* Convolutional networks */
     .scale = cohort_cuda_scale,
+    .dropout = cohort_cuda_dropout,
     .modulate_forward = cohort_cuda_modulate_forward,
     .modulate_backward = cohort_cuda_modulate_backward,
     .gated_residual_forward = cohort_cuda_gated_residual_forward,

@@ -24,6 +24,30 @@ void cohort_cuda_residual_forward(float *out, const float *a, const float *b, si
   cohort_cuda_launched("residual_forward");
 }
 
+__global__ static void dropout_kernel(float *out, const float *inp, const uint64_t *keys,
+                                      int rows_per_key, int cols, uint64_t salt, uint64_t threshold,
+                                      float keep_scale, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  {
+    int r = (int)(i / cols), c = (int)(i % cols);
+    int keep = cohort_dropout_keep(keys[r / rows_per_key], (uint32_t)(r % rows_per_key),
+                                   (uint32_t)c, salt, threshold);
+    out[i] = keep ? inp[i] * keep_scale : 0.0f;
+  }
+}
+
+void cohort_cuda_dropout(float *out, const float *inp, const uint64_t *keys, int rows,
+                         int rows_per_key, int cols, uint64_t salt, float p)
+{
+  if (rows <= 0 || cols <= 0 || rows_per_key <= 0)
+    return;
+  size_t n = (size_t)rows * cols;
+  dropout_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(
+      out, inp, keys, rows_per_key, cols, salt, cohort_dropout_threshold(p), 1.0f / (1.0f - p), n);
+  cohort_cuda_launched("dropout");
+}
+
 /* Blocks for the backward kernels: channel tiles x samples (grid-stride over samples). */
 static dim3 sample_grid(int B, int C)
 {

@@ -145,8 +145,12 @@ void cohort_cuda_embedding_backward(float *dwte, float *dwpe, const float *dout,
   int n = B * T;
   if (n <= 0 || C <= 0)
     return;
-  dwpe_kernel<<<cohort_cuda_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
-  if (!cohort_cuda_launched("embedding_backward (positions)"))
+  if (dwpe) {
+    dwpe_kernel<<<cohort_cuda_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
+    if (!cohort_cuda_launched("embedding_backward (positions)"))
+      return;
+  }
+  if (!dwte)
     return;
   size_t temp_bytes = 0;
   if (!cohort_cuda_ok(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, (int *)nullptr,

@@ -393,15 +393,17 @@ __global__ static void params_kernel(float *dw, float *db, const float *sum_dy,
                                      const float *sum_dy_xhat, int C)
 {
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-    dw[c] += sum_dy_xhat[c];
-    db[c] += sum_dy[c];
+    if (dw)
+      dw[c] += sum_dy_xhat[c];
+    if (db)
+      db[c] += sum_dy[c];
   }
 }
 
 void cohort_cuda_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                     const float *sum_dy_xhat, int C)
 {
-  if (C <= 0)
+  if (C <= 0 || (!dweight && !dbias))
     return;
   params_kernel<<<cohort_cuda_blocks(C, THREADS), THREADS>>>(dweight, dbias, sum_dy, sum_dy_xhat,
                                                              C);

@@ -1,0 +1,295 @@
+/* Fine-tuning plans and their layout (see finetune.h). */
+#include "engine/model/finetune.h"
+
+#include <string.h>
+
+#include "engine/base/error.h"
+#include "engine/model/model.h"
+
+GStrv cohort_finetune_patterns(const char *list)
+{
+  g_autoptr(GPtrArray) out = g_ptr_array_new();
+  g_auto(GStrv) parts = g_strsplit(list ? list : "", ",", -1);
+  for (guint i = 0; parts[i]; i++) {
+    char *p = g_strstrip(g_strdup(parts[i]));
+    if (*p)
+      g_ptr_array_add(out, p);
+    else
+      g_free(p);
+  }
+  g_ptr_array_add(out, NULL);
+  return (GStrv)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+}
+
+static gboolean is_glob(const char *pattern)
+{
+  return strpbrk(pattern, "*?") != NULL;
+}
+
+gboolean cohort_finetune_names_module(const char *pattern, const char *module)
+{
+  if (is_glob(pattern))
+    return g_pattern_match_simple(pattern, module);
+  size_t lp = strlen(pattern), lm = strlen(module);
+  if (lp == lm)
+    return strcmp(pattern, module) == 0;
+  return lm > lp && module[lm - lp - 1] == '.' && strcmp(module + lm - lp, pattern) == 0;
+}
+
+/* The layer a parameter belongs to: its name without the last part ("fc" of "fc.weight"). */
+static char *module_of(const char *name)
+{
+  const char *dot = strrchr(name, '.');
+  return dot ? g_strndup(name, dot - name) : g_strdup(name);
+}
+
+gboolean cohort_finetune_names_param(const char *pattern, const char *name)
+{
+  if (strcmp(pattern, name) == 0 || (is_glob(pattern) && g_pattern_match_simple(pattern, name)))
+    return TRUE;
+  if (is_glob(pattern))
+    return FALSE;
+  g_autofree char *module = module_of(name);
+  return cohort_finetune_names_module(pattern, module);
+}
+
+void cohort_finetune_plan_free(CohortFinetunePlan *p)
+{
+  if (!p)
+    return;
+  g_free(p->frozen);
+  g_free(p->adapter);
+  g_free(p->targets);
+  g_free(p);
+}
+
+/* Up to a few names of `what` (tensors for which `pick` holds), for a refusal's "allowed". */
+static char *some_names(const CohortTensorInfo *t, guint n, gboolean modules,
+                        gboolean (*pick)(const CohortTensorInfo *))
+{
+  GString *s = g_string_new(NULL);
+  guint shown = 0, total = 0;
+  for (guint i = 0; i < n; i++) {
+    if (!pick(&t[i]))
+      continue;
+    if (total++ >= 6)
+      continue;
+    g_autofree char *name = modules ? module_of(t[i].name) : g_strdup(t[i].name);
+    g_string_append_printf(s, "%s%s", shown++ ? ", " : "", name);
+  }
+  if (total > shown)
+    g_string_append_printf(s, ", … (%u in all)", total);
+  if (total == 0)
+    g_string_append(s, "none");
+  return g_string_free(s, FALSE);
+}
+
+static gboolean any(const CohortTensorInfo *t)
+{
+  (void)t;
+  return TRUE;
+}
+
+static gboolean adaptable(const CohortTensorInfo *t)
+{
+  return t->adapt != COHORT_ADAPT_NONE;
+}
+
+/* Marks what `trainable` names as learning; FALSE naming a pattern that names nothing. */
+static gboolean apply_trainable(CohortFinetunePlan *p, const CohortConfig *cfg, const char *family,
+                                const CohortTensorInfo *t, guint n, GError **error)
+{
+  g_auto(GStrv) patterns = cohort_finetune_patterns(cfg->trainable);
+  for (guint k = 0; patterns[k]; k++) {
+    gboolean hit = FALSE;
+    for (guint i = 0; i < n; i++)
+      if (cohort_finetune_names_param(patterns[k], t[i].name)) {
+        p->frozen[i] = FALSE;
+        hit = TRUE;
+      }
+    if (!hit) {
+      g_autofree char *names = some_names(t, n, FALSE, any);
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "key \"trainable\": pattern \"%s\" names no parameter of the %s model; "
+                         "allowed: names, patterns with * and ?, or layer names, like %s",
+                         patterns[k], family, names);
+    }
+  }
+  return TRUE;
+}
+
+/* Gives every weight `lora_targets` names an adapter; FALSE naming a pattern that names no
+ * weight that can take one. */
+static gboolean apply_targets(CohortFinetunePlan *p, const CohortConfig *cfg, const char *family,
+                              const char *default_targets, const CohortTensorInfo *t, guint n,
+                              GError **error)
+{
+  if (!default_targets)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"finetune\": \"lora\" is not available for model \"%s\"; allowed: "
+                       "full, frozen",
+                       family);
+  gboolean own = cfg->lora_targets && *cfg->lora_targets;
+  g_auto(GStrv) patterns = cohort_finetune_patterns(own ? cfg->lora_targets : default_targets);
+  p->targets = g_new(guint, n);
+  for (guint k = 0; patterns[k]; k++) {
+    gboolean hit = FALSE;
+    for (guint i = 0; i < n; i++) {
+      if (!g_str_has_suffix(t[i].name, ".weight"))
+        continue;
+      g_autofree char *module = module_of(t[i].name);
+      if (!cohort_finetune_names_module(patterns[k], module))
+        continue;
+      if (t[i].adapt == COHORT_ADAPT_NONE) {
+        g_autofree char *names = some_names(t, n, TRUE, adaptable);
+        return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                           "key \"lora_targets\": pattern \"%s\" names %s of the %s model, which "
+                           "cannot take an adapter; allowed: its linear layers, like %s",
+                           patterns[k], module, family, names);
+      }
+      hit = TRUE;
+      p->adapter[i] = 0; /* numbered in table order below */
+    }
+    if (!hit) {
+      g_autofree char *names = some_names(t, n, TRUE, adaptable);
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "key \"lora_targets\": pattern \"%s\" names no layer of the %s model; "
+                         "allowed: the end of a layer's name or a pattern with * and ?, over "
+                         "layers like %s",
+                         patterns[k], family, names);
+    }
+  }
+  for (guint i = 0; i < n; i++)
+    if (p->adapter[i] == 0) {
+      p->adapter[i] = (int)p->n_adapters;
+      p->targets[p->n_adapters++] = i;
+    }
+  return TRUE;
+}
+
+CohortFinetunePlan *cohort_finetune_plan_new(const CohortConfig *cfg, const char *family,
+                                             const char *default_targets,
+                                             const CohortTensorInfo *tensors, guint n,
+                                             GError **error)
+{
+  g_autoptr(CohortFinetunePlan) p = g_new0(CohortFinetunePlan, 1);
+  p->mode = cfg->finetune;
+  p->n = n;
+  p->frozen = g_new0(gboolean, MAX(n, 1));
+  p->adapter = g_new(int, MAX(n, 1));
+  p->rank = cfg->lora_rank;
+  p->alpha = cfg->lora_alpha;
+  p->dropout = cfg->lora_dropout;
+  for (guint i = 0; i < n; i++) {
+    p->adapter[i] = -1;
+    p->frozen[i] = p->mode != COHORT_FINETUNE_FULL;
+  }
+  if (p->mode == COHORT_FINETUNE_FULL)
+    return g_steal_pointer(&p);
+  if (!apply_trainable(p, cfg, family, tensors, n, error))
+    return NULL;
+  if (p->mode == COHORT_FINETUNE_LORA &&
+      !apply_targets(p, cfg, family, default_targets, tensors, n, error))
+    return NULL;
+  return g_steal_pointer(&p);
+}
+
+/* The adapter tensors of weight `w`: lora_A [r, in] and lora_B [out, r], PEFT's shapes. */
+static void adapter_tensors(const CohortFinetunePlan *p, const CohortTensorInfo *w,
+                            CohortTensorInfo *a, CohortTensorInfo *b)
+{
+  gboolean conv1d = w->adapt == COHORT_ADAPT_CONV1D; /* stored [in, out] */
+  int in = conv1d ? w->shape[0] : w->shape[1], out = conv1d ? w->shape[1] : w->shape[0];
+  g_autofree char *module = module_of(w->name);
+  *a = (CohortTensorInfo){.name = g_strconcat(module, ".lora_A.weight", NULL),
+                          .ndim = 2,
+                          .shape = {p->rank, in},
+                          .numel = (size_t)p->rank * in,
+                          .decay = TRUE,
+                          .layer = w->layer};
+  *b = (CohortTensorInfo){.name = g_strconcat(module, ".lora_B.weight", NULL),
+                          .ndim = 2,
+                          .shape = {out, p->rank},
+                          .numel = (size_t)out * p->rank,
+                          .decay = TRUE,
+                          .layer = w->layer};
+}
+
+static void add_train(CohortFinetuneLayout *l, GArray *train, GArray *source, CohortTensorInfo *t,
+                      int src)
+{
+  t->offset = l->n_trainable;
+  l->n_trainable += t->numel;
+  g_array_append_val(train, *t);
+  g_array_append_val(source, src);
+}
+
+void cohort_finetune_layout(const CohortFinetunePlan *p, CohortTensorInfo *tensors, guint n,
+                            CohortFinetuneLayout *out)
+{
+  CohortFinetuneLayout *l = out;
+  *l = (CohortFinetuneLayout){0};
+  l->moved_from = g_new(size_t, MAX(n, 1));
+  l->n_adapter_tensors = 2 * p->n_adapters;
+  l->adapters = g_new0(CohortTensorInfo, MAX(l->n_adapter_tensors, 1));
+  GArray *train = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo));
+  GArray *source = g_array_new(FALSE, FALSE, sizeof(int));
+  for (guint i = 0; i < n; i++) {
+    l->moved_from[i] = tensors[i].offset;
+    l->n_base_floats = MAX(l->n_base_floats, tensors[i].offset + tensors[i].numel);
+    tensors[i].frozen = p->frozen[i];
+    if (!p->frozen[i])
+      add_train(l, train, source, &tensors[i], (int)i);
+    int a = p->adapter[i];
+    if (a < 0)
+      continue;
+    CohortTensorInfo *A = &l->adapters[2 * a], *B = &l->adapters[2 * a + 1];
+    adapter_tensors(p, &tensors[i], A, B);
+    add_train(l, train, source, A, -1 - 2 * a);
+    add_train(l, train, source, B, -2 - 2 * a);
+  }
+  l->n_params = l->n_trainable;
+  for (guint i = 0; i < n; i++)
+    if (p->frozen[i]) {
+      tensors[i].offset = l->n_params;
+      l->n_params += tensors[i].numel;
+    }
+  /* The train table's copies were taken before the frozen tensors moved: only trainable
+   * base tensors and adapters are in it, whose offsets are final. */
+  l->n_train = train->len;
+  l->train = (CohortTensorInfo *)g_array_free(train, FALSE);
+  l->train_source = (int *)g_array_free(source, FALSE);
+}
+
+void cohort_finetune_layout_clear(CohortFinetuneLayout *l)
+{
+  cohort_tensor_table_free(l->adapters, l->n_adapter_tensors);
+  g_free(l->train);
+  g_free(l->train_source);
+  g_free(l->moved_from);
+  *l = (CohortFinetuneLayout){0};
+}
+
+gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *source, GError **error)
+{
+  const char *src = source ? source : "config";
+  g_auto(GStrv) trainable = cohort_finetune_patterns(cfg->trainable);
+  if (cfg->finetune == COHORT_FINETUNE_FROZEN && !trainable[0])
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"trainable\": \"%s\" with finetune \"frozen\" leaves nothing to "
+                       "learn; allowed: the parameters that learn, like \"fc.*\" (a ResNet's "
+                       "classifier) or \"*.bias\"",
+                       src, cfg->trainable ? cfg->trainable : "");
+  if (cfg->finetune != COHORT_FINETUNE_FULL && cfg->zero_stage > 0)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"zero_stage\": %d with finetune \"%s\" is not supported in this "
+                       "version (ZeRO shards every parameter; here only the few that learn have "
+                       "state); allowed: zero_stage 0",
+                       src, cfg->zero_stage,
+                       cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen");
+  if (cfg->adapter_from && *cfg->adapter_from && cfg->finetune != COHORT_FINETUNE_LORA)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"",
+                       src, cfg->adapter_from);
+  return TRUE;
+}

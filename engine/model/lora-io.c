@@ -1,0 +1,164 @@
+/* PEFT adapter folders (see lora-io.h). */
+#include "engine/model/lora-io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <json-glib/json-glib.h>
+#include <glib/gstdio.h>
+
+#include "engine/base/error.h"
+#include "engine/base/fileio.h"
+#include "engine/base/json-read.h"
+#include "engine/base/json-write.h"
+#include "engine/model/model-io.h"
+
+#define PEFT_ROOT       "base_model.model."
+#define ADAPTER_CONFIG  "adapter_config.json"
+#define ADAPTER_WEIGHTS "adapter_model.safetensors"
+/* An adapter_config.json is a few hundred bytes; a file far beyond that is not one. */
+#define ADAPTER_CONFIG_MAX (1u << 20)
+
+/* "base_model.model." and the family's module path: the prefix of every adapter name. */
+static char *name_prefix(const CohortModel *m)
+{
+  const char *family = m->klass->lora_module_prefix;
+  return g_strconcat(PEFT_ROOT, family ? family : "", NULL);
+}
+
+/* The adapted layers' full module names, as PEFT's target_modules (it matches a name by its
+ * end after a dot, so full names select exactly these layers). */
+static void append_targets(JsonBuilder *b, const CohortModel *m)
+{
+  const char *family = m->klass->lora_module_prefix;
+  json_builder_begin_array(b);
+  for (guint a = 0; a < m->lora->n; a++) {
+    const char *w = m->tensors[m->lora->adapters[a].target].name;
+    g_autofree char *module = g_strndup(w, strlen(w) - strlen(".weight"));
+    g_autofree char *full = g_strconcat(family ? family : "", module, NULL);
+    json_builder_add_string_value(b, full);
+  }
+  json_builder_end_array(b);
+}
+
+static char *config_json(const CohortModel *m, const char *base)
+{
+  const CohortLora *L = m->lora;
+  gboolean conv1d = L->n > 0 && L->adapters[0].kind == COHORT_ADAPT_CONV1D;
+  g_autoptr(JsonBuilder) b = json_builder_new();
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, "peft_type");
+  json_builder_add_string_value(b, "LORA");
+  if (m->klass->lora_task_type) {
+    json_builder_set_member_name(b, "task_type");
+    json_builder_add_string_value(b, m->klass->lora_task_type);
+  }
+  json_builder_set_member_name(b, "base_model_name_or_path");
+  json_builder_add_string_value(b, base ? base : "");
+  json_builder_set_member_name(b, "r");
+  json_builder_add_int_value(b, L->rank);
+  json_builder_set_member_name(b, "lora_alpha");
+  json_builder_add_double_value(b, L->alpha);
+  json_builder_set_member_name(b, "lora_dropout");
+  json_builder_add_double_value(b, L->dropout);
+  json_builder_set_member_name(b, "target_modules");
+  append_targets(b, m);
+  json_builder_set_member_name(b, "fan_in_fan_out");
+  json_builder_add_boolean_value(b, conv1d);
+  json_builder_set_member_name(b, "bias");
+  json_builder_add_string_value(b, "none");
+  json_builder_set_member_name(b, "inference_mode");
+  json_builder_add_boolean_value(b, TRUE);
+  json_builder_end_object(b);
+  g_autoptr(JsonNode) root = json_builder_get_root(b);
+  return cohort_json_to_string(root, TRUE);
+}
+
+gboolean cohort_lora_export(const CohortModel *m, const float *params, const char *dir,
+                            const char *base, GError **error)
+{
+  g_return_val_if_fail(m->lora, FALSE);
+  if (g_mkdir_with_parents(dir, 0755) != 0)
+    return cohort_fail(error, G_FILE_ERROR, g_file_error_from_errno(errno),
+                       "%s: cannot create the adapter folder: %s", dir, g_strerror(errno));
+  g_autofree char *prefix = name_prefix(m);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
+  cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, params, prefix, names, entries);
+  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
+  g_hash_table_insert(meta, "format", "pt");
+  g_autofree char *weights = g_build_filename(dir, ADAPTER_WEIGHTS, NULL);
+  if (!cohort_safetensors_write(weights, (CohortStEntry *)entries->data, entries->len, meta, error))
+    return FALSE;
+  g_autofree char *json = config_json(m, base);
+  g_autofree char *config = g_build_filename(dir, ADAPTER_CONFIG, NULL);
+  return cohort_write_file_atomic(config, json, strlen(json), error);
+}
+
+/* adapter_config.json's r and lora_alpha against the model's. */
+static gboolean check_config(const CohortModel *m, const char *path, GError **error)
+{
+  gsize len = 0;
+  g_autofree char *text =
+      cohort_file_read_regular(path, ADAPTER_CONFIG_MAX, "PEFT adapter config", &len, error);
+  if (!text)
+    return FALSE;
+  g_autoptr(JsonNode) root = cohort_json_parse_strict(text, (gssize)len, path, 0, error);
+  if (!root)
+    return FALSE;
+  JsonObject *o = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+  const char *type = o && json_object_has_member(o, "peft_type")
+                         ? json_object_get_string_member_with_default(o, "peft_type", "")
+                         : "";
+  if (g_strcmp0(type, "LORA") != 0)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: field \"peft_type\": \"%s\"; allowed: \"LORA\"", path, type);
+  JsonNode *r = json_object_get_member(o, "r");
+  if (!r || json_node_get_value_type(r) != G_TYPE_INT64 || json_node_get_int(r) != m->lora->rank)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: field \"r\" is not %d, the run's lora_rank; allowed: the adapter's "
+                       "rank as lora_rank",
+                       path, m->lora->rank);
+  JsonNode *alpha = json_object_get_member(o, "lora_alpha");
+  GType at = alpha ? json_node_get_value_type(alpha) : G_TYPE_INVALID;
+  double a = at == G_TYPE_INT64    ? (double)json_node_get_int(alpha)
+             : at == G_TYPE_DOUBLE ? json_node_get_double(alpha)
+                                   : -1;
+  if (a != m->lora->alpha)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: field \"lora_alpha\" is not %g, the run's lora_alpha; allowed: the "
+                       "adapter's alpha as lora_alpha",
+                       path, m->lora->alpha);
+  return TRUE;
+}
+
+gboolean cohort_lora_load(CohortModel *m, const char *dir, GError **error)
+{
+  if (!m->lora)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"", dir);
+  g_autofree char *config = g_build_filename(dir, ADAPTER_CONFIG, NULL);
+  if (!check_config(m, config, error))
+    return FALSE;
+  g_autofree char *weights = g_build_filename(dir, ADAPTER_WEIGHTS, NULL);
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(weights, error);
+  if (!f)
+    return FALSE;
+  g_autofree char *prefix = name_prefix(m);
+  const CohortLora *L = m->lora;
+  for (const char *const *name = cohort_safetensors_names(f); *name; name++) {
+    const char *bare = g_str_has_prefix(*name, prefix) ? *name + strlen(prefix) : NULL;
+    if (!bare || !cohort_tensor_find(L->tensors, L->n_tensors, bare))
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "%s: tensor \"%s\" is no adapter of this %s model; allowed: %s<layer>"
+                         ".lora_A.weight and .lora_B.weight of the adapted layers",
+                         weights, *name, m->klass->name, prefix);
+  }
+  g_autofree float *tmp = NULL;
+  g_autofree float *params = g_new(float, MAX(m->n_params, 1));
+  memcpy(params, cohort_model_params_host(m, &tmp), m->n_params * sizeof(float));
+  if (!cohort_tensor_check(L->tensors, L->n_tensors, f, weights, prefix, error) ||
+      !cohort_tensor_read(L->tensors, L->n_tensors, f, prefix, params, error))
+    return FALSE;
+  cohort_model_upload_params(m, params);
+  return cohort_model_check_finite(m, weights, error);
+}

@@ -1,0 +1,458 @@
+/* finetune lora end to end through cohort-train (suite dist, loopback only):
+ *  - 2 ranks with per-process batch b compute the adapters one rank computes with batch 2b;
+ *  - the ranks event reports the trainable parameters, and the bytes all-reduced per step
+ *    are the adapters' alone, a fraction of full fine-tuning's;
+ *  - a run stopped at a checkpoint and resumed ends with the files, byte for byte, of a run
+ *    that never stopped; the base weights do not move;
+ *  - the export is a PEFT folder that --sample's loader reads back with the base;
+ *  - finetune frozen moves the trainable tensors alone, on 2 ranks (gpt, and a ResNet
+ *    classifier on a model trained before: transfer learning);
+ *  - ZeRO and a target that names nothing are refused. */
+#include <string.h>
+
+#include <gio/gio.h>
+
+#include "engine/model/lora.h"
+#include "engine/train/sample-saved.h"
+#include "test-util.h"
+
+static const char *const base_sets[] = {
+    "n_layer=2",    "n_head=2",     "n_embd=32",      "seq_len=32",   "warmup_steps=1",
+    "eval_every=0", "eval_steps=2", "sample_every=0", "save_every=0", "threads=1",
+    "timeout_s=20", "lora_rank=4",  "lora_alpha=8",   NULL,
+};
+#define DDP_BASE_SETS base_sets
+#include "ddp-run.h"
+
+typedef struct {
+  char *ws;
+  GPtrArray *events;
+} Lora;
+
+static void lora_clear(Lora *l)
+{
+  tu_rm_rf(l->ws);
+  g_free(l->ws);
+  if (l->events)
+    g_ptr_array_unref(l->events);
+}
+
+/* cohort-train with `nproc` ranks in workspace `ws` (made when NULL); its events. */
+static Lora train_in(char *ws, int nproc, const char *const *extra, const char *resume)
+{
+  Lora l = {.ws = ws, .events = NULL};
+  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
+  if (resume) {
+    g_ptr_array_add(argv, g_strdup("--resume"));
+    g_ptr_array_add(argv, g_strdup(resume));
+  }
+  if (nproc > 1) {
+    g_ptr_array_add(argv, g_strdup("--nproc"));
+    g_ptr_array_add(argv, g_strdup_printf("%d", nproc));
+  }
+  add_sets(argv, ws, extra);
+  Result r = run(argv, events, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_free(r.err);
+  l.events = tu_read_events(events);
+  return l;
+}
+
+static GArray *adapter_weights(const Lora *l)
+{
+  g_autofree char *path = g_build_filename(l->ws, "adapter", "adapter_model.safetensors", NULL);
+  return tu_read_weights(path);
+}
+
+static GBytes *file_bytes(const char *ws, const char *rel)
+{
+  g_autofree char *path = g_build_filename(ws, rel, NULL);
+  char *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+  /* an export names its run; the two runs compared here are different runs */
+  const char key[] = "\"cohort.run_id\":\"";
+  char *at = memmem(data, MIN(len, 4096), key, sizeof key - 1);
+  if (at && at + sizeof key - 1 + 32 <= data + len)
+    memset(at + sizeof key - 1, '0', 32);
+  return g_bytes_new_take(data, len);
+}
+
+/* The last ranks event. */
+static JsonObject *last_ranks(const Lora *l)
+{
+  JsonObject *found = NULL;
+  for (guint i = 0; i < l->events->len; i++) {
+    JsonObject *o = g_ptr_array_index(l->events, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "ranks"))
+      found = o;
+  }
+  g_assert_nonnull(found);
+  return found;
+}
+
+/* cohort-train --explain's memory object for base_sets and `extra`. */
+static JsonObject *explain_memory(const char *const *extra)
+{
+  g_autofree char *ws = tu_mkdtemp("lora-explain");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--explain"));
+  add_sets(argv, ws, extra);
+  g_ptr_array_add(argv, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                             &err, &status, &error));
+  g_assert_no_error(error);
+  if (!g_spawn_check_wait_status(status, NULL))
+    g_error("--explain failed: %s", err);
+  tu_rm_rf(ws);
+  g_autoptr(JsonNode) root = json_from_string(out, &error);
+  g_assert_no_error(error);
+  return json_object_ref(json_object_get_object_member(json_node_get_object(root), "memory"));
+}
+
+/* 2 ranks × batch 2 = 1 rank × batch 4 on the adapters (tolerance as tests/test-ddp.c: a
+ * thousandth of the distance AdamW can move a weight), and the ranks event's figures. */
+static void test_two_ranks(void)
+{
+  const int steps = 10;
+  const double lr = 1e-3;
+  const char *two[] = {"finetune=lora", "max_steps=10",       "learning_rate=0.001",
+                       "batch_size=2",  "bucket_cap_mb=0.01", NULL};
+  const char *one[] = {"finetune=lora", "max_steps=10", "learning_rate=0.001", "batch_size=4",
+                       NULL};
+  Lora n = train_in(tu_mkdtemp("lora-2"), 2, two, NULL);
+  Lora s = train_in(tu_mkdtemp("lora-1"), 1, one, NULL);
+  g_autoptr(GArray) wn = adapter_weights(&n), w1 = adapter_weights(&s);
+  double diff = max_abs_diff(wn, w1), tol = 1e-3 * lr * steps;
+  g_test_message("LoRA: 2 ranks × batch 2 vs 1 × 4: max |Δ adapter| = %.3g (tolerance %.3g)", diff,
+                 tol);
+  g_assert_cmpfloat(diff, <=, tol);
+  /* the base did not move: model.safetensors is the same base in both runs */
+  g_autoptr(GBytes) bn = file_bytes(n.ws, "model.safetensors");
+  g_autoptr(GBytes) b1 = file_bytes(s.ws, "model.safetensors");
+  g_assert_true(g_bytes_equal(bn, b1));
+
+  JsonObject *ranks = last_ranks(&n);
+  gint64 params = json_object_get_int_member(ranks, "params");
+  gint64 trainable = json_object_get_int_member(ranks, "trainable");
+  gint64 bytes = json_object_get_int_member(ranks, "allreduce_bytes");
+  /* 2 blocks × rank 4 × (32+96 + 32+32 + 32+128 + 128+32) */
+  g_assert_cmpint(trainable, ==, 2 * 4 * (32 + 96 + 32 + 32 + 32 + 128 + 128 + 32));
+  g_assert_cmpint(bytes, ==, 4 * trainable);
+
+  const char *full_two[] = {"max_steps=10", "batch_size=2", NULL};
+  Lora f = train_in(tu_mkdtemp("lora-full"), 2, full_two, NULL);
+  JsonObject *fr = last_ranks(&f);
+  gint64 full_bytes = json_object_get_int_member(fr, "allreduce_bytes");
+  g_assert_cmpint(json_object_get_int_member(fr, "trainable"), ==,
+                  json_object_get_int_member(fr, "params"));
+  g_assert_cmpint(params, ==, json_object_get_int_member(fr, "params") + trainable);
+  g_test_message("all-reduced per step: full %" G_GINT64_FORMAT
+                 " bytes, LoRA rank 4 %" G_GINT64_FORMAT
+                 " bytes (%.1fx fewer); trainable %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT,
+                 full_bytes, bytes, (double)full_bytes / bytes, trainable, params);
+  g_assert_cmpint(bytes * 5, <, full_bytes); /* 8.5x here: rank 4 is large beside n_embd 32 */
+  /* --explain's plan counts what the run holds: gradients and optimizer state for the
+   * adapters alone */
+  g_autoptr(JsonObject) plan = explain_memory(two);
+  JsonObject *pr = json_object_get_object_member(plan, "per_rank");
+  g_assert_cmpint(json_object_get_int_member(plan, "trainable"), ==, trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "grads_bytes"), ==, 4 * trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "optim_bytes"), ==, 8 * trainable);
+  g_assert_cmpint(json_object_get_int_member(pr, "params_bytes"), ==, 4 * params);
+  lora_clear(&n);
+  lora_clear(&s);
+  lora_clear(&f);
+}
+
+/* Resume, with dropout on the adapters and EMA: 3 steps, checkpoint, then on to 6 = 6 steps
+ * at once, byte for byte (adapter, base, merged model, EMA); the adapter folder is PEFT's. */
+static void test_resume(void)
+{
+  /* a constant learning rate: a run to step 3 then 6 is one to 6 (tests/test-ckpt-crash.c) */
+  const char *six[] = {"finetune=lora", "lora_dropout=0.1",     "merge_adapter=true",
+                       "max_steps=6",   "save_every=3",         "batch_size=2",
+                       "ema_decay=0.9", "lr_schedule=constant", NULL};
+  const char *three[] = {"finetune=lora", "lora_dropout=0.1",     "merge_adapter=true",
+                         "max_steps=3",   "save_every=3",         "batch_size=2",
+                         "ema_decay=0.9", "lr_schedule=constant", NULL};
+  Lora a = train_in(tu_mkdtemp("lora-a"), 1, six, NULL);
+  char *ws = tu_mkdtemp("lora-b");
+  Lora b0 = train_in(ws, 1, three, NULL);
+  g_ptr_array_unref(b0.events);
+  Lora b = train_in(ws, 1, six, "auto");
+  const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
+                         "merged/model.safetensors", "model-ema.safetensors"};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    g_autoptr(GBytes) fa = file_bytes(a.ws, files[i]);
+    g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+    if (!g_bytes_equal(fa, fb))
+      g_error("%s differs after a resume", files[i]);
+  }
+  g_autofree char *cfg_path = g_build_filename(a.ws, "adapter", "adapter_config.json", NULL);
+  g_autofree char *cfg = NULL;
+  g_assert_true(g_file_get_contents(cfg_path, &cfg, NULL, NULL));
+  g_autoptr(JsonNode) root = json_from_string(cfg, NULL);
+  JsonObject *o = json_node_get_object(root);
+  g_assert_cmpstr(json_object_get_string_member(o, "peft_type"), ==, "LORA");
+  g_assert_cmpint(json_object_get_int_member(o, "r"), ==, 4);
+  g_assert_true(json_object_get_boolean_member(o, "fan_in_fan_out"));
+  g_assert_cmpuint(json_array_get_length(json_object_get_array_member(o, "target_modules")), ==, 8);
+  g_autofree char *ws_abs = g_canonicalize_filename(a.ws, NULL);
+  g_assert_cmpstr(json_object_get_string_member(o, "base_model_name_or_path"), ==, ws_abs);
+  /* training moved the adapters: lora_B is no longer zero */
+  g_autoptr(GArray) w = adapter_weights(&a);
+  double mx = 0;
+  for (guint i = 0; i < w->len; i++)
+    mx = MAX(mx, fabs(g_array_index(w, float, i)));
+  g_assert_cmpfloat(mx, >, 0);
+  /* --sample's loader takes the base and the adapter, from the folder and from a checkpoint */
+  g_autofree char *ckpt = g_build_filename(a.ws, "checkpoints", "step-00000006", NULL);
+  const char *from[] = {a.ws, ckpt};
+  for (guint k = 0; k < G_N_ELEMENTS(from); k++) {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortModel) m = cohort_model_load_saved(from[k], NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(m->lora);
+    for (guint t = 0; t < m->lora->n_tensors; t++) {
+      const CohortTensorInfo *ti = &m->lora->tensors[t];
+      double worst = 0;
+      g_autofree char *path = g_build_filename(a.ws, "adapter", "adapter_model.safetensors", NULL);
+      g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+      g_assert_no_error(error);
+      g_autofree char *name = g_strconcat("base_model.model.transformer.", ti->name, NULL);
+      g_autofree float *want = g_new(float, ti->numel);
+      int64_t shape[2] = {ti->shape[0], ti->shape[1]};
+      g_assert_true(cohort_safetensors_read_f32(f, name, 2, shape, want, &error));
+      for (size_t i = 0; i < ti->numel; i++)
+        worst = MAX(worst, fabs(m->params[ti->offset + i] - want[i]));
+      /* the folder: the adapter as trained; the checkpoint: its EMA (ema_decay 0.9) */
+      if (k == 0)
+        g_assert_cmpfloat(worst, ==, 0);
+      else if (t % 2 == 1)
+        g_assert_cmpfloat(worst, >, 0);
+    }
+  }
+  lora_clear(&a);
+  lora_clear(&b);
+}
+
+/* One tensor of a safetensors file, as floats. */
+static GArray *tensor_of(const char *ws, const char *name)
+{
+  g_autofree char *path = g_build_filename(ws, "model.safetensors", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+  g_assert_no_error(error);
+  int64_t shape[8];
+  int nd = cohort_safetensors_shape(f, name, shape);
+  g_assert_cmpint(nd, >, 0);
+  size_t n = 1;
+  for (int d = 0; d < nd; d++)
+    n *= (size_t)shape[d];
+  GArray *a = g_array_sized_new(FALSE, FALSE, sizeof(float), (guint)n);
+  g_array_set_size(a, (guint)n);
+  g_assert_true(cohort_safetensors_read_f32(f, name, nd, shape, (float *)a->data, &error));
+  return a;
+}
+
+/* finetune frozen with trainable ln_f.*: after 1 and after 4 steps (2 ranks) every tensor
+ * but ln_f's is the same, and ln_f moved. */
+static void test_frozen(void)
+{
+  const char *one[] = {"finetune=frozen", "trainable=ln_f.*", "max_steps=1", "batch_size=2", NULL};
+  const char *four[] = {"finetune=frozen", "trainable=ln_f.*", "max_steps=4", "batch_size=2", NULL};
+  Lora a = train_in(tu_mkdtemp("frozen-1"), 1, one, NULL);
+  Lora b = train_in(tu_mkdtemp("frozen-4"), 2, four, NULL);
+  const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_proj.bias",
+                         "ln_f.weight", "ln_f.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) wa = tensor_of(a.ws, names[i]), wb = tensor_of(b.ws, names[i]);
+    double d = max_abs_diff(wa, wb);
+    if (g_str_has_prefix(names[i], "ln_f."))
+      g_assert_cmpfloat(d, >, 1e-5);
+    else
+      g_assert_cmpfloat(d, ==, 0);
+  }
+  lora_clear(&a);
+  lora_clear(&b);
+}
+
+/* Transfer learning on a ResNet: a model trained on the glyphs, then finetune frozen with
+ * trainable fc.* on 2 ranks: only the classifier moves, and only its gradients travel. */
+static void test_resnet_transfer(void)
+{
+  const char *resnet[] = {"model=resnet",
+                          "data_format=images",
+                          "train_data=builtin:glyphs/train",
+                          "val_data=",
+                          "image_size=16",
+                          "n_layer=8",
+                          "resnet_width=8",
+                          "batch_size=4",
+                          "optimizer=sgd",
+                          "learning_rate=0.05",
+                          "momentum=0.9",
+                          "lr_schedule=constant",
+                          "warmup_steps=0",
+                          NULL};
+  g_autoptr(GPtrArray) pre = g_ptr_array_new();
+  g_autoptr(GPtrArray) tune = g_ptr_array_new();
+  for (guint i = 0; resnet[i]; i++) {
+    g_ptr_array_add(pre, (gpointer)resnet[i]);
+    g_ptr_array_add(tune, (gpointer)resnet[i]);
+  }
+  g_ptr_array_add(pre, "max_steps=2");
+  g_ptr_array_add(pre, NULL);
+  Lora base = train_in(tu_mkdtemp("resnet-base"), 1, (const char *const *)pre->pdata, NULL);
+  g_autofree char *weights = g_build_filename(base.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  g_ptr_array_add(tune, init);
+  g_ptr_array_add(tune, "finetune=frozen");
+  g_ptr_array_add(tune, "trainable=fc.*");
+  g_ptr_array_add(tune, "max_steps=10");
+  g_ptr_array_add(tune, "sync_batchnorm=true");
+  g_ptr_array_add(tune, NULL);
+  Lora t = train_in(tu_mkdtemp("resnet-tune"), 2, (const char *const *)tune->pdata, NULL);
+  const char *names[] = {"conv1.weight", "layer1.0.bn2.bias", "layer3.0.conv1.weight", "fc.weight",
+                         "fc.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(base.ws, names[i]), b = tensor_of(t.ws, names[i]);
+    double d = max_abs_diff(a, b);
+    if (g_str_has_prefix(names[i], "fc."))
+      g_assert_cmpfloat(d, >, 0);
+    else
+      g_assert_cmpfloat(d, ==, 0);
+  }
+  JsonObject *ranks = last_ranks(&t);
+  gint64 trainable = json_object_get_int_member(ranks, "trainable");
+  g_assert_cmpint(json_object_get_int_member(ranks, "allreduce_bytes"), ==, 4 * trainable);
+  /* glyphs: the classes and 32 features (4 × resnet_width), weight and bias */
+  g_assert_cmpint(trainable % 33, ==, 0);
+  g_test_message("resnet frozen fc.*: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                 " parameters learn; %" G_GINT64_FORMAT " bytes all-reduced per step",
+                 trainable, json_object_get_int_member(ranks, "params"),
+                 json_object_get_int_member(ranks, "allreduce_bytes"));
+  lora_clear(&base);
+  lora_clear(&t);
+}
+
+/* Fine-tuning a model trained before: init_from gives the base, which the LoRA run exports
+ * unchanged; adapter_from starts from that run's adapter and is refused when its rank is not
+ * lora_rank. */
+static void test_init_and_adapter_from(void)
+{
+  Lora base = train_in(tu_mkdtemp("lora-base"), 1,
+                       (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autofree char *weights = g_build_filename(base.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  Lora first =
+      train_in(tu_mkdtemp("lora-first"), 1,
+               (const char *[]){"finetune=lora", init, "max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autoptr(GBytes) bw = file_bytes(base.ws, "model.safetensors");
+  g_autoptr(GBytes) fw = file_bytes(first.ws, "model.safetensors");
+  /* the same tensors, same bytes: only the metadata's step and run differ */
+  g_assert_cmpuint(g_bytes_get_size(bw), ==, g_bytes_get_size(fw));
+  const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "ln_f.bias"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(base.ws, names[i]), b = tensor_of(first.ws, names[i]);
+    g_assert_cmpfloat(max_abs_diff(a, b), ==, 0);
+  }
+  g_autofree char *adapter = g_build_filename(first.ws, "adapter", NULL);
+  g_autofree char *from = g_strconcat("adapter_from=", adapter, NULL);
+  Lora second = train_in(
+      tu_mkdtemp("lora-second"), 1,
+      (const char *[]){"finetune=lora", init, from, "max_steps=2", "batch_size=2", NULL}, NULL);
+  /* the second run started from the first's adapter, so it differs from a fresh one's */
+  g_autoptr(GArray) w1 = adapter_weights(&first), w2 = adapter_weights(&second);
+  g_assert_cmpfloat(max_abs_diff(w1, w2), >, 0);
+
+  g_autofree char *ws = tu_mkdtemp("lora-bad-adapter");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  add_sets(argv, ws, (const char *[]){"finetune=lora", init, from, "lora_rank=8", NULL});
+  Result r = run(argv, NULL, NULL);
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_nonnull(strstr(r.err, "adapter_config.json: field \"r\""));
+  g_free(r.err);
+  tu_rm_rf(ws);
+  lora_clear(&base);
+  lora_clear(&first);
+  lora_clear(&second);
+}
+
+/* Distillation with a LoRA student whose base is the teacher (the natural default): the run
+ * trains, the teacher-base stays as it was, and the adapters moved. */
+static void test_distill(void)
+{
+  Lora teacher = train_in(tu_mkdtemp("lora-teacher"), 1,
+                          (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autofree char *weights = g_build_filename(teacher.ws, "model.safetensors", NULL);
+  g_autofree char *init = g_strconcat("init_from=", weights, NULL);
+  g_autofree char *from = g_strconcat("teacher_from=", teacher.ws, NULL);
+  Lora student = train_in(tu_mkdtemp("lora-student"), 1,
+                          (const char *[]){"finetune=lora", init, from, "distill_alpha=0.5",
+                                           "max_steps=3", "batch_size=2", NULL},
+                          NULL);
+  const char *names[] = {"wte.weight", "h.1.mlp.c_fc.weight", "ln_f.weight"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(teacher.ws, names[i]), b = tensor_of(student.ws, names[i]);
+    g_assert_cmpfloat(max_abs_diff(a, b), ==, 0);
+  }
+  g_autoptr(GArray) w = adapter_weights(&student);
+  double mx = 0;
+  for (guint i = 0; i < w->len; i++)
+    mx = MAX(mx, fabs(g_array_index(w, float, i)));
+  g_assert_cmpfloat(mx, >, 0);
+  lora_clear(&teacher);
+  lora_clear(&student);
+}
+
+/* ZeRO with LoRA, and LoRA on a family without adapters: one line each, non-zero exit. */
+static void test_refused(void)
+{
+  struct {
+    const char *sets[4];
+    const char *needle;
+  } cases[] = {
+      {{"finetune=lora", "zero_stage=2", NULL}, "key \"zero_stage\""},
+      {{"finetune=lora", "lora_targets=c_atn", NULL}, "\"c_atn\""},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    g_autofree char *ws = tu_mkdtemp("lora-refused");
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    g_ptr_array_add(argv, g_strdup("--nproc"));
+    g_ptr_array_add(argv, g_strdup("2"));
+    add_sets(argv, ws, (const char *const *)cases[i].sets);
+    Result r = run(argv, NULL, NULL);
+    g_assert_cmpint(r.status, !=, 0);
+    if (!strstr(r.err, cases[i].needle))
+      g_error("stderr does not name %s: %s", cases[i].needle, r.err);
+    g_free(r.err);
+    tu_rm_rf(ws);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
+  g_test_add_func("/lora-ddp/resume", test_resume);
+  g_test_add_func("/lora-ddp/frozen", test_frozen);
+  g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
+  g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
+  g_test_add_func("/lora-ddp/distill", test_distill);
+  g_test_add_func("/lora-ddp/refused", test_refused);
+  return g_test_run();
+}
