@@ -32,6 +32,16 @@ static inline gboolean netns_sh(const char *cmd)
   return TRUE;
 }
 
+/* Frees the names (the namespaces themselves go when the process ends: netns_janitor). */
+static inline void netns_clear(Netns *n)
+{
+  for (int i = 0; i < 2; i++) {
+    g_clear_pointer(&n->ns[i], g_free);
+    g_clear_pointer(&n->veth[i], g_free);
+  }
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Netns, netns_clear)
+
 /* Removes the namespaces when this process ends: a child waits for the end of a pipe only this
  * process holds. */
 static inline void netns_janitor(const Netns *n)

@@ -160,7 +160,7 @@ static void test_cohort_run(void)
 
 static void test_two_nodes(void)
 {
-  Netns n = {0};
+  g_auto(Netns) n = {0};
   g_autofree char *why = NULL;
   if (!netns_make(&n, &why)) {
     g_test_skip(why);

@@ -484,7 +484,7 @@ static void test_conv_paths(void)
   for (int i = 0; i < NB; i++)
     y[i] = i % K;
   float loss[2], logits[2][NB * K];
-  g_autofree float *stats[2] = {NULL, NULL};
+  float *stats[2] = {NULL, NULL}; /* freed below: g_autofree frees one pointer, not an array */
   CohortCpuConvPath start = cohort_cpu_conv_path();
   for (int p = 0; p < 2; p++) {
     g_assert_true(cohort_cpu_conv_select(p ? COHORT_CPU_CONV_ONEDNN : COHORT_CPU_CONV_IM2COL));
@@ -505,6 +505,8 @@ static void test_conv_paths(void)
     }
   }
   cohort_cpu_conv_select(start);
+  g_free(stats[0]);
+  g_free(stats[1]);
   g_assert_cmpfloat(fabs(loss[1] - loss[0]), <=, 1e-5 * fabs(loss[0]));
   for (int i = 0; i < NB * K; i++)
     g_assert_cmpfloat(fabs(logits[1][i] - logits[0][i]), <=, 1e-5 * (1 + fabs(logits[0][i])));

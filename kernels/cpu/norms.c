@@ -5,6 +5,7 @@
 #include "reduce.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -240,22 +241,56 @@ static void add_blocks(double *out, double *out2, const double *part, size_t blo
 /* The calling thread's room for the partial sums, grown on demand and kept: a training step
  * asks for the same sizes every time, and a fresh allocation of this size (up to a few MiB)
  * had its pages faulted in on every call. */
-static _Thread_local double *part_buf;
-static _Thread_local size_t part_cap;
+typedef struct {
+  double *buf;
+  size_t cap;
+} PartBuf;
+
+static pthread_key_t part_key;
+static pthread_once_t part_once = PTHREAD_ONCE_INIT;
+
+static void part_free(void *p)
+{
+  PartBuf *b = p;
+  if (b) {
+    free(b->buf);
+    free(b);
+  }
+}
+
+/* The main thread's buffer: thread-exit destructors do not run for it. */
+static void part_free_at_exit(void)
+{
+  PartBuf *b = pthread_getspecific(part_key);
+  pthread_setspecific(part_key, NULL);
+  part_free(b);
+}
+
+static void part_init(void)
+{
+  if (pthread_key_create(&part_key, part_free) == 0)
+    atexit(part_free_at_exit);
+}
 
 static double *block_memory(size_t n, int C)
 {
   size_t want = ((n + ROW_BLOCK - 1) / ROW_BLOCK) * 2 * (size_t)C + 2 * (size_t)C;
-  if (part_cap < want) {
-    free(part_buf);
-    part_buf = malloc(want * sizeof(double));
-    part_cap = part_buf ? want : 0;
-    if (!part_buf) {
-      fprintf(stderr, "cohort: out of memory for BatchNorm's partial sums (%d channels)\n", C);
-      abort();
-    }
+  pthread_once(&part_once, part_init);
+  PartBuf *b = pthread_getspecific(part_key);
+  if (!b && (b = calloc(1, sizeof *b)) != NULL && pthread_setspecific(part_key, b) != 0) {
+    free(b);
+    b = NULL;
   }
-  return part_buf;
+  if (b && b->cap < want) {
+    free(b->buf);
+    b->buf = malloc(want * sizeof(double));
+    b->cap = b->buf ? want : 0;
+  }
+  if (!b || !b->buf) {
+    fprintf(stderr, "cohort: out of memory for BatchNorm's partial sums (%d channels)\n", C);
+    abort();
+  }
+  return b->buf;
 }
 
 static void bn_stats_rows(const float *x, size_t n, int C, float *mean, float *m2)
