@@ -308,6 +308,8 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
     for (guint i = 0; i < notes->len; i++)
       cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "init_from %s: %s", init_path,
                           (const char *)notes->pdata[i]);
+    /* An import writes the whole parameter vector, adapters' places included: fresh again. */
+    cohort_lora_init(r->model, (guint64)cfg->seed);
   }
   if (cfg->adapter_from && *cfg->adapter_from) {
     g_autofree char *adapter_path = cohort_resolve_path(cfg->adapter_from);
