@@ -234,6 +234,17 @@ static void test_summary(void)
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "0.002"));
   g_assert_true(cohort_config_form_set_text(form, "enable_multi_gpu", "false"));
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "world size 1"));
+  g_assert_nonnull(strstr(cohort_window_get_summary(win), "sequences"));
+  /* an image model's batch is images, without tokens */
+  g_assert_true(cohort_config_form_set_text(form, "model", "resnet"));
+  g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));
+  s = cohort_window_get_summary(win);
+  g_test_message("summary: %s", s);
+  g_assert_nonnull(strstr(s, "global batch 32 images"));
+  g_assert_null(strstr(s, "tokens"));
+  /* back to the language model: the window keeps its last config for the next test */
+  g_assert_true(cohort_config_form_set_text(form, "model", "gpt"));
+  g_assert_true(cohort_config_form_set_text(form, "data_format", "text"));
   gtk_window_destroy(GTK_WINDOW(win));
 }
 

@@ -86,11 +86,20 @@ static void update_summary(CohortWindow *win, const CohortConfig *cfg, const Coh
   g_autofree char *lr_scaled = g_strdup_printf("%g", plan->scaled_lr);
   g_autofree char *lr_base = g_strdup_printf("%g", plan->learning_rate);
   g_autofree char *scaling = cohort_config_get(cfg, "lr_scaling");
-  g_autofree char *numbers = g_strdup_printf(
-      _("Batch per process %d × accumulation %d × world size %d = global batch %d sequences "
-        "(%s tokens) · learning rate %s → %s (scaling: %s)"),
-      cfg->batch_size, cfg->gradient_accumulation_steps, plan->world_size, plan->global_batch,
-      tokens, lr_base, lr_scaled, cohort_key_choice_label(scaling));
+  /* an image model's batch is images (or their latents), a language model's sequences */
+  g_autofree char *numbers =
+      cfg->data_format == COHORT_DATA_IMAGES
+          ? g_strdup_printf(_("Batch per process %d × accumulation %d × world size %d = global "
+                              "batch %d images · learning rate %s → %s (scaling: %s)"),
+                            cfg->batch_size, cfg->gradient_accumulation_steps, plan->world_size,
+                            plan->global_batch, lr_base, lr_scaled,
+                            cohort_key_choice_label(scaling))
+          : g_strdup_printf(_("Batch per process %d × accumulation %d × world size %d = global "
+                              "batch %d sequences (%s tokens) · learning rate %s → %s (scaling: "
+                              "%s)"),
+                            cfg->batch_size, cfg->gradient_accumulation_steps, plan->world_size,
+                            plan->global_batch, tokens, lr_base, lr_scaled,
+                            cohort_key_choice_label(scaling));
   const char *how = NULL;
   switch (plan->kind) {
   case COHORT_LAUNCH_SPAWN:
