@@ -143,6 +143,62 @@ static void test_overlap(void)
   CLOSE(f.other_comm_s, want);
 }
 
+static void test_contention(void)
+{
+  CohortForecastInput in = input();
+  CohortForecast f;
+  /* Batch 10, contention 1: backward b = 0.22 + overlap(b). Bucket 1 (11 ms) starts at 0.5b and
+   * ends inside backward, bucket 2 starts at b: the overlap is 11 ms, so b = 0.231, the stretch
+   * 11 ms, and bucket 2's 31 ms are still exposed. */
+  in.contention = 1;
+  cohort_forecast_at(&in, 2, 10, &f);
+  CLOSE(f.stretch_s, 0.011);
+  CLOSE(f.exposed_s, 0.031);
+  CLOSE(f.step_s, 0.39 + 0.011 + 0.031 + 0.00200016);
+  CLOSE(f.efficiency, 0.39 / (0.39 + 0.011 + 0.031 + 0.00200016));
+  /* Half of it: 5.5 ms. One rank overlaps nothing. */
+  in.contention = 0.5;
+  cohort_forecast_at(&in, 2, 10, &f);
+  CLOSE(f.stretch_s, 0.0055);
+  cohort_forecast_at(&in, 1, 10, &f);
+  CLOSE(f.stretch_s, 0);
+  CLOSE(f.step_s, 0.39);
+  /* A bucket final at 0.9 of backward that takes 50 ms: with contention 1, b = 0.22 + 0.1b, so
+   * b = 0.22 / 0.9 and the bucket runs 50 ms − 0.1b past it. */
+  static const double late_bytes[] = {4.9e6}, late_ready[] = {0.9};
+  in.n_buckets = 1;
+  in.bucket_bytes = late_bytes;
+  in.bucket_ready = late_ready;
+  in.contention = 1;
+  cohort_forecast_at(&in, 2, 10, &f);
+  CLOSE(f.stretch_s, 0.22 / 0.9 - 0.22);
+  CLOSE(f.exposed_s, 0.05 - 0.1 * 0.22 / 0.9);
+}
+
+static void test_fit_contention(void)
+{
+  CohortForecastInput in = input();
+  /* A synced pass at batch 10: forward 0.11 + backward 0.22 + the exposed 31 ms = 0.361 s
+   * without contention, plus 11 ms per unit of it. */
+  CLOSE(cohort_forecast_synced_pass(&in, 10), 0.361);
+  g_assert_cmpfloat(fabs(cohort_forecast_fit_contention(&in, 10, 0.372) - 1), <, 1e-9);
+  g_assert_cmpfloat(fabs(cohort_forecast_fit_contention(&in, 10, 0.36375) - 0.25), <, 1e-9);
+  in.contention = 0.25;
+  CLOSE(cohort_forecast_synced_pass(&in, 10), 0.36375);
+  in.contention = 0;
+  /* Faster than timed apart (noise): none. Slower than any contention explains: the cap. */
+  g_assert_cmpfloat(cohort_forecast_fit_contention(&in, 10, 0.3), ==, 0);
+  g_assert_cmpfloat(cohort_forecast_fit_contention(&in, 10, 10), ==,
+                    COHORT_FORECAST_MAX_CONTENTION);
+  /* SyncBatchNorm's collectives are part of the pass: 3 all-reduces of 400 bytes. */
+  in.n_syncbn_reduce = 3;
+  in.syncbn_reduce_bytes = 400;
+  CLOSE(cohort_forecast_synced_pass(&in, 10), 0.361 + 3 * (1e-3 + 400e-8));
+  /* One rank, or no buckets: nothing to fit. */
+  in.world_size = 1;
+  g_assert_cmpfloat(cohort_forecast_fit_contention(&in, 10, 1), ==, 0);
+}
+
 static void test_min_batch(void)
 {
   /* step(b) = 0.03b + 0.09 + 0.031 + 0.00200016 and one process 0.03b + 0.09: 90 % needs
@@ -167,5 +223,7 @@ int main(int argc, char **argv)
   g_test_add_func("/forecast/step", test_forecast);
   g_test_add_func("/forecast/overlap", test_overlap);
   g_test_add_func("/forecast/min-batch", test_min_batch);
+  g_test_add_func("/forecast/contention", test_contention);
+  g_test_add_func("/forecast/fit-contention", test_fit_contention);
   return g_test_run();
 }

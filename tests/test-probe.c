@@ -75,6 +75,15 @@ static void check_probe(JsonObject *p, int world)
     g_assert_cmpfloat(json_object_get_double_member(ar, "alpha_s"), >=, 0);
     g_assert_cmpuint(json_array_get_length(json_object_get_array_member(ar, "points")), >=, 3);
     g_assert_true(json_object_has_member(p, "min_batch_limit"));
+    /* Passes with the buckets in flight, and the contention that explains them. */
+    g_assert_cmpfloat(json_object_get_double_member(m, "synced_pass_s"), >, 0);
+    double c = json_object_get_double_member(p, "contention");
+    g_assert_cmpfloat(c, >=, 0);
+    g_assert_cmpfloat(c, <=, 2);
+    for (guint i = 0; i < json_array_get_length(rows); i++)
+      g_assert_cmpfloat(
+          json_object_get_double_member(json_array_get_object_element(rows, i), "stretch_s"), >=,
+          0);
   }
 }
 
@@ -135,6 +144,35 @@ static void test_one_process(void)
   g_assert_nonnull(strstr(res.out, "One process: nothing to measure between ranks"));
   g_autoptr(JsonObject) p = probe_event(events);
   check_probe(p, 1);
+  run_result_clear(&res);
+  tu_rm_rf(dir);
+}
+
+/* With LoRA only the adapters' gradients travel: the probe times those buckets, not the whole
+ * model's (it planned the whole model's, and its optimizer step read past the gradients). */
+static void test_lora(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("cohort-probe-XXXXXX", NULL);
+  g_autofree char *ws = g_build_filename(dir, "ws", NULL);
+  g_autofree char *events = g_build_filename(dir, "events.jsonl", NULL);
+  const char *extra[] = {"--nproc",       "2",     "--probe",     "--set",
+                         "finetune=lora", "--set", "lora_rank=4", NULL};
+  g_autoptr(GPtrArray) args = small_args(ws, extra);
+  RunResult res = run_train(args, events);
+  g_test_message("stdout: %s\nstderr: %s", res.out, res.err);
+  g_assert_cmpint(res.status, ==, 0);
+  g_autoptr(JsonObject) p = probe_event(events);
+  check_probe(p, 2);
+  gint64 params = json_object_get_int_member(p, "params");
+  gint64 trainable = json_object_get_int_member(p, "trainable");
+  g_assert_cmpint(trainable, >, 0);
+  g_assert_cmpint(trainable, <, params / 4);
+  JsonArray *b =
+      json_object_get_array_member(json_object_get_object_member(p, "measured"), "buckets");
+  double bytes = 0;
+  for (guint i = 0; i < json_array_get_length(b); i++)
+    bytes += json_object_get_double_member(json_array_get_object_element(b, i), "bytes");
+  g_assert_cmpfloat(bytes, ==, 4.0 * (double)trainable);
   run_result_clear(&res);
   tu_rm_rf(dir);
 }
@@ -216,6 +254,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/probe/local", test_local);
   g_test_add_func("/probe/one-process", test_one_process);
+  g_test_add_func("/probe/lora", test_lora);
   g_test_add_func("/probe/cohort-run", test_cohort_run);
   g_test_add_func("/probe/two-nodes", test_two_nodes);
   return g_test_run();

@@ -84,21 +84,60 @@ double cohort_collective_seconds(CohortAlphaBeta measured, CohortCollectiveShape
   return ab.alpha_s + ab.beta_s * bytes;
 }
 
-/* The buckets of the last micro-step's backward (of `bwd_s`) on one communication thread:
- * their total time, and how much of it ran past the end of backward. */
-static void buckets(const CohortForecastInput *in, int world, double bwd_s, double *total,
-                    double *exposed)
+/* The buckets on one communication thread against a backward of `bwd_s`: when the last one is
+ * done; their total time and how much of it ran before backward ended go to *total, *overlap. */
+static double schedule(const CohortForecastInput *in, int world, double bwd_s, double *total,
+                       double *overlap)
 {
   double free_at = 0;
-  *total = 0;
+  *total = *overlap = 0;
   for (guint i = 0; i < in->n_buckets; i++) {
     double t = cohort_collective_seconds(in->all_reduce, COHORT_COLLECTIVE_ALL_REDUCE,
                                          in->world_size, world, in->bucket_bytes[i]);
-    double ready = CLAMP(in->bucket_ready[i], 0, 1) * bwd_s;
-    free_at = MAX(free_at, ready) + t;
+    double start = MAX(free_at, CLAMP(in->bucket_ready[i], 0, 1) * bwd_s);
+    free_at = start + t;
     *total += t;
+    *overlap += MAX(MIN(free_at, bwd_s) - MIN(start, bwd_s), 0);
   }
-  *exposed = MAX(free_at - bwd_s, 0);
+  return free_at;
+}
+
+/* The buckets of the last micro-step's backward (of `bwd_s` alone): their total time, backward's
+ * delay by the communication it overlaps, and what ran past backward's (delayed) end. The
+ * delayed backward b solves b = bwd_s + contention × overlap(b); overlap is at most the total,
+ * so the root lies in [bwd_s, bwd_s + contention × total] and bisection finds it. */
+static void buckets(const CohortForecastInput *in, int world, double bwd_s, double *total,
+                    double *stretch, double *exposed)
+{
+  double overlap, lo = bwd_s, hi = bwd_s;
+  double c = CLAMP(in->contention, 0, COHORT_FORECAST_MAX_CONTENTION);
+  if (c > 0 && in->n_buckets > 0) {
+    schedule(in, world, bwd_s, total, &overlap);
+    hi = bwd_s + c * *total;
+    for (int k = 0; k < 60 && hi - lo > 1e-12 * MAX(hi, 1); k++) {
+      double mid = (lo + hi) / 2;
+      schedule(in, world, mid, total, &overlap);
+      if (mid - bwd_s - c * overlap >= 0)
+        hi = mid;
+      else
+        lo = mid;
+    }
+  }
+  double free_at = schedule(in, world, hi, total, &overlap);
+  *stretch = hi - bwd_s;
+  *exposed = MAX(free_at - hi, 0);
+}
+
+/* SyncBatchNorm's collectives of one micro-step at `world` ranks. */
+static double syncbn_seconds(const CohortForecastInput *in, int world)
+{
+  int w0 = in->world_size;
+  return in->n_syncbn_gather * cohort_collective_seconds(in->all_gather,
+                                                         COHORT_COLLECTIVE_ALL_GATHER, w0, world,
+                                                         in->syncbn_gather_bytes * world) +
+         in->n_syncbn_reduce * cohort_collective_seconds(in->all_reduce,
+                                                         COHORT_COLLECTIVE_ALL_REDUCE, w0, world,
+                                                         in->syncbn_reduce_bytes);
 }
 
 void cohort_forecast_at(const CohortForecastInput *in, int world, int batch, CohortForecast *out)
@@ -111,28 +150,55 @@ void cohort_forecast_at(const CohortForecastInput *in, int world, int batch, Coh
   double fixed = in->optimizer_s + accum * in->data_s;
   out->single_step_s = out->compute_s + fixed;
   if (world >= 2) {
-    buckets(in, world, bwd, &out->bucket_comm_s, &out->exposed_s);
+    buckets(in, world, bwd, &out->bucket_comm_s, &out->stretch_s, &out->exposed_s);
     int w0 = in->world_size;
-    double other =
+    out->other_comm_s =
         in->n_small * cohort_collective_seconds(in->all_reduce, COHORT_COLLECTIVE_ALL_REDUCE, w0,
                                                 world, in->small_bytes) +
-        accum * in->n_syncbn_gather *
-            cohort_collective_seconds(in->all_gather, COHORT_COLLECTIVE_ALL_GATHER, w0, world,
-                                      in->syncbn_gather_bytes * world) +
-        accum * in->n_syncbn_reduce *
-            cohort_collective_seconds(in->all_reduce, COHORT_COLLECTIVE_ALL_REDUCE, w0, world,
-                                      in->syncbn_reduce_bytes) +
+        accum * syncbn_seconds(in, world) +
         cohort_collective_seconds(in->broadcast, COHORT_COLLECTIVE_BROADCAST, w0, world,
                                   in->buffer_bytes) +
         cohort_collective_seconds(in->all_gather, COHORT_COLLECTIVE_ALL_GATHER, w0, world,
                                   in->zero_gather_bytes);
-    out->other_comm_s = other;
   }
   out->hidden = out->bucket_comm_s > 0 ? CLAMP(1 - out->exposed_s / out->bucket_comm_s, 0, 1) : 1;
-  out->step_s = out->single_step_s + out->exposed_s + out->other_comm_s;
+  out->step_s = out->single_step_s + out->stretch_s + out->exposed_s + out->other_comm_s;
   out->efficiency = out->step_s > 0 ? out->single_step_s / out->step_s : 0;
   out->examples_per_s = out->step_s > 0 ? (double)world * b * accum / out->step_s : 0;
   out->tokens_per_s = out->examples_per_s * in->tokens_per_example;
+}
+
+double cohort_forecast_synced_pass(const CohortForecastInput *in, int batch)
+{
+  double b = MAX(batch, 1);
+  double fwd = in->fwd0_s + in->fwd1_s * b, bwd = in->bwd0_s + in->bwd1_s * b;
+  double total = 0, stretch = 0, exposed = 0;
+  if (in->world_size >= 2)
+    buckets(in, in->world_size, bwd, &total, &stretch, &exposed);
+  return fwd + bwd + stretch + exposed + syncbn_seconds(in, in->world_size);
+}
+
+double cohort_forecast_fit_contention(const CohortForecastInput *in, int batch, double measured_s)
+{
+  /* The pass grows with the contention (a later end of backward delays nothing that follows
+   * less), so bisection on it. */
+  CohortForecastInput c = *in;
+  c.contention = 0;
+  if (in->world_size < 2 || in->n_buckets == 0 ||
+      cohort_forecast_synced_pass(&c, batch) >= measured_s)
+    return 0;
+  double lo = 0, hi = COHORT_FORECAST_MAX_CONTENTION;
+  c.contention = hi;
+  if (cohort_forecast_synced_pass(&c, batch) <= measured_s)
+    return hi;
+  for (int k = 0; k < 50; k++) {
+    c.contention = (lo + hi) / 2;
+    if (cohort_forecast_synced_pass(&c, batch) < measured_s)
+      lo = c.contention;
+    else
+      hi = c.contention;
+  }
+  return (lo + hi) / 2;
 }
 
 int cohort_forecast_min_batch(const CohortForecastInput *in, int world, double efficiency,

@@ -16,6 +16,12 @@
  * (a, b: a hop's latency and a byte's time, from the measured α, β); an all-gather (N−1)·a +
  * (N−1)/N·n·b; a broadcast log2(N) hops.
  *
+ * Compute and communication may share hardware (on a CPU the communication thread, the loopback
+ * or veth path and backward take turns on the same cores; on a GPU NCCL's kernels take SMs):
+ * every second of bucket communication that runs while backward runs delays backward by
+ * `contention` seconds. The probe does not assume it: it times passes with the buckets really in
+ * flight and cohort_forecast_fit_contention finds the share that explains them.
+ *
  * Pure arithmetic: fixed inputs give fixed numbers (tests/test-forecast.c). */
 #pragma once
 
@@ -68,6 +74,7 @@ typedef struct {
   double syncbn_gather_bytes, syncbn_reduce_bytes; /* each (a rank's share for the gather) */
   double buffer_bytes;      /* broadcast per step (broadcast_buffers); 0 = none */
   double zero_gather_bytes; /* ZeRO stage 1's parameter all-gather per step; 0 = none */
+  double contention;        /* seconds of backward lost per second of overlapped communication */
 } CohortForecastInput;
 
 typedef struct {
@@ -76,6 +83,7 @@ typedef struct {
   double compute_s;      /* accum × (forward + backward) */
   double bucket_comm_s;  /* the buckets' all-reduces, end to end */
   double exposed_s;      /* the part of them that backward did not hide */
+  double stretch_s;      /* backward's delay by the communication it overlapped (contention) */
   double hidden;         /* 1 − exposed / bucket_comm (1 without buckets) */
   double other_comm_s;   /* small all-reduces, SyncBatchNorm, buffers, ZeRO gather */
   double step_s;         /* the step at world_size */
@@ -87,6 +95,17 @@ typedef struct {
 
 /* The forecast at `world` ranks (>= 1) with `batch` examples per rank and micro-step. */
 void cohort_forecast_at(const CohortForecastInput *in, int world, int batch, CohortForecast *out);
+
+/* Seconds of one forward and backward at the measured world size with `batch` examples, the
+ * buckets all-reduced as in training (hidden, exposed, and the compute they take) and
+ * SyncBatchNorm's collectives: what the probe's synced passes measure. */
+double cohort_forecast_synced_pass(const CohortForecastInput *in, int batch);
+
+/* The `contention` (0 … COHORT_FORECAST_MAX_CONTENTION) for which cohort_forecast_synced_pass
+ * at `batch` equals `measured_s`: 0 when the passes took no longer than separate timing says,
+ * the maximum when even it does not explain them. */
+#define COHORT_FORECAST_MAX_CONTENTION 2.0
+double cohort_forecast_fit_contention(const CohortForecastInput *in, int batch, double measured_s);
 
 /* The smallest per-rank batch (1 … max_batch) whose efficiency at `world` ranks is at least
  * `efficiency`, or 0 when none is. */

@@ -16,6 +16,7 @@ typedef struct {
   double *ready;                      /* per bucket, its point in backward (0..1) */
   int syncbn_gathers, syncbn_reduces; /* per micro-step */
   double syncbn_bytes;                /* each, on average */
+  double synced_pass_s;               /* a pass with the buckets in flight (2 ranks or more) */
 } ProbeCompute;
 
 /* One collective's measured points and the line fitted to them. */
@@ -32,6 +33,11 @@ typedef struct {
 /* probe.c */
 gboolean cohort_probe_measure_compute(CohortRankRun *r, GArray *plan, ProbeCompute *out,
                                       GError **error);
+/* Times passes at the configured batch as training runs them, the run's reducer attached
+ * (buckets of `bucket_cap_mb`) and all-reducing while backward runs: the slowest rank's median
+ * to *pass_s. Call last: it leaves the reducer attached. */
+gboolean cohort_probe_measure_synced(CohortRankRun *r, double bucket_cap_mb, double *pass_s,
+                                     GError **error);
 /* Times the collectives the run uses (every rank, the same calls); fills `out` and returns how
  * many, or -1 with an error. `bucket_bytes` are the buckets' bytes on the wire. */
 int cohort_probe_measure_collectives(CohortRankRun *r, const double *bucket_bytes, guint n_buckets,

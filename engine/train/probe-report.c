@@ -39,6 +39,7 @@ JsonObject *cohort_probe_result(CohortRankRun *r, const ProbeCompute *c, GArray 
   JsonObject *o = json_object_new();
   json_object_set_string_member(o, COHORT_FIELD_MODEL, cfg->model);
   json_object_set_int_member(o, COHORT_FIELD_PARAMS, (gint64)r->model->n_params);
+  json_object_set_int_member(o, COHORT_FIELD_TRAINABLE, (gint64)r->model->n_trainable);
   json_object_set_int_member(o, COHORT_FIELD_WORLD_SIZE, r->opts->world_size);
   json_object_set_int_member(o, COHORT_FIELD_NUM_NODES,
                              MAX(r->opts->world_size / MAX(r->opts->local_world_size, 1), 1));
@@ -64,6 +65,8 @@ JsonObject *cohort_probe_result(CohortRankRun *r, const ProbeCompute *c, GArray 
   }
   json_object_set_double_member(m, COHORT_FIELD_OPTIMIZER_S, c->optimizer_s);
   json_object_set_double_member(m, COHORT_FIELD_DATA_S, c->data_s);
+  if (c->synced_pass_s > 0)
+    json_object_set_double_member(m, COHORT_FIELD_SYNCED_PASS_S, c->synced_pass_s);
   JsonArray *b = json_array_new();
   for (guint i = 0; i < plan->len; i++) {
     JsonObject *e = json_object_new();
@@ -199,6 +202,13 @@ void cohort_probe_add_forecast(JsonObject *result)
   if (!input_of(result, &in, &bytes, &ready))
     return;
   int batch = (int)num(result, COHORT_FIELD_BATCH_SIZE);
+  /* What overlapping costs compute, from the passes timed with the buckets in flight. */
+  JsonObject *m = json_object_get_object_member(result, COHORT_FIELD_MEASURED);
+  double synced = num(m, COHORT_FIELD_SYNCED_PASS_S);
+  if (in.world_size > 1 && synced > 0) {
+    in.contention = cohort_forecast_fit_contention(&in, batch, synced);
+    json_object_set_double_member(result, COHORT_FIELD_CONTENTION, in.contention);
+  }
   JsonArray *rows = json_array_new();
   /* With one rank nothing between ranks was measured: only its own row. */
   for (guint i = 0; i < (in.world_size > 1 ? G_N_ELEMENTS(scales) : 1); i++) {
@@ -214,6 +224,7 @@ void cohort_probe_add_forecast(JsonObject *result)
     json_object_set_double_member(e, COHORT_FIELD_COMPUTE_S, f.compute_s);
     json_object_set_double_member(e, COHORT_FIELD_BUCKET_COMM_S, f.bucket_comm_s);
     json_object_set_double_member(e, COHORT_FIELD_EXPOSED_S, f.exposed_s);
+    json_object_set_double_member(e, COHORT_FIELD_STRETCH_S, f.stretch_s);
     json_object_set_double_member(e, COHORT_FIELD_HIDDEN, f.hidden);
     json_object_set_double_member(e, COHORT_FIELD_OTHER_COMM_S, f.other_comm_s);
     json_array_add_object_element(rows, e);
@@ -262,6 +273,11 @@ char *cohort_probe_text(JsonObject *o)
         num(m, COHORT_FIELD_FORWARD_HALF_S), num(m, COHORT_FIELD_BACKWARD_HALF_S));
   g_string_append_printf(s, "\n  optimizer step %.4f s, waiting for data %.4f s per micro-batch\n",
                          num(m, COHORT_FIELD_OPTIMIZER_S), num(m, COHORT_FIELD_DATA_S));
+  if (num(m, COHORT_FIELD_SYNCED_PASS_S) > 0)
+    g_string_append_printf(s,
+                           "  with the buckets in flight a pass took %.4f s: each second of "
+                           "overlapped communication costs backward %.2f s\n",
+                           num(m, COHORT_FIELD_SYNCED_PASS_S), num(o, COHORT_FIELD_CONTENTION));
   JsonArray *ca = json_object_get_array_member(m, COHORT_FIELD_COLLECTIVES);
   JsonArray *b = json_object_get_array_member(m, COHORT_FIELD_BUCKETS);
   double total = 0;
@@ -371,9 +387,10 @@ static gboolean probe_rank(CohortRankRun *r, GError **error)
   if (!cohort_rank_run_setup_probe(r, error) || !cohort_rank_run_start_loading(r, error))
     return FALSE;
   CohortModel *m = r->model;
+  /* The buckets training will use: of the learning part only (finetune: lora or frozen). */
   double cap =
-      cfg->bucket_cap_mb > 0 ? cfg->bucket_cap_mb : cohort_reducer_auto_bucket_mb(m->n_params);
-  g_autoptr(GArray) plan = cohort_reducer_plan_buckets(m->n_params, m->tensors, m->n_tensors, cap,
+      cfg->bucket_cap_mb > 0 ? cfg->bucket_cap_mb : cohort_reducer_auto_bucket_mb(m->n_trainable);
+  g_autoptr(GArray) plan = cohort_reducer_plan_buckets(m->n_trainable, m->train, m->n_train, cap,
                                                        COHORT_REDUCER_FIRST_BUCKET_MB);
   double wire = cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 : 4;
   g_autofree double *bucket_bytes = g_new0(double, MAX(plan->len, 1));
@@ -391,7 +408,7 @@ static gboolean probe_rank(CohortRankRun *r, GError **error)
   if (ok && r->opts->world_size > 1) {
     n = cohort_probe_measure_collectives(r, bucket_bytes, plan->len, buffer_bytes, zero_bytes,
                                          colls, error);
-    ok = n >= 0;
+    ok = n >= 0 && cohort_probe_measure_synced(r, cap, &c.synced_pass_s, error);
   }
   if (ok && r->opts->rank == 0) {
     double probe_s = (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;

@@ -199,8 +199,9 @@ static double time_optimizer(CohortRankRun *r)
   for (int k = 0; k < MIN_REPS; k++) {
     device_sync(r);
     gint64 t0 = g_get_monotonic_time();
-    cohort_clip_grad_norm_on(r->be, m->grads, m->n_params, cfg->grad_clip);
-    cohort_optimizer_step(r->opt, m->params, m->grads, m->tensors, m->n_tensors, cfg,
+    /* Only the learning part has gradients (finetune: lora or frozen). */
+    cohort_clip_grad_norm_on(r->be, m->grads, m->n_trainable, cfg->grad_clip);
+    cohort_optimizer_step(r->opt, m->params, m->grads, m->train, m->n_train, cfg,
                           cfg->learning_rate, k + 1);
     if (r->ema)
       cohort_ema_update_on(r->be, r->ema, m->params, m->n_params, cfg->ema_decay);
@@ -251,6 +252,62 @@ gboolean cohort_probe_measure_compute(CohortRankRun *r, GArray *plan, ProbeCompu
   g_free(log.ready);
   g_free(log.ready_us);
   return ok;
+}
+
+/* ---- passes as training runs them ---- */
+
+/* One forward and backward of the configured batch with the run's reducer attached: the buckets
+ * are all-reduced on its communication thread while backward runs, and the pass ends when the
+ * last is done. Its seconds. */
+static gboolean synced_pass(CohortRankRun *r, gint64 micro, double *seconds, GError **error)
+{
+  gint64 waited = 0;
+  if (!cohort_rank_run_load_micro_batch(r, 0, micro % MAX(r->steps_per_epoch * r->accum, 1),
+                                        &waited, error))
+    return FALSE;
+  cohort_model_zero_grad(r->model);
+  device_sync(r);
+  gint64 t0 = g_get_monotonic_time();
+  if (r->distill) {
+    double parts[COHORT_DISTILL_N_PARTS];
+    cohort_distill_forward(r->distill, r->step_batch, parts);
+  } else {
+    r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
+  }
+  cohort_train_dist_begin_backward(r->dist, TRUE);
+  if (r->distill)
+    cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
+  else
+    r->model->ops->backward(r->model, 1.0f / (float)r->accum);
+  if (!cohort_train_dist_end_backward(r->dist, error))
+    return FALSE;
+  device_sync(r);
+  *seconds = (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;
+  return cohort_device_check(&r->dev, error);
+}
+
+gboolean cohort_probe_measure_synced(CohortRankRun *r, double bucket_cap_mb, double *pass_s,
+                                     GError **error)
+{
+  /* From here on the model's gradient hook is the reducer's, and SyncBatchNorm's collectives
+   * are real: the probe measures nothing apart after this. */
+  cohort_train_dist_attach(r->dist, r->model, bucket_cap_mb);
+  double warm, t[MAX_REPS], zero[MAX_REPS] = {0};
+  if (!synced_pass(r, 0, &warm, error))
+    return FALSE;
+  double each[1] = {warm};
+  if (!cohort_train_dist_sum(r->dist, each, 1, error))
+    return FALSE;
+  each[0] = MAX(each[0] / r->opts->world_size, 1e-6);
+  int n = CLAMP((int)(REPS_BUDGET_S / each[0]), MIN_REPS, MAX_REPS);
+  for (int k = 0; k < n; k++)
+    if (!cohort_train_dist_barrier(r->dist, "probe synced pass", error) ||
+        !synced_pass(r, k + 1, &t[k], error))
+      return FALSE;
+  if (!slowest_per_pass(r, t, zero, n, error))
+    return FALSE;
+  *pass_s = median(t, n);
+  return TRUE;
 }
 
 /* ---- collectives ---- */
