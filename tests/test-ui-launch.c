@@ -392,6 +392,8 @@ static void test_probe(void)
   g_autofree char *result = cohort_probe_view_get_result(probe);
   g_test_message("%s", result);
   g_assert_nonnull(strstr(result, "Measured on 2 processes (1 node, gloo)"));
+  /* The contention fitted to the passes timed with the buckets in flight. */
+  g_assert_nonnull(strstr(result, "each second of communication during backward delays it "));
   g_assert_nonnull(strstr(result, "Processes\nStep\nThroughput\nEfficiency\nCommunication hidden"
                                   "\n2\n"));
   g_assert_nonnull(strstr(result, "\n8\n"));

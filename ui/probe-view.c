@@ -68,16 +68,22 @@ void cohort_probe_view_show(CohortProbeView *v, JsonObject *p)
                                    cohort_event_number(ar, COHORT_FIELD_ALPHA_S, 0) * 1e3,
                                    cohort_event_number(ar, COHORT_FIELD_GBIT_S, 0))
                  : g_strdup("");
+  /* Measured with the buckets in flight (docs/launching.md, "Contention"). */
+  g_autofree char *cont =
+      json_object_has_member(p, COHORT_FIELD_CONTENTION)
+          ? g_strdup_printf(_("; each second of communication during backward delays it %.2f s"),
+                            cohort_event_number(p, COHORT_FIELD_CONTENTION, 0))
+          : g_strdup("");
   long long nodes = cohort_event_int(p, COHORT_FIELD_NUM_NODES, 1);
   g_autofree char *where = g_strdup_printf(ngettext("%d process", "%d processes", world), world);
   g_autofree char *on = g_strdup_printf(ngettext("%lld node", "%lld nodes", nodes), nodes);
   g_autofree char *measured = g_strdup_printf(
       _("Measured on %s (%s, %s): forward and backward %.3f s, optimizer step %.3f s per "
-        "step%s."),
+        "step%s%s."),
       where, on, cohort_event_text(p, COHORT_FIELD_BACKEND, "?"),
       cohort_event_number(m, COHORT_FIELD_FORWARD_S, 0) +
           cohort_event_number(m, COHORT_FIELD_BACKWARD_S, 0),
-      cohort_event_number(m, COHORT_FIELD_OPTIMIZER_S, 0), net);
+      cohort_event_number(m, COHORT_FIELD_OPTIMIZER_S, 0), net, cont);
   gtk_label_set_text(GTK_LABEL(v->measured), measured);
   clear_grid(v);
   const char *heads[] = {_("Processes"), _("Step"), _("Throughput"), _("Efficiency"),
