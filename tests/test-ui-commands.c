@@ -182,7 +182,7 @@ static gboolean memory_text_has(gpointer data)
  * will be refused: the same numbers as cohort-train --explain. */
 static void test_memory_plan(void)
 {
-  MemoryWait w = {cohort_window_new(NULL), "ZeRO stage 0, each process:", "GiB per process"};
+  MemoryWait w = {cohort_window_new(NULL), "ZeRO stage 0, each process:", "MiB per process"};
   /* the plan is asked for while the page is in view */
   cohort_window_show_page(w.win, "distributed");
   gtk_window_present(GTK_WINDOW(w.win));
@@ -195,6 +195,9 @@ static void test_memory_plan(void)
   g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)));
   g_assert_nonnull(strstr(cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)),
                           "2 processes on this machine"));
+  /* A small model's figures in MiB, not 0.00 GiB. */
+  g_assert_null(
+      strstr(cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)), "0.00 GiB"));
   set(form, "zero_stage", "3");
   w.want = "ZeRO stage 3, each process:";
   w.want_too = "largest gathered working set";

@@ -80,11 +80,17 @@ const char *cohort_dist_page_get_memory_text(GtkWidget *top)
   return gtk_label_get_text(GTK_LABEL(g_object_get_data(G_OBJECT(top), "cohort-memory")));
 }
 
-static double gib(JsonObject *o, const char *member)
+static guint64 bytes_of(JsonObject *o, const char *member)
 {
-  return json_object_has_member(o, member)
-             ? (double)json_object_get_int_member(o, member) / (1024.0 * 1024.0 * 1024.0)
-             : 0;
+  return json_object_has_member(o, member) ? (guint64)MAX(json_object_get_int_member(o, member), 0)
+                                           : 0;
+}
+
+/* "12.3 MiB", "1.2 GiB": a small model's figures do not all read 0.00 GiB. GLib translates the
+ * units. */
+static char *size_text(JsonObject *o, const char *member)
+{
+  return g_format_size_full(bytes_of(o, member), G_FORMAT_SIZE_IEC_UNITS);
 }
 
 /* The plan's "memory" object as a few lines for people. */
@@ -94,28 +100,36 @@ static char *describe(JsonObject *m, gboolean *fits)
   int stage = (int)json_object_get_int_member(m, "zero_stage");
   int local = (int)json_object_get_int_member(m, "local_ranks");
   GString *s = g_string_new(NULL);
-  /* TRANSLATORS: the ZeRO stage (0 to 3), then what each process holds, in GiB. */
+  g_autofree char *params = size_text(pr, "params_bytes"), *grads = size_text(pr, "grads_bytes"),
+                  *optim = size_text(pr, "optim_bytes"), *ema = size_text(pr, "ema_bytes"),
+                  *acts = size_text(pr, "activations_bytes"),
+                  *working = size_text(pr, "working_bytes"),
+                  *startup = size_text(pr, "startup_bytes");
+  /* TRANSLATORS: the ZeRO stage (0 to 3), then what each process holds (sizes such as
+   * "1.2 GiB"). */
   g_string_append_printf(s,
-                         _("ZeRO stage %d, each process: parameters %.2f GiB · gradients %.2f "
-                           "GiB · optimizer state %.2f GiB · EMA %.2f GiB · activations %.2f GiB "
-                           "· largest gathered working set %.2f GiB"),
-                         stage, gib(pr, "params_bytes"), gib(pr, "grads_bytes"),
-                         gib(pr, "optim_bytes"), gib(pr, "ema_bytes"), gib(pr, "activations_bytes"),
-                         gib(pr, "working_bytes"));
-  if (gib(pr, "teacher_bytes") > 0)
-    /* TRANSLATORS: the distillation teacher's share, in GiB. */
-    g_string_append_printf(s, _(" · teacher %.2f GiB"), gib(pr, "teacher_bytes"));
+                         _("ZeRO stage %d, each process: parameters %s · gradients %s · optimizer "
+                           "state %s · EMA %s · activations %s · largest gathered working set %s"),
+                         stage, params, grads, optim, ema, acts, working);
+  if (bytes_of(pr, "teacher_bytes") > 0) {
+    g_autofree char *teacher = size_text(pr, "teacher_bytes");
+    /* TRANSLATORS: the distillation teacher's share (a size such as "1.2 GiB"). */
+    g_string_append_printf(s, _(" · teacher %s"), teacher);
+  }
   g_string_append_c(s, '\n');
-  /* TRANSLATORS: the total per process, in GiB. */
-  g_string_append_printf(s, _("%.2f GiB per process"), gib(pr, "startup_bytes"));
+  /* TRANSLATORS: the total per process (a size such as "1.2 GiB"). */
+  g_string_append_printf(s, _("%s per process"), startup);
   *fits = !json_object_has_member(m, "fits") || json_object_get_boolean_member(m, "fits");
-  if (json_object_has_member(m, "machine_bytes") && json_object_get_int_member(m, "machine_bytes"))
+  if (bytes_of(m, "machine_bytes") > 0) {
+    g_autofree char *need = size_text(m, "machine_need_bytes"),
+                    *have = size_text(m, "machine_bytes");
     g_string_append_printf(
         s,
-        /* TRANSLATORS: processes on this machine, their memory together, the machine's (GiB). */
-        ngettext("; %d process on this machine: %.2f GiB of its %.2f GiB",
-                 "; %d processes on this machine: %.2f GiB of its %.2f GiB", local),
-        local, gib(m, "machine_need_bytes"), gib(m, "machine_bytes"));
+        /* TRANSLATORS: processes on this machine, their memory together, the machine's. */
+        ngettext("; %d process on this machine: %s of its %s",
+                 "; %d processes on this machine: %s of its %s", local),
+        local, need, have);
+  }
   if (!*fits)
     g_string_append_printf(s, "\n%s",
                            _("Does not fit: Start will be refused. A higher ZeRO stage, a "
