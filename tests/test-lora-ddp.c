@@ -7,7 +7,9 @@
  *  - the export is a PEFT folder that --sample's loader reads back with the base;
  *  - finetune frozen moves the trainable tensors alone, on 2 ranks (gpt, and a ResNet
  *    classifier on a model trained before: transfer learning);
- *  - ZeRO and a target that names nothing are refused. */
+ *  - ZeRO stage 1 shards the adapters' optimizer state: 2 ranks = 1 process, and a resume
+ *    ends as a run that never stopped;
+ *  - ZeRO stages 2 and 3 and a target that names nothing are refused. */
 #include <string.h>
 
 #include <gio/gio.h>
@@ -418,6 +420,60 @@ static void test_distill(void)
 }
 
 /* ZeRO with LoRA, and LoRA on a family without adapters: one line each, non-zero exit. */
+/* ZeRO stage 1 with LoRA: each of 2 ranks keeps half the adapters' optimizer state, and the
+ * run computes what one process computes (as /lora-ddp/two-ranks); --explain counts the half;
+ * stopped at a checkpoint (the state gathered to rank 0) and resumed (scattered back), it ends
+ * with the adapters of a run that never stopped. */
+static void test_zero1(void)
+{
+  const double lr = 1e-3;
+  const int steps = 6;
+  const char *two[] = {"finetune=lora", "zero_stage=1",        "max_steps=6",
+                       "batch_size=2",  "learning_rate=0.001", "lr_schedule=constant",
+                       "save_every=3",  "bucket_cap_mb=0.01",  NULL};
+  const char *one[] = {"finetune=lora",       "max_steps=6",          "batch_size=4",
+                       "learning_rate=0.001", "lr_schedule=constant", NULL};
+  Lora n = train_in(tu_mkdtemp("lora-z1"), 2, two, NULL);
+  Lora s = train_in(tu_mkdtemp("lora-z1-one"), 1, one, NULL);
+  g_autoptr(GArray) wn = adapter_weights(&n), w1 = adapter_weights(&s);
+  double diff = max_abs_diff(wn, w1), tol = 1e-3 * lr * steps;
+  g_test_message("LoRA + ZeRO 1: 2 ranks × batch 2 vs 1 × 4: max |Δ adapter| = %.3g (tol %.3g)",
+                 diff, tol);
+  g_assert_cmpfloat(diff, <=, tol);
+  gint64 trainable = 0;
+  for (guint i = 0; i < n.events->len; i++) {
+    JsonObject *o = g_ptr_array_index(n.events, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "start"))
+      trainable = json_object_get_int_member(o, "trainable");
+  }
+  g_assert_cmpint(trainable, ==, 2 * 4 * (32 + 96 + 32 + 32 + 32 + 128 + 128 + 32));
+  const char *planned[] = {"finetune=lora",
+                           "zero_stage=1",
+                           "batch_size=2",
+                           "enable_multi_gpu=true",
+                           "nproc_per_node=2",
+                           "device=cpu",
+                           NULL};
+  g_autoptr(JsonObject) plan = explain_memory(planned);
+  JsonObject *pr = json_object_get_object_member(plan, "per_rank");
+  /* AdamW's two moments of half the adapters (the count is even) */
+  g_assert_cmpint(json_object_get_int_member(pr, "optim_bytes"), ==, 2 * 4 * (trainable / 2));
+  /* stop at step 3, resume to 6 */
+  const char *three[] = {"finetune=lora", "zero_stage=1",        "max_steps=3",
+                         "batch_size=2",  "learning_rate=0.001", "lr_schedule=constant",
+                         "save_every=3",  "bucket_cap_mb=0.01",  NULL};
+  char *ws = tu_mkdtemp("lora-z1-resume");
+  Lora b0 = train_in(ws, 2, three, NULL);
+  g_ptr_array_unref(b0.events);
+  Lora b = train_in(ws, 2, two, "auto");
+  g_autoptr(GBytes) fa = file_bytes(n.ws, "adapter/adapter_model.safetensors");
+  g_autoptr(GBytes) fb = file_bytes(b.ws, "adapter/adapter_model.safetensors");
+  g_assert_true(g_bytes_equal(fa, fb));
+  lora_clear(&n);
+  lora_clear(&s);
+  lora_clear(&b);
+}
+
 static void test_refused(void)
 {
   struct {
@@ -425,6 +481,7 @@ static void test_refused(void)
     const char *needle;
   } cases[] = {
       {{"finetune=lora", "zero_stage=2", NULL}, "key \"zero_stage\""},
+      {{"finetune=frozen", "trainable=ln_f.*", "zero_stage=3", NULL}, "allowed: zero_stage 0 or 1"},
       {{"finetune=lora", "lora_targets=c_atn", NULL}, "\"c_atn\""},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -453,6 +510,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
   g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
   g_test_add_func("/lora-ddp/distill", test_distill);
+  g_test_add_func("/lora-ddp/zero1", test_zero1);
   g_test_add_func("/lora-ddp/refused", test_refused);
   return g_test_run();
 }

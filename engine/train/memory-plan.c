@@ -121,14 +121,14 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
   } else {
-    /* finetune lora or frozen (never with ZeRO): gradients and optimizer state for what
+    /* finetune lora or frozen (ZeRO stage 1 at most): gradients and optimizer state for what
      * learns alone */
     gint64 adapters = 0, T = trainable_floats(cfg, k, P, &adapters);
     plan->trainable = T;
     plan->param_bytes = 4 * (P + adapters);
     plan->grad_bytes = 4 * T;
-    /* stage 1: floor(P / N) and the tail every rank keeps */
-    gint64 kept = plan->stage == 1 ? P / plan->world + P % plan->world : T;
+    /* stage 1: floor(T / N) of what learns and the tail every rank keeps */
+    gint64 kept = plan->stage == 1 ? T / plan->world + T % plan->world : T;
     plan->optim_bytes = 4 * state_floats(cfg) * kept;
     plan->ema_bytes = cfg->ema_decay > 0 ? 8 * (P + adapters) : 0;
   }

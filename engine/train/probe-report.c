@@ -402,7 +402,8 @@ static gboolean probe_rank(CohortRankRun *r, GError **error)
       cohort_probe_measure_compute(r, plan, &c, error) && slowest(r, &c, plan->len, error);
   double buffer_bytes =
       cfg->broadcast_buffers && m->n_buffer_floats > 0 ? (double)m->n_buffer_floats * 4 : 0;
-  double zero_bytes = r->zero != NULL ? (double)m->n_params * 4 : 0;
+  /* ZeRO stage 1 gathers what learns */
+  double zero_bytes = r->zero != NULL ? (double)m->n_trainable * 4 : 0;
   ProbeCollective colls[PROBE_MAX_COLLECTIVES];
   int n = 0;
   if (ok && r->opts->world_size > 1) {

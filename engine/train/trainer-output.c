@@ -161,7 +161,7 @@ static gboolean gather_optimizer(CohortRankRun *r, CohortOptimizer **full, GErro
   if (!r->zero)
     return TRUE;
   if (r->opts->rank == 0)
-    *full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_params);
+    *full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_trainable);
   /* Everyone learns whether rank 0 could hold it before anyone waits in the gather. */
   double failed = r->opts->rank == 0 && !*full;
   if (!cohort_train_dist_sum(r->dist, &failed, 1, error))
@@ -170,7 +170,7 @@ static gboolean gather_optimizer(CohortRankRun *r, CohortOptimizer **full, GErro
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "checkpoint at step %" G_GINT64_FORMAT ": rank 0 is out of host memory for the "
                 "optimizer state of %zu parameters, which it gathers whole to save (zero_stage 1)",
-                r->st.step, r->model->n_params);
+                r->st.step, r->model->n_trainable);
     return FALSE;
   }
   return cohort_zero_gather_state(r->zero, r->opt, *full, error);
