@@ -268,13 +268,14 @@ static gboolean synced_pass(CohortRankRun *r, gint64 micro, double *seconds, GEr
   cohort_model_zero_grad(r->model);
   device_sync(r);
   gint64 t0 = g_get_monotonic_time();
+  /* As training's micro-step: SyncBatchNorm's forward collectives count from here. */
+  cohort_train_dist_begin_backward(r->dist, TRUE);
   if (r->distill) {
     double parts[COHORT_DISTILL_N_PARTS];
     cohort_distill_forward(r->distill, r->step_batch, parts);
   } else {
     r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
   }
-  cohort_train_dist_begin_backward(r->dist, TRUE);
   if (r->distill)
     cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
   else
