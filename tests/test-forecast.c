@@ -194,6 +194,14 @@ static void test_fit_contention(void)
   in.n_syncbn_reduce = 3;
   in.syncbn_reduce_bytes = 400;
   CLOSE(cohort_forecast_synced_pass(&in, 10), 0.361 + 3 * (1e-3 + 400e-8));
+  /* One bucket, final at the end of backward: nothing overlaps, so no pass time tells a
+   * contention; none is fitted however slow the pass. */
+  static const double last_bytes[] = {1e6}, last_ready[] = {1.0};
+  CohortForecastInput one = input();
+  one.n_buckets = 1;
+  one.bucket_bytes = last_bytes;
+  one.bucket_ready = last_ready;
+  g_assert_cmpfloat(cohort_forecast_fit_contention(&one, 10, 10), ==, 0);
   /* One rank, or no buckets: nothing to fit. */
   in.world_size = 1;
   g_assert_cmpfloat(cohort_forecast_fit_contention(&in, 10, 1), ==, 0);

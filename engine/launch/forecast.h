@@ -102,8 +102,9 @@ void cohort_forecast_at(const CohortForecastInput *in, int world, int batch, Coh
 double cohort_forecast_synced_pass(const CohortForecastInput *in, int batch);
 
 /* The `contention` (0 … COHORT_FORECAST_MAX_CONTENTION) for which cohort_forecast_synced_pass
- * at `batch` equals `measured_s`: 0 when the passes took no longer than separate timing says,
- * the maximum when even it does not explain them. */
+ * at `batch` equals `measured_s`: 0 when the passes took no longer than separate timing says
+ * or when no communication overlaps backward (nothing to tell contention by), the maximum when
+ * even it does not explain them. */
 #define COHORT_FORECAST_MAX_CONTENTION 2.0
 double cohort_forecast_fit_contention(const CohortForecastInput *in, int batch, double measured_s);
 
