@@ -93,6 +93,7 @@ static void test_matched_count(void)
   g_assert_true(cohort_config_form_set_text(form, "lora_targets", "c_attn, q_proj"));
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "“q_proj” matches no layer of this model");
+  g_assert_true(cohort_config_form_hint_is_error(form, "lora_targets"));
   g_assert_true(cohort_config_form_set_text(form, "lora_targets", "ln_1"));
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "“h.0.ln_1” is no linear layer and cannot take an adapter");
@@ -101,6 +102,7 @@ static void test_matched_count(void)
   g_assert_true(cohort_config_form_set_text(form, "n_layer", "6"));
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "Matches 6 layers: 61.4 k adapter parameters");
+  g_assert_false(cohort_config_form_hint_is_error(form, "lora_targets"));
   /* trainable: tensors named, in lora and frozen */
   g_assert_null(cohort_config_form_get_hint(form, "trainable"));
   g_assert_true(cohort_config_form_set_text(form, "trainable", "ln_f"));

@@ -176,10 +176,17 @@ static void update_hints(CohortConfigForm *form)
     FormKey *fk = find(form, *k);
     if (fk == NULL || fk->hint == NULL)
       continue;
-    g_autofree char *hint = g_str_equal(*k, "tokenizer") ? cohort_tokenizer_hint(form->cfg)
-                                                         : cohort_finetune_hint(form->cfg, *k);
+    gboolean refused = FALSE;
+    g_autofree char *hint = g_str_equal(*k, "tokenizer")
+                                ? cohort_tokenizer_hint(form->cfg)
+                                : cohort_finetune_hint(form->cfg, *k, &refused);
     gtk_label_set_text(GTK_LABEL(fk->hint), hint ? hint : "");
     gtk_widget_set_visible(fk->hint, hint != NULL);
+    /* a pattern a run would refuse reads as the error it will be */
+    if (refused)
+      gtk_widget_add_css_class(fk->hint, "error");
+    else
+      gtk_widget_remove_css_class(fk->hint, "error");
   }
 }
 
@@ -553,6 +560,13 @@ const char *cohort_config_form_get_hint(CohortConfigForm *form, const char *key)
   if (fk == NULL || fk->hint == NULL || !gtk_widget_get_visible(fk->hint))
     return NULL;
   return gtk_label_get_text(GTK_LABEL(fk->hint));
+}
+
+gboolean cohort_config_form_hint_is_error(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL && fk->hint != NULL && gtk_widget_get_visible(fk->hint) &&
+         gtk_widget_has_css_class(fk->hint, "error");
 }
 
 GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *key)

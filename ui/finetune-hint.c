@@ -43,8 +43,9 @@ static char *trainable_hint(const CohortConfig *cfg, const CohortFinetuneCount *
                          c->n_trainable, params);
 }
 
-char *cohort_finetune_hint(const CohortConfig *cfg, const char *key)
+char *cohort_finetune_hint(const CohortConfig *cfg, const char *key, gboolean *refused)
 {
+  *refused = FALSE;
   gboolean targets = g_strcmp0(key, "lora_targets") == 0;
   if (!targets && g_strcmp0(key, "trainable") != 0)
     return NULL;
@@ -54,6 +55,8 @@ char *cohort_finetune_hint(const CohortConfig *cfg, const char *key)
   if (!cohort_finetune_count(cfg, &c))
     return NULL;
   char *hint = targets ? targets_hint(&c) : trainable_hint(cfg, &c);
+  *refused = targets ? c.targets_nothing || c.targets_refused
+                     : c.trainable_nothing || (c.n_trainable == 0 && hint);
   cohort_finetune_count_clear(&c);
   return hint;
 }

@@ -63,12 +63,12 @@ static gboolean focus_vae(gpointer data)
   return G_SOURCE_REMOVE;
 }
 
-/* The LoRA targets focused, so the Training page scrolls to the Fine-tuning section. */
+/* The last fine-tuning key focused, so the Training page scrolls to show the section. */
 static gboolean focus_targets(gpointer data)
 {
   (void)data;
   gtk_widget_grab_focus(
-      cohort_config_form_get_control(cohort_window_get_form(win), "lora_targets"));
+      cohort_config_form_get_control(cohort_window_get_form(win), "merge_adapter"));
   return G_SOURCE_REMOVE;
 }
 
