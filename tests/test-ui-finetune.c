@@ -94,6 +94,10 @@ static void test_matched_count(void)
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "“q_proj” matches no layer of this model");
   g_assert_true(cohort_config_form_hint_is_error(form, "lora_targets"));
+  /* a run would be refused: Start is off and the status line says why */
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_cmpstr(cohort_window_get_status(win), ==,
+                  "Cannot start: “q_proj” matches no layer of this model");
   g_assert_true(cohort_config_form_set_text(form, "lora_targets", "ln_1"));
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "“h.0.ln_1” is no linear layer and cannot take an adapter");
@@ -103,6 +107,7 @@ static void test_matched_count(void)
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
                   "Matches 6 layers: 61.4 k adapter parameters");
   g_assert_false(cohort_config_form_hint_is_error(form, "lora_targets"));
+  g_assert_true(cohort_window_can_start(win));
   /* trainable: tensors named, in lora and frozen */
   g_assert_null(cohort_config_form_get_hint(form, "trainable"));
   g_assert_true(cohort_config_form_set_text(form, "trainable", "ln_f"));

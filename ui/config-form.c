@@ -562,6 +562,14 @@ const char *cohort_config_form_get_hint(CohortConfigForm *form, const char *key)
   return gtk_label_get_text(GTK_LABEL(fk->hint));
 }
 
+const char *cohort_config_form_refused_hint(CohortConfigForm *form)
+{
+  for (const char *const *k = hint_keys; *k; k++)
+    if (cohort_config_form_hint_is_error(form, *k))
+      return cohort_config_form_get_hint(form, *k);
+  return NULL;
+}
+
 gboolean cohort_config_form_hint_is_error(CohortConfigForm *form, const char *key)
 {
   FormKey *fk = find(form, key);

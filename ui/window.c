@@ -185,6 +185,11 @@ static char *status_text(CohortWindow *win, const GError *unsupported, gboolean 
                                     "Cannot start, %u problems; first: %s", n_problems),
                            n_problems, first->message);
   }
+  const char *refused = cohort_config_form_refused_hint(win->form);
+  if (refused != NULL) {
+    *bad = TRUE;
+    return g_strdup_printf(_("Cannot start: %s"), refused);
+  }
   if (!supported)
     return g_strdup_printf(_("Cannot start: %s"), unsupported->message);
   if (cohort_run_is_live(win->run))
