@@ -230,6 +230,8 @@ static void test_summary(void)
   g_assert_nonnull(strstr(s, "world size 4"));
   g_assert_nonnull(strstr(s, "global batch 128"));
   g_assert_nonnull(strstr(s, "0.004"));
+  /* and how many parameters learn (tests/test-ui-finetune.c checks the modes) */
+  g_assert_nonnull(strstr(s, " parameters learn (100 %)"));
   g_assert_true(cohort_config_form_set_text(form, "lr_scaling", "sqrt"));
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "0.002"));
   g_assert_true(cohort_config_form_set_text(form, "enable_multi_gpu", "false"));

@@ -18,7 +18,10 @@ const char *cohort_config_form_get_error(CohortConfigForm *form, const char *key
 /* The file-chooser button beside a path key's entry, or NULL for other keys. */
 GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *key);
 
-/* The line shown under a key's name (the tokenizer found), or NULL when none is shown. */
+/* The line shown under a key's name (the tokenizer found, what the fine-tuning patterns
+ * match), or NULL when none is shown. */
 const char *cohort_config_form_get_hint(CohortConfigForm *form, const char *key);
+/* Whether that line shows a refusal (the "error" style). */
+gboolean cohort_config_form_hint_is_error(CohortConfigForm *form, const char *key);
 
 G_END_DECLS

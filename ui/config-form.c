@@ -5,6 +5,7 @@
 #include "ui/key-labels.h"
 #include "ui/key-messages.h"
 #include "ui/path-chooser.h"
+#include "ui/finetune-hint.h"
 #include "ui/tokenizer-hint.h"
 
 typedef struct {
@@ -16,7 +17,7 @@ typedef struct {
   char *problem;      /* a pre-launch check's message (cohort_config_form_set_problem) */
   char *pending;      /* the refused text, retried after other edits */
   GtkWidget *chooser; /* the file-chooser button of a path key, else NULL */
-  GtkWidget *hint;    /* a line under the key's name (the tokenizer found), else NULL */
+  GtkWidget *hint;    /* a line under the key's name (hint_keys), else NULL */
   gboolean keep_text; /* a number field keeps the refused text the user typed */
   char *hidden_choice;
   char *hidden_reason;
@@ -164,6 +165,31 @@ static void retry_pending(CohortConfigForm *form, FormKey *except)
   }
 }
 
+/* The keys with a line under their name: the tokenizer found, and what the fine-tuning
+ * patterns match in the configured model (their count follows every edit, of the patterns as
+ * they are typed and of the model's keys). */
+static const char *const hint_keys[] = {"tokenizer", "lora_targets", "trainable", NULL};
+
+static void update_hints(CohortConfigForm *form)
+{
+  for (const char *const *k = hint_keys; *k; k++) {
+    FormKey *fk = find(form, *k);
+    if (fk == NULL || fk->hint == NULL)
+      continue;
+    gboolean refused = FALSE;
+    g_autofree char *hint = g_str_equal(*k, "tokenizer")
+                                ? cohort_tokenizer_hint(form->cfg)
+                                : cohort_finetune_hint(form->cfg, *k, &refused);
+    gtk_label_set_text(GTK_LABEL(fk->hint), hint ? hint : "");
+    gtk_widget_set_visible(fk->hint, hint != NULL);
+    /* a pattern a run would refuse reads as the error it will be */
+    if (refused)
+      gtk_widget_add_css_class(fk->hint, "error");
+    else
+      gtk_widget_remove_css_class(fk->hint, "error");
+  }
+}
+
 /* Only the keys in effect are shown (the key table says which: a GPT has no patch size, SGD's
  * momentum means nothing with adamw; a value the config holds is kept), a refused value always,
  * and a section only while one of its keys is. */
@@ -187,12 +213,7 @@ static void update_visibility(CohortConfigForm *form)
   g_hash_table_iter_init(&it, sections);
   while (g_hash_table_iter_next(&it, &section, &shown))
     gtk_widget_set_visible(section, GPOINTER_TO_INT(shown));
-  FormKey *tok = find(form, "tokenizer");
-  g_autofree char *hint = tok && tok->hint ? cohort_tokenizer_hint(form->cfg) : NULL;
-  if (tok && tok->hint) {
-    gtk_label_set_text(GTK_LABEL(tok->hint), hint ? hint : "");
-    gtk_widget_set_visible(tok->hint, hint != NULL);
-  }
+  update_hints(form);
 }
 
 static void on_control_changed(CohortConfigForm *form, FormKey *fk)
@@ -363,7 +384,7 @@ static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
   gtk_widget_add_css_class(name, "caption");
   gtk_box_append(GTK_BOX(text), title);
   gtk_box_append(GTK_BOX(text), name);
-  if (g_str_equal(key->name, "tokenizer")) {
+  if (g_strv_contains(hint_keys, key->name)) {
     fk->hint = gtk_label_new(NULL);
     gtk_label_set_xalign(GTK_LABEL(fk->hint), 0);
     gtk_label_set_wrap(GTK_LABEL(fk->hint), TRUE);
@@ -539,6 +560,21 @@ const char *cohort_config_form_get_hint(CohortConfigForm *form, const char *key)
   if (fk == NULL || fk->hint == NULL || !gtk_widget_get_visible(fk->hint))
     return NULL;
   return gtk_label_get_text(GTK_LABEL(fk->hint));
+}
+
+const char *cohort_config_form_refused_hint(CohortConfigForm *form)
+{
+  for (const char *const *k = hint_keys; *k; k++)
+    if (cohort_config_form_hint_is_error(form, *k))
+      return cohort_config_form_get_hint(form, *k);
+  return NULL;
+}
+
+gboolean cohort_config_form_hint_is_error(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL && fk->hint != NULL && gtk_widget_get_visible(fk->hint) &&
+         gtk_widget_has_css_class(fk->hint, "error");
 }
 
 GtkWidget *cohort_config_form_get_chooser(CohortConfigForm *form, const char *key)

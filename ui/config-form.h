@@ -28,6 +28,11 @@ void cohort_config_form_set_config(CohortConfigForm *form, const CohortConfig *c
 guint cohort_config_form_count_errors(CohortConfigForm *form);
 const char *cohort_config_form_first_error(CohortConfigForm *form);
 
+/* The first line under a key that says a run would be refused (a fine-tuning pattern that
+ * matches nothing or names a layer that takes no adapter), or NULL. The config holds such a
+ * value (a pattern is any text), but Start stays off while it does. */
+const char *cohort_config_form_refused_hint(CohortConfigForm *form);
+
 /* Puts `text` into the control as a user would type or pick it; the binding then applies it
  * (the window sets a key this way, so the control shows it). Returns whether the engine
  * accepted it. */

@@ -8,6 +8,7 @@
 #include "engine/launch/build-info.h"
 #include "engine/progress/workspace.h"
 #include "ui/dist-page.h"
+#include "ui/finetune-hint.h"
 #include "ui/gpu-detect.h"
 #include "ui/key-labels.h"
 #include "ui/launch-check.h"
@@ -75,10 +76,15 @@ static void set_action_enabled(CohortWindow *win, const char *name, gboolean ena
 static void update_summary(CohortWindow *win, const CohortConfig *cfg, const CohortLaunchPlan *plan)
 {
   g_autofree char *summary = NULL;
+  /* how many parameters learn, in every finetune mode (the config's own count: the window
+   * links no model) */
+  g_autofree char *learning = cohort_finetune_learning(cfg);
+  g_autofree char *tail = learning ? g_strdup_printf(" · %s", learning) : g_strdup("");
   if (plan == NULL) {
     summary = g_strdup_printf(_("Batch per process %d × accumulation %d"), cfg->batch_size,
                               cfg->gradient_accumulation_steps);
-    gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+    g_autofree char *line = g_strconcat(summary, tail, NULL);
+    gtk_label_set_text(GTK_LABEL(win->summary_label), line);
     return;
   }
   g_autofree char *tokens =
@@ -114,7 +120,8 @@ static void update_summary(CohortWindow *win, const CohortConfig *cfg, const Coh
   }
   summary = g_strdup_printf(_("%s · %d node(s) × %d process(es), started by %s"), numbers,
                             plan->num_nodes, plan->local_processes, how);
-  gtk_label_set_text(GTK_LABEL(win->summary_label), summary);
+  g_autofree char *line = g_strconcat(summary, tail, NULL);
+  gtk_label_set_text(GTK_LABEL(win->summary_label), line);
 }
 
 /* The pre-launch checks, again only when what they look at changed (they read the disk). */
@@ -177,6 +184,11 @@ static char *status_text(CohortWindow *win, const GError *unsupported, gboolean 
     return g_strdup_printf(ngettext("Cannot start, %u problem; first: %s",
                                     "Cannot start, %u problems; first: %s", n_problems),
                            n_problems, first->message);
+  }
+  const char *refused = cohort_config_form_refused_hint(win->form);
+  if (refused != NULL) {
+    *bad = TRUE;
+    return g_strdup_printf(_("Cannot start: %s"), refused);
   }
   if (!supported)
     return g_strdup_printf(_("Cannot start: %s"), unsupported->message);

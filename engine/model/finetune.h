@@ -17,21 +17,9 @@
 
 #include "engine/base/tensor.h"
 #include "engine/config/config.h"
+#include "engine/config/param-table.h" /* the name patterns */
 
 G_BEGIN_DECLS
-
-/* The patterns of a comma-separated list (lora_targets, trainable), trimmed, empty ones
- * dropped; NULL-terminated (g_strfreev). */
-GStrv cohort_finetune_patterns(const char *list);
-
-/* Whether `pattern` names the layer `module` (a weight's name without ".weight") as PEFT's
- * target_modules do: the name itself, its end after a dot ("c_attn" names
- * "h.0.attn.c_attn"), or a pattern with * and ? over the whole name ("h.*.mlp.c_fc"). */
-gboolean cohort_finetune_names_module(const char *pattern, const char *module);
-/* Whether `pattern` names parameter `name`: the name itself, a pattern with * and ? over it
- * ("fc.*", "*.bias"), or its layer as cohort_finetune_names_module ("fc" names fc.weight and
- * fc.bias). */
-gboolean cohort_finetune_names_param(const char *pattern, const char *name);
 
 /* What a config makes of a parameter table. */
 typedef struct {

@@ -11,7 +11,9 @@
  *   about      the About window
  *   shortcuts  the Keyboard Shortcuts window
  *   tokenizer  the gpt2-finetune preset with init_from WORKSPACE (a Hugging Face GPT-2 folder):
- *              the Data page, the tokenizer found */
+ *              the Data page, the tokenizer found
+ *   finetune   LoRA on c_attn and c_fc with ln_f trainable: the Training page's Fine-tuning
+ *              section with what the patterns match, and the summary's parameters that learn */
 #include <glib/gi18n.h>
 
 #include "ui/app.h"
@@ -58,6 +60,15 @@ static gboolean focus_vae(gpointer data)
 {
   (void)data;
   gtk_widget_grab_focus(cohort_config_form_get_control(cohort_window_get_form(win), "vae_from"));
+  return G_SOURCE_REMOVE;
+}
+
+/* The last fine-tuning key focused, so the Training page scrolls to show the section. */
+static gboolean focus_targets(gpointer data)
+{
+  (void)data;
+  gtk_widget_grab_focus(
+      cohort_config_form_get_control(cohort_window_get_form(win), "merge_adapter"));
   return G_SOURCE_REMOVE;
 }
 
@@ -143,6 +154,12 @@ static gboolean setup(const char *state, const char *ws)
     g_action_group_activate_action(G_ACTION_GROUP(win), "about", NULL);
   } else if (g_str_equal(state, "shortcuts")) {
     g_action_group_activate_action(G_ACTION_GROUP(win), "show-help-overlay", NULL);
+  } else if (g_str_equal(state, "finetune")) {
+    set("finetune", "lora");
+    set("lora_targets", "c_attn, c_fc");
+    set("trainable", "ln_f");
+    cohort_window_show_page(win, "training");
+    g_timeout_add(500, focus_targets, NULL);
   } else if (g_str_equal(state, "tokenizer")) {
     if (!cohort_window_load_preset(win, "gpt2-finetune"))
       return FALSE;
