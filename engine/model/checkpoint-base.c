@@ -111,8 +111,8 @@ gboolean cohort_checkpoint_rebuild_base(const char *dir, CohortModel *m, const c
                        "trained on: set init_from to \"\"",
                        dir, (gint64)saved->seed, init_from);
   cohort_model_init(m, (guint64)saved->seed);
-  if (file && !(cohort_model_import(m, file, NULL, error) &&
-                cohort_model_check_finite(m, file, error)))
+  if (file &&
+      !(cohort_model_import(m, file, NULL, error) && cohort_model_check_finite(m, file, error)))
     return FALSE;
   return TRUE;
 }

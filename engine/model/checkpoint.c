@@ -221,8 +221,7 @@ static void param_entries(Groups *g, const CohortModel *m, gboolean only_train, 
   }
   cohort_tensor_st_entries(m->tensors, m->n_tensors, v, prefix, g->names, g->entries);
   if (m->lora) /* the LoRA adapters are parameters too, in the same vector */
-    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, v, prefix, g->names,
-                             g->entries);
+    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, v, prefix, g->names, g->entries);
 }
 
 static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt, const float *ema,
@@ -394,8 +393,8 @@ static gboolean read_params(const CohortModel *m, gboolean only_train, const Coh
   if (only_train)
     return cohort_tensor_read(m->train, m->n_train, f, prefix, dst, error);
   return cohort_tensor_read(m->tensors, m->n_tensors, f, prefix, dst, error) &&
-         (!m->lora || cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, prefix, dst,
-                                         error));
+         (!m->lora ||
+          cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, prefix, dst, error));
 }
 
 /* The name of the first tensor the EMA group holds. */

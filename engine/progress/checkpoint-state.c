@@ -208,10 +208,9 @@ static gboolean parse_base(JsonObject *o, const char *path, gint64 version, Coho
                                      "(a checkpoint of what learns), version 1 without",
                                      version, s->frozen_sha256[0] ? "has" : "lacks");
   if ((x->base_path != NULL) != (s->base_sha256[0] != 0))
-    return cohort_checkpoint_corrupt(error, path,
-                                     "\"%s\" is given without \"%s\"; a base file needs both",
-                                     x->base_path ? "base_path" : "base_sha256",
-                                     x->base_path ? "base_sha256" : "base_path");
+    return cohort_checkpoint_corrupt(
+        error, path, "\"%s\" is given without \"%s\"; a base file needs both",
+        x->base_path ? "base_path" : "base_sha256", x->base_path ? "base_sha256" : "base_path");
   return TRUE;
 }
 

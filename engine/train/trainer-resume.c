@@ -169,8 +169,7 @@ static gboolean load_on_rank0(CohortRankRun *r, const char *ckpt, CohortOptimize
   g_autoptr(CohortConfig) peek_cfg = NULL;
   if (!cohort_checkpoint_read_state(ckpt, &peek, &peek_cfg, error) ||
       !same_shape(peek_cfg, cfg, ckpt, error) ||
-      !cohort_checkpoint_rebuild_base(ckpt, r->model, cfg->init_from ? cfg->init_from : "",
-                                      error))
+      !cohort_checkpoint_rebuild_base(ckpt, r->model, cfg->init_from ? cfg->init_from : "", error))
     return FALSE;
   if (!cohort_checkpoint_load(ckpt, r->model, opt, ema_load, &r->st, &saved, error) ||
       !same_teacher(r, ckpt, error))
