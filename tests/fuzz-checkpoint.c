@@ -286,6 +286,45 @@ static void gen_state_fields(Ctx *c)
       {"\"n_layer\":1,", "\"n_layer\":0,", "config-invalid"},
       {"\"n_embd\":8,", "\"n_embd\":16,", "config-other-shape"},
       {"\"n_layer\":1,", "\"n_layer\":1,\"frobnicate\":1,", "config-unknown-key"},
+      /* the base reference of a checkpoint of what learns (engine/model/checkpoint-base.h) */
+      {"\"version\": 1,", "\"version\": 2, \"frozen_sha256\": \"xyz\",", "frozen-sha-not-hex"},
+      {"\"version\": 1,", "\"version\": 2, \"frozen_sha256\": 5,", "frozen-sha-number"},
+      {"\"version\": 1,",
+       "\"version\": 1, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "frozen-sha-version-1"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "base-sha-without-path"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_path\": "
+       "\"/tmp/b\",",
+       "base-path-without-sha"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": \""
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+       "\", \"base_path\": \"base.safetensors\",",
+       "base-path-relative"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": \""
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+       "\", \"base_path\": [\"/tmp/b\"],",
+       "base-path-array"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"adapter_path\": "
+       "\"\",",
+       "adapter-path-empty"},
+      /* well formed, but the model it names has no frozen part (finetune full) */
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "only-learning-of-full"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(edits); i++)
     edit_case(c, edits[i][2], edits[i][0], edits[i][1], FUZZ_REFUSE, 0);
