@@ -15,6 +15,7 @@
 #include <glib/gstdio.h>
 
 #include "engine/base/fileio.h"
+#include "engine/model/lora-io.h"
 #include "engine/model/lora.h"
 #include "engine/train/sample-saved.h"
 #include "test-util.h"
@@ -553,6 +554,40 @@ static void test_base_reference(void)
     const CohortTensorInfo *t = cohort_model_find_tensor(m, "h.1.attn.c_attn.weight");
     for (guint i = 0; i < want->len; i++)
       g_assert_cmpfloat(m->params[t->offset + i], ==, g_array_index(want, float, i));
+  }
+
+  /* adapter_from takes a checkpoint folder too: its adapters as trained (the export's) */
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *last = g_build_filename(ws, "checkpoints", "step-00000006", NULL);
+    g_autoptr(CohortModel) m = cohort_model_load_saved(last, NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_true(cohort_lora_load(m, last, &error));
+    g_assert_no_error(error);
+    g_autofree char *path = g_build_filename(ws, "adapter", "adapter_model.safetensors", NULL);
+    g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+    g_assert_no_error(error);
+    for (guint t = 0; t < m->lora->n_tensors; t++) {
+      const CohortTensorInfo *ti = &m->lora->tensors[t];
+      g_autofree char *name = g_strconcat("base_model.model.transformer.", ti->name, NULL);
+      g_autofree float *want = g_new(float, ti->numel);
+      int64_t shape[2] = {ti->shape[0], ti->shape[1]};
+      g_assert_true(cohort_safetensors_read_f32(f, name, 2, shape, want, &error));
+      g_assert_cmpmem(want, ti->numel * sizeof(float), m->params + ti->offset,
+                      ti->numel * sizeof(float));
+    }
+    /* and another rank is refused, naming the checkpoint's state.json */
+    g_autofree char *ws_bad = tu_mkdtemp("lora-ref-rank");
+    g_autofree char *from = g_strconcat("adapter_from=", last, NULL);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    add_sets(argv, ws_bad, (const char *[]){"finetune=lora", init, from, "lora_rank=8", NULL});
+    Result r = run(argv, NULL, NULL);
+    g_assert_cmpint(r.status, !=, 0);
+    g_assert_nonnull(strstr(r.err, "state.json: \"config\" has finetune lora, lora_rank 4"));
+    g_free(r.err);
+    tu_rm_rf(ws_bad);
   }
 
   /* one byte of the base changed: refused, naming the checkpoint, the file, both digests */
