@@ -573,6 +573,31 @@ static void test_base_reference(void)
       g_assert_cmpfloat(m->params[t->offset + i], ==, g_array_index(want, float, i));
   }
 
+  /* init_from a Hugging Face folder (the base run's workspace): base_path names the folder,
+   * base_sha256 digests its model.safetensors, and the checkpoint loads */
+  {
+    g_autofree char *canon = g_canonicalize_filename(pre.ws, NULL);
+    g_autofree char *from_folder = g_strconcat("init_from=", canon, NULL);
+    Lora c = train_in(tu_mkdtemp("lora-ref-folder"), 1,
+                      (const char *[]){"finetune=lora", from_folder, "max_steps=1", "save_every=1",
+                                       "batch_size=2", NULL},
+                      NULL);
+    g_autofree char *ck1 = g_build_filename(c.ws, "checkpoints", "step-00000001", NULL);
+    g_autofree char *state_path = g_build_filename(ck1, "state.json", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(state_path, &text, NULL, NULL));
+    g_autoptr(JsonNode) root = json_from_string(text, NULL);
+    JsonObject *o = json_node_get_object(root);
+    g_autofree char *pre_weights = g_build_filename(pre.ws, "model.safetensors", NULL);
+    g_autofree char *pre_sha = cohort_file_sha256(pre_weights, NULL);
+    g_assert_cmpstr(json_object_get_string_member(o, "base_path"), ==, canon);
+    g_assert_cmpstr(json_object_get_string_member(o, "base_sha256"), ==, pre_sha);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortModel) m = cohort_model_load_saved(ck1, NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    lora_clear(&c);
+  }
+
   /* adapter_from takes a checkpoint folder too: its adapters as trained (the export's) */
   {
     g_autoptr(GError) error = NULL;

@@ -63,7 +63,8 @@ static char *checked_base(const char *dir, const CohortModel *m, const CohortTra
                 dir, x->base_path, s->base_sha256);
     return NULL;
   }
-  g_autofree char *file = init_from ? cohort_base_file(m, init_from) : g_strdup(x->base_path);
+  /* base_path is init_from as the run gave it, absolute: a file, or a folder holding one */
+  g_autofree char *file = cohort_base_file(m, init_from ? init_from : x->base_path);
   if (!g_file_test(file, G_FILE_TEST_IS_REGULAR)) {
     cohort_fail(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
                 "%s: the checkpoint's base %s is missing (expected sha256 %s); the checkpoint "
