@@ -7,22 +7,24 @@
 #include "engine/base/fileio.h"
 #include "engine/model/model-io.h"
 #include "engine/progress/checkpoint-state.h"
+#include "kernels/backend.h"
 
 char *cohort_frozen_sha256(const CohortModel *m)
 {
-  float *tmp = NULL;
-  const float *params = cohort_model_params_host(m, &tmp);
   g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-  /* g_checksum_update takes a gssize: feed a large base in pieces */
-  const guchar *p = (const guchar *)(params + m->n_trainable);
-  size_t left = (m->n_params - m->n_trainable) * sizeof(float);
-  while (left > 0) {
-    size_t n = MIN(left, (size_t)1 << 30);
-    g_checksum_update(sum, p, (gssize)n);
-    p += n;
-    left -= n;
+  /* On a device, through a 64 MiB host buffer: a base can be larger than host memory spares */
+  const size_t chunk = (size_t)16 << 20;
+  gboolean host = cohort_model_on_host(m);
+  g_autofree float *buf = host ? NULL : g_new(float, chunk);
+  for (size_t at = m->n_trainable; at < m->n_params; at += chunk) {
+    size_t n = MIN(chunk, m->n_params - at);
+    const float *p = m->params + at;
+    if (!host) {
+      m->be->download(buf, p, n * sizeof(float));
+      p = buf;
+    }
+    g_checksum_update(sum, (const guchar *)p, (gssize)(n * sizeof(float)));
   }
-  g_free(tmp);
   return g_strdup(g_checksum_get_string(sum));
 }
 

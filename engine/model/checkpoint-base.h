@@ -16,7 +16,7 @@
 G_BEGIN_DECLS
 
 /* Lowercase hex sha256 of the frozen part of the parameter vector, [n_trainable, n_params),
- * as float32 bytes in host order (downloaded when the model is not on the host). */
+ * as float32 bytes in host order (downloaded in pieces when the model is not on the host). */
 char *cohort_frozen_sha256(const CohortModel *m);
 
 /* The file an import of `init_from` reads (a folder's weights file; builtin: resolved):
