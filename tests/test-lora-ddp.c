@@ -655,6 +655,15 @@ static void test_base_reference(void)
       "save_every=3",  "batch_size=2", "ema_decay=0.9",    "lr_schedule=constant", NULL};
   check_resume_refused(ws_changed, no_init, ckpt_changed,
                        (const char *[]){ckpt_changed, base, sha_before, "init_from", NULL});
+  /* the file right but the frozen part another (ln_f.bias no longer learns): frozen_sha256
+   * refuses it */
+  const char *other_frozen[] = {"finetune=lora",         init,
+                                "trainable=ln_f.weight", "lora_dropout=0.1",
+                                "max_steps=6",           "save_every=3",
+                                "batch_size=2",          "ema_decay=0.9",
+                                "lr_schedule=constant",  NULL};
+  check_resume_refused(ws_changed, other_frozen, ckpt_changed,
+                       (const char *[]){ckpt_changed, "frozen weights of sha256", NULL});
   tu_rm_rf(ws_changed);
   tu_rm_rf(dir);
   lora_clear(&pre);

@@ -480,7 +480,7 @@ static gboolean same_base(const char *dir, const CohortModel *m, const char *wan
     return cohort_fail(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
                        "%s: the rebuilt base's frozen weights have sha256 %s, but the checkpoint "
                        "was trained on frozen weights of sha256 %s; it continues only on the same "
-                       "base (the same init_from file, seed, model shape, finetune and trainable)",
+                       "base (the same init_from file, model shape, finetune and trainable)",
                        dir, have, want);
   return TRUE;
 }
