@@ -286,6 +286,45 @@ static void gen_state_fields(Ctx *c)
       {"\"n_layer\":1,", "\"n_layer\":0,", "config-invalid"},
       {"\"n_embd\":8,", "\"n_embd\":16,", "config-other-shape"},
       {"\"n_layer\":1,", "\"n_layer\":1,\"frobnicate\":1,", "config-unknown-key"},
+      /* the base reference of a checkpoint of what learns (engine/model/checkpoint-base.h) */
+      {"\"version\": 1,", "\"version\": 2, \"frozen_sha256\": \"xyz\",", "frozen-sha-not-hex"},
+      {"\"version\": 1,", "\"version\": 2, \"frozen_sha256\": 5,", "frozen-sha-number"},
+      {"\"version\": 1,",
+       "\"version\": 1, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "frozen-sha-version-1"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "base-sha-without-path"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_path\": "
+       "\"/tmp/b\",",
+       "base-path-without-sha"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": \""
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+       "\", \"base_path\": \"base.safetensors\",",
+       "base-path-relative"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"base_sha256\": \""
+       "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+       "\", \"base_path\": [\"/tmp/b\"],",
+       "base-path-array"},
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"adapter_path\": "
+       "\"\",",
+       "adapter-path-empty"},
+      /* well formed, but the model it names has no frozen part (finetune full) */
+      {"\"version\": 1,",
+       "\"version\": 2, \"frozen_sha256\": "
+       "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",",
+       "only-learning-of-full"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(edits); i++)
     edit_case(c, edits[i][2], edits[i][0], edits[i][1], FUZZ_REFUSE, 0);
@@ -424,6 +463,48 @@ static void gen_file_kinds(Ctx *c)
   judge(c, none, FUZZ_REFUSE, 0);
 }
 
+/* adapter_from naming a checkpoint folder (engine/model/lora-io.c reads its state.json and
+ * model.safetensors): a new run with finetune lora (lora_rank 8), never a resume. Every case
+ * here must be refused: the base checkpoint has no adapters. */
+static void adapter_case(Ctx *c, const char *name, const char *state, const GByteArray *model,
+                         gboolean fix_sha)
+{
+  g_autofree char *dir = make_case(c, name, state, -1, model, fix_sha);
+  g_autofree char *ckpt = g_build_filename(dir, "ckpt", NULL);
+  g_autofree char *ws = g_build_filename(dir, "ws", NULL);
+  g_autoptr(GPtrArray) args = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; small[i]; i++)
+    g_ptr_array_add(args, g_strdup(small[i]));
+  g_autofree char *from = g_strconcat("adapter_from=", ckpt, NULL);
+  const char *more[] = {"max_steps=1", "save_every=0", "finetune=lora", from};
+  for (guint i = 0; i < G_N_ELEMENTS(more); i++) {
+    g_ptr_array_add(args, g_strdup("--set"));
+    g_ptr_array_add(args, g_strdup(more[i]));
+  }
+  g_ptr_array_add(args, g_strdup("--set"));
+  g_ptr_array_add(args, g_strdup_printf("workspace_dir=%s", ws));
+  g_ptr_array_add(args, NULL);
+  FuzzRun r = fuzz_run_train((const char *const *)args->pdata, NULL, 30 * fuzz_time_scale());
+  fuzz_judge_run(&c->t, ckpt, ckpt, FUZZ_REFUSE, &r);
+  fuzz_run_clear(&r);
+}
+
+static void gen_adapter_from(Ctx *c)
+{
+  adapter_case(c, "adapter-from-full-run", c->state, c->model, FALSE);
+  g_autofree char *lora = replace(c->state, "\"finetune\":\"full\"", "\"finetune\":\"lora\"");
+  adapter_case(c, "adapter-from-no-adapters", lora, c->model, FALSE);
+  g_autofree char *rank = replace(lora, "\"lora_rank\":8", "\"lora_rank\":3");
+  adapter_case(c, "adapter-from-other-rank", rank, c->model, FALSE);
+  GByteArray *flipped = model_copy(c);
+  flipped->data[flipped->len - 1] ^= 1;
+  adapter_case(c, "adapter-from-sha-mismatch", lora, flipped, FALSE);
+  g_byte_array_unref(flipped);
+  adapter_case(c, "adapter-from-model-missing", lora, NULL, FALSE);
+  g_autofree char *cut = g_strndup(lora, strlen(lora) / 2);
+  adapter_case(c, "adapter-from-truncated-state", cut, c->model, FALSE);
+}
+
 /* tests/fuzz/regressions/state/{accept,refuse}-*.json: state.json texts in which @SHA@ and
  * @CONFIG@ stand for the base checkpoint's model digest and config. */
 static void replay_regressions(Ctx *c)
@@ -505,6 +586,7 @@ static void test_checkpoint_fuzz(void)
   gen_state_fields(&c);
   gen_model(&c);
   gen_file_kinds(&c);
+  gen_adapter_from(&c);
   replay_regressions(&c);
   g_free(c.state);
   g_free(c.sha);

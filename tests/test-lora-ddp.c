@@ -14,6 +14,10 @@
 
 #include <gio/gio.h>
 
+#include <glib/gstdio.h>
+
+#include "engine/base/fileio.h"
+#include "engine/model/lora-io.h"
 #include "engine/model/lora.h"
 #include "engine/train/sample-saved.h"
 #include "test-util.h"
@@ -175,6 +179,47 @@ static void test_two_ranks(void)
   lora_clear(&f);
 }
 
+/* The checkpoint `ckpt` holds only what learns: every tensor (and its EMA and AdamW state) is
+ * an adapter or matches `trainable` (a prefix; NULL: none), and state.json (version 2) names
+ * the base: its file and digest when `base` is given, else none (a base from the seed). */
+static void check_only_learning(const char *ckpt, const char *trainable, const char *base)
+{
+  g_autofree char *model = g_build_filename(ckpt, "model.safetensors", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(model, &error);
+  g_assert_no_error(error);
+  guint n = 0;
+  for (const char *const *name = cohort_safetensors_names(f); *name; name++, n++) {
+    const char *bare = *name;
+    const char *prefixes[] = {"ema.", "optim.m.", "optim.v.", "optim.momentum_buffer."};
+    for (guint i = 0; i < G_N_ELEMENTS(prefixes); i++)
+      if (g_str_has_prefix(bare, prefixes[i]))
+        bare += strlen(prefixes[i]);
+    /* buffers (BatchNorm's statistics) move in training: they are saved */
+    gboolean buffer = strstr(bare, ".running_") || strstr(bare, "num_batches_tracked");
+    if (!buffer && !strstr(bare, ".lora_A.") && !strstr(bare, ".lora_B.") &&
+        !(trainable && g_str_has_prefix(bare, trainable)))
+      g_error("%s holds \"%s\", a frozen base tensor", model, *name);
+  }
+  g_assert_cmpuint(n, >, 0);
+  g_autofree char *state_path = g_build_filename(ckpt, "state.json", NULL);
+  g_autofree char *text = NULL;
+  g_assert_true(g_file_get_contents(state_path, &text, NULL, NULL));
+  g_autoptr(JsonNode) root = json_from_string(text, NULL);
+  JsonObject *o = json_node_get_object(root);
+  g_assert_cmpint(json_object_get_int_member(o, "version"), ==, 2);
+  g_assert_cmpuint(strlen(json_object_get_string_member(o, "frozen_sha256")), ==, 64);
+  if (!base) {
+    g_assert_false(json_object_has_member(o, "base_path"));
+    g_assert_false(json_object_has_member(o, "base_sha256"));
+    return;
+  }
+  g_autofree char *sha = cohort_file_sha256(base, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(json_object_get_string_member(o, "base_path"), ==, base);
+  g_assert_cmpstr(json_object_get_string_member(o, "base_sha256"), ==, sha);
+}
+
 /* Resume, with dropout on the adapters and EMA: 3 steps, checkpoint, then on to 6 = 6 steps
  * at once, byte for byte (adapter, base, merged model, EMA); the adapter folder is PEFT's. */
 static void test_resume(void)
@@ -216,8 +261,10 @@ static void test_resume(void)
   for (guint i = 0; i < w->len; i++)
     mx = MAX(mx, fabs(g_array_index(w, float, i)));
   g_assert_cmpfloat(mx, >, 0);
-  /* --sample's loader takes the base and the adapter, from the folder and from a checkpoint */
+  /* --sample's loader takes the base and the adapter, from the folder and from a checkpoint,
+   * which holds only the adapters and names no base file: its base comes from the seed */
   g_autofree char *ckpt = g_build_filename(a.ws, "checkpoints", "step-00000006", NULL);
+  check_only_learning(ckpt, NULL, NULL);
   const char *from[] = {a.ws, ckpt};
   for (guint k = 0; k < G_N_ELEMENTS(from); k++) {
     g_autoptr(GError) error = NULL;
@@ -320,10 +367,25 @@ static void test_resnet_transfer(void)
   g_ptr_array_add(tune, init);
   g_ptr_array_add(tune, "finetune=frozen");
   g_ptr_array_add(tune, "trainable=fc.*");
-  g_ptr_array_add(tune, "max_steps=10");
   g_ptr_array_add(tune, "sync_batchnorm=true");
+  g_ptr_array_add(tune, "save_every=5");
+  g_ptr_array_add(tune, "max_steps=10");
   g_ptr_array_add(tune, NULL);
   Lora t = train_in(tu_mkdtemp("resnet-tune"), 2, (const char *const *)tune->pdata, NULL);
+  /* stopped at step 5 and resumed: the same model, byte for byte, from a checkpoint holding
+   * fc, the BatchNorm statistics and their SGD momentum alone */
+  char *ws_half = tu_mkdtemp("resnet-half");
+  tune->pdata[tune->len - 2] = "max_steps=5";
+  Lora h0 = train_in(ws_half, 2, (const char *const *)tune->pdata, NULL);
+  g_ptr_array_unref(h0.events);
+  g_autofree char *half = g_build_filename(ws_half, "checkpoints", "step-00000005", NULL);
+  check_only_learning(half, "fc.", weights);
+  tune->pdata[tune->len - 2] = "max_steps=10";
+  Lora h = train_in(ws_half, 2, (const char *const *)tune->pdata, "auto");
+  g_autoptr(GBytes) tm = file_bytes(t.ws, "model.safetensors");
+  g_autoptr(GBytes) hm = file_bytes(h.ws, "model.safetensors");
+  g_assert_true(g_bytes_equal(tm, hm));
+  lora_clear(&h);
   const char *names[] = {"conv1.weight", "layer1.0.bn2.bias", "layer3.0.conv1.weight", "fc.weight",
                          "fc.bias"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
@@ -390,6 +452,225 @@ static void test_init_and_adapter_from(void)
   lora_clear(&base);
   lora_clear(&first);
   lora_clear(&second);
+}
+
+/* cohort-train resuming `ws` with `sets` is refused: non-zero exit, stderr names each of
+ * `needles`, and the checkpoint folder `ckpt` is as it was (nothing else is written). */
+static void check_resume_refused(const char *ws, const char *const *sets, const char *ckpt,
+                                 const char *const *needles)
+{
+  g_autoptr(GBytes) model0 = file_bytes(ckpt, "model.safetensors");
+  g_autoptr(GBytes) state0 = file_bytes(ckpt, "state.json");
+  g_autoptr(GBytes) export0 = file_bytes(ws, "model.safetensors");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--resume"));
+  g_ptr_array_add(argv, g_strdup("auto"));
+  add_sets(argv, ws, sets);
+  Result r = run(argv, NULL, NULL);
+  g_assert_cmpint(r.status, !=, 0);
+  g_test_message("refused: %s", r.err);
+  for (guint i = 0; needles[i]; i++)
+    if (!strstr(r.err, needles[i]))
+      g_error("the refusal does not name %s: %s", needles[i], r.err);
+  g_free(r.err);
+  g_autoptr(GBytes) model1 = file_bytes(ckpt, "model.safetensors");
+  g_autoptr(GBytes) state1 = file_bytes(ckpt, "state.json");
+  g_assert_true(g_bytes_equal(model0, model1) && g_bytes_equal(state0, state1));
+  g_autofree char *ckdir = g_path_get_dirname(ckpt);
+  g_autoptr(GDir) d = g_dir_open(ckdir, 0, NULL);
+  guint entries = 0;
+  while (g_dir_read_name(d))
+    entries++;
+  g_assert_cmpuint(entries, ==, 1);
+  g_autoptr(GBytes) export1 = file_bytes(ws, "model.safetensors");
+  g_assert_true(g_bytes_equal(export0, export1));
+}
+
+/* A checkpoint of finetune lora on an init_from base holds the adapters and the trainable
+ * ln_f alone (its size: theirs with EMA and AdamW state), names the base file and its
+ * sha256, and resumes byte for byte; a base with one byte changed, or missing, is refused
+ * with the checkpoint, the file and the digests named, and nothing written. */
+static void test_base_reference(void)
+{
+  Lora pre = train_in(tu_mkdtemp("lora-pre"), 1,
+                      (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
+  g_autofree char *dir = tu_mkdtemp("lora-basefile");
+  g_autofree char *base = g_build_filename(dir, "base.safetensors", NULL);
+  g_autoptr(GBytes) pre_bytes = file_bytes(pre.ws, "model.safetensors");
+  g_assert_true(g_file_set_contents(base, g_bytes_get_data(pre_bytes, NULL),
+                                    (gssize)g_bytes_get_size(pre_bytes), NULL));
+  g_autofree char *init = g_strconcat("init_from=", base, NULL);
+  const char *six[] = {"finetune=lora",
+                       init,
+                       "trainable=ln_f.*",
+                       "lora_dropout=0.1",
+                       "max_steps=6",
+                       "save_every=3",
+                       "batch_size=2",
+                       "ema_decay=0.9",
+                       "merge_adapter=true",
+                       "lr_schedule=constant",
+                       NULL};
+  const char *three[] = {"finetune=lora",
+                         init,
+                         "trainable=ln_f.*",
+                         "lora_dropout=0.1",
+                         "max_steps=3",
+                         "save_every=3",
+                         "batch_size=2",
+                         "ema_decay=0.9",
+                         "merge_adapter=true",
+                         "lr_schedule=constant",
+                         NULL};
+  Lora a = train_in(tu_mkdtemp("lora-ref-a"), 1, six, NULL);
+  char *ws = tu_mkdtemp("lora-ref-b");
+  Lora b0 = train_in(ws, 1, three, NULL);
+  g_ptr_array_unref(b0.events);
+  g_autofree char *ckpt = g_build_filename(ws, "checkpoints", "step-00000003", NULL);
+  check_only_learning(ckpt, "ln_f.", base);
+  /* the size: the learning part's floats 4 times (weights, EMA, AdamW's m and v) and a header */
+  JsonObject *start = NULL;
+  for (guint i = 0; i < a.events->len && !start; i++) {
+    JsonObject *o = g_ptr_array_index(a.events, i);
+    if (g_str_equal(json_object_get_string_member(o, "event"), "start"))
+      start = o;
+  }
+  g_assert_nonnull(start);
+  gint64 trainable = json_object_get_int_member(start, "trainable");
+  gint64 params = json_object_get_int_member(start, "params");
+  g_autoptr(GBytes) ck = file_bytes(ckpt, "model.safetensors");
+  gsize size = g_bytes_get_size(ck);
+  g_test_message("checkpoint of what learns: %zu bytes for %" G_GINT64_FORMAT
+                 " of %" G_GINT64_FORMAT " parameters (the base alone is %zu bytes)",
+                 size, trainable, params, g_bytes_get_size(pre_bytes));
+  /* the frozen base's floats (35 k here, 141 kB) would not fit in the header's allowance */
+  g_assert_cmpuint(size, >=, 16 * (gsize)trainable);
+  g_assert_cmpuint(size, <, 16 * (gsize)trainable + 16 * 1024);
+  g_assert_cmpuint(4 * (gsize)(params - trainable), >, 16 * 1024);
+  /* copies of the stopped workspace for the refusals, before it is resumed */
+  g_autofree char *ws_changed = tu_mkdtemp("lora-ref-changed");
+  g_autofree char *cmd = g_strdup_printf("cp -a %s/. %s/", ws, ws_changed);
+  g_assert_cmpint(system(cmd), ==, 0);
+
+  Lora b = train_in(ws, 1, six, "auto");
+  const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
+                         "merged/model.safetensors", "model-ema.safetensors"};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    g_autoptr(GBytes) fa = file_bytes(a.ws, files[i]);
+    g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+    if (!g_bytes_equal(fa, fb))
+      g_error("%s differs after a resume from a checkpoint of what learns", files[i]);
+  }
+  /* --sample's loader rebuilds the base from the file the checkpoint names */
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *last = g_build_filename(ws, "checkpoints", "step-00000006", NULL);
+    g_autoptr(CohortModel) m = cohort_model_load_saved(last, NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_autoptr(GArray) want = tensor_of(pre.ws, "h.1.attn.c_attn.weight");
+    const CohortTensorInfo *t = cohort_model_find_tensor(m, "h.1.attn.c_attn.weight");
+    for (guint i = 0; i < want->len; i++)
+      g_assert_cmpfloat(m->params[t->offset + i], ==, g_array_index(want, float, i));
+  }
+
+  /* init_from a Hugging Face folder (the base run's workspace): base_path names the folder,
+   * base_sha256 digests its model.safetensors, and the checkpoint loads */
+  {
+    g_autofree char *canon = g_canonicalize_filename(pre.ws, NULL);
+    g_autofree char *from_folder = g_strconcat("init_from=", canon, NULL);
+    Lora c = train_in(tu_mkdtemp("lora-ref-folder"), 1,
+                      (const char *[]){"finetune=lora", from_folder, "max_steps=1", "save_every=1",
+                                       "batch_size=2", NULL},
+                      NULL);
+    g_autofree char *ck1 = g_build_filename(c.ws, "checkpoints", "step-00000001", NULL);
+    g_autofree char *state_path = g_build_filename(ck1, "state.json", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(state_path, &text, NULL, NULL));
+    g_autoptr(JsonNode) root = json_from_string(text, NULL);
+    JsonObject *o = json_node_get_object(root);
+    g_autofree char *pre_weights = g_build_filename(pre.ws, "model.safetensors", NULL);
+    g_autofree char *pre_sha = cohort_file_sha256(pre_weights, NULL);
+    g_assert_cmpstr(json_object_get_string_member(o, "base_path"), ==, canon);
+    g_assert_cmpstr(json_object_get_string_member(o, "base_sha256"), ==, pre_sha);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortModel) m = cohort_model_load_saved(ck1, NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    lora_clear(&c);
+  }
+
+  /* adapter_from takes a checkpoint folder too: its adapters as trained (the export's) */
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *last = g_build_filename(ws, "checkpoints", "step-00000006", NULL);
+    g_autoptr(CohortModel) m = cohort_model_load_saved(last, NULL, 1, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_assert_true(cohort_lora_load(m, last, &error));
+    g_assert_no_error(error);
+    g_autofree char *path = g_build_filename(ws, "adapter", "adapter_model.safetensors", NULL);
+    g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
+    g_assert_no_error(error);
+    for (guint t = 0; t < m->lora->n_tensors; t++) {
+      const CohortTensorInfo *ti = &m->lora->tensors[t];
+      g_autofree char *name = g_strconcat("base_model.model.transformer.", ti->name, NULL);
+      g_autofree float *want = g_new(float, ti->numel);
+      int64_t shape[2] = {ti->shape[0], ti->shape[1]};
+      g_assert_true(cohort_safetensors_read_f32(f, name, 2, shape, want, &error));
+      g_assert_cmpmem(want, ti->numel * sizeof(float), m->params + ti->offset,
+                      ti->numel * sizeof(float));
+    }
+    /* and another rank is refused, naming the checkpoint's state.json */
+    g_autofree char *ws_bad = tu_mkdtemp("lora-ref-rank");
+    g_autofree char *from = g_strconcat("adapter_from=", last, NULL);
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+    g_ptr_array_add(argv, g_strdup("--quiet"));
+    add_sets(argv, ws_bad, (const char *[]){"finetune=lora", init, from, "lora_rank=8", NULL});
+    Result r = run(argv, NULL, NULL);
+    g_assert_cmpint(r.status, !=, 0);
+    g_assert_nonnull(strstr(r.err, "state.json: \"config\" has finetune lora, lora_rank 4"));
+    g_free(r.err);
+    tu_rm_rf(ws_bad);
+  }
+
+  /* one byte of the base changed: refused, naming the checkpoint, the file, both digests */
+  g_autofree char *sha_before = cohort_file_sha256(base, NULL);
+  gsize len = g_bytes_get_size(pre_bytes);
+  g_autofree guchar *changed = g_memdup2(g_bytes_get_data(pre_bytes, NULL), len);
+  changed[len - 1] ^= 0x01;
+  g_assert_true(g_file_set_contents(base, (const char *)changed, (gssize)len, NULL));
+  g_autofree char *sha_after = cohort_file_sha256(base, NULL);
+  g_autofree char *ckpt_changed =
+      g_build_filename(ws_changed, "checkpoints", "step-00000003", NULL);
+  check_resume_refused(
+      ws_changed, six, ckpt_changed,
+      (const char *[]){ckpt_changed, base, sha_before, sha_after, "changed", NULL});
+  /* the base missing: refused, naming the file and the digest it must have */
+  g_assert_cmpint(g_unlink(base), ==, 0);
+  check_resume_refused(ws_changed, six, ckpt_changed,
+                       (const char *[]){ckpt_changed, base, sha_before, "missing", NULL});
+  /* init_from taken away: refused, naming the base the checkpoint needs */
+  g_assert_true(g_file_set_contents(base, g_bytes_get_data(pre_bytes, NULL), (gssize)len, NULL));
+  const char *no_init[] = {
+      "finetune=lora", "init_from=",   "trainable=ln_f.*", "lora_dropout=0.1",     "max_steps=6",
+      "save_every=3",  "batch_size=2", "ema_decay=0.9",    "lr_schedule=constant", NULL};
+  check_resume_refused(ws_changed, no_init, ckpt_changed,
+                       (const char *[]){ckpt_changed, base, sha_before, "init_from", NULL});
+  /* the file right but the frozen part another (ln_f.bias no longer learns): frozen_sha256
+   * refuses it */
+  const char *other_frozen[] = {"finetune=lora",         init,
+                                "trainable=ln_f.weight", "lora_dropout=0.1",
+                                "max_steps=6",           "save_every=3",
+                                "batch_size=2",          "ema_decay=0.9",
+                                "lr_schedule=constant",  NULL};
+  check_resume_refused(ws_changed, other_frozen, ckpt_changed,
+                       (const char *[]){ckpt_changed, "frozen weights of sha256", NULL});
+  tu_rm_rf(ws_changed);
+  tu_rm_rf(dir);
+  lora_clear(&pre);
+  lora_clear(&a);
+  lora_clear(&b);
 }
 
 /* Distillation with a LoRA student whose base is the teacher (the natural default): the run
@@ -506,6 +787,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/lora-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/lora-ddp/resume", test_resume);
+  g_test_add_func("/lora-ddp/base-reference", test_base_reference);
   g_test_add_func("/lora-ddp/frozen", test_frozen);
   g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
   g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);

@@ -2,6 +2,7 @@
  * three stages (parse state.json, verify the files against the model, read). Finding
  * checkpoints and reading state.json, which need no tensors, are engine/progress/workspace.c. */
 #include "engine/model/checkpoint.h"
+#include "engine/model/checkpoint-base.h"
 #include "engine/model/lora.h"
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <glib/gstdio.h>
 
 #include "engine/progress/checkpoint-state.h"
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
@@ -208,7 +210,22 @@ static void groups_clear(Groups *g)
   g_ptr_array_unref(g->copies);
 }
 
-static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt, const float *ema)
+/* The parameters (or EMA weights) `v` under `prefix`: the whole model, adapters included, or
+ * with `only_train` the train table alone (a checkpoint of what learns: checkpoint-base.h). */
+static void param_entries(Groups *g, const CohortModel *m, gboolean only_train, const float *v,
+                          const char *prefix)
+{
+  if (only_train) {
+    cohort_tensor_st_entries(m->train, m->n_train, v, prefix, g->names, g->entries);
+    return;
+  }
+  cohort_tensor_st_entries(m->tensors, m->n_tensors, v, prefix, g->names, g->entries);
+  if (m->lora) /* the LoRA adapters are parameters too, in the same vector */
+    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, v, prefix, g->names, g->entries);
+}
+
+static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt, const float *ema,
+                           gboolean only_train)
 {
   g->names = g_ptr_array_new_with_free_func(g_free);
   g->entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
@@ -217,19 +234,13 @@ static void collect_groups(Groups *g, const CohortModel *m, CohortOptimizer *opt
   const float *params = cohort_model_params_host(m, &tmp);
   if (tmp)
     g_ptr_array_add(g->copies, tmp);
-  cohort_tensor_st_entries(m->tensors, m->n_tensors, params, "", g->names, g->entries);
-  if (m->lora) /* the LoRA adapters are parameters too, in the same vector */
-    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, params, "", g->names,
-                             g->entries);
+  param_entries(g, m, only_train, params, "");
   const float *buffers = cohort_model_buffers_host(m, &tmp);
   if (tmp)
     g_ptr_array_add(g->copies, tmp);
   cohort_tensor_st_entries(m->buffers, m->n_buffers, buffers, "", g->names, g->entries);
   if (ema)
-    cohort_tensor_st_entries(m->tensors, m->n_tensors, ema, EMA_PREFIX, g->names, g->entries);
-  if (ema && m->lora)
-    cohort_tensor_st_entries(m->lora->tensors, m->lora->n_tensors, ema, EMA_PREFIX, g->names,
-                             g->entries);
+    param_entries(g, m, only_train, ema, EMA_PREFIX);
   /* The optimizer's state covers what learns alone: the train table (engine/model/finetune.h). */
   for (guint i = 0; opt && i < cohort_optimizer_n_states(opt); i++) {
     const float *state = cohort_optimizer_state(opt, i);
@@ -253,6 +264,7 @@ typedef struct {
   CohortCheckpointWriteFunc write;
   gpointer data;
   gboolean has_ema, has_opt;
+  gboolean only_train; /* what learns alone, and the base's reference (checkpoint-base.h) */
 } Contents;
 
 static gboolean write_tensors(const char *path, const Contents *c, const CohortTrainState *st,
@@ -261,7 +273,7 @@ static gboolean write_tensors(const char *path, const Contents *c, const CohortT
   if (c->write)
     return c->write(path, c->data, error);
   Groups groups;
-  collect_groups(&groups, c->model, c->opt, c->ema);
+  collect_groups(&groups, c->model, c->opt, c->ema, c->only_train);
   g_autoptr(GHashTable) meta = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free);
   g_hash_table_insert(meta, "format", g_strdup("pt"));
   g_hash_table_insert(meta, "cohort.step", g_strdup_printf("%" G_GINT64_FORMAT, st->step));
@@ -324,7 +336,8 @@ gboolean cohort_checkpoint_save(const char *workspace, const CohortConfig *cfg,
                 .opt = opt,
                 .ema = ema_or_NULL,
                 .has_ema = ema_or_NULL != NULL,
-                .has_opt = opt != NULL};
+                .has_opt = opt != NULL,
+                .only_train = st->frozen_sha256[0] != 0};
   return save_folder(workspace, cfg, &c, st, keep_last, out_dir, error);
 }
 
@@ -334,6 +347,7 @@ gboolean cohort_checkpoint_save_with(const char *workspace, const CohortConfig *
                                      int keep_last, char **out_dir, GError **error)
 {
   g_return_val_if_fail(workspace && cfg && write && st, FALSE);
+  g_return_val_if_fail(!st->frozen_sha256[0], FALSE); /* ZeRO stages 2 and 3 refuse fine-tuning */
   Contents c = {.write = write, .data = data, .has_ema = has_ema, .has_opt = has_opt};
   return save_folder(workspace, cfg, &c, st, keep_last, out_dir, error);
 }
@@ -362,27 +376,50 @@ static gboolean check_no_extra(const CohortModel *m, CohortOptimizer *opt, const
 
 /* Every group the load will read is present with the model's shapes; checked before anything
  * is read so a mismatched checkpoint changes nothing. */
+/* The parameters (or their EMA, under `prefix`) as param_entries writes them. */
+static gboolean check_params(const CohortModel *m, gboolean only_train, const CohortStFile *f,
+                             const char *path, const char *prefix, GError **error)
+{
+  if (only_train)
+    return cohort_tensor_check(m->train, m->n_train, f, path, prefix, error);
+  return cohort_tensor_check(m->tensors, m->n_tensors, f, path, prefix, error) &&
+         (!m->lora ||
+          cohort_tensor_check(m->lora->tensors, m->lora->n_tensors, f, path, prefix, error));
+}
+
+static gboolean read_params(const CohortModel *m, gboolean only_train, const CohortStFile *f,
+                            const char *prefix, float *dst, GError **error)
+{
+  if (only_train)
+    return cohort_tensor_read(m->train, m->n_train, f, prefix, dst, error);
+  return cohort_tensor_read(m->tensors, m->n_tensors, f, prefix, dst, error) &&
+         (!m->lora ||
+          cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, prefix, dst, error));
+}
+
+/* The name of the first tensor the EMA group holds. */
+static char *ema_first(const CohortModel *m, gboolean only_train)
+{
+  return g_strconcat(EMA_PREFIX, only_train ? m->train[0].name : m->tensors[0].name, NULL);
+}
+
 static gboolean verify_groups(const CohortModel *m, CohortOptimizer *opt, gboolean want_ema,
-                              const CohortStFile *f, const char *path, GError **error)
+                              gboolean only_train, const CohortStFile *f, const char *path,
+                              GError **error)
 {
   g_autoptr(GError) local = NULL;
   gboolean ok = check_no_extra(m, opt, f, path, &local) &&
-                cohort_tensor_check(m->tensors, m->n_tensors, f, path, "", &local) &&
-                (!m->lora ||
-                 cohort_tensor_check(m->lora->tensors, m->lora->n_tensors, f, path, "", &local)) &&
+                check_params(m, only_train, f, path, "", &local) &&
                 cohort_tensor_check(m->buffers, m->n_buffers, f, path, "", &local);
-  g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
-  gboolean has_ema = cohort_safetensors_has(f, ema_first);
-  ok = ok && (!(want_ema && has_ema) ||
-              (cohort_tensor_check(m->tensors, m->n_tensors, f, path, EMA_PREFIX, &local) &&
-               (!m->lora || cohort_tensor_check(m->lora->tensors, m->lora->n_tensors, f, path,
-                                                EMA_PREFIX, &local))));
+  g_autofree char *first = ema_first(m, only_train);
+  gboolean has_ema = cohort_safetensors_has(f, first);
+  ok = ok && (!(want_ema && has_ema) || check_params(m, only_train, f, path, EMA_PREFIX, &local));
   for (guint i = 0; ok && opt && i < cohort_optimizer_n_states(opt); i++) {
     const char *prefix = cohort_optimizer_state_prefix(opt, i);
-    g_autofree char *first = g_strconcat(prefix, m->train[0].name, NULL);
-    if (!cohort_safetensors_has(f, first))
+    g_autofree char *state0 = g_strconcat(prefix, m->train[0].name, NULL);
+    if (!cohort_safetensors_has(f, state0))
       return cohort_checkpoint_corrupt(error, path, "holds no optimizer state (\"%s\" is absent)",
-                                       first);
+                                       state0);
     ok = cohort_tensor_check(m->train, m->n_train, f, path, prefix, &local);
   }
   if (!ok)
@@ -391,28 +428,25 @@ static gboolean verify_groups(const CohortModel *m, CohortOptimizer *opt, gboole
   return ok;
 }
 
-/* Reads the verified groups into host buffers, then hands them to the backends. */
-static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, const CohortStFile *f,
-                            GError **error)
+/* Reads the verified groups into host buffers, then hands them to the backends. With
+ * `only_train` the model's current parameters (the rebuilt base) fill what the file lacks, in
+ * the parameters and in the EMA weights alike: the frozen part never moves. */
+static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, gboolean only_train,
+                            const CohortStFile *f, GError **error)
 {
   size_t n = m->n_params;
   g_autofree float *params = g_new(float, MAX(n, 1));
   g_autofree float *buffers = g_new(float, MAX(m->n_buffer_floats, 1));
-  if (!cohort_tensor_read(m->tensors, m->n_tensors, f, "", params, error) ||
-      (m->lora &&
-       !cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, "", params, error)) ||
+  if (only_train)
+    cohort_model_download_params(m, params);
+  if (!read_params(m, only_train, f, "", params, error) ||
       !cohort_tensor_read(m->buffers, m->n_buffers, f, "", buffers, error))
     return FALSE;
   if (ema) {
-    g_autofree char *ema_first = g_strconcat(EMA_PREFIX, m->tensors[0].name, NULL);
-    if (cohort_safetensors_has(f, ema_first)) {
-      if (!cohort_tensor_read(m->tensors, m->n_tensors, f, EMA_PREFIX, ema, error) ||
-          (m->lora &&
-           !cohort_tensor_read(m->lora->tensors, m->lora->n_tensors, f, EMA_PREFIX, ema, error)))
-        return FALSE;
-    } else {
-      memcpy(ema, params, n * sizeof(float));
-    }
+    g_autofree char *first = ema_first(m, only_train);
+    memcpy(ema, params, n * sizeof(float));
+    if (cohort_safetensors_has(f, first) && !read_params(m, only_train, f, EMA_PREFIX, ema, error))
+      return FALSE;
   }
   guint n_states = opt ? cohort_optimizer_n_states(opt) : 0;
   g_autoptr(GPtrArray) states = g_ptr_array_new_with_free_func(g_free);
@@ -428,6 +462,26 @@ static gboolean read_groups(CohortModel *m, CohortOptimizer *opt, float *ema, co
   cohort_model_upload_buffers(m, buffers);
   for (guint i = 0; i < n_states; i++)
     cohort_optimizer_upload_state(opt, i, g_ptr_array_index(states, i));
+  return TRUE;
+}
+
+/* A checkpoint of what learns continues only on the frozen weights it was trained with, which
+ * the caller has rebuilt into `m` (cohort_checkpoint_rebuild_base). */
+static gboolean same_base(const char *dir, const CohortModel *m, const char *want, GError **error)
+{
+  if (m->n_trainable == m->n_params)
+    return cohort_fail(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
+                       "%s: the checkpoint holds only what learns in finetune lora or frozen, but "
+                       "this model has no frozen part (finetune full); allowed: the checkpoint's "
+                       "finetune, lora_* and trainable keys",
+                       dir);
+  g_autofree char *have = cohort_frozen_sha256(m);
+  if (strcmp(have, want) != 0)
+    return cohort_fail(error, COHORT_CHECKPOINT_ERROR, COHORT_CHECKPOINT_ERROR_MISMATCH,
+                       "%s: the rebuilt base's frozen weights have sha256 %s, but the checkpoint "
+                       "was trained on frozen weights of sha256 %s; it continues only on the same "
+                       "base (the same init_from file, model shape, finetune and trainable)",
+                       dir, have, want);
   return TRUE;
 }
 
@@ -460,8 +514,11 @@ static gboolean open_checked(const char *dir, const CohortModel *model, CohortOp
         "sha256 %s does not match %s recorded in state.json; the file is truncated "
         "or corrupt",
         sha, x.model_sha256);
+  gboolean only_train = s.frozen_sha256[0] != 0;
+  if (only_train && !same_base(dir, model, s.frozen_sha256, error))
+    return FALSE;
   g_autoptr(CohortStFile) f = cohort_safetensors_open(model_path, error);
-  if (!f || !verify_groups(model, opt, want_ema, f, model_path, error))
+  if (!f || !verify_groups(model, opt, want_ema, only_train, f, model_path, error))
     return FALSE;
   g_autoptr(CohortConfig) cfg = NULL;
   if (saved_cfg && !(cfg = cohort_config_load_data(x.config_json, -1, state_path, error)))
@@ -485,7 +542,7 @@ gboolean cohort_checkpoint_load(const char *dir, CohortModel *model, CohortOptim
   if (!open_checked(dir, model, opt, ema_or_NULL != NULL, &f, &s, saved_cfg ? &cfg : NULL, error))
     return FALSE;
   /* 3. read */
-  if (!read_groups(model, opt, ema_or_NULL, f, error))
+  if (!read_groups(model, opt, ema_or_NULL, s.frozen_sha256[0] != 0, f, error))
     return FALSE;
   if (st)
     *st = s;

@@ -9,6 +9,13 @@
  *                      a distillation the teacher's folder and the sha256 of its weights
  *                      (teacher_path, teacher_sha256; engine/progress/checkpoint-state.c).
  * A distillation teacher is never part of a checkpoint: only its path and digest are.
+ * With finetune lora or frozen (st->frozen_sha256 set, engine/model/checkpoint-base.h) the
+ * base is not part of it either: model.safetensors holds the train table alone (adapters and
+ * `trainable` tensors), the buffers, the EMA and optimizer state of the train table, and
+ * state.json (version 2) the base's reference: base_path and base_sha256 (the init_from file;
+ * absent for a base made from the seed), adapter_path (adapter_from, for the record) and
+ * frozen_sha256. Loading one needs its base rebuilt in the model first
+ * (cohort_checkpoint_rebuild_base).
  * A checkpoint is written into step-%08d.tmp/, its files synced, the folder renamed and the
  * parent synced, so a kill at any moment leaves either the complete checkpoint or none.
  * Replacing an existing step (a resumed run reaching it again) exchanges the two folders in
@@ -60,7 +67,9 @@ gboolean cohort_checkpoint_save_with(const char *workspace, const CohortConfig *
                                      int keep_last, char **out_dir, GError **error);
 
 /* Loads the checkpoint folder `dir`: checks the sha256 of model.safetensors against
- * state.json and every tensor's shape against the model, then fills the parameters and
+ * state.json, every tensor's shape against the model and, for a checkpoint of what learns,
+ * that the model's frozen weights (its rebuilt base) have the sha256 state.json records, whose
+ * values then fill what the file lacks (parameters and EMA); then fills the parameters and
  * buffers, the optimizer state (when `opt` is given; the checkpoint must have it),
  * `ema_or_NULL` (from "ema.*"; a copy of the parameters when the checkpoint has no EMA), *st
  * and *saved_cfg (may be NULL; cohort_config_free it). `ema_or_NULL` is HOST memory; the rest

@@ -11,6 +11,7 @@
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "engine/model/model-io.h"
+#include "engine/progress/checkpoint-state.h"
 
 #define PEFT_ROOT       "base_model.model."
 #define ADAPTER_CONFIG  "adapter_config.json"
@@ -131,11 +132,62 @@ static gboolean check_config(const CohortModel *m, const char *path, GError **er
   return TRUE;
 }
 
+/* A checkpoint folder's adapters (as trained, not their EMA), under their bare names in its
+ * model.safetensors, whose sha256 must be the one state.json records; its lora_rank and
+ * lora_alpha must be the run's. */
+static gboolean load_from_checkpoint(CohortModel *m, const char *dir, const char *state,
+                                     GError **error)
+{
+  gsize len = 0;
+  g_autofree char *text = cohort_checkpoint_read_state_text(state, &len, error);
+  CohortTrainState st = {0};
+  g_auto(CohortStateExtras) x = {0};
+  if (!text || !cohort_state_parse(text, len, state, &st, &x, error))
+    return FALSE;
+  g_autoptr(CohortConfig) saved = cohort_config_load_data(x.config_json, -1, state, error);
+  if (!saved)
+    return FALSE;
+  const CohortLora *L = m->lora;
+  g_autofree char *mode = cohort_config_get(saved, "finetune");
+  if (saved->finetune != COHORT_FINETUNE_LORA || saved->lora_rank != L->rank ||
+      saved->lora_alpha != L->alpha)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: \"config\" has finetune %s, lora_rank %d and lora_alpha %g; allowed "
+                       "for adapter_from: finetune lora with the run's lora_rank %d and lora_alpha "
+                       "%g",
+                       state, mode, saved->lora_rank, saved->lora_alpha, L->rank, L->alpha);
+  g_autofree char *weights = g_build_filename(dir, COHORT_CHECKPOINT_MODEL_FILE, NULL);
+  g_autoptr(GError) local = NULL;
+  g_autofree char *sha = cohort_file_sha256(weights, &local);
+  if (!sha)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID, "%s",
+                       local->message);
+  if (g_ascii_strcasecmp(sha, x.model_sha256) != 0)
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "%s: sha256 %s does not match %s recorded in %s; the file is truncated or "
+                       "corrupt",
+                       weights, sha, x.model_sha256, state);
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(weights, error);
+  if (!f)
+    return FALSE;
+  g_autofree float *tmp = NULL;
+  g_autofree float *params = g_new(float, MAX(m->n_params, 1));
+  memcpy(params, cohort_model_params_host(m, &tmp), m->n_params * sizeof(float));
+  if (!cohort_tensor_check(L->tensors, L->n_tensors, f, weights, "", error) ||
+      !cohort_tensor_read(L->tensors, L->n_tensors, f, "", params, error))
+    return FALSE;
+  cohort_model_upload_params(m, params);
+  return cohort_model_check_finite(m, weights, error);
+}
+
 gboolean cohort_lora_load(CohortModel *m, const char *dir, GError **error)
 {
   if (!m->lora)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"", dir);
+  g_autofree char *state = g_build_filename(dir, COHORT_CHECKPOINT_STATE_FILE, NULL);
+  if (g_file_test(state, G_FILE_TEST_EXISTS))
+    return load_from_checkpoint(m, dir, state, error);
   g_autofree char *config = g_build_filename(dir, ADAPTER_CONFIG, NULL);
   if (!check_config(m, config, error))
     return FALSE;

@@ -17,8 +17,10 @@ gboolean cohort_lora_export(const CohortModel *m, const float *params, const cha
 
 /* Loads a PEFT adapter folder `dir` into the adapters of `m`, strictly: its r and lora_alpha
  * must be the config's, every adapter tensor must be present with its shape and the file must
- * hold nothing else. Errors name the file, the field or tensor, and what was expected; on
- * error the model is unchanged. */
+ * hold nothing else. `dir` may also be a checkpoint folder of a finetune lora run (state.json):
+ * its adapters as trained (not their EMA), its model.safetensors checked against the sha256
+ * state.json records, its lora_rank and lora_alpha the config's. Errors name the file, the
+ * field or tensor, and what was expected; on error the model is unchanged. */
 gboolean cohort_lora_load(CohortModel *m, const char *dir, GError **error);
 
 G_END_DECLS

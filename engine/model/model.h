@@ -215,6 +215,10 @@ struct CohortModelClass {
    * another class count) adds a line for the run's log to `notes` (may be NULL; g_free'd
    * strings). Optional: NULL = Cohort's own export format. */
   gboolean (*import_weights)(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
+  /* The file import_weights reads for `path` (a folder's weights file), whose sha256 a
+   * checkpoint of only what learns records (engine/model/checkpoint-base.h); g_free it.
+   * Optional: NULL = `path` itself. */
+  char *(*import_file)(const char *path);
   /* Writes files that belong beside an exported model.safetensors in `dir` (a Hugging Face
    * config.json, the class names). Optional. */
   gboolean (*export_extra)(const CohortModel *m, const CohortConfig *cfg, const char *dir,

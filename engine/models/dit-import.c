@@ -275,7 +275,7 @@ static gboolean check_unused(const Import *im, const Dit *d, GError **error)
 }
 
 /* The weights file of `path`: itself, or in a diffusers folder (or its transformer/). */
-static char *weights_of(const char *path)
+char *cohort_dit_import_file(const char *path)
 {
   if (!g_file_test(path, G_FILE_TEST_IS_DIR))
     return g_strdup(path);
@@ -292,7 +292,7 @@ static char *weights_of(const char *path)
 gboolean cohort_dit_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
   Dit *d = dit_of(m);
-  g_autofree char *weights = weights_of(path);
+  g_autofree char *weights = cohort_dit_import_file(path);
   g_autoptr(CohortStFile) f = cohort_safetensors_open(weights, error);
   if (!f)
     return FALSE;

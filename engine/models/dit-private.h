@@ -124,6 +124,8 @@ static inline float *dit_fp(const Dit *d, float *base, int p)
 void cohort_dit_fill_pos_embed(Dit *d);
 /* dit-import.c: init_from (the family's import_weights). */
 gboolean cohort_dit_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error);
+/* The weights file cohort_dit_import reads for `path`: itself, or a diffusers folder's. */
+char *cohort_dit_import_file(const char *path);
 
 /* dit-forward.c: the network on the batch already in d->img, d->t, d->labels (backend
  * memory); writes d->pred. */

@@ -526,6 +526,7 @@ const CohortModelClass cohort_dit_class = {
     .lora_targets = "attn.qkv,attn.proj,mlp.fc1,mlp.fc2,adaLN_modulation.1",
     .create = dit_create,
     .import_weights = cohort_dit_import,
+    .import_file = cohort_dit_import_file,
     .check_teacher = cohort_dit_check_teacher,
     .distill_new = cohort_dit_distill_new,
     .copies_blocks = TRUE,

@@ -737,6 +737,14 @@ static gboolean check_folder_config(CohortModel *m, const char *dir, GError **er
   return TRUE;
 }
 
+/* The file gpt_import reads for `path`. */
+static char *gpt_import_file(const char *path)
+{
+  if (!g_file_test(path, G_FILE_TEST_IS_DIR))
+    return g_strdup(path);
+  return g_build_filename(path, "model.safetensors", NULL);
+}
+
 /* init_from: a .safetensors file, or a Hugging Face folder (config.json, model.safetensors). */
 static gboolean gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
@@ -765,6 +773,7 @@ const CohortModelClass cohort_gpt_class = {
     .param_table = gpt_param_table,
     .create = gpt_create,
     .import_weights = gpt_import,
+    .import_file = gpt_import_file,
     .export_extra = cohort_gpt_write_hf_config,
     .check_teacher = cohort_gpt_check_teacher,
     .distill_new = cohort_logits_distill_new,

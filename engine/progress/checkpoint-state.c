@@ -13,6 +13,8 @@ void cohort_state_extras_clear(CohortStateExtras *x)
 {
   g_clear_pointer(&x->model_sha256, g_free);
   g_clear_pointer(&x->config_json, g_free);
+  g_clear_pointer(&x->base_path, g_free);
+  g_clear_pointer(&x->adapter_path, g_free);
 }
 
 static gboolean valid_run_id(const char *id)
@@ -26,6 +28,28 @@ static gboolean valid_run_id(const char *id)
   return TRUE;
 }
 
+/* `key`: the absolute path of a config path value (builtin: resolved). */
+static void append_path(GString *out, const char *key, const char *value)
+{
+  g_autofree char *resolved = cohort_resolve_path(value);
+  g_autofree char *abs = g_canonicalize_filename(resolved, NULL);
+  g_string_append_printf(out, "  \"%s\": ", key);
+  cohort_json_append_string(out, abs);
+  g_string_append(out, ",\n");
+}
+
+/* The reference to the base of a checkpoint of only what learns (docs/finetuning.md). */
+static void append_base(GString *out, const CohortConfig *cfg, const CohortTrainState *st)
+{
+  if (st->base_sha256[0]) {
+    append_path(out, "base_path", cfg->init_from);
+    g_string_append_printf(out, "  \"base_sha256\": \"%s\",\n", st->base_sha256);
+  }
+  if (cfg->adapter_from && *cfg->adapter_from)
+    append_path(out, "adapter_path", cfg->adapter_from);
+  g_string_append_printf(out, "  \"frozen_sha256\": \"%s\",\n", st->frozen_sha256);
+}
+
 char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, const char *sha,
                            gboolean has_ema, gboolean has_optim, GError **error)
 {
@@ -36,7 +60,7 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
   if (!cfg_node)
     return NULL;
   GString *out = g_string_new("{\n");
-  g_string_append_printf(out, "  \"version\": %d,\n", COHORT_CHECKPOINT_VERSION);
+  g_string_append_printf(out, "  \"version\": %d,\n", st->frozen_sha256[0] ? 2 : 1);
   if (st->run_id[0])
     g_string_append_printf(out, "  \"run_id\": \"%s\",\n", st->run_id);
   g_string_append_printf(out, "  \"step\": %" G_GINT64_FORMAT ",\n", st->step);
@@ -65,6 +89,8 @@ char *cohort_state_to_json(const CohortConfig *cfg, const CohortTrainState *st, 
     g_string_append(out, ",\n");
     g_string_append_printf(out, "  \"teacher_sha256\": \"%s\",\n", st->teacher_sha256);
   }
+  if (st->frozen_sha256[0])
+    append_base(out, cfg, st);
   g_string_append(out, "  \"config\": ");
   g_string_append(out, cfg_json);
   g_string_append(out, "\n}\n");
@@ -130,21 +156,61 @@ static gboolean parse_loss_scale(JsonObject *o, const char *path, CohortTrainSta
   return TRUE;
 }
 
-/* Optional since distillation: the teacher's digest, 64 lowercase hex digits. */
-static gboolean parse_teacher(JsonObject *o, const char *path, CohortTrainState *s, GError **error)
+/* An optional digest `key`, 64 lowercase hex digits, into out[65] (left "" when absent). */
+static gboolean parse_digest(JsonObject *o, const char *path, const char *key, char *out,
+                             GError **error)
 {
-  if (!json_object_has_member(o, "teacher_sha256"))
+  if (!json_object_has_member(o, key))
     return TRUE;
-  const char *sha = get_string(o, path, "teacher_sha256", error);
+  const char *sha = get_string(o, path, key, error);
   if (!sha)
     return FALSE;
   gboolean ok = strlen(sha) == 64;
   for (const char *c = sha; ok && *c; c++)
     ok = g_ascii_isxdigit(*c) && !g_ascii_isupper(*c);
   if (!ok)
+    return cohort_checkpoint_corrupt(error, path, "\"%s\" \"%s\" is not 64 lowercase hex digits",
+                                     key, sha);
+  g_strlcpy(out, sha, 65);
+  return TRUE;
+}
+
+/* An optional absolute path `key` (a file name, at most 4095 bytes) into *out. */
+static gboolean parse_path(JsonObject *o, const char *path, const char *key, char **out,
+                           GError **error)
+{
+  if (!json_object_has_member(o, key))
+    return TRUE;
+  const char *p = get_string(o, path, key, error);
+  if (!p)
+    return FALSE;
+  if (!g_path_is_absolute(p) || strlen(p) >= 4096)
     return cohort_checkpoint_corrupt(
-        error, path, "\"teacher_sha256\" \"%s\" is not 64 lowercase hex digits", sha);
-  g_strlcpy(s->teacher_sha256, sha, sizeof s->teacher_sha256);
+        error, path, "\"%s\" \"%.200s\" is not an absolute path of at most 4095 bytes", key, p);
+  *out = g_strdup(p);
+  return TRUE;
+}
+
+/* Since version 2, a checkpoint of only what learns: frozen_sha256 (required), the base's
+ * path and digest together or neither (a base made from the seed), adapter_path optional. */
+static gboolean parse_base(JsonObject *o, const char *path, gint64 version, CohortTrainState *s,
+                           CohortStateExtras *x, GError **error)
+{
+  if (!parse_digest(o, path, "base_sha256", s->base_sha256, error) ||
+      !parse_digest(o, path, "frozen_sha256", s->frozen_sha256, error) ||
+      !parse_path(o, path, "base_path", &x->base_path, error) ||
+      !parse_path(o, path, "adapter_path", &x->adapter_path, error))
+    return FALSE;
+  if ((version >= 2) != (s->frozen_sha256[0] != 0))
+    return cohort_checkpoint_corrupt(error, path,
+                                     "version %" G_GINT64_FORMAT
+                                     " %s \"frozen_sha256\"; allowed: version 2 with it "
+                                     "(a checkpoint of what learns), version 1 without",
+                                     version, s->frozen_sha256[0] ? "has" : "lacks");
+  if ((x->base_path != NULL) != (s->base_sha256[0] != 0))
+    return cohort_checkpoint_corrupt(
+        error, path, "\"%s\" is given without \"%s\"; a base file needs both",
+        x->base_path ? "base_path" : "base_sha256", x->base_path ? "base_sha256" : "base_path");
   return TRUE;
 }
 
@@ -204,15 +270,23 @@ gboolean cohort_state_parse(const char *text, gsize len, const char *path, Cohor
                                      "version %" G_GINT64_FORMAT " is not supported (1 to %d)",
                                      version, COHORT_CHECKPOINT_VERSION);
   if (!parse_position(o, path, &s, error) || !parse_loss_scale(o, path, &s, error) ||
-      !parse_teacher(o, path, &s, error) || !get_bool(o, path, "has_ema", &e.has_ema, error) ||
-      !get_bool(o, path, "has_optim", &e.has_optim, error))
+      !parse_digest(o, path, "teacher_sha256", s.teacher_sha256, error) ||
+      !parse_base(o, path, version, &s, &e, error) ||
+      !get_bool(o, path, "has_ema", &e.has_ema, error) ||
+      !get_bool(o, path, "has_optim", &e.has_optim, error)) {
+    cohort_state_extras_clear(&e);
     return FALSE;
+  }
   const char *sha = get_string(o, path, "model_sha256", error);
-  if (!sha)
+  if (!sha) {
+    cohort_state_extras_clear(&e);
     return FALSE;
+  }
   JsonNode *cfg_node = json_object_get_member(o, "config");
-  if (!cfg_node || !JSON_NODE_HOLDS_OBJECT(cfg_node))
+  if (!cfg_node || !JSON_NODE_HOLDS_OBJECT(cfg_node)) {
+    cohort_state_extras_clear(&e);
     return cohort_checkpoint_corrupt(error, path, "\"config\" is missing or not an object");
+  }
   e.model_sha256 = g_strdup(sha);
   e.config_json = cohort_json_to_string(cfg_node, FALSE);
   *st = s;

@@ -13,6 +13,10 @@ typedef struct {
   gboolean has_optim;
   char *model_sha256;
   char *config_json; /* the config object as JSON text */
+  /* A checkpoint of only what learns (version 2): where its base and starting adapter were
+   * read from, absolute (NULL when the base came from the seed, or without adapter_from). */
+  char *base_path;
+  char *adapter_path;
 } CohortStateExtras;
 
 void cohort_state_extras_clear(CohortStateExtras *x);

@@ -15,7 +15,11 @@ G_BEGIN_DECLS
 #define COHORT_CHECKPOINT_MODEL_FILE "model.safetensors"
 #define COHORT_CHECKPOINT_STATE_FILE "state.json"
 
-#define COHORT_CHECKPOINT_VERSION 1
+/* The newest state.json version this build reads: 1, a checkpoint holding the whole model;
+ * 2, one of finetune lora or frozen holding only what learns plus a reference to its base
+ * (base_sha256, frozen_sha256 below; docs/finetuning.md). A save writes the lowest version
+ * that describes it, so full checkpoints stay readable by older builds. */
+#define COHORT_CHECKPOINT_VERSION 2
 
 #define COHORT_CHECKPOINT_ERROR (cohort_checkpoint_error_quark())
 GQuark cohort_checkpoint_error_quark(void);
@@ -59,6 +63,13 @@ typedef struct {
   /* The sha256 of the distillation teacher's weights ("" without a teacher, and in checkpoints
    * written before distillation): a resume refuses another teacher. */
   char teacher_sha256[65];
+  /* finetune lora or frozen (docs/finetuning.md): the checkpoint holds only what learns, and
+   * its base is rebuilt on resume. base_sha256 is the sha256 of the file init_from read (""
+   * for a base made from the seed); frozen_sha256 the sha256 of the frozen part of the
+   * parameter vector as the run started (float32 bytes), "" in a checkpoint of the whole
+   * model. */
+  char base_sha256[65];
+  char frozen_sha256[65];
 } CohortTrainState;
 
 /* A new run id: 128 bits from the system's random source, as 32 hex digits. */

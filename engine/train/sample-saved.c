@@ -4,6 +4,7 @@
 
 #include "data/images.h"
 #include "engine/base/fileio.h"
+#include "engine/model/checkpoint-base.h"
 #include "engine/model/checkpoint.h"
 #include "engine/train/device.h"
 #include "engine/model/lora-io.h"
@@ -33,15 +34,18 @@ static CohortConfig *load_config(const char *path, gboolean *is_checkpoint, Coho
   return cohort_config_load_file(cfg_file, error);
 }
 
-/* The weights: a checkpoint's EMA when it has one (else its parameters), a folder's
- * model-ema.safetensors when present (else model.safetensors), with finetune lora plus the
- * folder's adapter/ (its weights as trained: the export keeps no EMA of the adapters). */
+/* The weights: a checkpoint's EMA when it has one (else its parameters) — over its base,
+ * rebuilt from the file it names (or `init_from`, when --set moved it) when it holds only what
+ * learns —, a folder's model-ema.safetensors when present (else model.safetensors), with
+ * finetune lora plus the folder's adapter/ (its weights as trained: the export keeps no EMA of
+ * the adapters). */
 static gboolean load_weights(CohortModel *m, const char *path, gboolean is_checkpoint,
-                             GError **error)
+                             const char *init_from, GError **error)
 {
   if (is_checkpoint) {
     g_autofree float *ema = g_new(float, m->n_params);
-    if (!cohort_checkpoint_load(path, m, NULL, ema, NULL, NULL, error))
+    if (!cohort_checkpoint_rebuild_base(path, m, init_from, error) ||
+        !cohort_checkpoint_load(path, m, NULL, ema, NULL, NULL, error))
       return FALSE;
     cohort_model_upload_params(m, ema);
     return TRUE;
@@ -98,6 +102,7 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   gboolean is_checkpoint = FALSE;
   CohortTrainState st = {0};
   g_autoptr(CohortConfig) cfg = load_config(path, &is_checkpoint, &st, error);
+  g_autofree char *saved_init = cfg ? g_strdup(cfg->init_from) : NULL;
   if (!cfg || (sets && !cohort_config_apply_assignments(cfg, sets, "--set", error)) ||
       !cohort_config_check_supported(cfg, path, error) ||
       !cohort_model_check_config(cfg, path, error))
@@ -106,7 +111,9 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   if (!cohort_device_select(cfg, path, 0, 1, &dev, error))
     return NULL;
   g_autoptr(CohortModel) m = cohort_model_new(dev.be, cfg, max_batch, error);
-  if (!m || !load_weights(m, path, is_checkpoint, error))
+  /* A checkpoint's base is where it recorded it, unless --set init_from names it anew. */
+  const char *moved = g_strcmp0(saved_init, cfg->init_from) != 0 ? cfg->init_from : NULL;
+  if (!m || !load_weights(m, path, is_checkpoint, moved, error))
     return NULL;
   if (step)
     *step = st.step;

@@ -11,6 +11,7 @@
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 
+#include "engine/model/checkpoint-base.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "kernels/backend.h"
@@ -163,8 +164,15 @@ static gboolean load_on_rank0(CohortRankRun *r, const char *ckpt, CohortOptimize
                 ckpt, n);
     return FALSE;
   }
+  /* The shape first: a checkpoint of what learns rebuilds its base into this model. */
+  CohortTrainState peek = {0};
+  g_autoptr(CohortConfig) peek_cfg = NULL;
+  if (!cohort_checkpoint_read_state(ckpt, &peek, &peek_cfg, error) ||
+      !same_shape(peek_cfg, cfg, ckpt, error) ||
+      !cohort_checkpoint_rebuild_base(ckpt, r->model, cfg->init_from ? cfg->init_from : "", error))
+    return FALSE;
   if (!cohort_checkpoint_load(ckpt, r->model, opt, ema_load, &r->st, &saved, error) ||
-      !same_shape(saved, cfg, ckpt, error) || !same_teacher(r, ckpt, error))
+      !same_teacher(r, ckpt, error))
     return FALSE;
   if (r->ema_host)
     r->be->upload(r->ema, r->ema_host, n * sizeof(float));
@@ -333,6 +341,10 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
     return FALSE;
   if (r->ema)
     r->be->copy(r->ema, r->model->params, r->model->n_params * sizeof(float));
+  /* Rank 0 saves: with finetune lora or frozen its checkpoints name the base instead of
+   * holding it (engine/model/checkpoint-base.h). */
+  if (r->opts->rank == 0 && !cohort_checkpoint_base_init(r->model, cfg, &r->st, error))
+    return FALSE;
   cohort_run_id_new(r->st.run_id);
   return cohort_train_dist_broadcast_host(r->dist, r->st.run_id, sizeof r->st.run_id, error);
 }
