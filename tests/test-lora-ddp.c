@@ -1,5 +1,6 @@
 /* finetune lora end to end through cohort-train (suite dist, loopback only):
- *  - 2 ranks with per-process batch b compute the adapters one rank computes with batch 2b;
+ *  - 2 (and 3) ranks with per-process batch b compute the adapters one rank computes with
+ *    batch 2b (3b);
  *  - the ranks event reports the trainable parameters, and the bytes all-reduced per step
  *    are the adapters' alone, a fraction of full fine-tuning's;
  *  - a run stopped at a checkpoint and resumed ends with the files, byte for byte, of a run
@@ -141,6 +142,20 @@ static void test_two_ranks(void)
   g_test_message("LoRA: 2 ranks × batch 2 vs 1 × 4: max |Δ adapter| = %.3g (tolerance %.3g)", diff,
                  tol);
   g_assert_cmpfloat(diff, <=, tol);
+  /* 3 ranks × batch 2 = 1 rank × batch 6 (an odd world: the data's shares and the average) */
+  const char *three[] = {"finetune=lora", "max_steps=10",       "learning_rate=0.001",
+                         "batch_size=2",  "bucket_cap_mb=0.01", NULL};
+  const char *six[] = {"finetune=lora", "max_steps=10", "learning_rate=0.001", "batch_size=6",
+                       NULL};
+  Lora t3 = train_in(tu_mkdtemp("lora-3"), 3, three, NULL);
+  Lora t1 = train_in(tu_mkdtemp("lora-6"), 1, six, NULL);
+  g_autoptr(GArray) w3 = adapter_weights(&t3), w6 = adapter_weights(&t1);
+  double diff3 = max_abs_diff(w3, w6);
+  g_test_message("LoRA: 3 ranks × batch 2 vs 1 × 6: max |Δ adapter| = %.3g (tolerance %.3g)", diff3,
+                 tol);
+  g_assert_cmpfloat(diff3, <=, tol);
+  lora_clear(&t3);
+  lora_clear(&t1);
   /* the base did not move: model.safetensors is the same base in both runs */
   g_autoptr(GBytes) bn = file_bytes(n.ws, "model.safetensors");
   g_autoptr(GBytes) b1 = file_bytes(s.ws, "model.safetensors");
