@@ -88,6 +88,26 @@ static gboolean count_reduce(gpointer data, float *buf, size_t count)
   return TRUE;
 }
 
+/* The training forward of the loaded micro-batch (through distillation when the run
+ * distils), and its backward. */
+static void forward(CohortRankRun *r)
+{
+  if (r->distill) {
+    double parts[COHORT_DISTILL_N_PARTS];
+    cohort_distill_forward(r->distill, r->step_batch, parts);
+  } else {
+    r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
+  }
+}
+
+static void backward(CohortRankRun *r)
+{
+  if (r->distill)
+    cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
+  else
+    r->model->ops->backward(r->model, 1.0f / (float)r->accum);
+}
+
 /* One forward and backward of `batch` examples: their seconds, the data wait, and each
  * bucket's point in backward. */
 static gboolean pass(CohortRankRun *r, ReadyLog *log, int batch, gint64 micro, double *fwd,
@@ -105,19 +125,11 @@ static gboolean pass(CohortRankRun *r, ReadyLog *log, int batch, gint64 micro, d
   memset(log->ready_us, 0, log->plan->len * sizeof *log->ready_us);
   device_sync(r);
   gint64 t0 = g_get_monotonic_time();
-  if (r->distill) {
-    double parts[COHORT_DISTILL_N_PARTS];
-    cohort_distill_forward(r->distill, r->step_batch, parts);
-  } else {
-    r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
-  }
+  forward(r);
   device_sync(r);
   gint64 t1 = g_get_monotonic_time();
   log->backward_us = t1;
-  if (r->distill)
-    cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
-  else
-    r->model->ops->backward(r->model, 1.0f / (float)r->accum);
+  backward(r);
   device_sync(r);
   gint64 t2 = g_get_monotonic_time();
   r->step_batch->B = full;
@@ -270,16 +282,8 @@ static gboolean synced_pass(CohortRankRun *r, gint64 micro, double *seconds, GEr
   gint64 t0 = g_get_monotonic_time();
   /* As training's micro-step: SyncBatchNorm's forward collectives count from here. */
   cohort_train_dist_begin_backward(r->dist, TRUE);
-  if (r->distill) {
-    double parts[COHORT_DISTILL_N_PARTS];
-    cohort_distill_forward(r->distill, r->step_batch, parts);
-  } else {
-    r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
-  }
-  if (r->distill)
-    cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
-  else
-    r->model->ops->backward(r->model, 1.0f / (float)r->accum);
+  forward(r);
+  backward(r);
   if (!cohort_train_dist_end_backward(r->dist, error))
     return FALSE;
   device_sync(r);
