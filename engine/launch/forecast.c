@@ -182,12 +182,14 @@ double cohort_forecast_fit_contention(const CohortForecastInput *in, int batch, 
 {
   /* The pass grows with the contention (a later end of backward delays nothing that follows
    * less), so bisection on it. */
+  if (in->world_size < 2 || in->n_buckets == 0)
+    return 0;
   CohortForecastInput c = *in;
   c.contention = 0;
-  if (in->world_size < 2 || in->n_buckets == 0 ||
-      cohort_forecast_synced_pass(&c, batch) >= measured_s)
+  double none = cohort_forecast_synced_pass(&c, batch);
+  if (none >= measured_s)
     return 0;
-  double lo = 0, hi = COHORT_FORECAST_MAX_CONTENTION, none = cohort_forecast_synced_pass(&c, batch);
+  double lo = 0, hi = COHORT_FORECAST_MAX_CONTENTION;
   c.contention = hi;
   double most = cohort_forecast_synced_pass(&c, batch);
   /* No bucket runs while backward does (one bucket, final at its end): the pass says nothing

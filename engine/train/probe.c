@@ -164,6 +164,17 @@ static gboolean slowest_per_pass(CohortRankRun *r, double *f, double *b, int n, 
   return TRUE;
 }
 
+/* How many timed passes fit the budget, the same number on every rank: from the ranks' mean
+ * warm-up pass of `warm_s`. 0 with `error` when the ranks could not agree. */
+static int reps_for(CohortRankRun *r, double warm_s, GError **error)
+{
+  double each[1] = {warm_s};
+  if (!cohort_train_dist_sum(r->dist, each, 1, error))
+    return 0;
+  each[0] = MAX(each[0] / r->opts->world_size, 1e-6);
+  return CLAMP((int)(REPS_BUDGET_S / each[0]), MIN_REPS, MAX_REPS);
+}
+
 /* Medians of repeated passes at `batch`, the ranks in step as in training (a barrier before
  * each pass, the slowest rank's time of each). `ready` (n_buckets) gets this rank's medians of
  * the buckets' points. */
@@ -177,13 +188,9 @@ static gboolean time_passes(CohortRankRun *r, ReadyLog *log, int batch, double *
   g_autofree double *warm = g_new0(double, MAX(nb, 1));
   if (!pass(r, log, batch, 0, &wf, &wb, &dummy, warm, error))
     return FALSE;
-  /* As many passes as fit the budget, the same number on every rank: from the ranks' mean
-   * warm-up pass. */
-  double each[1] = {wf + wb};
-  if (!cohort_train_dist_sum(r->dist, each, 1, error))
+  int n = reps_for(r, wf + wb, error);
+  if (n == 0)
     return FALSE;
-  each[0] = MAX(each[0] / r->opts->world_size, 1e-6);
-  int n = CLAMP((int)(REPS_BUDGET_S / each[0]), MIN_REPS, MAX_REPS);
   for (int k = 0; k < n; k++)
     if (!cohort_train_dist_barrier(r->dist, "probe pass", error) ||
         !pass(r, log, batch, k + 1, &f[k], &b[k], &d[k], rd + (gsize)k * nb, error))
@@ -300,11 +307,9 @@ gboolean cohort_probe_measure_synced(CohortRankRun *r, double bucket_cap_mb, dou
   double warm, t[MAX_REPS], zero[MAX_REPS] = {0};
   if (!synced_pass(r, 0, &warm, error))
     return FALSE;
-  double each[1] = {warm};
-  if (!cohort_train_dist_sum(r->dist, each, 1, error))
+  int n = reps_for(r, warm, error);
+  if (n == 0)
     return FALSE;
-  each[0] = MAX(each[0] / r->opts->world_size, 1e-6);
-  int n = CLAMP((int)(REPS_BUDGET_S / each[0]), MIN_REPS, MAX_REPS);
   for (int k = 0; k < n; k++)
     if (!cohort_train_dist_barrier(r->dist, "probe synced pass", error) ||
         !synced_pass(r, k + 1, &t[k], error))
