@@ -786,6 +786,11 @@ static void test_refusals(void)
   expect_refusal(b, "\"h.*.ln_3.*\"");
   g_autoptr(CohortConfig) c = gpt_cfg("lora", NULL, "ln_1");
   expect_refusal(c, "cannot take an adapter");
+  /* several problems: the first pattern's is told */
+  g_autoptr(CohortConfig) c2 = gpt_cfg("lora", NULL, "c_atn,ln_1");
+  expect_refusal(c2, "pattern \"c_atn\" names no layer");
+  g_autoptr(CohortConfig) c3 = gpt_cfg("lora", NULL, "ln_1,c_atn");
+  expect_refusal(c3, "pattern \"ln_1\" names h.0.ln_1");
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortConfig) f = gpt_cfg("frozen", NULL, NULL);
   g_assert_false(cohort_finetune_check_config(f, "run.json", &error));

@@ -225,15 +225,12 @@ gboolean cohort_finetune_names_param(const char *pattern, const char *name)
   return cohort_finetune_names_module(pattern, module);
 }
 
-/* lora_targets over the table, as engine/model/finetune.c's apply_targets matches them. */
-static void count_targets(const CohortConfig *cfg, const CohortTensorInfo *t, guint n,
-                          CohortFinetuneCount *out)
+void cohort_finetune_match_targets(const char *const *patterns, const CohortTensorInfo *t, guint n,
+                                   gboolean *hit, CohortTargetMatch *m)
 {
-  const char *def = cohort_config_lora_default_targets(cfg->model);
-  gboolean own = cfg->lora_targets && *cfg->lora_targets;
-  g_auto(GStrv) patterns = cohort_finetune_patterns(own ? cfg->lora_targets : def);
-  g_autofree gboolean *hit = g_new0(gboolean, MAX(n, 1));
-  for (guint k = 0; patterns[k]; k++) {
+  *m = (CohortTargetMatch){.nothing = -1, .refused = -1};
+  memset(hit, 0, n * sizeof(*hit));
+  for (int k = 0; patterns[k]; k++) {
     gboolean any = FALSE;
     for (guint i = 0; i < n; i++) {
       if (!g_str_has_suffix(t[i].name, ".weight"))
@@ -242,16 +239,46 @@ static void count_targets(const CohortConfig *cfg, const CohortTensorInfo *t, gu
       if (!cohort_finetune_names_module(patterns[k], module))
         continue;
       any = TRUE;
-      if (t[i].adapt == COHORT_ADAPT_NONE) {
-        if (!out->targets_refused)
-          out->targets_refused = g_steal_pointer(&module);
-      } else {
+      if (t[i].adapt != COHORT_ADAPT_NONE) {
         hit[i] = TRUE;
+      } else if (m->refused < 0) {
+        m->refused = k;
+        m->refused_module = g_steal_pointer(&module);
       }
     }
-    if (!any && !out->targets_nothing)
-      out->targets_nothing = g_strdup(patterns[k]);
+    if (!any && m->nothing < 0)
+      m->nothing = k;
   }
+}
+
+int cohort_finetune_match_trainable(const char *const *patterns, const CohortTensorInfo *t, guint n,
+                                    gboolean *hit)
+{
+  int nothing = -1;
+  memset(hit, 0, n * sizeof(*hit));
+  for (int k = 0; patterns[k]; k++) {
+    gboolean any = FALSE;
+    for (guint i = 0; i < n; i++)
+      if (cohort_finetune_names_param(patterns[k], t[i].name))
+        any = hit[i] = TRUE;
+    if (!any && nothing < 0)
+      nothing = k;
+  }
+  return nothing;
+}
+
+static void count_targets(const CohortConfig *cfg, const CohortTensorInfo *t, guint n,
+                          CohortFinetuneCount *out)
+{
+  const char *def = cohort_config_lora_default_targets(cfg->model);
+  gboolean own = cfg->lora_targets && *cfg->lora_targets;
+  g_auto(GStrv) patterns = cohort_finetune_patterns(own ? cfg->lora_targets : def);
+  g_autofree gboolean *hit = g_new0(gboolean, MAX(n, 1));
+  CohortTargetMatch m;
+  cohort_finetune_match_targets((const char *const *)patterns, t, n, hit, &m);
+  if (m.nothing >= 0)
+    out->targets_nothing = g_strdup(patterns[m.nothing]);
+  out->targets_refused = m.refused_module;
   for (guint i = 0; i < n; i++)
     if (hit[i]) {
       out->n_targets++;
@@ -264,14 +291,9 @@ static void count_trainable(const CohortConfig *cfg, const CohortTensorInfo *t, 
 {
   g_auto(GStrv) patterns = cohort_finetune_patterns(cfg->trainable);
   g_autofree gboolean *hit = g_new0(gboolean, MAX(n, 1));
-  for (guint k = 0; patterns[k]; k++) {
-    gboolean any = FALSE;
-    for (guint i = 0; i < n; i++)
-      if (cohort_finetune_names_param(patterns[k], t[i].name))
-        any = hit[i] = TRUE;
-    if (!any && !out->trainable_nothing)
-      out->trainable_nothing = g_strdup(patterns[k]);
-  }
+  int nothing = cohort_finetune_match_trainable((const char *const *)patterns, t, n, hit);
+  if (nothing >= 0)
+    out->trainable_nothing = g_strdup(patterns[nothing]);
   for (guint i = 0; i < n; i++)
     if (hit[i]) {
       out->n_trainable++;

@@ -40,6 +40,25 @@ gboolean cohort_finetune_names_module(const char *pattern, const char *module);
  * fc.bias). */
 gboolean cohort_finetune_names_param(const char *pattern, const char *name);
 
+/* What a list of lora_targets patterns names in a parameter table: the engine refuses the
+ * first problem, the window counts what the good patterns name and shows the problems. */
+typedef struct {
+  int nothing;          /* the index of the first pattern that names no layer, or -1 */
+  int refused;          /* the index of the first pattern naming a layer that takes no adapter,
+                           or -1 */
+  char *refused_module; /* that layer (owned), or NULL */
+} CohortTargetMatch;
+
+/* Sets hit[i] (n entries, cleared first) for each weight of `t` that `patterns` name and that
+ * can take an adapter, and fills `m` (clear with g_free of refused_module). Matching goes on
+ * past a problem. */
+void cohort_finetune_match_targets(const char *const *patterns, const CohortTensorInfo *t, guint n,
+                                   gboolean *hit, CohortTargetMatch *m);
+/* Sets hit[i] (n entries, cleared first) for each parameter that a `trainable` pattern names;
+ * returns the index of the first pattern that names none, or -1. */
+int cohort_finetune_match_trainable(const char *const *patterns, const CohortTensorInfo *t, guint n,
+                                    gboolean *hit);
+
 /* What the fine-tuning keys of a config match in its model. */
 typedef struct {
   gint64 base_params;      /* the model's parameters, adapters not counted */

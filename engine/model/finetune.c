@@ -60,26 +60,23 @@ static gboolean apply_trainable(CohortFinetunePlan *p, const CohortConfig *cfg, 
                                 const CohortTensorInfo *t, guint n, GError **error)
 {
   g_auto(GStrv) patterns = cohort_finetune_patterns(cfg->trainable);
-  for (guint k = 0; patterns[k]; k++) {
-    gboolean hit = FALSE;
-    for (guint i = 0; i < n; i++)
-      if (cohort_finetune_names_param(patterns[k], t[i].name)) {
-        p->frozen[i] = FALSE;
-        hit = TRUE;
-      }
-    if (!hit) {
-      g_autofree char *names = some_names(t, n, FALSE, any);
-      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                         "key \"trainable\": pattern \"%s\" names no parameter of the %s model; "
-                         "allowed: names, patterns with * and ?, or layer names, like %s",
-                         patterns[k], family, names);
-    }
+  g_autofree gboolean *hit = g_new0(gboolean, MAX(n, 1));
+  int nothing = cohort_finetune_match_trainable((const char *const *)patterns, t, n, hit);
+  if (nothing >= 0) {
+    g_autofree char *names = some_names(t, n, FALSE, any);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"trainable\": pattern \"%s\" names no parameter of the %s model; "
+                       "allowed: names, patterns with * and ?, or layer names, like %s",
+                       patterns[nothing], family, names);
   }
+  for (guint i = 0; i < n; i++)
+    if (hit[i])
+      p->frozen[i] = FALSE;
   return TRUE;
 }
 
-/* Gives every weight `lora_targets` names an adapter; FALSE naming a pattern that names no
- * weight that can take one. */
+/* Gives every weight `lora_targets` names an adapter; FALSE naming the first pattern that
+ * names no weight that can take one. */
 static gboolean apply_targets(CohortFinetunePlan *p, const CohortConfig *cfg, const char *family,
                               const char *default_targets, const CohortTensorInfo *t, guint n,
                               GError **error)
@@ -91,36 +88,28 @@ static gboolean apply_targets(CohortFinetunePlan *p, const CohortConfig *cfg, co
                        family);
   gboolean own = cfg->lora_targets && *cfg->lora_targets;
   g_auto(GStrv) patterns = cohort_finetune_patterns(own ? cfg->lora_targets : default_targets);
-  p->targets = g_new(guint, n);
-  for (guint k = 0; patterns[k]; k++) {
-    gboolean hit = FALSE;
-    for (guint i = 0; i < n; i++) {
-      if (!g_str_has_suffix(t[i].name, ".weight"))
-        continue;
-      g_autofree char *module = module_of(t[i].name);
-      if (!cohort_finetune_names_module(patterns[k], module))
-        continue;
-      if (t[i].adapt == COHORT_ADAPT_NONE) {
-        g_autofree char *names = some_names(t, n, TRUE, adaptable);
-        return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                           "key \"lora_targets\": pattern \"%s\" names %s of the %s model, which "
-                           "cannot take an adapter; allowed: its linear layers, like %s",
-                           patterns[k], module, family, names);
-      }
-      hit = TRUE;
-      p->adapter[i] = 0; /* numbered in table order below */
-    }
-    if (!hit) {
-      g_autofree char *names = some_names(t, n, TRUE, adaptable);
-      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                         "key \"lora_targets\": pattern \"%s\" names no layer of the %s model; "
-                         "allowed: the end of a layer's name or a pattern with * and ?, over "
-                         "layers like %s",
-                         patterns[k], family, names);
-    }
+  g_autofree gboolean *hit = g_new0(gboolean, MAX(n, 1));
+  CohortTargetMatch m;
+  cohort_finetune_match_targets((const char *const *)patterns, t, n, hit, &m);
+  g_autofree char *refused_module = m.refused_module;
+  if (m.refused >= 0 && (m.nothing < 0 || m.refused < m.nothing)) {
+    g_autofree char *names = some_names(t, n, TRUE, adaptable);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"lora_targets\": pattern \"%s\" names %s of the %s model, which "
+                       "cannot take an adapter; allowed: its linear layers, like %s",
+                       patterns[m.refused], refused_module, family, names);
   }
+  if (m.nothing >= 0) {
+    g_autofree char *names = some_names(t, n, TRUE, adaptable);
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"lora_targets\": pattern \"%s\" names no layer of the %s model; "
+                       "allowed: the end of a layer's name or a pattern with * and ?, over "
+                       "layers like %s",
+                       patterns[m.nothing], family, names);
+  }
+  p->targets = g_new(guint, MAX(n, 1));
   for (guint i = 0; i < n; i++)
-    if (p->adapter[i] == 0) {
+    if (hit[i]) {
       p->adapter[i] = (int)p->n_adapters;
       p->targets[p->n_adapters++] = i;
     }
