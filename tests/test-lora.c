@@ -14,6 +14,7 @@
 #include "engine/model/finetune.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
+#include "engine/model/weights-file.h"
 #include "engine/models/dit.h"
 #include "engine/models/registry.h"
 #include "kernels/backend.h"
@@ -373,20 +374,23 @@ static void test_resnet_frozen(void)
   cohort_config_free(cfgs[1]);
 }
 
-/* LoRA on a ResNet's classifier (nn.Linear, [out, in]: fan_in_fan_out false). The referee is
- * the full model at the merged weights W' = W + s B A: the same loss, and by the chain rule
- * dB = s dW' Aᵀ and dA = s Bᵀ dW' from its fc.weight gradient dW'. */
-static void test_resnet_lora(void)
+/* LoRA on a ResNet with `targets`: the classifier (nn.Linear, [out, in]: fan_in_fan_out
+ * false) and convolutions (the flattened kernel [out, c_in·k·k]). The referee is the full
+ * model at the merged weights W' = W + s B A: the same loss, and by the chain rule
+ * dB = s dW' Aᵀ and dA = s Bᵀ dW' from its gradient dW' of each adapted weight. */
+static void check_resnet_lora(const char *targets, guint n_adapters)
 {
   g_autoptr(CohortConfig) lc = resnet_cfg(COHORT_FINETUNE_LORA, "");
   g_autoptr(CohortConfig) fc = resnet_cfg(COHORT_FINETUNE_FULL, "");
+  g_free(lc->lora_targets);
+  lc->lora_targets = g_strdup(targets);
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortModel) lora = cohort_model_new(cohort_backend_cpu(), lc, RB, &error);
   g_assert_no_error(error);
   g_autoptr(CohortModel) full = cohort_model_new(cohort_backend_cpu(), fc, RB, &error);
   g_assert_no_error(error);
   g_assert_nonnull(lora->lora);
-  g_assert_cmpuint(lora->lora->n, ==, 1);
+  g_assert_cmpuint(lora->lora->n, ==, n_adapters);
   cohort_model_init(lora, 21);
   cohort_model_init(full, 21);
   g_autoptr(CohortBatch) batch = image_batch();
@@ -415,34 +419,38 @@ static void test_resnet_lora(void)
   g_assert_cmpfloat(fabs(ll - fl), <=, 1e-6 * fabs(fl));
   g_assert_cmpfloat(fabs(ll - l0), >, 1e-6); /* the adapter changed the output */
 
-  const CohortTensorInfo *A = cohort_model_find_tensor(lora, "fc.lora_A.weight");
-  const CohortTensorInfo *Bt = cohort_model_find_tensor(lora, "fc.lora_B.weight");
-  const CohortTensorInfo *W = cohort_model_find_tensor(full, "fc.weight");
-  int r = A->shape[0], in = A->shape[1], out = Bt->shape[0];
-  g_assert_cmpint(out, ==, K);
-  g_assert_cmpint(W->shape[1], ==, in);
-  const float *dW = full->grads + W->offset, *a = p + A->offset, *b = p + Bt->offset;
-  double scale = 4.0 / 2.0, worst = 0, mx = 0;
-  for (int o = 0; o < out; o++)
-    for (int k = 0; k < r; k++) {
-      double want = 0;
-      for (int i = 0; i < in; i++)
-        want += scale * dW[o * in + i] * a[k * in + i];
-      mx = fmax(mx, fabs(want));
-      worst = fmax(worst, fabs(lora->grads[Bt->offset + o * r + k] - want));
-    }
-  for (int k = 0; k < r; k++)
-    for (int i = 0; i < in; i++) {
-      double want = 0;
-      for (int o = 0; o < out; o++)
-        want += scale * b[o * r + k] * dW[o * in + i];
-      mx = fmax(mx, fabs(want));
-      worst = fmax(worst, fabs(lora->grads[A->offset + k * in + i] - want));
-    }
-  g_test_message("resnet fc LoRA: worst adapter gradient error %.3g of %.3g", worst, mx);
-  g_assert_cmpfloat(mx, >, 0);
-  g_assert_cmpfloat(worst, <=, 1e-5 * mx);
-  /* its adapter folder: PEFT's names for torchvision's fc, not fan_in_fan_out */
+  double scale = 4.0 / 2.0;
+  for (guint ad = 0; ad < lora->lora->n; ad++) {
+    const CohortTensorInfo *A = &lora->lora->tensors[2 * ad],
+                           *Bt = &lora->lora->tensors[2 * ad + 1];
+    const CohortTensorInfo *W = &full->tensors[lora->lora->adapters[ad].target];
+    int r = A->shape[0], out = Bt->shape[0], in = (int)(A->numel / (size_t)r);
+    g_assert_cmpuint(W->numel, ==, (size_t)out * in);
+    const float *dW = full->grads + W->offset, *a = p + A->offset, *b = p + Bt->offset;
+    double worst = 0, mx = 0;
+    for (int o = 0; o < out; o++)
+      for (int k = 0; k < r; k++) {
+        double want = 0;
+        for (int i = 0; i < in; i++)
+          want += scale * dW[o * in + i] * a[k * in + i];
+        mx = fmax(mx, fabs(want));
+        worst = fmax(worst, fabs(lora->grads[Bt->offset + o * r + k] - want));
+      }
+    for (int k = 0; k < r; k++)
+      for (int i = 0; i < in; i++) {
+        double want = 0;
+        for (int o = 0; o < out; o++)
+          want += scale * b[o * r + k] * dW[o * in + i];
+        mx = fmax(mx, fabs(want));
+        worst = fmax(worst, fabs(lora->grads[A->offset + k * in + i] - want));
+      }
+    g_test_message("resnet LoRA on %s: worst adapter gradient error %.3g of %.3g", W->name, worst,
+                   mx);
+    g_assert_cmpfloat(mx, >, 0);
+    g_assert_cmpfloat(worst, <=, 1e-5 * mx);
+  }
+  /* its adapter folder: PEFT's names for torchvision's layers, not fan_in_fan_out, a
+   * convolution's pair in nn.Conv2d's shapes */
   g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-XXXXXX", &error);
   g_assert_true(cohort_lora_export(lora, p, dir, "base", &error));
   g_assert_no_error(error);
@@ -456,7 +464,32 @@ static void test_resnet_lora(void)
   g_assert_no_error(error);
   g_assert_true(cohort_safetensors_has(f, "base_model.model.fc.lora_A.weight"));
   g_assert_true(cohort_safetensors_has(f, "base_model.model.fc.lora_B.weight"));
+  if (n_adapters > 1) {
+    g_assert_nonnull(strstr(json, "\"layer1.0.conv1\""));
+    g_autoptr(CohortWeightsFile) wf = cohort_weights_file_open(st_path, &error);
+    g_assert_no_error(error);
+    int64_t shape[8];
+    /* the stem: 1 → 4 channels, 3×3 */
+    g_assert_cmpint(cohort_weights_file_shape(wf, "base_model.model.conv1.lora_A.weight", shape),
+                    ==, 4);
+    g_assert_true(shape[0] == 2 && shape[1] == 1 && shape[2] == 3 && shape[3] == 3);
+    g_assert_cmpint(cohort_weights_file_shape(wf, "base_model.model.conv1.lora_B.weight", shape),
+                    ==, 4);
+    g_assert_true(shape[0] == 4 && shape[1] == 2 && shape[2] == 1 && shape[3] == 1);
+  }
   cohort_remove_tree(dir);
+}
+
+static void test_resnet_lora(void)
+{
+  check_resnet_lora("", 1);
+}
+
+/* LoRA on convolutions: the stem, every block's first convolution and the shortcuts'
+ * (1×1, stride 2), with the classifier. */
+static void test_resnet_conv_lora(void)
+{
+  check_resnet_lora("conv1,downsample.0,fc", 7);
 }
 
 /* Copies a LoRA model's weights with its adapters merged (W' = W + s B A) into `full`. */
@@ -715,7 +748,9 @@ static void test_dit_against_torch(void)
                  worst);
 }
 
-/* The ResNet's classifier adapter against tests/torch_lora_image_ref.py (training mode). */
+/* The ResNet's adapters against tests/torch_lora_image_ref.py (training mode): the classifier
+ * and convolutions (PEFT's Conv2d LoRA: lora_A with the kernel's stride and padding, lora_B
+ * 1×1), on the stem, the blocks' first convolutions and the shortcuts. */
 static void test_resnet_against_torch(void)
 {
   if (!have_torch()) {
@@ -723,6 +758,8 @@ static void test_resnet_against_torch(void)
     return;
   }
   g_autoptr(CohortConfig) c = resnet_cfg(COHORT_FINETUNE_LORA, "");
+  g_free(c->lora_targets);
+  c->lora_targets = g_strdup("conv1,downsample.0,fc");
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), c, RB, &error);
   g_assert_no_error(error);
@@ -801,7 +838,7 @@ static void test_refusals(void)
   g_assert_false(cohort_finetune_check_config(z, "run.json", &error));
   g_assert_nonnull(strstr(error->message, "key \"zero_stage\""));
   g_clear_error(&error);
-  /* resnet: adapters on the classifier alone; dit: not on the patch embedding */
+  /* resnet: not on BatchNorm; dit: not on the patch embedding */
   for (guint i = 0; i < 2; i++) {
     g_autoptr(CohortConfig) d = gpt_cfg("lora", "*.bias", NULL);
     g_free(d->model);
@@ -814,8 +851,15 @@ static void test_refusals(void)
       d->n_layer = 8, d->resnet_width = 4;
     }
     g_free(d->lora_targets);
-    d->lora_targets = g_strdup(i == 0 ? "x_embedder.proj" : "conv1");
+    d->lora_targets = g_strdup(i == 0 ? "x_embedder.proj" : "bn1");
     expect_refusal(d, "cannot take an adapter");
+    if (i == 1) {
+      /* a convolution's adapter is folded into its kernel: no dropout on its input */
+      g_free(d->lora_targets);
+      d->lora_targets = g_strdup("fc,layer2.0.conv2");
+      d->lora_dropout = 0.1;
+      expect_refusal(d, "\"lora_dropout\": 0.1 with the convolution layer2.0.conv2");
+    }
   }
 }
 
@@ -828,6 +872,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/frozen", test_frozen);
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
   g_test_add_func("/lora/resnet-lora", test_resnet_lora);
+  g_test_add_func("/lora/resnet-conv-lora", test_resnet_conv_lora);
   g_test_add_func("/lora/dit", test_dit);
   g_test_add_func("/lora/dit-against-torch", test_dit_against_torch);
   g_test_add_func("/lora/resnet-against-torch", test_resnet_against_torch);

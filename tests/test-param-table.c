@@ -158,8 +158,10 @@ static void test_resnet(void)
                                NULL};
   const char *const fc[] = {"finetune=frozen", "trainable=fc.*", NULL};
   const char *const late[] = {"finetune=lora", "trainable=layer3.*,*.bias", NULL};
-  const char *const conv[] = {"finetune=lora", "lora_targets=conv1", NULL};
-  const char *const *vars[] = {full, lora_default, fc, late, conv};
+  /* convolutions take adapters (on the flattened kernel), BatchNorm none */
+  const char *const conv[] = {"finetune=lora", "lora_targets=conv1,downsample.0", NULL};
+  const char *const bn[] = {"finetune=lora", "lora_targets=bn1", NULL};
+  const char *const *vars[] = {full, lora_default, fc, late, conv, bn};
   check_family(cifar, vars, G_N_ELEMENTS(vars));
   const char *const variants[][6] = {
       {"model=resnet", "data_format=images", "resnet_variant=resnet18", "image_channels=3",

@@ -100,7 +100,7 @@ static void test_matched_count(void)
                   "Cannot start: “q_proj” matches no layer of this model");
   g_assert_true(cohort_config_form_set_text(form, "lora_targets", "ln_1"));
   g_assert_cmpstr(cohort_config_form_get_hint(form, "lora_targets"), ==,
-                  "“h.0.ln_1” is no linear layer and cannot take an adapter");
+                  "“h.0.ln_1” cannot take an adapter");
   /* the model's keys change the count */
   g_assert_true(cohort_config_form_set_text(form, "lora_targets", "c_fc"));
   g_assert_true(cohort_config_form_set_text(form, "n_layer", "6"));

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Reference for tests/test-lora.c: PEFT's LoRA, written in plain PyTorch, on the DiT of
 tests/torch_dit_ref.py or the ResNet of tests/torch_resnet_model.py (float64), loading
-Cohort's base and adapter folder strictly.
+Cohort's base and adapter folder strictly. Linear layers and (ResNet) convolutions named by
+target_modules get PEFT's LoRA layers.
 
   torch_lora_image_ref.py dit|resnet BASE.safetensors ADAPTER_DIR INPUTS
 
@@ -34,6 +35,22 @@ class LoraLinear(nn.Module):
         self.base = base
         self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=torch.float64)
         self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=torch.float64)
+        self.scaling = alpha / r
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+class LoraConv2d(nn.Module):
+    """PEFT's LoRA layer over an nn.Conv2d: lora_A a convolution with the base's kernel size,
+    stride and padding into r channels, lora_B a 1x1 convolution out of them."""
+
+    def __init__(self, base, r, alpha):
+        super().__init__()
+        self.base = base
+        self.lora_A = nn.Conv2d(base.in_channels, r, base.kernel_size, base.stride, base.padding,
+                                bias=False, dtype=torch.float64)
+        self.lora_B = nn.Conv2d(r, base.out_channels, 1, 1, bias=False, dtype=torch.float64)
         self.scaling = alpha / r
 
     def forward(self, x):
@@ -84,12 +101,13 @@ def main(family, base_path, adapter_dir, inputs):
     assert cfg["peft_type"] == "LORA" and cfg["fan_in_fan_out"] is False
     wrapped = []
     for name, mod in list(model.named_modules()):
-        if not isinstance(mod, nn.Linear):
+        if not isinstance(mod, (nn.Linear, nn.Conv2d)):
             continue
         if not any(name == t or name.endswith("." + t) for t in cfg["target_modules"]):
             continue
         parent, _, leaf = name.rpartition(".")
-        setattr(model.get_submodule(parent), leaf, LoraLinear(mod, cfg["r"], cfg["lora_alpha"]))
+        layer = LoraLinear if isinstance(mod, nn.Linear) else LoraConv2d
+        setattr(model.get_submodule(parent), leaf, layer(mod, cfg["r"], cfg["lora_alpha"]))
         wrapped.append(name)
     adapter = read_safetensors(os.path.join(adapter_dir, "adapter_model.safetensors"))
     want = {}

@@ -21,8 +21,7 @@ static char *targets_hint(const CohortFinetuneCount *c)
   if (c->targets_nothing)
     return g_strdup_printf(_("“%s” matches no layer of this model"), c->targets_nothing);
   if (c->targets_refused)
-    return g_strdup_printf(_("“%s” is no linear layer and cannot take an adapter"),
-                           c->targets_refused);
+    return g_strdup_printf(_("“%s” cannot take an adapter"), c->targets_refused);
   g_autofree char *params = amount(c->adapter_params);
   return g_strdup_printf(ngettext("Matches %u layer: %s adapter parameters",
                                   "Matches %u layers: %s adapter parameters", c->n_targets),

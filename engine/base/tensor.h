@@ -25,10 +25,17 @@ typedef struct {
   int adapt; /* CohortAdaptKind */
 } CohortTensorInfo;
 
-/* How a LoRA adapter attaches to a parameter: not at all, or to a linear map stored [out, in]
+/* How a LoRA adapter attaches to a parameter: not at all, to a linear map stored [out, in]
  * (PyTorch's nn.Linear) or stored [in, out] (Hugging Face GPT-2's Conv1D: PEFT's
- * fan_in_fan_out). A family marks the weights its forward runs through cohort_lora_forward. */
-typedef enum { COHORT_ADAPT_NONE, COHORT_ADAPT_LINEAR, COHORT_ADAPT_CONV1D } CohortAdaptKind;
+ * fan_in_fan_out), both run through cohort_lora_forward, or to a convolution kernel
+ * [out, in, k, k] (nn.Conv2d), adapted on the flattened kernel [out, in·k·k] and run through
+ * cohort_lora_conv_kernel. */
+typedef enum {
+  COHORT_ADAPT_NONE,
+  COHORT_ADAPT_LINEAR,
+  COHORT_ADAPT_CONV1D,
+  COHORT_ADAPT_CONV2D
+} CohortAdaptKind;
 
 /* Called during backward each time a contiguous range of gradients is final for this
  * micro-batch, in decreasing offset order (the reverse of forward). The DDP reducer starts

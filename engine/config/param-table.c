@@ -82,7 +82,7 @@ static void conv_bn(Table *tb, const char *prefix, const char *conv, const char 
                     int c_out, int k)
 {
   add(tb, g_strdup_printf("%s%s.weight", prefix, conv), 4, (int[]){c_out, c_in, k, k},
-      COHORT_ADAPT_NONE);
+      COHORT_ADAPT_CONV2D);
   add(tb, g_strdup_printf("%s%s.weight", prefix, bn), 1, &c_out, COHORT_ADAPT_NONE);
   add(tb, g_strdup_printf("%s%s.bias", prefix, bn), 1, &c_out, COHORT_ADAPT_NONE);
 }
@@ -282,7 +282,8 @@ static void count_targets(const CohortConfig *cfg, const CohortTensorInfo *t, gu
   for (guint i = 0; i < n; i++)
     if (hit[i]) {
       out->n_targets++;
-      out->adapter_params += (gint64)cfg->lora_rank * (t[i].shape[0] + t[i].shape[1]);
+      out->adapter_params +=
+          (gint64)cfg->lora_rank * (t[i].shape[0] + (gint64)(t[i].numel / t[i].shape[0]));
     }
 }
 

@@ -96,7 +96,7 @@ static gboolean apply_targets(CohortFinetunePlan *p, const CohortConfig *cfg, co
     g_autofree char *names = some_names(t, n, TRUE, adaptable);
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "key \"lora_targets\": pattern \"%s\" names %s of the %s model, which "
-                       "cannot take an adapter; allowed: its linear layers, like %s",
+                       "cannot take an adapter; allowed: the layers that take one, like %s",
                        patterns[m.refused], refused_module, family, names);
   }
   if (m.nothing >= 0) {
@@ -107,6 +107,17 @@ static gboolean apply_targets(CohortFinetunePlan *p, const CohortConfig *cfg, co
                        "layers like %s",
                        patterns[m.nothing], family, names);
   }
+  /* A convolution's adapter runs as one kernel, W + scale·B A, which has no place for
+   * dropout on the adapter's input alone (PEFT's conv LoRA drops the input of lora_A). */
+  for (guint i = 0; i < n && cfg->lora_dropout > 0; i++)
+    if (hit[i] && t[i].adapt == COHORT_ADAPT_CONV2D) {
+      g_autofree char *module = module_of(t[i].name);
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "key \"lora_dropout\": %g with the convolution %s among lora_targets is "
+                         "not supported in this version (a convolution's adapter runs folded into "
+                         "its kernel); allowed: lora_dropout 0, or linear layers only",
+                         cfg->lora_dropout, module);
+    }
   p->targets = g_new(guint, MAX(n, 1));
   for (guint i = 0; i < n; i++)
     if (hit[i]) {
@@ -143,16 +154,21 @@ CohortFinetunePlan *cohort_finetune_plan_new(const CohortConfig *cfg, const char
   return g_steal_pointer(&p);
 }
 
-/* The adapter tensors of weight `w`: lora_A [r, in] and lora_B [out, r], PEFT's shapes. */
+/* The adapter tensors of weight `w`: lora_A [r, in] and lora_B [out, r], PEFT's shapes; for
+ * a convolution [out, c_in, k, k], PEFT's Conv2d pair: lora_A [r, c_in, k, k] (the kernel's
+ * stride and padding) and lora_B [out, r, 1, 1], that is [r, in] and [out, r] over the
+ * flattened kernel (in = c_in·k·k). */
 static void adapter_tensors(const CohortFinetunePlan *p, const CohortTensorInfo *w,
                             CohortTensorInfo *a, CohortTensorInfo *b)
 {
   gboolean conv1d = w->adapt == COHORT_ADAPT_CONV1D; /* stored [in, out] */
-  int in = conv1d ? w->shape[0] : w->shape[1], out = conv1d ? w->shape[1] : w->shape[0];
+  gboolean conv2d = w->adapt == COHORT_ADAPT_CONV2D;
+  int out = conv1d ? w->shape[1] : w->shape[0];
+  size_t in = conv1d ? (size_t)w->shape[0] : w->numel / (size_t)out;
   g_autofree char *module = module_of(w->name);
   *a = (CohortTensorInfo){.name = g_strconcat(module, ".lora_A.weight", NULL),
                           .ndim = 2,
-                          .shape = {p->rank, in},
+                          .shape = {p->rank, (int)in},
                           .numel = (size_t)p->rank * in,
                           .decay = TRUE,
                           .layer = w->layer};
@@ -162,6 +178,11 @@ static void adapter_tensors(const CohortFinetunePlan *p, const CohortTensorInfo 
                           .numel = (size_t)out * p->rank,
                           .decay = TRUE,
                           .layer = w->layer};
+  if (conv2d) {
+    a->ndim = b->ndim = 4;
+    a->shape[1] = w->shape[1], a->shape[2] = w->shape[2], a->shape[3] = w->shape[3];
+    b->shape[2] = b->shape[3] = 1;
+  }
 }
 
 static void add_train(CohortFinetuneLayout *l, GArray *train, GArray *source, CohortTensorInfo *t,

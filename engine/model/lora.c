@@ -45,14 +45,24 @@ CohortLora *cohort_lora_new(const CohortModel *m, const CohortFinetunePlan *plan
     CohortLoraAdapter *ad = &L->adapters[a];
     ad->target = plan->targets[a];
     ad->kind = m->tensors[ad->target].adapt;
-    ad->in = L->tensors[2 * a].shape[1];
+    ad->in = (int)(L->tensors[2 * a].numel / (size_t)L->rank);
     ad->out = L->tensors[2 * a + 1].shape[0];
     ad->salt = a;
-    L->max_in = MAX(L->max_in, ad->in);
+    /* dropout's scratch is for linear inputs: a convolution's adapter has none */
+    if (ad->kind == COHORT_ADAPT_CONV2D)
+      L->max_kernel = MAX(L->max_kernel, (size_t)ad->in * ad->out);
+    else
+      L->max_in = MAX(L->max_in, ad->in);
     ok = ok && (ad->h = be->alloc(h_bytes)) != NULL;
   }
   L->scratch_bytes = (L->n + 1) * h_bytes;
   ok = ok && (L->dh = be->alloc(h_bytes)) != NULL;
+  if (ok && L->max_kernel > 0) {
+    size_t kernel_bytes = L->max_kernel * sizeof(float);
+    ok = (L->kernel = be->alloc(kernel_bytes)) != NULL &&
+         (L->dkernel = be->alloc(kernel_bytes)) != NULL;
+    L->scratch_bytes += 2 * kernel_bytes;
+  }
   if (ok && L->dropout > 0) {
     size_t drop_bytes = MAX(rows * (size_t)L->max_in, 1) * sizeof(float);
     size_t key_bytes = MAX((size_t)m->max_batch, 1) * sizeof(guint64);
@@ -78,6 +88,8 @@ void cohort_lora_free(const CohortBackend *be, CohortLora *L)
     be->free(L->adapters[a].h);
   if (be) {
     be->free(L->dh);
+    be->free(L->kernel);
+    be->free(L->dkernel);
     be->free(L->drop);
     be->free(L->keys);
   }
@@ -148,6 +160,53 @@ void cohort_lora_backward(CohortModel *m, guint target, float *dx, const float *
   be->axpby(dx, 1.0f, dx, 1.0f, L->drop, (size_t)N * in);
 }
 
+const float *cohort_lora_conv_kernel(CohortModel *m, guint target, const float *w)
+{
+  int a;
+  const CohortLoraAdapter *ad = adapter_of(m, target, &a);
+  if (!ad)
+    return w;
+  const CohortLora *L = m->lora;
+  g_return_val_if_fail(ad->kind == COHORT_ADAPT_CONV2D, w);
+  const float *A = m->params + L->tensors[2 * a].offset;
+  const float *B = m->params + L->tensors[2 * a + 1].offset;
+  /* kernel [out, in] = w + scale B A */
+  m->be->copy(L->kernel, w, (size_t)ad->out * ad->in * sizeof(float));
+  m->be->gemm(0, 0, ad->out, ad->in, L->rank, L->scale, B, L->rank, A, ad->in, 1.0f, L->kernel,
+              ad->in);
+  return L->kernel;
+}
+
+float *cohort_lora_conv_grad(CohortModel *m, guint target, float *dw)
+{
+  int a;
+  const CohortLoraAdapter *ad = adapter_of(m, target, &a);
+  if (!ad || !m->grads)
+    return dw;
+  m->be->zero(m->lora->dkernel, (size_t)ad->out * ad->in * sizeof(float));
+  return m->lora->dkernel;
+}
+
+void cohort_lora_conv_grads(CohortModel *m, guint target, float *dw)
+{
+  int a;
+  const CohortLoraAdapter *ad = adapter_of(m, target, &a);
+  if (!ad || !m->grads)
+    return;
+  const CohortLora *L = m->lora;
+  const CohortBackend *be = m->be;
+  int r = L->rank, in = ad->in, out = ad->out;
+  const float *A = m->params + L->tensors[2 * a].offset;
+  const float *B = m->params + L->tensors[2 * a + 1].offset;
+  float *dA = m->grads + L->tensors[2 * a].offset, *dB = m->grads + L->tensors[2 * a + 1].offset;
+  const float *dK = L->dkernel;
+  /* dA [r, in] += scale B^T dK; dB [out, r] += scale dK A^T */
+  be->gemm(1, 0, r, in, out, L->scale, B, r, dK, in, 1.0f, dA, in);
+  be->gemm(0, 1, out, r, in, L->scale, dK, in, A, in, 1.0f, dB, r);
+  if (dw)
+    be->axpby(dw, 1.0f, dw, 1.0f, dK, (size_t)out * in);
+}
+
 void cohort_lora_init_tensor(const CohortModel *m, guint64 seed, guint k, float *dst)
 {
   const CohortLora *L = m->lora;
@@ -156,8 +215,9 @@ void cohort_lora_init_tensor(const CohortModel *m, guint64 seed, guint k, float 
     memset(dst, 0, t->numel * sizeof(float));
     return;
   }
-  /* PEFT: kaiming_uniform_(a=sqrt(5)) on [r, in], i.e. bound sqrt(6 / ((1 + 5) in)) */
-  double bound = 1.0 / sqrt((double)t->shape[1]);
+  /* PEFT: kaiming_uniform_(a=sqrt(5)) on [r, in] (a kernel's fan-in: c_in·k·k), i.e. bound
+   * sqrt(6 / ((1 + 5) in)) */
+  double bound = 1.0 / sqrt((double)(t->numel / (size_t)t->shape[0]));
   cohort_rng_fill_uniform(dst, t->numel, bound, cohort_rng_tensor_seed(seed ^ LORA_INIT_SALT, k));
 }
 

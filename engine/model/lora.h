@@ -35,11 +35,14 @@ struct CohortLora {
   int *of_tensor;            /* [n_tensors of the model]: an adapter index or -1 */
   CohortTensorInfo *tensors; /* 2n: adapter i's lora_A is 2i, its lora_B 2i + 1 */
   guint n_tensors;
-  size_t rows;   /* rows each h holds */
-  int max_in;    /* the widest input of any adapter */
-  float *dh;     /* backend scratch [rows, r] */
-  float *drop;   /* backend scratch [rows, max_in] (dropout only) */
-  guint64 *keys; /* backend [max_batch]: one dropout key per example */
+  size_t rows;       /* rows each h holds */
+  int max_in;        /* the widest input of any adapter */
+  size_t max_kernel; /* the largest adapted convolution kernel, in floats */
+  float *kernel;     /* backend scratch [max_kernel]: a kernel with its adapter folded in */
+  float *dkernel;    /* backend scratch [max_kernel]: that kernel's gradient */
+  float *dh;         /* backend scratch [rows, r] */
+  float *drop;       /* backend scratch [rows, max_in] (dropout only) */
+  guint64 *keys;     /* backend [max_batch]: one dropout key per example */
   int max_batch;
   int drop_batch; /* examples of the batch dropout is on for; 0: off */
   size_t scratch_bytes;
@@ -60,6 +63,21 @@ void cohort_lora_forward(CohortModel *m, guint target, float *y, const float *x,
  * gradient) gets the adapter's share added. */
 void cohort_lora_backward(CohortModel *m, guint target, float *dx, const float *dy, const float *x,
                           int N);
+
+/* For families, before a convolution whose kernel is weight `target` (parameter table index,
+ * an COHORT_ADAPT_CONV2D weight) at `w`: the kernel to convolve with: `w` itself without an
+ * adapter, else w + scale · B A over the flattened kernel [out, c_in·k·k] in scratch, valid
+ * until the next call. A convolution with that kernel is PEFT's base(x) + lora_B(lora_A(x))
+ * · scale, lora_A being a convolution with the kernel's stride and padding and lora_B 1×1. */
+const float *cohort_lora_conv_kernel(CohortModel *m, guint target, const float *w);
+/* For families, in backward, before that convolution's backward (which should read the kernel
+ * cohort_lora_conv_kernel gives again): where the kernel's gradient goes: `dw` (the weight's
+ * own, NULL when it is frozen) without an adapter, else zeroed scratch that
+ * cohort_lora_conv_grads then hands on. */
+float *cohort_lora_conv_grad(CohortModel *m, guint target, float *dw);
+/* After it: the adapter's gradients from the kernel's (dA += scale B^T dK, dB += scale dK A^T),
+ * and dK added to `dw` when the weight learns too. */
+void cohort_lora_conv_grads(CohortModel *m, guint target, float *dw);
 
 /* lora_A Kaiming-uniform from `seed` (each adapter its own stream), lora_B zeros. */
 void cohort_lora_init(CohortModel *m, guint64 seed);

@@ -49,8 +49,9 @@ static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y
   const CohortBackend *be = r->base.be;
   float *p = r->base.params, *buf = r->base.buffer_data;
   int C = u->c_out, rows = B * u->h_out * u->h_out;
-  be->conv2d_nhwc_forward(u->conv_out, x, p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k,
-                          u->stride, u->pad);
+  const float *w = cohort_lora_conv_kernel(&r->base, u->w_index, p + u->w_off);
+  be->conv2d_nhwc_forward(u->conv_out, x, w, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride,
+                          u->pad);
   if (mode == COHORT_FORWARD_EVAL) {
     be->bn_rstd(u->rstd, buf + u->var_off, 1.0, RESNET_BN_EPS, C);
     be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, rows, C,
@@ -87,8 +88,11 @@ static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const f
   be->zero(r->dconv, (size_t)rows * C * sizeof(float));
   be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
                      u->count, rows, C, 1);
-  be->conv2d_nhwc_backward(dx, accumulate, cohort_model_grad_at(m, u->w_off), r->dconv, x,
-                           p + u->w_off, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride, u->pad);
+  float *dw = cohort_model_grad_at(m, u->w_off);
+  const float *w = cohort_lora_conv_kernel(m, u->w_index, p + u->w_off);
+  be->conv2d_nhwc_backward(dx, accumulate, cohort_lora_conv_grad(m, u->w_index, dw), r->dconv, x, w,
+                           B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride, u->pad);
+  cohort_lora_conv_grads(m, u->w_index, dw);
 }
 
 static size_t unit_numel(const ResnetConvBn *u, int B)

@@ -18,6 +18,7 @@ typedef struct {
   int c_in, c_out, k, stride, pad;
   int h_in, h_out;          /* sides of the square input and output */
   size_t w_off;             /* the convolution's weight [c_out, c_in, k, k] */
+  guint w_index;            /* its index in the parameter table (its LoRA adapter's key) */
   size_t g_off, b_off;      /* BatchNorm weight and bias [c_out] */
   size_t mean_off, var_off; /* running_mean, running_var [c_out] */
   /* kept from the last forward for backward (backend memory, max_batch images) */

@@ -58,7 +58,9 @@ static void add_conv_bn(Tables *t, ResnetConvBn *u, const char *prefix, const ch
   g_autofree char *nbt = g_strconcat(bn, ".num_batches_tracked", NULL);
   const int wshape[4] = {c_out, c_in, k, k};
   u->w_off = t->p_off;
+  u->w_index = t->params->len;
   add(t->params, prefix, cw, 4, wshape, t->layer, &t->p_off);
+  g_array_index(t->params, CohortTensorInfo, u->w_index).adapt = COHORT_ADAPT_CONV2D;
   u->g_off = t->p_off;
   add(t->params, prefix, bw, 1, &c_out, t->layer, &t->p_off);
   u->b_off = t->p_off;
