@@ -424,6 +424,60 @@ static void test_resnet_transfer(void)
   lora_clear(&t);
 }
 
+/* LoRA on a ResNet's convolutions with SyncBatchNorm: 2 ranks × batch 2 = 1 rank × batch 4
+ * on the adapters (ten SGD steps: the first moves only lora_B, B being 0; the later ones A
+ * too), the base unchanged, and only the adapters all-reduced (the ranks event, every ten
+ * steps). */
+static void test_resnet_conv(void)
+{
+  const char *sets[] = {"model=resnet",
+                        "data_format=images",
+                        "train_data=builtin:glyphs/train",
+                        "val_data=",
+                        "image_size=16",
+                        "n_layer=8",
+                        "resnet_width=8",
+                        "optimizer=sgd",
+                        "learning_rate=0.05",
+                        "lr_schedule=constant",
+                        "warmup_steps=0",
+                        "sync_batchnorm=true",
+                        "finetune=lora",
+                        "lora_targets=conv1,downsample.0,fc",
+                        "max_steps=10",
+                        NULL, /* the batch */
+                        NULL};
+  guint at = G_N_ELEMENTS(sets) - 2;
+  sets[at] = "batch_size=2";
+  Lora two = train_in(tu_mkdtemp("resnet-conv-2"), 2, sets, NULL);
+  sets[at] = "batch_size=4";
+  Lora one = train_in(tu_mkdtemp("resnet-conv-1"), 1, sets, NULL);
+  g_autoptr(GArray) w2 = adapter_weights(&two), w1 = adapter_weights(&one);
+  double diff = max_abs_diff(w2, w1);
+  g_test_message("ResNet conv LoRA + SyncBN: 2 ranks × batch 2 vs 1 × 4: max |Δ adapter| = %.3g",
+                 diff);
+  /* measured 4.2e-6: oneDNN's convolutions round batch 2 and batch 4 apart (see
+   * tests/test-resnet-ddp.c), and ten steps carry it */
+  g_assert_cmpfloat(diff, <=, 2e-5);
+  /* the base weights did not move (the BatchNorm statistics, buffers, may round apart) */
+  const char *names[] = {"conv1.weight", "layer2.0.conv1.weight", "layer2.0.downsample.0.weight",
+                         "layer2.0.bn1.weight", "fc.weight"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autoptr(GArray) a = tensor_of(one.ws, names[i]), b = tensor_of(two.ws, names[i]);
+    g_assert_cmpfloat(max_abs_diff(a, b), ==, 0);
+  }
+  JsonObject *ranks = last_ranks(&two);
+  gint64 trainable = json_object_get_int_member(ranks, "trainable");
+  /* rank 4 (base_sets) × (out + c_in·k·k): the stem 1→8 3×3, layer1..3's first 3×3 (8→8,
+   * 8→16, 16→32), the shortcuts 8→16, 16→32 1×1, fc 32→classes */
+  gint64 convs = 4 * ((8 + 9) + (8 + 72) + (16 + 72) + (32 + 144) + (16 + 8) + (32 + 16));
+  g_autoptr(GArray) classes = tensor_of(one.ws, "fc.bias");
+  g_assert_cmpint(trainable, ==, convs + 4 * (32 + (gint64)classes->len));
+  g_assert_cmpint(json_object_get_int_member(ranks, "allreduce_bytes"), ==, 4 * trainable);
+  lora_clear(&two);
+  lora_clear(&one);
+}
+
 /* Fine-tuning a model trained before: init_from gives the base, which the LoRA run exports
  * unchanged; adapter_from starts from that run's adapter and is refused when its rank is not
  * lora_rank. */
@@ -805,6 +859,7 @@ int main(int argc, char **argv)
   g_test_add_func("/lora-ddp/base-reference", test_base_reference);
   g_test_add_func("/lora-ddp/frozen", test_frozen);
   g_test_add_func("/lora-ddp/resnet-transfer", test_resnet_transfer);
+  g_test_add_func("/lora-ddp/resnet-conv", test_resnet_conv);
   g_test_add_func("/lora-ddp/init-and-adapter-from", test_init_and_adapter_from);
   g_test_add_func("/lora-ddp/distill", test_distill);
   g_test_add_func("/lora-ddp/zero1", test_zero1);
