@@ -758,8 +758,10 @@ static void test_resnet_against_torch(void)
     return;
   }
   g_autoptr(CohortConfig) c = resnet_cfg(COHORT_FINETUNE_LORA, "");
+  /* the stem's conv1 and one block's, not the others': PEFT's list form would name them all,
+   * so target_modules is a regular expression */
   g_free(c->lora_targets);
-  c->lora_targets = g_strdup("conv1,downsample.0,fc");
+  c->lora_targets = g_strdup("conv?,layer2.0.conv1,downsample.0,fc");
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), c, RB, &error);
   g_assert_no_error(error);
@@ -781,6 +783,10 @@ static void test_resnet_against_torch(void)
   g_assert_true(cohort_model_save(m, NULL, base, NULL, &error));
   g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
   g_assert_no_error(error);
+  g_autofree char *json_path = g_build_filename(adapter, "adapter_config.json", NULL);
+  g_autofree char *json = NULL;
+  g_assert_true(g_file_get_contents(json_path, &json, NULL, NULL));
+  g_assert_nonnull(strstr(json, "\"target_modules\": \"conv1|layer2\\\\.0\\\\.conv1|"));
   GByteArray *buf = g_byte_array_new();
   int hdr[6] = {1, 4, 1, S, K, RB};
   float mom = 0.1f;

@@ -12,6 +12,7 @@ training mode: batch statistics). Prints the loss, then one line per adapter ten
 """
 import json
 import os
+import re
 import struct
 import sys
 
@@ -103,7 +104,11 @@ def main(family, base_path, adapter_dir, inputs):
     for name, mod in list(model.named_modules()):
         if not isinstance(mod, (nn.Linear, nn.Conv2d)):
             continue
-        if not any(name == t or name.endswith("." + t) for t in cfg["target_modules"]):
+        targets = cfg["target_modules"]
+        if isinstance(targets, str):  # PEFT: one regular expression over the whole name
+            if not re.fullmatch(targets, name):
+                continue
+        elif not any(name == t or name.endswith("." + t) for t in targets):
             continue
         parent, _, leaf = name.rpartition(".")
         layer = LoraLinear if isinstance(mod, nn.Linear) else LoraConv2d

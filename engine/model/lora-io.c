@@ -26,16 +26,53 @@ static char *name_prefix(const CohortModel *m)
   return g_strconcat(PEFT_ROOT, family ? family : "", NULL);
 }
 
-/* The adapted layers' full module names, as PEFT's target_modules (it matches a name by its
- * end after a dot, so full names select exactly these layers). */
-static void append_targets(JsonBuilder *b, const CohortModel *m)
+/* Adapter a's layer, with the family's module path ("transformer.h.0.attn.c_attn"). */
+static char *target_module(const CohortModel *m, guint a)
 {
   const char *family = m->klass->lora_module_prefix;
+  const char *w = m->tensors[m->lora->adapters[a].target].name;
+  g_autofree char *module = g_strndup(w, strlen(w) - strlen(".weight"));
+  return g_strconcat(family ? family : "", module, NULL);
+}
+
+/* Whether PEFT, matching a list entry by the name or its end after a dot, would take a layer
+ * that has no adapter for one that has: a ResNet's stem "conv1" names every block's conv1 too
+ * when they are not all adapted. */
+static gboolean list_is_ambiguous(const CohortModel *m)
+{
+  const char *family = m->klass->lora_module_prefix;
+  for (guint a = 0; a < m->lora->n; a++) {
+    g_autofree char *full = target_module(m, a);
+    g_autofree char *dot_full = g_strconcat(".", full, ".weight", NULL);
+    for (guint i = 0; i < m->n_tensors; i++) {
+      g_autofree char *name = g_strconcat(family ? family : "", m->tensors[i].name, NULL);
+      if (m->lora->of_tensor[i] < 0 && g_str_has_suffix(name, dot_full))
+        return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* The adapted layers as PEFT's target_modules: their full module names, which select exactly
+ * these layers; where a list would select more (see list_is_ambiguous), PEFT's other form, one
+ * regular expression that must match a layer's whole name: the names, dots escaped, joined by
+ * "|". */
+static void append_targets(JsonBuilder *b, const CohortModel *m)
+{
+  if (list_is_ambiguous(m)) {
+    GString *re = g_string_new(NULL);
+    for (guint a = 0; a < m->lora->n; a++) {
+      g_autofree char *full = target_module(m, a);
+      g_autofree char *escaped = g_regex_escape_string(full, -1);
+      g_string_append_printf(re, "%s%s", a ? "|" : "", escaped);
+    }
+    json_builder_add_string_value(b, re->str);
+    g_string_free(re, TRUE);
+    return;
+  }
   json_builder_begin_array(b);
   for (guint a = 0; a < m->lora->n; a++) {
-    const char *w = m->tensors[m->lora->adapters[a].target].name;
-    g_autofree char *module = g_strndup(w, strlen(w) - strlen(".weight"));
-    g_autofree char *full = g_strconcat(family ? family : "", module, NULL);
+    g_autofree char *full = target_module(m, a);
     json_builder_add_string_value(b, full);
   }
   json_builder_end_array(b);
