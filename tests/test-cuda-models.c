@@ -9,11 +9,15 @@
  * other orders, so the two agree to rounding and drift slowly with training (as
  * test-cuda-train). In bf16 both backends round the same operands by the same rule, but a sum
  * that differs in its last fp32 bit can round an operand of the next product the other way:
- * differences grow faster, and the bounds are five times wider (1e-2 and 2.5e-2). */
+ * differences grow faster, and the bounds are five times wider (1e-2 and 2.5e-2).
+ *
+ * The same with finetune lora (and a ResNet's convolutions as targets): the adapters' products,
+ * the folded convolution kernels and AdamW over what learns alone, on the GPU against the CPU. */
 #include <math.h>
 #include <string.h>
 
 #include "engine/model/batch.h"
+#include "engine/model/lora.h"
 #include "engine/model/model.h"
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
@@ -79,9 +83,12 @@ static void train(CohortModel *m, CohortAdamW *opt, const CohortConfig *cfg, dou
     cohort_model_zero_grad(m);
     losses[s] = m->ops->forward(m, b, COHORT_FORWARD_TRAIN);
     m->ops->backward(m, 1.0f);
-    cohort_clip_grad_norm_on(m->be, m->grads, m->n_params, 1.0);
-    cohort_adamw_step(opt, m->params, m->grads, m->tensors, m->n_tensors, 2e-3, 0.9, 0.95, 1e-8,
-                      0.1, s + 1);
+    /* what learns: every parameter, or with finetune lora the adapters (laid out first) */
+    CohortModel learn;
+    cohort_model_train_view(m, &learn);
+    cohort_clip_grad_norm_on(m->be, m->grads, learn.n_params, 1.0);
+    cohort_adamw_step(opt, m->params, m->grads, learn.tensors, learn.n_tensors, 2e-3, 0.9, 0.95,
+                      1e-8, 0.1, s + 1);
   }
 }
 
@@ -99,10 +106,10 @@ static void check_family(const char *const *sets, CohortGemmMode mode)
   g_assert_no_error(error);
   g_autoptr(CohortModel) gpu = cohort_model_new(cohort_backend_cuda(), cfg, B, &error);
   g_assert_no_error(error);
-  cpu->ops->init_weights(cpu, 3);
-  gpu->ops->init_weights(gpu, 3);
-  g_autoptr(CohortAdamW) opt_c = cohort_adamw_new_on(cohort_backend_cpu(), cpu->n_params);
-  g_autoptr(CohortAdamW) opt_g = cohort_adamw_new_on(cohort_backend_cuda(), gpu->n_params);
+  cohort_model_init(cpu, 3);
+  cohort_model_init(gpu, 3);
+  g_autoptr(CohortAdamW) opt_c = cohort_adamw_new_on(cohort_backend_cpu(), cpu->n_trainable);
+  g_autoptr(CohortAdamW) opt_g = cohort_adamw_new_on(cohort_backend_cuda(), gpu->n_trainable);
   double lc[STEPS], lg[STEPS];
   train(cpu, opt_c, cfg, lc);
   train(gpu, opt_g, cfg, lg);
@@ -120,7 +127,21 @@ static void check_family(const char *const *sets, CohortGemmMode mode)
   g_test_message("%s (%s): losses %.5f → %.5f (cpu), largest parameter difference %.2e", cfg->model,
                  mode == COHORT_GEMM_FP32 ? "fp32" : "bf16", lc[0], lc[STEPS - 1], worst);
   g_assert_cmpfloat(worst, <=, wider * PARAM_TOL);
-  g_assert_cmpfloat(lc[STEPS - 1], <, lc[0]); /* it trained */
+  if (cfg->finetune == COHORT_FINETUNE_FULL) {
+    g_assert_cmpfloat(lc[STEPS - 1], <, lc[0]); /* it trained */
+    return;
+  }
+  /* the adapters learned (lora_B starts at 0), on both */
+  double moved_c = 0, moved_g = 0;
+  for (guint k = 1; k < cpu->lora->n_tensors; k += 2) {
+    const CohortTensorInfo *t = &cpu->lora->tensors[k];
+    for (size_t i = 0; i < t->numel; i++) {
+      moved_c = fmax(moved_c, fabs(cpu->params[t->offset + i]));
+      moved_g = fmax(moved_g, fabs(pg[t->offset + i]));
+    }
+  }
+  g_assert_cmpfloat(moved_c, >, 1e-3);
+  g_assert_cmpfloat(moved_g, >, 1e-3);
 }
 
 static const char *const dit_sets[] = {
@@ -143,6 +164,53 @@ static const char *const resnet50_sets[] = {
 static const char *const gpt_sets[] = {
     "model=gpt", "n_layer=2", "n_head=2", "n_embd=32", "seq_len=16", NULL,
 };
+
+static const char *const gpt_lora_sets[] = {
+    "model=gpt",     "n_layer=2",   "n_head=2",     "n_embd=32", "seq_len=16",
+    "finetune=lora", "lora_rank=4", "lora_alpha=8", NULL,
+};
+
+static const char *const dit_lora_sets[] = {
+    "model=dit",
+    "data_format=images",
+    "n_layer=2",
+    "n_head=2",
+    "n_embd=32",
+    "image_size=8",
+    "patch_size=2",
+    "image_channels=1",
+    "num_classes=3",
+    "finetune=lora",
+    "lora_rank=4",
+    "lora_alpha=8",
+    "trainable=final_layer.linear.*",
+    NULL,
+};
+
+static const char *const resnet_lora_sets[] = {
+    "model=resnet",
+    "data_format=images",
+    "n_layer=8",
+    "resnet_width=4",
+    "image_size=8",
+    "image_channels=1",
+    "num_classes=3",
+    "finetune=lora",
+    "lora_rank=2",
+    "lora_alpha=4",
+    "lora_targets=conv1,downsample.0,fc",
+    NULL,
+};
+
+/* finetune lora: the adapters (gpt's Conv1D layout, dit's linear layers, a ResNet's folded
+ * convolution kernels) on the GPU against the CPU. A fresh DiT's output layer is zero (adaLN-
+ * Zero), so nothing upstream would get a gradient: it learns too. */
+static void test_lora(void)
+{
+  check_family(gpt_lora_sets, COHORT_GEMM_FP32);
+  check_family(dit_lora_sets, COHORT_GEMM_FP32);
+  check_family(resnet_lora_sets, COHORT_GEMM_FP32);
+}
 
 static void test_dit(void)
 {
@@ -229,5 +297,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda-models/resnet", test_resnet);
   g_test_add_func("/cuda-models/resnet50", test_resnet50);
   g_test_add_func("/cuda-models/dit-run", test_dit_run);
+  g_test_add_func("/cuda-models/lora", test_lora);
   return g_test_run();
 }
