@@ -164,8 +164,8 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
    * import, a teacher's layers, or with a frozen part always (the start writes the model
    * whole, then each rank keeps its pieces). */
   gboolean ft = plan->frozen > 0;
-  plan->startup_bytes = plan->total_bytes +
-                        (plan->stage == 3 && (whole_at_start || ft) ? 4 * plan->trainable : 0);
+  plan->startup_bytes =
+      plan->total_bytes + (plan->stage == 3 && (whole_at_start || ft) ? 4 * plan->trainable : 0);
   return TRUE;
 }
 

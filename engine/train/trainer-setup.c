@@ -206,8 +206,9 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
     const CohortShardPlan *p = cohort_shard_plan(r->shard);
     size_t frozen = r->model->n_params - n;
     g_autofree char *base =
-        frozen ? g_strdup_printf("; the frozen base, %zu parameters, is whole on every rank", frozen)
-               : g_strdup("");
+        frozen
+            ? g_strdup_printf("; the frozen base, %zu parameters, is whole on every rank", frozen)
+            : g_strdup("");
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
                         "ZeRO stage %d: each of the %d ranks keeps %zu of the %zu %s' "
                         "gradients, optimizer state%s%s (%u layers, each split among the ranks)%s",
