@@ -145,7 +145,7 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
   } else {
-    /* finetune lora or frozen (ZeRO stage 1 at most): gradients and optimizer state for what
+    /* finetune lora or frozen at stages 0 and 1: gradients and optimizer state for what
      * learns alone */
     gint64 adapters = 0, T = trainable_floats(cfg, k, P, &adapters);
     plan->trainable = T;
