@@ -300,10 +300,10 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   const CohortConfig *cfg = r->cfg;
   gboolean from_teacher = cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
   gboolean imported = cfg->init_from && *cfg->init_from;
-  /* With a frozen part (finetune lora or frozen) the base is whole on every rank and the run's
-   * checkpoints name it (cohort_checkpoint_base_init): the whole start below. */
-  gboolean all_learn = r->model->n_trainable == r->model->n_params;
-  if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher && all_learn)
+  /* With finetune lora or frozen the base is whole on every rank and the run's checkpoints
+   * name it (cohort_checkpoint_base_init): the whole start below. */
+  if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher &&
+      !cohort_rank_run_shard_learns(r))
     return start_fresh_sharded(r, error);
   /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
    * start only), and each rank keeps its pieces after the broadcast. The family's

@@ -149,8 +149,9 @@ static void shard_to_pieces(const CohortShard *sh, float *full, const float *sha
 void cohort_shard_init_weights(CohortShard *sh, guint64 seed)
 {
   CohortModel *m = sh->model;
-  /* With a frozen part the base is whole on every rank anyway: the whole initialisation. */
-  if (sh->stage == 2 || !m->ops->init_tensor || m->n_trainable < m->n_params) {
+  /* With finetune lora or frozen the base is whole on every rank anyway (and the units,
+   * over the train table, are not the family's tensors): the whole initialisation. */
+  if (sh->stage == 2 || !m->ops->init_tensor || m->finetune != COHORT_FINETUNE_FULL) {
     cohort_model_init(m, seed);
     cohort_shard_take_params(sh);
     return;
