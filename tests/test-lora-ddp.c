@@ -798,7 +798,8 @@ static void test_zero1(void)
  * unchanged; each rank keeps half the adapters' AdamW state (the ranks event and --explain,
  * which also counts the base whole) and at stage 3 never gathers more than the adapters;
  * stopped at step 5 and resumed, the run ends with the files of one that never stopped, from
- * checkpoints that hold only the adapters; --sample's loader reads the export back. */
+ * checkpoints that hold only the adapters (a stage 2 one resumes at stage 3 alike); --sample's
+ * loader reads the export and a checkpoint back. */
 static void test_zero23(void)
 {
   const double lr = 1e-3;
@@ -877,6 +878,18 @@ static void test_zero23(void)
       g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
       if (!g_bytes_equal(fa, fb))
         g_error("zero_stage %d: %s differs after a resume", stage, files[i]);
+    }
+    if (stage == 3) {
+      /* a checkpoint of stage 2 resumed at stage 3: the files are stage 0's, whatever the stage */
+      char *ws2 = tu_mkdtemp("lora-z2-to-3");
+      three[4] = "zero_stage=2";
+      Lora c0 = train_in(ws2, 2, three, NULL);
+      g_ptr_array_unref(c0.events);
+      Lora c = train_in(ws2, 2, two, "auto");
+      g_autoptr(GBytes) fa = file_bytes(n.ws, "adapter/adapter_model.safetensors");
+      g_autoptr(GBytes) fc = file_bytes(c.ws, "adapter/adapter_model.safetensors");
+      g_assert_true(g_bytes_equal(fa, fc));
+      lora_clear(&c);
     }
     /* from the export, and from the last checkpoint (its EMA adapters) */
     g_autofree char *last = g_build_filename(n.ws, "checkpoints", "step-00000010", NULL);
