@@ -15,9 +15,10 @@
  * state, the reduced gradients, the EMA weights and (stage 3) the parameters it owns are
  * buffers of shard_floats floats in that order.
  *
- * Only trainable tensors are sharded. Today every parameter is trainable; tensors left out
- * (frozen weights: `trainable` FALSE) belong to no unit, get no gradient, optimizer state or
- * shard, and stay whole on every rank. */
+ * Only trainable tensors are sharded: tensors left out (`trainable` FALSE) belong to no unit,
+ * get no gradient, optimizer state or shard, and stay whole on every rank. With finetune lora
+ * or frozen the trainer passes the model's train table, what learns alone in [0, n_trainable)
+ * (engine/model/finetune.h): the frozen base after it is in no unit. */
 #pragma once
 
 #include <glib.h>

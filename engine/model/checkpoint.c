@@ -347,7 +347,9 @@ gboolean cohort_checkpoint_save_with(const char *workspace, const CohortConfig *
                                      int keep_last, char **out_dir, GError **error)
 {
   g_return_val_if_fail(workspace && cfg && write && st, FALSE);
-  g_return_val_if_fail(!st->frozen_sha256[0], FALSE); /* ZeRO stages 2 and 3 refuse fine-tuning */
+  /* A checkpoint of what learns (ZeRO stages 2 and 3 with a frozen part too) goes through
+   * cohort_checkpoint_save: engine/train/trainer-shard-learn.c gathers what learns for it. */
+  g_return_val_if_fail(!st->frozen_sha256[0], FALSE);
   Contents c = {.write = write, .data = data, .has_ema = has_ema, .has_opt = has_opt};
   return save_folder(workspace, cfg, &c, st, keep_last, out_dir, error);
 }

@@ -250,16 +250,9 @@ gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *sourc
                        "learn; allowed: the parameters that learn, like \"fc.*\" (a ResNet's "
                        "classifier) or \"*.bias\"",
                        src, cfg->trainable ? cfg->trainable : "");
-  /* Stage 1 shards the optimizer state, which only the learning part has. Stages 2 and 3
-   * cut the model into per-layer units of the whole parameter vector, frozen weights
-   * included: not for a model whose learning part is a few tensors among them. */
-  if (cfg->finetune != COHORT_FINETUNE_FULL && cfg->zero_stage > 1)
-    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: key \"zero_stage\": %d with finetune \"%s\" is not supported in this "
-                       "version (stages 2 and 3 shard every parameter by layer; here only the few "
-                       "that learn have gradients and state); allowed: zero_stage 0 or 1",
-                       src, cfg->zero_stage,
-                       cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen");
+  /* Every ZeRO stage applies to what learns alone (docs/finetuning.md#zero): stages 2 and 3
+   * cut the adapters and `trainable` tensors into units and shard them; the frozen base stays
+   * whole on every rank. */
   if (cfg->adapter_from && *cfg->adapter_from && cfg->finetune != COHORT_FINETUNE_LORA)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"",

@@ -65,8 +65,9 @@ void cohort_finetune_layout(const CohortFinetunePlan *p, CohortTensorInfo *tenso
 void cohort_finetune_layout_clear(CohortFinetuneLayout *l);
 
 /* The rules of the fine-tuning keys across other keys, checked when a run starts: frozen
- * needs trainable patterns, ZeRO (zero_stage > 0) is refused with lora and frozen, and
- * adapter_from needs lora. `source` names the config in messages. */
+ * needs trainable patterns and adapter_from needs lora (every zero_stage applies: ZeRO shards
+ * what learns alone, the frozen base stays whole on every rank). `source` names the config in
+ * messages. */
 gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *source, GError **error);
 
 G_END_DECLS

@@ -168,9 +168,10 @@ gboolean cohort_model_on_host(const CohortModel *m)
 
 size_t cohort_model_memory_bytes(const CohortModel *m)
 {
-  /* Reserved ranges hold only the layers in use: ZeRO counts those. */
-  size_t floats = (m->params_reserved ? 0 : m->n_params) + m->n_buffer_floats +
-                  (m->grads && !m->grads_reserved ? m->n_trainable : 0);
+  /* Reserved ranges hold only the layers in use: ZeRO counts those. The frozen part of a
+   * reserved parameter range, [n_trainable, n_params), is held whole for good. */
+  size_t floats = (m->params_reserved ? m->n_params - m->n_trainable : m->n_params) +
+                  m->n_buffer_floats + (m->grads && !m->grads_reserved ? m->n_trainable : 0);
   return floats * sizeof(float) + m->act_bytes + (m->lora ? m->lora->scratch_bytes : 0);
 }
 

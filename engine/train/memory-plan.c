@@ -58,25 +58,49 @@ static gint64 teacher_bytes(const CohortConfig *cfg)
   return g_stat(weights, &st) == 0 ? (gint64)st.st_size : 0;
 }
 
-/* The parts that depend on ZeRO's shard plan (stages 2 and 3). */
+/* The parts that depend on ZeRO's shard plan (stages 2 and 3). With finetune lora or frozen
+ * the units cover what learns alone (the layout's train table, engine/model/finetune.h): its
+ * gradients, optimizer state, EMA weights and (stage 3) parameters are sharded; the frozen base
+ * is whole on every rank. */
 static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMemoryPlan *plan)
 {
   guint n = 0;
   size_t floats = 0;
   CohortTensorInfo *t = k->param_table ? k->param_table(cfg, &n, &floats) : NULL;
+  g_autoptr(CohortFinetunePlan) fp =
+      t && cfg->finetune != COHORT_FINETUNE_FULL && k->frozen_layout
+          ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL)
+          : NULL;
+  CohortFinetuneLayout layout = {0};
+  const CohortTensorInfo *units_of = t;
+  guint n_units_of = n;
+  size_t cover = floats;
+  gint64 whole = 0; /* floats every rank keeps whole: the frozen base */
+  if (fp) {
+    cohort_finetune_layout(fp, t, n, &layout);
+    units_of = layout.train;
+    n_units_of = layout.n_train;
+    cover = layout.n_trainable;
+    whole = (gint64)(layout.n_params - layout.n_trainable);
+    plan->trainable = (gint64)layout.n_trainable;
+    plan->frozen = whole;
+  }
   g_autoptr(CohortShardPlan) p =
-      t ? cohort_shard_plan_new(t, n, floats, NULL, plan->world, 0, NULL) : NULL;
+      units_of ? cohort_shard_plan_new(units_of, n_units_of, cover, NULL, plan->world, 0, NULL)
+               : NULL;
+  if (fp)
+    cohort_finetune_layout_clear(&layout);
   cohort_tensor_table_free(t, n);
-  /* Without a table: an even split and one unit, the whole model. */
-  gint64 P = plan->params,
-         S = p ? (gint64)p->max_shard_floats : (P + plan->world - 1) / plan->world;
-  gint64 grads_live = p ? largest_units(p, 4) : P, params_live = p ? largest_units(p, 3) : P;
-  gint64 largest = p ? (gint64)p->largest_unit : P;
+  /* Without a table: an even split and one unit, all that learns. */
+  gint64 T = plan->trainable,
+         S = p ? (gint64)p->max_shard_floats : (T + plan->world - 1) / plan->world;
+  gint64 grads_live = p ? largest_units(p, 4) : T, params_live = p ? largest_units(p, 3) : T;
+  gint64 largest = p ? (gint64)p->largest_unit : T;
   plan->units = p ? p->n_units : 1;
   plan->grad_bytes = 4 * S;
   plan->optim_bytes = 4 * state_floats(cfg) * S;
   plan->ema_bytes = cfg->ema_decay > 0 ? (plan->stage == 2 ? 8 : 4) * S : 0;
-  plan->param_bytes = plan->stage == 3 ? 4 * S : 4 * P;
+  plan->param_bytes = 4 * whole + (plan->stage == 3 ? 4 * S : 4 * T);
   plan->working_bytes = 4 * grads_live + (plan->stage == 3 ? 4 * params_live : 0) +
                         (cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 * largest : 0);
 }
@@ -121,7 +145,7 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
   } else {
-    /* finetune lora or frozen (ZeRO stage 1 at most): gradients and optimizer state for what
+    /* finetune lora or frozen at stages 0 and 1: gradients and optimizer state for what
      * learns alone */
     gint64 adapters = 0, T = trainable_floats(cfg, k, P, &adapters);
     plan->trainable = T;
@@ -136,7 +160,12 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
                       plan->act_bytes + plan->working_bytes + plan->teacher_bytes;
   gboolean whole_at_start = (cfg->init_from && *cfg->init_from) ||
                             cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
-  plan->startup_bytes = plan->total_bytes + (plan->stage == 3 && whole_at_start ? 4 * P : 0);
+  /* At stage 3 what learns is whole at the start (all of it without a frozen part) for an
+   * import, a teacher's layers, or with a frozen part always (the start writes the model
+   * whole, then each rank keeps its pieces). */
+  gboolean ft = plan->frozen > 0;
+  plan->startup_bytes =
+      plan->total_bytes + (plan->stage == 3 && (whole_at_start || ft) ? 4 * plan->trainable : 0);
   return TRUE;
 }
 
@@ -246,6 +275,8 @@ void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_b
   member(b, "world_size", plan->world);
   member(b, "local_ranks", plan->local);
   member(b, "trainable", plan->trainable);
+  if (plan->frozen > 0)
+    member(b, "frozen", plan->frozen);
   if (plan->stage >= 2)
     member(b, "units", plan->units);
   json_builder_set_member_name(b, "per_rank");

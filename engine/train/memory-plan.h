@@ -20,6 +20,13 @@
  * start from init_from or from teacher layers writes the whole model once (then each rank
  * keeps its pieces): the start-up peak adds 4 P.
  *
+ * With finetune lora or frozen, P counts the adapters too and only the T floats that learn
+ * have gradients, optimizer state and EMA weights: at stages 0 and 1 these are 4 T, 4 k T (stage
+ * 1: ~T/N) and 8 (P) as above; at stages 2 and 3 S is the rank's shard of the T (the units cover
+ * what learns alone) and the frozen base, P − T, is whole on every rank: parameters 4 (P − T)
+ * plus 4 T (stage 2) or 4 S (stage 3); such a start at stage 3 always writes what learns whole
+ * once (adds 4 T to the start-up peak).
+ *
  * CPU ranks of one machine share its memory: a plan whose local ranks together need more than
  * the machine has is refused. A GPU rank needs its own device's memory for its share. */
 #pragma once
@@ -35,6 +42,8 @@ typedef struct {
   int world, local; /* ranks, and ranks on this machine */
   gint64 params;    /* the family's; with finetune lora the adapters come on top */
   gint64 trainable; /* the floats that learn (engine/model/finetune.h): params with full */
+  gint64 frozen;    /* stages 2 and 3 with finetune lora or frozen: the base's floats, whole on
+                     * every rank (only what learns is sharded); 0 otherwise */
   guint units;      /* stages 2 and 3: layer units */
   gint64 param_bytes, grad_bytes, optim_bytes, ema_bytes, act_bytes, working_bytes, teacher_bytes;
   gint64 total_bytes;   /* per rank, while it trains */

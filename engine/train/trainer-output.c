@@ -184,7 +184,11 @@ gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error)
   if (!cohort_rank_health_check(r, FALSE, error))
     return FALSE;
   cohort_phase_enter(COHORT_RANK_PHASE_CHECKPOINT);
-  if (r->shard) {
+  if (cohort_rank_run_shard_learns(r)) {
+    /* ZeRO stages 2 and 3 with a frozen part: what learns gathered, stage 0's checkpoint. */
+    if (!cohort_rank_run_save_learning(r, &dir, error))
+      return FALSE;
+  } else if (r->shard) {
     /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
     if (!cohort_rank_run_save_sharded(r, &dir, error))
       return FALSE;
@@ -260,36 +264,15 @@ static gboolean export_adapter(CohortRankRun *r, GHashTable *meta, GError **erro
          (!r->tokenizer || cohort_tokenizer_export(r->tokenizer, merged_dir, error));
 }
 
-gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
+/* After model.safetensors, on rank 0: the EMA weights (`ema`, whole, when the run keeps them),
+ * the adapter folder, the config, the classes, the family's files and the tokenizer. */
+static gboolean export_rest(CohortRankRun *r, char *path, GHashTable *meta, const float *ema,
+                            char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
-  cohort_phase_enter(COHORT_RANK_PHASE_EXPORT);
-  g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
-  remove_stale_exports(r);
-  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
-  g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);
-  g_hash_table_insert(meta, "format", "pt");
-  /* One spelling for the step in every file Cohort writes (checkpoints use it too); the run id
-   * lets a reader tell the files of one export from leftovers of another. */
-  g_hash_table_insert(meta, "cohort.step", step);
-  g_hash_table_insert(meta, "cohort.run_id", r->st.run_id);
-  g_hash_table_insert(meta, "cohort.model", cfg->model);
-  if (r->shard) {
-    /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
-    g_autofree char *ema_path =
-        cohort_shard_ema(r->shard)
-            ? g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL)
-            : NULL;
-    if (!cohort_rank_run_export_sharded(r, path, ema_path, meta, error))
-      return FALSE;
-    if (r->opts->rank != 0)
-      return TRUE;
-  } else if (!cohort_model_save(r->model, NULL, path, meta, error)) {
-    return FALSE;
-  }
-  if (r->ema) {
+  if (ema) {
     g_autofree char *ema_path = g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL);
-    if (!cohort_model_save(r->model, ema_on_host(r), ema_path, meta, error))
+    if (!cohort_model_save(r->model, ema, ema_path, meta, error))
       return FALSE;
   }
   if (r->model->lora && !export_adapter(r, meta, error))
@@ -310,6 +293,53 @@ gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **er
    * from_pretrained loads, model and tokenizer. */
   if (r->tokenizer && !cohort_tokenizer_export(r->tokenizer, cfg->workspace_dir, error))
     return FALSE;
-  *model_path = g_steal_pointer(&path);
+  *model_path = g_strdup(path);
   return TRUE;
+}
+
+/* ZeRO stages 2 and 3 with a frozen part: what learns gathered whole on every rank (at stage 3
+ * the parameters in place until the files are written), stage 0's export on rank 0. */
+static gboolean export_learning(CohortRankRun *r, char *path, GHashTable *meta, char **model_path,
+                                GError **error)
+{
+  CohortLearningWhole whole;
+  gboolean ok = cohort_rank_run_gather_learning(r, FALSE, &whole, error);
+  if (ok && r->opts->rank == 0)
+    ok = cohort_model_save(r->model, NULL, path, meta, error) &&
+         export_rest(r, path, meta, whole.ema, model_path, error);
+  cohort_shard_let_go_learning(r->shard);
+  cohort_learning_whole_clear(&whole);
+  return ok;
+}
+
+gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
+{
+  const CohortConfig *cfg = r->cfg;
+  cohort_phase_enter(COHORT_RANK_PHASE_EXPORT);
+  g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
+  remove_stale_exports(r);
+  g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autofree char *step = g_strdup_printf("%" G_GINT64_FORMAT, r->st.step);
+  g_hash_table_insert(meta, "format", "pt");
+  /* One spelling for the step in every file Cohort writes (checkpoints use it too); the run id
+   * lets a reader tell the files of one export from leftovers of another. */
+  g_hash_table_insert(meta, "cohort.step", step);
+  g_hash_table_insert(meta, "cohort.run_id", r->st.run_id);
+  g_hash_table_insert(meta, "cohort.model", cfg->model);
+  if (cohort_rank_run_shard_learns(r))
+    return export_learning(r, path, meta, model_path, error);
+  if (r->shard) {
+    /* ZeRO stages 2 and 3: every rank writes its pieces into the one file. */
+    g_autofree char *ema_path =
+        cohort_shard_ema(r->shard)
+            ? g_build_filename(cfg->workspace_dir, "model-ema.safetensors", NULL)
+            : NULL;
+    if (!cohort_rank_run_export_sharded(r, path, ema_path, meta, error))
+      return FALSE;
+    if (r->opts->rank != 0)
+      return TRUE;
+  } else if (!cohort_model_save(r->model, NULL, path, meta, error)) {
+    return FALSE;
+  }
+  return export_rest(r, path, meta, r->ema ? ema_on_host(r) : NULL, model_path, error);
 }

@@ -151,17 +151,17 @@ static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
 /* Rank 0 reads the checkpoint; the others get everything from it by broadcast, so resuming
  * needs the checkpoint on rank 0's machine only. */
 static gboolean load_on_rank0(CohortRankRun *r, const char *ckpt, CohortOptimizer *opt,
-                              gboolean *keep_scale, GError **error)
+                              float *ema_whole, gboolean *keep_scale, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   size_t n = r->model->n_params;
   g_autoptr(CohortConfig) saved = NULL;
-  float *ema_load = r->ema_host ? r->ema_host : r->ema;
+  float *ema_load = ema_whole ? ema_whole : r->ema_host ? r->ema_host : r->ema;
   if (!opt) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "%s: out of host memory for the optimizer state of %zu parameters, which rank 0 "
-                "reads whole before handing each rank its shard (zero_stage 1)",
-                ckpt, n);
+                "reads whole before handing each rank its shard (zero_stage %d)",
+                ckpt, r->model->n_trainable, r->cfg->zero_stage);
     return FALSE;
   }
   /* The shape first: a checkpoint of what learns rebuilds its base into this model. */
@@ -185,8 +185,8 @@ static gboolean load_on_rank0(CohortRankRun *r, const char *ckpt, CohortOptimize
   return TRUE;
 }
 
-/* `full`: with ZeRO stage 1, rank 0's copy of the whole state read from the checkpoint (NULL
- * elsewhere); each rank takes its shard of it. */
+/* `full`: with ZeRO stage 1 (and stages 2 and 3 with a frozen part), rank 0's copy of the
+ * whole state read from the checkpoint (NULL elsewhere); each rank takes its shard of it. */
 static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolean *keep_scale,
                                 GError **error)
 {
@@ -203,7 +203,7 @@ static gboolean broadcast_state(CohortRankRun *r, CohortOptimizer *full, gboolea
     return FALSE;
   if (r->zero && !cohort_zero_scatter_state(r->zero, full, r->opt, error))
     return FALSE;
-  for (guint i = 0; !r->zero && i < cohort_optimizer_n_states(r->opt); i++)
+  for (guint i = 0; !r->zero && !r->shard && i < cohort_optimizer_n_states(r->opt); i++)
     if (!cohort_train_dist_broadcast_params(r->dist, cohort_optimizer_state(r->opt, i),
                                             m->n_trainable, error))
       return FALSE;
@@ -300,7 +300,10 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   const CohortConfig *cfg = r->cfg;
   gboolean from_teacher = cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
   gboolean imported = cfg->init_from && *cfg->init_from;
-  if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher)
+  /* With finetune lora or frozen the base is whole on every rank and the run's checkpoints
+   * name it (cohort_checkpoint_base_init): the whole start below. */
+  if (r->shard && cohort_shard_stage(r->shard) == 3 && !imported && !from_teacher &&
+      !cohort_rank_run_shard_learns(r))
     return start_fresh_sharded(r, error);
   /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
    * start only), and each rank keeps its pieces after the broadcast. The family's
@@ -392,7 +395,7 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
   if (kind == START_FRESH)
     return start_fresh(r, error);
   /* ZeRO stages 2 and 3: rank 0 checks the checkpoint, every rank reads its own pieces. */
-  if (r->shard) {
+  if (r->shard && !cohort_rank_run_shard_learns(r)) {
     if (!cohort_rank_run_resume_sharded(r, ckpt, keep_scale, error) ||
         !map_position(r, ckpt, error) ||
         !(cohort_shard_stage(r->shard) == 3 ? cohort_shard_check_finite(r->shard, ckpt, error)
@@ -402,11 +405,17 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
     return TRUE;
   }
   /* Rank 0 loads and reports whether it could; then everyone takes its state. With ZeRO
-   * stage 1 rank 0 reads the whole optimizer state into host memory first. */
+   * stage 1 rank 0 reads the whole optimizer state into host memory first, as with stages 2
+   * and 3 of a run with a frozen part (trainer-shard-learn.c), and their EMA weights. */
   g_autoptr(CohortOptimizer) full = NULL;
-  if (rank0 && r->zero)
+  gboolean whole = r->zero || r->shard;
+  if (rank0 && whole)
     full = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), r->model->n_trainable);
-  int loaded = !rank0 || load_on_rank0(r, ckpt, r->zero ? full : r->opt, keep_scale, &local);
+  g_autofree float *ema_whole = rank0 && r->shard && cohort_shard_ema(r->shard)
+                                    ? g_new(float, MAX(r->model->n_params, 1))
+                                    : NULL;
+  int loaded =
+      !rank0 || load_on_rank0(r, ckpt, whole ? full : r->opt, ema_whole, keep_scale, &local);
   if (!cohort_train_dist_broadcast_host(r->dist, &loaded, sizeof loaded, error)) {
     g_clear_error(&local);
     return FALSE;
@@ -419,8 +428,11 @@ gboolean cohort_rank_run_resume_or_start(CohortRankRun *r, char **resumed_from,
                   "rank 0 could not load checkpoint %s (its message says why)", ckpt);
     return FALSE;
   }
-  if (!broadcast_state(r, full, keep_scale, error) || !map_position(r, ckpt, error) ||
-      !cohort_model_check_finite(r->model, ckpt, error))
+  /* (checked while the parameters are whole, before stage 3 keeps its pieces) */
+  if (!broadcast_state(r, full, keep_scale, error) ||
+      !cohort_model_check_finite(r->model, ckpt, error) ||
+      (r->shard && !cohort_rank_run_scatter_learning(r, full, ema_whole, error)) ||
+      !map_position(r, ckpt, error))
     return FALSE;
   *resumed_from = g_steal_pointer(&ckpt);
   return TRUE;

@@ -114,6 +114,26 @@ gboolean cohort_rank_run_resume_sharded(CohortRankRun *r, const char *ckpt, gboo
 gboolean cohort_rank_run_export_sharded(CohortRankRun *r, const char *path, const char *ema_path,
                                         GHashTable *meta, GError **error);
 
+/* trainer-shard-learn.c, ZeRO stages 2 and 3 with finetune lora or frozen (only what learns
+ * is sharded, the frozen base is whole on every rank): whether this run is one; what learns
+ * gathered whole on every rank (a collective: at stage 3 the parameters in place, until
+ * cohort_shard_let_go_learning; with `states`, on rank 0, the optimizer state as a host
+ * optimizer of n_trainable floats; the EMA weights, n_params floats with the frozen base);
+ * a checkpoint through it, the one stage 0 writes (*dir on rank 0); and at a resume, after
+ * rank 0 loaded the checkpoint into `full` and `ema_whole` (NULL elsewhere) and the
+ * parameters were broadcast, every rank's pieces of it. */
+typedef struct {
+  CohortOptimizer *opt;
+  float *ema;
+} CohortLearningWhole;
+gboolean cohort_rank_run_shard_learns(const CohortRankRun *r);
+gboolean cohort_rank_run_gather_learning(CohortRankRun *r, gboolean states, CohortLearningWhole *w,
+                                         GError **error);
+void cohort_learning_whole_clear(CohortLearningWhole *w);
+gboolean cohort_rank_run_save_learning(CohortRankRun *r, char **dir, GError **error);
+gboolean cohort_rank_run_scatter_learning(CohortRankRun *r, CohortOptimizer *full,
+                                          const float *ema_whole, GError **error);
+
 /* trainer-output.c */
 gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error);
 gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error);

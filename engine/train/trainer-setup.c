@@ -204,13 +204,19 @@ static CohortOptimizer *new_optimizer(CohortRankRun *r, size_t n)
     guint n_ranges = 0;
     g_autofree CohortParamRange *ranges = cohort_shard_ranges(r->shard, &n_ranges);
     const CohortShardPlan *p = cohort_shard_plan(r->shard);
+    size_t frozen = r->model->n_params - n;
+    g_autofree char *base =
+        frozen
+            ? g_strdup_printf("; the frozen base, %zu parameters, is whole on every rank", frozen)
+            : g_strdup("");
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
-                        "ZeRO stage %d: each of the %d ranks keeps %zu of the %zu parameters' "
-                        "gradients, optimizer state%s%s (%u layers, each split among the ranks)",
+                        "ZeRO stage %d: each of the %d ranks keeps %zu of the %zu %s' "
+                        "gradients, optimizer state%s%s (%u layers, each split among the ranks)%s",
                         cohort_shard_stage(r->shard), p->world, p->shard_floats, n,
+                        frozen ? "parameters that learn" : "parameters",
                         cfg->ema_decay > 0 ? ", EMA weights" : "",
                         cohort_shard_stage(r->shard) == 3 ? " and the parameters themselves" : "",
-                        p->n_units);
+                        p->n_units, base);
     return cohort_optimizer_new_sharded(cfg, r->be, n, ranges, n_ranges);
   }
   r->zero = cohort_zero_new(r->opts->comm, &r->dev, n);

@@ -35,7 +35,10 @@ CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gbool
   sh->comm = comm;
   sh->model = m;
   sh->be = m->be;
-  sh->plan = cohort_shard_plan_new(m->tensors, m->n_tensors, m->n_params, NULL,
+  /* What learns alone is sharded: the train table covers [0, n_trainable), the frozen base
+   * after it stays whole on every rank (engine/model/finetune.h). With finetune full the
+   * train table is the parameter table. */
+  sh->plan = cohort_shard_plan_new(m->train, m->n_train, m->n_trainable, NULL,
                                    cohort_comm_world_size(comm), cohort_comm_rank(comm), error);
   if (!sh->plan)
     return NULL;
@@ -48,8 +51,8 @@ CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gbool
   if (!ok) {
     g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
                 "ZeRO stage %d: out of %s memory for this rank's shard of %zu of the %zu "
-                "parameters",
-                stage, sh->be->name, sh->plan->shard_floats, m->n_params);
+                "parameters that learn",
+                stage, sh->be->name, sh->plan->shard_floats, m->n_trainable);
     return NULL;
   }
   sh->sharder = cohort_sharder_new(comm, sh->plan, stage, sh->be, m->params, m->grads, sh->grads);
@@ -146,8 +149,10 @@ static void shard_to_pieces(const CohortShard *sh, float *full, const float *sha
 void cohort_shard_init_weights(CohortShard *sh, guint64 seed)
 {
   CohortModel *m = sh->model;
-  if (sh->stage == 2 || !m->ops->init_tensor) {
-    m->ops->init_weights(m, seed);
+  /* With finetune lora or frozen the base is whole on every rank anyway (and the units,
+   * over the train table, are not the family's tensors): the whole initialisation. */
+  if (sh->stage == 2 || !m->ops->init_tensor || m->finetune != COHORT_FINETUNE_FULL) {
+    cohort_model_init(m, seed);
     cohort_shard_take_params(sh);
     return;
   }
@@ -171,7 +176,8 @@ void cohort_shard_take_params(CohortShard *sh)
     return;
   CohortModel *m = sh->model;
   pieces_to_shard(sh, sh->params, m->params);
-  sh->be->decommit(m->params, m->n_params * sizeof(float));
+  /* What learns only: the frozen base after it stays in place, whole, for good. */
+  sh->be->decommit(m->params, m->n_trainable * sizeof(float));
 }
 
 void cohort_shard_ema_from_params(CohortShard *sh)
@@ -200,8 +206,8 @@ gboolean cohort_shard_check_finite(const CohortShard *sh, const char *source, GE
         continue;
       const char *name = "?";
       for (guint i = unit->first_tensor; i < unit->first_tensor + unit->n_tensors; i++)
-        if (off + k >= m->tensors[i].offset && off + k < m->tensors[i].offset + m->tensors[i].numel)
-          name = m->tensors[i].name;
+        if (off + k >= m->train[i].offset && off + k < m->train[i].offset + m->train[i].numel)
+          name = m->train[i].name;
       g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_INVALID,
                   "%s: tensor \"%s\" holds %g; the weights are damaged (non-finite)", source, name,
                   (double)host[unit->local + k]);
@@ -237,13 +243,13 @@ gboolean cohort_shard_step(CohortShard *sh, CohortOptimizer *opt, const CohortCo
   size_t n = sh->plan->shard_floats;
   if (sh->stage == 3) {
     cohort_optimizer_step_layout(opt, sh->params, COHORT_LAYOUT_STATE, sh->grads,
-                                 COHORT_LAYOUT_STATE, m->tensors, m->n_tensors, cfg, lr, t);
+                                 COHORT_LAYOUT_STATE, m->train, m->n_train, cfg, lr, t);
     if (sh->ema)
       sh->be->ema_update(sh->ema, sh->params, n, (float)cfg->ema_decay);
     return TRUE;
   }
   cohort_optimizer_step_layout(opt, m->params, COHORT_LAYOUT_MODEL, sh->grads, COHORT_LAYOUT_STATE,
-                               m->tensors, m->n_tensors, cfg, lr, t);
+                               m->train, m->n_train, cfg, lr, t);
   for (guint u = 0; sh->ema && u < sh->plan->n_units; u++) {
     const CohortShardUnit *unit = &sh->plan->units[u];
     size_t off, count;
@@ -276,4 +282,39 @@ gboolean cohort_shard_swap_ema(CohortShard *sh, gboolean in, GError **error)
 gboolean cohort_shard_release(CohortShard *sh, GError **error)
 {
   return cohort_sharder_release(sh->sharder, error);
+}
+
+gboolean cohort_shard_gather_whole(CohortShard *sh, const float *shard, float *full, GError **error)
+{
+  const CohortShardPlan *p = sh->plan;
+  g_autofree gsize *counts = g_new(gsize, p->world);
+  for (guint u = 0; u < p->n_units; u++) {
+    const CohortShardUnit *unit = &p->units[u];
+    size_t off, count;
+    cohort_shard_plan_piece(p, u, p->rank, &off, &count);
+    if (count > 0 && shard != full)
+      sh->be->copy(full + off, shard + unit->local, count * sizeof(float));
+    cohort_shard_plan_counts(p, u, sizeof(float), counts);
+    if (!cohort_comm_all_gather_v(sh->comm, full + unit->offset, counts, 0, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+void cohort_shard_take_whole(const CohortShard *sh, const float *full, float *shard)
+{
+  pieces_to_shard(sh, shard, full);
+}
+
+gboolean cohort_shard_gather_learning(CohortShard *sh, GError **error)
+{
+  if (sh->stage != 3)
+    return TRUE;
+  return cohort_shard_gather_whole(sh, sh->params, sh->model->params, error);
+}
+
+void cohort_shard_let_go_learning(CohortShard *sh)
+{
+  if (sh->stage == 3)
+    sh->be->decommit(sh->model->params, sh->model->n_trainable * sizeof(float));
 }

@@ -10,6 +10,13 @@
  * 3, reduced gradients, EMA weights) are host memory of shard_floats floats each, laid out as
  * the optimizer's state is (cohort_shard_ranges).
  *
+ * With finetune lora or frozen only what learns is sharded: the units cover the train table,
+ * [0, n_trainable) (adapters and `trainable` tensors, each with the `layer` of what it adapts
+ * so stage 3 gathers it with its layer); the frozen base after it is whole on every rank, at
+ * stage 3 committed once in the reserved range and never let go. Checkpoints and exports of
+ * such a run gather what learns whole (small) and write the files stage 0 writes
+ * (trainer-shard-learn.c).
+ *
  * Every call that communicates is a collective: every rank makes it, in the same order. */
 #pragma once
 
@@ -46,11 +53,13 @@ size_t cohort_shard_bytes(const CohortShard *sh);
 
 /* The family's initial weights from `seed` on every rank, without a broadcast (they are a
  * function of the seed): stage 3 one layer at a time (the family's init_tensor), never the
- * whole model; stage 2 as stage 0 (init_weights). Buffers too. */
+ * whole model; stage 2, and any stage with a frozen part (whose base is whole on every rank),
+ * as stage 0 (cohort_model_init). Buffers too. */
 void cohort_shard_init_weights(CohortShard *sh, guint64 seed);
 /* After the whole parameters were written into the model (an import, student layers from a
- * teacher, rank 0's broadcast): stage 3 keeps this rank's pieces and gives the whole vector's
- * memory back; stage 2 has nothing to do. */
+ * teacher, rank 0's broadcast): stage 3 keeps this rank's pieces and gives the memory of what
+ * learns back (the frozen base, [n_trainable, n_params), stays whole); stage 2 has nothing to
+ * do. */
 void cohort_shard_take_params(CohortShard *sh);
 /* The EMA weights start as the parameters. */
 void cohort_shard_ema_from_params(CohortShard *sh);
@@ -79,5 +88,20 @@ gboolean cohort_shard_step(CohortShard *sh, CohortOptimizer *opt, const CohortCo
 gboolean cohort_shard_swap_ema(CohortShard *sh, gboolean in, GError **error);
 /* After forward-only work: stage 3 lets go of every gathered layer. */
 gboolean cohort_shard_release(CohortShard *sh, GError **error);
+
+/* ---- what learns, whole (finetune lora or frozen: trainer-shard-learn.c) ---- */
+
+/* Every rank's pieces of `shard` (shard layout, host memory) into `full` (the flat vector of
+ * what learns, n_trainable floats), this rank's own copied in first: one all-gather per unit.
+ * A collective; the queue must be idle (between steps). */
+gboolean cohort_shard_gather_whole(CohortShard *sh, const float *shard, float *full,
+                                   GError **error);
+/* This rank's pieces of `full` (n_trainable floats) into `shard` (shard layout). Local. */
+void cohort_shard_take_whole(const CohortShard *sh, const float *full, float *shard);
+/* Stage 3: what learns, [0, n_trainable) of the model's parameters, gathered whole in place
+ * (its memory taken) for code that reads the whole model (a save, an export), and let go
+ * after; nothing at stage 2, whose parameters are whole. The gather is a collective. */
+gboolean cohort_shard_gather_learning(CohortShard *sh, GError **error);
+void cohort_shard_let_go_learning(CohortShard *sh);
 
 G_END_DECLS
