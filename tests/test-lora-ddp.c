@@ -441,6 +441,7 @@ static void test_resnet_transfer(void)
 }
 
 /* LoRA on a ResNet's convolutions with SyncBatchNorm: 2 ranks × batch 2 = 1 rank × batch 4
+ * (and = the same 2 ranks at ZeRO stage 3)
  * on the adapters (ten SGD steps: the first moves only lora_B, B being 0; the later ones A
  * too), the base unchanged, and only the adapters all-reduced (the ranks event, every ten
  * steps). */
@@ -465,6 +466,17 @@ static void test_resnet_conv(void)
   /* measured 4.2e-6: oneDNN's convolutions round batch 2 and batch 4 apart (see
    * tests/test-resnet-ddp.c), and ten steps carry it */
   g_assert_cmpfloat(diff, <=, 2e-5);
+  /* at ZeRO stage 3 (the adapters sharded and gathered with their block) as at stage 0:
+   * measured identical */
+  sets[at] = "batch_size=2";
+  const char *stage3[G_N_ELEMENTS(sets) + 1];
+  memcpy(stage3, sets, sizeof sets);
+  stage3[at + 1] = "zero_stage=3";
+  stage3[at + 2] = NULL;
+  Lora z = train_in(tu_mkdtemp("resnet-conv-z3"), 2, stage3, NULL);
+  g_autoptr(GArray) wz = adapter_weights(&z);
+  g_assert_cmpfloat(max_abs_diff(wz, w2), <=, 1e-6);
+  lora_clear(&z);
   /* the base weights did not move (the BatchNorm statistics, buffers, may round apart) */
   const char *names[] = {"conv1.weight", "layer2.0.conv1.weight", "layer2.0.downsample.0.weight",
                          "layer2.0.bn1.weight", "fc.weight"};

@@ -219,12 +219,19 @@ void cohort_sharder_set_source(CohortSharder *s, const float *shard)
   s->source = shard;
 }
 
-static void push(CohortSharder *s, Item *it)
+/* FNV-1a over (kind, unit): equal on every rank exactly when the orders are equal. */
+static void note_order(CohortSharder *s, int kind, guint unit)
 {
-  /* FNV-1a over (kind, unit): equal on every rank exactly when the orders are equal. */
-  guint64 word = ((guint64)it->kind << 32) | (it->kind == ITEM_JOB ? 0 : it->unit);
+  guint64 word = ((guint64)kind << 32) | (kind == ITEM_JOB ? 0 : unit);
   for (int b = 0; b < 8; b++)
     s->order = (s->order ^ ((word >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
+}
+
+static void push(CohortSharder *s, Item *it)
+{
+  /* a job is noted by cohort_sharder_run, whether it is queued or runs at once */
+  if (it->kind != ITEM_JOB)
+    note_order(s, it->kind, it->unit);
   if (s->slow_us > 0)
     g_usleep((gulong)s->slow_us);
   g_mutex_lock(&s->lock);
@@ -408,6 +415,9 @@ gboolean cohort_sharder_gather_params(CohortSharder *s, GError **error)
 
 gboolean cohort_sharder_run(CohortSharder *s, CohortReducerJob job, gpointer data, GError **error)
 {
+  /* Noted either way: which of the two happens depends on how far this rank's communication
+   * has got, the collectives' order does not (at once only when nothing is in flight). */
+  note_order(s, ITEM_JOB, 0);
   g_mutex_lock(&s->lock);
   gboolean idle = s->completed == s->queued;
   g_mutex_unlock(&s->lock);
