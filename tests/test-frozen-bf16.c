@@ -365,7 +365,7 @@ static void refused(const char *const *extra, const char *what)
 static void test_refusals(void)
 {
   const char *full[] = {"frozen_dtype=bf16", "finetune=full", NULL};
-  refused(full, "finetune \"full\"");
+  refused(full, "finetune \"full\" nothing is frozen");
   const char *fp32[] = {"frozen_dtype=bf16", "precision=fp32", NULL};
   refused(fp32, "precision \"bf16\"");
   const char *ema[] = {"frozen_dtype=bf16", "ema_decay=0.9", NULL};

@@ -237,8 +237,8 @@ static gboolean check_frozen_dtype(const CohortConfig *cfg, const char *src, GEr
   if (cfg->frozen_dtype != COHORT_FROZEN_BF16)
     return TRUE;
   if (cfg->finetune == COHORT_FINETUNE_FULL)
-    why = "with finetune \"full\" every weight learns and stays fp32; allowed: fp32, or bf16 "
-          "with finetune lora or frozen";
+    why = "stores a frozen base, and with finetune \"full\" nothing is frozen; allowed: fp32, "
+          "or bf16 with finetune lora or frozen";
   else if (cfg->precision != COHORT_PRECISION_BF16)
     why = "needs precision \"bf16\" (whose products round the weights to bf16 anyway); "
           "allowed: fp32, or bf16 with precision bf16";
