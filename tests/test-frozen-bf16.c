@@ -4,7 +4,7 @@
  *    it in fp32 whose base was rounded to bf16 first (the matrices and embedding tables;
  *    norms and biases untouched), on gpt, dit and resnet; its export is that rounded base,
  *    and its merged model the rounded base + the adapter;
- *  - 2 ranks × batch 2 = 1 rank × batch 4 with the base in bf16;
+ *  - 2 ranks × batch 2 = 1 rank × batch 4 with the base in bf16 (and with ZeRO stage 1);
  *  - a resume ends byte for byte as a run that never stopped;
  *  - --explain's memory plan counts the frozen base at 2 bytes a stored value;
  *  - what it does not combine with is refused, naming the key. */
@@ -268,6 +268,16 @@ static void test_two_ranks(void)
                  diff, tol);
   g_assert_cmpfloat(diff, <=, tol);
   g_assert_true(same_file(w2, w1, "model.safetensors"));
+  /* and with ZeRO stage 1 (the adapters' optimizer state sharded) */
+  const char *zero[] = {"frozen_dtype=bf16", "max_steps=6", "learning_rate=0.001", "zero_stage=1",
+                        NULL};
+  g_autofree char *wz = tu_mkdtemp("fbf-z1");
+  g_autoptr(GPtrArray) ez = train_in(wz, 2, zero, NULL);
+  g_autoptr(GArray) az = adapter_weights(wz);
+  double dz = max_abs_diff(az, a1);
+  g_test_message("frozen_dtype bf16, zero_stage 1: 2 ranks vs 1: max |Δ adapter| = %.3g", dz);
+  g_assert_cmpfloat(dz, <=, tol);
+  tu_rm_rf(wz);
   tu_rm_rf(w2);
   tu_rm_rf(w1);
 }
