@@ -244,9 +244,27 @@ void cohort_model_train_view(const CohortModel *m, CohortModel *view)
   view->n_params = m->n_trainable;
 }
 
+/* The family's initialisation one tensor at a time (what ZeRO stage 3 does): families build
+ * the whole vector in host memory first, which with frozen_dtype bf16 would be the run's peak. */
+static void init_by_tensor(CohortModel *m, guint64 seed)
+{
+  size_t largest = 1;
+  for (guint i = 0; i < m->n_tensors; i++)
+    largest = MAX(largest, m->tensors[i].numel);
+  g_autofree float *host = g_new(float, largest);
+  for (guint i = 0; i < m->n_tensors; i++) {
+    m->ops->init_tensor(m, seed, i, host);
+    m->be->upload(m->params + m->tensors[i].offset, host, m->tensors[i].numel * sizeof(float));
+  }
+  m->ops->init_buffers(m);
+}
+
 void cohort_model_init(CohortModel *m, guint64 seed)
 {
-  m->ops->init_weights(m, seed);
+  if (m->params_range && m->ops->init_tensor)
+    init_by_tensor(m, seed);
+  else
+    m->ops->init_weights(m, seed);
   cohort_lora_init(m, seed);
 }
 
