@@ -5,7 +5,8 @@
  *    norms and biases untouched), on gpt, dit and resnet; its export is that rounded base,
  *    and its merged model the rounded base + the adapter;
  *  - 2 ranks × batch 2 = 1 rank × batch 4 with the base in bf16 (and with ZeRO stage 1);
- *  - a resume ends byte for byte as a run that never stopped;
+ *  - a resume ends byte for byte as a run that never stopped, and --sample's loader has the
+ *    rounded base from the workspace and from a checkpoint;
  *  - --explain's memory plan counts the frozen base at 2 bytes a stored value;
  *  - what it does not combine with is refused, naming the key. */
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "bf16-ref.h"
 #include "engine/model/frozen-store.h"
 #include "engine/model/safetensors.h"
+#include "engine/train/sample-saved.h"
 #include "test-util.h"
 
 static const char *const base_sets[] = {
@@ -309,6 +311,18 @@ static void test_resume(void)
   for (guint i = 0; i < G_N_ELEMENTS(files); i++)
     if (!same_file(wa, wb, files[i]))
       g_error("%s differs after a resume with frozen_dtype bf16", files[i]);
+  /* --sample's loader keeps the base whole, rounded as the run had it: from the workspace
+   * (whose export is the rounded base) and from a checkpoint (which rebuilds it unrounded) */
+  g_autofree char *ckpt = g_build_filename(wa, "checkpoints", "step-00000006", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) mw = cohort_model_load_saved(wa, NULL, 1, NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_autoptr(CohortModel) mc = cohort_model_load_saved(ckpt, NULL, 1, NULL, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_null(mw->frozen_store);
+  g_assert_false(mc->params_range);
+  g_assert_cmpuint(mw->n_params, ==, mc->n_params);
+  g_assert_true(memcmp(mw->params, mc->params, mw->n_params * sizeof(float)) == 0);
   tu_rm_rf(wa);
   tu_rm_rf(wb);
 }

@@ -109,6 +109,20 @@ void cohort_frozen_store_widen_into(const CohortModel *m, float *params)
   }
 }
 
+void cohort_frozen_store_round(CohortModel *m)
+{
+  for (guint i = 0; i < m->n_tensors; i++) {
+    const CohortTensorInfo *t = &m->tensors[i];
+    if (!stored(t))
+      continue;
+    uint16_t *bits = m->be->alloc(t->numel * sizeof(uint16_t));
+    g_assert(bits != NULL);
+    m->be->to_bf16(bits, m->params + t->offset, t->numel);
+    m->be->from_bf16(m->params + t->offset, bits, t->numel, 1.0f);
+    m->be->free(bits);
+  }
+}
+
 size_t cohort_frozen_store_floats(const CohortModel *m)
 {
   return m->frozen_store ? m->frozen_store->n_bits : 0;

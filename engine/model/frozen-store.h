@@ -48,6 +48,11 @@ const uint16_t *cohort_frozen_store_bits(const CohortModel *m, guint i);
  * whole parameter vector, the rest of which the caller filled): the base as the run sees it. */
 void cohort_frozen_store_widen_into(const CohortModel *m, float *params);
 
+/* Rounds m's frozen tensors of two or more dimensions to bf16 in place, keeping them fp32 (no
+ * store, any backend): the base a frozen_dtype bf16 run trained on, for a model that only
+ * samples (a checkpoint rebuilds its base unrounded). */
+void cohort_frozen_store_round(CohortModel *m);
+
 /* Bytes the store holds (0 without one), and floats of the parameter vector it holds. */
 size_t cohort_frozen_store_bytes(const CohortModel *m);
 size_t cohort_frozen_store_floats(const CohortModel *m);
