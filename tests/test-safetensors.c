@@ -233,7 +233,7 @@ static void test_tiling_and_strict(void)
 {
   float data[8] = {0};
   float v[6] = {1, 2, 3, 4, 5, 6};
-  CohortStEntry e[] = {{"a", v, 1, {2}, FALSE}, {"b", v + 2, 2, {2, 2}, FALSE}};
+  CohortStEntry e[] = {{"a", v, 1, {2}, FALSE, NULL}, {"b", v + 2, 2, {2, 2}, FALSE, NULL}};
   g_autoptr(GError) error = NULL;
 
   /* The header length off by one either way: every tensor would be shifted a byte. The

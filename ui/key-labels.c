@@ -78,6 +78,7 @@ static const struct {
     {"trainable", N_("Parameters that still learn")},
     {"adapter_from", N_("Start from adapter")},
     {"merge_adapter", N_("Also export the merged model")},
+    {"frozen_dtype", N_("Frozen base stored as")},
     {"workspace_dir", N_("Workspace folder")},
     {"save_every", N_("Save a checkpoint every")},
     {"keep_last", N_("Checkpoints to keep")},
@@ -147,9 +148,9 @@ static const char *const grad_keys[] = {
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",
                                            "student_init",        NULL};
-static const char *const finetune_keys[] = {"finetune",     "lora_rank",     "lora_alpha",
-                                            "lora_dropout", "lora_targets",  "trainable",
-                                            "adapter_from", "merge_adapter", NULL};
+static const char *const finetune_keys[] = {
+    "finetune",  "lora_rank",    "lora_alpha",    "lora_dropout", "lora_targets",
+    "trainable", "adapter_from", "merge_adapter", "frozen_dtype", NULL};
 static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
                                       NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};

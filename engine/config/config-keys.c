@@ -31,6 +31,7 @@ static const char *const backend_choices[] = {"nccl", "gloo", NULL};
 static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
 static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
 static const char *const finetune_choices[] = {"full", "lora", "frozen", NULL};
+static const char *const frozen_dtype_choices[] = {"fp32", "bf16", NULL};
 
 #define OFF(field) offsetof(CohortConfig, field)
 #define NO_MAX_INT ((double)G_MAXINT)
@@ -320,6 +321,12 @@ static const KeyRow rows[] = {
              "The export also writes the model with the adapter folded into its weights, in "
              "merged/ beside the adapter folder adapter/.",
              "false", "finetune", "lora"),
+    ROW_WHEN(frozen_dtype, CHOICE, "training", frozen_dtype_choices, 0, 0, NULL,
+             "How the frozen base is stored: fp32, or bf16 (with precision bf16; CPU ranks): "
+             "every frozen matrix and embedding table rounded once to bfloat16 and widened one "
+             "layer at a time while it is used, which halves their memory; norms and biases "
+             "stay fp32.",
+             "fp32", "finetune", "lora,frozen"),
 
     /* output */
     ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",

@@ -37,6 +37,8 @@ typedef enum { COHORT_BACKEND_NCCL, COHORT_BACKEND_GLOO } CohortDistBackend;
 /* What learns (engine/model/finetune.h): every parameter, low-rank adapters on frozen weights
  * (PEFT's LoRA), or only the parameters `trainable` names. */
 typedef enum { COHORT_FINETUNE_FULL, COHORT_FINETUNE_LORA, COHORT_FINETUNE_FROZEN } CohortFinetune;
+/* How the frozen base is stored (engine/model/frozen-store.h). */
+typedef enum { COHORT_FROZEN_FP32, COHORT_FROZEN_BF16 } CohortFrozenDtype;
 typedef enum {
   COHORT_LR_SCALING_NONE,
   COHORT_LR_SCALING_LINEAR,
@@ -125,6 +127,7 @@ typedef struct {
   char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */
   char *adapter_from;     /* "" or a PEFT adapter folder to start the adapter from */
   gboolean merge_adapter; /* the export also writes the model with the adapter folded in */
+  CohortFrozenDtype frozen_dtype; /* bf16: the frozen matrices stored rounded to bfloat16 */
 
   /* output */
   char *workspace_dir;

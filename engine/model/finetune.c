@@ -240,6 +240,33 @@ void cohort_finetune_layout_clear(CohortFinetuneLayout *l)
   *l = (CohortFinetuneLayout){0};
 }
 
+/* frozen_dtype bf16 (engine/model/frozen-store.h): what it combines with in this version. */
+static gboolean check_frozen_dtype(const CohortConfig *cfg, const char *src, GError **error)
+{
+  const char *why = NULL;
+  if (cfg->frozen_dtype != COHORT_FROZEN_BF16)
+    return TRUE;
+  if (cfg->finetune == COHORT_FINETUNE_FULL)
+    why = "stores a frozen base, and with finetune \"full\" nothing is frozen; allowed: fp32, "
+          "or bf16 with finetune lora or frozen";
+  else if (cfg->precision != COHORT_PRECISION_BF16)
+    why = "needs precision \"bf16\" (whose products round the weights to bf16 anyway); "
+          "allowed: fp32, or bf16 with precision bf16";
+  else if (cfg->zero_stage > 1)
+    why = "is not combined with zero_stage 2 or 3 in this version (stage 3 brings layers in "
+          "through the same layer hook); allowed: fp32, or bf16 with zero_stage 0 or 1";
+  else if (cfg->ema_decay > 0)
+    why = "is not combined with ema_decay in this version (the EMA copy holds the whole "
+          "parameter vector in fp32); allowed: fp32, or bf16 with ema_decay 0";
+  else if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS)
+    why = "is not combined with student_init \"teacher_layers\" (those runs save whole-model "
+          "checkpoints); allowed: fp32, or bf16 with student_init \"random\"";
+  if (!why)
+    return TRUE;
+  return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                     "%s: key \"frozen_dtype\": \"bf16\" %s", src, why);
+}
+
 gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *source, GError **error)
 {
   const char *src = source ? source : "config";
@@ -257,5 +284,5 @@ gboolean cohort_finetune_check_config(const CohortConfig *cfg, const char *sourc
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"adapter_from\": \"%s\" needs finetune \"lora\"; allowed: \"\"",
                        src, cfg->adapter_from);
-  return TRUE;
+  return check_frozen_dtype(cfg, src, error);
 }

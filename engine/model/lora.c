@@ -251,7 +251,8 @@ void cohort_lora_set_train_batch(CohortModel *m, const CohortBatch *batch, guint
 
 void cohort_lora_merge(const CohortModel *m, const float *params, float *merged)
 {
-  memcpy(merged, params, m->n_params * sizeof(float));
+  if (merged != params)
+    memcpy(merged, params, m->n_params * sizeof(float));
   const CohortLora *L = m->lora;
   for (guint a = 0; L && a < L->n; a++) {
     const CohortLoraAdapter *ad = &L->adapters[a];

@@ -93,7 +93,8 @@ void cohort_lora_set_train_batch(CohortModel *m, const CohortBatch *batch, guint
 
 /* The model's parameters with every adapter folded in: merged = params (host, laid out as
  * the model's vector) with scale · B A added to each adapted weight ((B A)^T for a weight
- * stored [in, out]), in float64 before one rounding. `merged` has n_params floats. */
+ * stored [in, out]), in float64 before one rounding. `merged` has n_params floats; it may be
+ * `params` itself. */
 void cohort_lora_merge(const CohortModel *m, const float *params, float *merged);
 
 G_END_DECLS

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "engine/model/frozen-store.h"
+
 void cohort_tensor_st_entries(const CohortTensorInfo *tensors, guint n, const float *buffer,
                               const char *prefix, GPtrArray *names, GArray *entries)
 {
@@ -77,6 +79,10 @@ gboolean cohort_model_save(const CohortModel *m, const float *params_or_NULL, co
   g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
   cohort_tensor_st_entries(m->tensors, m->n_tensors, params, "", names, entries);
+  /* frozen_dtype bf16: the stored tensors' places are empty; their bits are written widened,
+   * unless the caller gives the whole vector (a merge). */
+  for (guint i = 0; !params_or_NULL && i < m->n_tensors; i++)
+    g_array_index(entries, CohortStEntry, i).bf16 = cohort_frozen_store_bits(m, i);
   cohort_tensor_st_entries(m->buffers, m->n_buffers, buffers, "", names, entries);
 
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);

@@ -8,6 +8,7 @@
 #include "engine/base/error.h"
 
 #include "engine/model/finetune.h"
+#include "engine/model/frozen-store.h"
 #include "engine/model/lora.h"
 #include "kernels/backend.h"
 
@@ -70,7 +71,9 @@ void cohort_model_free(CohortModel *m)
   size_t *moved_from = m->moved_from;
   size_t grad_bytes = MAX(m->n_trainable, 1) * sizeof(float);
   cohort_model_free_losses(m);
-  gboolean params_reserved = m->params_reserved, grads_reserved = m->grads_reserved;
+  gboolean params_reserved = m->params_reserved || m->params_range;
+  gboolean grads_reserved = m->grads_reserved;
+  CohortFrozenStore *store = m->frozen_store;
   size_t bytes = MAX(m->n_params, 1) * sizeof(float);
   /* The family frees its own struct, which embeds the base: keep what the base owns first. */
   m->ops->finalize(m);
@@ -86,6 +89,7 @@ void cohort_model_free(CohortModel *m)
     be->free(buffers);
   }
   cohort_lora_free(be, lora);
+  cohort_frozen_store_free(be, store);
   free_table(tensors, n_tensors);
   free_table(bufs, n_bufs);
   g_free(train);
@@ -145,9 +149,16 @@ gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
                 m->klass->name, stage, m->be->name);
     return FALSE;
   }
+  GError *refused = NULL;
+  m->params_range = cohort_frozen_store_wanted(frozen ? NULL : g_private_get(&creating_finetune),
+                                               m->be->reserve != NULL, m->be->name, &refused);
+  if (refused) {
+    g_propagate_error(error, refused);
+    return FALSE;
+  }
   m->params_reserved = stage >= 3;
   m->grads_reserved = stage >= 2;
-  m->params = m->params_reserved ? m->be->reserve(bytes) : m->be->alloc(bytes);
+  m->params = m->params_reserved || m->params_range ? m->be->reserve(bytes) : m->be->alloc(bytes);
   if (!frozen)
     m->grads = m->grads_reserved ? m->be->reserve(grad_bytes) : m->be->alloc(grad_bytes);
   if (m->n_buffer_floats > 0)
@@ -169,10 +180,13 @@ gboolean cohort_model_on_host(const CohortModel *m)
 size_t cohort_model_memory_bytes(const CohortModel *m)
 {
   /* Reserved ranges hold only the layers in use: ZeRO counts those. The frozen part of a
-   * reserved parameter range, [n_trainable, n_params), is held whole for good. */
-  size_t floats = (m->params_reserved ? m->n_params - m->n_trainable : m->n_params) +
+   * ZeRO-3 range, [n_trainable, n_params), is held whole for good; with frozen_dtype bf16
+   * (never with ZeRO-3) the stored tensors count at 2 bytes a value. */
+  size_t floats = (m->params_reserved ? m->n_params - m->n_trainable
+                                      : m->n_params - cohort_frozen_store_floats(m)) +
                   m->n_buffer_floats + (m->grads && !m->grads_reserved ? m->n_trainable : 0);
-  return floats * sizeof(float) + m->act_bytes + (m->lora ? m->lora->scratch_bytes : 0);
+  return floats * sizeof(float) + cohort_frozen_store_bytes(m) + m->act_bytes +
+         (m->lora ? m->lora->scratch_bytes : 0);
 }
 
 size_t cohort_model_moved(const CohortModel *m, size_t offset)
@@ -233,9 +247,27 @@ void cohort_model_train_view(const CohortModel *m, CohortModel *view)
   view->n_params = m->n_trainable;
 }
 
+/* The family's initialisation one tensor at a time (what ZeRO stage 3 does): families build
+ * the whole vector in host memory first, which with frozen_dtype bf16 would be the run's peak. */
+static void init_by_tensor(CohortModel *m, guint64 seed)
+{
+  size_t largest = 1;
+  for (guint i = 0; i < m->n_tensors; i++)
+    largest = MAX(largest, m->tensors[i].numel);
+  g_autofree float *host = g_new(float, largest);
+  for (guint i = 0; i < m->n_tensors; i++) {
+    m->ops->init_tensor(m, seed, i, host);
+    m->be->upload(m->params + m->tensors[i].offset, host, m->tensors[i].numel * sizeof(float));
+  }
+  m->ops->init_buffers(m);
+}
+
 void cohort_model_init(CohortModel *m, guint64 seed)
 {
-  m->ops->init_weights(m, seed);
+  if (m->params_range && m->ops->init_tensor)
+    init_by_tensor(m, seed);
+  else
+    m->ops->init_weights(m, seed);
   cohort_lora_init(m, seed);
 }
 
@@ -274,6 +306,7 @@ void cohort_model_set_layer_hook(CohortModel *m, CohortLayerHookFunc func, gpoin
 
 void cohort_model_layer_begin(CohortModel *m, int layer, CohortLayerUse use)
 {
+  cohort_frozen_store_layer(m, layer, use, TRUE);
   if (m->layer_hook)
     m->layer_hook(layer, use, TRUE, m->layer_hook_data);
 }
@@ -282,6 +315,7 @@ void cohort_model_layer_end(CohortModel *m, int layer, CohortLayerUse use)
 {
   if (m->layer_hook)
     m->layer_hook(layer, use, FALSE, m->layer_hook_data);
+  cohort_frozen_store_layer(m, layer, use, FALSE);
 }
 
 const CohortTensorInfo *cohort_tensor_find(const CohortTensorInfo *tensors, guint n,

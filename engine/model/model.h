@@ -157,6 +157,11 @@ struct CohortModel {
    * the parameters) are a reserved address range (kernels/backend.h `reserve`) in which only
    * the layers in use have memory; NULL-free like the rest. */
   gboolean grads_reserved, params_reserved;
+  /* frozen_dtype bf16 (engine/model/frozen-store.h): the parameters are a reserved range too,
+   * whole until cohort_frozen_store_take moves the frozen matrices into `frozen_store`; from
+   * then on each is in place only between its layer's begin and end. */
+  gboolean params_range;
+  struct CohortFrozenStore *frozen_store;
 
   /* A model made by cohort_model_new_frozen (a distillation teacher): no gradient buffer
    * (grads is NULL), forward only. */

@@ -525,11 +525,27 @@ static gboolean write_i64(int fd, const float *data, gsize numel)
   return TRUE;
 }
 
+/* bf16 bits widened to little-endian float32, a block at a time. */
+static gboolean write_bf16(int fd, const uint16_t *bits, gsize numel)
+{
+  guint32 buf[4096];
+  for (gsize i = 0; i < numel; i += G_N_ELEMENTS(buf)) {
+    gsize m = MIN(G_N_ELEMENTS(buf), numel - i);
+    for (gsize k = 0; k < m; k++)
+      buf[k] = GUINT32_TO_LE((guint32)bits[i + k] << 16);
+    if (!cohort_write_all(fd, buf, m * 4))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean cohort_safetensors_write_entry(int fd, const CohortStEntry *e)
 {
   gsize numel = 1;
   for (int d = 0; d < e->ndim; d++)
     numel *= (gsize)e->shape[d];
+  if (e->bf16)
+    return write_bf16(fd, e->bf16, numel);
   if (e->int64)
     return write_i64(fd, e->data, numel);
 #if G_BYTE_ORDER == G_LITTLE_ENDIAN

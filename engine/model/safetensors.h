@@ -27,6 +27,9 @@ typedef struct {
   int ndim;
   int64_t shape[4];
   gboolean int64;
+  /* When set, the values are these bfloat16 bits (a frozen_dtype bf16 base), written widened
+   * to F32 (exactly: a bf16 is the upper half of its float32); `data` is then unused. */
+  const uint16_t *bf16;
 } CohortStEntry;
 
 /* Writes F32 (and I64) tensors and string metadata (may be NULL) to `path` atomically: a temporary

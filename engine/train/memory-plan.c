@@ -105,13 +105,33 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
                         (cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 * largest : 0);
 }
 
+/* frozen_dtype bf16: the frozen tensors of two or more dimensions go to bf16 (*stored
+ * floats), and the layer that holds most of them is widened to fp32 while it is used
+ * (*widest floats). */
+static void bf16_stored(const CohortConfig *cfg, const CohortTensorInfo *t, guint n,
+                        const gboolean *frozen, gint64 *stored, gint64 *widest)
+{
+  if (cfg->frozen_dtype != COHORT_FROZEN_BF16)
+    return;
+  g_autoptr(GHashTable) layers = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < n; i++) {
+    if (!frozen[i] || t[i].ndim < 2)
+      continue;
+    *stored += (gint64)t[i].numel;
+    gpointer key = GINT_TO_POINTER(t[i].layer);
+    gint64 sum = GPOINTER_TO_SIZE(g_hash_table_lookup(layers, key)) + (gint64)t[i].numel;
+    g_hash_table_insert(layers, key, GSIZE_TO_POINTER((gsize)sum));
+    *widest = MAX(*widest, sum);
+  }
+}
+
 /* With finetune lora or frozen: the adapters' floats (*adapters) and everything that learns,
  * from the family's table as the model lays it out; P otherwise (or for a config the model
- * will refuse: the run says why). */
+ * will refuse: the run says why). With frozen_dtype bf16, bf16_stored's figures. */
 static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *k, gint64 P,
-                               gint64 *adapters)
+                               gint64 *adapters, gint64 *stored, gint64 *widest)
 {
-  *adapters = 0;
+  *adapters = *stored = *widest = 0;
   if (cfg->finetune == COHORT_FINETUNE_FULL || !k->param_table || !k->frozen_layout)
     return P;
   guint n = 0;
@@ -124,8 +144,11 @@ static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *
     if (!fp->frozen[i])
       learn += (gint64)t[i].numel;
     if (fp->adapter[i] >= 0)
-      *adapters += (gint64)fp->rank * (t[i].shape[0] + t[i].shape[1]);
+      /* rank · (out + in), in = c_in·k·k for a convolution's flattened kernel */
+      *adapters += (gint64)fp->rank * (t[i].shape[0] + (gint64)(t[i].numel / t[i].shape[0]));
   }
+  if (fp)
+    bf16_stored(cfg, t, n, fp->frozen, stored, widest);
   cohort_tensor_table_free(t, n);
   return fp ? learn + *adapters : P;
 }
@@ -147,9 +170,14 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
   } else {
     /* finetune lora or frozen at stages 0 and 1: gradients and optimizer state for what
      * learns alone */
-    gint64 adapters = 0, T = trainable_floats(cfg, k, P, &adapters);
+    gint64 adapters = 0, stored = 0, widest = 0;
+    gint64 T = trainable_floats(cfg, k, P, &adapters, &stored, &widest);
     plan->trainable = T;
-    plan->param_bytes = 4 * (P + adapters);
+    plan->frozen_bf16 = stored;
+    plan->frozen_bytes = 4 * (P + adapters - T) - 2 * stored;
+    plan->param_bytes = 4 * T + plan->frozen_bytes;
+    /* the layer in use, widened; at start the whole base is fp32 until it is stored */
+    plan->working_bytes = 4 * widest;
     plan->grad_bytes = 4 * T;
     /* stage 1: floor(T / N) of what learns and the tail every rank keeps */
     gint64 kept = plan->stage == 1 ? T / plan->world + T % plan->world : T;
@@ -162,10 +190,12 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
                             cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS;
   /* At stage 3 what learns is whole at the start (all of it without a frozen part) for an
    * import, a teacher's layers, or with a frozen part always (the start writes the model
-   * whole, then each rank keeps its pieces). */
+   * whole, then each rank keeps its pieces). frozen_dtype bf16: at start the whole base is
+   * fp32 (and no layer widened) until stored. */
   gboolean ft = plan->frozen > 0;
-  plan->startup_bytes =
-      plan->total_bytes + (plan->stage == 3 && (whole_at_start || ft) ? 4 * plan->trainable : 0);
+  plan->startup_bytes = plan->total_bytes +
+                        (plan->stage == 3 && (whole_at_start || ft) ? 4 * plan->trainable : 0) +
+                        (plan->frozen_bf16 ? 2 * plan->frozen_bf16 - plan->working_bytes : 0);
   return TRUE;
 }
 
@@ -282,6 +312,8 @@ void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_b
   json_builder_set_member_name(b, "per_rank");
   json_builder_begin_object(b);
   member(b, "params_bytes", plan->param_bytes);
+  if (plan->frozen_bytes > 0)
+    member(b, "frozen_bytes", plan->frozen_bytes);
   member(b, "grads_bytes", plan->grad_bytes);
   member(b, "optim_bytes", plan->optim_bytes);
   member(b, "ema_bytes", plan->ema_bytes);

@@ -46,6 +46,9 @@ typedef struct {
                      * every rank (only what learns is sharded); 0 otherwise */
   guint units;      /* stages 2 and 3: layer units */
   gint64 param_bytes, grad_bytes, optim_bytes, ema_bytes, act_bytes, working_bytes, teacher_bytes;
+  /* The frozen base (finetune lora or frozen; 0 with full): its bytes in params_bytes, and
+   * with frozen_dtype bf16 the floats stored in bf16 (engine/model/frozen-store.h). */
+  gint64 frozen_bytes, frozen_bf16;
   gint64 total_bytes;   /* per rank, while it trains */
   gint64 startup_bytes; /* per rank, the most at start (>= total_bytes) */
 } CohortMemoryPlan;

@@ -6,6 +6,7 @@
 #include "engine/base/fileio.h"
 #include "engine/model/checkpoint-base.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/frozen-store.h"
 #include "engine/train/device.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
@@ -110,11 +111,18 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   CohortComputeDevice dev;
   if (!cohort_device_select(cfg, path, 0, 1, &dev, error))
     return NULL;
+  /* frozen_dtype bf16: a model that only samples keeps its base whole (on any device), rounded
+   * as the run had it (an export holds it rounded; a checkpoint rebuilds it unrounded). */
+  CohortFrozenDtype frozen_dtype = cfg->frozen_dtype;
+  cfg->frozen_dtype = COHORT_FROZEN_FP32;
   g_autoptr(CohortModel) m = cohort_model_new(dev.be, cfg, max_batch, error);
+  cfg->frozen_dtype = frozen_dtype;
   /* A checkpoint's base is where it recorded it, unless --set init_from names it anew. */
   const char *moved = g_strcmp0(saved_init, cfg->init_from) != 0 ? cfg->init_from : NULL;
   if (!m || !load_weights(m, path, is_checkpoint, moved, error))
     return NULL;
+  if (frozen_dtype == COHORT_FROZEN_BF16 && cfg->finetune != COHORT_FINETUNE_FULL)
+    cohort_frozen_store_round(m);
   if (step)
     *step = st.step;
   if (cfg_out)

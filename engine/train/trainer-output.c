@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <math.h>
+#include <string.h>
 #include <glib/gstdio.h>
 
 #include "engine/base/error.h"
 #include "engine/base/fileio.h"
 
 #include "data/images.h"
+#include "engine/model/frozen-store.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
 #include "engine/train/rank-health.h"
@@ -254,7 +256,10 @@ static gboolean export_adapter(CohortRankRun *r, GHashTable *meta, GError **erro
   g_autofree char *merged_dir = g_build_filename(cfg->workspace_dir, "merged", NULL);
   g_autofree char *merged_path = g_build_filename(merged_dir, "model.safetensors", NULL);
   g_autofree float *merged = g_new(float, MAX(m->n_params, 1));
-  cohort_lora_merge(m, params, merged);
+  memcpy(merged, params, m->n_params * sizeof(float));
+  /* frozen_dtype bf16: the base as the run saw it, rounded */
+  cohort_frozen_store_widen_into(m, merged);
+  cohort_lora_merge(m, merged, merged);
   if (g_mkdir_with_parents(merged_dir, 0755) != 0)
     return cohort_fail(error, G_FILE_ERROR, g_file_error_from_errno(errno),
                        "%s: cannot create the merged model's folder: %s", merged_dir,

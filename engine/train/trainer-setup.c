@@ -7,11 +7,13 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/train/text-tokens.h"
 
 #include "engine/model/finetune.h"
+#include "engine/model/frozen-store.h"
 #include "engine/model/model-io.h"
 #include "engine/train/latents.h"
 #include "kernels/backend.h"
@@ -345,6 +347,28 @@ static gboolean setup_teacher(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
+/* frozen_dtype bf16: once the whole base is in place (started or resumed), its frozen matrices
+ * go into bf16 (engine/model/frozen-store.h). A run resumed from a whole-model checkpoint
+ * would save whole ones, reading the base outside its layers: refused. */
+static gboolean store_frozen(CohortRankRun *r, gboolean resumed, GError **error)
+{
+  CohortModel *m = r->model;
+  if (!m->params_range)
+    return TRUE;
+  if (resumed && !r->st.frozen_sha256[0])
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "key \"frozen_dtype\": \"bf16\" cannot continue a whole-model "
+                       "checkpoint (it would save whole ones); allowed: fp32 for this run");
+  if (!cohort_frozen_store_take(m, error))
+    return FALSE;
+  size_t floats = cohort_frozen_store_floats(m);
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                      "frozen_dtype bf16: %zu frozen values in %.2f MiB of bf16 (%.2f MiB of "
+                      "fp32 given back; widened one layer at a time)",
+                      floats, (double)floats * 2 / (1 << 20), (double)floats * 4 / (1 << 20));
+  return TRUE;
+}
+
 gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
@@ -362,7 +386,8 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
   if (r->teacher)
     g_strlcpy(r->st.teacher_sha256, r->teacher->sha256, sizeof r->st.teacher_sha256);
   gboolean keep_scale = FALSE;
-  if (!cohort_rank_run_resume_or_start(r, resumed_from, &keep_scale, error))
+  if (!cohort_rank_run_resume_or_start(r, resumed_from, &keep_scale, error) ||
+      !store_frozen(r, *resumed_from != NULL, error))
     return FALSE;
   r->st.global_batch = cohort_rank_run_global_batch(r);
   /* The loss scale carries over from an fp16 checkpoint; otherwise fp16 starts it afresh. */
