@@ -843,6 +843,30 @@ static void test_refusals(void)
   g_autoptr(CohortConfig) z = gpt_cfg("lora", NULL, NULL);
   for (z->zero_stage = 1; z->zero_stage <= 3; z->zero_stage++)
     g_assert_true(cohort_finetune_check_config(z, "run.json", NULL));
+  /* frozen_dtype bf16: each combination it refuses names the key and the other one */
+  g_autoptr(CohortConfig) fb = gpt_cfg("lora", NULL, NULL);
+  fb->frozen_dtype = COHORT_FROZEN_BF16;
+  fb->precision = COHORT_PRECISION_BF16;
+  g_assert_true(cohort_finetune_check_config(fb, "run.json", NULL));
+  const char *needles[] = {"zero_stage 2 or 3", "ema_decay", "teacher_layers", "finetune \"full\"",
+                           "precision \"bf16\""};
+  for (guint i = 0; i < G_N_ELEMENTS(needles); i++) {
+    g_autoptr(CohortConfig) x = cohort_config_copy(fb);
+    if (i == 0)
+      x->zero_stage = 2;
+    else if (i == 1)
+      x->ema_decay = 0.999;
+    else if (i == 2)
+      x->student_init = COHORT_STUDENT_INIT_TEACHER_LAYERS;
+    else if (i == 3)
+      x->finetune = COHORT_FINETUNE_FULL;
+    else
+      x->precision = COHORT_PRECISION_FP32;
+    g_assert_false(cohort_finetune_check_config(x, "run.json", &error));
+    if (!strstr(error->message, "key \"frozen_dtype\"") || !strstr(error->message, needles[i]))
+      g_error("\"%s\" does not name frozen_dtype and %s", error->message, needles[i]);
+    g_clear_error(&error);
+  }
   /* resnet: not on BatchNorm; dit: not on the patch embedding */
   for (guint i = 0; i < 2; i++) {
     g_autoptr(CohortConfig) d = gpt_cfg("lora", "*.bias", NULL);
