@@ -165,6 +165,48 @@ static void test_nccl_without_gpu(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* frozen_dtype bf16 with a key the engine would refuse it with: each conflict is a problem on
+ * frozen_dtype, and the window keeps Start off until it is mended. */
+static void test_frozen_dtype(void)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  const char *ok[] = {"finetune=lora", "precision=bf16", "frozen_dtype=bf16", NULL};
+  g_assert_true(cohort_config_apply_assignments(cfg, ok, "test", NULL));
+  g_autoptr(GPtrArray) none = cohort_launch_check(cfg, 0);
+  g_assert_cmpuint(none->len, ==, 0);
+  const char *const conflicts[][2] = {{"finetune", "full"},
+                                      {"precision", "fp32"},
+                                      {"zero_stage", "2"},
+                                      {"ema_decay", "0.999"},
+                                      {"student_init", "teacher_layers"},
+                                      {"device", "cuda"}};
+  for (guint i = 0; i < G_N_ELEMENTS(conflicts); i++) {
+    g_autoptr(CohortConfig) c = cohort_config_copy(cfg);
+    g_assert_true(cohort_config_set(c, conflicts[i][0], conflicts[i][1], "test", NULL));
+    g_autoptr(GPtrArray) got = cohort_launch_check(c, 1);
+    guint found = 0;
+    for (guint k = 0; k < got->len; k++) {
+      CohortLaunchProblem *p = g_ptr_array_index(got, k);
+      if (g_str_equal(p->key, "frozen_dtype")) {
+        found++;
+        g_test_message("%s=%s: %s", conflicts[i][0], conflicts[i][1], p->message);
+        g_assert_true(g_str_has_prefix(p->message, "Frozen base stored as: bf16 "));
+      }
+    }
+    g_assert_cmpuint(found, ==, 1);
+  }
+
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(cohort_config_form_set_text(form, "finetune", "lora"));
+  g_assert_true(cohort_config_form_set_text(form, "frozen_dtype", "bf16"));
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_nonnull(strstr(cohort_window_get_status(win), "bf16 precision"));
+  g_assert_true(cohort_config_form_set_text(form, "precision", "bf16"));
+  g_assert_true(cohort_window_can_start(win));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Typing text into a number field keeps the text, marks it invalid and keeps Start off: the
  * spin button does not replace it with a number of its own, not even when it loses focus. */
 static void test_number_field_text(void)
@@ -267,6 +309,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/checks/missing-data", test_missing_data);
   g_test_add_func("/ui/checks/preset-without-data", test_preset_without_data);
   g_test_add_func("/ui/checks/nccl-without-gpu", test_nccl_without_gpu);
+  g_test_add_func("/ui/checks/frozen-dtype", test_frozen_dtype);
   g_test_add_func("/ui/checks/number-field-text", test_number_field_text);
   g_test_add_func("/ui/checks/messages-name-labels", test_messages_name_labels);
   g_test_add_func("/ui/checks/path-choosers", test_path_choosers);

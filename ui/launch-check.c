@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cohort-build-config.h"
+#include "engine/config/finetune-rules.h"
 #include "ui/key-messages.h"
 
 void cohort_launch_problem_free(CohortLaunchProblem *p)
@@ -96,6 +97,30 @@ static void check_model_file(GPtrArray *out, const CohortConfig *cfg, const char
     add(out, key, g_strdup_printf(_("“%s” does not exist"), value));
 }
 
+/* What frozen_dtype bf16 cannot run with (the engine's own refusal, in the window's words). */
+static char *frozen_dtype_problem(const CohortConfig *cfg)
+{
+  switch (cohort_frozen_dtype_conflict(cfg)) {
+  case COHORT_FROZEN_DTYPE_NOTHING_FROZEN:
+    return g_strdup(_("bf16 stores the frozen base, and with full fine-tuning nothing is "
+                      "frozen; choose LoRA or frozen, or fp32"));
+  case COHORT_FROZEN_DTYPE_PRECISION:
+    return g_strdup(_("bf16 needs bf16 precision; choose it, or fp32"));
+  case COHORT_FROZEN_DTYPE_ZERO:
+    return g_strdup(_("bf16 does not run with ZeRO stage 2 or 3 yet; choose stage 0 or 1, "
+                      "or fp32"));
+  case COHORT_FROZEN_DTYPE_EMA:
+    return g_strdup(_("bf16 does not run with an EMA of the weights yet; set the EMA decay to "
+                      "0, or choose fp32"));
+  case COHORT_FROZEN_DTYPE_TEACHER_LAYERS:
+    return g_strdup(_("bf16 does not run with a student initialised from the teacher's "
+                      "layers; choose random initialisation, or fp32"));
+  case COHORT_FROZEN_DTYPE_OK:
+    break;
+  }
+  return NULL;
+}
+
 GPtrArray *cohort_launch_check(const CohortConfig *cfg, int gpus)
 {
   GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)cohort_launch_problem_free);
@@ -118,6 +143,12 @@ GPtrArray *cohort_launch_check(const CohortConfig *cfg, int gpus)
     add(out, "device",
         g_strdup(_("CUDA needs an NVIDIA GPU and none was found on this machine; "
                    "choose CPU or automatic")));
+  char *frozen = frozen_dtype_problem(cfg);
+  if (frozen != NULL)
+    add(out, "frozen_dtype", frozen);
+  if (cfg->device == COHORT_DEVICE_CUDA && cfg->frozen_dtype == COHORT_FROZEN_BF16 && !frozen)
+    add(out, "frozen_dtype",
+        g_strdup(_("bf16 runs on CPU ranks only in this version; choose CPU, or fp32")));
   if (gpus == 0 && cfg->enable_multi_gpu && cfg->distributed_backend == COHORT_BACKEND_NCCL)
     add(out, "distributed_backend",
         g_strdup(_("NCCL needs NVIDIA GPUs and none was found on this machine; choose Gloo")));

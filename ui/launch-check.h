@@ -20,7 +20,9 @@ void cohort_launch_problem_free(CohortLaunchProblem *problem);
 /* The problems of `cfg` on this machine, data first (an empty array when it can
  * start): a data path (train_data, val_data) that does not exist or holds no data in the
  * config's format, an initial or teacher model (init_from, teacher_from) that does not exist,
- * a workspace_dir that is not a folder, device cuda in a build without CUDA, and, when `gpus`
+ * a workspace_dir that is not a folder, device cuda in a build without CUDA, a frozen_dtype
+ * bf16 the engine would refuse with the other keys (engine/config/finetune-rules.h) or on
+ * device cuda, and, when `gpus`
  * is known (>= 0, -1 while detection runs), NCCL between several processes or device cuda
  * without a GPU. Cheap enough for every
  * edit: it reads file metadata and stops at the first data file a folder holds. Relative paths

@@ -129,10 +129,12 @@ static void check_launch(CohortWindow *win, gboolean force)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
   g_autofree char *teacher = cohort_config_get(cfg, "teacher_from");
-  g_autofree char *key =
-      g_strdup_printf("%s\n%s\n%d\n%s\n%s\n%s\n%d\n%d\n%d\n%d", cfg->train_data, cfg->val_data,
-                      cfg->data_format, cfg->init_from, teacher ? teacher : "", cfg->workspace_dir,
-                      cfg->device, cfg->distributed_backend, cfg->enable_multi_gpu, win->gpus);
+  /* and the keys frozen_dtype's rules read */
+  g_autofree char *key = g_strdup_printf(
+      "%s\n%s\n%d\n%s\n%s\n%s\n%d\n%d\n%d\n%d\n%d %d %d %d %g %d", cfg->train_data, cfg->val_data,
+      cfg->data_format, cfg->init_from, teacher ? teacher : "", cfg->workspace_dir, cfg->device,
+      cfg->distributed_backend, cfg->enable_multi_gpu, win->gpus, cfg->frozen_dtype, cfg->finetune,
+      cfg->precision, cfg->zero_stage, cfg->ema_decay, cfg->student_init);
   if (!force && g_strcmp0(key, win->checked) == 0)
     return;
   g_free(win->checked);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/config/finetune-rules.h"
 #include "engine/model/model.h"
 
 /* The layer a parameter belongs to: its name without the last part ("fc" of "fc.weight"). */
@@ -244,25 +245,30 @@ void cohort_finetune_layout_clear(CohortFinetuneLayout *l)
 static gboolean check_frozen_dtype(const CohortConfig *cfg, const char *src, GError **error)
 {
   const char *why = NULL;
-  if (cfg->frozen_dtype != COHORT_FROZEN_BF16)
+  switch (cohort_frozen_dtype_conflict(cfg)) {
+  case COHORT_FROZEN_DTYPE_OK:
     return TRUE;
-  if (cfg->finetune == COHORT_FINETUNE_FULL)
+  case COHORT_FROZEN_DTYPE_NOTHING_FROZEN:
     why = "stores a frozen base, and with finetune \"full\" nothing is frozen; allowed: fp32, "
           "or bf16 with finetune lora or frozen";
-  else if (cfg->precision != COHORT_PRECISION_BF16)
+    break;
+  case COHORT_FROZEN_DTYPE_PRECISION:
     why = "needs precision \"bf16\" (whose products round the weights to bf16 anyway); "
           "allowed: fp32, or bf16 with precision bf16";
-  else if (cfg->zero_stage > 1)
+    break;
+  case COHORT_FROZEN_DTYPE_ZERO:
     why = "is not combined with zero_stage 2 or 3 in this version (stage 3 brings layers in "
           "through the same layer hook); allowed: fp32, or bf16 with zero_stage 0 or 1";
-  else if (cfg->ema_decay > 0)
+    break;
+  case COHORT_FROZEN_DTYPE_EMA:
     why = "is not combined with ema_decay in this version (the EMA copy holds the whole "
           "parameter vector in fp32); allowed: fp32, or bf16 with ema_decay 0";
-  else if (cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS)
+    break;
+  case COHORT_FROZEN_DTYPE_TEACHER_LAYERS:
     why = "is not combined with student_init \"teacher_layers\" (those runs save whole-model "
           "checkpoints); allowed: fp32, or bf16 with student_init \"random\"";
-  if (!why)
-    return TRUE;
+    break;
+  }
   return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                      "%s: key \"frozen_dtype\": \"bf16\" %s", src, why);
 }
