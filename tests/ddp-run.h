@@ -112,6 +112,71 @@ G_GNUC_UNUSED static GArray *train_weights(int nproc, const char *const *extra, 
   return train_run(nproc, extra, name, NULL);
 }
 
+/* cohort-train with `nproc` ranks (spawn mode when > 1) in workspace `ws`, from checkpoint
+ * `resume` when given ("auto" or a folder); fails the test unless it succeeds; its progress
+ * events. */
+G_GNUC_UNUSED static GPtrArray *ddp_train_events(const char *ws, int nproc,
+                                                 const char *const *extra, const char *resume)
+{
+  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
+  if (resume) {
+    g_ptr_array_add(argv, g_strdup("--resume"));
+    g_ptr_array_add(argv, g_strdup(resume));
+  }
+  if (nproc > 1) {
+    g_ptr_array_add(argv, g_strdup("--nproc"));
+    g_ptr_array_add(argv, g_strdup_printf("%d", nproc));
+  }
+  add_sets(argv, ws, extra);
+  Result r = run(argv, events, NULL);
+  if (r.status != 0)
+    g_error("cohort-train failed: %s", r.err);
+  g_free(r.err);
+  return tu_read_events(events);
+}
+
+/* The bytes of file `rel` in workspace `ws` with an export's run id blanked: two runs'
+ * exports compared byte for byte are two runs. */
+G_GNUC_UNUSED static GBytes *ddp_export_bytes(const char *ws, const char *rel)
+{
+  g_autofree char *path = g_build_filename(ws, rel, NULL);
+  char *data = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
+  const char key[] = "\"cohort.run_id\":\"";
+  char *at = memmem(data, MIN(len, 4096), key, sizeof key - 1);
+  if (at && at + sizeof key - 1 + 32 <= data + len)
+    memset(at + sizeof key - 1, '0', 32);
+  return g_bytes_new_take(data, len);
+}
+
+/* cohort-train --explain's memory object for base_sets and `extra`. */
+G_GNUC_UNUSED static JsonObject *ddp_explain_memory(const char *const *extra)
+{
+  g_autofree char *ws = tu_mkdtemp("ddp-explain");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--explain"));
+  add_sets(argv, ws, extra);
+  g_ptr_array_add(argv, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  int status = 0;
+  g_autoptr(GError) error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                             &err, &status, &error));
+  g_assert_no_error(error);
+  if (!g_spawn_check_wait_status(status, NULL))
+    g_error("--explain failed: %s", err);
+  tu_rm_rf(ws);
+  g_autoptr(JsonNode) root = json_from_string(out, &error);
+  g_assert_no_error(error);
+  return json_object_ref(json_object_get_object_member(json_node_get_object(root), "memory"));
+}
+
 /* Largest |a - b| over the two weight sets. */
 static double max_abs_diff(GArray *a, GArray *b)
 {

@@ -28,48 +28,10 @@ static const char *const base_sets[] = {
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
 
-/* cohort-train with `nproc` ranks in `ws`; its events. */
-static GPtrArray *train_in(const char *ws, int nproc, const char *const *extra, const char *resume)
-{
-  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
-  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
-  g_ptr_array_add(argv, g_strdup("--quiet"));
-  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
-  if (resume) {
-    g_ptr_array_add(argv, g_strdup("--resume"));
-    g_ptr_array_add(argv, g_strdup(resume));
-  }
-  if (nproc > 1) {
-    g_ptr_array_add(argv, g_strdup("--nproc"));
-    g_ptr_array_add(argv, g_strdup_printf("%d", nproc));
-  }
-  add_sets(argv, ws, extra);
-  Result r = run(argv, events, NULL);
-  if (r.status != 0)
-    g_error("cohort-train failed: %s", r.err);
-  g_free(r.err);
-  return tu_read_events(events);
-}
-
-/* The file's bytes with the run id blanked (two runs are compared). */
-static GBytes *file_bytes(const char *ws, const char *rel)
-{
-  g_autofree char *path = g_build_filename(ws, rel, NULL);
-  char *data = NULL;
-  gsize len = 0;
-  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
-  const char key[] = "\"cohort.run_id\":\"";
-  char *at = memmem(data, MIN(len, 4096), key, sizeof key - 1);
-  if (at && at + sizeof key - 1 + 32 <= data + len)
-    memset(at + sizeof key - 1, '0', 32);
-  return g_bytes_new_take(data, len);
-}
-
 static gboolean same_file(const char *a, const char *b, const char *rel)
 {
-  g_autoptr(GBytes) fa = file_bytes(a, rel);
-  g_autoptr(GBytes) fb = file_bytes(b, rel);
+  g_autoptr(GBytes) fa = ddp_export_bytes(a, rel);
+  g_autoptr(GBytes) fb = ddp_export_bytes(b, rel);
   return g_bytes_equal(fa, fb);
 }
 
@@ -172,9 +134,9 @@ static void referee(const char *family, const char *const *sets, gint64 want_sto
   g_ptr_array_add(a_sets, NULL);
   g_ptr_array_add(b_sets, NULL);
   g_ptr_array_add(c_sets, NULL);
-  g_autoptr(GPtrArray) ea = train_in(wa, 1, (const char *const *)a_sets->pdata, NULL);
-  g_autoptr(GPtrArray) ec = train_in(wc, 1, (const char *const *)c_sets->pdata, NULL);
-  g_autoptr(GPtrArray) eb = train_in(wb, 1, (const char *const *)b_sets->pdata, NULL);
+  g_autoptr(GPtrArray) ea = ddp_train_events(wa, 1, (const char *const *)a_sets->pdata, NULL);
+  g_autoptr(GPtrArray) ec = ddp_train_events(wc, 1, (const char *const *)c_sets->pdata, NULL);
+  g_autoptr(GPtrArray) eb = ddp_train_events(wb, 1, (const char *const *)b_sets->pdata, NULL);
   gint64 rounded = check_rounded(a_model, c_model, buffer);
   /* every parameter of two or more dimensions is frozen here (the adapters learn) */
   g_assert_cmpint(logged_stored(ea), ==, rounded);
@@ -260,8 +222,8 @@ static void test_two_ranks(void)
   const char *one[] = {"frozen_dtype=bf16", "max_steps=6", "learning_rate=0.001", "batch_size=4",
                        NULL};
   g_autofree char *w2 = tu_mkdtemp("fbf-2"), *w1 = tu_mkdtemp("fbf-1");
-  g_autoptr(GPtrArray) e2 = train_in(w2, 2, two, NULL);
-  g_autoptr(GPtrArray) e1 = train_in(w1, 1, one, NULL);
+  g_autoptr(GPtrArray) e2 = ddp_train_events(w2, 2, two, NULL);
+  g_autoptr(GPtrArray) e1 = ddp_train_events(w1, 1, one, NULL);
   g_assert_cmpint(logged_stored(e2), >, 0);
   g_autoptr(GArray) a2 = adapter_weights(w2), a1 = adapter_weights(w1);
   double diff = max_abs_diff(a2, a1), tol = 1e-3 * lr * steps;
@@ -274,7 +236,7 @@ static void test_two_ranks(void)
   const char *zero[] = {"frozen_dtype=bf16", "max_steps=6", "learning_rate=0.001", "zero_stage=1",
                         NULL};
   g_autofree char *wz = tu_mkdtemp("fbf-z1");
-  g_autoptr(GPtrArray) ez = train_in(wz, 2, zero, NULL);
+  g_autoptr(GPtrArray) ez = ddp_train_events(wz, 2, zero, NULL);
   g_autoptr(GArray) az = adapter_weights(wz);
   double dz = max_abs_diff(az, a1);
   g_test_message("frozen_dtype bf16, zero_stage 1: 2 ranks vs 1: max |Δ adapter| = %.3g", dz);
@@ -302,9 +264,9 @@ static void test_resume(void)
                          "lr_schedule=constant",
                          NULL};
   g_autofree char *wa = tu_mkdtemp("fbf-once"), *wb = tu_mkdtemp("fbf-resumed");
-  g_autoptr(GPtrArray) ea = train_in(wa, 1, six, NULL);
-  g_autoptr(GPtrArray) eb0 = train_in(wb, 1, three, NULL);
-  g_autoptr(GPtrArray) eb = train_in(wb, 1, six, "auto");
+  g_autoptr(GPtrArray) ea = ddp_train_events(wa, 1, six, NULL);
+  g_autoptr(GPtrArray) eb0 = ddp_train_events(wb, 1, three, NULL);
+  g_autoptr(GPtrArray) eb = ddp_train_events(wb, 1, six, "auto");
   g_assert_cmpint(logged_stored(eb), ==, logged_stored(ea));
   const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
                          "merged/model.safetensors"};
@@ -330,23 +292,7 @@ static void test_resume(void)
 /* cohort-train --explain's per-rank memory for base_sets and `extra`. */
 static JsonObject *explain_per_rank(const char *const *extra)
 {
-  g_autofree char *ws = tu_mkdtemp("fbf-explain");
-  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
-  g_ptr_array_add(argv, g_strdup("--explain"));
-  add_sets(argv, ws, extra);
-  g_ptr_array_add(argv, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                             &err, &status, &error));
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("--explain failed: %s", err);
-  tu_rm_rf(ws);
-  g_autoptr(JsonNode) root = json_from_string(out, &error);
-  g_assert_no_error(error);
-  JsonObject *mem = json_object_get_object_member(json_node_get_object(root), "memory");
+  g_autoptr(JsonObject) mem = ddp_explain_memory(extra);
   return json_object_ref(json_object_get_object_member(mem, "per_rank"));
 }
 

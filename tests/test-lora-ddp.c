@@ -49,46 +49,13 @@ static void lora_clear(Lora *l)
 /* cohort-train with `nproc` ranks in workspace `ws` (made when NULL); its events. */
 static Lora train_in(char *ws, int nproc, const char *const *extra, const char *resume)
 {
-  Lora l = {.ws = ws, .events = NULL};
-  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
-  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
-  g_ptr_array_add(argv, g_strdup("--quiet"));
-  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
-  if (resume) {
-    g_ptr_array_add(argv, g_strdup("--resume"));
-    g_ptr_array_add(argv, g_strdup(resume));
-  }
-  if (nproc > 1) {
-    g_ptr_array_add(argv, g_strdup("--nproc"));
-    g_ptr_array_add(argv, g_strdup_printf("%d", nproc));
-  }
-  add_sets(argv, ws, extra);
-  Result r = run(argv, events, NULL);
-  g_assert_cmpint(r.status, ==, 0);
-  g_free(r.err);
-  l.events = tu_read_events(events);
-  return l;
+  return (Lora){.ws = ws, .events = ddp_train_events(ws, nproc, extra, resume)};
 }
 
 static GArray *adapter_weights(const Lora *l)
 {
   g_autofree char *path = g_build_filename(l->ws, "adapter", "adapter_model.safetensors", NULL);
   return tu_read_weights(path);
-}
-
-static GBytes *file_bytes(const char *ws, const char *rel)
-{
-  g_autofree char *path = g_build_filename(ws, rel, NULL);
-  char *data = NULL;
-  gsize len = 0;
-  g_assert_true(g_file_get_contents(path, &data, &len, NULL));
-  /* an export names its run; the two runs compared here are different runs */
-  const char key[] = "\"cohort.run_id\":\"";
-  char *at = memmem(data, MIN(len, 4096), key, sizeof key - 1);
-  if (at && at + sizeof key - 1 + 32 <= data + len)
-    memset(at + sizeof key - 1, '0', 32);
-  return g_bytes_new_take(data, len);
 }
 
 /* The last ranks event. */
@@ -102,29 +69,6 @@ static JsonObject *last_ranks(const Lora *l)
   }
   g_assert_nonnull(found);
   return found;
-}
-
-/* cohort-train --explain's memory object for base_sets and `extra`. */
-static JsonObject *explain_memory(const char *const *extra)
-{
-  g_autofree char *ws = tu_mkdtemp("lora-explain");
-  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
-  g_ptr_array_add(argv, g_strdup("--explain"));
-  add_sets(argv, ws, extra);
-  g_ptr_array_add(argv, NULL);
-  g_autofree char *out = NULL, *err = NULL;
-  int status = 0;
-  g_autoptr(GError) error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                             &err, &status, &error));
-  g_assert_no_error(error);
-  if (!g_spawn_check_wait_status(status, NULL))
-    g_error("--explain failed: %s", err);
-  tu_rm_rf(ws);
-  g_autoptr(JsonNode) root = json_from_string(out, &error);
-  g_assert_no_error(error);
-  return json_object_ref(json_object_get_object_member(json_node_get_object(root), "memory"));
 }
 
 /* 2 ranks × batch 2 = 1 rank × batch 4 on the adapters (tolerance as tests/test-ddp.c: a
@@ -159,8 +103,8 @@ static void test_two_ranks(void)
   lora_clear(&t3);
   lora_clear(&t1);
   /* the base did not move: model.safetensors is the same base in both runs */
-  g_autoptr(GBytes) bn = file_bytes(n.ws, "model.safetensors");
-  g_autoptr(GBytes) b1 = file_bytes(s.ws, "model.safetensors");
+  g_autoptr(GBytes) bn = ddp_export_bytes(n.ws, "model.safetensors");
+  g_autoptr(GBytes) b1 = ddp_export_bytes(s.ws, "model.safetensors");
   g_assert_true(g_bytes_equal(bn, b1));
 
   JsonObject *ranks = last_ranks(&n);
@@ -185,7 +129,7 @@ static void test_two_ranks(void)
   g_assert_cmpint(bytes * 5, <, full_bytes); /* 8.5x here: rank 4 is large beside n_embd 32 */
   /* --explain's plan counts what the run holds: gradients and optimizer state for the
    * adapters alone */
-  g_autoptr(JsonObject) plan = explain_memory(two);
+  g_autoptr(JsonObject) plan = ddp_explain_memory(two);
   JsonObject *pr = json_object_get_object_member(plan, "per_rank");
   g_assert_cmpint(json_object_get_int_member(plan, "trainable"), ==, trainable);
   g_assert_cmpint(json_object_get_int_member(pr, "grads_bytes"), ==, 4 * trainable);
@@ -284,8 +228,8 @@ static void test_resume(void)
   const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
                          "merged/model.safetensors", "model-ema.safetensors"};
   for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
-    g_autoptr(GBytes) fa = file_bytes(a.ws, files[i]);
-    g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+    g_autoptr(GBytes) fa = ddp_export_bytes(a.ws, files[i]);
+    g_autoptr(GBytes) fb = ddp_export_bytes(b.ws, files[i]);
     if (!g_bytes_equal(fa, fb))
       g_error("%s differs after a resume", files[i]);
   }
@@ -397,8 +341,8 @@ static void test_resnet_transfer(void)
   check_only_learning(half, "fc.", weights);
   tune->pdata[tune->len - 2] = "max_steps=10";
   Lora h = train_in(ws_half, 2, (const char *const *)tune->pdata, "auto");
-  g_autoptr(GBytes) tm = file_bytes(t.ws, "model.safetensors");
-  g_autoptr(GBytes) hm = file_bytes(h.ws, "model.safetensors");
+  g_autoptr(GBytes) tm = ddp_export_bytes(t.ws, "model.safetensors");
+  g_autoptr(GBytes) hm = ddp_export_bytes(h.ws, "model.safetensors");
   g_assert_true(g_bytes_equal(tm, hm));
   lora_clear(&h);
   /* ZeRO stage 3 shards fc alone, the frozen base whole on every rank: 2 ranks × batch 4 =
@@ -508,8 +452,8 @@ static void test_init_and_adapter_from(void)
   Lora first =
       train_in(tu_mkdtemp("lora-first"), 1,
                (const char *[]){"finetune=lora", init, "max_steps=2", "batch_size=2", NULL}, NULL);
-  g_autoptr(GBytes) bw = file_bytes(base.ws, "model.safetensors");
-  g_autoptr(GBytes) fw = file_bytes(first.ws, "model.safetensors");
+  g_autoptr(GBytes) bw = ddp_export_bytes(base.ws, "model.safetensors");
+  g_autoptr(GBytes) fw = ddp_export_bytes(first.ws, "model.safetensors");
   /* the same tensors, same bytes: only the metadata's step and run differ */
   g_assert_cmpuint(g_bytes_get_size(bw), ==, g_bytes_get_size(fw));
   const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "ln_f.bias"};
@@ -546,9 +490,9 @@ static void test_init_and_adapter_from(void)
 static void check_resume_refused(const char *ws, const char *const *sets, const char *ckpt,
                                  const char *const *needles)
 {
-  g_autoptr(GBytes) model0 = file_bytes(ckpt, "model.safetensors");
-  g_autoptr(GBytes) state0 = file_bytes(ckpt, "state.json");
-  g_autoptr(GBytes) export0 = file_bytes(ws, "model.safetensors");
+  g_autoptr(GBytes) model0 = ddp_export_bytes(ckpt, "model.safetensors");
+  g_autoptr(GBytes) state0 = ddp_export_bytes(ckpt, "state.json");
+  g_autoptr(GBytes) export0 = ddp_export_bytes(ws, "model.safetensors");
   g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
   g_ptr_array_add(argv, g_strdup("--quiet"));
@@ -562,8 +506,8 @@ static void check_resume_refused(const char *ws, const char *const *sets, const 
     if (!strstr(r.err, needles[i]))
       g_error("the refusal does not name %s: %s", needles[i], r.err);
   g_free(r.err);
-  g_autoptr(GBytes) model1 = file_bytes(ckpt, "model.safetensors");
-  g_autoptr(GBytes) state1 = file_bytes(ckpt, "state.json");
+  g_autoptr(GBytes) model1 = ddp_export_bytes(ckpt, "model.safetensors");
+  g_autoptr(GBytes) state1 = ddp_export_bytes(ckpt, "state.json");
   g_assert_true(g_bytes_equal(model0, model1) && g_bytes_equal(state0, state1));
   g_autofree char *ckdir = g_path_get_dirname(ckpt);
   g_autoptr(GDir) d = g_dir_open(ckdir, 0, NULL);
@@ -571,7 +515,7 @@ static void check_resume_refused(const char *ws, const char *const *sets, const 
   while (g_dir_read_name(d))
     entries++;
   g_assert_cmpuint(entries, ==, 1);
-  g_autoptr(GBytes) export1 = file_bytes(ws, "model.safetensors");
+  g_autoptr(GBytes) export1 = ddp_export_bytes(ws, "model.safetensors");
   g_assert_true(g_bytes_equal(export0, export1));
 }
 
@@ -585,7 +529,7 @@ static void test_base_reference(void)
                       (const char *[]){"max_steps=2", "batch_size=2", NULL}, NULL);
   g_autofree char *dir = tu_mkdtemp("lora-basefile");
   g_autofree char *base = g_build_filename(dir, "base.safetensors", NULL);
-  g_autoptr(GBytes) pre_bytes = file_bytes(pre.ws, "model.safetensors");
+  g_autoptr(GBytes) pre_bytes = ddp_export_bytes(pre.ws, "model.safetensors");
   g_assert_true(g_file_set_contents(base, g_bytes_get_data(pre_bytes, NULL),
                                     (gssize)g_bytes_get_size(pre_bytes), NULL));
   g_autofree char *init = g_strconcat("init_from=", base, NULL);
@@ -627,7 +571,7 @@ static void test_base_reference(void)
   g_assert_nonnull(start);
   gint64 trainable = json_object_get_int_member(start, "trainable");
   gint64 params = json_object_get_int_member(start, "params");
-  g_autoptr(GBytes) ck = file_bytes(ckpt, "model.safetensors");
+  g_autoptr(GBytes) ck = ddp_export_bytes(ckpt, "model.safetensors");
   gsize size = g_bytes_get_size(ck);
   g_test_message("checkpoint of what learns: %zu bytes for %" G_GINT64_FORMAT
                  " of %" G_GINT64_FORMAT " parameters (the base alone is %zu bytes)",
@@ -645,8 +589,8 @@ static void test_base_reference(void)
   const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
                          "merged/model.safetensors", "model-ema.safetensors"};
   for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
-    g_autoptr(GBytes) fa = file_bytes(a.ws, files[i]);
-    g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+    g_autoptr(GBytes) fa = ddp_export_bytes(a.ws, files[i]);
+    g_autoptr(GBytes) fb = ddp_export_bytes(b.ws, files[i]);
     if (!g_bytes_equal(fa, fb))
       g_error("%s differs after a resume from a checkpoint of what learns", files[i]);
   }
@@ -821,7 +765,7 @@ static void test_zero1(void)
                            "nproc_per_node=2",
                            "device=cpu",
                            NULL};
-  g_autoptr(JsonObject) plan = explain_memory(planned);
+  g_autoptr(JsonObject) plan = ddp_explain_memory(planned);
   JsonObject *pr = json_object_get_object_member(plan, "per_rank");
   /* AdamW's two moments of half the adapters (the count is even) */
   g_assert_cmpint(json_object_get_int_member(pr, "optim_bytes"), ==, 2 * 4 * (trainable / 2));
@@ -833,8 +777,8 @@ static void test_zero1(void)
   Lora b0 = train_in(ws, 2, three, NULL);
   g_ptr_array_unref(b0.events);
   Lora b = train_in(ws, 2, two, "auto");
-  g_autoptr(GBytes) fa = file_bytes(n.ws, "adapter/adapter_model.safetensors");
-  g_autoptr(GBytes) fb = file_bytes(b.ws, "adapter/adapter_model.safetensors");
+  g_autoptr(GBytes) fa = ddp_export_bytes(n.ws, "adapter/adapter_model.safetensors");
+  g_autoptr(GBytes) fb = ddp_export_bytes(b.ws, "adapter/adapter_model.safetensors");
   g_assert_true(g_bytes_equal(fa, fb));
   lora_clear(&n);
   lora_clear(&s);
@@ -875,8 +819,8 @@ static void test_zero23(void)
                    stage, diff, tol);
     g_assert_cmpfloat(diff, <=, tol);
     /* the base, whole on every rank, never moved */
-    g_autoptr(GBytes) bn = file_bytes(n.ws, "model.safetensors");
-    g_autoptr(GBytes) b1 = file_bytes(s.ws, "model.safetensors");
+    g_autoptr(GBytes) bn = ddp_export_bytes(n.ws, "model.safetensors");
+    g_autoptr(GBytes) b1 = ddp_export_bytes(s.ws, "model.safetensors");
     g_assert_true(g_bytes_equal(bn, b1));
     gint64 params = 0, trainable = 0;
     for (guint i = 0; i < n.events->len; i++) {
@@ -902,7 +846,7 @@ static void test_zero23(void)
     const char *planned[] = {
         "finetune=lora", zs,  "batch_size=2", "enable_multi_gpu=true", "nproc_per_node=2",
         "device=cpu",    NULL};
-    g_autoptr(JsonObject) plan = explain_memory(planned);
+    g_autoptr(JsonObject) plan = ddp_explain_memory(planned);
     JsonObject *pr = json_object_get_object_member(plan, "per_rank");
     gint64 frozen = json_object_get_int_member(plan, "frozen");
     g_assert_cmpint(frozen + trainable, ==, params);
@@ -923,8 +867,8 @@ static void test_zero23(void)
     const char *files[] = {"adapter/adapter_model.safetensors", "model.safetensors",
                            "model-ema.safetensors"};
     for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
-      g_autoptr(GBytes) fa = file_bytes(n.ws, files[i]);
-      g_autoptr(GBytes) fb = file_bytes(b.ws, files[i]);
+      g_autoptr(GBytes) fa = ddp_export_bytes(n.ws, files[i]);
+      g_autoptr(GBytes) fb = ddp_export_bytes(b.ws, files[i]);
       if (!g_bytes_equal(fa, fb))
         g_error("zero_stage %d: %s differs after a resume", stage, files[i]);
     }
@@ -935,8 +879,8 @@ static void test_zero23(void)
       Lora c0 = train_in(ws2, 2, three, NULL);
       g_ptr_array_unref(c0.events);
       Lora c = train_in(ws2, 2, two, "auto");
-      g_autoptr(GBytes) fa = file_bytes(n.ws, "adapter/adapter_model.safetensors");
-      g_autoptr(GBytes) fc = file_bytes(c.ws, "adapter/adapter_model.safetensors");
+      g_autoptr(GBytes) fa = ddp_export_bytes(n.ws, "adapter/adapter_model.safetensors");
+      g_autoptr(GBytes) fc = ddp_export_bytes(c.ws, "adapter/adapter_model.safetensors");
       g_assert_true(g_bytes_equal(fa, fc));
       lora_clear(&c);
     }
