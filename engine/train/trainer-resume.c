@@ -8,12 +8,14 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 
 #include "engine/model/checkpoint-base.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
+#include "engine/train/run-outputs.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
@@ -111,6 +113,17 @@ static gboolean move_aside(const char *ws, GError **error)
   return TRUE;
 }
 
+/* A new run beside an old one's checkpoints would mix the two (and --resume auto would later
+ * pick the other run): never start one silently. */
+static gboolean refuse_mixing(const CohortConfig *cfg, const char *latest, GError **error)
+{
+  return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                     "%s already holds checkpoints of an earlier run (latest: %s); continue it "
+                     "with --resume auto, start a new run with another workspace_dir, or pass "
+                     "--overwrite to move the earlier run to %s/previous/",
+                     cfg->workspace_dir, latest, cfg->workspace_dir);
+}
+
 /* Rank 0: a checkpoint to resume, a fresh start, or a refusal to mix runs. */
 static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
 {
@@ -138,14 +151,23 @@ static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
                         cfg->workspace_dir, cfg->workspace_dir);
     return START_FRESH;
   }
-  /* A new run beside an old one's checkpoints would mix the two (and --resume auto would
-   * later pick the other run): never start one silently. */
-  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-              "%s already holds checkpoints of an earlier run (latest: %s); continue it with "
-              "--resume auto, start a new run with another workspace_dir, or pass --overwrite to "
-              "move the earlier run to %s/previous/",
-              cfg->workspace_dir, latest, cfg->workspace_dir);
+  refuse_mixing(cfg, latest, error);
   return START_REFUSED;
+}
+
+gboolean cohort_rank_run_check_start(CohortRankRun *r, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = TRUE;
+  if (r->opts->rank == 0) {
+    ok = cohort_run_check_outputs(r->cfg, &local);
+    g_autofree char *latest = ok && !r->opts->resume && !r->opts->overwrite
+                                  ? cohort_checkpoint_find_latest(r->cfg->workspace_dir)
+                                  : NULL;
+    if (latest)
+      ok = refuse_mixing(r->cfg, latest, &local);
+  }
+  return cohort_rank_run_all_ok(r, ok, local, "start", error);
 }
 
 /* Rank 0 reads the checkpoint; the others get everything from it by broadcast, so resuming
