@@ -363,6 +363,9 @@ void cohort_model_upload_buffers(CohortModel *m, const float *host);
 /* FALSE with an error naming `source` (the file the weights came from) and the first tensor
  * holding a NaN or an infinity, among the parameters and buffers. */
 gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+/* The name of the first tensor (parameters, adapters, buffers) holding a NaN or an infinity;
+ * NULL when every value is finite. */
+const char *cohort_model_first_non_finite(const CohortModel *m);
 
 /* Losses. For families: the sum (in double, index order) of `n` losses in backend memory,
  * through `host` (n floats), and their mean as every family's forward returns it:

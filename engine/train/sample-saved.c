@@ -122,7 +122,8 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   cfg->frozen_dtype = frozen_dtype;
   /* A checkpoint's base is where it recorded it, unless --set init_from names it anew. */
   const char *moved = g_strcmp0(saved_init, cfg->init_from) != 0 ? cfg->init_from : NULL;
-  if (!m || !load_weights(m, path, is_checkpoint, moved, error))
+  if (!m || !load_weights(m, path, is_checkpoint, moved, error) ||
+      !cohort_model_check_finite(m, path, error))
     return NULL;
   if (frozen_dtype == COHORT_FROZEN_BF16 && cfg->finetune != COHORT_FINETUNE_FULL)
     cohort_frozen_store_round(m);
