@@ -12,6 +12,7 @@
  *    ends as a run that never stopped;
  *  - ZeRO stages 2 and 3 shard the adapters alone (the base whole on every rank): 2 ranks = 1
  *    process, a resume ends as a run that never stopped, and a frozen ResNet at stage 3;
+ *  - a resume with another lora_alpha (or lora_rslora) is refused;
  *  - a frozen run with nothing to learn and a target that names nothing are refused. */
 #include <string.h>
 
@@ -697,6 +698,34 @@ static void test_base_reference(void)
                                 "lr_schedule=constant",  NULL};
   check_resume_refused(ws_changed, other_frozen, ckpt_changed,
                        (const char *[]){ckpt_changed, "frozen weights of sha256", NULL});
+  /* another lora_alpha, or rank-stabilised scaling, would match the checkpoint's tensors
+   * and scale every adapter's update by another factor: refused naming the key */
+  const char *other_alpha[] = {"finetune=lora",
+                               init,
+                               "trainable=ln_f.*",
+                               "lora_dropout=0.1",
+                               "max_steps=6",
+                               "save_every=3",
+                               "batch_size=2",
+                               "ema_decay=0.9",
+                               "lr_schedule=constant",
+                               "lora_alpha=16",
+                               NULL};
+  check_resume_refused(ws_changed, other_alpha, ckpt_changed,
+                       (const char *[]){ckpt_changed, "checkpoint has lora_alpha = 8", NULL});
+  const char *rslora[] = {"finetune=lora",
+                          init,
+                          "trainable=ln_f.*",
+                          "lora_dropout=0.1",
+                          "max_steps=6",
+                          "save_every=3",
+                          "batch_size=2",
+                          "ema_decay=0.9",
+                          "lr_schedule=constant",
+                          "lora_rslora=true",
+                          NULL};
+  check_resume_refused(ws_changed, rslora, ckpt_changed,
+                       (const char *[]){ckpt_changed, "lora_rslora = false", NULL});
   tu_rm_rf(ws_changed);
   tu_rm_rf(dir);
   lora_clear(&pre);

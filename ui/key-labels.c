@@ -73,6 +73,7 @@ static const struct {
     {"finetune", N_("Fine-tuning mode")},
     {"lora_rank", N_("LoRA rank (r)")},
     {"lora_alpha", N_("LoRA alpha (α)")},
+    {"lora_rslora", N_("Rank-stabilised LoRA (α/√r)")},
     {"lora_dropout", N_("LoRA dropout")},
     {"lora_targets", N_("Layers with adapters")},
     {"trainable", N_("Parameters that still learn")},

@@ -298,6 +298,10 @@ static const KeyRow rows[] = {
         lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
         "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
         "16.0", "finetune", "lora"),
+    ROW_WHEN(lora_rslora, BOOL, "training", NULL, 0, 0, NULL,
+             "Rank-stabilised LoRA (PEFT's use_rslora): the adapter's output is scaled by "
+             "lora_alpha / √lora_rank instead of lora_alpha / lora_rank.",
+             "false", "finetune", "lora"),
     ROW_WHEN(lora_dropout, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
              "Dropout on the input of each adapter while training (PEFT's lora_dropout).", "0.0",
              "finetune", "lora"),

@@ -121,7 +121,8 @@ typedef struct {
   /* fine-tuning (engine/model/finetune.h) */
   CohortFinetune finetune;
   int lora_rank;
-  double lora_alpha; /* the adapter's output is scaled by lora_alpha / lora_rank */
+  double lora_alpha;    /* the adapter's output is scaled by lora_alpha / lora_rank */
+  gboolean lora_rslora; /* PEFT's use_rslora: scaled by lora_alpha / sqrt(lora_rank) instead */
   double lora_dropout;
   char *lora_targets;     /* name patterns of the layers to adapt; "" = the family's default */
   char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */

@@ -62,6 +62,21 @@ static gboolean same_shape(const CohortConfig *saved, const CohortConfig *cfg, c
       return FALSE;
     }
   }
+  /* finetune lora: the adapters' keys too. Another rank or other targets would not match
+   * the checkpoint's tensors; another lora_alpha would, and scale every adapter's update
+   * silently by another factor. */
+  static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_rslora", "lora_targets"};
+  for (guint i = 0; saved->finetune == COHORT_FINETUNE_LORA &&
+                    cfg->finetune == COHORT_FINETUNE_LORA && i < G_N_ELEMENTS(lora_keys);
+       i++) {
+    g_autofree char *a = cohort_config_get(saved, lora_keys[i]);
+    g_autofree char *b = cohort_config_get(cfg, lora_keys[i]);
+    if (g_strcmp0(a, b) != 0)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "%s: checkpoint has %s = %s but the config has %s; resume needs the "
+                         "adapters the checkpoint was trained with (allowed: %s = %s)",
+                         ckpt, lora_keys[i], a, b, lora_keys[i], a);
+  }
   return TRUE;
 }
 
