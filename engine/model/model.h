@@ -231,6 +231,10 @@ struct CohortModelClass {
   /* Prefix a foreign exchange format may put before every name ("transformer." for HF
    * GPT-2); NULL = none. Used by the generic import. */
   const char *import_prefix;
+  /* A parameter whose rows are positions ("wpe.weight" for GPT-2; NULL: none): a file may
+   * hold more rows than the model (its n_positions above the run's seq_len), of which
+   * cohort_model_load reads the first. */
+  const char *position_table;
 
   /* The layers that get LoRA adapters when lora_targets is "" (comma-separated, as
    * lora_targets); NULL: the family takes no adapters. Its forward and backward call

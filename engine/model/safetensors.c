@@ -384,6 +384,11 @@ const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key)
   return g_hash_table_lookup(f->metadata, key);
 }
 
+GHashTable *cohort_safetensors_metadata_all(const CohortStFile *f)
+{
+  return f->metadata;
+}
+
 static float f32_from_bits(guint32 bits)
 {
   float v;
