@@ -63,6 +63,7 @@ static const struct {
     {"timestep_shift", N_("Timestep shift")},
     {"cfg_dropout", N_("Label dropout for guidance")},
     {"bn_momentum", N_("BatchNorm momentum")},
+    {"freeze_bn_stats", N_("Freeze BatchNorm statistics")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"teacher_from", N_("Teacher folder")},

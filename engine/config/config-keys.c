@@ -260,6 +260,11 @@ static const KeyRow rows[] = {
          "BatchNorm running statistics: each training batch moves them this fraction of the "
          "way to its own mean and unbiased variance (PyTorch's momentum).",
          "0.1", "resnet"),
+    ROWM(freeze_bn_stats, BOOL, "training", NULL, 0, 0, NULL,
+         "BatchNorm in eval mode while training (PyTorch's module.eval() on every BatchNorm, "
+         "freeze_bn_stats in torch.ao): each layer normalises with its running statistics and "
+         "no longer updates them; its weight and bias still learn where they are trainable.",
+         "false", "resnet"),
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,

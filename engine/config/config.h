@@ -108,6 +108,7 @@ typedef struct {
   double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
   double cfg_dropout;                       /* dit: probability of training without the label */
   double bn_momentum;                       /* resnet: BatchNorm running-statistics momentum */
+  gboolean freeze_bn_stats; /* resnet: BatchNorm in eval mode while training (running statistics) */
   CohortDevice device;
   int threads; /* 0 = auto */
 
