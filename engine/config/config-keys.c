@@ -260,6 +260,11 @@ static const KeyRow rows[] = {
          "BatchNorm running statistics: each training batch moves them this fraction of the "
          "way to its own mean and unbiased variance (PyTorch's momentum).",
          "0.1", "resnet"),
+    ROWM(freeze_bn_stats, BOOL, "training", NULL, 0, 0, NULL,
+         "BatchNorm in eval mode while training (PyTorch's module.eval() on every BatchNorm, "
+         "freeze_bn_stats in torch.ao): each layer normalises with its running statistics and "
+         "no longer updates them; its weight and bias still learn where they are trainable.",
+         "false", "resnet"),
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
@@ -298,6 +303,10 @@ static const KeyRow rows[] = {
         lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
         "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
         "16.0", "finetune", "lora"),
+    ROW_WHEN(lora_rslora, BOOL, "training", NULL, 0, 0, NULL,
+             "Rank-stabilised LoRA (PEFT's use_rslora): the adapter's output is scaled by "
+             "lora_alpha / √lora_rank instead of lora_alpha / lora_rank.",
+             "false", "finetune", "lora"),
     ROW_WHEN(lora_dropout, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
              "Dropout on the input of each adapter while training (PEFT's lora_dropout).", "0.0",
              "finetune", "lora"),

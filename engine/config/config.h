@@ -108,6 +108,7 @@ typedef struct {
   double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
   double cfg_dropout;                       /* dit: probability of training without the label */
   double bn_momentum;                       /* resnet: BatchNorm running-statistics momentum */
+  gboolean freeze_bn_stats; /* resnet: BatchNorm in eval mode while training (running statistics) */
   CohortDevice device;
   int threads; /* 0 = auto */
 
@@ -121,7 +122,8 @@ typedef struct {
   /* fine-tuning (engine/model/finetune.h) */
   CohortFinetune finetune;
   int lora_rank;
-  double lora_alpha; /* the adapter's output is scaled by lora_alpha / lora_rank */
+  double lora_alpha;    /* the adapter's output is scaled by lora_alpha / lora_rank */
+  gboolean lora_rslora; /* PEFT's use_rslora: scaled by lora_alpha / sqrt(lora_rank) instead */
   double lora_dropout;
   char *lora_targets;     /* name patterns of the layers to adapt; "" = the family's default */
   char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */

@@ -403,7 +403,7 @@ static const CohortTensorInfo *first_non_finite(const CohortTensorInfo *t, guint
   return NULL;
 }
 
-gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
+const char *cohort_model_first_non_finite(const CohortModel *m)
 {
   g_autofree float *ptmp = NULL, *btmp = NULL;
   const float *params = cohort_model_params_host(m, &ptmp);
@@ -412,11 +412,17 @@ gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GEr
     bad = first_non_finite(m->lora->tensors, m->lora->n_tensors, params);
   if (!bad)
     bad = first_non_finite(m->buffers, m->n_buffers, cohort_model_buffers_host(m, &btmp));
+  return bad ? bad->name : NULL;
+}
+
+gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
+{
+  const char *bad = cohort_model_first_non_finite(m);
   if (bad) {
     g_set_error(error, cohort_model_error_quark(), 1,
                 "%s: tensor \"%s\" holds a NaN or an infinity; training from it cannot give "
                 "finite results",
-                source, bad->name);
+                source, bad);
     return FALSE;
   }
   return TRUE;

@@ -231,6 +231,10 @@ struct CohortModelClass {
   /* Prefix a foreign exchange format may put before every name ("transformer." for HF
    * GPT-2); NULL = none. Used by the generic import. */
   const char *import_prefix;
+  /* A parameter whose rows are positions ("wpe.weight" for GPT-2; NULL: none): a file may
+   * hold more rows than the model (its n_positions above the run's seq_len), of which
+   * cohort_model_load reads the first. */
+  const char *position_table;
 
   /* The layers that get LoRA adapters when lora_targets is "" (comma-separated, as
    * lora_targets); NULL: the family takes no adapters. Its forward and backward call
@@ -363,6 +367,9 @@ void cohort_model_upload_buffers(CohortModel *m, const float *host);
 /* FALSE with an error naming `source` (the file the weights came from) and the first tensor
  * holding a NaN or an infinity, among the parameters and buffers. */
 gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+/* The name of the first tensor (parameters, adapters, buffers) holding a NaN or an infinity;
+ * NULL when every value is finite. */
+const char *cohort_model_first_non_finite(const CohortModel *m);
 
 /* Losses. For families: the sum (in double, index order) of `n` losses in backend memory,
  * through `host` (n floats), and their mean as every family's forward returns it:

@@ -724,15 +724,17 @@ static gboolean check_folder_config(CohortModel *m, const char *dir, GError **er
   } keys[] = {{"n_layer", "n_layer", s->n_layer, hf->n_layer},
               {"n_head", "n_head", s->n_head, hf->n_head},
               {"n_embd", "n_embd", s->n_embd, hf->n_embd},
-              {"seq_len", "n_positions", s->seq_len, hf->seq_len},
+              {"seq_len", "n_positions", s->seq_len, hf->seq_len}, /* at most: below */
               {"vocab_size", "vocab_size", s->vocab_size, hf->vocab_size}};
   for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
-    if (keys[i].have != keys[i].want)
+    /* a shorter context than n_positions takes the first seq_len positions */
+    gboolean shorter = g_str_equal(keys[i].key, "seq_len") && keys[i].have < keys[i].want;
+    if (keys[i].have != keys[i].want && !shorter)
       return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                          "init_from %s: config.json has %s %d but key \"%s\" is %d; set %s to "
-                         "%d to use this model",
+                         "%s%d to use this model",
                          dir, keys[i].hf_key, keys[i].want, keys[i].key, keys[i].have, keys[i].key,
-                         keys[i].want);
+                         g_str_equal(keys[i].key, "seq_len") ? "at most " : "", keys[i].want);
   }
   return TRUE;
 }
@@ -748,17 +750,24 @@ static char *gpt_import_file(const char *path)
 /* init_from: a .safetensors file, or a Hugging Face folder (config.json, model.safetensors). */
 static gboolean gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
-  (void)notes; /* every tensor comes from the file as it is */
-  if (!g_file_test(path, G_FILE_TEST_IS_DIR))
-    return cohort_gpt_load_hf(m, path, error);
-  g_autofree char *weights = g_build_filename(path, "model.safetensors", NULL);
-  if (!g_file_test(weights, G_FILE_TEST_IS_REGULAR))
+  g_autofree char *weights = gpt_import_file(path);
+  if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(weights, G_FILE_TEST_IS_REGULAR))
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "init_from %s: the folder has no model.safetensors; allowed: a "
                        ".safetensors file or a Hugging Face GPT-2 folder (config.json, "
                        "model.safetensors)",
                        path);
-  return check_folder_config(m, path, error) && cohort_gpt_load_hf(m, weights, error);
+  if ((g_file_test(path, G_FILE_TEST_IS_DIR) && !check_folder_config(m, path, error)) ||
+      !cohort_gpt_load_hf(m, weights, error))
+    return FALSE;
+  int positions = cohort_gpt_file_positions(weights);
+  int T = cohort_gpt_shape(m)->seq_len;
+  if (notes && positions > T)
+    g_ptr_array_add(notes, g_strdup_printf("the base has %d positions (n_positions); this run "
+                                           "uses the first %d (seq_len), and its export keeps "
+                                           "all %d",
+                                           positions, T, positions));
+  return TRUE;
 }
 
 static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};
@@ -778,6 +787,7 @@ const CohortModelClass cohort_gpt_class = {
     .check_teacher = cohort_gpt_check_teacher,
     .distill_new = cohort_logits_distill_new,
     .copies_blocks = TRUE,
+    .position_table = "wpe.weight",
     .lora_targets = "attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj",
     .lora_module_prefix = "transformer.",
     .lora_task_type = "CAUSAL_LM",

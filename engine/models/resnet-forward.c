@@ -41,8 +41,10 @@ static void combine_ranks(Resnet *r, ResnetConvBn *u, int B)
 }
 
 /* y = BN(conv(x)); TRAIN also updates the running statistics (the counters are advanced once
- * per forward by the caller). Activations are NHWC, so BatchNorm runs over B·H·W rows of C
- * channels (HW = 1 in the backend's terms). */
+ * per forward by the caller), unless freeze_bn_stats: then BatchNorm is in eval mode in
+ * training too (PyTorch's bn.eval()), normalising with the running statistics, which stay.
+ * Activations are NHWC, so BatchNorm runs over B·H·W rows of C channels (HW = 1 in the
+ * backend's terms). */
 static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y, int B,
                             CohortForwardMode mode)
 {
@@ -52,7 +54,7 @@ static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y
   const float *w = cohort_lora_conv_kernel(&r->base, u->w_index, p + u->w_off);
   be->conv2d_nhwc_forward(u->conv_out, x, w, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride,
                           u->pad);
-  if (mode == COHORT_FORWARD_EVAL) {
+  if (mode == COHORT_FORWARD_EVAL || r->freeze_bn_stats) {
     be->bn_rstd(u->rstd, buf + u->var_off, 1.0, RESNET_BN_EPS, C);
     be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, rows, C,
                    1);
@@ -79,15 +81,19 @@ static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const f
   float *p = m->params;
   int C = u->c_out, rows = B * u->h_out * u->h_out;
   float *sum_dy = r->sums, *sum_dy_xhat = r->sums + C;
-  be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
+  /* freeze_bn_stats: the statistics are the running ones, constants of the step */
+  const float *mean = r->freeze_bn_stats ? r->base.buffer_data + u->mean_off : u->stat;
+  be->bn_backward_reduce(dy, u->conv_out, mean, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
   /* The parameters' gradients from this rank's sums, before they are reduced in place. */
   be->bn_backward_params(cohort_model_grad_at(m, u->g_off), cohort_model_grad_at(m, u->b_off),
                          sum_dy, sum_dy_xhat, C);
-  if (syncing(r, COHORT_FORWARD_TRAIN))
+  if (r->freeze_bn_stats) /* eval mode: dx = weight · rstd · dy, no term through the batch */
+    be->zero(r->sums, 2 * (size_t)C * sizeof(float));
+  else if (syncing(r, COHORT_FORWARD_TRAIN))
     comm->all_reduce_sum(comm->data, r->sums, 2 * (size_t)C);
   be->zero(r->dconv, (size_t)rows * C * sizeof(float));
-  be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
-                     u->count, rows, C, 1);
+  be->bn_backward_dx(r->dconv, dy, u->conv_out, mean, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
+                     r->freeze_bn_stats ? 1.0 : u->count, rows, C, 1);
   float *dw = cohort_model_grad_at(m, u->w_off);
   const float *w = cohort_lora_conv_kernel(m, u->w_index, p + u->w_off);
   be->conv2d_nhwc_backward(dx, accumulate, cohort_lora_conv_grad(m, u->w_index, dw), r->dconv, x, w,
@@ -128,7 +134,7 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
   const ResnetConvBn *s = &r->stem;
   float *p = r->base.params;
   int K = r->shape.num_classes, F = r->feat;
-  if (mode == COHORT_FORWARD_TRAIN) /* every num_batches_tracked += 1 */
+  if (mode == COHORT_FORWARD_TRAIN && !r->freeze_bn_stats) /* every num_batches_tracked += 1 */
     be->axpby(r->base.buffer_data + r->nbt_off, 1.0f, r->base.buffer_data + r->nbt_off, 1.0f,
               r->ones, (size_t)r->n_bn);
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):

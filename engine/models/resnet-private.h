@@ -43,6 +43,7 @@ typedef struct {
   CohortModel base;
   CohortResnetShape shape;
   float bn_momentum;
+  gboolean freeze_bn_stats; /* BatchNorm in eval mode in training too (freeze_bn_stats) */
 
   ResnetConvBn stem; /* conv1, bn1 */
   float *stem_out;   /* relu(bn1(conv1(image))) */

@@ -596,6 +596,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   m->n_sums = 3;
   r->shape = shape_of(cfg);
   r->bn_momentum = (float)cfg->bn_momentum;
+  r->freeze_bn_stats = cfg->freeze_bn_stats;
   r->forward_only = cohort_model_creating_frozen();
   build_tables(r);
   m->lora_rows = (size_t)max_batch; /* the classifier's rows: one per image */
