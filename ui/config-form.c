@@ -322,48 +322,43 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
   return w;
 }
 
-/* Keys that hold a path get a file-chooser button; "folder" ones choose a folder. */
-static const struct {
-  const char *key;
-  gboolean folder;
-} path_keys[] = {
-    {"train_data", FALSE},   {"val_data", FALSE}, {"init_from", FALSE}, {"teacher_from", TRUE},
-    {"workspace_dir", TRUE}, {"tokenizer", TRUE}, {"vae_from", TRUE},
-};
-
 typedef struct {
   CohortConfigForm *form;
-  const char *key;
-  gboolean folder;
+  const CohortConfigKey *key;
 } PathKind;
 
-/* Image data is a folder of class folders; text and tokens may be a file. A GPT starts from a
- * Hugging Face folder (weights, config, tokenizer). */
+/* Keys that name a file or folder (the key table's CohortKeyPath) get a file-chooser button:
+ * a folder for folder keys (a tokenizer folder too, though a file will do), data as the
+ * format reads it (images are a folder of class folders; text and tokens may be a file), and
+ * a GPT's initial weights, a Hugging Face folder (weights, config, tokenizer). */
 static gboolean path_wants_folder(gpointer data)
 {
   PathKind *kind = data;
-  if (kind->folder)
+  switch (kind->key->path->kind) {
+  case COHORT_PATH_FOLDER:
+  case COHORT_PATH_OUTPUT:
     return TRUE;
-  if (g_str_equal(kind->key, "init_from"))
+  case COHORT_PATH_DATA:
+    return kind->form->cfg->data_format == COHORT_DATA_IMAGES;
+  case COHORT_PATH_FILE:
+    break;
+  }
+  if (g_str_equal(kind->key->name, "init_from"))
     return g_strcmp0(kind->form->cfg->model, "gpt") == 0;
-  return g_str_has_suffix(kind->key, "_data") && kind->form->cfg->data_format == COHORT_DATA_IMAGES;
+  return FALSE;
 }
 
 static GtkWidget *path_button(CohortConfigForm *form, FormKey *fk)
 {
-  for (guint i = 0; i < G_N_ELEMENTS(path_keys); i++) {
-    if (!g_str_equal(path_keys[i].key, fk->key->name) || !GTK_IS_ENTRY(fk->control))
-      continue;
-    PathKind *kind = g_new0(PathKind, 1);
-    kind->form = form;
-    kind->key = fk->key->name;
-    kind->folder = path_keys[i].folder;
-    GtkWidget *b = cohort_path_chooser_button_new(
-        GTK_EDITABLE(fk->control), cohort_key_display_name(fk->key->name), path_wants_folder, kind);
-    g_object_set_data_full(G_OBJECT(b), "cohort-path-kind", kind, g_free);
-    return b;
-  }
-  return NULL;
+  if (fk->key->path == NULL || !GTK_IS_ENTRY(fk->control))
+    return NULL;
+  PathKind *kind = g_new0(PathKind, 1);
+  kind->form = form;
+  kind->key = fk->key;
+  GtkWidget *b = cohort_path_chooser_button_new(
+      GTK_EDITABLE(fk->control), cohort_key_display_name(fk->key->name), path_wants_folder, kind);
+  g_object_set_data_full(G_OBJECT(b), "cohort-path-kind", kind, g_free);
+  return b;
 }
 
 static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
