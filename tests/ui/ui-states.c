@@ -15,7 +15,8 @@
  *   finetune   LoRA on c_attn and c_fc with ln_f trainable: the Training page's Fine-tuning
  *              section with what the patterns match, and the summary's parameters that learn
  *   adapter    LoRA from a PEFT adapter folder WORKSPACE that lacks its weights: the problem on
- *              adapter_from, Start off */
+ *              adapter_from, Start off
+ *   nofit      the Distributed page with a model whose 2 processes do not fit this machine */
 #include <glib/gi18n.h>
 
 #include "ui/app.h"
@@ -176,6 +177,13 @@ static gboolean setup(const char *state, const char *ws)
     set("adapter_from", ws);
     cohort_window_show_page(win, "training");
     g_timeout_add(500, focus_adapter, NULL);
+  } else if (g_str_equal(state, "nofit")) {
+    const char *sets[][2] = {{"device", "cpu"},       {"enable_multi_gpu", "true"},
+                             {"nproc_per_node", "2"}, {"n_layer", "64"},
+                             {"n_embd", "8192"},      {"n_head", "32"}};
+    for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
+      set(sets[i][0], sets[i][1]);
+    cohort_window_show_page(win, "distributed");
   } else if (g_str_equal(state, "tokenizer")) {
     if (!cohort_window_load_preset(win, "gpt2-finetune"))
       return FALSE;
