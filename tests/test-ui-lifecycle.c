@@ -152,6 +152,11 @@ static void test_requests_stop_resume(void)
   g_assert_true(cohort_window_can_start(win));
   int stopped_at = atoi(cohort_run_get_summary(run) + strlen("Stopped at step "));
   g_assert_cmpint(stopped_at, >=, saved);
+  /* It names the checkpoint Resume continues from, and no time is left. */
+  g_autofree char *stop_ckpt =
+      g_strdup_printf("; its checkpoint: %s/checkpoints/step-%08d", ws, stopped_at);
+  g_assert_true(g_str_has_suffix(cohort_run_get_summary(run), stop_ckpt));
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "eta"), ==, "–");
 
   /* Resume: the run goes on from its last checkpoint (the stop's), with its id. */
   g_assert_true(cohort_window_resume(win, &error));

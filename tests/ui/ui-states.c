@@ -16,6 +16,7 @@
  *              section with what the patterns match, and the summary's parameters that learn
  *   adapter    LoRA from a PEFT adapter folder WORKSPACE that lacks its weights: the problem on
  *              adapter_from, Start off
+ *   stopped    the Run page with WORKSPACE's last run, one that was stopped
  *   nofit      the Distributed page with a model whose 2 processes do not fit this machine */
 #include <glib/gi18n.h>
 
@@ -184,6 +185,9 @@ static gboolean setup(const char *state, const char *ws)
     for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
       set(sets[i][0], sets[i][1]);
     cohort_window_show_page(win, "distributed");
+  } else if (g_str_equal(state, "stopped")) {
+    set("workspace_dir", ws);
+    replay_workspace(ws);
   } else if (g_str_equal(state, "tokenizer")) {
     if (!cohort_window_load_preset(win, "gpt2-finetune"))
       return FALSE;
