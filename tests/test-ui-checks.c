@@ -5,6 +5,7 @@
  * invalid instead of replacing it; path fields have file-chooser buttons. */
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
+#include "ui/key-labels.h"
 #include "ui/launch-check.h"
 #include "ui/page-sidebar.h"
 #include "ui/path-chooser.h"
@@ -276,6 +277,45 @@ static void test_nccl_without_gpu(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+static gboolean has_label(GtkWidget *w, const char *text)
+{
+  if (GTK_IS_LABEL(w) && g_strcmp0(gtk_label_get_text(GTK_LABEL(w)), text) == 0)
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child(w); c != NULL; c = gtk_widget_get_next_sibling(c))
+    if (has_label(c, text))
+      return TRUE;
+  return FALSE;
+}
+
+/* enable_multi_gpu's switch is named for what it does here: on a machine without a GPU (or
+ * settings kept to the CPU) it starts several CPU processes, and its section says so; the
+ * key keeps its name. In builds with the CUDA path and a GPU it trains on several GPUs. */
+static void test_multi_process_label(void)
+{
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several processes");
+  GtkWidget *page = cohort_window_get_dist_top(win);
+  while (gtk_widget_get_parent(page) != NULL && !GTK_IS_SCROLLED_WINDOW(page))
+    page = gtk_widget_get_parent(page);
+  g_assert_true(has_label(page, "Processes"));
+  g_assert_false(has_label(page, "GPUs"));
+  g_assert_true(has_label(page, "enable_multi_gpu"));
+  /* Where GPUs train (a CUDA build with one, device not cpu), the words come back. */
+  cohort_key_labels_set_gpus(TRUE);
+  cohort_config_form_relabel(form);
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several GPUs");
+  g_assert_true(has_label(page, "GPUs"));
+  /* and the window names it for its machine (no GPU) again at the next change */
+  g_assert_true(cohort_config_form_set_text(form, "batch_size", "12"));
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several processes");
+  g_assert_false(has_label(page, "GPUs"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* frozen_dtype bf16 with a key the engine would refuse it with: each conflict is a problem on
  * frozen_dtype, and the window keeps Start off until it is mended. */
 static void test_frozen_dtype(void)
@@ -440,6 +480,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/checks/data-pattern", test_data_pattern);
   g_test_add_func("/ui/checks/nccl-without-gpu", test_nccl_without_gpu);
   g_test_add_func("/ui/checks/frozen-dtype", test_frozen_dtype);
+  g_test_add_func("/ui/checks/multi-process-label", test_multi_process_label);
   g_test_add_func("/ui/checks/number-field-text", test_number_field_text);
   g_test_add_func("/ui/checks/messages-name-labels", test_messages_name_labels);
   g_test_add_func("/ui/checks/path-choosers", test_path_choosers);

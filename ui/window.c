@@ -5,6 +5,7 @@
 
 #include <glib/gi18n.h>
 
+#include "cohort-build-config.h"
 #include "engine/launch/build-info.h"
 #include "engine/progress/workspace.h"
 #include "ui/dist-page.h"
@@ -221,9 +222,22 @@ static char *status_text(CohortWindow *win, const GError *unsupported, gboolean 
   return g_strdup(_("Ready to start."));
 }
 
+/* enable_multi_gpu starts one process per GPU, or several CPU processes where this build or
+ * machine has no GPU or the settings keep to the CPU: its switch says which (a machine whose
+ * GPUs are still being looked for is taken to have them, in builds with the CUDA path). */
+static void name_for_machine(CohortWindow *win, const CohortConfig *cfg)
+{
+  gboolean gpus = COHORT_HAVE_CUDA && win->gpus != 0 && cfg->device != COHORT_DEVICE_CPU;
+  if (gpus == cohort_key_labels_get_gpus())
+    return;
+  cohort_key_labels_set_gpus(gpus);
+  cohort_config_form_relabel(win->form);
+}
+
 void cohort_window_update_state(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  name_for_machine(win, cfg);
   g_autoptr(GError) unsupported = NULL;
   g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, win->gpus, &unsupported);
   update_summary(win, cfg, plan);
