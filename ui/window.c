@@ -119,8 +119,13 @@ static void update_summary(CohortWindow *win, const CohortConfig *cfg, const Coh
     how = _("one process");
     break;
   }
-  summary = g_strdup_printf(_("%s · %d node(s) × %d process(es), started by %s"), numbers,
-                            plan->num_nodes, plan->local_processes, how);
+  g_autofree char *nodes =
+      g_strdup_printf(ngettext("%d node", "%d nodes", plan->num_nodes), plan->num_nodes);
+  g_autofree char *processes = g_strdup_printf(
+      ngettext("%d process", "%d processes", plan->local_processes), plan->local_processes);
+  /* TRANSLATORS: the batch and learning rate, "2 nodes", "4 processes" (on each node), and
+   * what starts them. */
+  summary = g_strdup_printf(_("%s · %s × %s, started by %s"), numbers, nodes, processes, how);
   g_autofree char *line = g_strconcat(summary, tail, NULL);
   gtk_label_set_text(GTK_LABEL(win->summary_label), line);
 }
