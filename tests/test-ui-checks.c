@@ -163,6 +163,16 @@ static void test_path_keys(void)
   g_assert_null(cohort_config_form_get_problem(form, "vae_from"));
   g_assert_false(page_marked(win, "data"));
   g_assert_true(cohort_window_can_start(win));
+  /* A built-in name is looked up in Cohort's data folder: the VAE the build trains is there,
+   * another name is not. */
+  g_autofree char *tiny = cohort_resolve_path("builtin:vae/tiny");
+  if (g_file_test(tiny, G_FILE_TEST_IS_DIR)) {
+    g_assert_true(cohort_config_form_set_text(form, "vae_from", "builtin:vae/tiny"));
+    g_assert_null(cohort_config_form_get_problem(form, "vae_from"));
+  }
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", "builtin:vae/no-such"));
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "vae_from"), ==,
+                  "VAE for latent training: “builtin:vae/no-such” does not exist");
   /* A file is not a VAE folder. */
   g_autofree char *file = g_build_filename(vae, "vae", "config.json", NULL);
   g_assert_true(cohort_config_form_set_text(form, "vae_from", file));
