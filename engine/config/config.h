@@ -180,6 +180,27 @@ typedef enum {
   COHORT_KEY_INT_LIST, /* JSON array of ints; "0,1,2" on the command line */
 } CohortKeyType;
 
+/* What a key that names a file or folder names (CohortConfigKey.path). Every such key also
+ * takes "builtin:REL", a file or folder under Cohort's data folder (cohort_resolve_path:
+ * builtin:vae/tiny, builtin:sample/train.txt), and "" when its least length is 0. The window
+ * derives its file choosers and its checks before Start from these. */
+typedef enum {
+  COHORT_PATH_FILE,   /* a file that must exist */
+  COHORT_PATH_FOLDER, /* a folder that must exist */
+  COHORT_PATH_DATA,   /* data as data_format reads it: a file, a folder or a glob pattern */
+  COHORT_PATH_OUTPUT, /* a folder the run writes into, made when missing */
+} CohortPathKind;
+
+typedef struct {
+  CohortPathKind kind;
+  gboolean or_other; /* a FILE key takes a folder too, a FOLDER key a file */
+  /* What a folder must hold for the engine to read it: alternatives separated by "|", each
+   * one file name or several joined by "+" ("tokenizer.json|vocab.json+merges.txt"); NULL
+   * when the key says nothing of it. */
+  const char *holds;
+  const char *word; /* a value that names no file ("bytes"), or NULL */
+} CohortKeyPath;
+
 /* One row of the key table. */
 typedef struct {
   const char *name;
@@ -196,6 +217,7 @@ typedef struct {
    * always. */
   const char *when_key;
   const char *when_value;
+  const CohortKeyPath *path; /* a file or folder key: what it names; NULL for other keys */
 } CohortConfigKey;
 
 #define COHORT_CONFIG_ERROR (cohort_config_error_quark())

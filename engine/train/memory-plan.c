@@ -7,6 +7,7 @@
 
 #include "cohort-build-config.h"
 #include "engine/distributed/shard-plan.h"
+#include "engine/progress/explain-json.h"
 #include "engine/model/finetune.h"
 #include "engine/models/registry.h"
 #if COHORT_HAVE_CUDA
@@ -299,34 +300,34 @@ static void member(JsonBuilder *b, const char *name, gint64 value)
 void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_bytes, gboolean gpu,
                                  JsonBuilder *b)
 {
-  json_builder_set_member_name(b, "memory");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_MEMORY);
   json_builder_begin_object(b);
-  member(b, "zero_stage", plan->stage);
-  member(b, "world_size", plan->world);
-  member(b, "local_ranks", plan->local);
-  member(b, "trainable", plan->trainable);
+  member(b, COHORT_EXPLAIN_ZERO_STAGE, plan->stage);
+  member(b, COHORT_EXPLAIN_WORLD_SIZE, plan->world);
+  member(b, COHORT_EXPLAIN_LOCAL_RANKS, plan->local);
+  member(b, COHORT_EXPLAIN_TRAINABLE, plan->trainable);
   if (plan->frozen > 0)
-    member(b, "frozen", plan->frozen);
+    member(b, COHORT_EXPLAIN_FROZEN, plan->frozen);
   if (plan->stage >= 2)
-    member(b, "units", plan->units);
-  json_builder_set_member_name(b, "per_rank");
+    member(b, COHORT_EXPLAIN_UNITS, plan->units);
+  json_builder_set_member_name(b, COHORT_EXPLAIN_PER_RANK);
   json_builder_begin_object(b);
-  member(b, "params_bytes", plan->param_bytes);
+  member(b, COHORT_EXPLAIN_PARAMS_BYTES, plan->param_bytes);
   if (plan->frozen_bytes > 0)
-    member(b, "frozen_bytes", plan->frozen_bytes);
-  member(b, "grads_bytes", plan->grad_bytes);
-  member(b, "optim_bytes", plan->optim_bytes);
-  member(b, "ema_bytes", plan->ema_bytes);
-  member(b, "activations_bytes", plan->act_bytes);
-  member(b, "working_bytes", plan->working_bytes);
-  member(b, "teacher_bytes", plan->teacher_bytes);
-  member(b, "total_bytes", plan->total_bytes);
-  member(b, "startup_bytes", plan->startup_bytes);
+    member(b, COHORT_EXPLAIN_FROZEN_BYTES, plan->frozen_bytes);
+  member(b, COHORT_EXPLAIN_GRADS_BYTES, plan->grad_bytes);
+  member(b, COHORT_EXPLAIN_OPTIM_BYTES, plan->optim_bytes);
+  member(b, COHORT_EXPLAIN_EMA_BYTES, plan->ema_bytes);
+  member(b, COHORT_EXPLAIN_ACTIVATIONS_BYTES, plan->act_bytes);
+  member(b, COHORT_EXPLAIN_WORKING_BYTES, plan->working_bytes);
+  member(b, COHORT_EXPLAIN_TEACHER_BYTES, plan->teacher_bytes);
+  member(b, COHORT_EXPLAIN_TOTAL_BYTES, plan->total_bytes);
+  member(b, COHORT_EXPLAIN_STARTUP_BYTES, plan->startup_bytes);
   json_builder_end_object(b);
   if (!gpu) {
-    member(b, "machine_bytes", (gint64)machine_bytes);
-    member(b, "machine_need_bytes", (gint64)plan->local * plan->startup_bytes);
-    json_builder_set_member_name(b, "fits");
+    member(b, COHORT_EXPLAIN_MACHINE_BYTES, (gint64)machine_bytes);
+    member(b, COHORT_EXPLAIN_MACHINE_NEED_BYTES, (gint64)plan->local * plan->startup_bytes);
+    json_builder_set_member_name(b, COHORT_EXPLAIN_FITS);
     json_builder_add_boolean_value(b, machine_bytes == 0 ||
                                           (guint64)plan->local * (guint64)plan->startup_bytes <=
                                               machine_bytes);
