@@ -94,13 +94,16 @@ static void io_progress(Io *io)
   io->deadline = g_get_monotonic_time() + (gint64)(io->bound_s * G_USEC_PER_SEC);
 }
 
-static gboolean write_all(Io *io, const void *buf, gsize len)
+/* Sends (`out`) or receives `len` bytes through io: FALSE at its deadline or when the
+ * connection ends. */
+static gboolean transfer(Io *io, void *buf, gsize len, gboolean out)
 {
-  const char *p = buf;
+  char *p = buf;
   while (len > 0) {
-    if (!io_wait(io, POLLOUT))
+    if (!io_wait(io, out ? POLLOUT : POLLIN))
       return FALSE;
-    ssize_t n = send(io->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = out ? send(io->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : recv(io->fd, p, len, MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
       continue;
     if (n <= 0)
@@ -112,22 +115,14 @@ static gboolean write_all(Io *io, const void *buf, gsize len)
   return TRUE;
 }
 
+static gboolean write_all(Io *io, const void *buf, gsize len)
+{
+  return transfer(io, (void *)buf, len, TRUE);
+}
+
 static gboolean read_all(Io *io, void *buf, gsize len)
 {
-  char *p = buf;
-  while (len > 0) {
-    if (!io_wait(io, POLLIN))
-      return FALSE;
-    ssize_t n = recv(io->fd, p, len, MSG_DONTWAIT);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-      continue;
-    if (n <= 0)
-      return FALSE;
-    io_progress(io);
-    p += n;
-    len -= (gsize)n;
-  }
-  return TRUE;
+  return transfer(io, buf, len, FALSE);
 }
 
 /* Reads `len` bytes into a buffer that grows as they arrive; NULL when the connection ends
