@@ -413,12 +413,14 @@ static void store_slow(const char *where, double waited_s, gpointer user)
           hb->rank, where, waited_s, hb->timeout_s);
 }
 
-/* Sets when the store calls store_slow: at the threshold that starts the watch. Under
- * hb->lock. */
+/* Sets when the store calls store_slow: at the threshold that starts the watch, and not before
+ * a request has waited as long as a failure report takes for silence (a loaded machine may
+ * delay an answer by a second). Under hb->lock, or before the thread starts. */
 static void arm_store_slow(CohortHeartbeat *hb)
 {
   if (hb->store != NULL && hb->rank != 0)
-    cohort_store_set_slow_func(hb->store, watch_after(hb->report_s, hb->timeout_s), store_slow, hb);
+    cohort_store_set_slow_func(
+        hb->store, MAX(watch_after(hb->report_s, hb->timeout_s), SILENT_WAIT_S), store_slow, hb);
 }
 
 CohortHeartbeat *cohort_heartbeat_new(CohortStore *store, int rank, int world_size,
