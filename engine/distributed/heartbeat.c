@@ -533,8 +533,9 @@ char *cohort_rank_record_describe(const CohortRankRecord *r)
   return g_string_free(s, FALSE);
 }
 
-/* Why the store cannot tell where the ranks are, when rank 0 is silent: "" otherwise. Never
- * waits: it is what a failure report says before asking the store anything. */
+/* Why the store cannot tell where the ranks are: rank 0 is silent (its words), or the store is
+ * gone with rank 0 ("": nothing to add, the peers' errors say it); NULL while it answers. Never
+ * waits: it is what a failure report checks before asking the store anything. */
 static char *store_silence(CohortHeartbeat *hb)
 {
   g_autoptr(GError) why = NULL;

@@ -63,12 +63,16 @@ static Io io_new(int fd, double bound_s, const char *where)
 }
 
 /* Waits until `fd` is ready for `events`; FALSE at the deadline (io->timed_out) or on an
- * error. Calls the slow function when it falls due. */
+ * error. Calls the slow function when it falls due. Past the deadline it still looks once: a
+ * process that was itself stopped finds its clock past the deadline and the answer waiting. */
 static gboolean io_wait(Io *io, short events)
 {
   for (;;) {
     gint64 now = g_get_monotonic_time();
     if (now >= io->deadline) {
+      struct pollfd p = {io->fd, events, 0};
+      if (poll(&p, 1, 0) > 0)
+        return TRUE;
       io->timed_out = TRUE;
       return FALSE;
     }
@@ -444,7 +448,7 @@ static gboolean take(CohortStore *st, gint64 deadline, GError **error)
 {
   g_mutex_lock(&st->lock);
   while (st->busy && st->broken == NULL) {
-    if (!g_cond_wait_until(&st->idle, &st->lock, deadline)) {
+    if (!g_cond_wait_until(&st->idle, &st->lock, deadline) && st->busy && st->broken == NULL) {
       g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
                   COHORT_STORE_SILENT ": a request to the store at %s has waited %.0f s for its "
                                       "answer",
@@ -479,9 +483,11 @@ static gboolean request(CohortStore *st, guint8 op, const char *key, const void 
                 len, key, COHORT_STORE_MAX_VALUE);
     return FALSE;
   }
-  Io io = io_new(st->fd, bound_s > 0 ? bound_s : st->request_s, st->where);
-  if (!take(st, io.deadline, error))
+  double bound = bound_s > 0 ? bound_s : st->request_s;
+  if (!take(st, g_get_monotonic_time() + (gint64)(bound * G_USEC_PER_SEC), error))
     return FALSE;
+  /* The request's own bound starts now, however long it waited for the connection. */
+  Io io = io_new(st->fd, bound, st->where);
   g_mutex_lock(&st->lock);
   if (st->slow != NULL && st->slow_after_s < io.bound_s) {
     io.slow = st->slow;
