@@ -658,7 +658,7 @@ static double freeze_rank0(GSubprocess *p, int ranks[2], int *status, char **err
 /* What a frozen rank 0's group must show: it fails (1), within timeout_s + the launcher's grace
  * period (the test's job: 8 s and 10 s; 3 s more for the heartbeat interval and a loaded
  * machine), and rank 1 says why, early as a warning and in its failure. Rank 0, continued by
- * cohort-run, usually ends at once; about one run in ten it stays in a Gloo send that a reset
+ * cohort-run, usually ends at once; about one run in twenty it stays in a Gloo send that a reset
  * connection left pending (Gloo does not fail an unbound send queued on a pair when the pair
  * fails), and only the grace period's SIGKILL ends it. */
 static void assert_frozen_rank0_failed(double took, int status, const char *err)
