@@ -28,9 +28,12 @@ setup: deps
 	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) -Dcuda=$(if $(filter 1,$(CUDA)),enabled,disabled) $(MESON_OPTS)
 	@if [ "$(CUDA)" = 1 ] && ! $(call cuda_is,enabled); then meson configure $(BUILD) -Dcuda=enabled; fi
 
+# A folder that make run configured before the check set was installed is configured again, so
+# that meson finds what the check set brought (GTK for the window and its tests).
 setup-check: deps-check
-	@test -f $(BUILD)/build.ninja || meson setup $(BUILD) $(MESON_OPTS)
-	@if $(call cuda_is,disabled); then meson configure $(BUILD) -Dcuda=auto; fi
+	@if [ ! -f $(BUILD)/build.ninja ]; then meson setup $(BUILD) $(MESON_OPTS); \
+	elif $(call cuda_is,disabled); then meson setup --reconfigure $(BUILD) -Dcuda=auto; \
+	else meson setup --reconfigure $(BUILD); fi
 
 build: setup
 	meson compile -C $(BUILD) -j $(JOBS)
