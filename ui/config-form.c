@@ -7,6 +7,7 @@
 #include "ui/path-chooser.h"
 #include "ui/finetune-hint.h"
 #include "ui/tokenizer-hint.h"
+#include "engine/families/family.h"
 
 typedef struct {
   const CohortConfigKey *key;
@@ -345,8 +346,10 @@ static gboolean path_wants_folder(gpointer data)
   case COHORT_PATH_FILE:
     break;
   }
-  if (g_str_equal(kind->key->name, "init_from"))
-    return g_strcmp0(kind->form->cfg->model, "gpt") == 0;
+  if (g_str_equal(kind->key->name, "init_from")) {
+    const CohortFamilyDesc *family = cohort_family_desc(kind->form->cfg->model);
+    return family && family->init_from_folder;
+  }
   return FALSE;
 }
 

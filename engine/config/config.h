@@ -312,9 +312,12 @@ char *cohort_resolve_path(const char *path);
  * The names are those data/tokenizer.h's cohort_tokenizer_in_folder looks for (the window
  * links no data library, so the config layer has its own copy of the rule). */
 const char *cohort_folder_tokenizer(const char *dir);
-/* The tokenizer a gpt config uses, resolved: its `tokenizer` path, or with "bytes" the
- * init_from folder when that holds tokenizer files; NULL for byte-level
- * text and for other families. */
+/* TRUE when cfg's family reads text through a tokenizer: one of the families the key table
+ * tags the `tokenizer` key with. */
+gboolean cohort_config_takes_tokenizer(const CohortConfig *cfg);
+/* The tokenizer a config whose family takes one uses, resolved: its `tokenizer` path, or with
+ * "bytes" the init_from folder when that holds tokenizer files; NULL for byte-level text and
+ * for other families. */
 char *cohort_config_tokenizer_path(const CohortConfig *cfg);
 
 G_END_DECLS

@@ -17,7 +17,7 @@
 
 #include "engine/base/tensor.h"
 #include "engine/config/config.h"
-#include "engine/config/param-table.h" /* the name patterns */
+#include "engine/config/finetune-patterns.h"
 
 G_BEGIN_DECLS
 

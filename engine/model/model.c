@@ -110,7 +110,7 @@ static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
     return TRUE;
   }
   g_autoptr(CohortFinetunePlan) plan = cohort_finetune_plan_new(
-      cfg, m->klass->name, m->klass->lora_targets, m->tensors, m->n_tensors, error);
+      cfg, m->klass->name, m->klass->family->lora_targets, m->tensors, m->n_tensors, error);
   if (!plan)
     return FALSE;
   if (plan->n_adapters > 0 && m->lora_rows == 0)
@@ -132,6 +132,17 @@ static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
   /* The train table borrows the adapters' names, which the adapters now own. */
   cohort_finetune_layout_clear(&layout);
   return TRUE;
+}
+
+void cohort_model_take_tables(CohortModel *m, CohortFamilyTables *t)
+{
+  m->tensors = t->params;
+  m->n_tensors = t->n_params;
+  m->n_params = t->param_floats;
+  m->buffers = t->buffers;
+  m->n_buffers = t->n_buffers;
+  m->n_buffer_floats = t->buffer_floats;
+  *t = (CohortFamilyTables){0};
 }
 
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)

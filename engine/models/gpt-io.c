@@ -1,5 +1,6 @@
 /* Hugging Face GPT-2 .safetensors import and export over the model's named-tensor table. */
 #include "engine/models/gpt-io.h"
+#include "engine/models/gpt-private.h"
 
 #include "engine/base/fileio.h"
 #include "engine/base/error.h"
@@ -343,5 +344,70 @@ gboolean cohort_gpt_read_hf_config(const char *path, CohortConfig *cfg, GError *
   cfg->n_embd = C;
   cfg->seq_len = T;
   cfg->vocab_size = V;
+  return TRUE;
+}
+
+/* ---- init_from ---- */
+
+/* A Hugging Face folder's config.json must describe this model: the weights alone cannot
+ * tell a wrong n_head, and the other keys get a message that says what to set. */
+static gboolean check_folder_config(CohortModel *m, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+  if (!g_file_test(path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autoptr(CohortConfig) hf = cohort_config_new();
+  if (!cohort_gpt_read_hf_config(path, hf, error))
+    return FALSE;
+  const CohortGptShape *s = cohort_gpt_shape(m);
+  const struct {
+    const char *key, *hf_key;
+    int have, want;
+  } keys[] = {{"n_layer", "n_layer", s->n_layer, hf->n_layer},
+              {"n_head", "n_head", s->n_head, hf->n_head},
+              {"n_embd", "n_embd", s->n_embd, hf->n_embd},
+              {"seq_len", "n_positions", s->seq_len, hf->seq_len}, /* at most: below */
+              {"vocab_size", "vocab_size", s->vocab_size, hf->vocab_size}};
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+    /* a shorter context than n_positions takes the first seq_len positions */
+    gboolean shorter = g_str_equal(keys[i].key, "seq_len") && keys[i].have < keys[i].want;
+    if (keys[i].have != keys[i].want && !shorter)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "init_from %s: config.json has %s %d but key \"%s\" is %d; set %s to "
+                         "%s%d to use this model",
+                         dir, keys[i].hf_key, keys[i].want, keys[i].key, keys[i].have, keys[i].key,
+                         g_str_equal(keys[i].key, "seq_len") ? "at most " : "", keys[i].want);
+  }
+  return TRUE;
+}
+
+/* The file gpt_import reads for `path`. */
+char *cohort_gpt_import_file(const char *path)
+{
+  if (!g_file_test(path, G_FILE_TEST_IS_DIR))
+    return g_strdup(path);
+  return g_build_filename(path, "model.safetensors", NULL);
+}
+
+/* init_from: a .safetensors file, or a Hugging Face folder (config.json, model.safetensors). */
+gboolean cohort_gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
+{
+  g_autofree char *weights = cohort_gpt_import_file(path);
+  if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(weights, G_FILE_TEST_IS_REGULAR))
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "init_from %s: the folder has no model.safetensors; allowed: a "
+                       ".safetensors file or a Hugging Face GPT-2 folder (config.json, "
+                       "model.safetensors)",
+                       path);
+  if ((g_file_test(path, G_FILE_TEST_IS_DIR) && !check_folder_config(m, path, error)) ||
+      !cohort_gpt_load_hf(m, weights, error))
+    return FALSE;
+  int positions = cohort_gpt_file_positions(weights);
+  int T = cohort_gpt_shape(m)->seq_len;
+  if (notes && positions > T)
+    g_ptr_array_add(notes, g_strdup_printf("the base has %d positions (n_positions); this run "
+                                           "uses the first %d (seq_len), and its export keeps "
+                                           "all %d",
+                                           positions, T, positions));
   return TRUE;
 }

@@ -153,7 +153,7 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   json_builder_add_value(b, cfg_node);
   add_launch(b, plan, argv);
   json_builder_set_member_name(b, COHORT_EXPLAIN_PARAMS);
-  json_builder_add_int_value(b, klass->count_params(cfg));
+  json_builder_add_int_value(b, cohort_model_count_params(cfg));
   json_builder_set_member_name(b, COHORT_EXPLAIN_DEVICE);
   json_builder_add_string_value(b, "cpu");
   json_builder_set_member_name(b, COHORT_EXPLAIN_THREADS_PER_RANK);

@@ -8,6 +8,7 @@
 #include "cohort-build-config.h"
 #include "engine/distributed/shard-plan.h"
 #include "engine/progress/explain-json.h"
+#include "engine/families/family.h"
 #include "engine/model/finetune.h"
 #include "engine/models/registry.h"
 #if COHORT_HAVE_CUDA
@@ -50,10 +51,8 @@ static gint64 teacher_bytes(const CohortConfig *cfg)
   g_autofree char *path = g_build_filename(dir, "cohort-config.json", NULL);
   g_autoptr(CohortConfig) tc = cohort_config_load_file(path, NULL);
   const CohortModelClass *k = tc ? cohort_model_class_find(tc->model) : NULL;
-  if (k) {
-    gint64 acts = k->act_bytes ? (gint64)k->act_bytes(tc, cfg->batch_size) : 0;
-    return 4 * k->count_params(tc) + acts;
-  }
+  if (k)
+    return 4 * cohort_model_count_params(tc) + (gint64)cohort_model_act_bytes(tc, cfg->batch_size);
   g_autofree char *weights = g_build_filename(dir, "model.safetensors", NULL);
   GStatBuf st;
   return g_stat(weights, &st) == 0 ? (gint64)st.st_size : 0;
@@ -67,10 +66,10 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
 {
   guint n = 0;
   size_t floats = 0;
-  CohortTensorInfo *t = k->param_table ? k->param_table(cfg, &n, &floats) : NULL;
+  CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
       t && cfg->finetune != COHORT_FINETUNE_FULL && k->frozen_layout
-          ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL)
+          ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL)
           : NULL;
   CohortFinetuneLayout layout = {0};
   const CohortTensorInfo *units_of = t;
@@ -133,13 +132,13 @@ static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *
                                gint64 *adapters, gint64 *stored, gint64 *widest)
 {
   *adapters = *stored = *widest = 0;
-  if (cfg->finetune == COHORT_FINETUNE_FULL || !k->param_table || !k->frozen_layout)
+  if (cfg->finetune == COHORT_FINETUNE_FULL || !k->frozen_layout)
     return P;
   guint n = 0;
   size_t floats = 0;
-  CohortTensorInfo *t = k->param_table(cfg, &n, &floats);
+  CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
-      t ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL) : NULL;
+      t ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL) : NULL;
   gint64 learn = 0;
   for (guint i = 0; fp && i < n; i++) {
     if (!fp->frozen[i])
@@ -162,9 +161,9 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
     return FALSE;
   *plan = (CohortMemoryPlan){.world = MAX(world, 1), .local = MAX(local, 1)};
   plan->stage = plan->world > 1 ? cfg->zero_stage : 0;
-  gint64 P = plan->params = k->count_params(cfg);
+  gint64 P = plan->params = cohort_model_count_params(cfg);
   plan->trainable = P;
-  plan->act_bytes = k->act_bytes ? (gint64)k->act_bytes(cfg, cfg->batch_size) : 0;
+  plan->act_bytes = (gint64)cohort_model_act_bytes(cfg, cfg->batch_size);
   plan->teacher_bytes = teacher_bytes(cfg);
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
