@@ -6,7 +6,7 @@
  *  - on the CPU device, ranks whose estimated memory together exceeds the machine's are
  *    refused with the numbers.
  * The estimate is a lower bound, so that nothing is refused that might fit: the parameter count
- * of the config's model (its family's count_params) times 4 bytes for each fp32 copy a rank
+ * of the config's model (cohort_model_count_params) times 4 bytes for each fp32 copy a rank
  * keeps — the weights, their gradients, the optimizer's moments (2 for AdamW, 1 for SGD with
  * momentum, 0 without) and, with ema_decay, the EMA weights and the copy they are swapped
  * with — plus one batch of inputs (batch_size examples of seq_len tokens, or of

@@ -88,24 +88,16 @@ static gboolean count_reduce(gpointer data, float *buf, size_t count)
   return TRUE;
 }
 
-/* The training forward of the loaded micro-batch (through distillation when the run
- * distils), and its backward. */
+/* The trainer's micro-step on the loaded micro-batch (engine/train/trainer-run.h). */
 static void forward(CohortRankRun *r)
 {
-  if (r->distill) {
-    double parts[COHORT_DISTILL_N_PARTS];
-    cohort_distill_forward(r->distill, r->step_batch, parts);
-  } else {
-    r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
-  }
+  double parts[COHORT_DISTILL_N_PARTS];
+  cohort_rank_run_forward(r, parts);
 }
 
 static void backward(CohortRankRun *r)
 {
-  if (r->distill)
-    cohort_distill_backward(r->distill, 1.0f / (float)r->accum);
-  else
-    r->model->ops->backward(r->model, 1.0f / (float)r->accum);
+  cohort_rank_run_backward(r, 1.0f / (float)r->accum);
 }
 
 /* One forward and backward of `batch` examples: their seconds, the data wait, and each

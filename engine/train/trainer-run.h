@@ -68,6 +68,13 @@ typedef struct {
 /* trainer.c: the rank's device, threads and GEMM mode (*threads gets the thread count). */
 gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error);
 
+/* trainer.c: one training micro-step on r->step_batch, as the trainer and the probe run it.
+ * The forward (through distillation when the run distils) with LoRA dropout on for the
+ * batch's examples; returns its loss, and distillation's parts into `parts`. */
+double cohort_rank_run_forward(CohortRankRun *r, double parts[COHORT_DISTILL_N_PARTS]);
+/* Its backward, adding d(loss · scale)/d(params) into the gradients; ends the dropout. */
+void cohort_rank_run_backward(CohortRankRun *r, float scale);
+
 /* trainer-resume.c: what rank 0 refuses before anything is prepared (the data tokenized, the
  * model built), agreed by every rank: an export that would replace one of the run's inputs,
  * and a new run in a workspace holding another run's checkpoints (without --resume or

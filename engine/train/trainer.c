@@ -87,6 +87,23 @@ static gboolean update(CohortRankRun *r, StepResult *res, GError **error)
   return update_scale(r);
 }
 
+double cohort_rank_run_forward(CohortRankRun *r, double parts[COHORT_DISTILL_N_PARTS])
+{
+  cohort_lora_set_train_batch(r->model, r->step_batch, (guint64)r->cfg->seed);
+  if (r->distill)
+    return cohort_distill_forward(r->distill, r->step_batch, parts);
+  return r->model->ops->forward(r->model, r->step_batch, COHORT_FORWARD_TRAIN);
+}
+
+void cohort_rank_run_backward(CohortRankRun *r, float scale)
+{
+  if (r->distill)
+    cohort_distill_backward(r->distill, scale);
+  else
+    r->model->ops->backward(r->model, scale);
+  cohort_lora_set_train_batch(r->model, NULL, 0);
+}
+
 /* The step's micro-batches, forward and backward, with the gradient reduction: the loss (a
  * sum of the micro-batches' means) into *loss_sum, distillation's parts into parts_sums. */
 static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, double *parts_sums,
@@ -109,20 +126,17 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
     cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);
     cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "forward");
-    cohort_lora_set_train_batch(m, r->step_batch, (guint64)r->cfg->seed);
+    double parts[COHORT_DISTILL_N_PARTS];
+    double loss = cohort_rank_run_forward(r, parts);
     if (r->distill) {
-      double parts[COHORT_DISTILL_N_PARTS];
-      *loss_sum += cohort_distill_forward(r->distill, r->step_batch, parts);
+      *loss_sum += loss;
       for (int k = 0; k < COHORT_DISTILL_N_PARTS; k++)
         parts_sums[k] += parts[k] / r->accum;
-      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
-      cohort_distill_backward(r->distill, scale / (float)r->accum);
     } else {
-      returned += m->ops->forward(m, r->step_batch, COHORT_FORWARD_TRAIN);
-      cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
-      m->ops->backward(m, scale / (float)r->accum);
+      returned += loss;
     }
-    cohort_lora_set_train_batch(m, NULL, 0);
+    cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
+    cohort_rank_run_backward(r, scale / (float)r->accum);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
