@@ -107,7 +107,7 @@ static void expect_doc(Fixture *f, GArray *want, const char *text, gsize len)
 {
   g_array_append_val(want, f->eot);
   gsize n;
-  g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n);
+  g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n, NULL);
   g_array_append_vals(want, ids, (guint)n);
 }
 
@@ -316,8 +316,8 @@ static void test_job(Fixture *f, gconstpointer data)
       for (guint k = 0; k < parts; k++) {
         CohortTokenizeJob job = {.tokenizer = f->tok,
                                  .threads = threads,
-                                 .begin = cohort_text_sources_cut(src, k, parts),
-                                 .end = cohort_text_sources_cut(src, k + 1, parts),
+                                 .begin = cohort_text_sources_cut(src, f->tok, k, parts),
+                                 .end = cohort_text_sources_cut(src, f->tok, k + 1, parts),
                                  .sink = collect,
                                  .user_data = got};
         g_assert_true(cohort_tokenize_run(src, &job, NULL, NULL, NULL));
@@ -348,7 +348,7 @@ static void test_cache(Fixture *f, gconstpointer data)
   g_assert_true(cohort_token_cache_ready(folder, &n));
   gsize m;
   g_autofree int *ids =
-      cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29, FALSE, &m);
+      cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29, FALSE, &m, NULL);
   g_assert_cmpuint(n, ==, m + 1);
   /* A stray shard, or one cut short, and the folder is not used. */
   g_autofree char *stray = g_build_filename(folder, "part-00007_000000.bin", NULL);
