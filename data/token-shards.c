@@ -46,6 +46,8 @@ static gboolean check_target(const char *path, GError **error)
 
 CohortShardWriter *cohort_shard_writer_new(const char *out, int vocab_size, GError **error)
 {
+  if (!check_target(out, error))
+    return NULL;
   if (!g_str_has_suffix(out, ".bin") || strlen(out) == 4) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,
                 "%s: not a shard's name; allowed: a path ending in .bin (NAME.bin; with "
@@ -53,8 +55,6 @@ CohortShardWriter *cohort_shard_writer_new(const char *out, int vocab_size, GErr
                 out);
     return NULL;
   }
-  if (!check_target(out, error))
-    return NULL;
   g_autofree char *tmpl = g_strdup_printf("%s.tmp-XXXXXX", out);
   int fd = g_mkstemp(tmpl);
   if (fd < 0) {
