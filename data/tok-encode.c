@@ -141,5 +141,7 @@ int *cohort_tokenizer_encode(const CohortTokenizer *t, const char *text, gsize l
   if (!cohort_encoder_encode(e, text, len, flags, ids, error))
     return NULL;
   *n = ids->len;
+  if (ids->len == 0)
+    return g_new0(int, 1); /* never NULL on success */
   return (int *)g_array_free(g_steal_pointer(&ids), FALSE);
 }
