@@ -20,7 +20,7 @@ gboolean bpe_fail(Build *b, const char *fmt, ...)
 }
 
 /* A vocab.json key (GPT-2's byte characters) as bytes; NULL when a character is not one. */
-static GBytes *key_bytes(const char *key)
+static GBytes *key_bytes_gpt2(const char *key)
 {
   gsize n = strlen(key);
   g_autofree guint8 *out = g_new(guint8, n + 1);
@@ -32,6 +32,11 @@ static GBytes *key_bytes(const char *key)
     out[k++] = (guint8)b;
   }
   return g_bytes_new(out, k);
+}
+
+GBytes *bpe_key_bytes(Build *b, const char *key)
+{
+  return b->raw ? g_bytes_new(key, strlen(key)) : key_bytes_gpt2(key);
 }
 
 /* A key for messages: at most 40 characters, escaped as JSON would. */
@@ -74,15 +79,21 @@ gboolean bpe_read_vocab(Build *b, JsonNode *node, const char *field)
     g_autofree char *k = bpe_shown(key);
     if (!JSON_NODE_HOLDS_VALUE(value) || json_node_get_value_type(value) != G_TYPE_INT64)
       return bpe_fail(b, "%s: token \"%s\" has no integer id", field, k);
-    g_autoptr(GBytes) bytes = key_bytes(key);
+    g_autoptr(GBytes) bytes = bpe_key_bytes(b, key);
     if (!bytes || g_bytes_get_size(bytes) == 0)
       return bpe_fail(b,
-                      "%s: token \"%s\" is not made of GPT-2's byte characters; allowed: a "
-                      "byte-level BPE vocabulary",
+                      b->raw ? "%s: token \"%s\" is empty; allowed: tokens of one character or "
+                               "more"
+                             : "%s: token \"%s\" is not made of GPT-2's byte characters; "
+                               "allowed: a byte-level BPE vocabulary",
                       field, k);
     g_autofree char *where = g_strdup_printf("%s: token \"%s\"", field, k);
-    if (!bpe_add_token(b, where, json_node_get_int(value), bytes))
+    gint64 id = json_node_get_int(value);
+    if (!bpe_add_token(b, where, id, bytes))
       return FALSE;
+    if ((guint64)id >= b->in_model->len)
+      g_byte_array_set_size(b->in_model, (guint)id + 1);
+    b->in_model->data[id] = 1;
   }
   return TRUE;
 }
@@ -90,7 +101,7 @@ gboolean bpe_read_vocab(Build *b, JsonNode *node, const char *field)
 /* The id of a merge part given in byte characters, or -1 (with an error). */
 static gint64 part_id(Build *b, const char *part, const char *where)
 {
-  g_autoptr(GBytes) bytes = key_bytes(part);
+  g_autoptr(GBytes) bytes = bpe_key_bytes(b, part);
   gpointer v = bytes ? g_hash_table_lookup(b->ids, bytes) : NULL;
   if (!v) {
     g_autofree char *k = bpe_shown(part);
@@ -108,7 +119,7 @@ gboolean bpe_add_merge(Build *b, CohortTokenizer *t, const char *left, const cha
   if (a < 0 || c < 0)
     return FALSE;
   g_autofree char *joined = g_strconcat(left, right, NULL);
-  g_autoptr(GBytes) bytes = key_bytes(joined);
+  g_autoptr(GBytes) bytes = bpe_key_bytes(b, joined);
   gpointer v = g_hash_table_lookup(b->ids, bytes);
   if (!v) {
     g_autofree char *k = bpe_shown(joined);
@@ -162,7 +173,7 @@ static void keep_specials(Build *b, CohortTokenizer *t)
 }
 
 /* Ids 0..n-1 each given, into the tokenizer's blob and spans; specials longest first. */
-gboolean bpe_finish(Build *b, CohortTokenizer *t)
+gboolean bpe_finish_tokens(Build *b, CohortTokenizer *t)
 {
   t->n_ids = (int)b->tokens->len;
   gsize total = 0;
@@ -200,7 +211,14 @@ gboolean bpe_finish(Build *b, CohortTokenizer *t)
     g_array_append_val(b->special_id, t->eot);
   }
   keep_specials(b, t);
-  return bpe_tables_build(t, b->source, b->error);
+  return TRUE;
+}
+
+gboolean bpe_finish(Build *b, CohortTokenizer *t)
+{
+  t->byte_level = TRUE;
+  t->bytes_decode = TRUE;
+  return bpe_finish_tokens(b, t) && bpe_tables_build(t, b->source, b->error);
 }
 
 void bpe_build_clear(Build *b)
@@ -209,6 +227,12 @@ void bpe_build_clear(Build *b)
   g_clear_pointer(&b->ids, g_hash_table_unref);
   g_clear_pointer(&b->special_text, g_ptr_array_unref);
   g_clear_pointer(&b->special_id, g_array_unref);
+  g_clear_pointer(&b->in_model, g_byte_array_unref);
+  if (b->added) {
+    for (guint i = 0; i < b->added->len; i++)
+      g_bytes_unref(g_array_index(b->added, TokAdded, i).content);
+    g_clear_pointer(&b->added, g_array_unref);
+  }
 }
 
 void bpe_build_init(Build *b, const char *source, GError **error)
@@ -219,4 +243,6 @@ void bpe_build_init(Build *b, const char *source, GError **error)
   b->special_text = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   b->special_id = g_array_new(FALSE, FALSE, sizeof(gint32));
   b->error = error;
+  b->in_model = g_byte_array_new();
+  b->added = g_array_new(FALSE, FALSE, sizeof(TokAdded));
 }

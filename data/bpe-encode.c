@@ -1,10 +1,15 @@
-/* Encoding: the GPT-2 split into pieces, then byte-pair merges within each piece in rank
- * order, as GPT-2's bpe(): take the adjacent pair of lowest rank, merge every occurrence of it
- * from left to right, repeat until no pair has a rank. Short pieces do exactly that on an
+/* The BPE model on one word (a piece of the pre-tokenizers). GPT-2's files merge as GPT-2's
+ * bpe(): take the adjacent pair of lowest rank, merge every occurrence of it from left to
+ * right, repeat until no pair has a rank. A tokenizer.json merges as the tokenizers library
+ * does: one merge at a time, the lowest (rank, position) first. The two agree on every merge
+ * list a trainer makes (a pair made by a merge can only rank after it); they differ only on
+ * hand-made lists whose later ranks make tokens earlier ranks use. Short words do that on an
  * array; long ones (a run of a million spaces is one piece) use a heap of pairs so the work
- * stays n log n, merging one rank's occurrences as a batch in position order, which gives the
- * same result. Each encoder caches the ids of the pieces it has seen. */
-#include "data/bpe-private.h"
+ * stays n log n. Words start as one token per byte (byte-level tokenizers) or per character
+ * (others; with byte_fallback a character outside the vocabulary becomes its <0xXX> tokens,
+ * else the unknown token, fused with its neighbours under fuse_unk). Each encoder caches the
+ * ids of the words it has seen. */
+#include "data/tok-encoder.h"
 
 #include <string.h>
 
@@ -15,23 +20,6 @@
 #define CACHE_SLOTS     (1u << 16)
 #define CACHE_MAX_USED  (CACHE_SLOTS / 4 * 3)
 #define CACHE_MAX_BYTES (8u << 20)
-
-typedef struct {
-  guint64 hash;
-  guint32 key_off, val_off;
-  guint16 key_len, val_len; /* key_len 0: empty slot */
-} CacheSlot;
-
-struct CohortEncoder {
-  const CohortTokenizer *t;
-  CacheSlot *slots;
-  guint32 used;
-  GByteArray *keys; /* the cached pieces' bytes */
-  GArray *vals;     /* their ids (gint32) */
-  GArray *work;     /* guint32 ids being merged */
-  /* long pieces: a doubly linked list over positions and a heap of (rank << 32 | position) */
-  GArray *prev, *next, *heap, *changed;
-};
 
 CohortEncoder *cohort_encoder_new(const CohortTokenizer *t)
 {
@@ -45,6 +33,15 @@ CohortEncoder *cohort_encoder_new(const CohortTokenizer *t)
   e->next = g_array_new(FALSE, FALSE, sizeof(gint32));
   e->heap = g_array_new(FALSE, FALSE, sizeof(guint64));
   e->changed = g_array_new(FALSE, FALSE, sizeof(guint32));
+  e->matcher = tok_matcher_new();
+  e->norm = g_byte_array_new();
+  e->scratch = g_ptr_array_new_with_free_func(tok_step_free);
+  for (guint i = 0; t->pretoks && i < t->pretoks->len; i++) {
+    TokStep *st = g_new0(TokStep, 1);
+    st->buf = g_byte_array_new();
+    st->segs = g_array_new(FALSE, FALSE, sizeof(TokSeg));
+    g_ptr_array_add(e->scratch, st);
+  }
   return e;
 }
 
@@ -60,6 +57,12 @@ void cohort_encoder_free(CohortEncoder *e)
   g_array_unref(e->next);
   g_array_unref(e->heap);
   g_array_unref(e->changed);
+  tok_matcher_free(e->matcher);
+  if (e->norm)
+    g_byte_array_unref(e->norm);
+  if (e->scratch)
+    g_ptr_array_unref(e->scratch);
+  g_clear_error(&e->error);
   g_free(e);
 }
 
@@ -246,12 +249,129 @@ static guint merge_long(CohortEncoder *e, guint32 *ids, guint m)
   return w;
 }
 
+/* The tokenizers library's loop on an array: the lowest (rank, position) pair, merged once. */
+static guint merge_short_hf(const CohortTokenizer *t, guint32 *ids, guint m)
+{
+  while (m > 1) {
+    guint32 best = G_MAXUINT32, merged = 0;
+    guint at = 0;
+    for (guint i = 0; i + 1 < m; i++) {
+      const BpeMerge *g = bpe_merge_find(t, ids[i], ids[i + 1]);
+      if (g && g->rank < best) {
+        best = g->rank;
+        merged = g->merged;
+        at = i;
+      }
+    }
+    if (best == G_MAXUINT32)
+      break;
+    ids[at] = merged;
+    memmove(ids + at + 1, ids + at + 2, (m - at - 2) * sizeof *ids);
+    m--;
+  }
+  return m;
+}
+
+/* The same for long words, n log n: positions keep their index in a linked list; the heap
+ * gives the lowest (rank, position); an entry whose pair changed since is passed over. */
+static guint merge_long_hf(CohortEncoder *e, guint32 *ids, guint m)
+{
+  g_array_set_size(e->prev, m);
+  g_array_set_size(e->next, m);
+  g_array_set_size(e->heap, 0);
+  gint32 *prev = (gint32 *)e->prev->data, *next = (gint32 *)e->next->data;
+  for (guint i = 0; i < m; i++) {
+    prev[i] = (gint32)i - 1;
+    next[i] = i + 1 < m ? (gint32)i + 1 : -1;
+  }
+  for (guint i = 0; i + 1 < m; i++)
+    push_pair(e, ids, next, (gint32)i);
+  while (e->heap->len > 0) {
+    guint64 top = heap_pop(e->heap);
+    guint32 rank = (guint32)(top >> 32);
+    gint32 p = (gint32)(guint32)top, q = next[p];
+    /* prev[p] == -2 marks a position merged into its left neighbour. */
+    if (prev[p] == -2 || q < 0)
+      continue;
+    const BpeMerge *g = bpe_merge_find(e->t, ids[p], ids[q]);
+    if (!g || g->rank != rank)
+      continue;
+    ids[p] = g->merged;
+    next[p] = next[q];
+    if (next[q] >= 0)
+      prev[next[q]] = p;
+    prev[q] = -2;
+    push_pair(e, ids, next, prev[p]);
+    push_pair(e, ids, next, p);
+  }
+  guint w = 0;
+  for (gint32 p = 0; p >= 0; p = next[p])
+    ids[w++] = ids[p];
+  return w;
+}
+
+/* The character at s[i]: its code point and length, or G_MAXUINT32 and 1 for a byte that does
+ * not begin a valid character. */
+static gunichar char_at(const guint8 *s, gsize n, gsize i, gsize *len)
+{
+  gunichar c = g_utf8_get_char_validated((const char *)s + i, (gssize)(n - i));
+  if (c == (gunichar)-1 || c == (gunichar)-2) {
+    *len = 1;
+    return G_MAXUINT32;
+  }
+  *len = (gsize)(g_utf8_next_char((const char *)s + i) - ((const char *)s + i));
+  return c;
+}
+
+/* One symbol per character (the tokenizers library's merge_word): the character's token,
+ * else its bytes' <0xXX> tokens (byte_fallback), else the unknown token (fused with the one
+ * before under fuse_unk), else nothing. Returns the number of symbols in ids. */
+static guint char_symbols(const CohortTokenizer *t, const guint8 *s, gsize n, guint32 *ids)
+{
+  guint m = 0;
+  gboolean unk = FALSE; /* an unknown token waits (the library adds it with the next known) */
+  for (gsize i = 0; i < n;) {
+    gsize len;
+    gunichar c = char_at(s, n, i, &len);
+    gpointer v = c == G_MAXUINT32 ? NULL : g_hash_table_lookup(t->char_ids, GUINT_TO_POINTER(c));
+    if (v) {
+      if (unk)
+        ids[m++] = (guint32)t->unk_id;
+      unk = FALSE;
+      ids[m++] = (guint32)(GPOINTER_TO_UINT(v) - 1);
+    } else {
+      gboolean bytes = t->byte_fallback;
+      for (gsize k = 0; bytes && k < len; k++)
+        bytes = t->byte_token[s[i + k]] >= 0;
+      if (bytes) {
+        for (gsize k = 0; k < len; k++)
+          ids[m++] = (guint32)t->byte_token[s[i + k]];
+      } else if (t->unk_id >= 0) {
+        if (unk && !t->fuse_unk)
+          ids[m++] = (guint32)t->unk_id;
+        unk = TRUE;
+      }
+    }
+    i += len;
+  }
+  if (unk)
+    ids[m++] = (guint32)t->unk_id;
+  return m;
+}
+
 static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, GArray *out)
 {
   const CohortTokenizer *t = e->t;
-  if (n == 1) {
+  if (n == 1 && t->byte_level) {
     g_array_append_val(out, t->byte_id[p[0]]);
     return;
+  }
+  if (t->ignore_merges) {
+    gint32 id = bpe_word_find(t, p, n);
+    if (id >= 0) {
+      g_array_append_val(out, id);
+      return;
+    }
   }
   guint64 h = 0;
   CacheSlot *slot = NULL;
@@ -263,13 +383,22 @@ static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, GArray *out
       return;
     }
   }
+  /* A character may become up to four byte tokens; never more than n symbols in all. */
   g_array_set_size(e->work, (guint)n);
   guint32 *ids = (guint32 *)e->work->data;
-  for (gsize i = 0; i < n; i++)
-    ids[i] = (guint32)t->byte_id[p[i]];
-  guint m = n <= SHORT_PIECE ? merge_short(t, ids, (guint)n) : merge_long(e, ids, (guint)n);
+  guint m = (guint)n;
+  if (t->byte_level) {
+    for (gsize i = 0; i < n; i++)
+      ids[i] = (guint32)t->byte_id[p[i]];
+  } else {
+    m = char_symbols(t, p, n, ids);
+  }
+  if (!t->pipeline)
+    m = m <= SHORT_PIECE ? merge_short(t, ids, m) : merge_long(e, ids, m);
+  else
+    m = m <= SHORT_PIECE ? merge_short_hf(t, ids, m) : merge_long_hf(e, ids, m);
   g_array_append_vals(out, ids, m);
-  if (slot) {
+  if (slot && m <= G_MAXUINT16) {
     if (e->used >= CACHE_MAX_USED || e->keys->len + n > CACHE_MAX_BYTES) {
       cache_clear(e);
       slot = cache_slot(e, p, n, h);
@@ -278,61 +407,36 @@ static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, GArray *out
   }
 }
 
-static void encode_plain(CohortEncoder *e, const guint8 *s, gsize len, GArray *ids)
+/* Where a word longer than the limit may be cut: before the tokenizer's word_cut character
+ * when another character precedes it (no token holds that character after another, checked
+ * at load, so no merge crosses the cut), the last such place at or before `limit`; else 0. */
+static gsize safe_word_cut(const CohortTokenizer *t, const guint8 *p, gsize limit)
 {
-  for (gsize i = 0; i < len;) {
-    gsize end = bpe_piece_end(s, len, i);
-    encode_piece(e, s + i, end - i, ids);
-    i = end;
+  if (!t->word_cut)
+    return 0;
+  gsize k = strlen(t->word_cut);
+  for (gsize i = limit; i > k; i--) {
+    if (memcmp(p + i, t->word_cut, k) == 0 && memcmp(p + i - k, t->word_cut, k) != 0)
+      return i;
   }
+  return 0;
 }
 
-/* The first special token in s[from..len): its index in t->special_text and start, or -1. */
-static int next_special(const CohortTokenizer *t, const guint8 *s, gsize len, gsize from, gsize *at)
+void bpe_encode_word(CohortEncoder *e, const guint8 *p, gsize n, GArray *out)
 {
-  int found = -1;
-  gsize best = len;
-  for (guint k = 0; k < t->special_text->len; k++) {
-    gsize n;
-    const guint8 *sp = g_bytes_get_data(t->special_text->pdata[k], &n);
-    if (n == 0 || n > len - from)
-      continue;
-    const guint8 *hit = memmem(s + from, len - from, sp, n);
-    /* Strictly earlier only: the list is longest first, so a tie keeps the longer one. */
-    if (hit && (gsize)(hit - s) < best) {
-      best = (gsize)(hit - s);
-      found = (int)k;
+  while (n > COHORT_TOKENIZER_MAX_WORD) {
+    gsize cut = safe_word_cut(e->t, p, COHORT_TOKENIZER_MAX_WORD);
+    if (cut == 0) {
+      /* No place keeps the ids: cut at a character boundary, and say so. */
+      cut = COHORT_TOKENIZER_MAX_WORD;
+      while (cut > 1 && (p[cut] & 0xC0) == 0x80)
+        cut--;
+      e->pieces_cut++;
     }
+    encode_piece(e, p, cut, out);
+    p += cut;
+    n -= cut;
   }
-  *at = best;
-  return found;
-}
-
-void cohort_encoder_encode(CohortEncoder *e, const char *text, gsize len, gboolean allow_special,
-                           GArray *ids)
-{
-  const guint8 *s = (const guint8 *)text;
-  if (!allow_special || e->t->special_text->len == 0) {
-    encode_plain(e, s, len, ids);
-    return;
-  }
-  for (gsize i = 0; i < len;) {
-    gsize at;
-    int k = next_special(e->t, s, len, i, &at);
-    encode_plain(e, s + i, at - i, ids);
-    if (k < 0)
-      break;
-    g_array_append_val(ids, g_array_index(e->t->special_id, gint32, k));
-    i = at + g_bytes_get_size(e->t->special_text->pdata[k]);
-  }
-}
-
-int *cohort_tokenizer_encode(const CohortTokenizer *t, const char *text, gsize len,
-                             gboolean allow_special, gsize *n)
-{
-  g_autoptr(CohortEncoder) e = cohort_encoder_new(t);
-  GArray *ids = g_array_new(FALSE, FALSE, sizeof(gint32));
-  cohort_encoder_encode(e, text, len, allow_special, ids);
-  *n = ids->len;
-  return (int *)g_array_free(ids, FALSE);
+  if (n > 0)
+    encode_piece(e, p, n, out);
 }

@@ -1,47 +1,10 @@
-/* Hugging Face's tokenizer.json: the parts Cohort reads (model, added_tokens) and the
- * settings it checks, refusing every one that would make its encoding differ from GPT-2's
- * byte-level BPE. */
-#include "data/bpe-private.h"
+/* Hugging Face's tokenizer.json, as the tokenizers library defines it: the BPE model (with
+ * byte_fallback, ignore_merges, fuse_unk, an unknown token), added_tokens, and the pipeline
+ * around the model (data/tok-json-parts.c, data/tok-json-post.c). Anything Cohort does not
+ * implement is refused by name. */
+#include "data/tok-json.h"
 
 #include <string.h>
-
-/* The member's string value, or NULL when it is missing, null or not a string. */
-static const char *member_string(JsonObject *o, const char *key)
-{
-  JsonNode *n = json_object_get_member(o, key);
-  if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING)
-    return NULL;
-  return json_node_get_string(n);
-}
-
-static gboolean is_null(JsonObject *o, const char *key)
-{
-  JsonNode *n = json_object_get_member(o, key);
-  return !n || JSON_NODE_HOLDS_NULL(n);
-}
-
-/* A boolean member: 1 true, 0 false, -1 missing or not a boolean. */
-static int member_bool(JsonObject *o, const char *key)
-{
-  JsonNode *n = json_object_get_member(o, key);
-  if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
-    return -1;
-  return json_node_get_boolean(n);
-}
-
-/* An object member, or NULL. */
-static JsonObject *member_object(JsonObject *o, const char *key)
-{
-  JsonNode *n = json_object_get_member(o, key);
-  return n && JSON_NODE_HOLDS_OBJECT(n) ? json_node_get_object(n) : NULL;
-}
-
-/* Null, missing, or an empty string: the BPE options GPT-2 leaves unset. */
-static gboolean unset_string(JsonObject *o, const char *key)
-{
-  const char *s = member_string(o, key);
-  return is_null(o, key) || (s && !*s);
-}
 
 /* tokenizer.json's model.merges: strings "left right" or pairs ["left", "right"]. */
 static gboolean read_merges_json(Build *b, CohortTokenizer *t, JsonNode *node)
@@ -80,57 +43,61 @@ static gboolean read_merges_json(Build *b, CohortTokenizer *t, JsonNode *node)
   return TRUE;
 }
 
-static gboolean check_model(Build *b, JsonObject *model)
+/* The model's options; the vocabulary and merges are read after the pre-tokenizer (which says
+ * how to read the keys). */
+static const char *const model_keys[] = {"type",
+                                         "dropout",
+                                         "unk_token",
+                                         "continuing_subword_prefix",
+                                         "end_of_word_suffix",
+                                         "fuse_unk",
+                                         "byte_fallback",
+                                         "ignore_merges",
+                                         "vocab",
+                                         "merges",
+                                         NULL};
+
+static gboolean check_model(Build *b, CohortTokenizer *t, JsonObject *model)
 {
-  const char *type = member_string(model, "type");
-  if (type && strcmp(type, "BPE") != 0)
-    return bpe_fail(b, "model.type \"%s\" is not allowed; allowed: \"BPE\" (byte-level BPE)", type);
-  if (!is_null(model, "dropout"))
-    return bpe_fail(b, "model.dropout is set; allowed: null (BPE dropout is for training a "
-                       "tokenizer, not for encoding data)");
+  const char *type = tok_json_string(model, "type");
+  if (type && strcmp(type, "BPE") != 0) {
+    g_autofree char *ty = bpe_shown(type);
+    return bpe_fail(b, "model.type \"%s\" is not a model Cohort implements; allowed: \"BPE\"", ty);
+  }
+  JsonNode *drop = json_object_get_member(model, "dropout");
+  if (drop && !JSON_NODE_HOLDS_NULL(drop) &&
+      !(JSON_NODE_HOLDS_VALUE(drop) && json_node_get_value_type(drop) == G_TYPE_DOUBLE &&
+        json_node_get_double(drop) == 0.0))
+    return bpe_fail(b, "model.dropout is set; allowed: null or 0 (BPE dropout is for training "
+                       "a tokenizer, not for encoding data)");
   static const char *const unset[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-  for (guint i = 0; i < G_N_ELEMENTS(unset); i++)
-    if (!unset_string(model, unset[i]))
-      return bpe_fail(b, "model.%s is set; allowed: null or \"\" (GPT-2's byte-level BPE)",
+  for (guint i = 0; i < G_N_ELEMENTS(unset); i++) {
+    const char *s = tok_json_string(model, unset[i]);
+    if (!tok_json_is_null(model, unset[i]) && !(s && !*s))
+      return bpe_fail(b,
+                      "model.%s is set; allowed: null or \"\" (Cohort's BPE has no subword "
+                      "prefixes or suffixes)",
                       unset[i]);
-  static const char *const off[] = {"byte_fallback", "ignore_merges"};
-  for (guint i = 0; i < G_N_ELEMENTS(off); i++)
-    if (!is_null(model, off[i]) && member_bool(model, off[i]) != 0)
-      return bpe_fail(b, "model.%s is not false; allowed: false (GPT-2's byte-level BPE)", off[i]);
+  }
+  static const char *const flags[] = {"fuse_unk", "byte_fallback", "ignore_merges"};
+  int v[3];
+  for (guint i = 0; i < 3; i++) {
+    v[i] = tok_json_bool(model, flags[i]);
+    if (v[i] == -2)
+      return bpe_fail(b, "model.%s is not true or false", flags[i]);
+  }
+  t->fuse_unk = v[0] > 0, t->byte_fallback = v[1] > 0, t->ignore_merges = v[2] > 0;
+  if (!tok_json_is_null(model, "unk_token") && !tok_json_string(model, "unk_token"))
+    return bpe_fail(b, "model.unk_token is not a string or null");
   return TRUE;
 }
 
-/* The normalizer, pre-tokenizer and decoder GPT-2 has: none, ByteLevel (no prefix space, the
- * GPT-2 split) and ByteLevel. */
-static gboolean check_pipeline(Build *b, JsonObject *root)
-{
-  if (!is_null(root, "normalizer"))
-    return bpe_fail(b, "normalizer is set; allowed: null (GPT-2 encodes text as it is)");
-  JsonObject *pre = member_object(root, "pre_tokenizer");
-  const char *type = pre ? member_string(pre, "type") : NULL;
-  if (!type || strcmp(type, "ByteLevel") != 0)
-    return bpe_fail(b,
-                    "pre_tokenizer is %s%s%s; allowed: {\"type\": \"ByteLevel\", "
-                    "\"add_prefix_space\": false} (GPT-2's split)",
-                    type ? "\"" : "", type ? type : "not a ByteLevel pre-tokenizer",
-                    type ? "\"" : "");
-  if (member_bool(pre, "add_prefix_space") != 0)
-    return bpe_fail(b, "pre_tokenizer.add_prefix_space is not false; allowed: false (a prefix "
-                       "space would not decode back to the text)");
-  if (!is_null(pre, "use_regex") && member_bool(pre, "use_regex") != 1)
-    return bpe_fail(b, "pre_tokenizer.use_regex is not true; allowed: true (GPT-2's split)");
-  JsonObject *dec = member_object(root, "decoder");
-  const char *dtype = dec ? member_string(dec, "type") : NULL;
-  if (!is_null(root, "decoder") && (!dtype || strcmp(dtype, "ByteLevel") != 0))
-    return bpe_fail(b, "decoder is %s; allowed: null or {\"type\": \"ByteLevel\"}",
-                    dtype ? dtype : "not an object with a type");
-  return TRUE;
-}
-
-/* added_tokens: [{"id": N, "content": "…", …}]: tokens written as text, recognised in text
- * only where special tokens are asked for. */
+/* added_tokens: [{"id": N, "content": "…", "special", "lstrip", "rstrip", "normalized",
+ * "single_word"}]: tokens found in text before the pipeline runs. */
 static gboolean read_added(Build *b, JsonNode *node)
 {
+  static const char *const keys[] = {"id",     "content",    "single_word", "lstrip",
+                                     "rstrip", "normalized", "special",     NULL};
   if (!node || JSON_NODE_HOLDS_NULL(node))
     return TRUE;
   if (!JSON_NODE_HOLDS_ARRAY(node))
@@ -144,16 +111,28 @@ static gboolean read_added(Build *b, JsonNode *node)
     JsonNode *e = json_array_get_element(a, i);
     JsonObject *o = JSON_NODE_HOLDS_OBJECT(e) ? json_node_get_object(e) : NULL;
     JsonNode *idn = o ? json_object_get_member(o, "id") : NULL;
-    const char *content = o ? member_string(o, "content") : NULL;
+    const char *content = o ? tok_json_string(o, "content") : NULL;
+    g_autofree char *where = g_strdup_printf("added_tokens[%u]", i);
     if (!idn || !JSON_NODE_HOLDS_VALUE(idn) || json_node_get_value_type(idn) != G_TYPE_INT64 ||
         !content || !*content)
       return bpe_fail(b,
                       "added_tokens[%u] is not an object with an integer \"id\" and a "
                       "non-empty \"content\"",
                       i);
+    int flag[5];
+    static const char *const names[] = {"single_word", "lstrip", "rstrip", "normalized", "special"};
+    for (int k = 0; k < 5; k++) {
+      flag[k] = tok_json_bool(o, names[k]);
+      if (flag[k] == -2)
+        return bpe_fail(b, "%s.%s is not true or false", where, names[k]);
+    }
+    if (flag[0] > 0)
+      return bpe_fail(b,
+                      "%s.single_word is true; allowed: false (Cohort does not implement "
+                      "single-word added tokens)",
+                      where);
     gint64 id = json_node_get_int(idn);
     g_autoptr(GBytes) bytes = g_bytes_new(content, strlen(content));
-    g_autofree char *where = g_strdup_printf("added_tokens[%u]", i);
     GBytes *have = id >= 0 && id < b->tokens->len ? b->tokens->pdata[id] : NULL;
     if (have && !g_bytes_equal(have, bytes)) {
       g_autofree char *k = bpe_shown(content);
@@ -163,8 +142,18 @@ static gboolean read_added(Build *b, JsonNode *node)
                       "text",
                       where, id, k);
     }
-    if (!have && !bpe_add_token(b, where, id, bytes))
+    if (!tok_json_only(b, o, where, keys) || (!have && !bpe_add_token(b, where, id, bytes)))
       return FALSE;
+    /* Special tokens match as written; others as the library's default says (normalized
+     * unless special). */
+    gboolean special = flag[4] > 0;
+    TokAdded added = {.content = g_bytes_ref(bytes),
+                      .id = (gint32)id,
+                      .special = special,
+                      .lstrip = flag[1] > 0,
+                      .rstrip = flag[2] > 0,
+                      .normalized = flag[3] < 0 ? !special : flag[3] > 0};
+    g_array_append_val(b->added, added);
     g_ptr_array_add(b->special_text, g_bytes_ref(bytes));
     gint32 id32 = (gint32)id;
     g_array_append_val(b->special_id, id32);
@@ -174,15 +163,45 @@ static gboolean read_added(Build *b, JsonNode *node)
 
 gboolean bpe_read_tokenizer_json(Build *b, CohortTokenizer *t, JsonNode *root)
 {
+  static const char *const keys[] = {
+      "version",       "truncation", "padding",        "added_tokens", "normalizer",
+      "pre_tokenizer", "model",      "post_processor", "decoder",      NULL};
   if (!JSON_NODE_HOLDS_OBJECT(root))
     return bpe_fail(b, "not a JSON object; allowed: a Hugging Face tokenizer.json");
   JsonObject *o = json_node_get_object(root);
-  JsonObject *model = member_object(o, "model");
+  JsonObject *model = tok_json_object(o, "model");
   if (!model)
     return bpe_fail(b, "has no \"model\" object; allowed: a Hugging Face tokenizer.json");
-  if (!check_model(b, model) || !check_pipeline(b, o))
+  t->pipeline = TRUE;
+  t->normalizers = g_ptr_array_new_with_free_func(tok_norm_free);
+  t->pretoks = g_ptr_array_new_with_free_func(tok_pre_free);
+  t->decoders = g_ptr_array_new_with_free_func(tok_dec_free);
+  if (!check_model(b, t, model) ||
+      !tok_read_normalizer(b, t, json_object_get_member(o, "normalizer")) ||
+      !tok_read_pre_tokenizer(b, t, json_object_get_member(o, "pre_tokenizer")) ||
+      !tok_read_decoder(b, t, json_object_get_member(o, "decoder")))
     return FALSE;
-  return bpe_read_vocab(b, json_object_get_member(model, "vocab"), "model.vocab") &&
-         read_added(b, json_object_get_member(o, "added_tokens")) &&
-         read_merges_json(b, t, json_object_get_member(model, "merges"));
+  b->raw = !t->byte_level;
+  if (t->byte_level && t->byte_fallback)
+    return bpe_fail(b, "model.byte_fallback is true with a ByteLevel pre-tokenizer; allowed: "
+                       "one or the other (byte-level tokens already cover every byte)");
+  if (!bpe_read_vocab(b, json_object_get_member(model, "vocab"), "model.vocab") ||
+      !read_added(b, json_object_get_member(o, "added_tokens")) ||
+      !read_merges_json(b, t, json_object_get_member(model, "merges")) ||
+      !tok_read_post_processor(b, t, json_object_get_member(o, "post_processor")) ||
+      /* Members Cohort does not know, after the known ones had their say. */
+      !tok_json_only(b, model, "model", model_keys) || !tok_json_only(b, o, "tokenizer.json", keys))
+    return FALSE;
+  const char *unk = tok_json_string(model, "unk_token");
+  t->unk_id = -1;
+  if (unk) {
+    g_autoptr(GBytes) key = bpe_key_bytes(b, unk);
+    gpointer v = key ? g_hash_table_lookup(b->ids, key) : NULL;
+    if (!v) {
+      g_autofree char *k = bpe_shown(unk);
+      return bpe_fail(b, "model.unk_token \"%s\" is not a token of model.vocab", k);
+    }
+    t->unk_id = GPOINTER_TO_INT(v) - 1;
+  }
+  return TRUE;
 }

@@ -155,7 +155,7 @@ static gboolean load_json(CohortTokenizer *t, const char *path, GError **error)
     return FALSE;
   Build b = {0};
   bpe_build_init(&b, path, error);
-  gboolean ok = bpe_read_tokenizer_json(&b, t, root) && bpe_finish(&b, t);
+  gboolean ok = bpe_read_tokenizer_json(&b, t, root) && tok_finish(&b, t);
   bpe_build_clear(&b);
   return ok;
 }
@@ -197,6 +197,18 @@ static gboolean is_file(const char *path)
   return g_file_test(path, G_FILE_TEST_IS_REGULAR);
 }
 
+/* An error when `path` exists but is not a regular file (a FIFO, a device, a folder). */
+static gboolean not_regular(const char *path, GError **error)
+{
+  GStatBuf st;
+  if (g_stat(path, &st) != 0 || S_ISREG(st.st_mode))
+    return FALSE;
+  g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO,
+              "%s: it is %s, not a regular file; allowed: a regular file", path,
+              cohort_file_kind(st.st_mode));
+  return TRUE;
+}
+
 gboolean cohort_tokenizer_in_folder(const char *dir, const char **what)
 {
   g_autofree char *json = g_build_filename(dir, "tokenizer.json", NULL);
@@ -216,6 +228,12 @@ gboolean cohort_tokenizer_find(const char *path, char **json, char **vocab, char
   *json = *vocab = *merges = NULL;
   if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
     const char *what = NULL;
+    static const char *const names[] = {"tokenizer.json", "vocab.json", "merges.txt"};
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+      g_autofree char *p = g_build_filename(path, names[i], NULL);
+      if (not_regular(p, error))
+        return FALSE;
+    }
     if (!cohort_tokenizer_in_folder(path, &what)) {
       g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO,
                   "%s: the folder holds neither tokenizer.json nor vocab.json and merges.txt; "
@@ -238,9 +256,16 @@ gboolean cohort_tokenizer_find(const char *path, char **json, char **vocab, char
   }
   g_autofree char *dir = g_path_get_dirname(path);
   g_autofree char *base = g_path_get_basename(path);
+  if (not_regular(path, error))
+    return FALSE;
   if (g_str_equal(base, "vocab.json") || g_str_equal(base, "merges.txt")) {
     *vocab = g_build_filename(dir, "vocab.json", NULL);
     *merges = g_build_filename(dir, "merges.txt", NULL);
+    if (not_regular(*vocab, error) || not_regular(*merges, error)) {
+      g_clear_pointer(vocab, g_free);
+      g_clear_pointer(merges, g_free);
+      return FALSE;
+    }
     const char *missing = !is_file(*vocab) ? *vocab : !is_file(*merges) ? *merges : NULL;
     if (missing) {
       g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_IO,
@@ -254,6 +279,16 @@ gboolean cohort_tokenizer_find(const char *path, char **json, char **vocab, char
   }
   *json = g_strdup(path);
   return TRUE;
+}
+
+/* The id whose text is `s` (an added token's content), or -1. */
+static int find_text(const CohortTokenizer *t, const char *s)
+{
+  gsize n = strlen(s);
+  for (int id = t->n_ids - 1; id >= 0; id--)
+    if (t->spans[id].len == n && memcmp(t->blob + t->spans[id].offset, s, n) == 0)
+      return id;
+  return -1;
 }
 
 CohortTokenizer *cohort_tokenizer_load(const char *path, GError **error)
@@ -281,5 +316,9 @@ CohortTokenizer *cohort_tokenizer_load(const char *path, GError **error)
   }
   g_autofree char *dir = g_path_get_dirname(t->files[0]);
   keep_companions(t, dir);
+  if (!tok_read_config(t, dir, error))
+    return NULL;
+  if (t->eot < 0 && t->bos_token)
+    t->eot = find_text(t, t->bos_token);
   return g_steal_pointer(&t);
 }

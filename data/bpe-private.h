@@ -2,6 +2,7 @@
 #pragma once
 
 #include "data/tokenizer.h"
+#include "data/tok-pipeline.h"
 
 /* One token's bytes, in CohortTokenizer.blob. */
 typedef struct {
@@ -15,15 +16,25 @@ typedef struct {
   guint32 rank, merged;
 } BpeMerge;
 
+/* How a document may be cut between threads and ranks so that its parts, encoded on their
+ * own, give the ids of the whole (data/tok-cut.c). */
+typedef enum {
+  TOK_CUT_NONE,          /* nowhere: a document is one piece of work */
+  TOK_CUT_SPACE,         /* before a space between two printable ASCII characters */
+  TOK_CUT_SPACE_NEWLINE, /* that, or after a newline between two non-spaces (GPT-2's rule) */
+} TokCutRule;
+
 struct CohortTokenizer {
   int n_ids;
+  /* Each id's text: for byte-level tokenizers the bytes it decodes to, else the vocabulary's
+   * string (or an added token's content). */
   guint8 *blob;
   BpeSpan *spans; /* [n_ids] */
   gint32 byte_id[256];
   BpeMerge *merges; /* [merge_mask + 1] */
   guint32 merge_mask;
   guint32 n_merges;
-  /* Special (added) tokens, longest first, so that the longest match wins. */
+  /* Special (added) tokens of GPT-2's files, longest first, so that the longest match wins. */
   GPtrArray *special_text; /* of GBytes */
   GArray *special_id;      /* of gint32 */
   int eot;
@@ -31,6 +42,27 @@ struct CohortTokenizer {
   char **files;
   const char *kind;
   GPtrArray *exports; /* of BpeFile: what cohort_tokenizer_export writes */
+
+  /* ---- a Hugging Face pipeline (tokenizer.json); data/tok-pipeline.h ---- */
+  gboolean pipeline;   /* FALSE: GPT-2's path (bpe_piece_end, merges as GPT-2's bpe()) */
+  gboolean byte_level; /* the model sees bytes (ByteLevel pre-tokenizer) */
+  gboolean gpt2_split; /* ByteLevel's own regex: bpe_piece_end */
+  gboolean ignore_merges, byte_fallback, fuse_unk;
+  gint32 unk_id;          /* -1: none */
+  gint32 byte_token[256]; /* byte fallback's <0xXX> tokens, -1 where missing */
+  GHashTable *char_ids;   /* gunichar → id + 1, for models that see characters */
+  guint32 *word_table;    /* the model's vocabulary by its text (ignore_merges): ids + 1 */
+  guint32 word_mask;
+  GPtrArray *normalizers; /* TokNorm */
+  GPtrArray *pretoks;     /* TokPre */
+  GPtrArray *decoders;    /* TokDec; empty: the tokens joined by spaces */
+  gboolean bytes_decode;  /* decoding is the concatenation of spans (ByteLevel, GPT-2) */
+  TokAddedSet *added_raw, *added_norm;
+  TokPost post;
+  char *word_cut; /* a character where a long word may be cut, or NULL */
+  TokCutRule cut_rule;
+  /* tokenizer_config.json (data/tok-config.c) */
+  char *bos_token, *eos_token, *chat_template;
 };
 
 /* A file the tokenizer was read from (or found beside it), as read. */
@@ -53,6 +85,12 @@ static inline const BpeMerge *bpe_merge_find(const CohortTokenizer *t, guint32 a
   }
 }
 
+/* The model vocabulary's id whose text (spans) is p[0..n), or -1; bpe_word_table_build makes
+ * the table from the ids [0, n_model) (data/bpe-vocab.c). */
+gint32 bpe_word_find(const CohortTokenizer *t, const guint8 *p, gsize n);
+void bpe_word_table_build(CohortTokenizer *t, const gboolean *in_model);
+guint64 bpe_hash_bytes(const guint8 *p, gsize n);
+
 /* Builds the tables from a vocabulary (token bytes by id, all ids 0..n-1 present) and merges
  * given as pairs of ids in rank order (a later copy of a pair replaces an earlier one, as
  * GPT-2's, Hugging Face's and the JavaScript encoder's dictionaries do); `merged` is the id of
@@ -70,6 +108,10 @@ gsize bpe_piece_end(const guint8 *text, gsize len, gsize i);
 extern const gunichar *bpe_byte_chars(void);
 int bpe_char_byte(gunichar c);
 
+/* Whether text may be cut at s[p] under cut rule `rule` (TokCutRule: 1 the space rule, 2 also
+ * the newline rule); bpe_split_init first. */
+gboolean bpe_cut_at(int rule, const guint8 *s, gsize len, gsize p);
+
 /* Sets up the ASCII class table of the pre-tokenizer (once; thread-safe). */
 void bpe_split_init(void);
 
@@ -86,6 +128,9 @@ typedef struct {
   GPtrArray *special_text;
   GArray *special_id;
   GError **error;
+  gboolean raw;         /* vocabulary keys are the tokens' text (not GPT-2's byte characters) */
+  GByteArray *in_model; /* 1 for the ids of the model's vocabulary */
+  GArray *added;        /* TokAdded of tokenizer.json's added_tokens */
 } Build;
 
 void bpe_build_init(Build *b, const char *source, GError **error);
@@ -106,5 +151,17 @@ gboolean bpe_add_merge(Build *b, CohortTokenizer *t, const char *left, const cha
 /* Moves the tokens into `t` (ids must be 0..n-1 each once), finds <|endoftext|>, keeps the
  * special tokens, and builds the byte table. */
 gboolean bpe_finish(Build *b, CohortTokenizer *t);
+/* bpe_finish without the byte table. */
+gboolean bpe_finish_tokens(Build *b, CohortTokenizer *t);
 /* tokenizer.json's root object (data/bpe-load-json.c). */
 gboolean bpe_read_tokenizer_json(Build *b, CohortTokenizer *t, JsonNode *root);
+/* A vocabulary key as the tokens' bytes (GPT-2's byte characters decoded, or the text itself
+ * when b->raw); NULL when it is not made of byte characters. */
+GBytes *bpe_key_bytes(Build *b, const char *key);
+/* Finishes a tokenizer.json: the tables the pipeline needs, the added tokens, the cut rules
+ * (data/tok-setup.c). */
+gboolean tok_finish(Build *b, CohortTokenizer *t);
+/* tokenizer_config.json (and chat_template.jinja) in `dir`, when there (data/tok-config.c). */
+gboolean tok_read_config(CohortTokenizer *t, const char *dir, GError **error);
+/* Where a document may be cut (data/tok-cut.c), decided from the pipeline. */
+void tok_decide_cuts(CohortTokenizer *t, const gboolean *in_model);

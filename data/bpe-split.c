@@ -186,22 +186,30 @@ static gboolean nonspace_before(const guint8 *s, gsize len, gsize p)
   return start + n != p || k != CL_SPACE;
 }
 
+gboolean bpe_cut_at(int rule, const guint8 *s, gsize len, gsize p)
+{
+  if (p < 2 || p + 1 >= len)
+    return FALSE;
+  /* "x y": the piece before ends at the space, which begins the next piece. */
+  if (s[p] == ' ' && printable_ascii(s[p - 1]) && printable_ascii(s[p + 1]))
+    return TRUE;
+  /* "x\ny" (text without spaces, such as Chinese or Japanese): the newline is a piece of its
+   * own (or ends the piece of punctuation before it), and the next piece begins after it. */
+  if (rule == 2 && s[p - 1] == '\n' && s[p] != '\n' && nonspace_before(s, len, p - 1)) {
+    gsize n;
+    if (class_at(s, len, p, &n) != CL_SPACE)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 gsize cohort_bpe_safe_cut(const char *text, gsize len, gsize want)
 {
   init_ascii();
   const guint8 *s = (const guint8 *)text;
-  for (gsize p = MAX(want, 2); p + 1 < len; p++) {
-    /* "x y": the piece before ends at the space, which begins the next piece. */
-    if (s[p] == ' ' && printable_ascii(s[p - 1]) && printable_ascii(s[p + 1]))
+  for (gsize p = MAX(want, 2); p + 1 < len; p++)
+    if (bpe_cut_at(2, s, len, p))
       return p;
-    /* "x\ny" (text without spaces, such as Chinese or Japanese): the newline is a piece of its
-     * own, and the next piece begins after it. */
-    if (s[p - 1] == '\n' && s[p] != '\n' && nonspace_before(s, len, p - 1)) {
-      gsize n;
-      if (class_at(s, len, p, &n) != CL_SPACE)
-        return p;
-    }
-  }
   return len;
 }
 

@@ -107,6 +107,25 @@ void cohort_tokenizer_free(CohortTokenizer *t)
   g_strfreev(t->files);
   if (t->exports)
     g_ptr_array_unref(t->exports);
+  if (t->char_ids)
+    g_hash_table_unref(t->char_ids);
+  g_free(t->word_table);
+  if (t->normalizers)
+    g_ptr_array_unref(t->normalizers);
+  if (t->pretoks)
+    g_ptr_array_unref(t->pretoks);
+  if (t->decoders)
+    g_ptr_array_unref(t->decoders);
+  tok_added_set_free(t->added_raw);
+  tok_added_set_free(t->added_norm);
+  if (t->post.prefix)
+    g_array_unref(t->post.prefix);
+  if (t->post.suffix)
+    g_array_unref(t->post.suffix);
+  g_free(t->word_cut);
+  g_free(t->bos_token);
+  g_free(t->eos_token);
+  g_free(t->chat_template);
   g_free(t);
 }
 
@@ -143,21 +162,43 @@ const guint8 *cohort_tokenizer_token_bytes(const CohortTokenizer *t, int id, gsi
   return t->blob + t->spans[id].offset;
 }
 
-gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n, GByteArray *out,
-                                 GError **error)
+guint64 bpe_hash_bytes(const guint8 *p, gsize n)
 {
-  for (gsize i = 0; i < n; i++) {
-    if (ids[i] < 0 || ids[i] >= t->n_ids) {
-      g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_ID,
-                  "token %d at position %" G_GSIZE_FORMAT
-                  " is not an id of this tokenizer (allowed: 0 to %d)",
-                  ids[i], i, t->n_ids - 1);
-      return FALSE;
-    }
+  guint64 h = 0xCBF29CE484222325ull ^ n;
+  for (gsize i = 0; i < n; i++)
+    h = (h ^ p[i]) * 0x100000001B3ull;
+  return h ^ (h >> 29);
+}
+
+void bpe_word_table_build(CohortTokenizer *t, const gboolean *in_model)
+{
+  guint32 cap = 16;
+  while (cap < 2 * (guint32)t->n_ids + 2)
+    cap *= 2;
+  t->word_table = g_new0(guint32, cap);
+  t->word_mask = cap - 1;
+  for (int id = 0; id < t->n_ids; id++) {
+    if (!in_model[id])
+      continue;
+    const BpeSpan *s = &t->spans[id];
+    guint64 h = bpe_hash_bytes(t->blob + s->offset, s->len);
+    guint32 i = (guint32)h & t->word_mask;
+    while (t->word_table[i])
+      i = (i + 1) & t->word_mask;
+    t->word_table[i] = (guint32)id + 1;
   }
-  for (gsize i = 0; i < n; i++) {
-    const BpeSpan *s = &t->spans[ids[i]];
-    g_byte_array_append(out, t->blob + s->offset, s->len);
+}
+
+gint32 bpe_word_find(const CohortTokenizer *t, const guint8 *p, gsize n)
+{
+  if (!t->word_table)
+    return -1;
+  guint64 h = bpe_hash_bytes(p, n);
+  for (guint32 i = (guint32)h & t->word_mask; t->word_table[i]; i = (i + 1) & t->word_mask) {
+    guint32 id = t->word_table[i] - 1;
+    const BpeSpan *s = &t->spans[id];
+    if (s->len == n && memcmp(t->blob + s->offset, p, n) == 0)
+      return (gint32)id;
   }
-  return TRUE;
+  return -1;
 }

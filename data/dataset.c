@@ -31,11 +31,11 @@ typedef struct {
   gsize count;        /* tokens in this segment */
   gsize start;        /* index of the first token in the whole stream */
   gsize offset;       /* byte offset of the first token in the file */
+  int width;          /* bytes per token: 1 (text), 2 or 4 (shards) */
 } Segment;
 
 struct CohortDataset {
   GArray *segments; /* of Segment */
-  int elem_size;    /* 1 for text bytes, 2 for uint16 shard tokens */
   int vocab_size;
   gsize n_tokens;
   int seq_len;
@@ -62,6 +62,7 @@ static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gb
   const char *path = seg.path;
   seg.data = (const guint8 *)g_mapped_file_get_contents(seg.map);
   seg.count = g_mapped_file_get_length(seg.map);
+  seg.width = 1;
   g_array_append_val(ds->segments, seg);
 
   const char *end = NULL;
@@ -87,10 +88,14 @@ static gboolean add_text_file(CohortDataset *ds, Segment seg, int vocab_size, gb
   return TRUE;
 }
 
-gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
-                                  gsize *n_tokens, GError **error)
+int cohort_shard_width(int vocab_size)
 {
+  return vocab_size > 65536 ? 4 : 2;
+}
 
+gboolean cohort_token_shard_check_width(const guint8 *bytes, gsize size, const char *path,
+                                        gsize *n_tokens, int *width, GError **error)
+{
   if (size < SHARD_HEADER_SIZE) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
                 "%s: %" G_GSIZE_FORMAT " bytes is shorter than the %" G_GSIZE_FORMAT
@@ -103,16 +108,20 @@ gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *p
   gint32 magic = GINT32_FROM_LE(header[0]);
   gint32 version = GINT32_FROM_LE(header[1]);
   gint32 count = GINT32_FROM_LE(header[2]);
-  if (magic != SHARD_MAGIC) {
+  if (magic != SHARD_MAGIC && magic != COHORT_SHARD32_MAGIC) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
-                "%s: bad magic %d in the header (an llm.c token shard starts with %d)", path, magic,
-                SHARD_MAGIC);
+                "%s: bad magic %d in the header (an llm.c token shard starts with %d, or %d for "
+                "32-bit tokens)",
+                path, magic, SHARD_MAGIC, COHORT_SHARD32_MAGIC);
     return FALSE;
   }
-  if (version != SHARD_VERSION) {
+  int w = magic == SHARD_MAGIC ? 2 : 4;
+  int want = w == 2 ? SHARD_VERSION : COHORT_SHARD32_VERSION;
+  if (version != want) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
-                "%s: unsupported shard version %d (only version %d, uint16 tokens, is read)", path,
-                version, SHARD_VERSION);
+                "%s: unsupported shard version %d after magic %d (read: version 1, uint16 tokens, "
+                "after 20240520; version 7, uint32 tokens, after 20240801)",
+                path, version, magic);
     return FALSE;
   }
   if (count < 0) {
@@ -120,7 +129,7 @@ gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *p
                 "%s: negative token count %d in the header", path, count);
     return FALSE;
   }
-  gsize expect = SHARD_HEADER_SIZE + (gsize)count * sizeof(guint16);
+  gsize expect = SHARD_HEADER_SIZE + (gsize)count * (gsize)w;
   if (size != expect) {
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT,
                 "%s: the header says %d tokens (%" G_GSIZE_FORMAT
@@ -129,7 +138,15 @@ gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *p
     return FALSE;
   }
   *n_tokens = (gsize)count;
+  if (width)
+    *width = w;
   return TRUE;
+}
+
+gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
+                                  gsize *n_tokens, GError **error)
+{
+  return cohort_token_shard_check_width(bytes, size, path, n_tokens, NULL, error);
 }
 
 static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, gboolean scan,
@@ -140,20 +157,20 @@ static gboolean add_shard_file(CohortDataset *ds, Segment seg, int vocab_size, g
   gsize size = g_mapped_file_get_length(seg.map);
   g_array_append_val(ds->segments, seg);
   gsize count = 0;
-  if (!cohort_token_shard_check(bytes, size, path, &count, error))
+  int width = 2;
+  if (!cohort_token_shard_check_width(bytes, size, path, &count, &width, error))
     return FALSE;
 
   Segment *s = &g_array_index(ds->segments, Segment, ds->segments->len - 1);
   s->data = bytes + SHARD_HEADER_SIZE;
   s->offset = SHARD_HEADER_SIZE;
   s->count = count;
+  s->width = width;
   /* A scan of many shards is a long phase: ranks waiting for this one see it move. */
   cohort_phase_tick();
   for (gsize i = 0; scan && i < s->count; i++) {
-    guint16 tok;
-    memcpy(&tok, s->data + 2 * i, sizeof tok);
-    tok = GUINT16_FROM_LE(tok);
-    if (tok >= vocab_size) {
+    guint32 tok = cohort_shard_token(s->data, width, i);
+    if (tok >= (guint32)vocab_size) {
       g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
                   "%s: token %u at position %" G_GSIZE_FORMAT " is not below vocab_size %d", path,
                   tok, i, vocab_size);
@@ -219,7 +236,6 @@ CohortDataset *cohort_dataset_open_prepared(const char *path, CohortDataFormat f
   g_autoptr(CohortDataset) ds = g_new0(CohortDataset, 1);
   ds->segments = g_array_new(FALSE, TRUE, sizeof(Segment));
   g_array_set_clear_func(ds->segments, segment_clear);
-  ds->elem_size = format == COHORT_DATA_TEXT ? 1 : 2;
   ds->vocab_size = vocab_size;
   ds->seq_len = seq_len;
   const char *const suffixes[] = {format == COHORT_DATA_TEXT ? ".txt" : ".bin", NULL};
@@ -306,13 +322,8 @@ static void copy_tokens(const CohortDataset *ds, gsize pos, int count, int *out)
       s = &g_array_index(ds->segments, Segment, si);
     }
     gsize k = pos - s->start;
-    if (ds->elem_size == 1) {
-      out[t] = s->data[k];
-    } else {
-      guint16 tok;
-      memcpy(&tok, s->data + 2 * k, sizeof tok);
-      out[t] = GUINT16_FROM_LE(tok);
-    }
+    /* Ids above INT_MAX become negative and fail the range check, as they must. */
+    out[t] = s->width == 1 ? s->data[k] : (int)cohort_shard_token(s->data, s->width, k);
   }
 }
 
@@ -321,14 +332,14 @@ static gboolean range_error(const CohortDataset *ds, gsize pos, const int *buf, 
                             GError **error)
 {
   for (int t = 0; t < n; t++, pos++) {
-    if (buf[t] < ds->vocab_size)
+    if ((guint)buf[t] < (guint)ds->vocab_size)
       continue;
     const Segment *s = &g_array_index(ds->segments, Segment, find_segment(ds, pos));
     gsize k = pos - s->start;
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_VOCAB,
-                "%s: token %d at position %" G_GSIZE_FORMAT " (byte offset %" G_GSIZE_FORMAT
+                "%s: token %u at position %" G_GSIZE_FORMAT " (byte offset %" G_GSIZE_FORMAT
                 ") is not below vocab_size %d; the file changed after it was checked",
-                s->path, buf[t], k, s->offset + k * (gsize)ds->elem_size, ds->vocab_size);
+                s->path, (guint)buf[t], k, s->offset + k * (gsize)s->width, ds->vocab_size);
     return FALSE;
   }
   return TRUE;
@@ -344,10 +355,10 @@ gboolean cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs
   /* The open scanned every token (or the index vouched for the file), but a mapped file can
    * change under a run: no id outside the vocabulary may reach a kernel. One pass for the
    * maximum (it vectorises), a second only to name the culprit. */
-  int max = 0;
+  guint max = 0;
   for (int t = 0; t <= T; t++)
-    max = MAX(max, buf[t]);
-  if (max >= ds->vocab_size)
+    max = MAX(max, (guint)buf[t]);
+  if (max >= (guint)ds->vocab_size)
     return range_error(ds, index * (gsize)T, buf, T + 1, error);
   memcpy(inputs, buf, sizeof(int) * T);
   memcpy(targets, buf + 1, sizeof(int) * T);

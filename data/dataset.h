@@ -1,11 +1,14 @@
 /* Training data as one stream of token ids: byte-level text (a UTF-8 file, or a folder whose
  * .txt files are read in name order and joined) or llm.c token shards (.bin: 256 int32
- * header, magic 20240520, version 1, token count, then uint16 tokens; a file, or a folder of
- * .bin files in name order). Examples are windows of seq_len + 1 tokens: window i starts at
- * token i * seq_len, so there are (n_tokens - 1) / seq_len of them. */
+ * header, magic 20240520 version 1 with uint16 tokens or magic 20240801 version 7 with uint32
+ * tokens, token count, then the tokens; a file, or a folder of .bin files in name order).
+ * Examples are windows of seq_len + 1 tokens: window i starts at token i * seq_len, so there
+ * are (n_tokens - 1) / seq_len of them. */
 #pragma once
 
 #include <glib.h>
+#include <string.h>
+
 #include "data/format.h"
 
 G_BEGIN_DECLS
@@ -54,15 +57,37 @@ gboolean cohort_dataset_window(const CohortDataset *ds, gsize index, int *inputs
                                GError **error);
 
 /* llm.c's token shard: a header of 256 little-endian int32 (magic, version, token count, the
- * rest unused) and the tokens as little-endian uint16. */
+ * rest unused) and the tokens, little-endian: uint16 under magic 20240520 version 1 (its
+ * GPT-2 shards), uint32 under magic 20240801 version 7 (its Llama 3 shards, for vocabularies
+ * above 65,536 ids). */
 #define COHORT_SHARD_MAGIC        20240520
 #define COHORT_SHARD_VERSION      1
+#define COHORT_SHARD32_MAGIC      20240801
+#define COHORT_SHARD32_VERSION    7
 #define COHORT_SHARD_HEADER_BYTES (256 * sizeof(gint32))
+
+/* Bytes per token of the shards for a vocabulary of `vocab_size` ids: 2 or 4. */
+int cohort_shard_width(int vocab_size);
 
 /* Checks a shard's header and size against each other; *n_tokens gets the count. Errors
  * (COHORT_DATA_ERROR_FORMAT) name `path` and what is wrong. */
 gboolean cohort_token_shard_check(const guint8 *bytes, gsize size, const char *path,
                                   gsize *n_tokens, GError **error);
+/* The same, with *width (may be NULL) the bytes per token (2 or 4). */
+gboolean cohort_token_shard_check_width(const guint8 *bytes, gsize size, const char *path,
+                                        gsize *n_tokens, int *width, GError **error);
+/* Token i of a shard's body (`width` bytes each, little-endian). */
+static inline guint32 cohort_shard_token(const guint8 *body, int width, gsize i)
+{
+  if (width == 2) {
+    guint16 v;
+    memcpy(&v, body + 2 * i, 2);
+    return GUINT16_FROM_LE(v);
+  }
+  guint32 v;
+  memcpy(&v, body + 4 * i, 4);
+  return GUINT32_FROM_LE(v);
+}
 
 /* Byte-level text: the prompt's bytes as token ids (vocab 256); decoding is the identity. */
 int *cohort_text_encode(const char *text, int *n_tokens);

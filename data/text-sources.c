@@ -108,9 +108,52 @@ static guint file_at(const CohortTextSources *s, guint64 pos)
   return lo;
 }
 
+/* The start of the character that holds byte `p` of s (not before `floor`). */
+static gsize char_floor(const char *s, gsize p, gsize floor)
+{
+  while (p > floor && ((guint8)s[p] & 0xC0) == 0x80)
+    p--;
+  return p;
+}
+
+/* The next place after `p` (a cut place of text file f) where f may be cut: the tokenizer's
+ * next safe place when there is one within COHORT_TEXT_MAX_RUN bytes, else a forced cut that
+ * many bytes on (at a character boundary; *forced set). These places depend on the text alone
+ * (each forced cut is counted from the safe place or the start before it), so any reader that
+ * starts at one of them finds the same ones after it. */
+static gsize next_place(const CohortTokenizer *tok, const TextFile *f, gsize p, gboolean *forced)
+{
+  gsize span = MIN(f->size, p + COHORT_TEXT_MAX_RUN + 8);
+  gsize s = cohort_tokenizer_safe_cut(tok, f->data, span, p + 1);
+  *forced = s > p + COHORT_TEXT_MAX_RUN || (s == span && span < f->size);
+  if (!*forced)
+    return s == span ? f->size : s;
+  gsize c = char_floor(f->data, p + COHORT_TEXT_MAX_RUN, p + 1);
+  return c > p ? c : p + COHORT_TEXT_MAX_RUN;
+}
+
+/* The first place at or after `want` (< limit) walking from `p`, a place; *forced says whether
+ * it is a forced cut. */
+static gsize walk(const CohortTokenizer *tok, const TextFile *f, gsize p, gsize want, gsize limit,
+                  gboolean *forced)
+{
+  *forced = FALSE;
+  while (p < want && p < limit)
+    p = next_place(tok, f, p, forced);
+  return MIN(p, limit);
+}
+
+/* A place at or before `want` in text file f from which to walk: a safe place (the tokenizer
+ * allows one), else the file's start. */
+static gsize place_before(const CohortTokenizer *tok, const TextFile *f, gsize want)
+{
+  return cohort_tokenizer_safe_cut_before(tok, f->data, f->size, want, 0);
+}
+
 /* The first place at or after `want` (an offset in file f) where f's bytes may be cut, up to
- * `limit`: after a newline in a .jsonl file, else where the split allows. */
-static gsize cut_in_file(const TextFile *f, gsize want, gsize limit)
+ * `limit`: after a newline in a .jsonl file, else where the tokenizer allows (data/tok-cut.c)
+ * or a long run without such a place must be cut. */
+static gsize cut_in_file(const CohortTokenizer *tok, const TextFile *f, gsize want, gsize limit)
 {
   if (want == 0 || want >= limit)
     return MIN(want, limit);
@@ -118,10 +161,12 @@ static gsize cut_in_file(const TextFile *f, gsize want, gsize limit)
     const char *nl = memchr(f->data + want - 1, '\n', limit - (want - 1));
     return nl ? (gsize)(nl - f->data) + 1 : limit;
   }
-  return cohort_bpe_safe_cut(f->data, limit, want);
+  gboolean forced;
+  return walk(tok, f, place_before(tok, f, want), want, limit, &forced);
 }
 
-guint64 cohort_text_sources_cut(const CohortTextSources *s, guint k, guint n)
+guint64 cohort_text_sources_cut(const CohortTextSources *s, const CohortTokenizer *tok, guint k,
+                                guint n)
 {
   if (k >= n || s->size == 0)
     return k >= n ? s->size : 0;
@@ -130,11 +175,12 @@ guint64 cohort_text_sources_cut(const CohortTextSources *s, guint k, guint n)
     return 0;
   guint i = file_at(s, want);
   const TextFile *f = &g_array_index(s->files, TextFile, i);
-  return f->start + cut_in_file(f, (gsize)(want - f->start), f->size);
+  return f->start + cut_in_file(tok, f, (gsize)(want - f->start), f->size);
 }
 
-gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end, gsize chunk_bytes,
-                                        guint64 *pos, CohortTextChunk *chunk)
+gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, const CohortTokenizer *tok,
+                                        guint64 end, gsize chunk_bytes, guint64 *pos,
+                                        CohortTextChunk *chunk)
 {
   while (*pos < end) {
     guint i = file_at(s, *pos);
@@ -145,9 +191,25 @@ gboolean cohort_text_sources_next_chunk(const CohortTextSources *s, guint64 end,
       *pos = f->start + f->size;
       continue;
     }
-    gsize stop = cut_in_file(f, MIN(begin + chunk_bytes, limit), limit);
-    *chunk = (CohortTextChunk){
-        .file = i, .jsonl = f->jsonl, .begin = begin, .end = stop, .data = f->data};
+    gboolean forced = FALSE;
+    gsize stop;
+    if (f->jsonl) {
+      stop = cut_in_file(tok, f, MIN(begin + chunk_bytes, limit), limit);
+    } else {
+      /* From begin (a place) to the first place at or after begin + chunk_bytes; a forced
+       * place on the way ends the chunk there, so every reader cuts at it. */
+      stop = begin;
+      do
+        stop = next_place(tok, f, stop, &forced);
+      while (!forced && stop < begin + chunk_bytes && stop < limit);
+      stop = MIN(stop, limit);
+    }
+    *chunk = (CohortTextChunk){.file = i,
+                               .jsonl = f->jsonl,
+                               .begin = begin,
+                               .end = stop,
+                               .data = f->data,
+                               .forced = forced && stop < f->size};
     *pos = f->start + stop;
     return TRUE;
   }

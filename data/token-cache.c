@@ -65,12 +65,15 @@ static gint64 shard_tokens(const char *path)
   /* The size check needs the whole length: the header and the file's size suffice. */
   if (!ok || st.st_size < (off_t)sizeof header)
     return -1;
-  gint32 count;
+  gint32 count, magic;
+  memcpy(&magic, header, sizeof magic);
   memcpy(&count, header + 8, sizeof count);
   count = GINT32_FROM_LE(count);
-  if (count < 0 || (guint64)st.st_size != sizeof header + 2 * (guint64)count)
+  guint64 width = GINT32_FROM_LE(magic) == COHORT_SHARD32_MAGIC ? 4 : 2;
+  if (count < 0 || (guint64)st.st_size != sizeof header + width * (guint64)count)
     return -1;
-  if (!cohort_token_shard_check(header, sizeof header + 2 * (gsize)count, path, &n, NULL))
+  if (!cohort_token_shard_check(header, sizeof header + (gsize)width * (gsize)count, path, &n,
+                                NULL))
     return -1;
   return (gint64)n;
 }
@@ -152,8 +155,8 @@ gboolean cohort_token_cache_write_part(const char *folder, const CohortTextSourc
   PartJob pj = {w, progress, user_data};
   CohortTokenizeJob job = {.tokenizer = tok,
                            .threads = threads,
-                           .begin = cohort_text_sources_cut(src, k, n),
-                           .end = cohort_text_sources_cut(src, k + 1, n),
+                           .begin = cohort_text_sources_cut(src, tok, k, n),
+                           .end = cohort_text_sources_cut(src, tok, k + 1, n),
                            .sink = part_sink,
                            .progress = part_progress,
                            .user_data = &pj};
@@ -182,4 +185,74 @@ gboolean cohort_token_cache_seal(const char *folder, GError **error)
   g_string_append(json, "\n]}\n");
   g_autofree char *path = g_build_filename(folder, MANIFEST, NULL);
   return cohort_write_file_atomic(path, json->str, json->len, error);
+}
+
+/* Whether `name` is a folder name cohort_token_cache_folder makes: tokens-<16 hex digits>. */
+static gboolean cache_folder_name(const char *name)
+{
+  if (!g_str_has_prefix(name, "tokens-") || strlen(name) != 7 + 16)
+    return FALSE;
+  for (const char *p = name + 7; *p; p++)
+    if (!g_ascii_isxdigit(*p) || g_ascii_isupper(*p))
+      return FALSE;
+  return TRUE;
+}
+
+/* Whether the folder holds only what a token cache holds: part-*.bin shards, manifest.json,
+ * and temporary files of either; regular files, no folders. */
+static gboolean holds_only_cache_files(const char *folder)
+{
+  g_autoptr(GDir) d = g_dir_open(folder, 0, NULL);
+  if (!d)
+    return FALSE;
+  const char *name;
+  while ((name = g_dir_read_name(d))) {
+    g_autofree char *path = g_build_filename(folder, name, NULL);
+    GStatBuf st;
+    if (g_lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+      return FALSE;
+    gboolean ours = (g_str_has_prefix(name, "part-") &&
+                     (g_str_has_suffix(name, ".bin") || strstr(name, ".bin.tmp-"))) ||
+                    g_str_equal(name, MANIFEST) || g_str_has_prefix(name, MANIFEST ".tmp-");
+    if (!ours)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean cohort_token_cache_prune(const char *cache_dir, const char *const *keep,
+                                  GPtrArray *removed, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GDir) d = g_dir_open(cache_dir, 0, &local);
+  if (!d)
+    return TRUE; /* no cache folder yet: nothing to prune */
+  g_autoptr(GPtrArray) doomed = g_ptr_array_new_with_free_func(g_free);
+  const char *name;
+  while ((name = g_dir_read_name(d))) {
+    if (!cache_folder_name(name))
+      continue;
+    g_autofree char *path = g_build_filename(cache_dir, name, NULL);
+    gboolean kept = FALSE;
+    for (guint i = 0; keep && keep[i] && !kept; i++) {
+      g_autofree char *base = g_path_get_basename(keep[i]);
+      kept = g_str_equal(base, name);
+    }
+    GStatBuf st;
+    if (kept || g_lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || !holds_only_cache_files(path))
+      continue;
+    g_ptr_array_add(doomed, g_steal_pointer(&path));
+  }
+  for (guint i = 0; i < doomed->len; i++) {
+    const char *path = doomed->pdata[i];
+    cohort_remove_tree(path);
+    if (g_file_test(path, G_FILE_TEST_EXISTS)) {
+      g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                  "%s: cannot remove this token cache of earlier data", path);
+      return FALSE;
+    }
+    if (removed)
+      g_ptr_array_add(removed, g_strdup(path));
+  }
+  return TRUE;
 }

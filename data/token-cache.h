@@ -39,4 +39,12 @@ GPtrArray *cohort_token_cache_part_files(const char *folder, guint k, GError **e
 /* Writes manifest.json for the .bin files now in the folder: the set is complete. */
 gboolean cohort_token_cache_seal(const char *folder, GError **error);
 
+/* Removes the token caches in `cache_dir` that `keep` (NULL-terminated folders) does not
+ * name: caches of earlier versions of the data or another tokenizer. Only Cohort's own
+ * folders are touched: named tokens-<16 hex digits>, holding nothing but regular files named
+ * as a cache names them (part-*.bin, manifest.json and their temporary files); anything else
+ * there stays. `removed` (may be NULL) gets the paths removed. */
+gboolean cohort_token_cache_prune(const char *cache_dir, const char *const *keep,
+                                  GPtrArray *removed, GError **error);
+
 G_END_DECLS

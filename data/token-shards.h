@@ -12,10 +12,13 @@ G_BEGIN_DECLS
 
 typedef struct CohortShardWriter CohortShardWriter;
 
-/* A writer for the shards of `out` ("DIR/NAME.bin"), for ids below `vocab_size`. Refused
- * (COHORT_DATA_ERROR_VOCAB) when vocab_size is above 65,536: version-1 shards hold uint16. */
+/* A writer for the shards of `out` ("DIR/NAME.bin"), for ids below `vocab_size`: llm.c's
+ * uint16 shards for vocabularies of up to 65,536 ids, its uint32 shards (magic 20240801,
+ * version 7) above. Refused: a name that does not end in .bin, an existing path that is not a
+ * regular file (/dev/null, a FIFO). The tokens are collected in an unnamed temporary file, so
+ * an interrupted run leaves nothing behind. */
 CohortShardWriter *cohort_shard_writer_new(const char *out, int vocab_size, GError **error);
-/* Removes the temporary file (and anything half-written). */
+/* Closes the temporary file. */
 void cohort_shard_writer_free(CohortShardWriter *w);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortShardWriter, cohort_shard_writer_free)
 

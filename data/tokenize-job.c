@@ -20,6 +20,7 @@ typedef struct {
   GArray *ids;  /* gint32 */
   guint64 docs;
   gboolean not_utf8;
+  guint64 cuts; /* cuts where the tokenizer allows none (forced chunk ends, long words) */
   GError *error;
   gboolean done;
 } Unit;
@@ -50,13 +51,24 @@ static void unit_free(Unit *u)
   g_free(u);
 }
 
-static void add_document(CohortEncoder *enc, Unit *u, const char *text, gsize len, gint32 eot)
+/* Encodes text into the unit; a failure names the file and the byte range. */
+static gboolean encode_text(CohortEncoder *enc, Unit *u, const char *text, gsize len, guint flags,
+                            const char *where)
+{
+  if (cohort_encoder_encode(enc, text, len, flags, u->ids, &u->error))
+    return TRUE;
+  g_prefix_error(&u->error, "%s: %s: ", u->path, where);
+  return FALSE;
+}
+
+static gboolean add_document(CohortEncoder *enc, Unit *u, const char *text, gsize len, gint32 eot,
+                             const char *where)
 {
   if (len == 0)
-    return;
+    return TRUE;
   g_array_append_val(u->ids, eot);
-  cohort_encoder_encode(enc, text, len, FALSE, u->ids);
   u->docs++;
+  return encode_text(enc, u, text, len, 0, where);
 }
 
 /* One .jsonl line: a JSON object whose "text" is the document. */
@@ -89,8 +101,8 @@ static gboolean add_json_line(CohortEncoder *enc, Unit *u, const char *line, gsi
     return FALSE;
   }
   const char *s = json_node_get_string(text);
-  add_document(enc, u, s, strlen(s), eot);
-  return TRUE;
+  g_autofree char *where = g_strdup_printf("line %" G_GUINT64_FORMAT, number);
+  return add_document(enc, u, s, strlen(s), eot, where);
 }
 
 static void encode_unit(CohortEncoder *enc, const CohortTokenizer *tok, Unit *u)
@@ -99,13 +111,16 @@ static void encode_unit(CohortEncoder *enc, const CohortTokenizer *tok, Unit *u)
   const char *p = c->data + c->begin;
   gsize len = c->end - c->begin;
   gint32 eot = cohort_tokenizer_eot(tok);
+  guint64 cut0 = cohort_encoder_pieces_cut(enc);
   if (!c->jsonl) {
     u->not_utf8 = !cohort_text_is_utf8(p, len);
-    if (c->begin == 0) {
-      add_document(enc, u, p, len, eot);
-    } else {
-      cohort_encoder_encode(enc, p, len, FALSE, u->ids);
-    }
+    g_autofree char *where =
+        g_strdup_printf("bytes %" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT, c->begin, c->end);
+    if (c->begin == 0)
+      add_document(enc, u, p, len, eot, where);
+    else
+      encode_text(enc, u, p, len, COHORT_ENCODE_CONTINUES, where);
+    u->cuts = cohort_encoder_pieces_cut(enc) - cut0 + (c->forced ? 1 : 0);
     return;
   }
   guint64 number = u->line;
@@ -116,6 +131,7 @@ static void encode_unit(CohortEncoder *enc, const CohortTokenizer *tok, Unit *u)
       return;
     i = stop + 1;
   }
+  u->cuts = cohort_encoder_pieces_cut(enc) - cut0;
 }
 
 static gpointer worker(gpointer data)
@@ -154,7 +170,7 @@ static Unit *next_unit(const CohortTextSources *src, const CohortTokenizeJob *jo
                        LineState *ls)
 {
   CohortTextChunk c;
-  if (!cohort_text_sources_next_chunk(src, job->end, CHUNK_BYTES, pos, &c))
+  if (!cohort_text_sources_next_chunk(src, job->tokenizer, job->end, CHUNK_BYTES, pos, &c))
     return NULL;
   Unit *u = g_new0(Unit, 1);
   u->chunk = c;
@@ -184,7 +200,8 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
 {
   if (cohort_tokenizer_eot(job->tokenizer) < 0) {
     g_set_error(error, COHORT_TOKENIZER_ERROR, COHORT_TOKENIZER_ERROR_FORMAT,
-                "%s: the tokenizer has no <|endoftext|> token, which separates documents",
+                "%s: the tokenizer has no <|endoftext|> token and tokenizer_config.json names no "
+                "bos_token, one of which begins each document",
                 cohort_tokenizer_files(job->tokenizer)[0]);
     return FALSE;
   }
@@ -199,6 +216,7 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
 
   CohortTokenizeProgress prog = {.bytes_total = job->end - job->begin};
   g_autoptr(GHashTable) bad_files = g_hash_table_new(NULL, NULL);
+  g_autoptr(GHashTable) cut_files = g_hash_table_new(NULL, NULL);
   GQueue window = G_QUEUE_INIT;
   LineState ls = {.file = G_MAXUINT};
   guint64 pos = job->begin;
@@ -230,6 +248,12 @@ gboolean cohort_tokenize_run(const CohortTextSources *src, const CohortTokenizeJ
       prog.documents += u->docs;
       prog.elapsed_s = (double)(g_get_monotonic_time() - t0) / 1e6;
       prog.cpu_s = cpu_seconds() - cpu0;
+      prog.cuts += u->cuts;
+      if (u->cuts && !g_hash_table_contains(cut_files, GUINT_TO_POINTER(u->chunk.file + 1))) {
+        g_hash_table_add(cut_files, GUINT_TO_POINTER(u->chunk.file + 1));
+        if (job->cut_files)
+          g_ptr_array_add(job->cut_files, g_strdup(u->path));
+      }
       if (u->not_utf8 && !g_hash_table_contains(bad_files, GUINT_TO_POINTER(u->chunk.file + 1))) {
         g_hash_table_add(bad_files, GUINT_TO_POINTER(u->chunk.file + 1));
         if (not_utf8)

@@ -1,9 +1,10 @@
-/* Byte-level BPE as GPT-2 defines it: a Hugging Face tokenizer.json (model BPE with the
- * ByteLevel pre-tokenizer) or GPT-2's vocab.json + merges.txt, the GPT-2 pre-tokenizer split
- * (contractions, letters, numbers, other, whitespace runs; Unicode categories from GLib),
- * merges by rank, special tokens recognised only where asked, and decoding. Any byte string
- * encodes (invalid UTF-8 included: each byte that is not part of a valid character counts as
- * an "other" character) and decodes back to itself. docs/data.md explains the details.
+/* BPE tokenizers: GPT-2's vocab.json + merges.txt (byte-level BPE as GPT-2's encoder.py does
+ * it: the GPT-2 split, merges by rank, special tokens recognised only where asked), and a
+ * Hugging Face tokenizer.json as the tokenizers library defines it: the BPE model (byte_fallback,
+ * ignore_merges, fuse_unk), normalizers, pre-tokenizers (Split through PCRE2, ByteLevel,
+ * Metaspace, Digits), added tokens, post-processors and decoders (data/tok-pipeline.h). Any byte
+ * string encodes (invalid UTF-8 included) and, with byte-level or byte-fallback tokenizers,
+ * decodes back to itself. docs/data.md explains the details.
  *
  * A loaded tokenizer never changes, so several threads may encode with it at once, each
  * through its own CohortEncoder (which holds a cache of the pieces it has seen). */
@@ -19,6 +20,7 @@ typedef enum {
   COHORT_TOKENIZER_ERROR_IO,     /* missing, unreadable, not a regular file, too large */
   COHORT_TOKENIZER_ERROR_FORMAT, /* not a tokenizer Cohort can use, named with the reason */
   COHORT_TOKENIZER_ERROR_ID,     /* a token id outside the vocabulary (decoding) */
+  COHORT_TOKENIZER_ERROR_REGEX,  /* a regular expression stopped at its match limit (encoding) */
 } CohortTokenizerError;
 
 /* Limits on files from strangers: GPT-2's tokenizer.json is 1.4 MB with 50,257 tokens. */
@@ -39,21 +41,29 @@ gboolean cohort_tokenizer_find(const char *path, char **json, char **vocab, char
  * *what (may be NULL) gets "tokenizer.json" or "vocab.json + merges.txt". */
 gboolean cohort_tokenizer_in_folder(const char *dir, const char **what);
 
-/* Loads the tokenizer at `path` (see cohort_tokenizer_find). Refused, with one line naming the
- * file, the field and what is allowed: files that are not regular, larger than
- * COHORT_TOKENIZER_MAX_FILE or not strict JSON; a model other than BPE; a pre-tokenizer other
- * than ByteLevel (with add_prefix_space false and the GPT-2 split); a normalizer; BPE options
- * that change the algorithm (dropout, subword prefixes, byte fallback, ignore_merges); token
- * ids that are not 0..N-1 each once or more than COHORT_TOKENIZER_MAX_TOKENS; a vocabulary
- * lacking one of the 256 byte tokens; a merge whose parts or result are not tokens. */
+/* Loads the tokenizer at `path` (see cohort_tokenizer_find), and tokenizer_config.json beside
+ * it when there is one. Refused, with one line naming the file, the field and what is
+ * allowed: files that are not regular, larger than COHORT_TOKENIZER_MAX_FILE or not strict
+ * JSON; a model other than BPE; a component (normalizer, pre-tokenizer, post-processor,
+ * decoder) or a member Cohort does not implement; BPE dropout, subword prefixes or suffixes;
+ * a regular expression PCRE2 cannot compile or that backtracks without end on test texts;
+ * token ids that are not 0..N-1 each once or more than COHORT_TOKENIZER_MAX_TOKENS; a
+ * byte-level vocabulary lacking one of the 256 byte tokens; a merge whose parts or result are
+ * not tokens. */
 CohortTokenizer *cohort_tokenizer_load(const char *path, GError **error);
 void cohort_tokenizer_free(CohortTokenizer *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortTokenizer, cohort_tokenizer_free)
 
 /* Number of ids (the largest id + 1); what the model's vocab_size must be. */
 int cohort_tokenizer_vocab_size(const CohortTokenizer *t);
-/* The id of "<|endoftext|>", or -1 when the tokenizer has none. */
+/* The token that begins each document: "<|endoftext|>" where the tokenizer has it (GPT-2,
+ * Qwen), else tokenizer_config.json's bos_token (Llama 2's <s>, Llama 3's
+ * <|begin_of_text|>); -1 when there is neither. */
 int cohort_tokenizer_eot(const CohortTokenizer *t);
+/* tokenizer_config.json's chat_template, bos_token and eos_token (NULL when not given). */
+const char *cohort_tokenizer_chat_template(const CohortTokenizer *t);
+const char *cohort_tokenizer_bos_token(const CohortTokenizer *t);
+const char *cohort_tokenizer_eos_token(const CohortTokenizer *t);
 /* SHA-256 (hex) of the tokenizer's files, in the order cohort_tokenizer_files lists them. */
 const char *cohort_tokenizer_sha256(const CohortTokenizer *t);
 /* The files it was read from (absolute paths), NULL-terminated. */
@@ -66,13 +76,20 @@ const char *cohort_tokenizer_kind(const CohortTokenizer *t);
  * special_tokens_map.json when they were beside them; each atomically. */
 gboolean cohort_tokenizer_export(const CohortTokenizer *t, const char *dir, GError **error);
 
-/* The bytes token `id` decodes to (*len of them); NULL for an id outside the vocabulary. */
+/* The text of token `id` (*len bytes): for byte-level tokenizers the bytes it decodes to,
+ * for others the vocabulary's string; NULL for an id outside the vocabulary. */
 const guint8 *cohort_tokenizer_token_bytes(const CohortTokenizer *t, int id, gsize *len);
 
-/* Appends the bytes of ids[0..n) to `out`; FALSE with COHORT_TOKENIZER_ERROR_ID naming the
- * first id outside the vocabulary and its position (nothing is appended then). */
+/* Appends the text of ids[0..n) to `out`, through the tokenizer's decoders (bytes that are
+ * not UTF-8 are kept, where the library would write U+FFFD); FALSE with
+ * COHORT_TOKENIZER_ERROR_ID naming the first id outside the vocabulary and its position
+ * (nothing is appended then). */
 gboolean cohort_tokenizer_decode(const CohortTokenizer *t, const int *ids, gsize n, GByteArray *out,
                                  GError **error);
+/* The same for a part of a longer list: `first` says whether ids[0] is the list's first id
+ * (the decoders that strip the first token's prefix look at it). */
+gboolean cohort_tokenizer_decode_part(const CohortTokenizer *t, const int *ids, gsize n,
+                                      gboolean first, GByteArray *out, GError **error);
 
 /* One thread's encoder: the tokenizer, a cache of pieces seen (bounded, cleared when full)
  * and scratch memory. */
@@ -81,25 +98,52 @@ CohortEncoder *cohort_encoder_new(const CohortTokenizer *t);
 void cohort_encoder_free(CohortEncoder *e);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortEncoder, cohort_encoder_free)
 
-/* Appends the ids of text[0..len) (any bytes) to `ids` (a GArray of gint32). With
- * `allow_special`, the tokenizer's special tokens ("<|endoftext|>", added tokens) written in
- * the text become their ids; otherwise they are text like any other. */
-void cohort_encoder_encode(CohortEncoder *e, const char *text, gsize len, gboolean allow_special,
-                           GArray *ids);
+typedef enum {
+  /* Special tokens written in the text ("<|endoftext|>", added tokens marked special) become
+   * their ids; otherwise they are text like any other. Added tokens that are not special are
+   * always found, as the tokenizers library finds them. TRUE means this flag. */
+  COHORT_ENCODE_SPECIAL = 1 << 0,
+  /* The text continues a document cut where cohort_tokenizer_safe_cut allowed: it begins no
+   * section (no Prepend, no "first" prefix). */
+  COHORT_ENCODE_CONTINUES = 1 << 1,
+  /* The post-processor's tokens around the text (add_special_tokens=True: Llama 2's <s>). */
+  COHORT_ENCODE_ADD_SPECIAL = 1 << 2,
+} CohortEncodeFlags;
 
-/* cohort_encoder_encode with a temporary encoder; returns a new array of *n ids. */
-int *cohort_tokenizer_encode(const CohortTokenizer *t, const char *text, gsize len,
-                             gboolean allow_special, gsize *n);
+/* Appends the ids of text[0..len) (any bytes) to `ids` (a GArray of gint32), with `flags`
+ * (CohortEncodeFlags; TRUE is COHORT_ENCODE_SPECIAL). FALSE, with nothing appended, when a
+ * regular expression of the tokenizer stops at its match limit
+ * (COHORT_TOKENIZER_ERROR_REGEX); GPT-2's tokenizers never fail. */
+gboolean cohort_encoder_encode(CohortEncoder *e, const char *text, gsize len, guint flags,
+                               GArray *ids, GError **error);
+/* Words the encoder had to cut where the tokenizer allows no cut (a run of more than 1 MiB
+ * without one: its ids there differ from the library's). */
+guint64 cohort_encoder_pieces_cut(const CohortEncoder *e);
+
+/* cohort_encoder_encode with a temporary encoder; returns a new array of *n ids (NULL with
+ * the error when encoding fails). */
+int *cohort_tokenizer_encode(const CohortTokenizer *t, const char *text, gsize len, guint flags,
+                             gsize *n, GError **error);
 
 /* The pieces the GPT-2 pre-tokenizer cuts text[0..len) into, as the end offset of each piece
  * (ascending, the last is len); for tests and for cutting documents between pieces. */
 GArray *cohort_bpe_split(const char *text, gsize len);
 
 /* A position near `want` in text[from..len) where the text can be cut into two parts that
- * encode, each on its own, to the ids of the whole: a space between two printable ASCII
- * characters (the piece before it ends there, and the space begins the next piece whatever
- * follows). Returns the first such position at or after `want`, or len when there is none. */
+ * encode, each on its own, to the ids of the whole, by GPT-2's split: a space between two
+ * printable ASCII characters (the piece before it ends there, and the space begins the next
+ * piece whatever follows), or after a newline between two non-spaces. Returns the first such
+ * position at or after `want`, or len when there is none. */
 gsize cohort_bpe_safe_cut(const char *text, gsize len, gsize want);
+
+/* The same for tokenizer `t` (NULL: GPT-2's rule), whose pipeline decides where a document
+ * may be cut (data/tok-cut.c); the second part is encoded with COHORT_ENCODE_CONTINUES.
+ * _before: the last such position at or before `want` and above `floor`, else floor. */
+gsize cohort_tokenizer_safe_cut(const CohortTokenizer *t, const char *text, gsize len, gsize want);
+gsize cohort_tokenizer_safe_cut_before(const CohortTokenizer *t, const char *text, gsize len,
+                                       gsize want, gsize floor);
+/* Whether the tokenizer has any place to cut a document. */
+gboolean cohort_tokenizer_cuts_documents(const CohortTokenizer *t);
 
 /* Whether text[0..len) is UTF-8 (NUL bytes included, which are characters like any other). */
 gboolean cohort_text_is_utf8(const char *text, gsize len);

@@ -28,7 +28,7 @@ static void check_works(Ctx *c, const char *path, CohortTokenizer *tok)
     for (gsize i = 0; i < n; i++)
       text[i] = (guint8)fuzz_below(&c->rng, 256);
     gsize m = 0;
-    g_autofree int *ids = cohort_tokenizer_encode(tok, (char *)text, n, k % 2, &m);
+    g_autofree int *ids = cohort_tokenizer_encode(tok, (char *)text, n, k % 2, &m, NULL);
     g_byte_array_set_size(back, 0);
     if (!cohort_tokenizer_decode(tok, ids, m, back, NULL) || back->len != n ||
         memcmp(back->data, text, n) != 0) {

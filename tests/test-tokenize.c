@@ -6,6 +6,7 @@
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,7 +108,7 @@ static void expect_doc(Fixture *f, GArray *want, const char *text, gsize len)
 {
   g_array_append_val(want, f->eot);
   gsize n;
-  g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n);
+  g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n, NULL);
   g_array_append_vals(want, ids, (guint)n);
 }
 
@@ -230,20 +231,22 @@ static void test_cli_refusals(Fixture *f, gconstpointer data)
   g_autofree char *not_json = put_file(f, "worse.jsonl", "{\"text\": \"a\"}\n\n{text}\n", -1);
   g_autofree char *fine = put_file(f, "fine.txt", "fine", -1);
   g_autofree char *missing = g_build_filename(f->dir, "missing.txt", NULL);
-  g_autofree char *big = g_build_filename(f->dir, "big", NULL);
-  g_assert_cmpint(g_mkdir(big, 0755), ==, 0);
-  g_autoptr(GString) vocab = g_string_new("{");
-  for (int i = 0; i < 65537; i++) {
-    guint8 bytes[3] = {(guint8)(i & 0xff), (guint8)(i >> 8), (guint8)(i >> 16)};
-    g_autofree char *key = tf_key(bytes, i < 256 ? 1 : 3);
-    g_autofree char *lit = tf_json_string(key);
-    g_string_append_printf(vocab, "%s%s: %d", i ? ", " : "", lit, i);
-  }
-  g_string_append(vocab, "}");
-  g_autofree char *vp = g_build_filename(big, "vocab.json", NULL);
-  g_autofree char *mp = g_build_filename(big, "merges.txt", NULL);
-  g_assert_true(g_file_set_contents(vp, vocab->str, (gssize)vocab->len, NULL));
-  g_assert_true(g_file_set_contents(mp, "#version: 0.2\n", -1, NULL));
+  g_autofree char *odd = g_build_filename(f->dir, "odd", NULL);
+  g_assert_cmpint(g_mkdir(odd, 0755), ==, 0);
+  g_autofree char *txt_out = g_build_filename(odd, "tokens.txt", NULL);
+  /* Issue 33: a FIFO is refused as what it is, never opened (it would block). */
+  g_autofree char *fifo = g_build_filename(odd, "pipe.bin", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0644), ==, 0);
+  g_autofree char *fifo_tok = g_build_filename(odd, "fifo-tok", NULL);
+  g_assert_cmpint(g_mkdir(fifo_tok, 0755), ==, 0);
+  g_autofree char *fifo_json = g_build_filename(fifo_tok, "tokenizer.json", NULL);
+  g_assert_cmpint(mkfifo(fifo_json, 0644), ==, 0);
+  g_autofree char *fifo_pair = g_build_filename(odd, "fifo-pair", NULL);
+  g_assert_cmpint(g_mkdir(fifo_pair, 0755), ==, 0);
+  g_autofree char *pair_vocab = g_build_filename(fifo_pair, "vocab.json", NULL);
+  g_autofree char *pair_merges = g_build_filename(fifo_pair, "merges.txt", NULL);
+  g_assert_true(g_file_set_contents(pair_vocab, "{}", -1, NULL));
+  g_assert_cmpint(mkfifo(pair_merges, 0644), ==, 0);
   struct {
     const char *args[8];
     int status;
@@ -252,7 +255,11 @@ static void test_cli_refusals(Fixture *f, gconstpointer data)
       {{"--tokenizer", f->tokdir, "-o", out, bad_json, NULL}, 1, "bad.jsonl: line 2: no string"},
       {{"--tokenizer", f->tokdir, "-o", out, not_json, NULL}, 1, "worse.jsonl: line 3"},
       {{"--tokenizer", f->tokdir, "-o", out, missing, NULL}, 1, "missing.txt: no such file"},
-      {{"--tokenizer", big, "-o", out, fine, NULL}, 1, "65537 ids"},
+      {{"--tokenizer", f->tokdir, "-o", "/dev/null", fine, NULL}, 1, "/dev/null: it is a"},
+      {{"--tokenizer", f->tokdir, "-o", txt_out, fine, NULL}, 1, "not a shard's name"},
+      {{"--tokenizer", f->tokdir, "--decode", fifo, NULL}, 1, "FIFO"},
+      {{"--tokenizer", fifo_tok, "-o", out, fine, NULL}, 1, "tokenizer.json: it is a FIFO"},
+      {{"--tokenizer", pair_merges, "-o", out, fine, NULL}, 1, "merges.txt: it is a FIFO"},
       {{"--tokenizer", f->dir, "-o", out, fine, NULL}, 1, "holds neither tokenizer.json"},
       {{"--tokenizer", f->tokdir, fine, NULL}, 2, "-o OUT.bin is required"},
       {{"-o", out, fine, NULL}, 2, "--tokenizer PATH is required"},
@@ -274,11 +281,70 @@ static void test_cli_refusals(Fixture *f, gconstpointer data)
     run_clear(&r);
     g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
   }
+  g_assert_false(g_file_test("/dev/null.bin", G_FILE_TEST_EXISTS));
+  g_assert_false(g_file_test(txt_out, G_FILE_TEST_EXISTS));
   /* Nothing half-written is left behind either. */
   g_autoptr(GDir) d = g_dir_open(f->dir, 0, NULL);
   const char *name;
   while ((name = g_dir_read_name(d)))
     g_assert_null(strstr(name, ".tmp-"));
+}
+
+/* A vocabulary above 65,536 ids: llm.c's uint32 shards (magic 20240801, version 7), which
+ * --decode and the dataset reader read back. */
+static void test_cli_wide(Fixture *f, gconstpointer data)
+{
+  (void)data;
+  g_autofree char *big = g_build_filename(f->dir, "big", NULL);
+  g_assert_cmpint(g_mkdir(big, 0755), ==, 0);
+  g_autoptr(GString) vocab = g_string_new("{");
+  int n_ids = 70000;
+  for (int i = 0; i < n_ids - 1; i++) {
+    guint8 bytes[3] = {(guint8)(i & 0xff), (guint8)(i >> 8), (guint8)(i >> 16)};
+    g_autofree char *key = tf_key(bytes, i < 256 ? 1 : 3);
+    g_autofree char *lit = tf_json_string(key);
+    g_string_append_printf(vocab, "%s%s: %d", i ? ", " : "", lit, i);
+  }
+  g_string_append_printf(vocab, ", \"<|endoftext|>\": %d}", n_ids - 1);
+  g_autofree char *vp = g_build_filename(big, "vocab.json", NULL);
+  g_autofree char *mp = g_build_filename(big, "merges.txt", NULL);
+  g_assert_true(g_file_set_contents(vp, vocab->str, (gssize)vocab->len, NULL));
+  g_assert_true(g_file_set_contents(mp, "#version: 0.2\n", -1, NULL));
+  /* The document token, 69,999, needs 32 bits. */
+  g_autofree char *text = put_file(f, "wide.txt", "p wide", -1);
+  g_autofree char *out = g_build_filename(f->dir, "wide.bin", NULL);
+  const char *args[] = {"--tokenizer", big, "-o", out, text, "--quiet", NULL};
+  Run r = run(args);
+  g_assert_cmpint(r.status, ==, 0);
+  run_clear(&r);
+  g_autofree char *shard = NULL;
+  gsize len = 0;
+  g_assert_true(g_file_get_contents(out, &shard, &len, NULL));
+  gint32 head[3];
+  memcpy(head, shard, sizeof head);
+  g_assert_cmpint(GINT32_FROM_LE(head[0]), ==, COHORT_SHARD32_MAGIC);
+  g_assert_cmpint(GINT32_FROM_LE(head[1]), ==, COHORT_SHARD32_VERSION);
+  g_assert_cmpuint(len, ==, COHORT_SHARD_HEADER_BYTES + 4 * (gsize)GINT32_FROM_LE(head[2]));
+  const guint8 *body = (const guint8 *)shard + COHORT_SHARD_HEADER_BYTES;
+  g_assert_cmpuint(cohort_shard_token(body, 4, 0), ==, (guint)n_ids - 1);
+  g_assert_cmpuint(cohort_shard_token(body, 4, 1), ==, 'p');
+  /* Decoded back to the text, after the document token. */
+  const char *dec[] = {"--tokenizer", big, "--decode", out, NULL};
+  r = run(dec);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.out, ==, "<|endoftext|>p wide");
+  run_clear(&r);
+  /* The trainer's reader takes it, range-checked against the vocabulary. */
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortDataset) ds = cohort_dataset_open(out, COHORT_DATA_TOKENS, n_ids, 2, &error);
+  g_assert_no_error(error);
+  int in[2], tg[2];
+  g_assert_true(cohort_dataset_window(ds, 0, in, tg, NULL));
+  g_assert_cmpint(in[0], ==, n_ids - 1);
+  g_assert_cmpint(in[1], ==, 'p');
+  g_autoptr(CohortDataset) small = cohort_dataset_open(out, COHORT_DATA_TOKENS, 1000, 2, &error);
+  g_assert_null(small);
+  g_assert_nonnull(strstr(error->message, "is not below vocab_size 1000"));
 }
 
 static gboolean collect(const gint32 *ids, gsize n, gpointer data, GError **error)
@@ -316,8 +382,8 @@ static void test_job(Fixture *f, gconstpointer data)
       for (guint k = 0; k < parts; k++) {
         CohortTokenizeJob job = {.tokenizer = f->tok,
                                  .threads = threads,
-                                 .begin = cohort_text_sources_cut(src, k, parts),
-                                 .end = cohort_text_sources_cut(src, k + 1, parts),
+                                 .begin = cohort_text_sources_cut(src, f->tok, k, parts),
+                                 .end = cohort_text_sources_cut(src, f->tok, k + 1, parts),
                                  .sink = collect,
                                  .user_data = got};
         g_assert_true(cohort_tokenize_run(src, &job, NULL, NULL, NULL));
@@ -348,7 +414,7 @@ static void test_cache(Fixture *f, gconstpointer data)
   g_assert_true(cohort_token_cache_ready(folder, &n));
   gsize m;
   g_autofree int *ids =
-      cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29, FALSE, &m);
+      cohort_tokenizer_encode(f->tok, "some text to cache, some text", 29, FALSE, &m, NULL);
   g_assert_cmpuint(n, ==, m + 1);
   /* A stray shard, or one cut short, and the folder is not used. */
   g_autofree char *stray = g_build_filename(folder, "part-00007_000000.bin", NULL);
@@ -373,6 +439,7 @@ int main(int argc, char **argv)
   g_test_add("/tokenize/cli-shards", Fixture, NULL, setup, test_cli_shards, teardown);
   g_test_add("/tokenize/cli-not-utf8", Fixture, NULL, setup, test_cli_not_utf8, teardown);
   g_test_add("/tokenize/cli-refusals", Fixture, NULL, setup, test_cli_refusals, teardown);
+  g_test_add("/tokenize/cli-wide", Fixture, NULL, setup, test_cli_wide, teardown);
   g_test_add("/tokenize/job", Fixture, NULL, setup, test_job, teardown);
   g_test_add("/tokenize/cache", Fixture, NULL, setup, test_cache, teardown);
   return g_test_run();

@@ -79,7 +79,7 @@ static void check_doc(Fixture *f, guint i, const guint8 **p)
   /* The reference encoded this (the document itself unless it had invalid UTF-8). */
   g_assert_false(has_disputed_space(text, len));
   gsize n = 0;
-  g_autofree int *mine = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n);
+  g_autofree int *mine = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n, NULL);
   for (gsize k = 0; k < MIN(n, n_ref); k++)
     if (mine[k] != ref[k])
       g_error("document %u: token %" G_GSIZE_FORMAT " is %d, the reference's is %d", i, k, mine[k],
@@ -114,7 +114,7 @@ static GByteArray *decode_cases(Fixture *f, guint *n_cases)
       GBytes *doc = f->docs->pdata[corpus_below(&r, f->docs->len)];
       gsize n = 0, len = 0;
       const char *text = g_bytes_get_data(doc, &len);
-      g_autofree int *enc = cohort_tokenizer_encode(f->tok, text, MIN(len, 300), FALSE, &n);
+      g_autofree int *enc = cohort_tokenizer_encode(f->tok, text, MIN(len, 300), FALSE, &n, NULL);
       g_array_append_vals(ids, enc, (guint)n);
     }
     g_byte_array_set_size(bytes, 0);
@@ -177,7 +177,7 @@ static void check_round_trips(Fixture *f)
   for (guint i = 0; i < f->docs->len; i++) {
     gsize len, n;
     const char *text = g_bytes_get_data(f->docs->pdata[i], &len);
-    g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n);
+    g_autofree int *ids = cohort_tokenizer_encode(f->tok, text, len, FALSE, &n, NULL);
     g_byte_array_set_size(back, 0);
     g_assert_true(cohort_tokenizer_decode(f->tok, ids, n, back, NULL));
     g_assert_cmpmem(back->data, back->len, text, len);
@@ -216,7 +216,7 @@ static void check_threads(Fixture *f)
   g_assert_cmpuint(not_utf8->len, ==, 1);
   gsize n = 0;
   g_autofree int *whole =
-      cohort_tokenizer_encode(f->tok, (const char *)all->data, all->len, FALSE, &n);
+      cohort_tokenizer_encode(f->tok, (const char *)all->data, all->len, FALSE, &n, NULL);
   g_assert_cmpuint(got->len, ==, n + 1);
   g_assert_cmpint(g_array_index(got, gint32, 0), ==, cohort_tokenizer_eot(f->tok));
   g_assert_cmpmem(&g_array_index(got, gint32, 1), n * sizeof(int), whole, n * sizeof(int));

@@ -237,7 +237,7 @@ static void test_merges(Fixture *f, gconstpointer data)
         g_string_append_c(s, rep == 0 ? 'a' : g_rand_boolean(r) ? 'a' : 'b');
       g_autoptr(GPtrArray) want = ref_bpe(ranks, (const guint8 *)s->str, s->len);
       gsize m = 0;
-      g_autofree int *got = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &m);
+      g_autofree int *got = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &m, NULL);
       g_assert_cmpuint(m, ==, want->len);
       for (guint i = 0; i < want->len; i++) {
         const char *w = want->pdata[i];
@@ -275,15 +275,15 @@ static void test_formats(Fixture *f, gconstpointer data)
       corpus_document(5, i, s);
       g_string_append(s, " hello world aabbab 123 's");
       gsize n1, n2;
-      g_autofree int *a = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &n1);
-      g_autofree int *b = cohort_tokenizer_encode(t, s->str, s->len, FALSE, &n2);
+      g_autofree int *a = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &n1, NULL);
+      g_autofree int *b = cohort_tokenizer_encode(t, s->str, s->len, FALSE, &n2, NULL);
       g_assert_cmpmem(a, n1 * sizeof(int), b, n2 * sizeof(int));
     }
   }
   g_assert_cmpstr(cohort_tokenizer_kind(f->tok), ==, "vocab.json + merges.txt");
   g_assert_cmpint(cohort_tokenizer_eot(f->tok), ==, f->tiny->tokens->len);
   gsize n;
-  g_autofree int *hello = cohort_tokenizer_encode(f->tok, " hello world", 12, FALSE, &n);
+  g_autofree int *hello = cohort_tokenizer_encode(f->tok, " hello world", 12, FALSE, &n, NULL);
   g_assert_cmpuint(n, ==, 2);
   g_assert_cmpint(hello[0], ==, tf_find(f->tiny, (const guint8 *)" hello", 6));
   g_assert_cmpint(hello[1], ==, tf_find(f->tiny, (const guint8 *)" world", 6));
@@ -298,7 +298,7 @@ static void test_special(Fixture *f, gconstpointer data)
   int eot = (int)f->tiny->tokens->len, end = eot + 1;
   const char *text = "a<|endoftext|><|end|>b<|end|x";
   gsize n;
-  g_autofree int *on = cohort_tokenizer_encode(t, text, strlen(text), TRUE, &n);
+  g_autofree int *on = cohort_tokenizer_encode(t, text, strlen(text), TRUE, &n, NULL);
   int want[] = {'a', eot, end, 'b', '<', '|', 'e', 'n', 'd', '|', 'x'};
   g_assert_cmpuint(n, ==, G_N_ELEMENTS(want));
   for (guint i = 0; i < n; i++)
@@ -306,14 +306,14 @@ static void test_special(Fixture *f, gconstpointer data)
                     want[i] < 256 ? tf_find(f->tiny, (guint8[]){(guint8)want[i]}, 1) : want[i]);
   /* Not asked: the special tokens are text. */
   gsize m;
-  g_autofree int *off = cohort_tokenizer_encode(t, text, strlen(text), FALSE, &m);
+  g_autofree int *off = cohort_tokenizer_encode(t, text, strlen(text), FALSE, &m, NULL);
   for (guint i = 0; i < m; i++)
     g_assert_cmpint(off[i], <, eot);
   g_autoptr(GByteArray) back = g_byte_array_new();
   g_assert_true(cohort_tokenizer_decode(t, on, n, back, NULL));
   g_assert_cmpmem(back->data, back->len, text, strlen(text));
   /* vocab.json + merges.txt: <|endoftext|> is special (as Hugging Face's GPT2Tokenizer has it). */
-  g_autofree int *v = cohort_tokenizer_encode(f->tok, "<|endoftext|>", 13, TRUE, &n);
+  g_autofree int *v = cohort_tokenizer_encode(f->tok, "<|endoftext|>", 13, TRUE, &n, NULL);
   g_assert_cmpuint(n, ==, 1);
   g_assert_cmpint(v[0], ==, eot);
 }
@@ -331,7 +331,7 @@ static void test_round_trip(Fixture *f, gconstpointer data)
                           : k % 3 == 1 ? " ab\n\xc3\xa9\x80\xff"[g_rand_int_range(r, 0, 9)]
                                        : "  \t\xe3\x80\x80x"[g_rand_int_range(r, 0, 7)]);
     gsize m;
-    g_autofree int *ids = cohort_tokenizer_encode(f->tok, (char *)bytes, n, k % 2, &m);
+    g_autofree int *ids = cohort_tokenizer_encode(f->tok, (char *)bytes, n, k % 2, &m, NULL);
     g_byte_array_set_size(back, 0);
     g_assert_true(cohort_tokenizer_decode(f->tok, ids, m, back, NULL));
     g_assert_cmpmem(back->data, back->len, bytes, n);
@@ -355,15 +355,15 @@ static void test_safe_cut(Fixture *f, gconstpointer data)
   for (guint i = 0; i < 120; i++) {
     corpus_document(9, i, s);
     gsize n;
-    g_autofree int *whole = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &n);
+    g_autofree int *whole = cohort_tokenizer_encode(f->tok, s->str, s->len, FALSE, &n, NULL);
     for (gsize want = 0; want < s->len; want += 97) {
       gsize p = cohort_bpe_safe_cut(s->str, s->len, want);
       if (p >= s->len)
         break;
       g_assert_cmpuint(p, >=, want);
       gsize a, b;
-      g_autofree int *x = cohort_tokenizer_encode(f->tok, s->str, p, FALSE, &a);
-      g_autofree int *y = cohort_tokenizer_encode(f->tok, s->str + p, s->len - p, FALSE, &b);
+      g_autofree int *x = cohort_tokenizer_encode(f->tok, s->str, p, FALSE, &a, NULL);
+      g_autofree int *y = cohort_tokenizer_encode(f->tok, s->str + p, s->len - p, FALSE, &b, NULL);
       g_assert_cmpuint(a + b, ==, n);
       g_assert_cmpmem(x, a * sizeof(int), whole, a * sizeof(int));
       g_assert_cmpmem(y, b * sizeof(int), whole + a, b * sizeof(int));
@@ -385,19 +385,41 @@ static void test_refusals(Fixture *f, gconstpointer data)
   struct {
     const char *from, *to, *needle;
   } edits[] = {
-      {"\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}", "normalizer is set"},
+      {"\"normalizer\": null", "\"normalizer\": {\"type\": \"BertNormalizer\"}",
+       "normalizer.type \"BertNormalizer\" is not a normalizer Cohort implements"},
+      {"\"normalizer\": null",
+       "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": "
+       "[{\"type\": \"NFC\"}, {\"type\": \"Precompiled\"}]}",
+       "normalizer.normalizers[1].type \"Precompiled\""},
       {"\"dropout\": null", "\"dropout\": 0.1", "model.dropout"},
       {"\"fuse_unk\": false, ", "\"fuse_unk\": false, \"byte_fallback\": true, ",
        "model.byte_fallback"},
-      {"\"fuse_unk\": false, ", "\"fuse_unk\": false, \"ignore_merges\": true, ",
-       "model.ignore_merges"},
       {"\"type\": \"BPE\"", "\"type\": \"WordPiece\"", "model.type \"WordPiece\""},
       {"\"continuing_subword_prefix\": \"\"", "\"continuing_subword_prefix\": \"##\"",
        "model.continuing_subword_prefix"},
-      {"\"add_prefix_space\": false", "\"add_prefix_space\": true", "add_prefix_space"},
       {"\"type\": \"ByteLevel\", \"add_prefix_space\"",
-       "\"type\": \"Metaspace\", \"add_prefix_space\"", "\"Metaspace\""},
-      {"\"use_regex\": true", "\"use_regex\": false", "use_regex"},
+       "\"type\": \"Whitespace\", \"add_prefix_space\"", "pre_tokenizer.type \"Whitespace\""},
+      {"\"decoder\": {\"type\": \"ByteLevel\"}", "\"decoder\": {\"type\": \"WordPiece\"}",
+       "decoder.type \"WordPiece\""},
+      {"\"decoder\": {\"type\": \"ByteLevel\"}", "\"decoder\": {\"type\": \"Fuse\"}",
+       "needs the ByteLevel decoder"},
+      {"\"post_processor\": {\"type\": \"ByteLevel\"}",
+       "\"post_processor\": {\"type\": \"BertPostProcessor\"}",
+       "post_processor.type \"BertPostProcessor\""},
+      {"\"pre_tokenizer\": {",
+       "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+       "\"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\"}]}, \"p\": {",
+       "pre_tokenizer.pretokenizers[0].pattern.Regex: the regular expression \"(a\" is not one "
+       "PCRE2 reads"},
+      {"\"pre_tokenizer\": {",
+       "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+       "\"Split\", \"pattern\": {\"Regex\": \"(a+)+$\"}, \"behavior\": \"Isolated\"}]}, \"p\": {",
+       "match limit"},
+      {"\"pre_tokenizer\": {",
+       "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+       "\"ByteLevel\"}, {\"type\": \"Digits\"}]}, \"p\": {",
+       "ByteLevel as the last pre-tokenizer"},
+      {"\"id\": ", "\"single_word\": true, \"id\": ", "single_word is true"},
       {"\"merges\": [", "\"merges\": [\"a zz\", ", "\"zz\" is not a token"},
       {"\"merges\": [", "\"merges\": [\"a\", ", "is not a merge"},
       {"\"merges\": [", "\"merges\": [\"b b b\", ", "is not a merge"},

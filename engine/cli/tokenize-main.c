@@ -1,6 +1,8 @@
-/* cohort-tokenize: text to llm.c token shards with a GPT-2 byte-level BPE tokenizer, in C and
- * on all cores; and shards back to text. */
+/* cohort-tokenize: text to llm.c token shards with a BPE tokenizer (GPT-2's files or a Hugging
+ * Face tokenizer.json), in C and on all cores; shards back to text; the ids of files; chat
+ * conversations through the tokenizer's template. */
 #include "cohort-build-config.h"
+#include "engine/cli/tokenize-cli.h"
 #include "data/dataset.h"
 #include "data/text-sources.h"
 #include "data/token-shards.h"
@@ -8,6 +10,7 @@
 #include "data/tokenizer.h"
 #include "engine/base/outputs.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,24 +19,37 @@
 static const char usage[] =
     "Usage: cohort-tokenize --tokenizer PATH -o OUT.bin [OPTIONS] FILE...\n"
     "       cohort-tokenize --tokenizer PATH --decode FILE.bin\n"
+    "       cohort-tokenize --tokenizer PATH --ids [--add-special-tokens] FILE...\n"
+    "       cohort-tokenize --tokenizer DIR --render-chat FILE.jsonl [--generation-prompt]\n"
     "\n"
-    "Encodes text with a GPT-2 byte-level BPE tokenizer into llm.c token shards (a header of\n"
-    "256 little-endian int32: magic 20240520, version 1, token count; then the tokens as\n"
-    "uint16), each document preceded by <|endoftext|>. A FILE is one document; a .jsonl file\n"
-    "holds one document per line in its \"text\" member; a folder stands for its .txt and\n"
-    ".jsonl files (in name order), and a pattern such as 'books/*.txt' for the files it\n"
-    "matches. Bytes that are not UTF-8 are tokenized as they are; such files are named in the\n"
-    "summary.\n"
+    "Encodes text into llm.c token shards (a header of 256 little-endian int32: magic 20240520,\n"
+    "version 1, token count; then the tokens as uint16; a vocabulary of more than 65,536 ids\n"
+    "writes magic 20240801, version 7 and uint32 tokens, as llm.c's Llama 3 shards), each\n"
+    "document preceded by the tokenizer's document token (<|endoftext|>, else its bos_token).\n"
+    "A FILE is one document; a .jsonl file holds one document per line in its \"text\" member;\n"
+    "a folder stands for its .txt and .jsonl files (in name order), and a pattern such as\n"
+    "'books/*.txt' for the files it matches. Bytes that are not UTF-8 are tokenized as they\n"
+    "are; such files are named in the summary.\n"
     "\n"
     "  --tokenizer PATH     tokenizer.json, vocab.json (with merges.txt beside it), or a\n"
-    "                       folder holding either (a Hugging Face model folder)\n"
+    "                       folder holding either (a Hugging Face model folder, whose\n"
+    "                       tokenizer_config.json gives bos_token, eos_token, chat_template)\n"
     "  -o, --output OUT.bin where the tokens go\n"
     "  --shard-tokens N     cut the output into OUT_000000.bin, OUT_000001.bin, ... of at\n"
     "                       most N tokens each (default: one file)\n"
     "  --val-fraction F     the first F of the tokens (0 <= F < 1) go to OUT_val.bin, a\n"
     "                       validation shard, as llm.c's data scripts put validation first\n"
     "  --threads N          encoding threads (default 0: one per processor)\n"
-    "  --decode FILE.bin    print the text of a shard (its bytes, as they were) and exit\n"
+    "  --decode FILE.bin    print the text of a shard (through the tokenizer's decoders) and\n"
+    "                       exit\n"
+    "  --ids                print one line per FILE: the ids of its whole text, space-separated,\n"
+    "                       as the tokenizers library encodes it with add_special_tokens=False\n"
+    "                       (added tokens written in the text are found)\n"
+    "  --add-special-tokens with --ids: the post-processor's tokens too (Llama 2's <s>)\n"
+    "  --render-chat FILE.jsonl  print each conversation (a line {\"messages\": [{\"role\",\n"
+    "                       \"content\"}, ...]}, other members are the template's variables)\n"
+    "                       rendered by the chat template, one JSON string per line\n"
+    "  --generation-prompt  with --render-chat: add_generation_prompt\n"
     "  --quiet              no progress line and no summary\n"
     "  --version, --help\n"
     "\n"
@@ -41,11 +57,11 @@ static const char usage[] =
     "2 a bad command line.\n";
 
 typedef struct {
-  const char *tokenizer, *output, *decode;
+  const char *tokenizer, *output, *decode, *render_chat;
   guint64 shard_tokens;
   double val_fraction;
   int threads;
-  gboolean quiet;
+  gboolean quiet, ids, add_special, generation_prompt;
   GPtrArray *files;
 } Options;
 
@@ -62,9 +78,7 @@ static int bad_usage(const char *fmt, ...)
 
 static int failed(GError *error)
 {
-  fprintf(stderr, "cohort-tokenize: %s\n", error->message);
-  g_error_free(error);
-  return 1;
+  return tokenize_failed(error);
 }
 
 /* The value of "--flag VALUE" or "--flag=VALUE" at argv[*i]; NULL when `flag` is not it. */
@@ -129,6 +143,14 @@ static int parse(int argc, char **argv, Options *o)
       return 0;
     } else if (strcmp(a, "--quiet") == 0) {
       o->quiet = TRUE;
+    } else if (strcmp(a, "--ids") == 0) {
+      o->ids = TRUE;
+    } else if (strcmp(a, "--add-special-tokens") == 0) {
+      o->add_special = TRUE;
+    } else if (strcmp(a, "--generation-prompt") == 0) {
+      o->generation_prompt = TRUE;
+    } else if ((v = flag_value(argc, argv, &i, "--render-chat", &missing))) {
+      o->render_chat = v;
     } else if ((v = flag_value(argc, argv, &i, "--tokenizer", &missing))) {
       o->tokenizer = v;
     } else if ((v = flag_value(argc, argv, &i, "--output", &missing)) ||
@@ -156,46 +178,22 @@ static int parse(int argc, char **argv, Options *o)
   }
   if (!o->tokenizer)
     return bad_usage("--tokenizer PATH is required");
-  if (o->decode && (o->output || o->files->len > 0))
-    return bad_usage("--decode takes no output and no other files");
-  if (!o->decode && (!o->output || o->files->len == 0))
+  int modes = (o->decode != NULL) + o->ids + (o->render_chat != NULL);
+  if (modes > 1)
+    return bad_usage("--decode, --ids and --render-chat are one mode each; give one");
+  if ((o->decode || o->render_chat) && (o->output || o->files->len > 0))
+    return bad_usage("%s takes no output and no other files",
+                     o->decode ? "--decode" : "--render-chat");
+  if (o->ids && (o->output || o->files->len == 0))
+    return bad_usage(o->output ? "--ids prints to standard output; it takes no -o"
+                               : "--ids needs files");
+  if (o->add_special && !o->ids)
+    return bad_usage("--add-special-tokens goes with --ids");
+  if (o->generation_prompt && !o->render_chat)
+    return bad_usage("--generation-prompt goes with --render-chat");
+  if (!modes && (!o->output || o->files->len == 0))
     return bad_usage(o->output ? "no input files" : "-o OUT.bin is required");
   return -1;
-}
-
-/* --decode: the shard's tokens as bytes on stdout. */
-static int decode(const CohortTokenizer *tok, const char *path)
-{
-  GError *error = NULL;
-  g_autoptr(GMappedFile) map = g_mapped_file_new(path, FALSE, &error);
-  if (!map)
-    return failed(error);
-  const guint8 *bytes = (const guint8 *)g_mapped_file_get_contents(map);
-  gsize n = 0;
-  if (!cohort_token_shard_check(bytes, g_mapped_file_get_length(map), path, &n, &error))
-    return failed(error);
-  const guint8 *tokens = bytes + COHORT_SHARD_HEADER_BYTES;
-  g_autoptr(GByteArray) out = g_byte_array_new();
-  int ids[4096];
-  for (gsize at = 0; at < n;) {
-    gsize k = MIN(n - at, G_N_ELEMENTS(ids));
-    for (gsize i = 0; i < k; i++) {
-      guint16 t;
-      memcpy(&t, tokens + 2 * (at + i), sizeof t);
-      ids[i] = GUINT16_FROM_LE(t);
-    }
-    g_byte_array_set_size(out, 0);
-    if (!cohort_tokenizer_decode(tok, ids, k, out, &error)) {
-      g_prefix_error(&error, "%s: position %" G_GSIZE_FORMAT ": ", path, at);
-      return failed(error);
-    }
-    if (fwrite(out->data, 1, out->len, stdout) != out->len) {
-      fprintf(stderr, "cohort-tokenize: cannot write the text to standard output\n");
-      return 1;
-    }
-    at += k;
-  }
-  return fflush(stdout) == 0 ? 0 : 1;
 }
 
 typedef struct {
@@ -226,8 +224,17 @@ static void show_progress(const CohortTokenizeProgress *s, gpointer data)
 }
 
 static void summary(const Options *o, const CohortTokenizeProgress *s, GPtrArray *written,
-                    GPtrArray *not_utf8)
+                    GPtrArray *not_utf8, GPtrArray *cut)
 {
+  /* Cuts where the tokenizer allows none change ids: say so even when quiet. */
+  if (cut->len > 0)
+    fprintf(stderr,
+            "cohort-tokenize: %" G_GUINT64_FORMAT " cuts in text the tokenizer allows no cut in "
+            "(runs of more than 8 MiB, or words of more than 1 MiB, without one); the ids there "
+            "differ from one pass of the tokenizers library. Files:\n",
+            s->cuts);
+  for (guint i = 0; i < cut->len; i++)
+    fprintf(stderr, "  %s\n", (const char *)cut->pdata[i]);
   if (o->quiet)
     return;
   printf("%" G_GUINT64_FORMAT " documents, %.1f MB, %" G_GUINT64_FORMAT
@@ -307,12 +314,24 @@ static int encode(const Options *o, const CohortTokenizer *tok)
   CohortTokenizeProgress done = {0};
   g_autoptr(GPtrArray) not_utf8 = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GPtrArray) cut = g_ptr_array_new_with_free_func(g_free);
+  job.cut_files = cut;
   gboolean ok = cohort_tokenize_run(src, &job, &done, not_utf8, &error);
   if (p.live)
     fputc('\n', stderr);
-  if (!ok || !cohort_shard_writer_finish(w, o->shard_tokens, o->val_fraction, written, &error))
+  /* The shards are written whole: SIGINT and SIGTERM wait until they are (a second or so),
+   * then end the program as they would have. */
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  sigprocmask(SIG_BLOCK, &stop, &old);
+  ok = ok && cohort_shard_writer_finish(w, o->shard_tokens, o->val_fraction, written, &error);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (!ok)
     return failed(error);
-  summary(o, &done, written, not_utf8);
+  summary(o, &done, written, not_utf8, cut);
   return 0;
 }
 
@@ -323,7 +342,11 @@ int main(int argc, char **argv)
   if (rc < 0) {
     GError *error = NULL;
     g_autoptr(CohortTokenizer) tok = cohort_tokenizer_load(o.tokenizer, &error);
-    rc = !tok ? failed(error) : o.decode ? decode(tok, o.decode) : encode(&o, tok);
+    rc = !tok            ? failed(error)
+         : o.decode      ? tokenize_decode(tok, o.decode)
+         : o.ids         ? tokenize_ids(tok, o.files, o.add_special)
+         : o.render_chat ? tokenize_render_chat(tok, o.render_chat, o.generation_prompt)
+                         : encode(&o, tok);
   }
   g_ptr_array_unref(o.files);
   return rc;

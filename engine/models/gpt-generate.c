@@ -81,7 +81,7 @@ char *cohort_bytes_to_utf8(const int *tokens, int n)
 /* The prompt's ids: through the tokenizer (special tokens such as <|endoftext|> written in the
  * prompt count as themselves; an empty prompt starts from <|endoftext|>, as GPT-2's
  * unconditional samples do), or its bytes. */
-static int *encode_prompt(const CohortSampleRequest *req, int *n)
+static int *encode_prompt(const CohortSampleRequest *req, int *n, GError **error)
 {
   const CohortConfig *cfg = req->cfg;
   const CohortTokenizer *tok = req->tokenizer;
@@ -89,7 +89,11 @@ static int *encode_prompt(const CohortSampleRequest *req, int *n)
     return cohort_text_encode(cfg->sample_prompt, n);
   const char *p = cfg->sample_prompt ? cfg->sample_prompt : "";
   gsize len = 0;
-  int *ids = cohort_tokenizer_encode(tok, p, strlen(p), TRUE, &len);
+  int *ids = cohort_tokenizer_encode(tok, p, strlen(p), COHORT_ENCODE_SPECIAL, &len, error);
+  if (!ids) {
+    g_prefix_error(error, "sample_prompt: ");
+    return NULL;
+  }
   if (len == 0 && cohort_tokenizer_eot(tok) >= 0) {
     ids = g_renew(int, ids, 1);
     ids[0] = cohort_tokenizer_eot(tok);
@@ -115,13 +119,12 @@ static char *decode_sample(const CohortSampleRequest *req, const int *ids, int n
 gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                            GError **error)
 {
-  (void)error;
   const CohortConfig *cfg = req->cfg;
   int n_prompt = 0;
   g_autofree int *prompt = NULL;
   gboolean text = cfg->data_format == COHORT_DATA_TEXT || req->tokenizer;
-  if (text)
-    prompt = encode_prompt(req, &n_prompt);
+  if (text && !(prompt = encode_prompt(req, &n_prompt, error)))
+    return FALSE;
   int n_out = 0;
   g_autofree int *seq =
       cohort_generate(m, prompt, n_prompt, cfg->sample_tokens, 40, 1.0, req->rng, &n_out);

@@ -11,6 +11,7 @@
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/train/text-tokens.h"
+#include "data/token-cache.h"
 
 #include "engine/model/finetune.h"
 #include "engine/model/frozen-store.h"
@@ -19,9 +20,10 @@
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
-/* Text through a tokenizer is read as the token shards its cache folder holds. */
+/* Text through a tokenizer is read as the token shards its cache folder holds (added to
+ * `folders`). */
 static CohortDataSource *open_source(CohortRankRun *r, const char *path, const char *key,
-                                     const char *cache_dir, GError **error)
+                                     const char *cache_dir, GPtrArray *folders, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   if (cfg->data_format != COHORT_DATA_TEXT || !r->tokenizer)
@@ -29,10 +31,26 @@ static CohortDataSource *open_source(CohortRankRun *r, const char *path, const c
   g_autofree char *tokens = cohort_rank_run_text_tokens(r, path, key, cache_dir, error);
   if (!tokens)
     return NULL;
+  g_ptr_array_add(folders, g_strdup(tokens));
   CohortDataSource *s = cohort_data_source_open_tokens(cfg, tokens, cache_dir, error);
   if (!s)
     g_prefix_error(error, "%s %s (tokenized): ", key, path);
   return s;
+}
+
+static gboolean prune_token_caches(CohortRankRun *r, const char *cache_dir, GPtrArray *folders,
+                                   GError **error)
+{
+  g_autoptr(GPtrArray) removed = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(folders, NULL);
+  gboolean ok =
+      cohort_token_cache_prune(cache_dir, (const char *const *)folders->pdata, removed, error);
+  g_ptr_array_set_size(folders, folders->len - 1);
+  for (guint i = 0; i < removed->len; i++)
+    cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                        "removed %s, the tokens of an earlier version of the data",
+                        (const char *)removed->pdata[i]);
+  return ok;
 }
 
 /* vae_from: the images as latents (engine/train/latents.h does its own waiting). */
@@ -66,14 +84,20 @@ static gboolean open_data(CohortRankRun *r, GError **error)
   gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
   if (rank0_first && o->rank != 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
-  r->train = open_source(r, cfg->train_data, "train_data", cache_dir, error);
+  g_autoptr(GPtrArray) folders = g_ptr_array_new_with_free_func(g_free);
+  r->train = open_source(r, cfg->train_data, "train_data", cache_dir, folders, error);
   if (!r->train)
     return FALSE;
   if (cfg->val_data && *cfg->val_data) {
-    r->val = open_source(r, cfg->val_data, "val_data", cache_dir, error);
+    r->val = open_source(r, cfg->val_data, "val_data", cache_dir, folders, error);
     if (!r->val)
       return FALSE;
   }
+  /* Token caches of earlier data (another version of the files, another tokenizer) go, by the
+   * rank that writes this folder. */
+  if (folders->len > 0 && (cfg->distributed_data_loading || o->rank == 0) &&
+      !prune_token_caches(r, cache_dir, folders, error))
+    return FALSE;
   if (rank0_first && o->rank == 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
   return TRUE;
