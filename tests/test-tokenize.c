@@ -255,7 +255,7 @@ static void test_cli_refusals(Fixture *f, gconstpointer data)
       {{"--tokenizer", f->tokdir, "-o", out, bad_json, NULL}, 1, "bad.jsonl: line 2: no string"},
       {{"--tokenizer", f->tokdir, "-o", out, not_json, NULL}, 1, "worse.jsonl: line 3"},
       {{"--tokenizer", f->tokdir, "-o", out, missing, NULL}, 1, "missing.txt: no such file"},
-      {{"--tokenizer", f->tokdir, "-o", "/dev/null", fine, NULL}, 1, "/dev/null: it is a"},
+      {{"--tokenizer", f->tokdir, "-o", "/dev/null", fine, NULL}, 1, "/dev/null (-o): it is a"},
       {{"--tokenizer", f->tokdir, "-o", txt_out, fine, NULL}, 1, "not a shard's name"},
       {{"--tokenizer", f->tokdir, "--decode", fifo, NULL}, 1, "FIFO"},
       {{"--tokenizer", fifo_tok, "-o", out, fine, NULL}, 1, "tokenizer.json: it is a FIFO"},
