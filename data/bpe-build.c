@@ -218,6 +218,9 @@ gboolean bpe_finish(Build *b, CohortTokenizer *t)
 {
   t->byte_level = TRUE;
   t->bytes_decode = TRUE;
+  /* GPT-2's split: a document may be cut before a space between printable ASCII characters
+   * and after a newline between two non-spaces. */
+  t->cut_rule = TOK_CUT_SPACE_NEWLINE;
   return bpe_finish_tokens(b, t) && bpe_tables_build(t, b->source, b->error);
 }
 

@@ -359,14 +359,15 @@ static guint char_symbols(const CohortTokenizer *t, const guint8 *s, gsize n, gu
   return m;
 }
 
-static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, GArray *out)
+/* One word (or a part of one, `whole` FALSE: ignore_merges looks at whole words only). */
+static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, gboolean whole, GArray *out)
 {
   const CohortTokenizer *t = e->t;
   if (n == 1 && t->byte_level) {
     g_array_append_val(out, t->byte_id[p[0]]);
     return;
   }
-  if (t->ignore_merges) {
+  if (t->ignore_merges && whole) {
     gint32 id = bpe_word_find(t, p, n);
     if (id >= 0) {
       g_array_append_val(out, id);
@@ -407,36 +408,50 @@ static void encode_piece(CohortEncoder *e, const guint8 *p, gsize n, GArray *out
   }
 }
 
-/* Where a word longer than the limit may be cut: before the tokenizer's word_cut character
- * when another character precedes it (no token holds that character after another, checked
- * at load, so no merge crosses the cut), the last such place at or before `limit`; else 0. */
-static gsize safe_word_cut(const CohortTokenizer *t, const guint8 *p, gsize limit)
+/* A word without a safe place to cut for more than the limit: cut anyway at a character
+ * boundary, and count it. */
+static void encode_capped(CohortEncoder *e, const guint8 *p, gsize n, gboolean whole, GArray *out)
 {
-  if (!t->word_cut)
-    return 0;
-  gsize k = strlen(t->word_cut);
-  for (gsize i = limit; i > k; i--) {
-    if (memcmp(p + i, t->word_cut, k) == 0 && memcmp(p + i - k, t->word_cut, k) != 0)
-      return i;
+  while (n > COHORT_TOKENIZER_MAX_WORD) {
+    gsize cut = COHORT_TOKENIZER_MAX_WORD;
+    while (cut > 1 && (p[cut] & 0xC0) == 0x80)
+      cut--;
+    e->pieces_cut++;
+    encode_piece(e, p, cut, FALSE, out);
+    p += cut;
+    n -= cut;
+    whole = FALSE;
   }
-  return 0;
+  if (n > 0)
+    encode_piece(e, p, n, whole, out);
 }
 
 void bpe_encode_word(CohortEncoder *e, const guint8 *p, gsize n, GArray *out)
 {
-  while (n > COHORT_TOKENIZER_MAX_WORD) {
-    gsize cut = safe_word_cut(e->t, p, COHORT_TOKENIZER_MAX_WORD);
-    if (cut == 0) {
-      /* No place keeps the ids: cut at a character boundary, and say so. */
-      cut = COHORT_TOKENIZER_MAX_WORD;
-      while (cut > 1 && (p[cut] & 0xC0) == 0x80)
-        cut--;
-      e->pieces_cut++;
-    }
-    encode_piece(e, p, cut, out);
-    p += cut;
-    n -= cut;
+  const CohortTokenizer *t = e->t;
+  const char *sep = t->word_cut;
+  if (!sep || n <= 1) {
+    encode_capped(e, p, n, TRUE, out);
+    return;
   }
-  if (n > 0)
-    encode_piece(e, p, n, out);
+  if (t->ignore_merges) {
+    gint32 id = bpe_word_find(t, p, n);
+    if (id >= 0) {
+      g_array_append_val(out, id);
+      return;
+    }
+  }
+  /* No token holds the separator after another character (tok-cut.c checked), so no merge
+   * crosses a place where it follows another character: the word's parts between such places
+   * merge as the whole would, each on its own, short and cached (Llama 2's pipeline has no
+   * pre-tokenizer: a whole section is one word). */
+  gsize k = strlen(sep), start = 0;
+  for (gsize i = k; i + k <= n; i++) {
+    if (p[i] == (guint8)sep[0] && memcmp(p + i, sep, k) == 0 && memcmp(p + i - k, sep, k) != 0) {
+      encode_capped(e, p + start, i - start, FALSE, out);
+      start = i;
+      i += k - 1;
+    }
+  }
+  encode_capped(e, p + start, n - start, start == 0, out);
 }

@@ -130,6 +130,33 @@ static gboolean replace_run(const TokNorm *n, TokMatcher *m, const guint8 *s, gs
   return TRUE;
 }
 
+/* A Unicode form of a valid UTF-8 run, where ASCII passes unchanged (it is in every form):
+ * only the stretches around other characters go through GLib. A stretch starts one character
+ * before the first non-ASCII byte (that character may compose with what follows) and ends
+ * before an ASCII character followed by another (no composition or reordering crosses two
+ * ASCII characters). */
+static void unicode_form(const guint8 *s, gsize len, GNormalizeMode mode, GByteArray *out)
+{
+  gsize i = 0;
+  while (i < len) {
+    gsize j = i;
+    while (j < len && s[j] < 0x80)
+      j++;
+    if (j == len) {
+      g_byte_array_append(out, s + i, (guint)(len - i));
+      return;
+    }
+    gsize a = j > i ? j - 1 : j; /* the ASCII character before may be a base */
+    g_byte_array_append(out, s + i, (guint)(a - i));
+    gsize b = j;
+    while (b < len && !(s[b] < 0x80 && (b + 1 == len || s[b + 1] < 0x80)))
+      b++;
+    g_autofree char *norm = g_utf8_normalize((const char *)s + a, (gssize)(b - a), mode);
+    g_byte_array_append(out, (const guint8 *)norm, (guint)strlen(norm));
+    i = b;
+  }
+}
+
 /* One normalizer over a valid UTF-8 run. */
 static gboolean norm_run(const TokNorm *n, TokMatcher *m, const guint8 *s, gsize len,
                          GByteArray *out, GError **error)
@@ -144,11 +171,9 @@ static gboolean norm_run(const TokNorm *n, TokMatcher *m, const guint8 *s, gsize
   case TOK_NORM_NFC:
   case TOK_NORM_NFKC:
   case TOK_NORM_NFD:
-  case TOK_NORM_NFKD: {
-    g_autofree char *norm = g_utf8_normalize((const char *)s, (gssize)len, modes[n->kind]);
-    g_byte_array_append(out, (const guint8 *)norm, (guint)strlen(norm));
+  case TOK_NORM_NFKD:
+    unicode_form(s, len, modes[n->kind], out);
     return TRUE;
-  }
   case TOK_NORM_LOWERCASE:
     lowercase_run((const char *)s, len, out);
     return TRUE;

@@ -156,7 +156,9 @@ int tok_regex_next(const TokRegex *r, TokMatcher *m, const guint8 *s, gsize len,
   /* Text that is not UTF-8 is matched as it is: PCRE2 is told not to check, and the callers
    * hand it only valid UTF-8 (invalid bytes are pieces of their own, see tok-pretok.c). */
   guint32 opts = PCRE2_NO_UTF_CHECK;
-  int rc = pcre2_match(r->code, s, len, from, opts, m->data, r->context);
+  /* The JIT's own entry skips the checks of pcre2_match: most matches are a few bytes. */
+  int rc = r->jit ? pcre2_jit_match(r->code, s, len, from, 0, m->data, r->context)
+                  : pcre2_match(r->code, s, len, from, opts, m->data, r->context);
   if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
     rc = pcre2_match(r->code, s, len, from, opts | PCRE2_NO_JIT, m->data, r->context);
   if (rc == PCRE2_ERROR_NOMATCH)

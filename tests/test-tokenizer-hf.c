@@ -227,6 +227,8 @@ static void test_ids(Fixture *f, gconstpointer data)
     g_autofree char *dir = tokenizer_dir(f, names[t]);
     g_autoptr(CohortTokenizer) tok = cohort_tokenizer_load(dir, NULL);
     g_assert_nonnull(tok);
+    /* Each of the three lets threads and ranks share a document (data/tok-cut.c). */
+    g_assert_true(cohort_tokenizer_cuts_documents(tok));
     guint64 total = 0;
     for (guint i = 0; i < n; i++) {
       GArray *ids = ours[t]->pdata[i];

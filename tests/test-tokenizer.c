@@ -282,6 +282,8 @@ static void test_formats(Fixture *f, gconstpointer data)
   }
   g_assert_cmpstr(cohort_tokenizer_kind(f->tok), ==, "vocab.json + merges.txt");
   g_assert_cmpint(cohort_tokenizer_eot(f->tok), ==, f->tiny->tokens->len);
+  /* GPT-2's split lets threads and ranks share a document. */
+  g_assert_true(cohort_tokenizer_cuts_documents(f->tok));
   gsize n;
   g_autofree int *hello = cohort_tokenizer_encode(f->tok, " hello world", 12, FALSE, &n, NULL);
   g_assert_cmpuint(n, ==, 2);
