@@ -458,11 +458,11 @@ static const KeyRow rows[] = {
         "from measured step times and each device's memory; empty gives every process "
         "batch_size. Any split trains exactly what one process would on the whole batch.",
         ""),
-    ROW_WHEN(rebalance_every, INT, "distributed", NULL, 0, 1000000, NULL,
-             "auto: optimizer steps between revisions of the split from the measured step times "
-             "(a revision changes no result, only which process computes which examples); 0 "
-             "keeps the split chosen at the start.",
-             "50", "rank_batch_sizes", "auto"),
+    ROW(rebalance_every, INT, "distributed", NULL, 0, 1000000, NULL,
+        "With rank_batch_sizes auto: optimizer steps between revisions of the split from the "
+        "measured step times (a revision changes no result, only which process computes which "
+        "examples); 0 keeps the split chosen at the start.",
+        "50"),
     ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, 0, 10240, NULL,
         "Size in MiB of the gradient buckets that are all-reduced while backward runs; 0 sizes "
         "them from the model (about an eighth of the gradients each).",

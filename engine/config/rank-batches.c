@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/config/config-private.h"
 
 static const char *src(const char *source)
 {
@@ -36,11 +37,13 @@ GArray *cohort_rank_batches_list(const CohortConfig *cfg, const char *source, GE
     g_autofree char *part = g_strstrip(comma ? g_strndup(p, (gsize)(comma - p)) : g_strdup(p));
     gint64 v = 0;
     if (!g_ascii_string_to_signed(part, 10, G_MININT64, G_MAXINT64, &v, NULL)) {
-      g_autofree char *shown = strlen(part) > 40 ? g_strndup(part, 40) : g_strdup(part);
+      /* quoted and escaped (and cut short) as the config's messages show any text */
+      g_autoptr(JsonNode) node = config_string_node(part);
+      g_autofree char *shown = config_node_text(node);
       cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                  "%s: key \"rank_batch_sizes\": entry %d (rank %d) is \"%s%s\", not an integer; "
+                  "%s: key \"rank_batch_sizes\": entry %d (rank %d) is %s, not an integer; "
                   "allowed: " ALLOWED,
-                  src(source), rank, rank, shown, strlen(part) > 40 ? "…" : "");
+                  src(source), rank, rank, shown);
       return NULL;
     }
     if (v < 1 || v > COHORT_MAX_RANK_BATCH) {

@@ -242,7 +242,6 @@
 #define COHORT_FIELD_AUTO     "auto"
 #define COHORT_FIELD_EVEN_S   "even_s"
 #define COHORT_FIELD_AUTO_S   "auto_s"
-#define COHORT_FIELD_CAPS     "caps"
 
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"
