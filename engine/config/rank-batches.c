@@ -23,7 +23,7 @@ CohortSplitKind cohort_rank_batches_kind(const CohortConfig *cfg)
 }
 
 #define ALLOWED                                                                                    \
-  "\"\" (batch_size on every process), \"auto\", or one integer from 1 to 65536 per process "    \
+  "\"\" (batch_size on every process), \"auto\", or one integer from 1 to 65536 per process "      \
   "separated by commas, like \"12,4\""
 
 GArray *cohort_rank_batches_list(const CohortConfig *cfg, const char *source, GError **error)
@@ -96,8 +96,8 @@ gboolean cohort_rank_batches_start(const CohortConfig *cfg, const char *source, 
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"rank_batch_sizes\": \"%s\" gives %u process%s a share but the "
                        "job has %d; allowed: one share per process (%d entries), \"auto\" or \"\"",
-                       src(source), cfg->rank_batch_sizes, list->len,
-                       list->len == 1 ? "" : "es", world, world);
+                       src(source), cfg->rank_batch_sizes, list->len, list->len == 1 ? "" : "es",
+                       world, world);
   for (int r = 0; r < world; r++)
     shares[r] = list ? g_array_index(list, int, r) : cfg->batch_size;
   return TRUE;
