@@ -64,13 +64,30 @@ guint64 *cohort_randperm(guint64 n, guint64 seed)
   return r;
 }
 
-guint64 cohort_sampler_num_samples(const CohortSamplerSpec *spec)
+/* The strided split's count per rank: PyTorch's len(sampler). */
+static guint64 strided_count(const CohortSamplerSpec *spec)
 {
   guint64 w = (guint64)MAX(spec->world_size, 1);
   /* PyTorch: ceil((n - w) / w) with drop_last and a remainder, which is floor(n / w). */
   if (spec->drop_last)
     return spec->n / w;
   return (spec->n + w - 1) / w;
+}
+
+guint64 cohort_sampler_global_batches(const CohortSamplerSpec *spec)
+{
+  if (spec->global_batch == 0)
+    return 0;
+  /* The padded order is as long as the strided split's: world_size × its count. */
+  guint64 padded = strided_count(spec) * (guint64)MAX(spec->world_size, 1);
+  return padded / spec->global_batch;
+}
+
+guint64 cohort_sampler_num_samples(const CohortSamplerSpec *spec)
+{
+  if (spec->global_batch > 0)
+    return cohort_sampler_global_batches(spec) * spec->share;
+  return strided_count(spec);
 }
 
 guint64 *cohort_sampler_indices(const CohortSamplerSpec *spec, guint64 epoch, guint64 *n_out)
@@ -90,7 +107,10 @@ guint64 *cohort_sampler_indices(const CohortSamplerSpec *spec, guint64 epoch, gu
   /* Padding repeats the (shuffled) list from its start, so position p of the padded list is
    * position p % n of the list; drop_last just never reaches past n. */
   for (guint64 j = 0; j < count; j++) {
-    guint64 p = (rank + j * w) % spec->n;
+    guint64 p = spec->global_batch > 0
+                    ? (j / spec->share) * spec->global_batch + spec->share_offset + j % spec->share
+                    : rank + j * w;
+    p %= spec->n;
     out[j] = perm ? perm[p] : p;
   }
   g_free(perm);

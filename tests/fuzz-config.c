@@ -223,6 +223,16 @@ static void string_bounds(Ctx *c, const CohortConfigKey *k)
     key_case(c, k, "list", "[\"1\"]", NULL);
     return;
   }
+  if (strcmp(k->name, "rank_batch_sizes") == 0) {
+    key_case(c, k, "shortest", "\"\"", "");
+    key_case(c, k, "auto", "\"auto\"", "auto");
+    key_case(c, k, "not-a-number", "\"x\"", NULL);
+    key_case(c, k, "zero", "\"0\"", NULL);
+    key_case(c, k, "escapes", "\"\\u00dcber \\ud83d\\ude00\"", NULL);
+    key_case(c, k, "number", "5", NULL);
+    key_case(c, k, "list", "[\"1\"]", NULL);
+    return;
+  }
   gboolean model = strcmp(k->name, "model") == 0;
   key_case(c, k, "shortest",
            model         ? "\"gpt\""

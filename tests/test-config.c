@@ -181,6 +181,9 @@ static char *other_value(const CohortConfig *cfg, const CohortConfigKey *k)
     /* per-channel number lists (checked across keys): another list */
     if (g_str_has_prefix(k->name, "image_"))
       return g_strdup("0.25");
+    /* one share per rank (checked when the config is): another split */
+    if (g_str_equal(k->name, "rank_batch_sizes"))
+      return g_strdup("5,2,9");
     return g_strconcat(cur, " \"é\"\n\t\\x\001", NULL);
   case COHORT_KEY_CHOICE: {
     guint n = g_strv_length((char **)k->choices);

@@ -101,7 +101,8 @@ static double max_abs_diff(GArray *a, GArray *b)
   return worst;
 }
 
-static void check_equivalence(const char *const *base, const char *teacher, int batch)
+/* `split`: NULL (every rank `batch`), or rank_batch_sizes summing to 2 × batch. */
+static void check_split(const char *const *base, const char *teacher, int batch, const char *split)
 {
   const int steps = 6;
   const double lr = 1e-3;
@@ -109,18 +110,35 @@ static void check_equivalence(const char *const *base, const char *teacher, int 
   g_autofree char *b2 = g_strdup_printf("batch_size=%d", batch);
   g_autofree char *b1 = g_strdup_printf("batch_size=%d", 2 * batch);
   g_autofree char *s = g_strdup_printf("max_steps=%d", steps);
-  const char *two[] = {t, b2, s, "learning_rate=0.001", "bucket_cap_mb=0.05", NULL};
+  g_autofree char *shares = split ? g_strdup_printf("rank_batch_sizes=%s", split) : NULL;
+  const char *two[] = {t, b2, s, "learning_rate=0.001", "bucket_cap_mb=0.05", shares, NULL};
   const char *one[] = {t, b1, s, "learning_rate=0.001", NULL};
   g_autoptr(GArray) w2 = weights_of(2, base, two, "two-ranks");
   g_autoptr(GArray) w1 = weights_of(1, base, one, "one-process");
   double diff = max_abs_diff(w2, w1), tol = 1e-3 * lr * steps;
-  g_test_message("2 ranks × batch %d vs 1 × %d: max |Δw| = %.3g (tolerance %.3g)", batch, 2 * batch,
-                 diff, tol);
+  g_test_message("2 ranks × batch %s vs 1 × %d: max |Δw| = %.3g (tolerance %.3g)",
+                 split ? split : b2, 2 * batch, diff, tol);
   g_assert_cmpfloat(diff, <=, tol);
   /* the runs did train: far from the weights after one step */
   const char *first[] = {t, b1, "max_steps=1", "learning_rate=0.001", NULL};
   g_autoptr(GArray) w0 = weights_of(1, base, first, "one-step");
   g_assert_cmpfloat(max_abs_diff(w0, w1), >, 100 * tol);
+}
+
+static void check_equivalence(const char *const *base, const char *teacher, int batch)
+{
+  check_split(base, teacher, batch, NULL);
+}
+
+/* rank_batch_sizes: the teacher's term, like the task's, weighted by examples. */
+static void test_gpt_uneven(void)
+{
+  check_split(gpt_sets, gpt_teacher, 4, "6,2");
+}
+
+static void test_resnet_uneven(void)
+{
+  check_split(resnet_sets, resnet_teacher, 4, "3,5");
 }
 
 static void test_gpt_equivalence(void)
@@ -196,6 +214,8 @@ int main(int argc, char **argv)
   g_test_add_func("/distill-ddp/dit-2-ranks-equal-1", test_dit_equivalence);
   g_test_add_func("/distill-ddp/resnet-2-ranks-equal-1", test_resnet_equivalence);
   g_test_add_func("/distill-ddp/ranks-report-teacher", test_ranks_report_teacher);
+  g_test_add_func("/distill-ddp/gpt-uneven-split", test_gpt_uneven);
+  g_test_add_func("/distill-ddp/resnet-uneven-split", test_resnet_uneven);
   int status = g_test_run();
   tu_rm_rf(root);
   g_free(root), g_free(gpt_teacher), g_free(dit_teacher), g_free(resnet_teacher);

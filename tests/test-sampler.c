@@ -117,6 +117,60 @@ static void test_empty(void)
   g_assert_cmpuint(cohort_sampler_num_samples(&one), ==, 0);
 }
 
+/* Shares (rank_batch_sizes): for every split of a global micro-batch, the ranks' k-th
+ * micro-batches, in rank order, are the k-th micro-batch of one process on the whole batch
+ * (the same examples in the same order); every example is seen once per epoch; the epoch has
+ * as many global micro-batches as the strided split has. */
+static void test_shares(void)
+{
+  static const int splits[][4] = {{12, 4}, {8, 8}, {5, 2, 9}, {1, 15}, {3, 3, 3, 7}};
+  static const int worlds[] = {2, 2, 3, 2, 4};
+  for (int drop = 0; drop <= 1; drop++)
+    for (guint c = 0; c < G_N_ELEMENTS(worlds); c++) {
+      int world = worlds[c], global = 0;
+      for (int r = 0; r < world; r++)
+        global += splits[c][r];
+      guint64 n = 1001;
+      CohortSamplerSpec one = {
+          .n = n, .world_size = 1, .shuffle = TRUE, .seed = 7, .drop_last = drop};
+      guint64 n1 = 0;
+      g_autofree guint64 *whole = cohort_sampler_indices(&one, 3, &n1);
+      g_autofree guint64 *seen = g_new0(guint64, n);
+      guint64 micro = 0;
+      for (int r = 0, offset = 0; r < world; offset += splits[c][r], r++) {
+        CohortSamplerSpec spec = {.n = n,
+                                  .world_size = world,
+                                  .rank = r,
+                                  .shuffle = TRUE,
+                                  .seed = 7,
+                                  .drop_last = drop,
+                                  .global_batch = (guint64)global,
+                                  .share_offset = (guint64)offset,
+                                  .share = (guint64)splits[c][r]};
+        CohortSamplerSpec strided = spec;
+        strided.global_batch = strided.share = strided.share_offset = 0;
+        micro = cohort_sampler_global_batches(&spec);
+        g_assert_cmpuint(micro, ==,
+                         cohort_sampler_num_samples(&strided) * (guint64)world / (guint64)global);
+        guint64 got = 0;
+        g_autofree guint64 *idx = cohort_sampler_indices(&spec, 3, &got);
+        g_assert_cmpuint(got, ==, micro * (guint64)splits[c][r]);
+        for (guint64 k = 0; k < micro; k++)
+          for (int b = 0; b < splits[c][r]; b++) {
+            guint64 pos = k * (guint64)global + (guint64)offset + (guint64)b;
+            guint64 v = idx[k * (guint64)splits[c][r] + (guint64)b];
+            /* one process's order at the same position (it pads the same way past n) */
+            g_assert_cmpuint(v, ==, whole[pos % n1]);
+            seen[v]++;
+          }
+      }
+      /* within an epoch no example twice, unless padding wrapped around */
+      for (guint64 i = 0; i < n; i++)
+        g_assert_cmpuint(seen[i], <=, drop ? 1 : 2);
+      g_assert_cmpuint(micro, >=, n / (guint64)global - 1);
+    }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -125,5 +179,6 @@ int main(int argc, char **argv)
   g_test_add_func("/sampler/randperm-known", test_randperm_known);
   g_test_add_func("/sampler/epoch-changes-order", test_epoch_changes_order);
   g_test_add_func("/sampler/empty", test_empty);
+  g_test_add_func("/sampler/shares", test_shares);
   return g_test_run();
 }

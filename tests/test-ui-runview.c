@@ -219,6 +219,18 @@ static void test_ranks_table(void)
   cohort_ranks_view_show(ranks, slow);
   g_assert_cmpint(cohort_ranks_view_get_slowest(ranks), ==, 1);
   g_assert_true(cohort_ranks_view_has_gpu_columns(ranks));
+  g_assert_false(cohort_ranks_view_has_batch_column(ranks));
+  g_assert_false(cohort_ranks_view_has_device_column(ranks));
+  /* rank_batch_sizes: each rank's share, and GPUs by name and bus id */
+  g_autoptr(JsonObject) shares = event(
+      "{\"event\":\"ranks\",\"ranks\":[{\"rank\":0,\"host\":\"a\",\"step_s\":0.400,\"batch\":12,"
+      "\"device\":\"NVIDIA GeForce RTX 3090 (23.6 GiB, PCI 0000:17:00.0)\"},{\"rank\":1,"
+      "\"host\":\"a\",\"step_s\":0.405,\"batch\":4,\"device\":\"NVIDIA GeForce RTX 4070 (11.6 "
+      "GiB, PCI 0000:65:00.0)\"}],\"slowest\":1,\"rank_batch_sizes\":[12,4]}");
+  cohort_ranks_view_show(ranks, shares);
+  g_assert_true(cohort_ranks_view_has_batch_column(ranks));
+  g_assert_true(cohort_ranks_view_has_device_column(ranks));
+  g_assert_cmpint(cohort_ranks_view_get_slowest(ranks), ==, -1);
   cohort_ranks_view_reset(ranks);
   g_assert_cmpuint(cohort_ranks_view_count(ranks), ==, 0);
 }

@@ -108,6 +108,8 @@ static const struct {
     {"node_hosts", N_("Node host names")},
     {"nproc_per_node", N_("Processes per node")},
     {"lr_scaling", N_("Learning rate scaling")},
+    {"rank_batch_sizes", N_("Examples per process")},
+    {"rebalance_every", N_("Re-balance every (steps)")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
     {"reduce_precision", N_("Gradient reduction precision")},
     {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
@@ -147,8 +149,16 @@ static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s",
                                           "hang_report_s", NULL};
 static const char *const grad_keys[] = {
-    "lr_scaling",     "bucket_cap_mb", "reduce_precision",         "broadcast_buffers",
-    "sync_batchnorm", "zero_stage",    "distributed_data_loading", NULL,
+    "lr_scaling",
+    "rank_batch_sizes",
+    "rebalance_every",
+    "bucket_cap_mb",
+    "reduce_precision",
+    "broadcast_buffers",
+    "sync_batchnorm",
+    "zero_stage",
+    "distributed_data_loading",
+    NULL,
 };
 static const char *const distill_keys[] = {"teacher_from",        "distill_alpha",
                                            "distill_temperature", "distill_cfg_scale",

@@ -75,6 +75,8 @@ static const struct {
                     "diffusion_pytorch_model.safetensors)")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
+    {"rank_batch_sizes", N_("empty (batch size on every process), auto, or one number per "
+                            "process separated by commas, like 12,4")},
 };
 
 char *cohort_key_allowed(const CohortConfigKey *key)

@@ -14,6 +14,8 @@ struct _CohortRanksView {
   int slowest;
   gboolean gpu;
   gboolean syncbn; /* SyncBatchNorm's time per step (models with BatchNorm layers) */
+  gboolean batch;  /* each rank's examples per micro-batch (rank_batch_sizes) */
+  gboolean device; /* a GPU by name, memory and PCI bus id */
 };
 
 G_DEFINE_FINAL_TYPE(CohortRanksView, cohort_ranks_view, GTK_TYPE_BOX)
@@ -35,6 +37,8 @@ void cohort_ranks_view_reset(CohortRanksView *v)
   v->slowest = -1;
   v->gpu = FALSE;
   v->syncbn = FALSE;
+  v->batch = FALSE;
+  v->device = FALSE;
   gtk_label_set_text(GTK_LABEL(v->hang), "");
   gtk_widget_set_visible(v->hang, FALSE);
 }
@@ -103,15 +107,42 @@ static gboolean any_member(JsonArray *ranks, const char *a, const char *b)
   return FALSE;
 }
 
-/* The columns shown: the six every run has, SyncBN when reported, the GPU pair when reported.
- * Fills `cols` with each shown column's index in the full list; returns how many. */
-enum { COL_SYNCBN = 6, COL_GPU_UTIL, COL_GPU_MEM, N_COLS };
+/* Whether any rank's device is a GPU (its name, not "CPU …"). */
+static gboolean any_gpu_device(JsonArray *ranks)
+{
+  for (guint i = 0; i < json_array_get_length(ranks); i++) {
+    JsonObject *r = json_array_get_object_element(ranks, i);
+    const char *d = r != NULL ? cohort_event_text(r, COHORT_FIELD_DEVICE, "") : "";
+    if (*d != '\0' && !g_str_has_prefix(d, "CPU"))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* The columns shown: the six every run has, the device (GPU ranks) and the batch (each rank's
+ * share) when reported, SyncBN when reported, the GPU pair when reported. Fills `cols` with
+ * each shown column's index in the full list; returns how many. */
+enum {
+  COL_RANK,
+  COL_HOST,
+  COL_DEVICE,
+  COL_BATCH,
+  COL_STEP,
+  COL_DATA,
+  COL_COMM,
+  COL_MEM,
+  COL_SYNCBN,
+  COL_GPU_UTIL,
+  COL_GPU_MEM,
+  N_COLS
+};
 
 static guint shown_columns(CohortRanksView *v, guint cols[N_COLS])
 {
   guint n = 0;
   for (guint c = 0; c < N_COLS; c++)
-    if ((c != COL_SYNCBN || v->syncbn) && (c < COL_GPU_UTIL || v->gpu))
+    if ((c != COL_SYNCBN || v->syncbn) && (c < COL_GPU_UTIL || v->gpu) &&
+        (c != COL_DEVICE || v->device) && (c != COL_BATCH || v->batch))
       cols[n++] = c;
   return n;
 }
@@ -137,7 +168,10 @@ static void add_row(CohortRanksView *v, JsonObject *r, guint row, guint i)
   g_autofree char *c7 = isfinite(util) ? g_strdup_printf(_("%.0f %%"), util) : g_strdup("–");
   g_autofree char *c8 = isfinite(gmem) ? g_format_size((guint64)MAX(gmem, 0)) : g_strdup("–");
   const char *host = cohort_event_text(r, COHORT_FIELD_HOST, "");
-  const char *texts[N_COLS] = {c0, host, c2, c3, c4, c5, c6, c7, c8};
+  const char *device = cohort_event_text(r, COHORT_FIELD_DEVICE, "–");
+  double b = cohort_event_number(r, COHORT_FIELD_BATCH, NAN);
+  g_autofree char *batch = isfinite(b) ? g_strdup_printf("%.0f", b) : g_strdup("–");
+  const char *texts[N_COLS] = {c0, host, device, batch, c2, c3, c4, c5, c6, c7, c8};
   guint cols[N_COLS];
   guint n_cols = shown_columns(v, cols);
   for (guint c = 0; c < n_cols; c++)
@@ -153,9 +187,11 @@ void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
   v->slowest = find_straggler(ranks);
   v->gpu = any_member(ranks, COHORT_FIELD_GPU_UTIL, COHORT_FIELD_GPU_MEM_USED);
   v->syncbn = any_member(ranks, COHORT_FIELD_SYNCBN_S, NULL);
-  const char *heads[N_COLS] = {_("Rank"),   _("Host"),          _("Step"),
-                               _("Data"),   _("Communication"), _("Memory"),
-                               _("SyncBN"), _("GPU use"),       _("GPU memory")};
+  v->batch = any_member(ranks, COHORT_FIELD_BATCH, NULL);
+  v->device = any_gpu_device(ranks);
+  const char *heads[N_COLS] = {_("Rank"),   _("Host"),    _("Device"),        _("Batch"),
+                               _("Step"),   _("Data"),    _("Communication"), _("Memory"),
+                               _("SyncBN"), _("GPU use"), _("GPU memory")};
   guint cols[N_COLS];
   guint n_cols = shown_columns(v, cols);
   for (guint c = 0; c < n_cols; c++)
@@ -167,10 +203,11 @@ void cohort_ranks_view_show(CohortRanksView *v, JsonObject *ev)
       add_row(v, r, ++v->n_ranks, i);
   }
   g_autofree char *legend = g_strdup_printf(
-      _("Mean per step since the last report: Step, the whole step; Data, waiting for data; "
+      _("%sMean per step since the last report: Step, the whole step; Data, waiting for data; "
         "Communication, waiting for gradients from the other ranks%s. Memory: the process's "
         "resident memory%s. A rank is highlighted when its step takes more than %.0f %% longer "
         "than the median of the other ranks."),
+      v->batch ? _("Batch: the examples each rank takes from every micro-batch. ") : "",
       v->syncbn ? _("; SyncBN, synchronising BatchNorm statistics across ranks") : "",
       v->gpu ? _("; GPU use and memory as NVML reports them") : "",
       (COHORT_RANKS_SLOW_FACTOR - 1) * 100);
@@ -277,6 +314,16 @@ int cohort_ranks_view_get_slowest(CohortRanksView *v)
 gboolean cohort_ranks_view_has_gpu_columns(CohortRanksView *v)
 {
   return v->gpu;
+}
+
+gboolean cohort_ranks_view_has_batch_column(CohortRanksView *v)
+{
+  return v->batch;
+}
+
+gboolean cohort_ranks_view_has_device_column(CohortRanksView *v)
+{
+  return v->device;
 }
 
 gboolean cohort_ranks_view_has_syncbn_column(CohortRanksView *v)

@@ -1,8 +1,9 @@
 /* The Run page's per-rank table, from `ranks` events (docs/progress-protocol.md): one row per
- * rank with its mean step, data and communication time and its memory, GPU utilisation and GPU
- * memory columns and SyncBatchNorm's time when the events carry them, and a legend. The slowest
- * rank is highlighted only when it is clearly slower: its step time more than
- * COHORT_RANKS_SLOW_FACTOR times the median of the other ranks' (a straggler, not noise). */
+ * rank with its mean step, data and communication time and its memory, its share of each
+ * micro-batch and its GPU (by name, memory and PCI bus id), GPU utilisation and GPU memory columns
+ * and SyncBatchNorm's time when the events carry them, and a legend. The slowest rank is
+ * highlighted only when it is clearly slower: its step time more than COHORT_RANKS_SLOW_FACTOR
+ * times the median of the other ranks' (a straggler, not noise). */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -35,6 +36,10 @@ char *cohort_ranks_view_health_text(JsonObject *ev);
 guint cohort_ranks_view_count(CohortRanksView *view);
 int cohort_ranks_view_get_slowest(CohortRanksView *view);
 gboolean cohort_ranks_view_has_gpu_columns(CohortRanksView *view);
+/* Whether the Batch column (each rank's share of a micro-batch, `batch`) and the Device column
+ * (GPU ranks' `device`: name, memory, PCI bus id) are shown. */
+gboolean cohort_ranks_view_has_batch_column(CohortRanksView *view);
+gboolean cohort_ranks_view_has_device_column(CohortRanksView *view);
 /* Whether the SyncBN column is shown (a rank reported `syncbn_s`: SyncBatchNorm's time). */
 gboolean cohort_ranks_view_has_syncbn_column(CohortRanksView *view);
 

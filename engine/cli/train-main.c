@@ -488,6 +488,11 @@ int main(int argc, char **argv)
   setlocale(LC_ALL, "");
   setlocale(LC_NUMERIC, "C");
   cohort_cpu_threading_env(argv);
+  /* GPU numbers (device_indexes, CUDA_VISIBLE_DEVICES, the logs) are nvidia-smi's, in PCI bus
+   * order, unless the user chose otherwise: CUDA's default order puts the fastest GPU first,
+   * so on a machine with two kinds of GPU CUDA's device 1 is not the user's GPU 1. Before the
+   * first CUDA call; the ranks this process starts inherit it. */
+  g_setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", FALSE);
   g_auto(GStrv) original_argv = g_strdupv(argv);
   Args args = {0};
   int status = parse_args(argc, argv, &args);

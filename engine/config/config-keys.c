@@ -217,7 +217,9 @@ static const KeyRow rows[] = {
 
     /* training */
     ROW(batch_size, INT, "training", NULL, 1, 65536, NULL,
-        "Sequences per micro-batch in each process.", "16"),
+        "Examples per micro-batch in each process (rank_batch_sizes can give each process its "
+        "own share).",
+        "16"),
     ROW(gradient_accumulation_steps, INT, "training", NULL, 1, 4096, NULL,
         "Micro-batches whose gradients are summed before each optimizer step.", "1"),
     ROW(optimizer, CHOICE, "training", optimizer_choices, 0, 0, NULL,
@@ -447,6 +449,20 @@ static const KeyRow rows[] = {
         "How the learning rate grows with the number of processes: unchanged, times world "
         "size, or times its square root.",
         "none"),
+    ROW(rank_batch_sizes, STRING, "distributed", NULL, 0, 0,
+        "\"\" (batch_size on every process), \"auto\", or one integer from 1 to 65536 per "
+        "process separated by commas, like \"12,4\"",
+        "Examples each process takes from every micro-batch of the global batch: a list, one per "
+        "process in rank order (their sum is the global micro-batch), or auto, which splits "
+        "batch_size times the number of processes so that every process's step takes as long, "
+        "from measured step times and each device's memory; empty gives every process "
+        "batch_size. Any split trains exactly what one process would on the whole batch.",
+        ""),
+    ROW(rebalance_every, INT, "distributed", NULL, 0, 1000000, NULL,
+        "With rank_batch_sizes auto: optimizer steps between revisions of the split from the "
+        "measured step times (a revision changes no result, only which process computes which "
+        "examples); 0 keeps the split chosen at the start.",
+        "50"),
     ROW(bucket_cap_mb, DOUBLE, "distributed", NULL, 0, 10240, NULL,
         "Size in MiB of the gradient buckets that are all-reduced while backward runs; 0 sizes "
         "them from the model (about an eighth of the gradients each).",

@@ -2,6 +2,7 @@
  * table in config-keys.c. A value is checked as a JsonNode whether it came from a file or from
  * --set text, so both paths give the same messages. */
 #include "engine/config/config-private.h"
+#include "engine/config/rank-batches.h"
 #include "engine/base/error.h"
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
@@ -199,6 +200,12 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
                        "n_embd divisible by n_head, like %d",
                        s, cfg->n_embd, cfg->n_head,
                        cfg->n_head * MAX(1, cfg->n_embd / cfg->n_head));
+  GError *split_error = NULL;
+  g_autoptr(GArray) split = cohort_rank_batches_list(cfg, source, &split_error);
+  if (split_error) {
+    g_propagate_error(error, split_error);
+    return FALSE;
+  }
   if (cfg->node_rank >= cfg->num_nodes)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"node_rank\": %d is not allowed with \"num_nodes\": %d; allowed: "

@@ -81,7 +81,7 @@ typedef struct {
   gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
 
   /* optimisation */
-  int batch_size; /* per process */
+  int batch_size; /* per process (rank_batch_sizes may give each its own share) */
   int gradient_accumulation_steps;
   CohortOptimizerKind optimizer;
   double learning_rate;
@@ -158,6 +158,10 @@ typedef struct {
   char *node_hosts;   /* "" or "host0,host1,…": mpirun's hostfile */
   int nproc_per_node; /* 0 = auto */
   CohortLrScaling lr_scaling;
+  /* "" = batch_size on every rank; "auto"; or one share per rank, "12,4" (engine/config/
+   * rank-batches.h) */
+  char *rank_batch_sizes;
+  int rebalance_every; /* auto: optimizer steps between revisions of the split; 0 = never */
   double bucket_cap_mb;
   CohortReducePrecision reduce_precision; /* number format of the gradient all-reduce */
   gboolean broadcast_buffers;             /* rank 0's buffers to all before each forward */

@@ -7,6 +7,7 @@
 
 #include "engine/launch/build-info.h"
 #include "engine/base/error.h"
+#include "engine/config/rank-batches.h"
 
 static const char *src(const char *source)
 {
@@ -20,20 +21,23 @@ int cohort_launch_auto_processes(int gpus)
 
 int cohort_launch_global_batch(const CohortConfig *cfg, int world_size)
 {
-  gint64 world = MAX(world_size, 1);
-  gint64 global = (gint64)cfg->batch_size * cfg->gradient_accumulation_steps * world;
+  gint64 global = cohort_rank_batches_global(cfg, world_size) * cfg->gradient_accumulation_steps;
   /* Table bounds allow products past G_MAXINT; saturate rather than wrap. */
   return (int)MIN(global, (gint64)G_MAXINT);
 }
 
 double cohort_launch_scaled_lr(const CohortConfig *cfg, int world_size)
 {
-  double world = MAX(world_size, 1);
+  /* The learning rate is set for batch_size examples: scaled by how many times that the global
+   * micro-batch holds (the world size when every rank takes batch_size). */
+  double times = (double)cohort_rank_batches_global(cfg, world_size) / MAX(cfg->batch_size, 1);
+  if (cohort_rank_batches_kind(cfg) != COHORT_SPLIT_LIST)
+    times = MAX(world_size, 1);
   switch (cfg->lr_scaling) {
   case COHORT_LR_SCALING_LINEAR:
-    return cfg->learning_rate * world;
+    return cfg->learning_rate * times;
   case COHORT_LR_SCALING_SQRT:
-    return cfg->learning_rate * sqrt(world);
+    return cfg->learning_rate * sqrt(times);
   case COHORT_LR_SCALING_NONE:
   default:
     return cfg->learning_rate;
@@ -68,6 +72,10 @@ char *cohort_launch_plan_describe(const CohortLaunchPlan *p)
                            p->local_processes == 1 ? "" : "es", p->world_size);
   if (p->world_size > 0)
     g_string_append_printf(s, " · global batch %d", p->global_batch);
+  if (p->world_size > 1 && p->split && g_str_equal(p->split, "auto"))
+    g_string_append(s, " (split among the ranks by their measured speed)");
+  else if (p->world_size > 1 && p->split)
+    g_string_append_printf(s, " (the ranks' shares: %s)", p->split);
   char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_formatd(a, sizeof a, "%g", p->learning_rate);
   g_ascii_formatd(b, sizeof b, "%g", p->scaled_lr);
@@ -187,12 +195,21 @@ static gboolean choose_kind(const CohortConfig *cfg, const char *source, CohortL
   return TRUE;
 }
 
-static void finish(const CohortConfig *cfg, CohortLaunchPlan *p)
+/* The global batch and learning rate; a rank_batch_sizes list must give every process of a
+ * known world size one share. */
+static gboolean finish(const CohortConfig *cfg, const char *source, CohortLaunchPlan *p,
+                       GError **error)
 {
   p->global_batch = cohort_launch_global_batch(cfg, MAX(p->world_size, 1));
   p->learning_rate = cfg->learning_rate;
   p->scaled_lr = cohort_launch_scaled_lr(cfg, MAX(p->world_size, 1));
   p->lr_scaling = cfg->lr_scaling;
+  if (cohort_rank_batches_kind(cfg) != COHORT_SPLIT_EVEN)
+    p->split = g_strstrip(g_strdup(cfg->rank_batch_sizes));
+  if (p->world_size <= 0)
+    return TRUE;
+  g_autofree int *shares = g_new(int, p->world_size);
+  return cohort_rank_batches_start(cfg, source, p->world_size, shares, error);
 }
 
 CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *source,
@@ -223,9 +240,8 @@ CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *so
           src(source), cfg->world_size, machine->launched_by, p->world_size, p->world_size);
       return NULL;
     }
-    if (!check_group(cfg, source, machine, p, error))
+    if (!check_group(cfg, source, machine, p, error) || !finish(cfg, source, p, error))
       return NULL;
-    finish(cfg, p);
     return g_steal_pointer(&p);
   }
 
@@ -240,7 +256,8 @@ CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *so
     }
     p->kind = COHORT_LAUNCH_SINGLE;
     p->num_nodes = p->local_processes = p->world_size = 1;
-    finish(cfg, p);
+    if (!finish(cfg, source, p, error))
+      return NULL;
     return g_steal_pointer(&p);
   }
 
@@ -249,9 +266,9 @@ CohortLaunchPlan *cohort_launch_plan_new(const CohortConfig *cfg, const char *so
   if (!local_processes(cfg, source, machine->gpus, &p->local_processes, error))
     return NULL;
   p->world_size = p->local_processes * p->num_nodes;
-  if (!choose_kind(cfg, source, p, error) || !check_group(cfg, source, machine, p, error))
+  if (!choose_kind(cfg, source, p, error) || !check_group(cfg, source, machine, p, error) ||
+      !finish(cfg, source, p, error))
     return NULL;
-  finish(cfg, p);
   return g_steal_pointer(&p);
 }
 
@@ -260,6 +277,7 @@ void cohort_launch_plan_free(CohortLaunchPlan *plan)
   if (plan == NULL)
     return;
   g_free(plan->master_addr);
+  g_free(plan->split);
   g_free(plan);
 }
 

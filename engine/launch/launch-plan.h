@@ -57,7 +57,8 @@ typedef struct {
   int node_rank;
   int local_processes;  /* on this node; with gpus -1 and an automatic count, 0 = "auto" */
   int world_size;       /* every node's processes; 0 when local_processes is 0 */
-  int global_batch;     /* batch_size × gradient_accumulation_steps × world_size */
+  int global_batch;     /* global micro-batch × gradient_accumulation_steps */
+  char *split;          /* rank_batch_sizes: NULL (even), "12,4" or "auto" */
   double learning_rate; /* as configured */
   double scaled_lr;     /* after lr_scaling for world_size */
   CohortLrScaling lr_scaling;
@@ -128,9 +129,12 @@ int cohort_visible_gpu_count(const char *smi_list, const char *cuda_visible_devi
  * naming `flag` and the value otherwise. */
 int cohort_launch_resolve_nproc(const char *text, const char *flag, GError **error);
 
-/* Samples one optimizer step consumes across `world_size` processes (saturates at G_MAXINT). */
+/* Examples one optimizer step consumes across `world_size` processes: the global micro-batch
+ * (batch_size × world_size, or the sum of a rank_batch_sizes list) × gradient_accumulation_steps
+ * (saturates at G_MAXINT). */
 int cohort_launch_global_batch(const CohortConfig *cfg, int world_size);
-/* The learning rate after lr_scaling for `world_size` processes. */
+/* The learning rate after lr_scaling for `world_size` processes: scaled by the global
+ * micro-batch over batch_size (the world size unless a rank_batch_sizes list sets the shares). */
 double cohort_launch_scaled_lr(const CohortConfig *cfg, int world_size);
 
 G_END_DECLS

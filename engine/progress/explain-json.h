@@ -15,6 +15,7 @@
 #define COHORT_EXPLAIN_THREADS_PER_RANK           "threads_per_rank"
 #define COHORT_EXPLAIN_WORLD_SIZE                 "world_size"
 #define COHORT_EXPLAIN_GLOBAL_BATCH               "global_batch"
+#define COHORT_EXPLAIN_RANK_BATCH_SIZES           "rank_batch_sizes"
 #define COHORT_EXPLAIN_TOKENS_PER_STEP            "tokens_per_step"
 #define COHORT_EXPLAIN_LEARNING_RATE              "learning_rate"
 #define COHORT_EXPLAIN_SCALED_LEARNING_RATE       "scaled_learning_rate"
@@ -34,6 +35,11 @@
 #define COHORT_EXPLAIN_LOCAL_PROCESSES "local_processes"
 #define COHORT_EXPLAIN_SUMMARY         "summary"
 #define COHORT_EXPLAIN_ARGV            "argv"
+
+/* `rank_batch_sizes` (and `kind`: "even", "list" or "auto"). */
+#define COHORT_EXPLAIN_EVEN      "even"
+#define COHORT_EXPLAIN_CHOSEN    "chosen"
+#define COHORT_EXPLAIN_CHOSEN_BY "chosen_by"
 
 /* `memory` (and world_size above). */
 #define COHORT_EXPLAIN_ZERO_STAGE         "zero_stage"

@@ -58,6 +58,8 @@
 #define COHORT_FIELD_RESUMED_FROM                "resumed_from"
 #define COHORT_FIELD_METRICS                     "metrics"
 #define COHORT_FIELD_CONFIG                      "config"
+/* `start` and `ranks`: each rank's examples per micro-batch, in rank order. */
+#define COHORT_FIELD_RANK_BATCH_SIZES "rank_batch_sizes"
 /* `start`'s `teacher` object (a distillation run). */
 #define COHORT_FIELD_TEACHER "teacher"
 #define COHORT_FIELD_WEIGHTS "weights"
@@ -133,6 +135,7 @@
 #define COHORT_FIELD_MEM_BYTES        "mem_bytes"
 #define COHORT_FIELD_MEM_PEAK_BYTES   "mem_peak_bytes"
 #define COHORT_FIELD_OPTIM_BYTES      "optim_bytes"
+#define COHORT_FIELD_BATCH            "batch"
 /* `ranks` at ZeRO stages 2 and 3. */
 #define COHORT_FIELD_SHARD_BYTES         "shard_bytes"
 #define COHORT_FIELD_GATHERED_PEAK_BYTES "gathered_peak_bytes"
@@ -231,6 +234,14 @@
 #define COHORT_FIELD_OTHER_COMM_S       "other_comm_s"
 #define COHORT_FIELD_MIN_BATCH_90       "min_batch_90"
 #define COHORT_FIELD_MIN_BATCH_LIMIT    "min_batch_limit"
+/* `probe`: each rank's own compute, and the even and the balanced split of a global
+ * micro-batch. */
+#define COHORT_FIELD_PER_RANK "per_rank"
+#define COHORT_FIELD_SPLIT    "split"
+#define COHORT_FIELD_EVEN     "even"
+#define COHORT_FIELD_AUTO     "auto"
+#define COHORT_FIELD_EVEN_S   "even_s"
+#define COHORT_FIELD_AUTO_S   "auto_s"
 
 /* `log` and `error`. */
 #define COHORT_FIELD_LEVEL   "level"

@@ -123,8 +123,13 @@ char *cohort_device_describe(const CohortComputeDevice *dev)
 #if COHORT_HAVE_CUDA
   if (dev->cuda_device >= 0) {
     CohortCudaDeviceInfo info;
+    char bus[32] = "";
+    if (cohort_cuda_device_pci_bus_id(dev->cuda_device, bus, sizeof bus) != 0)
+      bus[0] = '\0';
     if (cohort_cuda_device_info(dev->cuda_device, &info) == 0)
-      return g_strdup_printf("cuda:%d (%s)", dev->cuda_device, info.name);
+      return g_strdup_printf("cuda:%d (%s, %.1f GiB%s%s)", dev->cuda_device, info.name,
+                             (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0),
+                             bus[0] ? ", PCI " : "", bus);
     return g_strdup_printf("cuda:%d", dev->cuda_device);
   }
 #endif
@@ -169,10 +174,13 @@ void cohort_device_log_local(const CohortConfig *cfg, int local_world_size,
     CohortCudaDeviceInfo info;
     if (cohort_cuda_device_info(d, &info) != 0)
       continue;
+    char bus[32] = "?";
+    if (cohort_cuda_device_pci_bus_id(d, bus, sizeof bus) != 0)
+      g_strlcpy(bus, "?", sizeof bus);
     cohort_progress_log(progress, COHORT_LEVEL_INFO,
-                        "GPU %d: %s, %.1f GiB, compute capability %d.%d, %d SMs", d, info.name,
-                        (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0), info.cc_major,
-                        info.cc_minor, info.sm_count);
+                        "GPU %d (PCI %s): %s, %.1f GiB, compute capability %d.%d, %d SMs", d, bus,
+                        info.name, (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0),
+                        info.cc_major, info.cc_minor, info.sm_count);
   }
   for (guint i = 0; i < used->len; i++)
     for (guint j = i + 1; j < used->len; j++) {

@@ -66,7 +66,7 @@ char *cohort_device_auto_fallback(void);
  * NCCL's ("nccl"), each when known. */
 void cohort_device_add_versions(JsonObject *fields);
 
-/* "cpu" or "cuda:1 (NVIDIA H100 80GB HBM3)". g_free it. */
+/* "cpu" or "cuda:1 (NVIDIA H100 80GB HBM3, 79.1 GiB, PCI 0000:3b:00.0)". g_free it. */
 char *cohort_device_describe(const CohortComputeDevice *dev);
 
 /* Rank 0's start-up log for GPU runs: each GPU the local ranks use (name, memory) and

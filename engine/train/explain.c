@@ -7,6 +7,7 @@
 #include "data/sampler.h"
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
+#include "engine/config/rank-batches.h"
 #include "engine/launch/launch-plan.h"
 #include "engine/model/finetune.h"
 #include "engine/model/model.h"
@@ -97,6 +98,51 @@ static void add_health(JsonBuilder *b, const CohortConfig *cfg, int world)
   json_builder_end_object(b);
 }
 
+static void add_ints(JsonBuilder *b, const char *name, const int *v, int n)
+{
+  json_builder_set_member_name(b, name);
+  json_builder_begin_array(b);
+  for (int i = 0; i < n; i++)
+    json_builder_add_int_value(b, v[i]);
+  json_builder_end_array(b);
+}
+
+/* rank_batch_sizes: the even split and the chosen one (the list; for auto the probe's choice
+ * when probe.json measured this config on as many ranks, else the run chooses it at its start
+ * and chosen is left out). */
+static void add_split(JsonBuilder *b, const CohortConfig *cfg, int world, const int *start)
+{
+  CohortSplitKind kind = cohort_rank_batches_kind(cfg);
+  static const char *const kinds[] = {"even", "list", "auto"};
+  g_autofree int *even = g_new(int, world);
+  gint64 global = cohort_rank_batches_global(cfg, world);
+  for (int q = 0; q < world; q++)
+    even[q] = (int)(global / world + (q < global % world));
+  json_builder_set_member_name(b, COHORT_EXPLAIN_RANK_BATCH_SIZES);
+  json_builder_begin_object(b);
+  json_builder_set_member_name(b, COHORT_EXPLAIN_KIND);
+  json_builder_add_string_value(b, kinds[kind]);
+  add_ints(b, COHORT_EXPLAIN_EVEN, even, world);
+  const char *by = kind == COHORT_SPLIT_LIST ? "config" : "batch_size";
+  g_autofree int *chosen = g_memdup2(start, sizeof(int) * (gsize)world);
+  gboolean known = kind != COHORT_SPLIT_AUTO || world == 1;
+  g_autoptr(JsonObject) probe = kind == COHORT_SPLIT_AUTO ? cohort_probe_load_saved(cfg) : NULL;
+  JsonObject *split = probe ? json_object_get_object_member(probe, COHORT_FIELD_SPLIT) : NULL;
+  JsonArray *a = split ? json_object_get_array_member(split, COHORT_FIELD_AUTO) : NULL;
+  if (a && (int)json_array_get_length(a) == world &&
+      json_object_get_boolean_member_with_default(probe, COHORT_FIELD_MATCHES_CONFIG, FALSE)) {
+    for (int q = 0; q < world; q++)
+      chosen[q] = (int)json_array_get_int_element(a, (guint)q);
+    known = TRUE;
+    by = "probe";
+  }
+  if (known)
+    add_ints(b, COHORT_EXPLAIN_CHOSEN, chosen, world);
+  json_builder_set_member_name(b, COHORT_EXPLAIN_CHOSEN_BY);
+  json_builder_add_string_value(b, known ? by : "start");
+  json_builder_end_object(b);
+}
+
 /* The workspace's last probe (probe.json), with whether it measured this config. */
 static void add_probe(JsonBuilder *b, const CohortConfig *cfg)
 {
@@ -131,6 +177,12 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
     n_examples = cohort_data_source_count(ds);
   }
   int world = MAX(plan->world_size, 1);
+  /* The split the run starts from (auto's even start, before it measures). */
+  g_autofree int *start = g_new(int, world);
+  if (!cohort_rank_batches_start(cfg, NULL, world, start, error))
+    return NULL;
+  gboolean shares = cohort_rank_batches_kind(cfg) != COHORT_SPLIT_EVEN;
+  gint64 global = cohort_rank_batches_global(cfg, world);
   CohortSamplerSpec spec = {
       .n = n_examples,
       .world_size = world,
@@ -138,10 +190,13 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
       .shuffle = cfg->shuffle,
       .seed = cfg->seed,
       .drop_last = cfg->drop_last,
+      .global_batch = shares ? (guint64)global : 0,
+      .share = shares ? (guint64)start[0] : 0,
   };
   guint64 per_rank = cohort_sampler_num_samples(&spec);
-  gint64 steps_per_epoch =
-      (gint64)(per_rank / (guint64)cfg->batch_size) / cfg->gradient_accumulation_steps;
+  gint64 micro = shares ? (gint64)cohort_sampler_global_batches(&spec)
+                        : (gint64)(per_rank / (guint64)cfg->batch_size);
+  gint64 steps_per_epoch = micro / cfg->gradient_accumulation_steps;
   gint64 total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * steps_per_epoch;
   int global_batch = plan->global_batch;
 
@@ -162,6 +217,7 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   json_builder_add_int_value(b, world);
   json_builder_set_member_name(b, COHORT_EXPLAIN_GLOBAL_BATCH);
   json_builder_add_int_value(b, global_batch);
+  add_split(b, cfg, world, start);
   json_builder_set_member_name(b, COHORT_EXPLAIN_TOKENS_PER_STEP);
   json_builder_add_int_value(b, (gint64)global_batch * cfg->seq_len);
   json_builder_set_member_name(b, COHORT_EXPLAIN_LEARNING_RATE);
@@ -183,8 +239,10 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
                               cfg->device == COHORT_DEVICE_CUDA, b);
   json_builder_set_member_name(b, COHORT_EXPLAIN_FIRST_INDICES);
   json_builder_begin_array(b);
-  for (int rank = 0; rank < world; rank++) {
+  for (int rank = 0, offset = 0; rank < world; offset += start[rank], rank++) {
     spec.rank = rank;
+    spec.share_offset = shares ? (guint64)offset : 0;
+    spec.share = shares ? (guint64)start[rank] : 0;
     guint64 n = 0;
     g_autofree guint64 *idx = cohort_sampler_indices(&spec, 0, &n);
     json_builder_begin_object(b);

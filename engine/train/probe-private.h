@@ -17,6 +17,9 @@ typedef struct {
   int syncbn_gathers, syncbn_reduces; /* per micro-step */
   double syncbn_bytes;                /* each, on average */
   double synced_pass_s;               /* a pass with the buckets in flight (2 ranks or more) */
+  /* Each rank's own forward, backward, and the two at half the batch (world × 4): what
+   * rank_batch_sizes auto splits by. */
+  double *per_rank;
 } ProbeCompute;
 
 /* One collective's measured points and the line fitted to them. */

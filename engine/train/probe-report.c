@@ -12,6 +12,7 @@
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "engine/distributed/reducer.h"
+#include "engine/train/balance.h"
 #include "engine/train/hang-report.h"
 #include "kernels/backend.h"
 
@@ -102,6 +103,22 @@ JsonObject *cohort_probe_result(CohortRankRun *r, const ProbeCompute *c, GArray 
   }
   json_object_set_array_member(m, COHORT_FIELD_COLLECTIVES, ca);
   json_object_set_object_member(o, COHORT_FIELD_MEASURED, m);
+  if (c->per_rank) {
+    JsonArray *pr = json_array_new();
+    for (int q = 0; q < r->opts->world_size; q++) {
+      const double *f = c->per_rank + 4 * q;
+      JsonObject *e = json_object_new();
+      json_object_set_int_member(e, COHORT_FIELD_RANK, q);
+      json_object_set_double_member(e, COHORT_FIELD_FORWARD_S, f[0]);
+      json_object_set_double_member(e, COHORT_FIELD_BACKWARD_S, f[1]);
+      if (c->half_batch > 0) {
+        json_object_set_double_member(e, COHORT_FIELD_FORWARD_HALF_S, f[2]);
+        json_object_set_double_member(e, COHORT_FIELD_BACKWARD_HALF_S, f[3]);
+      }
+      json_array_add_object_element(pr, e);
+    }
+    json_object_set_array_member(o, COHORT_FIELD_PER_RANK, pr);
+  }
   cohort_probe_add_forecast(o);
   return o;
 }
@@ -195,8 +212,55 @@ static gboolean input_of(JsonObject *result, CohortForecastInput *in, double **b
   return in->world_size >= 1 && batch >= 1;
 }
 
+static JsonArray *int_array(const int *v, int n)
+{
+  JsonArray *a = json_array_new();
+  for (int i = 0; i < n; i++)
+    json_array_add_int_element(a, v[i]);
+  return a;
+}
+
+/* rank_batch_sizes: the even split of a global micro-batch (batch_size × world size) and the
+ * one auto would start from, each with the slowest rank's forward and backward. Memory caps are
+ * the run's to apply (every share may be up to the global micro-batch less one per other rank
+ * here). */
+static void add_split(JsonObject *result)
+{
+  JsonArray *pr = json_object_get_array_member(result, COHORT_FIELD_PER_RANK);
+  JsonObject *m = json_object_get_object_member(result, COHORT_FIELD_MEASURED);
+  int world = (int)num(result, COHORT_FIELD_WORLD_SIZE),
+      batch = (int)num(result, COHORT_FIELD_BATCH_SIZE);
+  int half = (int)num(m, COHORT_FIELD_HALF_BATCH);
+  if (pr == NULL || world < 2 || (int)json_array_get_length(pr) != world || batch < 1)
+    return;
+  g_autofree CohortRankSpeed *speed = g_new(CohortRankSpeed, world);
+  g_autofree int *even = g_new(int, world), *chosen = g_new(int, world), *caps = g_new(int, world);
+  for (int q = 0; q < world; q++) {
+    JsonObject *e = json_array_get_object_element(pr, (guint)q);
+    speed[q] = cohort_rank_speed_fit(
+        half, num(e, COHORT_FIELD_FORWARD_HALF_S) + num(e, COHORT_FIELD_BACKWARD_HALF_S), batch,
+        num(e, COHORT_FIELD_FORWARD_S) + num(e, COHORT_FIELD_BACKWARD_S));
+    even[q] = chosen[q] = batch;
+    caps[q] = batch * world - (world - 1);
+  }
+  double t_even = cohort_balance_time(speed, even, world), t_auto = t_even;
+  g_autofree int *solved = g_new(int, world);
+  if (cohort_balance_solve(speed, caps, world, (gint64)batch * world, solved, NULL) &&
+      cohort_balance_better(speed, caps, world, even, solved)) {
+    memcpy(chosen, solved, sizeof(int) * (gsize)world);
+    t_auto = cohort_balance_time(speed, chosen, world);
+  }
+  JsonObject *o = json_object_new();
+  json_object_set_array_member(o, COHORT_FIELD_EVEN, int_array(even, world));
+  json_object_set_double_member(o, COHORT_FIELD_EVEN_S, t_even);
+  json_object_set_array_member(o, COHORT_FIELD_AUTO, int_array(chosen, world));
+  json_object_set_double_member(o, COHORT_FIELD_AUTO_S, t_auto);
+  json_object_set_object_member(result, COHORT_FIELD_SPLIT, o);
+}
+
 void cohort_probe_add_forecast(JsonObject *result)
 {
+  add_split(result);
   CohortForecastInput in;
   g_autofree double *bytes = NULL, *ready = NULL;
   if (!input_of(result, &in, &bytes, &ready))
@@ -247,6 +311,15 @@ static char *rate_text(JsonObject *row)
   if (tokens > 0)
     return g_strdup_printf("%.0f tokens/s", tokens);
   return g_strdup_printf("%.1f samples/s", num(row, COHORT_FIELD_SAMPLES_PER_S));
+}
+
+static char *split_text(JsonArray *a)
+{
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; a && i < json_array_get_length(a); i++)
+    g_string_append_printf(s, "%s%" G_GINT64_FORMAT, i ? "," : "",
+                           json_array_get_int_element(a, i));
+  return g_string_free(s, FALSE);
 }
 
 char *cohort_probe_text(JsonObject *o)
@@ -304,6 +377,17 @@ char *cohort_probe_text(JsonObject *o)
                            num(e, COHORT_FIELD_EFFICIENCY),
                            num(e, COHORT_FIELD_BUCKET_COMM_S) + num(e, COHORT_FIELD_OTHER_COMM_S),
                            num(e, COHORT_FIELD_HIDDEN) * 100);
+  }
+  JsonObject *split = json_object_get_object_member(o, COHORT_FIELD_SPLIT);
+  if (split != NULL) {
+    g_autofree char *even = split_text(json_object_get_array_member(split, COHORT_FIELD_EVEN));
+    g_autofree char *chosen = split_text(json_object_get_array_member(split, COHORT_FIELD_AUTO));
+    double te = num(split, COHORT_FIELD_EVEN_S), ta = num(split, COHORT_FIELD_AUTO_S);
+    g_string_append_printf(s,
+                           "Split of each global micro-batch of %d (forward and backward of the "
+                           "slowest rank): even %s %.4f s; rank_batch_sizes auto %s %.4f s "
+                           "(%.2f× the examples per second of compute)\n",
+                           batch * world, even, te, chosen, ta, ta > 0 ? te / ta : 1.0);
   }
   if (world < 2)
     g_string_append(s, "One process: nothing to measure between ranks. Probe with the world size "
@@ -369,6 +453,9 @@ static gboolean slowest(CohortRankRun *r, ProbeCompute *c, guint nb, GError **er
   memcpy(mine + 6, c->ready, nb * sizeof(double));
   if (!cohort_train_dist_all_gather(r->dist, mine, k * sizeof(double), all, "probe figures", error))
     return FALSE;
+  c->per_rank = g_new(double, 4 * (gsize)world);
+  for (int q = 0; q < world; q++)
+    memcpy(c->per_rank + 4 * q, all + (gsize)q * k, 4 * sizeof(double));
   for (int q = 1; q < world; q++)
     for (guint i = 0; i < k; i++)
       all[i] = MAX(all[i], all[(gsize)q * k + i]);
@@ -426,6 +513,7 @@ static gboolean probe_rank(CohortRankRun *r, GError **error)
     cohort_progress_emit(r->progress, COHORT_EVENT_PROBE, json_object_ref(result));
   }
   g_free(c.ready);
+  g_free(c.per_rank);
   /* Rank 0's store serves the others until they are done. */
   return ok && cohort_train_dist_barrier(r->dist, "probe end", error);
 }

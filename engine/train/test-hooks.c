@@ -73,3 +73,17 @@ void cohort_test_hooks_perturb(int rank, gint64 step, CohortModel *m, const Coho
     be->upload(m->params + t->offset, &v, sizeof v);
   }
 }
+
+void cohort_test_hooks_slow(int rank, int examples)
+{
+  const char *spec = g_getenv(HOOKS_VAR);
+  if (spec == NULL || spec[0] == '\0' || strstr(spec, "slow:") == NULL)
+    return;
+  g_auto(GStrv) hooks = g_strsplit(spec, ";", 64);
+  for (int i = 0; hooks[i] != NULL; i++) {
+    g_auto(GStrv) f = g_strsplit(hooks[i], ":", 4);
+    if (g_strv_length(f) == 3 && g_str_equal(f[0], "slow") &&
+        g_ascii_strtoll(f[1], NULL, 10) == rank)
+      g_usleep((gulong)MAX(g_ascii_strtod(f[2], NULL) * examples, 0));
+  }
+}

@@ -8,7 +8,10 @@
  *       ":still" is added;
  *   perturb:RANK:STEP:TENSOR
  *       after step STEP, global rank RANK adds 1e-3 to the first value of parameter TENSOR (its
- *       weights now differ from the other ranks').
+ *       weights now differ from the other ranks');
+ *   slow:RANK:MICROSECONDS
+ *       every training forward of global rank RANK sleeps MICROSECONDS per example of its
+ *       micro-batch first (a slower device, for rank_batch_sizes auto).
  * A malformed hook is reported on stderr once and ignored. */
 #pragma once
 
@@ -20,6 +23,8 @@ G_BEGIN_DECLS
 
 /* Runs the sleep hooks for (rank, step) at `where` ("forward", or "step" before the vote). */
 void cohort_test_hooks_sleep(int rank, gint64 step, const char *where);
+/* Runs the slow hooks of `rank` for a micro-batch of `examples`. */
+void cohort_test_hooks_slow(int rank, int examples);
 /* Runs the perturb hooks for (rank, step) on `m`'s parameters in backend memory of `be`. */
 void cohort_test_hooks_perturb(int rank, gint64 step, CohortModel *m, const CohortBackend *be);
 

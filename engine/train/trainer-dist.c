@@ -22,7 +22,9 @@ typedef struct {
   double gather_wait_s;             /* ZeRO 3: the layer hook's waits for gathers */
   guint64 order; /* the digest of the communication thread's collectives (comm-thread.h) */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
+  double batch;                                /* examples per micro-batch (rank_batch_sizes) */
   char host[48];
+  char device[96]; /* "cpu", or the GPU's name, memory and PCI bus id */
 } RankStats;
 
 /* How often (optimizer steps) the `ranks` event is sent. */
@@ -49,7 +51,14 @@ struct CohortTrainDist {
   size_t dev_buf_bytes;
   gint64 data_us, step_us, comm_us, syncbn_us;
   gint64 reduce_wait_us; /* part of comm_us: waiting for the reducer at the end of backward */
-  guint64 gpu_mem_peak;  /* the most NVML showed at any report */
+  gint64 gather_wait_us; /* ZeRO 3: the layer hook's waits for gathers */
+  /* The steps' time without the waits for other ranks (rank_batch_sizes auto): since the
+   * last cohort_train_dist_take_busy, and the waits counted when the step began. */
+  gint64 busy_us, step_waits_us;
+  int busy_steps;
+  int share;
+  char device[96];
+  guint64 gpu_mem_peak; /* the most NVML showed at any report */
   size_t teacher_bytes;
   size_t optim_bytes, shard_bytes;
   int steps_since_report;
@@ -277,9 +286,19 @@ void cohort_train_dist_attach_sharder(CohortTrainDist *d, CohortModel *m, Cohort
     attach_model_comm(d, m);
 }
 
+/* What this rank waited for others so far: communication, SyncBatchNorm's collectives and
+ * ZeRO-3's gathers. */
+static gint64 waits_us(CohortTrainDist *d)
+{
+  if (d->sharder)
+    d->gather_wait_us += cohort_sharder_take_gather_wait_us(d->sharder);
+  return d->comm_us + d->syncbn_us + d->gather_wait_us;
+}
+
 void cohort_train_dist_start_step(CohortTrainDist *d)
 {
   d->new_step = TRUE;
+  d->step_waits_us = waits_us(d);
 }
 
 void cohort_train_dist_attach(CohortTrainDist *d, CohortModel *m, double bucket_cap_mb)
@@ -502,6 +521,23 @@ void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us)
 {
   d->step_us += us;
   d->steps_since_report++;
+  d->busy_us += MAX(us - (waits_us(d) - d->step_waits_us), 0);
+  d->busy_steps++;
+}
+
+int cohort_train_dist_take_busy(CohortTrainDist *d, double *busy_s)
+{
+  int steps = d->busy_steps;
+  *busy_s = (double)d->busy_us / 1e6;
+  d->busy_us = 0;
+  d->busy_steps = 0;
+  return steps;
+}
+
+void cohort_train_dist_set_rank_info(CohortTrainDist *d, int share, const char *device)
+{
+  d->share = share;
+  g_strlcpy(d->device, device ? device : "", sizeof d->device);
 }
 
 static double resident_bytes(void)
@@ -527,12 +563,56 @@ static double peak_resident_bytes(void)
   return hwm ? g_ascii_strtod(hwm + 7, NULL) * 1024.0 : 0; /* in kB */
 }
 
+/* Rank r's entry of the `ranks` event. */
+static JsonObject *rank_entry(const CohortTrainDist *d, RankStats *s, int r)
+{
+  JsonObject *o = json_object_new();
+  json_object_set_int_member(o, COHORT_FIELD_RANK, r);
+  s->host[sizeof s->host - 1] = 0;
+  json_object_set_string_member(o, COHORT_FIELD_HOST, s->host);
+  s->device[sizeof s->device - 1] = 0;
+  if (s->device[0])
+    json_object_set_string_member(o, COHORT_FIELD_DEVICE, s->device);
+  if (s->batch > 0)
+    json_object_set_int_member(o, COHORT_FIELD_BATCH, (gint64)s->batch);
+  json_object_set_double_member(o, COHORT_FIELD_STEP_S, s->step_s);
+  json_object_set_double_member(o, COHORT_FIELD_DATA_S, s->data_s);
+  json_object_set_double_member(o, COHORT_FIELD_COMM_S, s->comm_s);
+  json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_S, s->reduce_s);
+  /* The share of the all-reduce that ran while backward computed (the rest was waited for). */
+  if (s->reduce_s > 0)
+    json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_HIDDEN,
+                                  CLAMP(1.0 - s->reduce_wait_s / s->reduce_s, 0.0, 1.0));
+  if (d->model_comm_set)
+    json_object_set_double_member(o, COHORT_FIELD_SYNCBN_S, s->syncbn_s);
+  json_object_set_int_member(o, COHORT_FIELD_MEM_BYTES, (gint64)s->mem_bytes);
+  if (s->mem_peak_bytes > 0)
+    json_object_set_int_member(o, COHORT_FIELD_MEM_PEAK_BYTES, (gint64)s->mem_peak_bytes);
+  json_object_set_int_member(o, COHORT_FIELD_OPTIM_BYTES, (gint64)s->optim_bytes);
+  if (d->sharder) {
+    json_object_set_int_member(o, COHORT_FIELD_SHARD_BYTES, (gint64)s->shard_bytes);
+    json_object_set_int_member(o, COHORT_FIELD_GATHERED_PEAK_BYTES, (gint64)s->gathered_peak_bytes);
+    json_object_set_double_member(o, COHORT_FIELD_GATHER_WAIT_S, s->gather_wait_s);
+    g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", s->order);
+    json_object_set_string_member(o, COHORT_FIELD_ZERO_ORDER, order);
+  }
+  if (s->teacher_bytes > 0)
+    json_object_set_int_member(o, COHORT_FIELD_TEACHER_BYTES, (gint64)s->teacher_bytes);
+  if (s->gpu_mem_used >= 0) {
+    json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_USED, (gint64)s->gpu_mem_used);
+    json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_PEAK, (gint64)s->gpu_mem_peak);
+    json_object_set_int_member(o, COHORT_FIELD_GPU_UTIL, (gint64)s->gpu_util);
+  }
+  return o;
+}
+
 gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,
                                         GError **error)
 {
   if (!d->comm || d->steps_since_report < RANKS_EVERY)
     return TRUE;
   double k = d->steps_since_report;
+  waits_us(d); /* ZeRO-3's gather waits into gather_wait_us */
   RankStats mine = {
       .step_s = (double)d->step_us / 1e6 / k,
       .data_s = (double)d->data_us / 1e6 / k,
@@ -549,8 +629,8 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       .shard_bytes = (double)d->shard_bytes,
       .gathered_peak_bytes =
           d->sharder ? (double)cohort_sharder_gathered_peak_bytes(d->sharder) : 0,
-      .gather_wait_s =
-          d->sharder ? (double)cohort_sharder_take_gather_wait_us(d->sharder) / 1e6 / k : 0,
+      .gather_wait_s = (double)d->gather_wait_us / 1e6 / k,
+      .batch = d->share,
       .order = d->sharder   ? cohort_sharder_order(d->sharder)
                : d->reducer ? cohort_reducer_order(d->reducer)
                             : 0,
@@ -565,7 +645,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
     mine.gpu_mem_peak = (double)d->gpu_mem_peak;
     mine.gpu_util = util;
   }
+  g_strlcpy(mine.device, d->device, sizeof mine.device);
   d->step_us = d->data_us = d->comm_us = d->reduce_wait_us = d->syncbn_us = 0;
+  d->gather_wait_us = 0;
   d->steps_since_report = 0;
   g_autofree RankStats *all = g_new0(RankStats, d->world_size);
   label("ranks report");
@@ -594,39 +676,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   JsonArray *ranks = json_array_new();
   int slowest = 0;
   for (int r = 0; r < d->world_size; r++) {
-    JsonObject *o = json_object_new();
-    json_object_set_int_member(o, COHORT_FIELD_RANK, r);
-    all[r].host[sizeof all[r].host - 1] = 0;
-    json_object_set_string_member(o, COHORT_FIELD_HOST, all[r].host);
-    json_object_set_double_member(o, COHORT_FIELD_STEP_S, all[r].step_s);
-    json_object_set_double_member(o, COHORT_FIELD_DATA_S, all[r].data_s);
-    json_object_set_double_member(o, COHORT_FIELD_COMM_S, all[r].comm_s);
-    json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_S, all[r].reduce_s);
-    /* The share of the all-reduce that ran while backward computed (the rest was waited for). */
-    if (all[r].reduce_s > 0)
-      json_object_set_double_member(o, COHORT_FIELD_ALLREDUCE_HIDDEN,
-                                    CLAMP(1.0 - all[r].reduce_wait_s / all[r].reduce_s, 0.0, 1.0));
-    if (d->model_comm_set)
-      json_object_set_double_member(o, COHORT_FIELD_SYNCBN_S, all[r].syncbn_s);
-    json_object_set_int_member(o, COHORT_FIELD_MEM_BYTES, (gint64)all[r].mem_bytes);
-    if (all[r].mem_peak_bytes > 0)
-      json_object_set_int_member(o, COHORT_FIELD_MEM_PEAK_BYTES, (gint64)all[r].mem_peak_bytes);
-    json_object_set_int_member(o, COHORT_FIELD_OPTIM_BYTES, (gint64)all[r].optim_bytes);
-    if (d->sharder) {
-      json_object_set_int_member(o, COHORT_FIELD_SHARD_BYTES, (gint64)all[r].shard_bytes);
-      json_object_set_int_member(o, COHORT_FIELD_GATHERED_PEAK_BYTES,
-                                 (gint64)all[r].gathered_peak_bytes);
-      json_object_set_double_member(o, COHORT_FIELD_GATHER_WAIT_S, all[r].gather_wait_s);
-      g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", all[r].order);
-      json_object_set_string_member(o, COHORT_FIELD_ZERO_ORDER, order);
-    }
-    if (all[r].teacher_bytes > 0)
-      json_object_set_int_member(o, COHORT_FIELD_TEACHER_BYTES, (gint64)all[r].teacher_bytes);
-    if (all[r].gpu_mem_used >= 0) {
-      json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_USED, (gint64)all[r].gpu_mem_used);
-      json_object_set_int_member(o, COHORT_FIELD_GPU_MEM_PEAK, (gint64)all[r].gpu_mem_peak);
-      json_object_set_int_member(o, COHORT_FIELD_GPU_UTIL, (gint64)all[r].gpu_util);
-    }
+    JsonObject *o = rank_entry(d, &all[r], r);
     json_array_add_object_element(ranks, o);
     /* The slowest rank is the one the others wait for: most compute, least waiting. */
     if (all[r].step_s - all[r].comm_s - all[r].syncbn_s >
@@ -635,6 +685,10 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   }
   json_object_set_array_member(f, COHORT_FIELD_RANKS, ranks);
   json_object_set_int_member(f, COHORT_FIELD_SLOWEST, slowest);
+  JsonArray *shares = json_array_new();
+  for (int r = 0; r < d->world_size; r++)
+    json_array_add_int_element(shares, (gint64)all[r].batch);
+  json_object_set_array_member(f, COHORT_FIELD_RANK_BATCH_SIZES, shares);
   if (d->reducer) {
     json_object_set_int_member(f, COHORT_FIELD_PARAMS, (gint64)d->params);
     json_object_set_int_member(f, COHORT_FIELD_TRAINABLE, (gint64)d->trainable);

@@ -109,6 +109,12 @@ void cohort_train_dist_add_data_time(CohortTrainDist *d, gint64 us);
 /* Communication the loop waited for outside the calls above (ZeRO's parameter gather). */
 void cohort_train_dist_add_comm_time(CohortTrainDist *d, gint64 us);
 void cohort_train_dist_add_step_time(CohortTrainDist *d, gint64 us);
+/* The steps' time since the last call without this rank's waits for the others (communication,
+ * SyncBatchNorm, ZeRO-3's gathers) into *busy_s: what its own compute and data took; returns
+ * how many steps. For rank_batch_sizes auto. */
+int cohort_train_dist_take_busy(CohortTrainDist *d, double *busy_s);
+/* This rank's examples per micro-batch and its device in words, for the ranks event. */
+void cohort_train_dist_set_rank_info(CohortTrainDist *d, int share, const char *device);
 /* Every few steps with more than one rank: gathers each rank's timings and memory with one
  * all_gather and emits a `ranks` event on rank 0. */
 gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *progress, gint64 step,

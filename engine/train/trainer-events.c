@@ -55,6 +55,10 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   json_object_set_int_member(f, COHORT_FIELD_GRADIENT_ACCUMULATION_STEPS,
                              cfg->gradient_accumulation_steps);
   json_object_set_int_member(f, COHORT_FIELD_GLOBAL_BATCH, global_batch);
+  JsonArray *shares = json_array_new();
+  for (int q = 0; q < world; q++)
+    json_array_add_int_element(shares, r->shares[q]);
+  json_object_set_array_member(f, COHORT_FIELD_RANK_BATCH_SIZES, shares);
   if (r->tokens_per_example > 0)
     json_object_set_int_member(f, COHORT_FIELD_TOKENS_PER_STEP,
                                global_batch * r->tokens_per_example);

@@ -49,9 +49,9 @@ static const float *ema_on_host(CohortRankRun *r)
   return r->ema_host;
 }
 
-/* Metric sums over eval_steps × B × world validation examples, each rank taking every
- * world-th one, summed across ranks: N ranks evaluate exactly what one rank with N× the
- * batch would, and every value is a ratio of global sums. */
+/* Metric sums over eval_steps global micro-batches of validation examples, summed across
+ * ranks: N ranks evaluate exactly what one rank with the whole batch would, and every value is
+ * a ratio of global sums. */
 static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GError **error)
 {
   int world = r->opts->world_size, rank = r->opts->rank;
@@ -62,14 +62,19 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GEr
    * broadcast them first. */
   if (!cohort_train_dist_broadcast_buffers(r->dist, m, error) || !swap_in_ema(r, TRUE, error))
     return FALSE;
-  r->batch->B = r->B;
+  /* Each evaluation step is one global micro-batch of validation examples: with shares
+   * (rank_batch_sizes) each rank takes its share of it as a contiguous run, else every
+   * world-th; either way the ranks together evaluate the same examples. */
+  gboolean shares = r->split != COHORT_SPLIT_EVEN;
+  r->batch->B = r->share;
   r->batch->epoch = -1;
   /* A data error stops this rank only after every rank has made the same collectives (ZeRO-3's
    * gathers, the EMA swap): the batches are evaluated all the same, the error reported after. */
   GError *load_error = NULL;
   for (int s = 0; s < r->cfg->eval_steps; s++) {
-    for (int b = 0; b < r->B && !load_error; b++) {
-      gint64 g = ((gint64)s * r->B + b) * world + rank;
+    for (int b = 0; b < r->share && !load_error; b++) {
+      gint64 g = shares ? (gint64)s * r->global_micro + r->share_offset + b
+                        : ((gint64)s * r->share + b) * world + rank;
       cohort_data_source_load(r->val, r->batch, b, (guint64)(g % (gint64)n_val), &load_error);
     }
     m->ops->eval_batch(m, r->batch, sums);
@@ -83,7 +88,7 @@ static gboolean evaluate(CohortRankRun *r, double *values, gint64 *examples, GEr
   if (!cohort_train_dist_sum(r->dist, sums, (int)m->n_sums, error))
     return FALSE;
   cohort_model_metric_values(m, sums, values);
-  *examples = (gint64)r->cfg->eval_steps * r->B * world;
+  *examples = (gint64)r->cfg->eval_steps * r->global_micro;
   return TRUE;
 }
 

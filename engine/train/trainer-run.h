@@ -5,6 +5,7 @@
 
 #include "data/sampler.h"
 #include "engine/base/phase.h"
+#include "engine/config/rank-batches.h"
 #include "engine/model/batch.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/distill.h"
@@ -41,8 +42,18 @@ typedef struct {
   float *backup;           /* scratch for swapping EMA weights in for eval/samples */
   float *ema_host;         /* host copy of the EMA for checkpoints on a GPU; NULL on the CPU */
   CohortTrainDist *dist;
-  int B, accum;
-  int tokens_per_example;   /* seq_len for token data, 0 for images */
+  int B, accum; /* B: the most examples a micro-batch of this rank may hold (the model's and the
+                   batches' size); accum: gradient_accumulation_steps */
+  /* rank_batch_sizes (engine/config/rank-batches.h, trainer-balance.c): every rank's examples per
+   * micro-batch now (world entries), this rank's, its first position in each global
+   * micro-batch and their sum; `weight` (share × world / global_micro) is what this rank's
+   * gradients and losses count for, so the ranks' average weighs every example alike. */
+  CohortSplitKind split;
+  int *shares;
+  int share, share_offset, global_micro;
+  float weight;
+  struct CohortRankBalance *balance; /* each rank's device; auto's speeds and caps */
+  int tokens_per_example;            /* seq_len for token data, 0 for images */
   CohortBatch *batch;       /* evaluation, and training micro-batches when num_workers is 0 */
   CohortBatch *step_batch;  /* the training micro-batch loaded last */
   CohortPrefetch *prefetch; /* num_workers > 0: loader threads */
@@ -108,6 +119,10 @@ gboolean cohort_rank_run_start_loading(CohortRankRun *r, GError **error);
  * cohort_data_source_load). */
 gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64 micro,
                                           gint64 *waited_us, GError **error);
+/* This rank's sampler (r->spec) for the split in r->shares; the example orders made for the
+ * previous one are dropped (the loader threads must be stopped). */
+void cohort_rank_run_set_spec(CohortRankRun *r);
+void cohort_rank_run_forget_orders(CohortRankRun *r);
 /* Examples one optimizer step consumes across all ranks. */
 gint64 cohort_rank_run_global_batch(const CohortRankRun *r);
 
@@ -151,6 +166,22 @@ gboolean cohort_rank_run_eval(CohortRankRun *r, GError **error);
 gboolean cohort_rank_run_sample(CohortRankRun *r, GError **error);
 gboolean cohort_rank_run_save_checkpoint(CohortRankRun *r, GError **error);
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error);
+
+/* trainer-balance.c: before set-up, every rank's device (one backend per job: a CPU rank beside
+ * GPU ranks is refused), the split the run starts from, and the most each rank may take
+ * (checked against each device's memory plan, the rank named when its share does not fit);
+ * the probe's even split; after set-up, auto's choice from the ranks' measured speeds (probe.json's
+ * when it measured this config, else a few timed passes); after each step, auto's revision
+ * every rebalance_every steps; a new split in place (the sampler's shares, the loader). */
+gboolean cohort_rank_run_plan_split(CohortRankRun *r, GError **error);
+void cohort_rank_run_even_split(CohortRankRun *r);
+gboolean cohort_rank_run_balance_start(CohortRankRun *r, GError **error);
+gboolean cohort_rank_run_balance_step(CohortRankRun *r, GError **error);
+gboolean cohort_rank_run_set_split(CohortRankRun *r, const int *shares, GError **error);
+void cohort_rank_run_balance_free(CohortRankRun *r);
+/* The capacity of each rank for auto (world entries, the examples its memory holds at most);
+ * NULL unless the split is auto. */
+const int *cohort_rank_run_split_caps(const CohortRankRun *r);
 
 /* trainer-events.c */
 void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int threads);

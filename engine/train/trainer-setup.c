@@ -103,29 +103,45 @@ static gboolean open_data(CohortRankRun *r, GError **error)
   return TRUE;
 }
 
+/* This rank's sampler: PyTorch's strided split when every rank takes batch_size, else its share
+ * of each global micro-batch (data/sampler.h). */
+void cohort_rank_run_set_spec(CohortRankRun *r)
+{
+  const CohortConfig *cfg = r->cfg;
+  gboolean shares = r->split != COHORT_SPLIT_EVEN;
+  r->spec = (CohortSamplerSpec){
+      .n = r->train ? cohort_data_source_count(r->train) : 0,
+      .world_size = r->opts->world_size,
+      .rank = r->opts->rank,
+      .shuffle = cfg->shuffle,
+      .seed = cfg->seed,
+      .drop_last = cfg->drop_last,
+      .global_batch = shares ? (guint64)r->global_micro : 0,
+      .share_offset = shares ? (guint64)r->share_offset : 0,
+      .share = shares ? (guint64)r->share : 0,
+  };
+}
+
 /* The sampler and the length of the run. */
 static gboolean plan_steps(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
-  r->spec = (CohortSamplerSpec){
-      .n = cohort_data_source_count(r->train),
-      .world_size = o->world_size,
-      .rank = o->rank,
-      .shuffle = cfg->shuffle,
-      .seed = cfg->seed,
-      .drop_last = cfg->drop_last,
-  };
+  cohort_rank_run_set_spec(r);
+  /* Micro-batches per epoch: the same on every rank whatever the split (whole global
+   * micro-batches of the padded order). */
   guint64 per_rank = cohort_sampler_num_samples(&r->spec);
-  gint64 micro_per_epoch = (gint64)(per_rank / (guint64)r->B);
+  gint64 micro_per_epoch = r->split != COHORT_SPLIT_EVEN
+                               ? (gint64)cohort_sampler_global_batches(&r->spec)
+                               : (gint64)(per_rank / (guint64)r->share);
   r->steps_per_epoch = micro_per_epoch / r->accum;
   if (r->steps_per_epoch < 1) {
     g_autofree char *train_path = cohort_resolve_path(cfg->train_data);
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "%s: %" G_GUINT64_FORMAT " training samples give %" G_GUINT64_FORMAT
-                " per rank, fewer than one step needs (batch_size %d × "
-                "gradient_accumulation_steps %d); use more data or a smaller batch",
-                train_path, (guint64)r->spec.n, per_rank, r->B, r->accum);
+                " per rank, fewer than one step needs (%d examples per micro-batch on this rank "
+                "× gradient_accumulation_steps %d); use more data or a smaller batch",
+                train_path, (guint64)r->spec.n, per_rank, r->share, r->accum);
     return FALSE;
   }
   r->total_steps = cfg->max_steps > 0 ? cfg->max_steps : (gint64)cfg->epochs * r->steps_per_epoch;
@@ -397,7 +413,6 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
-  r->B = cfg->batch_size;
   r->accum = cfg->gradient_accumulation_steps;
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
       !cohort_finetune_check_config(cfg, o->config_source, error) ||
@@ -429,7 +444,7 @@ gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   const CohortTrainOptions *o = r->opts;
-  r->B = cfg->batch_size;
+  cohort_rank_run_even_split(r);
   r->accum = cfg->gradient_accumulation_steps;
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
       !cohort_distill_check_config(cfg, o->config_source, error) || !open_data(r, error) ||
@@ -460,6 +475,7 @@ void cohort_rank_run_free(CohortRankRun *r)
   g_clear_pointer(&r->dist, cohort_train_dist_free);
   g_clear_pointer(&r->batch, cohort_batch_free);
   g_clear_pointer(&r->model_cfg, cohort_config_free);
+  cohort_rank_run_balance_free(r);
   if (r->be) {
     r->be->free(r->ema);
     r->be->free(r->backup);
@@ -470,7 +486,7 @@ void cohort_rank_run_free(CohortRankRun *r)
 
 gint64 cohort_rank_run_global_batch(const CohortRankRun *r)
 {
-  return cohort_launch_global_batch(r->cfg, r->opts->world_size);
+  return (gint64)r->global_micro * r->accum;
 }
 
 /* This rank's example order of `epoch` (a reference), made once per epoch for every thread. The
@@ -501,14 +517,22 @@ static GArray *epoch_indices(CohortRankRun *r, gint64 epoch)
   return out;
 }
 
+void cohort_rank_run_forget_orders(CohortRankRun *r)
+{
+  g_mutex_lock(&r->indices_lock);
+  for (int i = 0; i < 2; i++)
+    g_clear_pointer(&r->epoch_indices[i], g_array_unref);
+  g_mutex_unlock(&r->indices_lock);
+}
+
 static gboolean load_into(CohortRankRun *r, CohortBatch *batch, gint64 epoch, gint64 micro,
                           GError **error)
 {
   g_autoptr(GArray) idx = epoch_indices(r, epoch);
-  batch->B = r->B;
+  batch->B = r->share;
   batch->epoch = epoch;
-  for (int b = 0; b < r->B; b++) {
-    guint64 i = g_array_index(idx, guint64, (guint64)micro * (guint64)r->B + (guint64)b);
+  for (int b = 0; b < r->share; b++) {
+    guint64 i = g_array_index(idx, guint64, (guint64)micro * (guint64)r->share + (guint64)b);
     if (!cohort_data_source_load(r->train, batch, b, i, error))
       return FALSE;
   }

@@ -126,6 +126,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
     cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);
     cohort_test_hooks_sleep(r->opts->rank, r->st.step + 1, "forward");
+    cohort_test_hooks_slow(r->opts->rank, r->step_batch->B);
     double parts[COHORT_DISTILL_N_PARTS];
     double loss = cohort_rank_run_forward(r, parts);
     if (r->distill) {
@@ -136,7 +137,9 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
       returned += loss;
     }
     cohort_phase_enter(COHORT_RANK_PHASE_BACKWARD);
-    cohort_rank_run_backward(r, scale / (float)r->accum);
+    /* This rank's mean, weighted by its share of the global micro-batch: the ranks' average
+     * (the reducer's) is then the mean over every example (rank_batch_sizes). */
+    cohort_rank_run_backward(r, scale * r->weight / (float)r->accum);
     if (!cohort_train_dist_end_backward(r->dist, error))
       return FALSE;
   }
@@ -190,6 +193,9 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
     return FALSE;
   cohort_phase_enter(COHORT_RANK_PHASE_OPTIMIZER);
   sums[0] = loss_sum / r->accum;
+  /* Weighted like the gradients: the mean over the global batch (1 with an even split). */
+  for (guint k = 0; r->weight != 1.0f && k < G_N_ELEMENTS(sums); k++)
+    sums[k] *= r->weight;
   if (!cohort_train_dist_sum(r->dist, sums, r->distill ? G_N_ELEMENTS(sums) : 1, error))
     return FALSE;
   res->loss = sums[0] / r->opts->world_size;
@@ -256,7 +262,8 @@ static gboolean after_step(CohortRankRun *r, gint64 *last_saved, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   gboolean last = r->st.step == r->total_steps;
-  if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error))
+  if (!cohort_train_dist_report_ranks(r->dist, r->progress, r->st.step, error) ||
+      !cohort_rank_run_balance_step(r, error))
     return FALSE;
   if (due(cfg->eval_every, r->st.step) && !last && !cohort_rank_run_eval(r, error))
     return FALSE;
@@ -412,8 +419,10 @@ gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError *
                                  &r->dev, error))
     return FALSE;
   r->be = r->dev.be;
-  /* A plan that cannot fit stops here, before anything is allocated. */
-  if (!cohort_memory_plan_check_rank(cfg, opts->world_size, opts->local_world_size,
+  /* A plan that cannot fit stops here, before anything is allocated (with rank_batch_sizes,
+   * cohort_rank_run_plan_split checks each rank's share). */
+  if (cohort_rank_batches_kind(cfg) == COHORT_SPLIT_EVEN &&
+      !cohort_memory_plan_check_rank(cfg, opts->world_size, opts->local_world_size,
                                      r->dev.cuda_device, error))
     return FALSE;
   r->be->set_gemm_mode(gemm_mode_for(cfg, r->be));
@@ -451,14 +460,16 @@ gboolean cohort_train(const CohortConfig *cfg, const CohortTrainOptions *opts, g
   cohort_train_dist_set_device(r->dist, &r->dev);
   /* The run record (rank 0: events.jsonl, TensorBoard) opens once the run id is known. */
   g_mutex_init(&r->indices_lock);
-  gboolean set_up = cohort_rank_run_setup(r, &resumed_from, error);
+  gboolean set_up =
+      cohort_rank_run_plan_split(r, error) && cohort_rank_run_setup(r, &resumed_from, error);
   if (!set_up && error && g_error_matches(*error, COHORT_RANK_RUN_STOPPED, 0)) {
     /* Stopped while caching latents: a stop, not a failure (the cache is kept). */
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s", (*error)->message);
     g_clear_error(error);
     ok = was_stopped = TRUE;
   } else if (set_up && cohort_rank_run_start_loading(r, error) &&
-             cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error)) {
+             cohort_progress_open_record(r->progress, cfg->workspace_dir, r->st.run_id, error) &&
+             cohort_rank_run_balance_start(r, error)) {
     if (r->shard)
       cohort_train_dist_attach_sharder(r->dist, r->model, cohort_shard_sharder(r->shard),
                                        cohort_shard_stage(r->shard), cohort_shard_bytes(r->shard));
