@@ -153,8 +153,12 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   add_launch(b, plan, argv);
   json_builder_set_member_name(b, "params");
   json_builder_add_int_value(b, klass->count_params(cfg));
+  /* The device key as set: the plan is the same whether or not this machine has the GPU (a
+   * GPU rank checks its device's memory when it starts). */
   json_builder_set_member_name(b, "device");
-  json_builder_add_string_value(b, "cpu");
+  json_builder_add_string_value(b, cfg->device == COHORT_DEVICE_CUDA  ? "cuda"
+                                   : cfg->device == COHORT_DEVICE_CPU ? "cpu"
+                                                                      : "auto");
   json_builder_set_member_name(b, "threads_per_rank");
   json_builder_add_int_value(b, cohort_train_threads(cfg, world));
   json_builder_set_member_name(b, "world_size");
