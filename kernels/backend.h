@@ -46,14 +46,20 @@ typedef struct CohortBackend {
   void (*upload)(void *dst, const void *host, size_t bytes);   /* host to backend */
   void (*download)(void *host, const void *src, size_t bytes); /* backend to host */
   /* Address space with memory behind only the parts in use (ZeRO stage 3's parameters and
-   * stages 2 and 3's gradients, which are whole only one layer at a time): `reserve` returns
-   * `bytes` of 64-byte aligned address range, or NULL; memory appears where the range is
-   * written, and never-written parts read as zeros; `decommit` makes [p, p + bytes) read as
-   * zeros again and gives back the memory of the whole pages inside it (the ends of the pages
-   * it shares with its neighbours, which may be in use, are zeroed, only its own bytes);
-   * `unreserve` frees a range `reserve` returned. NULL where the backend has no such memory
-   * (CUDA for now). */
+   * stages 2 and 3's gradients, which are whole only one layer at a time; frozen_dtype bf16's
+   * base): `reserve` returns `bytes` of 64-byte aligned address range, or NULL. Only committed
+   * bytes may be read or written: `commit` gives [p, p + bytes) memory (what was committed
+   * keeps its contents, the rest reads zeros) and returns 0, or -1 when there is no memory for
+   * it (last_error says why on a device); `decommit` makes [p, p + bytes) read as zeros when
+   * committed again and gives back the memory no committed byte shares any more (a page on the
+   * CPU, a granule of 2 MiB on a GPU: neighbours that share one keep it until both are gone),
+   * once the work queued so far has finished; `unreserve` frees a range `reserve` returned,
+   * after waiting for the device. On the CPU memory appears wherever the range is written and
+   * `commit` does nothing, except in the strict mode of tests (COHORT_STRICT_RESERVE,
+   * kernels/cpu/reserve.c), where an access outside what is committed faults as on a GPU.
+   * NULL (all four) where the backend has no such memory. */
   void *(*reserve)(size_t bytes);
+  int (*commit)(void *p, size_t bytes);
   void (*decommit)(void *p, size_t bytes);
   void (*unreserve)(void *p, size_t bytes);
 

@@ -339,8 +339,7 @@ static void test_frozen_dtype(void)
                                       {"precision", "fp32"},
                                       {"zero_stage", "2"},
                                       {"ema_decay", "0.999"},
-                                      {"student_init", "teacher_layers"},
-                                      {"device", "cuda"}};
+                                      {"student_init", "teacher_layers"}};
   for (guint i = 0; i < G_N_ELEMENTS(conflicts); i++) {
     g_autoptr(CohortConfig) c = cohort_config_copy(cfg);
     g_assert_true(cohort_config_set(c, conflicts[i][0], conflicts[i][1], "test", NULL));
@@ -356,6 +355,13 @@ static void test_frozen_dtype(void)
     }
     g_assert_cmpuint(found, ==, 1);
   }
+  /* GPU ranks keep a bf16 base too (the CUDA backend reserves address ranges) */
+  g_autoptr(CohortConfig) on_gpu = cohort_config_copy(cfg);
+  g_assert_true(cohort_config_set(on_gpu, "device", "cuda", "test", NULL));
+  g_autoptr(GPtrArray) gpu_problems = cohort_launch_check(on_gpu, 1);
+  for (guint k = 0; k < gpu_problems->len; k++)
+    g_assert_cmpstr(((CohortLaunchProblem *)g_ptr_array_index(gpu_problems, k))->key, !=,
+                    "frozen_dtype");
 
   CohortWindow *win = window_without_gpus();
   CohortConfigForm *form = cohort_window_get_form(win);

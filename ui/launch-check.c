@@ -227,9 +227,6 @@ GPtrArray *cohort_launch_check_rules(const CohortConfig *cfg, int gpus)
   char *frozen = frozen_dtype_problem(cfg);
   if (frozen != NULL)
     add(out, "frozen_dtype", frozen);
-  if (cfg->device == COHORT_DEVICE_CUDA && cfg->frozen_dtype == COHORT_FROZEN_BF16 && !frozen)
-    add(out, "frozen_dtype",
-        g_strdup(_("bf16 runs on CPU ranks only in this version; choose CPU, or fp32")));
   if (gpus == 0 && cfg->enable_multi_gpu && cfg->distributed_backend == COHORT_BACKEND_NCCL)
     add(out, "distributed_backend",
         g_strdup(_("NCCL needs NVIDIA GPUs and none was found on this machine; choose Gloo")));

@@ -369,8 +369,8 @@ static const KeyRow rows[] = {
              "merged/ beside the adapter folder adapter/.",
              "false", "finetune", "lora"),
     ROW_WHEN(frozen_dtype, CHOICE, "training", frozen_dtype_choices, 0, 0, NULL,
-             "How the frozen base is stored: fp32, or bf16 (with precision bf16; CPU ranks): "
-             "every frozen matrix and embedding table rounded once to bfloat16 and widened one "
+             "How the frozen base is stored: fp32, or bf16 (with precision bf16): every frozen "
+             "matrix and embedding table rounded once to bfloat16 and widened one "
              "layer at a time while it is used, which halves their memory; norms and biases "
              "stay fp32.",
              "fp32", "finetune", "lora,frozen"),

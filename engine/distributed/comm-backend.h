@@ -48,6 +48,14 @@ typedef struct {
   gboolean (*all_reduce_after)(gpointer impl, void *buf, gsize count, CohortDtype dtype,
                                CohortReduceOp op, gpointer event, gint64 timeout_ms,
                                GError **error);
+  /* Optional: reduce_scatter and all_gather_v ordered after `event`, as all_reduce_after
+   * (cohort_comm_reduce_scatter_*_after, cohort_comm_all_gather_v_after). NULL: the plain
+   * forms are used. */
+  gboolean (*reduce_scatter_after)(gpointer impl, void *send, void *recv, const gsize *counts,
+                                   CohortDtype dtype, CohortReduceOp op, gpointer event,
+                                   gint64 timeout_ms, GError **error);
+  gboolean (*all_gather_v_after)(gpointer impl, void *buf, const gsize *nbytes, gpointer event,
+                                 gint64 timeout_ms, GError **error);
   /* Optional: called by the watchdog thread every 50 ms while a collective blocks, for errors
    * the blocked call cannot see (NCCL's asynchronous errors); FALSE ends the call (abort). */
   gboolean (*check)(gpointer impl, GError **error);

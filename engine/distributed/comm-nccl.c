@@ -289,14 +289,14 @@ static gboolean counts_equal(const gsize *counts, int world)
 /* Equal counts: ncclReduceScatter. Uneven ones: each rank's piece reduced to it (ncclReduce
  * with that rank as root), all in one group, as NCCL's documentation suggests for collectives
  * it has no "v" form of. */
-static gboolean nccl_reduce_scatter(gpointer impl, void *send, void *recv, const gsize *counts,
-                                    CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
-                                    GError **error)
+static gboolean nccl_reduce_scatter_after(gpointer impl, void *send, void *recv,
+                                          const gsize *counts, CohortDtype dtype, CohortReduceOp op,
+                                          gpointer event, gint64 timeout_ms, GError **error)
 {
   NcclImpl *n = impl;
   int world = 0, rank = 0;
   gsize total = 0, elt = dtype == COHORT_DTYPE_F64 ? 8 : dtype == COHORT_DTYPE_BF16 ? 2 : 4;
-  ncclComm_t comm = begin(n, error);
+  ncclComm_t comm = begin_after(n, (cudaEvent_t)event, error);
   if (comm == NULL)
     return FALSE;
   ncclCommCount(comm, &world);
@@ -325,14 +325,21 @@ static gboolean nccl_reduce_scatter(gpointer impl, void *send, void *recv, const
   return finish(n, comm, res, "ncclReduceScatter", timeout_ms, error);
 }
 
+static gboolean nccl_reduce_scatter(gpointer impl, void *send, void *recv, const gsize *counts,
+                                    CohortDtype dtype, CohortReduceOp op, gint64 timeout_ms,
+                                    GError **error)
+{
+  return nccl_reduce_scatter_after(impl, send, recv, counts, dtype, op, NULL, timeout_ms, error);
+}
+
 /* Equal counts: ncclAllGather in place. Uneven ones: each rank broadcasts its piece (in
  * place, ncclBroadcast with that rank as root), all in one group. */
-static gboolean nccl_all_gather_v(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
-                                  GError **error)
+static gboolean nccl_all_gather_v_after(gpointer impl, void *buf, const gsize *nbytes,
+                                        gpointer event, gint64 timeout_ms, GError **error)
 {
   NcclImpl *n = impl;
   int world = 0, rank = 0;
-  ncclComm_t comm = begin(n, error);
+  ncclComm_t comm = begin_after(n, (cudaEvent_t)event, error);
   if (comm == NULL)
     return FALSE;
   ncclCommCount(comm, &world);
@@ -355,6 +362,12 @@ static gboolean nccl_all_gather_v(gpointer impl, void *buf, const gsize *nbytes,
       res = end;
   }
   return finish(n, comm, res, "ncclAllGather", timeout_ms, error);
+}
+
+static gboolean nccl_all_gather_v(gpointer impl, void *buf, const gsize *nbytes, gint64 timeout_ms,
+                                  GError **error)
+{
+  return nccl_all_gather_v_after(impl, buf, nbytes, NULL, timeout_ms, error);
 }
 
 static gboolean nccl_barrier(gpointer impl, gint64 timeout_ms, GError **error)
@@ -442,6 +455,8 @@ static const CohortCommBackend nccl_backend = {
     .free = nccl_free,
     .reduces_avg = TRUE,
     .all_reduce_after = nccl_all_reduce_after,
+    .reduce_scatter_after = nccl_reduce_scatter_after,
+    .all_gather_v_after = nccl_all_gather_v_after,
     .check = nccl_check,
 };
 

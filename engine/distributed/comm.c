@@ -167,7 +167,7 @@ typedef struct {
   CohortDtype dtype;
   CohortReduceOp op;
   int root;
-  gpointer event;      /* all_reduce_after: a cudaEvent_t, or NULL */
+  gpointer event;      /* the *_after forms: a cudaEvent_t, or NULL */
   void *recv;          /* reduce_scatter's output */
   const gsize *counts; /* reduce_scatter (values) and all_gather_v (bytes): one per rank */
 } Collective;
@@ -241,14 +241,23 @@ static gboolean run(CohortComm *c, const Collective *op, double timeout_s, GErro
       divide(c, op->buf, op->count, op->dtype);
     break;
   case OP_REDUCE_SCATTER:
-    ok = c->backend->reduce_scatter(c->impl, op->buf, op->recv, op->counts, op->dtype,
-                                    c->backend->reduces_avg ? op->op : COHORT_REDUCE_SUM,
-                                    timeout_ms, &local);
+    if (op->event != NULL && c->backend->reduce_scatter_after != NULL)
+      ok = c->backend->reduce_scatter_after(c->impl, op->buf, op->recv, op->counts, op->dtype,
+                                            c->backend->reduces_avg ? op->op : COHORT_REDUCE_SUM,
+                                            op->event, timeout_ms, &local);
+    else
+      ok = c->backend->reduce_scatter(c->impl, op->buf, op->recv, op->counts, op->dtype,
+                                      c->backend->reduces_avg ? op->op : COHORT_REDUCE_SUM,
+                                      timeout_ms, &local);
     if (ok && op->op == COHORT_REDUCE_AVG && !c->backend->reduces_avg)
       divide(c, op->recv, op->counts[c->rank], op->dtype);
     break;
   case OP_ALL_GATHER_V:
-    ok = c->backend->all_gather_v(c->impl, op->buf, op->counts, timeout_ms, &local);
+    if (op->event != NULL && c->backend->all_gather_v_after != NULL)
+      ok = c->backend->all_gather_v_after(c->impl, op->buf, op->counts, op->event, timeout_ms,
+                                          &local);
+    else
+      ok = c->backend->all_gather_v(c->impl, op->buf, op->counts, timeout_ms, &local);
     break;
   case OP_BROADCAST:
     ok = c->backend->broadcast(c->impl, op->buf, op->count, op->root, timeout_ms, &local);
@@ -414,8 +423,8 @@ gboolean cohort_comm_all_gather_inplace(CohortComm *comm, void *buf, gsize nbyte
 }
 
 static gboolean reduce_scatter(CohortComm *comm, void *send, void *recv, const gsize *counts,
-                               CohortDtype dtype, CohortReduceOp op, double timeout_s,
-                               GError **error)
+                               CohortDtype dtype, CohortReduceOp op, gpointer event,
+                               double timeout_s, GError **error)
 {
   if (!check_comm(comm, "reduce_scatter", error))
     return FALSE;
@@ -430,7 +439,8 @@ static gboolean reduce_scatter(CohortComm *comm, void *send, void *recv, const g
                   .recv = recv,
                   .counts = counts,
                   .dtype = dtype,
-                  .op = op};
+                  .op = op,
+                  .event = event};
   return run(comm, &c, timeout_s, error);
 }
 
@@ -438,18 +448,35 @@ gboolean cohort_comm_reduce_scatter_f32(CohortComm *comm, float *send, float *re
                                         const gsize *counts, CohortReduceOp op, double timeout_s,
                                         GError **error)
 {
-  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_F32, op, timeout_s, error);
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_F32, op, NULL, timeout_s, error);
+}
+
+gboolean cohort_comm_reduce_scatter_f32_after(CohortComm *comm, float *send, float *recv,
+                                              const gsize *counts, CohortReduceOp op,
+                                              gpointer cuda_event, double timeout_s, GError **error)
+{
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_F32, op, cuda_event, timeout_s,
+                        error);
 }
 
 gboolean cohort_comm_reduce_scatter_bf16(CohortComm *comm, guint16 *send, guint16 *recv,
                                          const gsize *counts, CohortReduceOp op, double timeout_s,
                                          GError **error)
 {
-  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_BF16, op, timeout_s, error);
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_BF16, op, NULL, timeout_s, error);
 }
 
-gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes,
-                                  double timeout_s, GError **error)
+gboolean cohort_comm_reduce_scatter_bf16_after(CohortComm *comm, guint16 *send, guint16 *recv,
+                                               const gsize *counts, CohortReduceOp op,
+                                               gpointer cuda_event, double timeout_s,
+                                               GError **error)
+{
+  return reduce_scatter(comm, send, recv, counts, COHORT_DTYPE_BF16, op, cuda_event, timeout_s,
+                        error);
+}
+
+static gboolean all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes, gpointer event,
+                             double timeout_s, GError **error)
 {
   if (!check_comm(comm, "all_gather_v", error))
     return FALSE;
@@ -458,8 +485,20 @@ gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbyt
                 "all_gather_v needs a byte count per rank and a buffer");
     return FALSE;
   }
-  Collective c = {.kind = OP_ALL_GATHER_V, .buf = buf, .counts = nbytes};
+  Collective c = {.kind = OP_ALL_GATHER_V, .buf = buf, .counts = nbytes, .event = event};
   return run(comm, &c, timeout_s, error);
+}
+
+gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes,
+                                  double timeout_s, GError **error)
+{
+  return all_gather_v(comm, buf, nbytes, NULL, timeout_s, error);
+}
+
+gboolean cohort_comm_all_gather_v_after(CohortComm *comm, void *buf, const gsize *nbytes,
+                                        gpointer cuda_event, double timeout_s, GError **error)
+{
+  return all_gather_v(comm, buf, nbytes, cuda_event, timeout_s, error);
 }
 
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error)

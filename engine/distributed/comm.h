@@ -160,6 +160,20 @@ gboolean cohort_comm_reduce_scatter_bf16(CohortComm *comm, guint16 *send, guint1
                                          const gsize *counts, CohortReduceOp op, double timeout_s,
                                          GError **error);
 
+/* The reduce-scatters for device buffers whose producer is not finished yet: "nccl" makes its
+ * stream wait for `cuda_event` (a cudaEvent_t recorded after the work that writes `send`)
+ * instead of for all work queued so far on the legacy default stream, so the ZeRO sharder's
+ * reduce-scatter of a layer overlaps the backward of the layers before it. Other backends
+ * ignore the event (their buffers are host memory, already final). */
+gboolean cohort_comm_reduce_scatter_f32_after(CohortComm *comm, float *send, float *recv,
+                                              const gsize *counts, CohortReduceOp op,
+                                              gpointer cuda_event, double timeout_s,
+                                              GError **error);
+gboolean cohort_comm_reduce_scatter_bf16_after(CohortComm *comm, guint16 *send, guint16 *recv,
+                                               const gsize *counts, CohortReduceOp op,
+                                               gpointer cuda_event, double timeout_s,
+                                               GError **error);
+
 /* All-gather with a count per rank, in place (the parameter gathers of ZeRO stages 2 and 3):
  * `buf` holds nbytes[0] + … + nbytes[world − 1] bytes, rank r's own already at offset
  * nbytes[0] + … + nbytes[r − 1]; on return every rank's bytes are in place on every rank.
@@ -168,6 +182,10 @@ gboolean cohort_comm_reduce_scatter_bf16(CohortComm *comm, guint16 *send, guint1
  * else one ncclBroadcast per rank (rank r the root of its piece) in a group. */
 gboolean cohort_comm_all_gather_v(CohortComm *comm, void *buf, const gsize *nbytes,
                                   double timeout_s, GError **error);
+/* The same after `cuda_event` (ZeRO stage 3's prefetch: after the copy of this rank's piece,
+ * not after the layer computing now), as cohort_comm_reduce_scatter_f32_after. */
+gboolean cohort_comm_all_gather_v_after(CohortComm *comm, void *buf, const gsize *nbytes,
+                                        gpointer cuda_event, double timeout_s, GError **error);
 
 /* Returns once every rank has entered the barrier. */
 gboolean cohort_comm_barrier(CohortComm *comm, double timeout_s, GError **error);

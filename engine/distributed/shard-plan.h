@@ -30,6 +30,13 @@ G_BEGIN_DECLS
 /* Floats each piece of a unit is a multiple of (but the last rank's). */
 #define COHORT_SHARD_ALIGN 64
 
+/* What ZeRO keeps in flight, which the memory plan counts (engine/train/memory-plan.c) and the
+ * sharder does (sharder.c): stage 3 gathers this many units ahead of the one a layer uses (in
+ * the direction of travel), and at most this many reduce-scatters wait at once before
+ * backward waits for the oldest. */
+#define COHORT_ZERO_PREFETCH_UNITS  1
+#define COHORT_ZERO_PENDING_REDUCES 2
+
 typedef struct {
   size_t offset, count; /* the unit's floats in the flat vector */
   int layer;            /* the `layer` its tensors share */

@@ -3,16 +3,16 @@
 
 #include <string.h>
 
+#include "engine/distributed/shard-device.h"
 #include "kernels/backend.h"
-#include "kernels/math-inline.h"
 
 /* The kinds of the sharder's items on its communication thread. */
 enum { ITEM_REDUCE, ITEM_GATHER };
 
 /* Reduce-scatters queued and not done before backward waits for the oldest: a unit's
  * gradients hold memory until theirs is done, so this bounds them when the network is slower
- * than backward. */
-#define MAX_PENDING_REDUCES 2
+ * than backward (the memory plan counts as many). */
+#define MAX_PENDING_REDUCES COHORT_ZERO_PENDING_REDUCES
 
 typedef struct {
   size_t ready;      /* gradient floats reported final in this pass */
@@ -27,6 +27,8 @@ struct CohortSharder {
   const CohortShardPlan *plan;
   int stage;
   const CohortBackend *be;
+  CohortShardDevice *dev; /* a device's memory (shard-device.h); NULL: host memory */
+  GError *hook_error;     /* the first failure in a hook (a commit), reported by finish */
   float *params, *grads, *grad_shard;
   const float *source; /* stage 3: this rank's pieces to gather from */
   gboolean bf16;
@@ -45,35 +47,19 @@ struct CohortSharder {
  * memory given back, the range reading zeros for the next micro-step). */
 static gboolean reduce_unit(CohortSharder *s, guint u, GError **error)
 {
+  if (s->dev)
+    return cohort_shard_device_reduce(s->dev, s->grads, s->grad_shard, u, s->accumulate, s->bf16,
+                                      error);
   const CohortShardUnit *unit = &s->plan->units[u];
-  const CohortShardPlan *p = s->plan;
   float *send = s->grads + unit->offset, *dst = s->grad_shard + unit->local;
   size_t mine = unit->own_count;
-  cohort_shard_plan_counts(p, u, 1, s->counts);
-  gboolean ok;
-  float *sum = s->accumulate || s->bf16 ? g_new(float, MAX(mine, 1)) : dst;
-  if (s->bf16) {
-    /* As the DDP reducer: round to bfloat16, sum in bfloat16, divide the sum in fp32. */
-    guint16 *half = g_new(guint16, MAX(unit->count, 1));
-    guint16 *hmine = g_new(guint16, MAX(mine, 1));
-    for (size_t k = 0; k < unit->count; k++)
-      half[k] = cohort_f32_to_bf16(send[k]);
-    ok = cohort_comm_reduce_scatter_bf16(s->comm, half, hmine, s->counts, COHORT_REDUCE_SUM, 0,
-                                         error);
-    float world = (float)p->world;
-    for (size_t k = 0; ok && k < mine; k++)
-      sum[k] = cohort_bf16_to_f32(hmine[k]) / world;
-    g_free(half);
-    g_free(hmine);
-  } else {
-    ok = cohort_comm_reduce_scatter_f32(s->comm, send, sum, s->counts, COHORT_REDUCE_AVG, 0, error);
-  }
+  cohort_shard_plan_counts(s->plan, u, 1, s->counts);
+  float *sum = s->accumulate ? g_new(float, MAX(mine, 1)) : dst;
+  gboolean ok =
+      cohort_shard_reduce_host(s->comm, send, unit->count, sum, s->counts, s->bf16, error);
   if (ok && sum != dst) {
-    if (s->accumulate)
-      for (size_t k = 0; k < mine; k++)
-        dst[k] += sum[k];
-    else
-      memcpy(dst, sum, mine * sizeof(float));
+    for (size_t k = 0; k < mine; k++)
+      dst[k] += sum[k];
   }
   if (sum != dst)
     g_free(sum);
@@ -84,9 +70,17 @@ static gboolean reduce_unit(CohortSharder *s, guint u, GError **error)
 /* Stage 3: this rank's piece of unit u from the source into place, then everyone's. */
 static gboolean gather_unit(CohortSharder *s, guint u, GError **error)
 {
+  if (s->dev)
+    return cohort_shard_device_gather(s->dev, s->params, u, error);
   const CohortShardUnit *unit = &s->plan->units[u];
   size_t off, count;
   cohort_shard_plan_piece(s->plan, u, s->plan->rank, &off, &count);
+  /* committed: a no-op on the CPU but in the tests' strict mode (kernels/cpu/reserve.c) */
+  if (s->be->commit(s->params + unit->offset, unit->count * sizeof(float)) != 0) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "ZeRO stage 3: out of memory for a layer's parameters");
+    return FALSE;
+  }
   if (count > 0)
     memcpy(s->params + off, s->source + unit->local, count * sizeof(float));
   cohort_shard_plan_counts(s->plan, u, sizeof(float), s->counts);
@@ -131,9 +125,59 @@ void cohort_sharder_free(CohortSharder *s)
   if (!s)
     return;
   cohort_comm_thread_free(s->thread);
+  cohort_shard_device_free(s->dev);
+  g_clear_error(&s->hook_error);
   g_free(s->counts);
   g_free(s->units);
   g_free(s);
+}
+
+gboolean cohort_sharder_use_device(CohortSharder *s, int device, GError **error)
+{
+  g_return_val_if_fail(s->dev == NULL, FALSE);
+  s->dev = cohort_shard_device_new(s->comm, s->plan, s->be, device, error);
+  return s->dev != NULL;
+}
+
+/* Keeps the first failure of a hook (which cannot return one) for finish and release. */
+static void hook_failed(CohortSharder *s, const char *what)
+{
+  const char *why = s->be->last_error ? s->be->last_error() : NULL;
+  if (!s->hook_error)
+    s->hook_error =
+        g_error_new(COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED, "ZeRO stage %d on %s: %s: %s",
+                    s->stage, s->be->name, what, why ? why : "out of memory");
+}
+
+/* Main thread, before unit u's reduce-scatter is queued: its gradients committed (one that
+ * backward never reached reads zeros), and on a device the point after their producers. */
+static void prepare_reduce(CohortSharder *s, guint u)
+{
+  const CohortShardUnit *unit = &s->plan->units[u];
+  gboolean ok = s->dev ? cohort_shard_device_reduce_ready(s->dev, s->grads, u)
+                       : s->be->commit(s->grads + unit->offset, unit->count * sizeof(float)) == 0;
+  if (!ok)
+    hook_failed(s, "a layer's gradients");
+}
+
+/* The model's layer hook, before backward writes a layer's gradients: they get memory. */
+static void commit_grads(CohortSharder *s, int layer)
+{
+  for (guint u = 0; u < s->plan->n_units; u++) {
+    const CohortShardUnit *unit = &s->plan->units[u];
+    if (unit->layer == layer &&
+        s->be->commit(s->grads + unit->offset, unit->count * sizeof(float)) != 0)
+      hook_failed(s, "a layer's gradients");
+  }
+}
+
+/* The first failure of a hook, if any, as finish's and release's. */
+static gboolean take_hook_error(CohortSharder *s, GError **error)
+{
+  if (!s->hook_error)
+    return TRUE;
+  g_propagate_error(error, g_steal_pointer(&s->hook_error));
+  return FALSE;
 }
 
 void cohort_sharder_set_precision(CohortSharder *s, CohortReducePrecision precision)
@@ -167,6 +211,7 @@ static void launch_ready(CohortSharder *s, gboolean all)
     if (!all && unit->ready < s->plan->units[s->next_launch - 1].count)
       return;
     unit->launched = TRUE;
+    prepare_reduce(s, s->next_launch - 1);
     while (g_queue_get_length(&s->pending) >= MAX_PENDING_REDUCES) {
       CohortCommItem *oldest = g_queue_pop_head(&s->pending);
       gint64 t0 = g_get_monotonic_time();
@@ -221,14 +266,14 @@ gboolean cohort_sharder_finish(CohortSharder *s, gint64 *wait_us, GError **error
   if (wait_us)
     *wait_us = g_get_monotonic_time() - t0 + s->reduce_wait_us;
   s->reduce_wait_us = 0;
-  return cohort_comm_thread_take_error(s->thread, error);
+  return cohort_comm_thread_take_error(s->thread, error) && take_hook_error(s, error);
 }
 
 gboolean cohort_sharder_release(CohortSharder *s, GError **error)
 {
   cohort_comm_thread_drain(s->thread);
   let_go_unused(s);
-  return cohort_comm_thread_take_error(s->thread, error);
+  return cohort_comm_thread_take_error(s->thread, error) && take_hook_error(s, error);
 }
 
 /* Queues the gather of unit u unless it is gathered or queued already. */
@@ -240,6 +285,8 @@ static void request(CohortSharder *s, guint u)
   unit->gathered = TRUE;
   s->gathered_bytes += s->plan->units[u].count * sizeof(float);
   s->gathered_peak = MAX(s->gathered_peak, s->gathered_bytes);
+  if (s->dev && !cohort_shard_device_gather_ready(s->dev, s->params, s->source, u))
+    hook_failed(s, "a layer's parameters");
   cohort_comm_thread_push(s->thread, &unit->gather);
 }
 
@@ -247,8 +294,10 @@ void cohort_sharder_layer_hook(int layer, CohortLayerUse use, gboolean begin, gp
 {
   CohortSharder *s = sharder;
   const CohortShardPlan *p = s->plan;
-  /* Gradients need nothing here (their memory appears as backward writes them), nor does
-   * anything at stage 2, where the parameters are whole. */
+  /* Backward's gradients get memory before it writes them (at both stages); nothing else
+   * happens at stage 2, where the parameters are whole. */
+  if (begin && use != COHORT_LAYER_FORWARD)
+    commit_grads(s, layer);
   if (s->stage != 3 || use == COHORT_LAYER_GRADS)
     return;
   int first = -1, last = -1;
@@ -268,10 +317,13 @@ void cohort_sharder_layer_hook(int layer, CohortLayerUse use, gboolean begin, gp
   }
   if (!begin || first < 0)
     return;
-  /* The next unit in the direction of travel starts coming while this layer computes. */
-  int next = use == COHORT_LAYER_FORWARD ? last + 1 : first - 1;
-  if (next >= 0 && (guint)next < p->n_units)
-    request(s, (guint)next);
+  /* The next units in the direction of travel start coming while this layer computes (as
+   * many as the memory plan counts). */
+  for (int k = 1; k <= COHORT_ZERO_PREFETCH_UNITS; k++) {
+    int next = use == COHORT_LAYER_FORWARD ? last + k : first - k;
+    if (next >= 0 && (guint)next < p->n_units)
+      request(s, (guint)next);
+  }
   gint64 t0 = g_get_monotonic_time();
   for (int u = first; u <= last; u++)
     if (p->units[u].layer == layer)
@@ -279,14 +331,19 @@ void cohort_sharder_layer_hook(int layer, CohortLayerUse use, gboolean begin, gp
   s->gather_wait_us += g_get_monotonic_time() - t0;
 }
 
+gboolean cohort_sharder_gather_unit(CohortSharder *s, float *values, guint u, GError **error)
+{
+  if (s->dev)
+    return cohort_shard_device_gather_unit(s->dev, values, u, error);
+  cohort_shard_plan_counts(s->plan, u, sizeof(float), s->counts);
+  return cohort_comm_all_gather_v(s->comm, values, s->counts, 0, error);
+}
+
 gboolean cohort_sharder_gather_params(CohortSharder *s, GError **error)
 {
-  for (guint u = 0; u < s->plan->n_units; u++) {
-    cohort_shard_plan_counts(s->plan, u, sizeof(float), s->counts);
-    if (!cohort_comm_all_gather_v(s->comm, s->params + s->plan->units[u].offset, s->counts, 0,
-                                  error))
+  for (guint u = 0; u < s->plan->n_units; u++)
+    if (!cohort_sharder_gather_unit(s, s->params + s->plan->units[u].offset, u, error))
       return FALSE;
-  }
   return TRUE;
 }
 

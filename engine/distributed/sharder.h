@@ -4,10 +4,12 @@
  * (shard-plan.h); this rank's shard buffers are the caller's.
  *
  * Memory. The model's gradient vector (and at stage 3 its parameter vector) is a reserved
- * address range (kernels/backend.h `reserve`): a unit's gradients take memory while backward
- * writes them and give it back once they are reduce-scattered (decommit: the range reads as
- * zeros again, ready for the next micro-step); at stage 3 a unit's parameters take memory from
- * its gather to its release. So a rank holds its shards plus the units in flight.
+ * address range (kernels/backend.h `reserve`): a unit's gradients are committed when backward
+ * begins their layer (the layer hook, at both stages) and given back once they are
+ * reduce-scattered (decommit: the range reads as zeros again, ready for the next micro-step);
+ * at stage 3 a unit's parameters are committed at its gather and given back at its release.
+ * So a rank holds its shards plus the units in flight. On a device (the CUDA backend) the
+ * collectives go through shard-device.h, after events instead of after all queued work.
  *
  * Order. Every collective (reduce-scatters, gathers, and the jobs of cohort_sharder_run such as
  * SyncBatchNorm's) goes through one communication thread (comm-thread.h, the DDP reducer's
@@ -40,6 +42,10 @@ CohortSharder *cohort_sharder_new(CohortComm *comm, const CohortShardPlan *plan,
                                   float *grad_shard);
 /* Stops the communication thread (aborting the communicator first if it is stuck). */
 void cohort_sharder_free(CohortSharder *s);
+/* The buffers live on device `device` of the backend (one with events and streams, the CUDA
+ * backend): the collectives go through shard-device.h. Once, before the first step; FALSE with
+ * an error when the sharder's device scratch cannot be had. */
+gboolean cohort_sharder_use_device(CohortSharder *s, int device, GError **error);
 
 /* The reduce-scatter's number format, as cohort_reducer_set_precision: fp32 averages; bf16
  * rounds each unit's gradients to bfloat16, sums them across ranks in bfloat16 (each pairwise
@@ -64,8 +70,9 @@ void cohort_sharder_grad_ready(size_t offset, size_t count, gpointer sharder);
  * (may be NULL) gets the time spent waiting here and in the grad-ready hook. */
 gboolean cohort_sharder_finish(CohortSharder *s, gint64 *wait_us, GError **error);
 
-/* Stage 3: the model's layer hook (CohortLayerHookFunc with the sharder as user data). A
- * begin for FORWARD or BACKWARD gathers the layer's units (or waits for their prefetch) and
+/* The model's layer hook (CohortLayerHookFunc with the sharder as user data), at stages 2 and
+ * 3: a begin for BACKWARD or GRADS commits the layer's gradients. At stage 3 a begin for
+ * FORWARD or BACKWARD also gathers the layer's units (or waits for their prefetch) and
  * queues the gather of the unit after them (forward) or before them (backward) in table
  * order; the end lets them go once no begin holds them. A failure is kept and reported by
  * finish or release. */
@@ -77,6 +84,10 @@ gboolean cohort_sharder_release(CohortSharder *s, GError **error);
 /* Stage 2, after the optimizer updated this rank's pieces in `params`: one in-place
  * all-gather per unit brings every rank's pieces. A collective; the queue must be idle. */
 gboolean cohort_sharder_gather_params(CohortSharder *s, GError **error);
+/* Every rank's pieces of unit u into `values` (the unit's count floats of the backend's
+ * memory), this rank's own already in place (at its piece's offset within the unit), after
+ * all work queued so far. A collective; the queue must be idle. */
+gboolean cohort_sharder_gather_unit(CohortSharder *s, float *values, guint u, GError **error);
 
 /* Runs `job` on the communication thread after everything queued before (or at once on this
  * thread when nothing is in flight), as cohort_reducer_run. */

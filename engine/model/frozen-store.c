@@ -22,9 +22,9 @@ gboolean cohort_frozen_store_wanted(const CohortConfig *cfg, gboolean can_reserv
     return FALSE;
   if (!can_reserve)
     cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "key \"frozen_dtype\": \"bf16\" runs on CPU ranks only in this version (the %s "
-                "backend has no address range that gives memory back per layer); allowed: "
-                "fp32, or bf16 with device cpu",
+                "key \"frozen_dtype\": \"bf16\" needs address ranges that give memory back per "
+                "layer, which the %s backend does not have; allowed: fp32, or bf16 on cpu or "
+                "cuda",
                 be_name);
   return TRUE;
 }
@@ -87,9 +87,10 @@ void cohort_frozen_store_layer(CohortModel *m, int layer, CohortLayerUse use, gb
     const CohortTensorInfo *t = &m->tensors[i];
     if (s->at[i] == G_MAXSIZE || t->layer != layer)
       continue;
-    if (begin)
+    /* A failed commit is recorded by the backend (on a GPU the run then ends with it). */
+    if (begin && m->be->commit(m->params + t->offset, t->numel * sizeof(float)) == 0)
       m->be->from_bf16(m->params + t->offset, s->bits + s->at[i], t->numel, 1.0f);
-    else
+    else if (!begin)
       m->be->decommit(m->params + t->offset, t->numel * sizeof(float));
   }
 }

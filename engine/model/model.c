@@ -174,13 +174,47 @@ gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
     m->grads = m->grads_reserved ? m->be->reserve(grad_bytes) : m->be->alloc(grad_bytes);
   if (m->n_buffer_floats > 0)
     m->buffer_data = m->be->alloc(m->n_buffer_floats * sizeof(float));
-  if (!m->params || (!frozen && !m->grads) || (m->n_buffer_floats > 0 && !m->buffer_data)) {
+  /* A reserved parameter range has memory only where committed. The start writes it whole
+   * (an initialisation, an import, a checkpoint), then lets go of what it keeps elsewhere:
+   * except at ZeRO stage 3 with nothing frozen, which starts unit by unit in the shards (and
+   * commits what it writes whole, cohort_model_commit_params). */
+  gboolean whole = m->params_range || (m->params_reserved && m->finetune != COHORT_FINETUNE_FULL);
+  if (!m->params || (!frozen && !m->grads) || (m->n_buffer_floats > 0 && !m->buffer_data) ||
+      (whole && m->be->commit(m->params, bytes) != 0)) {
+    const char *why = m->be->last_error ? m->be->last_error() : NULL;
     g_set_error(error, cohort_model_error_quark(), 0,
-                "%s model: out of %s memory for %zu parameters; allowed: a smaller model",
-                m->klass->name, m->be->name, m->n_params);
+                "%s model: out of %s memory for %zu parameters%s%s; allowed: a smaller model",
+                m->klass->name, m->be->name, m->n_params, why ? ": " : "", why ? why : "");
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean cohort_model_commit_params(CohortModel *m, size_t n, GError **error)
+{
+  if (!(m->params_reserved || m->params_range) || n == 0)
+    return TRUE;
+  if (m->be->commit(m->params, n * sizeof(float)) == 0)
+    return TRUE;
+  const char *why = m->be->last_error ? m->be->last_error() : NULL;
+  g_set_error(error, cohort_model_error_quark(), 0,
+              "%s model: out of %s memory for %zu of its parameters at once%s%s; allowed: a "
+              "smaller model, or more ranks",
+              m->klass->name, m->be->name, n, why ? ": " : "", why ? why : "");
+  return FALSE;
+}
+
+gboolean cohort_model_commit_whole(CohortModel *m, GError **error)
+{
+  if (!cohort_model_commit_params(m, m->n_params, error))
+    return FALSE;
+  if (!m->grads_reserved || m->be->commit(m->grads, MAX(m->n_trainable, 1) * sizeof(float)) == 0)
+    return TRUE;
+  const char *why = m->be->last_error ? m->be->last_error() : NULL;
+  g_set_error(error, cohort_model_error_quark(), 0,
+              "%s model: out of %s memory for the gradients of %zu parameters%s%s", m->klass->name,
+              m->be->name, m->n_trainable, why ? ": " : "", why ? why : "");
+  return FALSE;
 }
 
 gboolean cohort_model_on_host(const CohortModel *m)
@@ -370,9 +404,49 @@ static const float *host_view(const CohortModel *m, const float *buf, size_t n, 
   return *tmp;
 }
 
+/* frozen_dtype bf16: the stored tensors' places have no memory (they read zeros on the CPU;
+ * on a GPU they may not be read at all): everything else (the adapters too, which are in no
+ * tensor of the table), around them, into zeros. */
+typedef struct {
+  size_t offset, count;
+} Span;
+
+static int by_offset(gconstpointer a, gconstpointer b)
+{
+  size_t x = ((const Span *)a)->offset, y = ((const Span *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+static void download_unstored(const CohortModel *m, float *host, gboolean zeroed)
+{
+  if (!zeroed)
+    memset(host, 0, m->n_params * sizeof(float));
+  g_autoptr(GArray) stored = g_array_new(FALSE, FALSE, sizeof(Span));
+  for (guint i = 0; i < m->n_tensors; i++)
+    if (cohort_frozen_store_bits(m, i)) {
+      Span span = {m->tensors[i].offset, m->tensors[i].numel};
+      g_array_append_val(stored, span);
+    }
+  g_array_sort(stored, by_offset);
+  size_t at = 0;
+  for (guint k = 0; k <= stored->len; k++) {
+    const Span *span = k < stored->len ? &g_array_index(stored, Span, k) : NULL;
+    size_t end = span ? span->offset : m->n_params;
+    if (end > at)
+      m->be->download(host + at, m->params + at, (end - at) * sizeof(float));
+    if (span)
+      at = MAX(at, span->offset + span->count);
+  }
+}
+
 const float *cohort_model_params_host(const CohortModel *m, float **tmp)
 {
-  return host_view(m, m->params, m->n_params, tmp);
+  if (!m->frozen_store)
+    return host_view(m, m->params, m->n_params, tmp);
+  /* calloc'ed: the stored tensors' zeros take no memory until written */
+  *tmp = g_new0(float, MAX(m->n_params, 1));
+  download_unstored(m, *tmp, TRUE);
+  return *tmp;
 }
 
 const float *cohort_model_buffers_host(const CohortModel *m, float **tmp)
@@ -382,7 +456,10 @@ const float *cohort_model_buffers_host(const CohortModel *m, float **tmp)
 
 void cohort_model_download_params(const CohortModel *m, float *host)
 {
-  m->be->download(host, m->params, m->n_params * sizeof(float));
+  if (m->frozen_store)
+    download_unstored(m, host, FALSE);
+  else
+    m->be->download(host, m->params, m->n_params * sizeof(float));
 }
 
 void cohort_model_upload_params(CohortModel *m, const float *host)

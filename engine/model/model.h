@@ -302,6 +302,17 @@ void cohort_model_take_tables(CohortModel *m, CohortFamilyTables *t);
  * address space), or naming the key when the fine-tuning keys do not fit the model. */
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error);
 
+/* A reserved parameter range (ZeRO stage 3, frozen_dtype bf16) has memory only where it is
+ * committed (kernels/backend.h `commit`), which on a GPU is the only memory that may be read
+ * or written. cohort_model_alloc_tables commits the whole range when the start writes it
+ * whole anyway (frozen_dtype bf16, or a frozen part at stage 3); this commits its first `n`
+ * floats (all for n_params) before code that writes or reads them whole, such as a stage-3
+ * start from init_from, and cohort_model_commit_whole commits every parameter and gradient (a
+ * model used whole, as the probe's). Nothing for whole buffers. FALSE with an error naming
+ * the sizes when the backend has no memory for it. */
+gboolean cohort_model_commit_params(CohortModel *m, size_t n, GError **error);
+gboolean cohort_model_commit_whole(CohortModel *m, GError **error);
+
 /* For families: where the tensor that the family laid out at `offset` (before
  * cohort_model_alloc_tables) is now; `offset` itself when nothing moved. */
 size_t cohort_model_moved(const CohortModel *m, size_t offset);

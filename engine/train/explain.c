@@ -209,8 +209,12 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   add_launch(b, plan, argv);
   json_builder_set_member_name(b, COHORT_EXPLAIN_PARAMS);
   json_builder_add_int_value(b, cohort_model_count_params(cfg));
+  /* The device key as set: the plan is the same whether or not this machine has the GPU (a
+   * GPU rank checks its device's memory when it starts). */
   json_builder_set_member_name(b, COHORT_EXPLAIN_DEVICE);
-  json_builder_add_string_value(b, "cpu");
+  json_builder_add_string_value(b, cfg->device == COHORT_DEVICE_CUDA  ? "cuda"
+                                   : cfg->device == COHORT_DEVICE_CPU ? "cpu"
+                                                                      : "auto");
   json_builder_set_member_name(b, COHORT_EXPLAIN_THREADS_PER_RANK);
   json_builder_add_int_value(b, cohort_train_threads(cfg, world));
   json_builder_set_member_name(b, COHORT_EXPLAIN_WORLD_SIZE);

@@ -23,6 +23,10 @@ static int state_floats(const CohortConfig *cfg)
   return 2;
 }
 
+/* The allocation granule of a GPU's reserved ranges (cuMemGetAllocationGranularity on every
+ * GPU Cohort supports). */
+#define COHORT_GPU_GRANULE_BYTES ((gint64)2 << 20)
+
 /* The sum of the k largest unit sizes (floats). */
 static gint64 largest_units(const CohortShardPlan *p, guint k)
 {
@@ -94,7 +98,12 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
   /* Without a table: an even split and one unit, all that learns. */
   gint64 T = plan->trainable,
          S = p ? (gint64)p->max_shard_floats : (T + plan->world - 1) / plan->world;
-  gint64 grads_live = p ? largest_units(p, 4) : T, params_live = p ? largest_units(p, 3) : T;
+  /* In flight (shard-plan.h): the gradients of a tied embedding (written at both ends of
+   * backward), of the layer backward is in and of the reduce-scatters that may wait; the
+   * parameters of the layer in use, of a tied weight and of the units gathered ahead. */
+  guint grad_units = 2 + COHORT_ZERO_PENDING_REDUCES, param_units = 2 + COHORT_ZERO_PREFETCH_UNITS;
+  gint64 grads_live = p ? largest_units(p, grad_units) : T,
+         params_live = p ? largest_units(p, param_units) : T;
   gint64 largest = p ? (gint64)p->largest_unit : T;
   plan->units = p ? p->n_units : 1;
   plan->grad_bytes = 4 * S;
@@ -103,11 +112,19 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
   plan->param_bytes = 4 * whole + (plan->stage == 3 ? 4 * S : 4 * T);
   plan->working_bytes = 4 * grads_live + (plan->stage == 3 ? 4 * params_live : 0) +
                         (cfg->reduce_precision == COHORT_REDUCE_BF16 ? 2 * largest : 0);
+  /* A GPU commits whole granules (kernels/cuda/reserve.cu): a unit in flight may hold up to
+   * one more at each end. A GPU rank also keeps one piece of scratch for the reduce-scatter
+   * and a unit's worth in bf16 (or through the host with Gloo, not counted here). */
+  if (cfg->device == COHORT_DEVICE_CUDA)
+    plan->working_bytes +=
+        (gint64)(grad_units + (plan->stage == 3 ? param_units : 0)) * 2 * COHORT_GPU_GRANULE_BYTES +
+        4 * S + 2 * largest;
 }
 
 /* frozen_dtype bf16: the frozen tensors of two or more dimensions go to bf16 (*stored
  * floats), and the layer that holds most of them is widened to fp32 while it is used
- * (*widest floats). */
+ * (*widest floats; on a GPU each tensor widened in whole granules, up to one more at each
+ * end). */
 static void bf16_stored(const CohortConfig *cfg, const CohortTensorInfo *t, guint n,
                         const gboolean *frozen, gint64 *stored, gint64 *widest)
 {
@@ -119,7 +136,9 @@ static void bf16_stored(const CohortConfig *cfg, const CohortTensorInfo *t, guin
       continue;
     *stored += (gint64)t[i].numel;
     gpointer key = GINT_TO_POINTER(t[i].layer);
-    gint64 sum = GPOINTER_TO_SIZE(g_hash_table_lookup(layers, key)) + (gint64)t[i].numel;
+    gint64 widened = (gint64)t[i].numel +
+                     (cfg->device == COHORT_DEVICE_CUDA ? 2 * COHORT_GPU_GRANULE_BYTES / 4 : 0);
+    gint64 sum = GPOINTER_TO_SIZE(g_hash_table_lookup(layers, key)) + widened;
     g_hash_table_insert(layers, key, GSIZE_TO_POINTER((gsize)sum));
     *widest = MAX(*widest, sum);
   }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "engine/base/error.h"
+#include "engine/model/frozen-store.h"
 #include "kernels/backend.h"
 
 /* Device tensors are checksummed through host memory this much at a time. */
@@ -64,13 +65,12 @@ int cohort_health_judge(const guint64 *per_rank, int world, int n_tensors, gbool
 }
 
 /* The checksum of `floats` values of backend memory. */
-static guint64 tensor_hash(const CohortBackend *be, const float *data, gsize floats, void *scratch)
+static guint64 tensor_hash(const CohortBackend *be, const void *data, gsize bytes, void *scratch)
 {
-  gsize bytes = floats * sizeof(float);
   if (be == cohort_backend_cpu())
     return cohort_health_hash(data, bytes);
   /* A device tensor: one hash over its chunks' hashes. */
-  guint64 acc[2] = {floats, 0};
+  guint64 acc[2] = {bytes / sizeof(float), 0};
   for (gsize off = 0; off < bytes; off += CHUNK_BYTES) {
     gsize n = MIN(CHUNK_BYTES, bytes - off);
     be->download(scratch, (const char *)data + off, n);
@@ -138,11 +138,16 @@ gboolean cohort_rank_health_check(CohortRankRun *r, gboolean requested, GError *
     largest = MAX(largest, m->buffers[i].numel);
   g_autofree void *scratch =
       r->be == cohort_backend_cpu() ? NULL : g_malloc(MIN(largest * sizeof(float), CHUNK_BYTES));
-  for (guint i = 0; i < m->n_tensors; i++)
-    mine[i] = tensor_hash(r->be, m->params + m->tensors[i].offset, m->tensors[i].numel, scratch);
+  for (guint i = 0; i < m->n_tensors; i++) {
+    /* frozen_dtype bf16: a stored tensor's bits (its fp32 place has no memory) */
+    const uint16_t *bits = cohort_frozen_store_bits(m, i);
+    mine[i] = bits ? tensor_hash(r->be, bits, m->tensors[i].numel * sizeof(uint16_t), scratch)
+                   : tensor_hash(r->be, m->params + m->tensors[i].offset,
+                                 m->tensors[i].numel * sizeof(float), scratch);
+  }
   for (guint i = 0; buffers && i < m->n_buffers; i++)
-    mine[m->n_tensors + i] =
-        tensor_hash(r->be, m->buffer_data + m->buffers[i].offset, m->buffers[i].numel, scratch);
+    mine[m->n_tensors + i] = tensor_hash(r->be, m->buffer_data + m->buffers[i].offset,
+                                         m->buffers[i].numel * sizeof(float), scratch);
   if (!cohort_train_dist_all_gather(r->dist, mine, (gsize)n * sizeof(guint64), all,
                                     "health checksums", error))
     return FALSE;

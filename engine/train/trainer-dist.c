@@ -280,8 +280,9 @@ void cohort_train_dist_attach_sharder(CohortTrainDist *d, CohortModel *m, Cohort
   d->shard_bytes = shard_bytes;
   cohort_sharder_set_precision(sharder, d->reduce_precision);
   cohort_model_set_grad_ready_func(m, cohort_sharder_grad_ready, sharder);
-  if (stage == 3)
-    cohort_model_set_layer_hook(m, cohort_sharder_layer_hook, sharder);
+  /* stage 3 gathers layers there; both stages commit a layer's gradients */
+  (void)stage;
+  cohort_model_set_layer_hook(m, cohort_sharder_layer_hook, sharder);
   if (d->sync_bn)
     attach_model_comm(d, m);
 }

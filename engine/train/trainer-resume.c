@@ -322,7 +322,8 @@ static gboolean map_position(CohortRankRun *r, const char *ckpt, GError **error)
  * of its pieces, one layer at a time (they are a function of the seed: no broadcast). */
 static gboolean start_fresh_sharded(CohortRankRun *r, GError **error)
 {
-  cohort_shard_init_weights(r->shard, (guint64)r->cfg->seed);
+  if (!cohort_shard_init_weights(r->shard, (guint64)r->cfg->seed, error))
+    return FALSE;
   if (r->model->n_buffer_floats > 0 &&
       !cohort_train_dist_broadcast_params(r->dist, r->model->buffer_data, r->model->n_buffer_floats,
                                           error))
@@ -345,7 +346,10 @@ static gboolean start_fresh(CohortRankRun *r, GError **error)
   /* Otherwise the whole model is written here (at stage 3 into its reserved range, for the
    * start only), and each rank keeps its pieces after the broadcast. The family's
    * initialisation, then init_from's tensors over it: a file may leave some (a classifier for
-   * another class count) to the initialisation; LoRA's adapters fresh (PEFT's). */
+   * another class count) to the initialisation; LoRA's adapters fresh (PEFT's). A reserved
+   * range (stage 3) gets memory for it first. */
+  if (!cohort_model_commit_params(r->model, r->model->n_params, error))
+    return FALSE;
   cohort_model_init(r->model, (guint64)cfg->seed);
   if (imported) {
     g_autofree char *init_path = cohort_resolve_path(cfg->init_from);

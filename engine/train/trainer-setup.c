@@ -285,10 +285,9 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   int stage = run_stage(r) >= 2 ? run_stage(r) : 0;
   if (stage >= 2 && !r->be->reserve) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                "%s: key \"zero_stage\": %d runs on CPU ranks only in this version: it keeps "
-                "gradients (and at stage 3 parameters) in address space that holds memory one "
-                "layer at a time, which the %s backend cannot reserve yet; allowed on %s ranks: "
-                "zero_stage 0 or 1",
+                "%s: key \"zero_stage\": %d keeps gradients (and at stage 3 parameters) in "
+                "address space that holds memory one layer at a time, which the %s backend "
+                "cannot reserve; allowed on %s ranks: zero_stage 0 or 1",
                 r->opts->config_source ? r->opts->config_source : "config", stage, r->be->name,
                 r->be->name);
     return FALSE;
@@ -298,8 +297,8 @@ static gboolean alloc_model(CohortRankRun *r, GError **error)
   cohort_model_set_creating_sharded(0);
   if (!r->model)
     return FALSE;
-  if (stage >= 2 &&
-      !(r->shard = cohort_shard_new(r->opts->comm, r->model, stage, cfg->ema_decay > 0, error)))
+  if (stage >= 2 && !(r->shard = cohort_shard_new(r->opts->comm, r->model, stage,
+                                                  cfg->ema_decay > 0, r->dev.cuda_device, error)))
     return FALSE;
   size_t n = r->model->n_params;
   /* Only what learns has optimizer state (engine/model/finetune.h). */
@@ -450,7 +449,10 @@ gboolean cohort_rank_run_setup_probe(CohortRankRun *r, GError **error)
       !cohort_distill_check_config(cfg, o->config_source, error) || !open_data(r, error) ||
       !plan_steps(r, error) || !alloc_model(r, error) || !setup_teacher(r, error))
     return FALSE;
-  /* The time of a step does not depend on the weights' values: the seed's do. */
+  /* The time of a step does not depend on the weights' values: the seed's do. The probe uses
+   * the model whole, reserved ranges (ZeRO stages 2 and 3) too. */
+  if (!cohort_model_commit_whole(r->model, error))
+    return FALSE;
   cohort_model_init(r->model, (guint64)cfg->seed);
   r->st = (CohortTrainState){.loss_scale = 1.0};
   return TRUE;

@@ -45,6 +45,18 @@ static const float *group_source(const CohortRankRun *r, guint g, const float *p
   return cohort_optimizer_state(r->opt, g - (cohort_shard_ema(r->shard) ? 2 : 1));
 }
 
+/* Host memory for one piece of this rank when the shards are a device's (NULL on the CPU). */
+static float *piece_buffer(const CohortRankRun *r)
+{
+  if (cohort_model_on_host(r->model))
+    return NULL;
+  const CohortShardPlan *p = cohort_shard_plan(r->shard);
+  size_t most = 1;
+  for (guint u = 0; u < p->n_units; u++)
+    most = MAX(most, p->units[u].own_count);
+  return g_new(float, most);
+}
+
 static gboolean write_pieces(const CohortRankRun *r, const CohortGroupFile *gf, guint n_groups,
                              const float *params, GError **error)
 {
@@ -52,6 +64,7 @@ static gboolean write_pieces(const CohortRankRun *r, const CohortGroupFile *gf, 
   if (fd < 0)
     return FALSE;
   const CohortShardPlan *p = cohort_shard_plan(r->shard);
+  g_autofree float *host = piece_buffer(r);
   gboolean ok = TRUE;
   for (guint g = 0; ok && g < n_groups; g++) {
     const float *src = group_source(r, g, params);
@@ -59,6 +72,10 @@ static gboolean write_pieces(const CohortRankRun *r, const CohortGroupFile *gf, 
       size_t off, count;
       cohort_shard_plan_piece(p, u, p->rank, &off, &count);
       const float *from = src ? src + p->units[u].local : r->model->params + off;
+      if (host && count > 0) {
+        r->be->download(host, from, count * sizeof(float));
+        from = host;
+      }
       ok = count == 0 || cohort_group_file_write(gf, fd, g, off, count, from, error);
     }
   }
@@ -189,12 +206,16 @@ static gboolean read_pieces(const CohortRankRun *r, const CohortStFile *f, const
                             float *dst, GError **error)
 {
   const CohortShardPlan *p = cohort_shard_plan(r->shard);
+  g_autofree float *host = piece_buffer(r);
   for (guint u = 0; u < p->n_units; u++) {
     size_t off, count;
     cohort_shard_plan_piece(p, u, p->rank, &off, &count);
     float *to = dst ? dst + p->units[u].local : r->model->params + off;
-    if (count > 0 && !cohort_group_file_read(r->model, f, prefix, off, count, to, error))
+    if (count > 0 &&
+        !cohort_group_file_read(r->model, f, prefix, off, count, host ? host : to, error))
       return FALSE;
+    if (host && count > 0)
+      r->be->upload(to, host, count * sizeof(float));
   }
   return TRUE;
 }

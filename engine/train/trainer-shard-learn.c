@@ -40,7 +40,7 @@ gboolean cohort_rank_run_gather_learning(CohortRankRun *r, gboolean states, Coho
   if (n_states > 0 && r->opts->rank == 0)
     w->opt = cohort_optimizer_new_for(r->cfg, cohort_backend_cpu(), n);
   for (guint i = 0; i < n_states; i++) {
-    if (!cohort_shard_gather_whole(sh, cohort_optimizer_state(r->opt, i), buf, error))
+    if (!cohort_shard_gather_to_host(sh, cohort_optimizer_state(r->opt, i), buf, error))
       return FALSE;
     if (w->opt)
       cohort_optimizer_upload_state(w->opt, i, buf);
@@ -50,7 +50,7 @@ gboolean cohort_rank_run_gather_learning(CohortRankRun *r, gboolean states, Coho
     /* the EMA of what learns over the frozen base, which never moves */
     w->ema = g_new(float, MAX(m->n_params, 1));
     cohort_model_download_params(m, w->ema);
-    if (!cohort_shard_gather_whole(sh, ema, w->ema, error))
+    if (!cohort_shard_gather_to_host(sh, ema, w->ema, error))
       return FALSE;
   }
   if (n_states > 0 && r->opts->rank == 0 && !w->opt)
@@ -85,7 +85,7 @@ gboolean cohort_rank_run_scatter_learning(CohortRankRun *r, CohortOptimizer *ful
   for (guint i = 0; i < cohort_optimizer_n_states(r->opt); i++) {
     if (rank0)
       cohort_optimizer_download_state(full, i, buf);
-    if (!cohort_train_dist_broadcast_params(r->dist, buf, n, error))
+    if (!cohort_train_dist_broadcast_host(r->dist, buf, n * sizeof(float), error))
       return FALSE;
     cohort_shard_take_whole(sh, buf, cohort_optimizer_state(r->opt, i));
   }
@@ -93,7 +93,7 @@ gboolean cohort_rank_run_scatter_learning(CohortRankRun *r, CohortOptimizer *ful
   if (ema) {
     if (rank0)
       memcpy(buf, ema_whole, n * sizeof(float));
-    if (!cohort_train_dist_broadcast_params(r->dist, buf, n, error))
+    if (!cohort_train_dist_broadcast_host(r->dist, buf, n * sizeof(float), error))
       return FALSE;
     cohort_shard_take_whole(sh, buf, ema);
   }

@@ -25,7 +25,7 @@ static float *alloc_shard(const CohortShard *sh)
   return sh->be->alloc(MAX(sh->plan->shard_floats, 1) * sizeof(float));
 }
 
-CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gboolean ema,
+CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gboolean ema, int device,
                               GError **error)
 {
   g_return_val_if_fail(stage == 2 || stage == 3, NULL);
@@ -57,6 +57,8 @@ CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gbool
   }
   sh->sharder = cohort_sharder_new(comm, sh->plan, stage, sh->be, m->params, m->grads, sh->grads);
   cohort_sharder_set_source(sh->sharder, sh->params);
+  if (device >= 0 && !cohort_sharder_use_device(sh->sharder, device, error))
+    return NULL;
   return g_steal_pointer(&sh);
 }
 
@@ -146,15 +148,17 @@ static void shard_to_pieces(const CohortShard *sh, float *full, const float *sha
   }
 }
 
-void cohort_shard_init_weights(CohortShard *sh, guint64 seed)
+gboolean cohort_shard_init_weights(CohortShard *sh, guint64 seed, GError **error)
 {
   CohortModel *m = sh->model;
   /* With finetune lora or frozen the base is whole on every rank anyway (and the units,
    * over the train table, are not the family's tensors): the whole initialisation. */
   if (sh->stage == 2 || !m->ops->init_tensor || m->finetune != COHORT_FINETUNE_FULL) {
+    if (!cohort_model_commit_params(m, m->n_params, error))
+      return FALSE;
     cohort_model_init(m, seed);
     cohort_shard_take_params(sh);
-    return;
+    return TRUE;
   }
   /* One unit at a time in host memory: the whole model never is. */
   g_autofree float *unit_host = g_new(float, MAX(sh->plan->largest_unit, 1));
@@ -168,6 +172,7 @@ void cohort_shard_init_weights(CohortShard *sh, guint64 seed)
                    count * sizeof(float));
   }
   m->ops->init_buffers(m);
+  return TRUE;
 }
 
 void cohort_shard_take_params(CohortShard *sh)
@@ -287,30 +292,62 @@ gboolean cohort_shard_release(CohortShard *sh, GError **error)
 gboolean cohort_shard_gather_whole(CohortShard *sh, const float *shard, float *full, GError **error)
 {
   const CohortShardPlan *p = sh->plan;
-  g_autofree gsize *counts = g_new(gsize, p->world);
   for (guint u = 0; u < p->n_units; u++) {
     const CohortShardUnit *unit = &p->units[u];
     size_t off, count;
     cohort_shard_plan_piece(p, u, p->rank, &off, &count);
     if (count > 0 && shard != full)
       sh->be->copy(full + off, shard + unit->local, count * sizeof(float));
-    cohort_shard_plan_counts(p, u, sizeof(float), counts);
-    if (!cohort_comm_all_gather_v(sh->comm, full + unit->offset, counts, 0, error))
+    if (!cohort_sharder_gather_unit(sh->sharder, full + unit->offset, u, error))
       return FALSE;
   }
   return TRUE;
 }
 
-void cohort_shard_take_whole(const CohortShard *sh, const float *full, float *shard)
+gboolean cohort_shard_gather_to_host(CohortShard *sh, const float *shard, float *host,
+                                     GError **error)
 {
-  pieces_to_shard(sh, shard, full);
+  if (cohort_model_on_host(sh->model))
+    return cohort_shard_gather_whole(sh, shard, host, error);
+  /* Through a unit of device memory, which the communicator reaches (or stages itself). */
+  const CohortShardPlan *p = sh->plan;
+  CohortSharder *s = sh->sharder;
+  float *unit_buf = sh->be->alloc(MAX(p->largest_unit, 1) * sizeof(float));
+  if (!unit_buf) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
+                "ZeRO: out of %s memory for a layer of %zu floats", sh->be->name, p->largest_unit);
+    return FALSE;
+  }
+  gboolean ok = TRUE;
+  for (guint u = 0; ok && u < p->n_units; u++) {
+    const CohortShardUnit *unit = &p->units[u];
+    size_t off, count;
+    cohort_shard_plan_piece(p, u, p->rank, &off, &count);
+    sh->be->copy(unit_buf + (off - unit->offset), shard + unit->local, count * sizeof(float));
+    ok = cohort_sharder_gather_unit(s, unit_buf, u, error);
+    if (ok)
+      sh->be->download(host + unit->offset, unit_buf, unit->count * sizeof(float));
+  }
+  sh->be->free(unit_buf);
+  return ok;
+}
+
+void cohort_shard_take_whole(const CohortShard *sh, const float *host, float *shard)
+{
+  for (guint u = 0; u < sh->plan->n_units; u++) {
+    const CohortShardUnit *unit = &sh->plan->units[u];
+    size_t off, count;
+    cohort_shard_plan_piece(sh->plan, u, sh->plan->rank, &off, &count);
+    sh->be->upload(shard + unit->local, host + off, count * sizeof(float));
+  }
 }
 
 gboolean cohort_shard_gather_learning(CohortShard *sh, GError **error)
 {
   if (sh->stage != 3)
     return TRUE;
-  return cohort_shard_gather_whole(sh, sh->params, sh->model->params, error);
+  return cohort_model_commit_params(sh->model, sh->model->n_trainable, error) &&
+         cohort_shard_gather_whole(sh, sh->params, sh->model->params, error);
 }
 
 void cohort_shard_let_go_learning(CohortShard *sh)

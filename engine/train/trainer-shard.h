@@ -7,8 +7,8 @@
  * when the model announces it (the layer hook) and let go after.
  *
  * The layout is engine/distributed/shard-plan.h's. A rank's shard buffers (parameters at stage
- * 3, reduced gradients, EMA weights) are host memory of shard_floats floats each, laid out as
- * the optimizer's state is (cohort_shard_ranges).
+ * 3, reduced gradients, EMA weights) are backend memory (the host's, or a GPU's) of
+ * shard_floats floats each, laid out as the optimizer's state is (cohort_shard_ranges).
  *
  * With finetune lora or frozen only what learns is sharded: the units cover the train table,
  * [0, n_trainable) (adapters and `trainable` tensors, each with the `layer` of what it adapts
@@ -29,9 +29,10 @@ G_BEGIN_DECLS
 typedef struct CohortShard CohortShard;
 
 /* The shard of `m` (made inside cohort_model_set_creating_sharded(stage)) over comm's ranks;
- * `ema` when the run keeps EMA weights. The communicator and the model are borrowed. FALSE
- * (NULL) with an error when host memory runs out. */
-CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gboolean ema,
+ * `ema` when the run keeps EMA weights; `device` the CUDA device of a GPU rank (-1 on the
+ * CPU). The communicator and the model are borrowed. FALSE (NULL) with an error when memory
+ * runs out. */
+CohortShard *cohort_shard_new(CohortComm *comm, CohortModel *m, int stage, gboolean ema, int device,
                               GError **error);
 void cohort_shard_free(CohortShard *sh);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortShard, cohort_shard_free)
@@ -54,8 +55,9 @@ size_t cohort_shard_bytes(const CohortShard *sh);
 /* The family's initial weights from `seed` on every rank, without a broadcast (they are a
  * function of the seed): stage 3 one layer at a time (the family's init_tensor), never the
  * whole model; stage 2, and any stage with a frozen part (whose base is whole on every rank),
- * as stage 0 (cohort_model_init). Buffers too. */
-void cohort_shard_init_weights(CohortShard *sh, guint64 seed);
+ * as stage 0 (cohort_model_init). Buffers too. FALSE with an error when the whole model's
+ * memory cannot be committed. */
+gboolean cohort_shard_init_weights(CohortShard *sh, guint64 seed, GError **error);
 /* After the whole parameters were written into the model (an import, student layers from a
  * teacher, rank 0's broadcast): stage 3 keeps this rank's pieces and gives the memory of what
  * learns back (the frozen base, [n_trainable, n_params), stays whole); stage 2 has nothing to
@@ -91,13 +93,17 @@ gboolean cohort_shard_release(CohortShard *sh, GError **error);
 
 /* ---- what learns, whole (finetune lora or frozen: trainer-shard-learn.c) ---- */
 
-/* Every rank's pieces of `shard` (shard layout, host memory) into `full` (the flat vector of
- * what learns, n_trainable floats), this rank's own copied in first: one all-gather per unit.
- * A collective; the queue must be idle (between steps). */
+/* Every rank's pieces of `shard` (shard layout, backend memory) into `full` (the flat vector
+ * of what learns, n_trainable floats of backend memory), this rank's own copied in first: one
+ * all-gather per unit. A collective; the queue must be idle (between steps). */
 gboolean cohort_shard_gather_whole(CohortShard *sh, const float *shard, float *full,
                                    GError **error);
-/* This rank's pieces of `full` (n_trainable floats) into `shard` (shard layout). Local. */
-void cohort_shard_take_whole(const CohortShard *sh, const float *full, float *shard);
+/* The same into `host` (host memory): on a device, one unit at a time through device memory. */
+gboolean cohort_shard_gather_to_host(CohortShard *sh, const float *shard, float *host,
+                                     GError **error);
+/* This rank's pieces of `host` (n_trainable floats of host memory) into `shard` (shard
+ * layout, backend memory). Local. */
+void cohort_shard_take_whole(const CohortShard *sh, const float *host, float *shard);
 /* Stage 3: what learns, [0, n_trainable) of the model's parameters, gathered whole in place
  * (its memory taken) for code that reads the whole model (a save, an export), and let go
  * after; nothing at stage 2, whose parameters are whole. The gather is a collective. */

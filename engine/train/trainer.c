@@ -184,9 +184,10 @@ static gboolean train_step(CohortRankRun *r, StepResult *res, GError **error)
   if (!cohort_train_dist_broadcast_buffers(r->dist, m, error))
     return FALSE;
   /* The weights stay as they are until the optimizer below: a GPU reads their 16-bit copy.
-   * (A ZeRO stage that gathers parameters inside forward would change them: stage < 3.) */
+   * (A ZeRO stage that gathers parameters inside forward would change them: stage < 3; with
+   * frozen_dtype bf16 the stored base comes and goes layer by layer: what learns alone.) */
   if (cfg->zero_stage < 3)
-    cohort_device_step_begin(&r->dev, m->params, m->n_params);
+    cohort_device_step_begin(&r->dev, m->params, m->params_range ? m->n_trainable : m->n_params);
   gboolean ok = micro_batches(r, scale, &loss_sum, sums + 1, error);
   cohort_device_step_end(&r->dev);
   if (!ok)

@@ -7,8 +7,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 void cohort_cpu_set_threads(int n)
 {
@@ -37,43 +35,6 @@ static void cpu_free(void *p)
   free(p);
 }
 
-/* Anonymous private pages: the kernel backs a page when it is first written and gives zeros
- * until then; MAP_NORESERVE keeps a large reservation from counting against overcommit. Huge
- * pages are kept out so that what is released is what the caller released. */
-static void *cpu_reserve(size_t bytes)
-{
-  size_t len = bytes ? bytes : 1;
-  void *p =
-      mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-#ifdef MADV_NOHUGEPAGE
-  madvise(p, len, MADV_NOHUGEPAGE);
-#endif
-  return p;
-}
-
-static void cpu_decommit(void *p, size_t bytes)
-{
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t a = (uintptr_t)p, b = a + bytes;
-  uintptr_t lo = (a + page - 1) / page * page, hi = b / page * page;
-  if (hi <= lo) {
-    memset(p, 0, bytes);
-    return;
-  }
-  /* The partial pages at the ends are shared with the neighbours: only these bytes go. */
-  memset(p, 0, lo - a);
-  memset((void *)hi, 0, b - hi);
-  madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-static void cpu_unreserve(void *p, size_t bytes)
-{
-  if (p)
-    munmap(p, bytes ? bytes : 1);
-}
-
 static void cpu_zero(void *p, size_t bytes)
 {
   memset(p, 0, bytes);
@@ -91,9 +52,10 @@ static const CohortBackend cpu_backend = {
     .get_threads = cohort_cpu_get_threads,
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .reserve = cpu_reserve,
-    .decommit = cpu_decommit,
-    .unreserve = cpu_unreserve,
+    .reserve = cohort_cpu_reserve,
+    .commit = cohort_cpu_commit,
+    .decommit = cohort_cpu_decommit,
+    .unreserve = cohort_cpu_unreserve,
     .zero = cpu_zero,
     .copy = cpu_copy,
     .upload = cpu_copy,

@@ -21,6 +21,14 @@
 
 void cohort_cpu_set_threads(int n);
 int cohort_cpu_get_threads(void);
+/* Reserved ranges (reserve.c; COHORT_STRICT_RESERVE makes them fault where not committed). */
+void *cohort_cpu_reserve(size_t bytes);
+int cohort_cpu_commit(void *p, size_t bytes);
+void cohort_cpu_decommit(void *p, size_t bytes);
+void cohort_cpu_unreserve(void *p, size_t bytes);
+/* Strict mode: the bytes of the range holding `p` that have memory now and at most so far;
+ * -1 when `p` is in no strict range. */
+int cohort_cpu_reserve_usage(const void *p, size_t *now, size_t *peak);
 void cohort_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void cohort_cpu_set_gemm_mode(CohortGemmMode mode);

@@ -116,6 +116,12 @@ void cohort_cuda_set_pack_limit(size_t bytes);
 size_t cohort_cuda_scratch_bytes(void);
 void cohort_cuda_scratch_trim(void);
 
+/* A reserved range (the table's `reserve`, CUDA's virtual memory management): after waiting
+ * for the device and releasing what waited for it, the bytes of the range holding `p` that
+ * have memory now and at most so far, and its granule (2 MiB on current GPUs). Returns 0, or
+ * -1 when `p` is in no reserved range. For tests and logs. */
+int cohort_cuda_reserve_usage(const void *p, size_t *now, size_t *peak, size_t *granule);
+
 /* Waits for all work on the current device. Returns 0, or -1 when this or any earlier op
  * failed (see cohort_cuda_last_error()). */
 int cohort_cuda_synchronize(void);

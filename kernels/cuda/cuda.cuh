@@ -28,6 +28,11 @@ cublasHandle_t cohort_cuda_blas(void);
 /* `bytes` of device memory for one op's temporaries, owned by the backend and reused by the
  * next op (ops run in order on one stream, so this is safe); NULL on failure. */
 void *cohort_cuda_scratch(size_t bytes);
+/* Reserved address ranges (reserve.cu: CUDA's virtual memory management). */
+void *cohort_cuda_reserve(size_t bytes);
+int cohort_cuda_commit(void *p, size_t bytes);
+void cohort_cuda_decommit(void *p, size_t bytes);
+void cohort_cuda_unreserve(void *p, size_t bytes);
 /* Blocks for a grid-stride loop over n elements with `threads` per block. */
 static inline unsigned cohort_cuda_blocks(size_t n, int threads)
 {

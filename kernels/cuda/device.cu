@@ -426,10 +426,11 @@ static const CohortBackend cuda_backend = {
     .copy = cuda_copy,
     .upload = cuda_upload,
     .download = cuda_download,
-    /* No reserved address space yet: ZeRO stages 2 and 3 refuse CUDA ranks. */
-    .reserve = NULL,
-    .decommit = NULL,
-    .unreserve = NULL,
+    /* CUDA's virtual memory management (reserve.cu) */
+    .reserve = cohort_cuda_reserve,
+    .commit = cohort_cuda_commit,
+    .decommit = cohort_cuda_decommit,
+    .unreserve = cohort_cuda_unreserve,
     .set_device = cohort_cuda_set_device,
     .event_new = cohort_cuda_event_new,
     .event_free = cohort_cuda_event_free,
