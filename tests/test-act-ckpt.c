@@ -4,7 +4,8 @@
  * losses (relative difference at most 1e-6) and the exported weights, buffers included (BatchNorm
  * running statistics and counters: a recompute that updated them again would show here):
  *  - gpt, fp32; with LoRA and lora_dropout on 2 ranks (the recomputed forward draws the same
- *    masks; DDP's buckets are all-reduced from the grad-ready hooks while backward recomputes);
+ *    masks; DDP's buckets are all-reduced from the grad-ready hooks while backward recomputes)
+ *    and with LoRA over a frozen base kept in bf16 (frozen_dtype, precision bf16);
  *    under precision bf16 and fp16; as a distillation student;
  *  - dit (each example's noise, timestep and label dropout);
  *  - resnet with SyncBatchNorm on 2 ranks (the recompute normalises with the statistics the
@@ -151,6 +152,10 @@ static void test_gpt_lora_dropout(void)
       "finetune=lora",    "lora_rank=4",         "lora_alpha=8", "lora_dropout=0.25",
       "trainable=ln_f.*", "bucket_cap_mb=0.002", "batch_size=2", NULL};
   check_same("gpt lora, lora_dropout 0.25, 2 ranks", 2, gpt_sets, extra);
+  /* the frozen base in bf16: each layer widened by its layer hook, around the recompute too */
+  check_same("gpt lora, frozen_dtype bf16", 1, gpt_sets,
+             (const char *[]){"finetune=lora", "lora_rank=4", "lora_alpha=8", "frozen_dtype=bf16",
+                              "precision=bf16", NULL});
 }
 
 static void test_gpt_precision(void)
