@@ -212,6 +212,25 @@ static void test_lora(void)
   check_family(resnet_lora_sets, COHORT_GEMM_FP32);
 }
 
+/* activation_checkpointing: each block recomputed in backward from its kept input, on the GPU
+ * (the same model code over the CUDA backend) against the CPU; on the CPU the key changes no
+ * bit (tests/test-act-ckpt.c). */
+static void test_act_ckpt(void)
+{
+  check_family((const char *const[]){"model=gpt", "n_layer=2", "n_head=2", "n_embd=32",
+                                     "seq_len=16", "activation_checkpointing=true", NULL},
+               COHORT_GEMM_FP32);
+  check_family((const char *const[]){"model=dit", "data_format=images", "n_layer=2", "n_head=2",
+                                     "n_embd=32", "image_size=8", "patch_size=2",
+                                     "image_channels=1", "num_classes=3", "cfg_dropout=0.3",
+                                     "activation_checkpointing=true", NULL},
+               COHORT_GEMM_FP32);
+  check_family((const char *const[]){"model=resnet", "data_format=images", "n_layer=8",
+                                     "resnet_width=4", "image_size=8", "image_channels=1",
+                                     "num_classes=3", "activation_checkpointing=true", NULL},
+               COHORT_GEMM_FP32);
+}
+
 static void test_dit(void)
 {
   check_family(dit_sets, COHORT_GEMM_FP32);
@@ -298,5 +317,6 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda-models/resnet50", test_resnet50);
   g_test_add_func("/cuda-models/dit-run", test_dit_run);
   g_test_add_func("/cuda-models/lora", test_lora);
+  g_test_add_func("/cuda-models/activation-checkpointing", test_act_ckpt);
   return g_test_run();
 }

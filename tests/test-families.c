@@ -64,6 +64,27 @@ static void check_model(CohortConfig *cfg)
     g_assert_cmpuint(m->n_buffer_floats, ==, t.buffer_floats);
     g_assert_cmpuint(m->act_bytes, ==, f->act_bytes(cfg, 2, frozen));
   }
+  /* activation_checkpointing: a family that honours it keeps less for the same model (one
+   * input per block and one block's buffers), and the model allocates what it says; one that
+   * does not refuses the key */
+  cfg->activation_checkpointing = TRUE;
+  g_autoptr(GError) error = NULL;
+  if (!f->activation_checkpointing) {
+    g_assert_false(cohort_family_check_config(cfg, "test", &error));
+    g_assert_nonnull(strstr(error->message, "activation_checkpointing"));
+    cfg->activation_checkpointing = FALSE;
+    cohort_family_tables_clear(&t);
+    return;
+  }
+  g_assert_true(cohort_family_check_config(cfg, "test", &error));
+  g_autoptr(CohortModel) m = cohort_model_new(cohort_backend_cpu(), cfg, 2, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(m->act_bytes, ==, f->act_bytes(cfg, 2, FALSE));
+  g_autoptr(CohortModel) teacher = cohort_model_new_frozen(cohort_backend_cpu(), cfg, 2, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(teacher->act_bytes, ==, f->act_bytes(cfg, 2, TRUE));
+  cfg->activation_checkpointing = FALSE;
+  g_assert_cmpuint(m->act_bytes, <, f->act_bytes(cfg, 2, FALSE));
   cohort_family_tables_clear(&t);
 }
 

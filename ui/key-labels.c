@@ -69,6 +69,7 @@ static const struct {
     {"freeze_bn_stats", N_("Freeze BatchNorm statistics")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
+    {"activation_checkpointing", N_("Recompute activations in backward")},
     {"teacher_from", N_("Teacher folder")},
     {"distill_alpha", N_("Teacher's share of the loss (α)")},
     {"distill_temperature", N_("Temperature (τ)")},
@@ -142,8 +143,8 @@ static const char *const sched_keys[] = {"lr_schedule",  "warmup_steps", "min_lr
 static const char *const norm_keys[] = {"bn_momentum", NULL};
 static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
 static const char *const prec_keys[] = {
-    "precision", "allow_tf32", "loss_scale_init", "loss_scale_growth_interval", "device",
-    "threads",   NULL};
+    "precision", "allow_tf32", "loss_scale_init",          "loss_scale_growth_interval",
+    "device",    "threads",    "activation_checkpointing", NULL};
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s",

@@ -306,6 +306,12 @@ static const KeyRow rows[] = {
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
         "CPU threads per process; 0 lets Cohort choose.", "0"),
+    ROW(activation_checkpointing, BOOL, "training", NULL, 0, 0, NULL,
+        "Keep only each block's input from the forward and compute the block again in "
+        "backward: activation memory falls to about one block's plus one input per block, for "
+        "about a third more compute per step; the results are the same. GPU ranks run the same "
+        "model code.",
+        "false"),
     ROW_PATH(
         teacher_from, "training", &teacher_path, 0,
         "\"\" or a folder: a Cohort model folder (model.safetensors and cohort-config.json, as "

@@ -111,6 +111,9 @@ typedef struct {
   gboolean freeze_bn_stats; /* resnet: BatchNorm in eval mode while training (running statistics) */
   CohortDevice device;
   int threads; /* 0 = auto */
+  /* keep each block's input only and recompute the block in backward (less memory, one more
+   * forward of the blocks) */
+  gboolean activation_checkpointing;
 
   /* distillation (engine/model/distill.h) */
   char *teacher_from;         /* "" = no teacher; a Cohort model folder or a HF GPT-2 folder */

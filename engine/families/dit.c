@@ -83,8 +83,9 @@ gboolean cohort_family_dit_tables(const CohortDitShape *s, CohortFamilyTables *o
 }
 
 size_t cohort_family_dit_layout(CohortDitActs *a, const CohortDitShape *s, int max_batch,
-                                gboolean forward_only, char *base)
+                                CohortActKeep keep, char *base)
 {
+  gboolean forward_only = keep == COHORT_ACTS_FORWARD;
   size_t grid = (size_t)(s->image_size / s->patch);
   size_t B = (size_t)max_batch, T = grid * grid, N = B * T, C = (size_t)s->hidden;
   size_t img = B * (size_t)s->channels * s->image_size * s->image_size;
@@ -105,8 +106,10 @@ size_t cohort_family_dit_layout(CohortDitActs *a, const CohortDitShape *s, int m
   CohortDitBlockActs counted;
   for (int l = 0; l < s->n_layer; l++) {
     CohortDitBlockActs *b = a->blocks ? &a->blocks[l] : &counted;
-    if (forward_only && l > 0) {
+    if (keep != COHORT_ACTS_ALL && l > 0) {
       *b = a->blocks ? a->blocks[0] : counted;
+      if (keep == COHORT_ACTS_CHECKPOINT)
+        COHORT_ACT_TAKE(&k, b->x_out, N * C, float);
       continue;
     }
     COHORT_ACT_TAKE(&k, b->mod, B * 6 * C, float);
@@ -198,7 +201,8 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
   if (s.patch < 1 || s.image_size % s.patch != 0)
     return 0;
   CohortDitActs a = {0};
-  return cohort_family_dit_layout(&a, &s, max_batch, forward_only, NULL);
+  return cohort_family_dit_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),
+                                  NULL);
 }
 
 const CohortFamilyDesc cohort_family_dit = {
@@ -207,4 +211,5 @@ const CohortFamilyDesc cohort_family_dit = {
     .check_config = dit_check_config,
     .tables = dit_tables,
     .act_bytes = dit_act_bytes,
+    .activation_checkpointing = TRUE,
 };

@@ -74,8 +74,9 @@ CohortDitShape cohort_family_dit_shape(const CohortConfig *cfg);
 gboolean cohort_family_dit_tables(const CohortDitShape *s, CohortFamilyTables *out);
 /* Lays the activations out from `base` (NULL: only counts) and returns their bytes; a
  * forward-only model (a distillation teacher) has no backward scratch and one set of block
- * buffers. */
+ * buffers; with COHORT_ACTS_CHECKPOINT the blocks share one set too, but each keeps its own
+ * x_out (the next block's input). */
 size_t cohort_family_dit_layout(CohortDitActs *a, const CohortDitShape *s, int max_batch,
-                                gboolean forward_only, char *base);
+                                CohortActKeep keep, char *base);
 
 G_END_DECLS

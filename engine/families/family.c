@@ -103,6 +103,13 @@ const char *cohort_family_lora_targets(const CohortConfig *cfg)
 gboolean cohort_family_check_config(const CohortConfig *cfg, const char *source, GError **error)
 {
   const CohortFamilyDesc *f = cohort_family_desc(cfg->model);
+  if (f && cfg->activation_checkpointing && !f->activation_checkpointing) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"activation_checkpointing\": true is not available for model \"%s\" "
+                "in this version (its blocks are not recomputed in backward); allowed: false",
+                source ? source : "config", f->name);
+    return FALSE;
+  }
   return !f || !f->check_config || f->check_config(cfg, source, error);
 }
 

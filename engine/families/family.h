@@ -35,6 +35,18 @@ typedef struct CohortFamilyTables {
 /* Frees the tables' names and arrays and zeroes `t`. */
 void cohort_family_tables_clear(CohortFamilyTables *t);
 
+/* What a model's activations keep for backward, which its layout function lays out. The first
+ * two are FALSE and TRUE of the older `forward_only` flag. */
+typedef enum {
+  COHORT_ACTS_ALL = 0,     /* training: every block keeps what its backward reads */
+  COHORT_ACTS_FORWARD = 1, /* forward only (a distillation teacher): one set of block buffers
+                              that every block writes, no backward scratch */
+  /* activation_checkpointing: each block keeps only its input (the residual stream before it)
+   * and every block writes one set of block buffers; backward runs each block's forward again
+   * from its input, into that set, just before the block's backward */
+  COHORT_ACTS_CHECKPOINT = 2,
+} CohortActKeep;
+
 /* One family's description. */
 typedef struct CohortFamilyDesc {
   const char *name; /* the `model` key's value */
@@ -55,7 +67,22 @@ typedef struct CohortFamilyDesc {
    * max_batch (a forward-only model, a distillation teacher, needs less); 0 when the shape is
    * none the family builds. */
   size_t (*act_bytes)(const CohortConfig *cfg, int max_batch, gboolean forward_only);
+  /* TRUE when the family honours activation_checkpointing: act_bytes and the model's layout
+   * follow cohort_family_act_keep, and backward recomputes each block from its kept input
+   * (inside the block's COHORT_LAYER_BACKWARD layer hook, drawing the same randomness, and
+   * without updating any running statistic a second time). A family without it refuses the
+   * key (cohort_family_check_config). */
+  gboolean activation_checkpointing;
 } CohortFamilyDesc;
+
+/* What a model of `cfg` keeps: COHORT_ACTS_FORWARD for a forward-only model, else
+ * COHORT_ACTS_CHECKPOINT with activation_checkpointing, else COHORT_ACTS_ALL. */
+static inline CohortActKeep cohort_family_act_keep(const CohortConfig *cfg, gboolean forward_only)
+{
+  if (forward_only)
+    return COHORT_ACTS_FORWARD;
+  return cfg->activation_checkpointing ? COHORT_ACTS_CHECKPOINT : COHORT_ACTS_ALL;
+}
 
 /* The descriptions, in the order engine/config/model-families.h declares the families;
  * *n_families gets their number. */
@@ -77,7 +104,8 @@ gint64 cohort_family_count_params(const CohortConfig *cfg);
 size_t cohort_family_act_bytes(const CohortConfig *cfg, int max_batch);
 /* The default LoRA targets of cfg's family, or NULL. */
 const char *cohort_family_lora_targets(const CohortConfig *cfg);
-/* The family's own rules (check_config); TRUE for a family without any, or unknown. */
+/* The family's own rules (check_config), and activation_checkpointing refused for a family
+ * that does not honour it; TRUE for a family without any, or unknown. */
 gboolean cohort_family_check_config(const CohortConfig *cfg, const char *source, GError **error);
 
 /* For the families' builders: the tables as they grow. */

@@ -38,8 +38,9 @@ void cohort_family_gpt_tables(const CohortGptShape *s, CohortFamilyTables *out)
 }
 
 size_t cohort_family_gpt_layout(CohortGptActs *a, const CohortGptShape *s, int max_batch,
-                                gboolean forward_only, char *base)
+                                CohortActKeep keep, char *base)
 {
+  gboolean forward_only = keep == COHORT_ACTS_FORWARD;
   size_t N = (size_t)max_batch * s->seq_len;
   size_t C = s->n_embd, V = s->vocab_size, NH = s->n_head;
   CohortActCarver k = {.base = base};
@@ -49,8 +50,10 @@ size_t cohort_family_gpt_layout(CohortGptActs *a, const CohortGptShape *s, int m
   CohortGptBlockActs counted;
   for (int l = 0; l < s->n_layer; l++) {
     CohortGptBlockActs *b = a->blocks ? &a->blocks[l] : &counted;
-    if (forward_only && l > 0) {
+    if (keep != COHORT_ACTS_ALL && l > 0) {
       *b = a->blocks ? a->blocks[0] : counted;
+      if (keep == COHORT_ACTS_CHECKPOINT)
+        COHORT_ACT_TAKE(&k, b->res3, N * C, float);
       continue;
     }
     COHORT_ACT_TAKE(&k, b->ln1, N * C, float);
@@ -95,7 +98,8 @@ static size_t gpt_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
 {
   CohortGptShape s = cohort_family_gpt_shape(cfg);
   CohortGptActs a = {0};
-  return cohort_family_gpt_layout(&a, &s, max_batch, forward_only, NULL);
+  return cohort_family_gpt_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),
+                                  NULL);
 }
 
 const CohortFamilyDesc cohort_family_gpt = {
@@ -104,4 +108,5 @@ const CohortFamilyDesc cohort_family_gpt = {
     .init_from_folder = TRUE,
     .tables = gpt_tables,
     .act_bytes = gpt_act_bytes,
+    .activation_checkpointing = TRUE,
 };

@@ -70,8 +70,10 @@ CohortGptShape cohort_family_gpt_shape(const CohortConfig *cfg);
 void cohort_family_gpt_tables(const CohortGptShape *s, CohortFamilyTables *out);
 /* Lays the activations out from `base` (NULL: only counts) and returns their bytes. A
  * forward-only model (a distillation teacher) has no backward scratch, and every block writes
- * the same buffers (a block reads its input before it overwrites them). */
+ * the same buffers (a block reads its input before it overwrites them). With
+ * COHORT_ACTS_CHECKPOINT every block writes the same buffers too, except res3, its output (the
+ * next block's input, the last one ln_f's), which each block keeps. */
 size_t cohort_family_gpt_layout(CohortGptActs *a, const CohortGptShape *s, int max_batch,
-                                gboolean forward_only, char *base);
+                                CohortActKeep keep, char *base);
 
 G_END_DECLS

@@ -196,64 +196,110 @@ void cohort_family_resnet_net_clear(CohortResnetNet *net)
   *net = (CohortResnetNet){0};
 }
 
-/* A unit's activations; a forward-only model's units all write `shared`. */
-static void take_unit(CohortActCarver *k, CohortResnetUnit *u, size_t B, gboolean fo, float *shared)
+/* A unit's activations; with `share` (a forward-only model, or a block's units under
+ * activation checkpointing) its convolution output is `shared`. Its statistics are its own:
+ * a recomputed block normalises with the ones its forward saved. */
+static void take_unit(CohortActCarver *k, CohortResnetUnit *u, size_t B, gboolean share,
+                      float *shared)
 {
-  if (fo)
-    u->conv_out = shared;
+  if (share)
+    u->conv_out = shared; /* NULL while only counting */
   else
     COHORT_ACT_TAKE(k, u->conv_out, B * u->c_out * u->h_out * u->h_out, float);
   COHORT_ACT_TAKE(k, u->stat, 2 * (size_t)u->c_out + 1, float);
   COHORT_ACT_TAKE(k, u->rstd, (size_t)u->c_out, float);
 }
 
+/* Buffers of the largest activation's size that units share instead of their own. */
+typedef struct {
+  float *conv[4]; /* forward only: [0]; checkpointing: one per unit of a block, [3] the shortcut */
+  float *hidden[2];
+  float *outs[2]; /* forward only: the block outputs, in turn */
+} Shared;
+
+static void take_shared(CohortActCarver *k, const CohortResnetNet *r, size_t B, CohortActKeep keep,
+                        Shared *sh)
+{
+  *sh = (Shared){0};
+  if (keep == COHORT_ACTS_ALL)
+    return;
+  if (keep == COHORT_ACTS_FORWARD) {
+    COHORT_ACT_TAKE(k, sh->conv[0], B * r->max_act, float);
+    for (int i = 0; i < 2; i++) {
+      COHORT_ACT_TAKE(k, sh->hidden[i], B * r->max_act, float);
+      COHORT_ACT_TAKE(k, sh->outs[i], B * r->max_act, float);
+    }
+    return;
+  }
+  /* every block has the same number of units (all BasicBlocks or all Bottlenecks); each
+   * shared buffer is as large as the largest of its kind in any block (the stem, often the
+   * largest activation, keeps its own) */
+  int units = r->n_blocks > 0 ? r->blocks[0].n_units : 0;
+  size_t conv[3] = {0, 0, 0}, down = 0;
+  for (int i = 0; i < r->n_blocks; i++) {
+    const CohortResnetBlock *b = &r->blocks[i];
+    for (int u = 0; u < b->n_units; u++)
+      conv[u] = MAX(conv[u], (size_t)b->unit[u].c_out * b->unit[u].h_out * b->unit[u].h_out);
+    if (b->has_down)
+      down = MAX(down, (size_t)b->down.c_out * b->down.h_out * b->down.h_out);
+  }
+  for (int u = 0; u < units; u++)
+    COHORT_ACT_TAKE(k, sh->conv[u], B * conv[u], float);
+  if (down)
+    COHORT_ACT_TAKE(k, sh->conv[3], B * down, float);
+  for (int u = 0; u + 1 < units; u++) /* unit u's output, after BatchNorm and ReLU */
+    COHORT_ACT_TAKE(k, sh->hidden[u], B * conv[u], float);
+}
+
+/* Block i's activations: its units', its hidden ones and its output. */
+static void take_block(CohortActCarver *k, CohortResnetBlock *b, int i, size_t B,
+                       CohortActKeep keep, const Shared *sh)
+{
+  gboolean fo = keep == COHORT_ACTS_FORWARD, ck = keep == COHORT_ACTS_CHECKPOINT;
+  for (int u = 0; u < b->n_units; u++)
+    take_unit(k, &b->unit[u], B, fo || ck, fo ? sh->conv[0] : sh->conv[u]);
+  if (b->has_down)
+    take_unit(k, &b->down, B, fo || ck, fo ? sh->conv[0] : sh->conv[3]);
+  for (int u = 0; u + 1 < b->n_units; u++) {
+    const CohortResnetUnit *c = &b->unit[u];
+    if (keep != COHORT_ACTS_ALL)
+      b->hidden[u] = sh->hidden[u];
+    else
+      COHORT_ACT_TAKE(k, b->hidden[u], B * c->c_out * c->h_out * c->h_out, float);
+  }
+  const CohortResnetUnit *last = &b->unit[b->n_units - 1];
+  /* forward only: block i reads outs[i % 2] and writes the other; else (checkpointing too)
+   * each block keeps its output, the next block's input */
+  if (fo)
+    b->out = sh->outs[(i + 1) % 2];
+  else
+    COHORT_ACT_TAKE(k, b->out, B * last->c_out * last->h_out * last->h_out, float);
+}
+
 size_t cohort_family_resnet_layout(CohortResnetNet *r, const CohortResnetShape *s, int max_batch,
-                                   gboolean forward_only, char *base)
+                                   CohortActKeep keep, char *base)
 {
   size_t B = (size_t)max_batch, K = (size_t)s->num_classes, F = (size_t)r->feat;
-  gboolean fo = forward_only;
-  float *conv_out = NULL, *hidden[2] = {NULL, NULL}, *outs[2] = {NULL, NULL};
+  gboolean fo = keep == COHORT_ACTS_FORWARD;
   CohortActCarver k = {.base = base};
   COHORT_ACT_TAKE(&k, r->img, B * s->channels * s->image_size * s->image_size, float);
   COHORT_ACT_TAKE(&k, r->labels, B, int);
-  if (fo) {
-    COHORT_ACT_TAKE(&k, conv_out, B * r->max_act, float);
-    COHORT_ACT_TAKE(&k, hidden[0], B * r->max_act, float);
-    COHORT_ACT_TAKE(&k, hidden[1], B * r->max_act, float);
-    COHORT_ACT_TAKE(&k, outs[0], B * r->max_act, float);
-    COHORT_ACT_TAKE(&k, outs[1], B * r->max_act, float);
-  }
-  take_unit(&k, &r->stem, B, fo, conv_out);
+  Shared sh;
+  take_shared(&k, r, B, keep, &sh);
+  take_unit(&k, &r->stem, B, fo, sh.conv[0]);
   size_t stem_n = B * r->stem.c_out * r->stem.h_out * r->stem.h_out;
   size_t pool_n = B * r->stem.c_out * r->pool_side * r->pool_side;
   if (fo) {
     /* block 0 reads outs[0]: the pooled stem, or the stem itself */
-    r->stem_out = r->has_pool ? hidden[0] : outs[0];
-    r->pool_out = r->has_pool ? outs[0] : NULL;
+    r->stem_out = r->has_pool ? sh.hidden[0] : sh.outs[0];
+    r->pool_out = r->has_pool ? sh.outs[0] : NULL;
   } else {
     COHORT_ACT_TAKE(&k, r->stem_out, stem_n, float);
     if (r->has_pool)
       COHORT_ACT_TAKE(&k, r->pool_out, pool_n, float);
   }
-  for (int i = 0; i < r->n_blocks; i++) {
-    CohortResnetBlock *b = &r->blocks[i];
-    for (int u = 0; u < b->n_units; u++)
-      take_unit(&k, &b->unit[u], B, fo, conv_out);
-    if (b->has_down)
-      take_unit(&k, &b->down, B, fo, conv_out);
-    for (int u = 0; u + 1 < b->n_units; u++) {
-      const CohortResnetUnit *c = &b->unit[u];
-      if (fo)
-        b->hidden[u] = hidden[u];
-      else
-        COHORT_ACT_TAKE(&k, b->hidden[u], B * c->c_out * c->h_out * c->h_out, float);
-    }
-    const CohortResnetUnit *last = &b->unit[b->n_units - 1];
-    if (fo)
-      b->out = outs[(i + 1) % 2]; /* block i reads outs[i % 2] */
-    else
-      COHORT_ACT_TAKE(&k, b->out, B * last->c_out * last->h_out * last->h_out, float);
-  }
+  for (int i = 0; i < r->n_blocks; i++)
+    take_block(&k, &r->blocks[i], i, B, keep, &sh);
   COHORT_ACT_TAKE(&k, r->pooled, B * F, float);
   COHORT_ACT_TAKE(&k, r->logits, B * K, float);
   COHORT_ACT_TAKE(&k, r->lse, B, float);
@@ -322,7 +368,8 @@ static size_t resnet_act_bytes(const CohortConfig *cfg, int max_batch, gboolean 
   CohortResnetNet net;
   CohortFamilyTables t;
   cohort_family_resnet_build(&s, &net, &t);
-  size_t bytes = cohort_family_resnet_layout(&net, &s, max_batch, forward_only, NULL);
+  size_t bytes = cohort_family_resnet_layout(&net, &s, max_batch,
+                                             cohort_family_act_keep(cfg, forward_only), NULL);
   cohort_family_resnet_net_clear(&net);
   cohort_family_tables_clear(&t);
   return bytes;
@@ -334,4 +381,5 @@ const CohortFamilyDesc cohort_family_resnet = {
     .check_config = resnet_check_config,
     .tables = resnet_tables,
     .act_bytes = resnet_act_bytes,
+    .activation_checkpointing = TRUE,
 };

@@ -100,8 +100,11 @@ void cohort_family_resnet_net_clear(CohortResnetNet *net);
 /* Lays the activations out from `base` (NULL: only counts) and returns their bytes. A
  * forward-only model (a distillation teacher) has no backward scratch, and every unit's
  * convolution output, the blocks' hidden activations and the block outputs (two, in turn)
- * share buffers of the largest activation's size, since nothing keeps them for a backward. */
+ * share buffers of the largest activation's size, since nothing keeps them for a backward.
+ * With COHORT_ACTS_CHECKPOINT the blocks' units share such buffers too (one per unit of a
+ * block, one for the shortcut, and the hidden ones), while each block keeps its output (the
+ * next block's input) and every unit its BatchNorm statistics, which the recompute reuses. */
 size_t cohort_family_resnet_layout(CohortResnetNet *net, const CohortResnetShape *s, int max_batch,
-                                   gboolean forward_only, char *base);
+                                   CohortActKeep keep, char *base);
 
 G_END_DECLS

@@ -70,6 +70,7 @@ static void block_forward(Dit *d, int l, const float *x, int B)
   be->gelu_forward(a->g, a->f, (size_t)N * 4 * C);
   linear(d, a->o, a->g, dit_bi(d, l, DB_FC2_W), N, 4 * C, C);
   be->gated_residual_forward(a->x_out, a->x1, gate2, a->o, B, T, C, ld);
+  d->acts_block = l;
 }
 
 void cohort_dit_net_forward(Dit *d, int B)
@@ -185,6 +186,10 @@ void cohort_dit_net_backward(Dit *d, int B)
   for (int l = L - 1; l >= 0 && cohort_model_learns_up_to(m, l); l--) {
     const float *x = l > 0 ? d->acts.blocks[l - 1].x_out : d->acts.x0;
     cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
+    /* activation_checkpointing: the block's activations again from its kept input (the
+     * conditioning sc and each example's noise and timestep are kept, not drawn again) */
+    if (d->checkpoint && d->acts_block != l)
+      block_forward(d, l, x, B);
     block_backward(d, l, x, B);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
     cohort_model_layer_grads_ready(m, l);

@@ -253,10 +253,12 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->cfg_dropout = cfg->cfg_dropout;
   d->seed = (guint64)cfg->seed;
   d->forward_only = cohort_model_creating_frozen();
+  CohortActKeep keep = cohort_family_act_keep(cfg, d->forward_only);
+  d->checkpoint = keep == COHORT_ACTS_CHECKPOINT;
+  d->acts_block = -1;
   build_tables(d);
   d->acts.blocks = g_new0(CohortDitBlockActs, cfg->n_layer);
-  size_t act_bytes =
-      cohort_family_dit_layout(&d->acts, &d->shape, max_batch, d->forward_only, NULL);
+  size_t act_bytes = cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, NULL);
   d->act_mem = be->alloc(act_bytes);
   size_t img = (size_t)max_batch * channels * size * size;
   d->host_img = g_try_new(float, img);
@@ -282,7 +284,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
     cohort_model_free(m);
     return NULL;
   }
-  cohort_family_dit_layout(&d->acts, &d->shape, max_batch, d->forward_only, d->act_mem);
+  cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, d->act_mem);
   m->act_bytes = act_bytes;
   d->xL = cfg->n_layer > 0 ? d->acts.blocks[cfg->n_layer - 1].x_out : d->acts.x0;
   return m;

@@ -42,6 +42,31 @@ static void linear_backward(Gpt *gpt, float *dx, const float *dy, const float *x
   cohort_lora_backward(&gpt->base, cohort_family_gpt_index(l, p), dx, dy, x, N);
 }
 
+/* Block l on its input `res` (the previous block's output, or the embedding) into its
+ * activations; the caller holds the layer (its parameters). */
+static void block_forward(Gpt *gpt, int l, const float *res, int B, int T)
+{
+  const CohortBackend *be = gpt->base.be;
+  const CohortGptShape *s = &gpt->shape;
+  int C = s->n_embd, NH = s->n_head, N = B * T;
+  float *p = gpt->base.params;
+  CohortGptBlockActs *a = &gpt->acts.blocks[l];
+  be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, gpt_bp(gpt, p, l, GPT_LN1_W),
+                        gpt_bp(gpt, p, l, GPT_LN1_B), N, C, GPT_LN_EPS);
+  linear_forward(gpt, a->qkv, 0.0f, a->ln1, l, GPT_ATTN_W, N, C, 3 * C);
+  be->attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH, 1);
+  /* res2 = res + atty @ Wproj + bproj: the GEMM accumulates onto a copy of the residual */
+  be->copy(a->res2, res, (size_t)N * C * sizeof(float));
+  linear_forward(gpt, a->res2, 1.0f, a->atty, l, GPT_ATTN_PROJ_W, N, C, C);
+  be->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt_bp(gpt, p, l, GPT_LN2_W),
+                        gpt_bp(gpt, p, l, GPT_LN2_B), N, C, GPT_LN_EPS);
+  linear_forward(gpt, a->fch, 0.0f, a->ln2, l, GPT_FC_W, N, C, 4 * C);
+  be->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
+  be->copy(a->res3, a->res2, (size_t)N * C * sizeof(float));
+  linear_forward(gpt, a->res3, 1.0f, a->fch_gelu, l, GPT_FC_PROJ_W, N, 4 * C, C);
+  gpt->acts_block = l;
+}
+
 float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, int B, int T)
 {
   Gpt *gpt = gpt_of(m);
@@ -53,7 +78,7 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   g_return_val_if_fail(!targets || tokens_valid(targets, n_tok, s->vocab_size), NAN);
 
   const CohortBackend *be = gpt->base.be;
-  int C = s->n_embd, V = s->vocab_size, NH = s->n_head, N = B * T;
+  int C = s->n_embd, V = s->vocab_size, N = B * T;
   float *p = gpt->base.params;
   be->upload(gpt->acts.tokens, inputs, n_tok * sizeof(int));
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
@@ -66,23 +91,10 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
 
   const float *res = gpt->acts.encoded;
   for (int l = 0; l < s->n_layer; l++) {
-    CohortGptBlockActs *a = &gpt->acts.blocks[l];
     cohort_model_layer_begin(m, l, COHORT_LAYER_FORWARD);
-    be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, gpt_bp(gpt, p, l, GPT_LN1_W),
-                          gpt_bp(gpt, p, l, GPT_LN1_B), N, C, GPT_LN_EPS);
-    linear_forward(gpt, a->qkv, 0.0f, a->ln1, l, GPT_ATTN_W, N, C, 3 * C);
-    be->attention_forward(a->atty, a->att_lse, a->qkv, B, T, C, NH, 1);
-    /* res2 = res + atty @ Wproj + bproj: the GEMM accumulates onto a copy of the residual */
-    be->copy(a->res2, res, (size_t)N * C * sizeof(float));
-    linear_forward(gpt, a->res2, 1.0f, a->atty, l, GPT_ATTN_PROJ_W, N, C, C);
-    be->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, gpt_bp(gpt, p, l, GPT_LN2_W),
-                          gpt_bp(gpt, p, l, GPT_LN2_B), N, C, GPT_LN_EPS);
-    linear_forward(gpt, a->fch, 0.0f, a->ln2, l, GPT_FC_W, N, C, 4 * C);
-    be->gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-    be->copy(a->res3, a->res2, (size_t)N * C * sizeof(float));
-    linear_forward(gpt, a->res3, 1.0f, a->fch_gelu, l, GPT_FC_PROJ_W, N, 4 * C, C);
+    block_forward(gpt, l, res, B, T);
     cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
-    res = a->res3;
+    res = gpt->acts.blocks[l].res3;
   }
   guint lnf = gpt->base.n_tensors - 2; /* ln_f.weight, then ln_f.bias */
   cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
@@ -147,6 +159,11 @@ void cohort_gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
     CohortGptBlockActs *a = &gpt->acts.blocks[l];
     const float *res = l > 0 ? gpt->acts.blocks[l - 1].res3 : gpt->acts.encoded;
     cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
+    /* activation_checkpointing: the block's activations again, from its kept input, with the
+     * same parameters (held by this layer's hook) and the same LoRA dropout masks (drawn
+     * from each example's key), so they are the forward's bits */
+    if (gpt->checkpoint && gpt->acts_block != l)
+      block_forward(gpt, l, res, B, T);
     /* MLP: res3 = res2 + gelu(ln2 @ Wfc + bfc) @ Wproj + bproj */
     linear_backward(gpt, gpt->acts.dfch, gpt->acts.dres, a->fch_gelu, l, GPT_FC_PROJ_W, N, 4 * C,
                     C);

@@ -71,8 +71,9 @@ static void gpt_finalize(CohortModel *m)
 
 static const CohortMetric gpt_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
-CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
-                             GError **error)
+/* keep: what the activations keep for backward (a model made frozen keeps none). */
+static CohortGpt *gpt_new(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
+                          CohortActKeep keep, GError **error)
 {
   g_return_val_if_fail(be != NULL && shape != NULL, NULL);
   if (!check_shape(shape, max_batch, error))
@@ -89,11 +90,14 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
   m->n_sums = 2;
   gpt->shape = *shape;
   gpt->forward_only = cohort_model_creating_frozen();
+  if (gpt->forward_only)
+    keep = COHORT_ACTS_FORWARD;
+  gpt->checkpoint = keep == COHORT_ACTS_CHECKPOINT;
+  gpt->acts_block = -1;
   build_table(gpt);
   m->lora_rows = (size_t)max_batch * shape->seq_len;
   gpt->acts.blocks = g_new0(CohortGptBlockActs, shape->n_layer);
-  size_t act_bytes =
-      cohort_family_gpt_layout(&gpt->acts, shape, max_batch, gpt->forward_only, NULL);
+  size_t act_bytes = cohort_family_gpt_layout(&gpt->acts, shape, max_batch, keep, NULL);
   gpt->act_mem = be->alloc(act_bytes);
   gpt->host_losses = g_try_new(float, (size_t)max_batch * shape->seq_len);
   GError *local = NULL;
@@ -111,9 +115,15 @@ CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shap
     cohort_model_free(m);
     return NULL;
   }
-  cohort_family_gpt_layout(&gpt->acts, shape, max_batch, gpt->forward_only, gpt->act_mem);
+  cohort_family_gpt_layout(&gpt->acts, shape, max_batch, keep, gpt->act_mem);
   m->act_bytes = act_bytes;
   return m;
+}
+
+CohortGpt *cohort_gpt_new_on(const CohortBackend *be, const CohortGptShape *shape, int max_batch,
+                             GError **error)
+{
+  return gpt_new(be, shape, max_batch, COHORT_ACTS_ALL, error);
 }
 
 void cohort_gpt_free(CohortGpt *gpt)
@@ -284,7 +294,7 @@ static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg,
                                GError **error)
 {
   CohortGptShape shape = cohort_family_gpt_shape(cfg);
-  return cohort_gpt_new_on(be, &shape, max_batch, error);
+  return gpt_new(be, &shape, max_batch, cohort_family_act_keep(cfg, FALSE), error);
 }
 
 static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};

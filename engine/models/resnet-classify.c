@@ -108,6 +108,7 @@ static void append_sides(const Resnet *r, GByteArray *out, const float *act, int
 guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n)
 {
   const Resnet *r = resnet_of(m);
+  g_return_val_if_fail(!r->checkpoint && !r->forward_only, NULL);
   int B = r->last_B;
   GByteArray *out = g_byte_array_new();
   append_sides(r, out, r->net.stem_out, B, r->net.stem.c_out, r->net.stem.h_out);

@@ -128,6 +128,33 @@ static void block_forward(Resnet *r, ResnetBlock *b, const float *x, int B, Coho
   be->relu_forward(b->out, b->out, n);
 }
 
+/* activation_checkpointing: what the block's backward reads, again from its input x: each
+ * unit's convolution output and the hidden activations. BatchNorm normalises with the batch
+ * statistics (or, with freeze_bn_stats, the running ones) that the forward saved in each
+ * unit, so the recompute has the forward's bits, issues no SyncBatchNorm collective and
+ * leaves the running statistics alone. The block's output is kept, so the last unit and the
+ * shortcut need only their convolutions. */
+static void block_recompute(Resnet *r, ResnetBlock *b, const float *x, int B)
+{
+  const CohortBackend *be = r->base.be;
+  float *p = r->base.params;
+  const float *in = x;
+  for (int k = 0; k < b->n_units + b->has_down; k++) {
+    gboolean down = k == b->n_units;
+    ResnetConvBn *u = down ? &b->down : &b->unit[k];
+    const float *w = cohort_lora_conv_kernel(&r->base, u->w_index, p + u->w_off);
+    be->conv2d_nhwc_forward(u->conv_out, down ? x : in, w, B, u->c_in, u->h_in, u->h_in, u->c_out,
+                            u->k, u->stride, u->pad);
+    if (down || k + 1 == b->n_units)
+      continue;
+    const float *mean = r->freeze_bn_stats ? r->base.buffer_data + u->mean_off : u->stat;
+    be->bn_forward(b->hidden[k], u->conv_out, mean, u->rstd, p + u->g_off, p + u->b_off,
+                   B * u->h_out * u->h_out, u->c_out, 1);
+    be->relu_forward(b->hidden[k], b->hidden[k], unit_numel(u, B));
+    in = b->hidden[k];
+  }
+}
+
 void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
 {
   const CohortBackend *be = r->base.be;
@@ -154,6 +181,7 @@ void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_FORWARD);
     block_forward(r, &r->net.blocks[i], x, B, mode);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_FORWARD);
+    r->acts_block = i;
     x = r->net.blocks[i].out;
   }
   be->avgpool_global_nhwc_forward(r->net.pooled, x, B, F, r->net.last_side * r->net.last_side);
@@ -222,6 +250,10 @@ void cohort_resnet_net_backward(Resnet *r, int B)
                      : r->net.has_pool ? r->net.pool_out
                                        : r->net.stem_out;
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_BACKWARD);
+    if (r->checkpoint && r->acts_block != i) {
+      block_recompute(r, b, x, B);
+      r->acts_block = i;
+    }
     block_backward(r, b, x, B);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_BACKWARD);
     cohort_model_layer_grads_ready(m, i + 1);

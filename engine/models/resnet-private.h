@@ -27,6 +27,11 @@ typedef struct {
 
   /* Created frozen (a distillation teacher): forward buffers shared, no backward scratch. */
   gboolean forward_only;
+  /* activation_checkpointing (COHORT_ACTS_CHECKPOINT): the blocks' units share buffers, which
+   * hold block acts_block's activations (-1: none); backward recomputes each block into them
+   * from its input, normalising with the statistics its forward saved. */
+  gboolean checkpoint;
+  int acts_block;
 
   void *act_mem; /* where net's activations are */
 

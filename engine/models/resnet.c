@@ -222,10 +222,12 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
   r->bn_momentum = (float)cfg->bn_momentum;
   r->freeze_bn_stats = cfg->freeze_bn_stats;
   r->forward_only = cohort_model_creating_frozen();
+  CohortActKeep keep = cohort_family_act_keep(cfg, r->forward_only);
+  r->checkpoint = keep == COHORT_ACTS_CHECKPOINT;
+  r->acts_block = -1;
   build_tables(r);
   m->lora_rows = (size_t)max_batch; /* the classifier's rows: one per image */
-  size_t act_bytes =
-      cohort_family_resnet_layout(&r->net, &r->shape, max_batch, r->forward_only, NULL);
+  size_t act_bytes = cohort_family_resnet_layout(&r->net, &r->shape, max_batch, keep, NULL);
   r->act_mem = be->alloc(act_bytes);
   r->host_losses = g_new(float, max_batch);
   r->host_img =
@@ -247,7 +249,7 @@ static CohortModel *resnet_create(const CohortBackend *be, const CohortConfig *c
     return NULL;
   }
   move_offsets(r);
-  cohort_family_resnet_layout(&r->net, &r->shape, max_batch, r->forward_only, r->act_mem);
+  cohort_family_resnet_layout(&r->net, &r->shape, max_batch, keep, r->act_mem);
   m->act_bytes = act_bytes;
   g_autofree float *ones = g_new(float, r->net.n_bn);
   for (int i = 0; i < r->net.n_bn; i++)

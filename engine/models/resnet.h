@@ -66,7 +66,8 @@ void cohort_resnet_logits(const CohortModel *m, float *out);
  * in torchvision's order of ReLU calls (the stem's, then each block's, its last after the
  * residual sum), each [B, C, H, W] as PyTorch lays it out; a new array of *n bytes (g_free
  * it). A float64 reference made to take the same sides compares gradients that no ReLU input
- * within rounding of 0 can tip (tests/test-resnet-tv.c). */
+ * within rounding of 0 can tip (tests/test-resnet-tv.c). Not for a model made with
+ * activation_checkpointing or frozen, whose blocks share their hidden activations (NULL). */
 guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n);
 
 G_END_DECLS

@@ -245,7 +245,19 @@ static char *what_fits(const CohortConfig *cfg, const CohortMemoryPlan *plan, gu
       return g_strdup_printf("zero_stage %d would need %.2f GiB per rank", stage,
                              gib(p.startup_bytes));
   }
-  /* Activations grow with the batch and the example's size, not with the model: say which keys. */
+  /* Activations grow with the batch and the example's size, not with the model: recomputing
+   * them may fit; else say which keys. */
+  const CohortFamilyDesc *f = cohort_family_desc(cfg->model);
+  if (plan->act_bytes * 2 > plan->total_bytes && !cfg->activation_checkpointing && f &&
+      f->activation_checkpointing) {
+    CohortConfig c = *cfg;
+    c.activation_checkpointing = TRUE;
+    CohortMemoryPlan p;
+    if (cohort_memory_plan(&c, plan->world, plan->local, &p, NULL) &&
+        (guint64)(ranks * p.startup_bytes) <= limit)
+      return g_strdup_printf("activation_checkpointing true would need %.2f GiB per rank",
+                             gib(p.startup_bytes));
+  }
   if (plan->act_bytes * 2 > plan->total_bytes) {
     gboolean text = cfg->data_format == COHORT_DATA_TEXT || cfg->data_format == COHORT_DATA_TOKENS;
     return g_strdup_printf("a smaller batch_size or %s (activations are %.2f GiB of each "

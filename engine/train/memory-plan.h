@@ -9,7 +9,8 @@
  *                range of ~P/N; stages 2 and 3: 4 k S)
  *   EMA          8 P: the weights and the copy swapped out while they evaluate (stage 2: 8 S;
  *                stage 3: 4 S, no copy)
- *   activations  the family's, for batch_size (its act_bytes)
+ *   activations  the family's, for batch_size (its act_bytes; with activation_checkpointing
+ *                one input per block and one block's buffers, engine/families/family.h)
  *   working set  stages 2 and 3: the gradients of the units in flight (four largest: a tied
  *                embedding written at both ends of backward, the layer backward is in, two
  *                waiting for their reduce-scatter) and at stage 3 the gathered parameters
