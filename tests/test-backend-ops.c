@@ -28,7 +28,7 @@ static const char *const machinery[] = {
     "set_threads",   "get_threads", "alloc",      "free",         "upload",        "download",
     "set_device",    "event_new",   "event_free", "event_record", "stream_new",    "stream_free",
     "stream_copy",   "host_alloc",  "host_free",  "last_error",   "set_gemm_mode", "get_gemm_mode",
-    "describe_gemm", "reserve",     "decommit",   "unreserve",
+    "describe_gemm", "reserve",     "commit",     "decommit",     "unreserve",
 };
 
 static const OpRows *all_rows[] = {&ops_rows_linear,     &ops_rows_pointwise, &ops_rows_norms,
