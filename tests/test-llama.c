@@ -1,4 +1,5 @@
-/* The llama family's numerics on tiny shapes of its four architectures, against
+/* The llama family's numerics on tiny shapes of its four architectures (and a forward at
+ * SmolLM2-135M's shape), against
  * tests/torch_llama_ref.py: Hugging Face's LlamaForCausalLM (GQA, explicit head_dim, llama3 rope
  * scaling, attention_bias, a separate head), MistralForCausalLM (multi-query), Qwen2ForCausalLM
  * (q/k/v biases, tied head) and Qwen3ForCausalLM (per-head q/k norms, head_dim above
@@ -84,11 +85,8 @@ static float urand(void)
 
 /* Weights that let every path carry a gradient: matrices U(±1.7/sqrt(fan_in)), the embedding
  * and head U(±1), norms 1 ± 0.3, biases ±0.3. */
-static CohortModel *make_model(const Case *c)
+static void randomise(CohortModel *m)
 {
-  g_autoptr(GError) error = NULL;
-  CohortModel *m = cohort_llama_new_on(cohort_backend_cpu(), &c->shape, B, &error);
-  g_assert_no_error(error);
   for (guint i = 0; i < m->n_tensors; i++) {
     const CohortTensorInfo *t = &m->tensors[i];
     gboolean norm = g_str_has_suffix(t->name, "norm.weight");
@@ -97,15 +95,28 @@ static CohortModel *make_model(const Case *c)
     for (size_t k = 0; k < t->numel; k++)
       m->params[t->offset + k] = (norm ? 1.0f : 0.0f) + a * urand();
   }
+}
+
+static CohortModel *make_model(const Case *c)
+{
+  g_autoptr(GError) error = NULL;
+  CohortModel *m = cohort_llama_new_on(cohort_backend_cpu(), &c->shape, B, &error);
+  g_assert_no_error(error);
+  randomise(m);
   return m;
+}
+
+static void make_tokens_n(int *inputs, int *targets, int vocab, int n)
+{
+  for (int i = 0; i < n; i++) {
+    inputs[i] = (int)((urand() + 1.0f) * 0.5f * vocab) % vocab;
+    targets[i] = (int)((urand() + 1.0f) * 0.5f * vocab) % vocab;
+  }
 }
 
 static void make_tokens(int *inputs, int *targets, int vocab)
 {
-  for (int i = 0; i < B * T; i++) {
-    inputs[i] = (int)((urand() + 1.0f) * 0.5f * vocab) % vocab;
-    targets[i] = (int)((urand() + 1.0f) * 0.5f * vocab) % vocab;
-  }
+  make_tokens_n(inputs, targets, vocab, B * T);
 }
 
 /* config.json as Hugging Face writes it for the case. */
@@ -142,7 +153,7 @@ static gboolean have_torch(void)
 
 /* The reference's output: name → values ("loss", "logits", then each parameter). */
 static GHashTable *run_reference(const Case *c, CohortModel *m, const int *inputs,
-                                 const int *targets)
+                                 const int *targets, int nb, int nt, const char *mode)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *dir = g_dir_make_tmp("cohort-test-llama-XXXXXX", &error);
@@ -153,11 +164,13 @@ static GHashTable *run_reference(const Case *c, CohortModel *m, const int *input
   g_autofree char *json = config_json(c);
   g_assert_true(g_file_set_contents(config, json, -1, &error));
   g_assert_true(cohort_model_save(m, NULL, weights, NULL, &error));
-  int buf[2 + 2 * B * T] = {B, T};
-  memcpy(buf + 2, inputs, sizeof(int) * B * T);
-  memcpy(buf + 2 + B * T, targets, sizeof(int) * B * T);
-  g_assert_true(g_file_set_contents(tokens, (char *)buf, sizeof buf, &error));
-  const char *args[] = {config, weights, tokens, NULL};
+  size_t n = (size_t)nb * nt;
+  g_autofree int *buf = g_new(int, 2 + 2 * n);
+  buf[0] = nb, buf[1] = nt;
+  memcpy(buf + 2, inputs, sizeof(int) * n);
+  memcpy(buf + 2 + n, targets, sizeof(int) * n);
+  g_assert_true(g_file_set_contents(tokens, (char *)buf, sizeof(int) * (2 + 2 * n), &error));
+  const char *args[] = {config, weights, tokens, mode, NULL};
   g_autofree char *out = torch_ref_run("torch_llama_ref.py", args);
   g_unlink(config), g_unlink(weights), g_unlink(tokens), g_rmdir(dir);
 
@@ -209,7 +222,7 @@ static void check_against_torch(gconstpointer data)
   cohort_model_zero_grad(m);
   float loss = cohort_llama_forward(m, inputs, targets, B, T);
   m->ops->backward(m, 1.0f);
-  g_autoptr(GHashTable) ref = run_reference(&c, m, inputs, targets);
+  g_autoptr(GHashTable) ref = run_reference(&c, m, inputs, targets, B, T, NULL);
 
   GArray *rl = g_hash_table_lookup(ref, "loss");
   g_assert_nonnull(rl);
@@ -228,6 +241,41 @@ static void check_against_torch(gconstpointer data)
   g_test_message("%s: loss %.8f vs PyTorch %.8f; largest error of the tensor max: logits %.2e, "
                  "gradients %.2e",
                  c.arch, loss, ref_loss, worst_logit, worst);
+}
+
+/* SmolLM2-135M's shape (its config.json: 30 layers, hidden 576, 9 heads of 64 over 3 key/value
+ * heads, intermediate 1536, 49152 tokens, tied, rope_theta 1e5) with random weights: the
+ * forward's loss and logits over 16 positions. A frozen model: no gradient buffer. */
+static void test_smollm2_forward(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  enum { NT = 16 };
+  Case c = {"LlamaForCausalLM", base_shape(), FALSE};
+  CohortLlamaShape *s = &c.shape;
+  s->n_layer = 30, s->hidden = 576, s->intermediate = 1536, s->n_head = 9, s->n_kv_head = 3;
+  s->head_dim = 64, s->vocab_size = 49152, s->seq_len = NT, s->tied = TRUE;
+  s->rope.theta = 100000.0;
+  g_autoptr(GError) error = NULL;
+  cohort_model_set_creating_frozen(TRUE);
+  g_autoptr(CohortModel) m = cohort_llama_new_on(cohort_backend_cpu(), s, 1, &error);
+  cohort_model_set_creating_frozen(FALSE);
+  g_assert_no_error(error);
+  g_assert_cmpuint(m->n_params, ==, 134515008); /* SmolLM2-135M's count */
+  randomise(m);
+  int inputs[NT], targets[NT];
+  make_tokens_n(inputs, targets, s->vocab_size, NT);
+  float loss = cohort_llama_forward(m, inputs, targets, 1, NT);
+  g_autoptr(GHashTable) ref = run_reference(&c, m, inputs, targets, 1, NT, "forward");
+  double ref_loss = g_array_index((GArray *)g_hash_table_lookup(ref, "loss"), double, 0);
+  g_assert_cmpfloat(fabs(loss - ref_loss), <=, 1e-5 * fabs(ref_loss));
+  double worst = compare("logits", cohort_llama_logits(m), g_hash_table_lookup(ref, "logits"),
+                         (size_t)NT * s->vocab_size);
+  g_test_message("SmolLM2-135M shape: loss %.7f vs PyTorch %.7f; largest logit error %.2e of the "
+                 "max",
+                 loss, ref_loss, worst);
 }
 
 static void test_table(void)
@@ -339,6 +387,7 @@ int main(int argc, char **argv)
   g_test_add_func("/llama/grad-ready-hook", test_grad_ready);
   g_test_add_func("/llama/rope-llama3", test_rope_llama3);
   g_test_add_func("/llama/bad-shapes", test_bad_shapes);
+  g_test_add_func("/llama/torch/smollm2-135m-forward", test_smollm2_forward);
   const char *names[] = {"llama", "mistral", "qwen2", "qwen3"};
   for (int i = 0; i < (int)G_N_ELEMENTS(names); i++) {
     g_autofree char *path = g_strdup_printf("/llama/torch/%s", names[i]);

@@ -5,14 +5,14 @@ Hugging Face transformers (which is not installed here), driven by a Hugging Fac
 so that loading Cohort's .safetensors with load_state_dict(strict=True) checks every name and
 shape.
 
-    torch_llama_ref.py CONFIG WEIGHTS INPUTS
+    torch_llama_ref.py CONFIG WEIGHTS INPUTS [forward]
 
 CONFIG: a config.json (architectures picks the model; hidden_size, intermediate_size,
 num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps,
 rope_theta, rope_scaling, attention_bias, tie_word_embeddings, vocab_size). WEIGHTS: a
 .safetensors file (read here with the standard library). INPUTS: int32 B, T, then inputs [B*T]
 and targets [B*T] int32. Prints, one per line: "loss X", "logits v v …", then for every
-parameter "NAME g g …" (its gradient, flattened).
+parameter "NAME g g …" (its gradient, flattened); with `forward`, only the loss and logits.
 """
 import json
 import math
@@ -199,11 +199,15 @@ def main():
     model = ForCausalLM(cfg, arch).double()
     state = read_safetensors(sys.argv[2])
     model.load_state_dict(state, strict=True)
-    logits = model(inputs)
-    loss = F.cross_entropy(logits.view(-1, cfg["vocab_size"]), targets.reshape(-1))
-    loss.backward()
+    forward_only = len(sys.argv) > 4 and sys.argv[4] == "forward"
+    with torch.set_grad_enabled(not forward_only):
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.view(-1, cfg["vocab_size"]), targets.reshape(-1))
     print("loss", repr(loss.item()))
     print("logits", " ".join(repr(v) for v in logits.flatten().tolist()))
+    if forward_only:
+        return
+    loss.backward()
     for name, p in model.named_parameters():
         print(name, " ".join(repr(v) for v in p.grad.flatten().tolist()))
 
