@@ -8,7 +8,9 @@
  *                 dies of SIGSEGV with DIST_WORKER_FAIL_HOW=segv); with
  *                 DIST_WORKER_FAIL_ONCE=1 it does so only when not given --resume auto; the
  *                 other ranks wait up to 30 s;
- *   hang          wait up to 30 s; rank DIST_WORKER_STUBBORN_RANK ignores SIGTERM. */
+ *   hang          wait up to 30 s; rank DIST_WORKER_STUBBORN_RANK ignores SIGTERM.
+ * In every mode but ok, rank DIST_WORKER_STOPPED_RANK stops itself (SIGSTOP) first, as a rank
+ * whose process or node is paused. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +68,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "worker %s done\n", rank);
     return 0;
   }
+  if (strcmp(rank, env_or("DIST_WORKER_STOPPED_RANK", "none")) == 0)
+    raise(SIGSTOP);
   if (strcmp(mode, "fail") == 0 && strcmp(rank, env_or("DIST_WORKER_FAIL_RANK", "0")) == 0) {
     if (!(resumed && strcmp(env_or("DIST_WORKER_FAIL_ONCE", "0"), "1") == 0)) {
       usleep(200 * 1000); /* let the others start */

@@ -9,8 +9,14 @@ of an llm.c token shard (--tokens), for the test to compare with the loss Cohort
 With --tokenizer-from SRC, the folder must also hold SRC's tokenizer files (tokenizer.json, or
 vocab.json and merges.txt), byte for byte, as AutoTokenizer.from_pretrained(DIR) reads them.
 
+With --n-positions P (a run fine-tuned at seq_len T below its base's n_positions P),
+config.json must say P, the model is built with P positions and evaluated on windows of T
+tokens (the first T positions, as Hugging Face uses them), and with --wpe-tail-from BASE the
+export's wpe rows from T on must be BASE's (a safetensors file), bit for bit.
+
   hf_gpt2_folder.py DIR --n-layer L --n-head H --n-embd C --seq-len T --vocab V
                     (--text FILE | --tokens FILE.bin) --windows N [--tokenizer-from SRC]
+                    [--n-positions P [--wpe-tail-from BASE]]
 """
 import argparse
 import json
@@ -132,7 +138,8 @@ class GPT2LMHeadModel(nn.Module):
 
 def check_config(cfg, args):
     want = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": args.n_layer,
-            "n_head": args.n_head, "n_embd": args.n_embd, "n_positions": args.seq_len,
+            "n_head": args.n_head, "n_embd": args.n_embd,
+            "n_positions": args.n_positions or args.seq_len,
             "vocab_size": args.vocab, "n_inner": None, "activation_function": "gelu_new",
             "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
             "attn_pdrop": 0.0, "scale_attn_weights": True, "tie_word_embeddings": True,
@@ -179,6 +186,8 @@ def main():
     src.add_argument("--text")
     src.add_argument("--tokens")
     ap.add_argument("--tokenizer-from")
+    ap.add_argument("--n-positions", type=int)
+    ap.add_argument("--wpe-tail-from")
     args = ap.parse_args()
 
     with open(f"{args.dir}/config.json") as f:
@@ -198,8 +207,14 @@ def main():
 
     if args.tokenizer_from:
         check_tokenizer(args.dir, args.tokenizer_from)
+    if args.wpe_tail_from:
+        base, _ = read_safetensors(args.wpe_tail_from)
+        base_wpe = base.get("wpe.weight", base.get("transformer.wpe.weight"))
+        t = args.seq_len
+        if not torch.equal(tensors["wpe.weight"][t:], base_wpe[t:]):
+            raise SystemExit(f"wpe rows {t}: differ from {args.wpe_tail_from}'s")
     tokens = read_tokens(args)
-    t = cfg["n_positions"]
+    t = args.seq_len
     n_windows = (len(tokens) - 1) // t
     losses = []
     with torch.no_grad():

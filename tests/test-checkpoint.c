@@ -342,6 +342,23 @@ static void test_hf_round_trip(void)
   other = small;
   other.seq_len = 4;
   expect_shape_refused(dst, dir, "ctx.safetensors", &other, "seq_len 8");
+  /* A longer context (n_positions above the model's seq_len) is taken: its first seq_len
+   * positions, as Hugging Face uses them with shorter inputs. */
+  {
+    other = small;
+    other.seq_len = 16;
+    g_autoptr(CohortGpt) longer = new_gpt(&other, 9);
+    g_autofree char *path = g_build_filename(dir, "longer.safetensors", NULL);
+    g_assert_true(cohort_gpt_save_hf(longer, NULL, path, NULL, &error));
+    g_autoptr(CohortGpt) shorter = new_gpt(&small, 0);
+    g_assert_true(cohort_gpt_load_hf(shorter, path, &error));
+    g_assert_no_error(error);
+    const CohortTensorInfo *a = cohort_gpt_find_tensor(longer, "wpe.weight");
+    const CohortTensorInfo *b = cohort_gpt_find_tensor(shorter, "wpe.weight");
+    g_assert_cmpuint(b->numel * 2, ==, a->numel);
+    g_assert_cmpmem(cohort_gpt_params(shorter) + b->offset, b->numel * 4,
+                    cohort_gpt_params(longer) + a->offset, b->numel * 4);
+  }
   other = small;
   other.n_layer = 3;
   expect_shape_refused(dst, dir, "deep.safetensors", &other, "h.2.");

@@ -275,7 +275,7 @@ static void test_presets(void)
     g_assert_cmpint(size, ==, 32);
     g_assert_cmpint(channels, ==, 4);
     g_assert_true(cohort_model_check_config(cfg, presets[i].name, &error));
-    gint64 n = cohort_model_class_find("dit")->count_params(cfg);
+    gint64 n = cohort_model_count_params(cfg);
     g_test_message("%s: %" G_GINT64_FORMAT " parameters", presets[i].name, n);
     g_assert_cmpfloat(fabs(n / presets[i].params - 1.0), <, 0.02);
   }

@@ -1,7 +1,7 @@
 /* The launcher with a stand-in worker (tests/dist-worker.c): torchrun's environment, the
- * progress fd, the first-failure report, restarts, SIGTERM/SIGKILL to the launcher leaving no
- * process behind, spawn mode, agreement with real torchrun when installed. The printed
- * commands are tested in test-launch-plan and test-commands-run. */
+ * progress fd, the first-failure report (also with a stopped worker), restarts, SIGTERM/SIGKILL to
+ * the launcher leaving no process behind, spawn mode, agreement with real torchrun when installed.
+ * The printed commands are tested in test-launch-plan and test-commands-run. */
 #include "engine/distributed/env.h"
 #include "engine/distributed/launcher.h"
 #include "engine/distributed/store.h"
@@ -183,6 +183,30 @@ static void test_failure_exit(void)
 static void test_failure_signal(void)
 {
   run_failure("DIST_WORKER_FAIL_HOW=segv", "rank 1|killed by SIGSEGV|about to fail");
+}
+
+/* Issue 33: rank 1 fails while rank 0 is stopped (SIGSTOP). SIGTERM alone stays pending in a
+ * stopped process, so the group waited the whole grace period for SIGKILL; the launcher
+ * continues it, and the group ends at once. */
+static void test_failure_stopped_worker(void)
+{
+  g_autofree char *dir = make_outdir();
+  g_autoptr(CohortLaunchOptions) o = options(dir, 2);
+  o->grace_period = 30;
+  const char *extra[] = {"DIST_WORKER_MODE=fail", "DIST_WORKER_FAIL_RANK=1",
+                         "DIST_WORKER_STOPPED_RANK=0", NULL};
+  o->extra_env = g_strdupv((char **)extra);
+  g_autoptr(GError) error = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(CohortLaunchResult) r = cohort_launch_run(o, &error);
+  double took = (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;
+  g_assert_no_error(error);
+  g_test_message("the group ended after %.2f s (grace period 30 s)", took);
+  g_assert_false(r->success);
+  g_assert_cmpint(r->failed_rank, ==, 1);
+  g_assert_cmpfloat(took, <, 10);
+  assert_gone(r->last_pids);
+  rm_rf(dir);
 }
 
 static void test_restart(void)
@@ -630,6 +654,7 @@ int main(int argc, char **argv)
   g_test_add_func("/launcher/env-contract", test_env_contract);
   g_test_add_func("/launcher/failure-exit", test_failure_exit);
   g_test_add_func("/launcher/failure-signal", test_failure_signal);
+  g_test_add_func("/launcher/failure-stopped-worker", test_failure_stopped_worker);
   g_test_add_func("/launcher/restart", test_restart);
   g_test_add_func("/launcher/sigterm", test_sigterm_to_launcher);
   g_test_add_func("/launcher/sigint", test_sigint_to_launcher);

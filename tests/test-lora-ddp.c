@@ -12,6 +12,7 @@
  *    ends as a run that never stopped;
  *  - ZeRO stages 2 and 3 shard the adapters alone (the base whole on every rank): 2 ranks = 1
  *    process, a resume ends as a run that never stopped, and a frozen ResNet at stage 3;
+ *  - a resume with another lora_alpha (or lora_rslora) is refused;
  *  - a frozen run with nothing to learn and a target that names nothing are refused. */
 #include <string.h>
 
@@ -287,6 +288,19 @@ static void test_frozen(void)
   const char *four[] = {"finetune=frozen", "trainable=ln_f.*", "max_steps=4", "batch_size=2", NULL};
   Lora a = train_in(tu_mkdtemp("frozen-1"), 1, one, NULL);
   Lora b = train_in(tu_mkdtemp("frozen-4"), 2, four, NULL);
+  /* the start log says what frozen means (it said "0 LoRA adapters of rank 0") */
+  const char *said = NULL;
+  for (guint i = 0; i < a.events->len && !said; i++) {
+    JsonObject *o = g_ptr_array_index(a.events, i);
+    const char *msg = json_object_get_string_member_with_default(o, "message", "");
+    if (g_str_has_prefix(msg, "finetune frozen:"))
+      said = msg;
+  }
+  g_assert_nonnull(said);
+  g_test_message("%s", said);
+  g_assert_nonnull(strstr(said, "the parameters `trainable` names (ln_f.*)"));
+  g_assert_nonnull(strstr(said, "no gradients and no optimizer state"));
+  g_assert_null(strstr(said, "LoRA"));
   const char *names[] = {"wte.weight", "h.0.attn.c_attn.weight", "h.1.mlp.c_proj.bias",
                          "ln_f.weight", "ln_f.bias"};
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
@@ -331,6 +345,34 @@ static void test_resnet_transfer(void)
   g_ptr_array_add(tune, "max_steps=10");
   g_ptr_array_add(tune, NULL);
   Lora t = train_in(tu_mkdtemp("resnet-tune"), 2, (const char *const *)tune->pdata, NULL);
+  /* the frozen backbone's BatchNorm statistics followed the batches (PyTorch's train mode),
+   * and the log said so; with freeze_bn_stats they are the base's, bit for bit */
+  {
+    g_autoptr(GPtrArray) fz = g_ptr_array_copy(tune, NULL, NULL);
+    fz->pdata[fz->len - 1] = "freeze_bn_stats=true";
+    g_ptr_array_add(fz, NULL);
+    Lora f = train_in(tu_mkdtemp("resnet-bn-eval"), 2, (const char *const *)fz->pdata, NULL);
+    const char *stats[] = {"bn1.running_mean", "layer1.0.bn2.running_var",
+                           "layer3.0.bn1.running_mean"};
+    for (guint i = 0; i < G_N_ELEMENTS(stats); i++) {
+      g_autoptr(GArray) b0 = tensor_of(base.ws, stats[i]), bt = tensor_of(t.ws, stats[i]);
+      g_autoptr(GArray) bf = tensor_of(f.ws, stats[i]);
+      g_assert_cmpfloat(max_abs_diff(b0, bt), >, 0);
+      g_assert_cmpfloat(max_abs_diff(b0, bf), ==, 0);
+    }
+    const char *want[] = {"still follow the batches", "BatchNorm runs in eval mode"};
+    const Lora *runs[] = {&t, &f};
+    for (guint k = 0; k < 2; k++) {
+      gboolean found = FALSE;
+      for (guint i = 0; i < runs[k]->events->len && !found; i++) {
+        JsonObject *o = g_ptr_array_index(runs[k]->events, i);
+        const char *msg = json_object_get_string_member_with_default(o, "message", "");
+        found = g_str_has_prefix(msg, "finetune frozen:") && strstr(msg, want[k]);
+      }
+      g_assert_true(found);
+    }
+    lora_clear(&f);
+  }
   /* stopped at step 5 and resumed: the same model, byte for byte, from a checkpoint holding
    * fc, the BatchNorm statistics and their SGD momentum alone */
   char *ws_half = tu_mkdtemp("resnet-half");
@@ -697,6 +739,34 @@ static void test_base_reference(void)
                                 "lr_schedule=constant",  NULL};
   check_resume_refused(ws_changed, other_frozen, ckpt_changed,
                        (const char *[]){ckpt_changed, "frozen weights of sha256", NULL});
+  /* another lora_alpha, or rank-stabilised scaling, would match the checkpoint's tensors
+   * and scale every adapter's update by another factor: refused naming the key */
+  const char *other_alpha[] = {"finetune=lora",
+                               init,
+                               "trainable=ln_f.*",
+                               "lora_dropout=0.1",
+                               "max_steps=6",
+                               "save_every=3",
+                               "batch_size=2",
+                               "ema_decay=0.9",
+                               "lr_schedule=constant",
+                               "lora_alpha=16",
+                               NULL};
+  check_resume_refused(ws_changed, other_alpha, ckpt_changed,
+                       (const char *[]){ckpt_changed, "checkpoint has lora_alpha = 8", NULL});
+  const char *rslora[] = {"finetune=lora",
+                          init,
+                          "trainable=ln_f.*",
+                          "lora_dropout=0.1",
+                          "max_steps=6",
+                          "save_every=3",
+                          "batch_size=2",
+                          "ema_decay=0.9",
+                          "lr_schedule=constant",
+                          "lora_rslora=true",
+                          NULL};
+  check_resume_refused(ws_changed, rslora, ckpt_changed,
+                       (const char *[]){ckpt_changed, "lora_rslora = false", NULL});
   tu_rm_rf(ws_changed);
   tu_rm_rf(dir);
   lora_clear(&pre);

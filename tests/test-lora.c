@@ -163,15 +163,18 @@ static gboolean have_torch(void)
 /* Cohort's base + PEFT folder + merged model, read by tests/torch_lora_ref.py (plain
  * PyTorch LoRA with PEFT's names and scaling, float64): the loss and every adapter gradient
  * agree to 1e-5 relative (per tensor, against its largest value), the merged weights are
- * W + alpha/r (B A)^T, and the merged model's loss is the adapter's. */
-static void test_against_torch(void)
+ * W + alpha/r (B A)^T, and the merged model's loss is the adapter's. With `rslora`
+ * (lora_rslora, written as use_rslora) the scaling is PEFT's alpha/√r. */
+static void against_torch(gboolean rslora)
 {
   if (!have_torch()) {
     g_test_skip("PyTorch is not importable by /usr/bin/python3");
     return;
   }
   g_autoptr(CohortConfig) cfg = gpt_cfg("lora", NULL, NULL);
+  cfg->lora_rslora = rslora;
   g_autoptr(CohortModel) m = make(cfg);
+  g_assert_cmpfloat(m->lora->scale, ==, rslora ? 8.0f / 2.0f : 8.0f / RANK); /* α/√r, α/r */
   cohort_model_init(m, 3);
   randomise_b(m);
   g_autoptr(CohortBatch) batch = make_batch();
@@ -236,6 +239,16 @@ static void test_against_torch(void)
   g_assert_cmpfloat(fabs(g_ascii_strtod(mline[2], NULL) - ref), <=, 1e-5 * fabs(ref));
 }
 
+static void test_against_torch(void)
+{
+  against_torch(FALSE);
+}
+
+static void test_against_torch_rslora(void)
+{
+  against_torch(TRUE);
+}
+
 /* An exported adapter loads back exactly; a file with a tensor the model has not, or another
  * rank, is refused naming it, and the model is unchanged. */
 static void test_adapter_round_trip(void)
@@ -265,17 +278,18 @@ static void test_adapter_round_trip(void)
   g_assert_false(cohort_lora_load(c, dir, &error));
   g_assert_nonnull(strstr(error->message, "\"r\""));
   g_clear_error(&error);
-  /* more targets than the file holds: refused naming the missing tensor */
+  /* more targets than the file holds: refused naming the layer its target_modules leaves
+   * out (tests/test-lora-peft.c has the rest of target_modules) */
   g_autoptr(CohortConfig) wide = gpt_cfg("lora", NULL, "c_attn,c_fc");
   g_autoptr(CohortModel) d = make(wide);
   g_assert_false(cohort_lora_load(d, dir, &error));
-  g_assert_nonnull(strstr(error->message, "mlp.c_fc.lora_A.weight"));
+  g_assert_nonnull(strstr(error->message, "does not select \"transformer.h.0.mlp.c_fc\""));
   g_clear_error(&error);
-  /* fewer targets: the file's extra tensor is named */
+  /* fewer targets: the file's extra layer is named */
   g_autoptr(CohortConfig) narrow = gpt_cfg("lora", NULL, "h.0.attn.c_attn");
   g_autoptr(CohortModel) e = make(narrow);
   g_assert_false(cohort_lora_load(e, dir, &error));
-  g_assert_nonnull(strstr(error->message, "h.1.attn.c_attn.lora_"));
+  g_assert_nonnull(strstr(error->message, "selects \"transformer.h.1.attn.c_attn\""));
   cohort_remove_tree(dir);
 }
 
@@ -897,6 +911,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/lora/step0-is-base", test_step0_is_base);
   g_test_add_func("/lora/against-torch", test_against_torch);
+  g_test_add_func("/lora/against-torch-rslora", test_against_torch_rslora);
   g_test_add_func("/lora/adapter-round-trip", test_adapter_round_trip);
   g_test_add_func("/lora/frozen", test_frozen);
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);

@@ -2,7 +2,8 @@
  * process, each with its own model and half the batch, their collectives an exchange through
  * shared memory. With the communicator, the ranks' mean loss, their averaged gradients (what
  * DDP applies) and each rank's running statistics equal one model's on the whole batch; without
- * it they measurably do not. */
+ * it they measurably do not. With freeze_bn_stats (BatchNorm in eval mode) the ranks equal one
+ * model either way, and no BatchNorm collective runs. */
 
 typedef struct {
   GMutex lock;
@@ -10,6 +11,7 @@ typedef struct {
   int arrived;
   guint64 generation;
   const float *send[2];
+  int calls; /* collectives issued, both ranks together */
 } Exchange;
 
 typedef struct {
@@ -23,6 +25,7 @@ typedef struct {
 static void exchange_barrier(Exchange *x)
 {
   g_mutex_lock(&x->lock);
+  x->calls++;
   guint64 gen = x->generation;
   if (++x->arrived == 2) {
     x->arrived = 0;
@@ -84,9 +87,10 @@ static double rel_diff(const float *a, const float *b, size_t n)
 /* Two ranks on halves of the batch, with or without the communicator: returns the worst
  * relative differences from one model on the whole batch (loss, gradients, running
  * statistics). */
-static void two_ranks(gboolean sync, double *d_loss, double *d_grad, double *d_stats)
+static int two_ranks(gboolean sync, const char *extra, double *d_loss, double *d_grad,
+                     double *d_stats)
 {
-  g_autoptr(CohortModel) one = make_model(41, B);
+  g_autoptr(CohortModel) one = make_model_with(41, B, extra);
   randomise(one, 43);
   cohort_model_zero_grad(one);
   float loss = cohort_resnet_forward_given(one, images, labels, B, COHORT_FORWARD_TRAIN, NULL);
@@ -97,7 +101,7 @@ static void two_ranks(gboolean sync, double *d_loss, double *d_grad, double *d_s
   g_cond_init(&x.cond);
   RankCtx ctx[2];
   for (int r = 0; r < 2; r++) {
-    ctx[r] = (RankCtx){.x = &x, .rank = r, .m = make_model(41, B / 2)};
+    ctx[r] = (RankCtx){.x = &x, .rank = r, .m = make_model_with(41, B / 2, extra)};
     randomise(ctx[r].m, 43);
     ctx[r].comm = (CohortModelComm){2, fake_all_gather, fake_all_reduce_sum, &ctx[r]};
     g_autoptr(GError) error = NULL;
@@ -124,23 +128,42 @@ static void two_ranks(gboolean sync, double *d_loss, double *d_grad, double *d_s
     cohort_model_free(ctx[r].m);
   g_mutex_clear(&x.lock);
   g_cond_clear(&x.cond);
+  return x.calls;
 }
 
 static void test_syncbn_in_process(void)
 {
   double loss, grad, stats;
-  two_ranks(TRUE, &loss, &grad, &stats);
+  g_assert_cmpint(two_ranks(TRUE, NULL, &loss, &grad, &stats), >, 0);
   g_test_message("SyncBatchNorm, 2 × 4 vs 1 × 8: loss %.2e, gradients %.2e, running statistics "
                  "%.2e (relative)",
                  loss, grad, stats);
   g_assert_cmpfloat(loss, <=, 1e-5);
   g_assert_cmpfloat(grad, <=, 1e-5);
   g_assert_cmpfloat(stats, <=, 1e-5);
-  two_ranks(FALSE, &loss, &grad, &stats);
+  two_ranks(FALSE, NULL, &loss, &grad, &stats);
   g_test_message("per-rank BatchNorm, 2 × 4 vs 1 × 8: loss %.2e, gradients %.2e, running "
                  "statistics %.2e",
                  loss, grad, stats);
   g_assert_cmpfloat(loss, >, 1e-3);
   g_assert_cmpfloat(grad, >, 1e-2);
   g_assert_cmpfloat(stats, >, 1e-3);
+}
+
+/* freeze_bn_stats with sync_batchnorm's communicator, and without: 2 ranks on halves of the
+ * batch equal 1 process on the whole (the statistics are the running ones, the same on every
+ * rank), and BatchNorm issues no collective. */
+static void test_frozen_bn_two_ranks(void)
+{
+  for (int sync = 1; sync >= 0; sync--) {
+    double loss, grad, stats;
+    int calls = two_ranks(sync, "freeze_bn_stats=true", &loss, &grad, &stats);
+    g_test_message("freeze_bn_stats, 2 × 4 vs 1 × 8 (%s): loss %.2e, gradients %.2e, running "
+                   "statistics %.2e; %d collectives",
+                   sync ? "sync_batchnorm" : "per rank", loss, grad, stats, calls);
+    g_assert_cmpint(calls, ==, 0);
+    g_assert_cmpfloat(loss, <=, 1e-5);
+    g_assert_cmpfloat(grad, <=, 1e-5);
+    g_assert_cmpfloat(stats, ==, 0);
+  }
 }

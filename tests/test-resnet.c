@@ -58,14 +58,21 @@ static CohortConfig *make_config(void)
   return cfg;
 }
 
-static CohortModel *make_model(guint64 seed, int max_batch)
+static CohortModel *make_model_with(guint64 seed, int max_batch, const char *extra)
 {
   g_autoptr(CohortConfig) cfg = make_config();
   g_autoptr(GError) error = NULL;
+  if (extra)
+    g_assert_true(cohort_config_set_assignment(cfg, extra, "test", &error));
   CohortModel *m = cohort_model_new(cohort_backend_cpu(), cfg, max_batch, &error);
   g_assert_no_error(error);
   m->ops->init_weights(m, seed);
   return m;
+}
+
+static CohortModel *make_model(guint64 seed, int max_batch)
+{
+  return make_model_with(seed, max_batch, NULL);
 }
 
 /* BatchNorm scales near 1 and shifts near 0 of both signs, convolutions and the classifier
@@ -111,7 +118,8 @@ static void test_table_and_init(void)
     off += m->tensors[i].numel;
   }
   g_assert_cmpuint(off, ==, m->n_params);
-  g_assert_cmpint(cohort_resnet_class.count_params(&(CohortConfig){0}), ==, 0); /* n_layer 0 */
+  g_assert_cmpint(cohort_model_count_params(&(CohortConfig){.model = (char *)"resnet"}), ==,
+                  0); /* n_layer 0 */
   const char *names[] = {"conv1.weight",
                          "bn1.bias",
                          "layer1.0.conv2.weight",
@@ -171,7 +179,7 @@ static void test_bad_config(void)
   cfg->num_classes = 0;
   g_assert_null(cohort_model_new(cohort_backend_cpu(), cfg, B, &error));
   g_assert_nonnull(strstr(error->message, "a classifier needs labelled images"));
-  g_assert_cmpint(cohort_resnet_class.count_params(cfg), >, 0);
+  g_assert_cmpint(cohort_model_count_params(cfg), >, 0);
 }
 
 /* A training forward advances every num_batches_tracked and moves the running statistics;
@@ -376,6 +384,41 @@ static void test_train_against_torch(void)
                  loss, ref, gw, bw);
 }
 
+/* freeze_bn_stats: training with every BatchNorm in eval mode, as PyTorch's bn.eval() after
+ * model.train() (the running statistics normalise, and neither they nor the counters move):
+ * the loss, every gradient (BatchNorm's weight and bias included, and the input gradients
+ * through the fixed statistics) within 1e-5, the buffers exactly as they were. */
+static void test_freeze_bn_stats_against_torch(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  g_autoptr(CohortModel) m = make_model_with(31, B, "freeze_bn_stats=true");
+  randomise(m, 53);
+  g_autofree float *before = g_memdup2(m->buffer_data, m->n_buffer_floats * sizeof(float));
+  g_auto(GStrv) lines = run_reference(m, "train-bn-eval", NULL);
+  cohort_model_zero_grad(m);
+  float loss = cohort_resnet_forward_given(m, images, labels, B, COHORT_FORWARD_TRAIN, NULL);
+  m->ops->backward(m, 1.0f);
+  g_assert_cmpuint(g_strv_length(lines), ==, 2 + m->n_params + m->n_buffer_floats);
+  double ref = line(lines, 1);
+  g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
+  double gw = compare_table(m->tensors, m->n_tensors, m->grads, lines, 2, 1e-5, 1e-9, "gradient");
+  double bw = compare_buffers(m, lines, 2 + m->n_params, 0);
+  g_assert_cmpmem(m->buffer_data, m->n_buffer_floats * sizeof(float), before,
+                  m->n_buffer_floats * sizeof(float));
+  /* and not the batch's statistics: the same model without the key computes another loss */
+  g_autoptr(CohortModel) live = make_model(31, B);
+  randomise(live, 53);
+  float live_loss =
+      cohort_resnet_forward_given(live, images, labels, B, COHORT_FORWARD_TRAIN, NULL);
+  g_assert_cmpfloat(fabs(live_loss - loss), >, 1e-3 * fabs(loss));
+  g_test_message("freeze_bn_stats: loss %.8f vs PyTorch %.8f (train-mode BatchNorm: %.8f); "
+                 "worst gradient error %.2e, buffers unchanged (%.2e)",
+                 loss, ref, live_loss, gw, bw);
+}
+
 /* Evaluation mode normalises with the running statistics: loss and logits within 1e-5. */
 static void test_eval_against_torch(void)
 {
@@ -523,8 +566,10 @@ int main(int argc, char **argv)
   g_test_add_func("/resnet/finite-differences", test_finite_differences);
   g_test_add_func("/resnet/grad-ready-hook", test_grad_ready);
   g_test_add_func("/resnet/syncbn-two-ranks-in-process", test_syncbn_in_process);
+  g_test_add_func("/resnet/freeze-bn-stats-two-ranks", test_frozen_bn_two_ranks);
   g_test_add_func("/resnet/train-against-torch", test_train_against_torch);
   g_test_add_func("/resnet/eval-against-torch", test_eval_against_torch);
+  g_test_add_func("/resnet/freeze-bn-stats-against-torch", test_freeze_bn_stats_against_torch);
   g_test_add_func("/resnet/sgd-steplr-against-torch", test_sgd_against_torch);
   g_test_add_func("/resnet/conv-paths-winograd", test_conv_paths);
   return g_test_run();

@@ -1,7 +1,7 @@
 /* cohort-train --sample PATH: a sample from a saved model, for each family. GPT prints text, DiT
  * writes a PNG grid where -o says (never over a FIFO or device, never into a folder it would
- * have to make), and a family without samples (ResNet) is refused with a
- * message that names the folder and the family, and writes nothing. */
+ * have to make, never over the saved model's own files), and a family without samples (ResNet) is
+ * refused with a message that names the folder and the family, and writes nothing. */
 #include <string.h>
 #include <sys/stat.h>
 
@@ -93,6 +93,24 @@ static void test_dit_image(void)
   g_autofree char *missing_dir = g_path_get_dirname(missing);
   g_assert_false(g_file_test(missing_dir, G_FILE_TEST_EXISTS));
   run_result_clear(&m);
+
+  /* -o is never one of the files the sample is made from (engine/base/outputs.h): the
+   * checkpoint's weights, the export's; each is left as it was. */
+  g_autofree char *ck_model = g_build_filename(ckpt, "model.safetensors", NULL);
+  g_autofree char *export = g_build_filename(ws, "model.safetensors", NULL);
+  const char *sources[][2] = {{ckpt, ck_model}, {ws, export}};
+  for (guint i = 0; i < G_N_ELEMENTS(sources); i++) {
+    g_autofree char *before = NULL, *after = NULL;
+    gsize n0 = 0, n1 = 0;
+    g_assert_true(g_file_get_contents(sources[i][1], &before, &n0, NULL));
+    RunResult o = sample(sources[i][0], sources[i][1]);
+    g_test_message("%s", o.err);
+    g_assert_cmpint(o.status, !=, 0);
+    g_assert_nonnull(strstr(o.err, "one of the inputs"));
+    run_result_clear(&o);
+    g_assert_true(g_file_get_contents(sources[i][1], &after, &n1, NULL));
+    g_assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+  }
   tu_rm_rf(root);
 }
 

@@ -1,7 +1,7 @@
 /* The rendezvous store over loopback: operations, timeouts, token, limits, port in use,
- * late server, lost server, the config check between ranks, a nested config value, the ranks
- * a rendezvous timeout names, the address a job's store binds, and the job token. (The
- * server's connection limits: test-store-limits.c.) */
+ * late server, lost server, a server that stops answering, the config check between ranks, a nested
+ * config value, the ranks a rendezvous timeout names, the address a job's store binds, and the job
+ * token. (The server's connection limits: test-store-limits.c.) */
 #include "engine/distributed/store.h"
 #include "store-raw.h"
 
@@ -11,7 +11,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_operations(void)
@@ -383,6 +385,127 @@ static void test_unreachable_and_lost(void)
   g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER);
 }
 
+/* ---- a store that does not answer (issue 33: rank 0 stopped) ---- */
+
+/* A store server in a child process, so that the test can stop it as a paused rank 0 is: its
+ * port stays open and the kernel accepts, but nothing answers. Returns the child's pid. */
+static GPid silent_server(int *port)
+{
+  int p[2];
+  g_assert_cmpint(pipe(p), ==, 0);
+  GPid pid = fork();
+  g_assert_cmpint(pid, >=, 0);
+  if (pid == 0) {
+    close(p[0]);
+    CohortStoreServer *server = cohort_store_server_new("127.0.0.1", 0, "tok", NULL, NULL);
+    int bound = server ? cohort_store_server_port(server) : 0;
+    if (write(p[1], &bound, sizeof bound) != sizeof bound)
+      _exit(1);
+    for (;;)
+      pause();
+  }
+  close(p[1]);
+  g_assert_cmpint(read(p[0], port, sizeof *port), ==, sizeof *port);
+  close(p[0]);
+  g_assert_cmpint(*port, >, 0);
+  return pid;
+}
+
+typedef struct {
+  CohortStore *store;
+  GError *error;
+  double took;
+} SlowGet;
+
+static gpointer get_blocked(gpointer data)
+{
+  SlowGet *g = data;
+  gint64 t0 = g_get_monotonic_time();
+  GBytes *b = cohort_store_try_get(g->store, "k", &g->error);
+  g->took = (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;
+  if (b != NULL)
+    g_bytes_unref(b);
+  return NULL;
+}
+
+static void count_slow(const char *where, double waited_s, gpointer user)
+{
+  (void)where;
+  double *calls = user;
+  calls[0] += 1;
+  calls[1] = waited_s;
+}
+
+static double since(gint64 t0)
+{
+  return (double)(g_get_monotonic_time() - t0) / G_USEC_PER_SEC;
+}
+
+/* Every request to a store that stopped answering ends at the connection's bound (5 s) with
+ * COHORT_STORE_SILENT, and breaks it; another thread's request waits its own bound only and
+ * breaks nothing; the slow function is told once; a later request fails at once; a new
+ * connection's hello gives up at the connect timeout, saying why. */
+static void test_silent_server(void)
+{
+  int port = 0;
+  GPid child = silent_server(&port);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStore) c = cohort_store_connect("127.0.0.1", port, "tok", 5, &error);
+  g_assert_no_error(error);
+  g_assert_true(cohort_store_set(c, "k", "v", 1, &error));
+  double calls[2] = {0, 0};
+  cohort_store_set_slow_func(c, 1.0, count_slow, calls);
+  g_assert_cmpint(kill(child, SIGSTOP), ==, 0);
+
+  SlowGet blocked = {.store = c};
+  GThread *th = g_thread_new("blocked-get", get_blocked, &blocked);
+  g_usleep(300000);
+  g_assert_cmpfloat(cohort_store_waiting_s(c), >, 0.1);
+  gint64 t0 = g_get_monotonic_time();
+  g_assert_null(cohort_store_try_get_within(c, "k", 1.0, &error));
+  double waited = since(t0);
+  g_test_message("behind the blocked request: %.2f s: %s", waited, error->message);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_assert_true(g_str_has_prefix(error->message, COHORT_STORE_SILENT));
+  g_assert_cmpfloat(waited, >=, 0.9);
+  g_assert_cmpfloat(waited, <, 3);
+  g_assert_false(cohort_store_is_broken(c, NULL));
+  g_clear_error(&error);
+
+  g_thread_join(th);
+  g_test_message("the blocked request: %.2f s: %s", blocked.took, blocked.error->message);
+  g_assert_error(blocked.error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_assert_true(g_str_has_prefix(blocked.error->message, COHORT_STORE_SILENT));
+  g_autofree char *where = g_strdup_printf("127.0.0.1:%d in 5 s", port);
+  g_assert_nonnull(strstr(blocked.error->message, where));
+  g_assert_cmpfloat(blocked.took, >=, 4.9);
+  g_assert_cmpfloat(blocked.took, <, 8);
+  g_clear_error(&blocked.error);
+  g_assert_cmpfloat(calls[0], ==, 1);
+  g_assert_cmpfloat(calls[1], >=, 1.0);
+  g_assert_cmpfloat(cohort_store_waiting_s(c), ==, 0);
+
+  g_assert_true(cohort_store_is_broken(c, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_clear_error(&error);
+  t0 = g_get_monotonic_time();
+  g_assert_false(cohort_store_set(c, "k", "w", 1, &error));
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT);
+  g_assert_cmpfloat(since(t0), <, 0.5);
+  g_clear_error(&error);
+
+  t0 = g_get_monotonic_time();
+  g_assert_null(cohort_store_connect("127.0.0.1", port, "tok", 2, &error));
+  g_test_message("a new connection: %.2f s: %s", since(t0), error->message);
+  g_assert_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_CONNECT);
+  g_assert_nonnull(strstr(error->message, COHORT_STORE_SILENT));
+  g_assert_cmpfloat(since(t0), <, 6);
+
+  kill(child, SIGKILL);
+  kill(child, SIGCONT);
+  g_assert_cmpint(waitpid(child, NULL, 0), ==, child);
+}
+
 typedef struct {
   CohortDistEnv env;
   CohortConfig *cfg;
@@ -728,6 +851,7 @@ int main(int argc, char **argv)
   g_test_add_func("/store/port-taken", test_port_taken);
   g_test_add_func("/store/server-starts-later", test_server_starts_later);
   g_test_add_func("/store/unreachable-and-lost", test_unreachable_and_lost);
+  g_test_add_func("/store/silent-server", test_silent_server);
   g_test_add_func("/store/config-check", test_config_check);
   g_test_add_func("/store/nested-config", test_nested_config);
   g_test_add_func("/store/missing-ranks", test_missing_ranks);

@@ -12,7 +12,9 @@
 
 #include "engine/model/torch-allowlist.h"
 #include "engine/base/fileio.h"
+#include "engine/model/safetensors.h"
 #include "engine/model/torch-file.h"
+#include "engine/model/weights-file.h"
 #include "engine/model/zip-stored.h"
 #include "torch-ref.h"
 
@@ -175,6 +177,57 @@ static void test_sniff(void)
   g_assert_false(cohort_torch_file_sniff((const guint8 *)"PK", 2));
 }
 
+/* A file to `name` in a fresh folder; returns its path (the folder is its parent). */
+static char *scratch_file(const char *name, const void *bytes, gsize len)
+{
+  g_autofree char *d = g_dir_make_tmp("cohort-test-pth-XXXXXX", NULL);
+  g_assert_nonnull(d);
+  char *p = g_build_filename(d, name, NULL);
+  g_assert_true(g_file_set_contents(p, bytes, (gssize)len, NULL));
+  return p;
+}
+
+/* `path` through init_from's reader: refused in one line naming the file and `needle`, not
+ * as a damaged safetensors file. */
+static void expect_named(const char *path, const char *needle)
+{
+  g_autoptr(GError) error = NULL;
+  g_assert_null(cohort_weights_file_open(path, &error));
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  g_assert_null(strchr(error->message, '\n'));
+  if (!strstr(error->message, needle) || !strstr(error->message, path))
+    g_error("\"%s\" lacks \"%s\" or the path", error->message, needle);
+  g_assert_null(strstr(error->message, "header length"));
+  g_autofree char *d = g_path_get_dirname(path);
+  cohort_remove_tree(d);
+}
+
+/* A .pth that is no ZIP archive says what it is (a pickle: the legacy format of another
+ * protocol, or pickle.dump) or what it is not; a safetensors-only reader names a ZIP archive
+ * as PyTorch's format. No PyTorch needed. */
+static void test_not_zip(void)
+{
+  /* pickle protocol 4, as torch.save(..., _use_new_zipfile_serialization=False,
+   * pickle_protocol=4) and pickle.dump start: PROTO 4, FRAME */
+  const guint8 p4[] = {0x80, 0x04, 0x95, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0x7d, 0x94, 0x2e};
+  g_autofree char *pickle = scratch_file("weights.pth", p4, sizeof p4);
+  expect_named(pickle, "a Python pickle");
+  const char junk[] = "these are not the weights you are looking for";
+  g_autofree char *text = scratch_file("model.pth", junk, sizeof junk);
+  expect_named(text, "torch.save has written ZIP archives since PyTorch 1.6");
+  /* a ZIP archive where only safetensors is taken */
+  const guint8 zip[] = {'P', 'K', 5, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  g_autofree char *pt = scratch_file("model.safetensors", zip, sizeof zip);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(pt, &error);
+  g_assert_null(f);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "a ZIP archive (PyTorch's torch.save format"));
+  g_autofree char *d = g_path_get_dirname(pt);
+  cohort_remove_tree(d);
+}
+
 static void test_allowlist(void)
 {
   g_autofree char *p = path_of("allowlist.txt"), *text = NULL;
@@ -191,6 +244,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/torch-file/sniff", test_sniff);
+  g_test_add_func("/torch-file/not-zip", test_not_zip);
   if (!have_torch()) {
     g_test_message("PyTorch is not importable by /usr/bin/python3: no files to read");
     return g_test_run();

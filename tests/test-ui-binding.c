@@ -232,11 +232,17 @@ static void test_summary(void)
   g_assert_nonnull(strstr(s, "0.004"));
   /* and how many parameters learn (tests/test-ui-finetune.c checks the modes) */
   g_assert_nonnull(strstr(s, " parameters learn (100 %)"));
+  /* counts in words with their plural forms, not "node(s)" */
+  g_assert_nonnull(strstr(s, " · 1 node × 4 processes, started by "));
+  g_assert_null(strstr(s, "(s)"));
+  g_assert_null(strstr(s, "(es)"));
   g_assert_true(cohort_config_form_set_text(form, "lr_scaling", "sqrt"));
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "0.002"));
   g_assert_true(cohort_config_form_set_text(form, "enable_multi_gpu", "false"));
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "world size 1"));
   g_assert_nonnull(strstr(cohort_window_get_summary(win), "sequences"));
+  g_assert_nonnull(
+      strstr(cohort_window_get_summary(win), " · 1 node × 1 process, started by one process"));
   /* an image model's batch is images, without tokens */
   g_assert_true(cohort_config_form_set_text(form, "model", "resnet"));
   g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));

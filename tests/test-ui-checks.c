@@ -5,6 +5,7 @@
  * invalid instead of replacing it; path fields have file-chooser buttons. */
 #include "tests/ui/ui-test.h"
 #include "ui/config-form-private.h"
+#include "ui/key-labels.h"
 #include "ui/launch-check.h"
 #include "ui/page-sidebar.h"
 #include "ui/path-chooser.h"
@@ -120,6 +121,127 @@ static void test_preset_without_data(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* A file with `text` at `dir`/`name`, folders made on the way. */
+static void put_file(const char *dir, const char *name, const char *text)
+{
+  g_autofree char *path = g_build_filename(dir, name, NULL);
+  g_autofree char *parent = g_path_get_dirname(path);
+  g_assert_cmpint(g_mkdir_with_parents(parent, 0755), ==, 0);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+/* The path keys come from the key table, so each is checked: a VAE or a PEFT adapter that is
+ * not there (or a folder without what the engine reads first) is a problem on that field and
+ * keeps Start off; mending it, or a key out of effect (adapter_from without LoRA), gives Start
+ * back. */
+static void test_path_keys(void)
+{
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_true(cohort_window_load_preset(win, "tiny-dit"));
+  g_assert_true(cohort_window_can_start(win));
+
+  g_autofree char *no_vae = g_build_filename(tmp_dir, "no-such-vae", NULL);
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", no_vae));
+  g_autofree char *want = g_strdup_printf("VAE for latent training: “%s” does not exist", no_vae);
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "vae_from"), ==, want);
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_true(page_marked(win, "data"));
+  g_autofree char *status = g_strdup_printf("Cannot start: %s", want);
+  g_assert_cmpstr(cohort_window_get_status(win), ==, status);
+  /* A folder, but no VAE in it nor in a pipeline's vae/. */
+  g_autofree char *vae = g_build_filename(tmp_dir, "pipeline", NULL);
+  g_assert_cmpint(g_mkdir_with_parents(vae, 0755), ==, 0);
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", vae));
+  g_autofree char *lacks = g_strdup_printf(
+      "VAE for latent training: the folder “%s” has no config.json or vae/config.json", vae);
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "vae_from"), ==, lacks);
+  g_assert_false(cohort_window_can_start(win));
+  put_file(vae, "vae/config.json", "{}");
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", ""));
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", vae));
+  g_assert_null(cohort_config_form_get_problem(form, "vae_from"));
+  g_assert_false(page_marked(win, "data"));
+  g_assert_true(cohort_window_can_start(win));
+  /* A built-in name is looked up in Cohort's data folder: the VAE the build trains is there,
+   * another name is not. */
+  g_autofree char *tiny = cohort_resolve_path("builtin:vae/tiny");
+  if (g_file_test(tiny, G_FILE_TEST_IS_DIR)) {
+    g_assert_true(cohort_config_form_set_text(form, "vae_from", "builtin:vae/tiny"));
+    g_assert_null(cohort_config_form_get_problem(form, "vae_from"));
+  }
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", "builtin:vae/no-such"));
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "vae_from"), ==,
+                  "VAE for latent training: “builtin:vae/no-such” does not exist");
+  /* A file is not a VAE folder. */
+  g_autofree char *file = g_build_filename(vae, "vae", "config.json", NULL);
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", file));
+  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "vae_from"), "a folder is needed"));
+  g_assert_true(cohort_config_form_set_text(form, "vae_from", ""));
+  g_assert_true(cohort_window_can_start(win));
+
+  /* adapter_from, read with finetune lora only. */
+  g_assert_true(cohort_window_load_preset(win, "tiny-gpt"));
+  g_assert_true(cohort_config_form_set_text(form, "finetune", "lora"));
+  g_assert_true(cohort_window_can_start(win));
+  g_autofree char *no_adapter = g_build_filename(tmp_dir, "no-such-adapter", NULL);
+  g_assert_true(cohort_config_form_set_text(form, "adapter_from", no_adapter));
+  g_autofree char *missing = g_strdup_printf("Start from adapter: “%s” does not exist", no_adapter);
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "adapter_from"), ==, missing);
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_true(page_marked(win, "training"));
+  g_autofree char *adapter = g_build_filename(tmp_dir, "adapter", NULL);
+  put_file(adapter, "adapter_config.json", "{}");
+  g_assert_true(cohort_config_form_set_text(form, "adapter_from", adapter));
+  g_autofree char *half = g_strdup_printf(
+      "Start from adapter: the folder “%s” has no adapter_model.safetensors", adapter);
+  g_assert_cmpstr(cohort_config_form_get_problem(form, "adapter_from"), ==, half);
+  /* The files made elsewhere (a file manager): the window looks again when it is back in
+   * front, so no stale problem keeps Start off. */
+  put_file(adapter, "adapter_model.safetensors", "x");
+  g_assert_nonnull(cohort_config_form_get_problem(form, "adapter_from"));
+  g_object_notify(G_OBJECT(win), "is-active");
+  g_assert_null(cohort_config_form_get_problem(form, "adapter_from"));
+  g_assert_true(cohort_window_can_start(win));
+  /* Out of effect, it is not read: no problem, whatever it holds. */
+  g_assert_true(cohort_config_form_set_text(form, "adapter_from", no_adapter));
+  g_assert_false(cohort_window_can_start(win));
+  g_assert_true(cohort_config_form_set_text(form, "finetune", "full"));
+  g_assert_null(cohort_config_form_get_problem(form, "adapter_from"));
+  g_assert_false(page_marked(win, "training"));
+  g_assert_true(cohort_window_can_start(win));
+  g_assert_true(cohort_config_form_set_text(form, "finetune", "lora"));
+  g_assert_nonnull(cohort_config_form_get_problem(form, "adapter_from"));
+
+  /* A tokenizer: "bytes" names no file, a folder must hold one. */
+  g_assert_true(cohort_window_load_preset(win, "tiny-gpt"));
+  g_assert_true(cohort_config_form_set_text(form, "tokenizer", adapter));
+  g_assert_nonnull(strstr(cohort_config_form_get_problem(form, "tokenizer"),
+                          "has no tokenizer.json or vocab.json + merges.txt"));
+  g_assert_true(cohort_config_form_set_text(form, "tokenizer", "bytes"));
+  g_assert_null(cohort_config_form_get_problem(form, "tokenizer"));
+  g_assert_true(cohort_window_can_start(win));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Data named by a glob pattern (the readers take one when nothing has the path's own name) is
+ * there when the pattern matches a file. */
+static void test_data_pattern(void)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  g_autofree char *dir = g_build_filename(tmp_dir, "shards", NULL);
+  g_autofree char *pattern = g_build_filename(dir, "train_*.bin", NULL);
+  g_assert_true(cohort_config_set(cfg, "data_format", "tokens", "test", NULL));
+  g_assert_true(cohort_config_set(cfg, "train_data", pattern, "test", NULL));
+  g_assert_true(cohort_config_set(cfg, "val_data", "", "test", NULL));
+  g_autoptr(GPtrArray) none = cohort_launch_check_paths(cfg);
+  g_assert_cmpuint(none->len, ==, 1);
+  g_assert_cmpstr(((CohortLaunchProblem *)g_ptr_array_index(none, 0))->key, ==, "train_data");
+  put_file(dir, "train_000.bin", "xx");
+  g_autoptr(GPtrArray) found = cohort_launch_check_paths(cfg);
+  g_assert_cmpuint(found->len, ==, 0);
+}
+
 /* NCCL between several processes, or device cuda, without a GPU; the check itself, and the
  * window once detection has found none. */
 static void test_nccl_without_gpu(void)
@@ -162,6 +284,45 @@ static void test_nccl_without_gpu(void)
   g_assert_true(cohort_config_form_set_text(form, "distributed_backend", "gloo"));
   g_assert_true(cohort_window_can_start(win));
   g_assert_false(page_marked(win, "distributed"));
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static gboolean has_label(GtkWidget *w, const char *text)
+{
+  if (GTK_IS_LABEL(w) && g_strcmp0(gtk_label_get_text(GTK_LABEL(w)), text) == 0)
+    return TRUE;
+  for (GtkWidget *c = gtk_widget_get_first_child(w); c != NULL; c = gtk_widget_get_next_sibling(c))
+    if (has_label(c, text))
+      return TRUE;
+  return FALSE;
+}
+
+/* enable_multi_gpu's switch is named for what it does here: on a machine without a GPU (or
+ * settings kept to the CPU) it starts several CPU processes, and its section says so; the
+ * key keeps its name. In builds with the CUDA path and a GPU it trains on several GPUs. */
+static void test_multi_process_label(void)
+{
+  CohortWindow *win = window_without_gpus();
+  CohortConfigForm *form = cohort_window_get_form(win);
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several processes");
+  GtkWidget *page = cohort_window_get_dist_top(win);
+  while (gtk_widget_get_parent(page) != NULL && !GTK_IS_SCROLLED_WINDOW(page))
+    page = gtk_widget_get_parent(page);
+  g_assert_true(has_label(page, "Processes"));
+  g_assert_false(has_label(page, "GPUs"));
+  g_assert_true(has_label(page, "enable_multi_gpu"));
+  /* Where GPUs train (a CUDA build with one, device not cpu), the words come back. */
+  cohort_key_labels_set_gpus(TRUE);
+  cohort_config_form_relabel(form);
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several GPUs");
+  g_assert_true(has_label(page, "GPUs"));
+  /* and the window names it for its machine (no GPU) again at the next change */
+  g_assert_true(cohort_config_form_set_text(form, "batch_size", "12"));
+  g_assert_cmpstr(cohort_config_form_get_label(form, "enable_multi_gpu"), ==,
+                  "Train on several processes");
+  g_assert_false(has_label(page, "GPUs"));
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -269,9 +430,10 @@ static void test_messages_name_labels(void)
                   "10");
 }
 
-/* Data, initial weights, workspace (and a teacher, in builds that have the key) get a button
- * that opens a file chooser: a folder for the workspace, for image data, and for a GPT's
- * initial weights (a Hugging Face folder; other families start from a file). */
+/* Every path key of the key table gets a button that opens a file chooser (data, tokenizer,
+ * VAE, teacher, adapter, initial weights, workspace): a folder for folder keys, for image
+ * data, and for a GPT's initial weights (a Hugging Face folder; other families start from a
+ * file). */
 static void test_path_choosers(void)
 {
   g_autoptr(CohortConfigForm) form = cohort_config_form_new();
@@ -285,8 +447,24 @@ static void test_path_choosers(void)
   }
   GtkWidget *ws = cohort_config_form_get_chooser(form, "workspace_dir");
   g_assert_cmpint(cohort_path_chooser_action(ws), ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
-  if (cohort_config_find_key("teacher_from") != NULL)
-    g_assert_nonnull(cohort_config_form_get_chooser(form, "teacher_from"));
+  /* A chooser for every key the table calls a path, and for no other; a text key whose
+   * allowed values speak of a path, a file or a folder must be one. */
+  guint n = 0;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  for (guint i = 0; i < n; i++) {
+    gboolean speaks = keys[i].type == COHORT_KEY_STRING &&
+                      (strstr(keys[i].allowed, "path") || strstr(keys[i].allowed, "folder") ||
+                       strstr(keys[i].allowed, "file"));
+    if (speaks != (keys[i].path != NULL))
+      g_error("key %s: allowed \"%s\", but %s path kind", keys[i].name, keys[i].allowed,
+              keys[i].path ? "a" : "no");
+    g_assert_true((cohort_config_form_get_chooser(form, keys[i].name) != NULL) ==
+                  (keys[i].path != NULL));
+  }
+  const char *folders[] = {"teacher_from", "vae_from", "adapter_from", "tokenizer"};
+  for (guint i = 0; i < G_N_ELEMENTS(folders); i++)
+    g_assert_cmpint(cohort_path_chooser_action(cohort_config_form_get_chooser(form, folders[i])),
+                    ==, GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER);
   g_assert_null(cohort_config_form_get_chooser(form, "sample_prompt"));
   g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
   g_assert_true(cohort_config_form_set_text(form, "data_format", "images"));
@@ -308,8 +486,11 @@ int main(int argc, char **argv)
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/checks/missing-data", test_missing_data);
   g_test_add_func("/ui/checks/preset-without-data", test_preset_without_data);
+  g_test_add_func("/ui/checks/path-keys", test_path_keys);
+  g_test_add_func("/ui/checks/data-pattern", test_data_pattern);
   g_test_add_func("/ui/checks/nccl-without-gpu", test_nccl_without_gpu);
   g_test_add_func("/ui/checks/frozen-dtype", test_frozen_dtype);
+  g_test_add_func("/ui/checks/multi-process-label", test_multi_process_label);
   g_test_add_func("/ui/checks/number-field-text", test_number_field_text);
   g_test_add_func("/ui/checks/messages-name-labels", test_messages_name_labels);
   g_test_add_func("/ui/checks/path-choosers", test_path_choosers);

@@ -171,19 +171,52 @@ typedef struct {
   const char *want, *want_too;
 } MemoryWait;
 
+static CohortMemoryView *memory_view(CohortWindow *win)
+{
+  return cohort_dist_page_get_memory_view(cohort_window_get_dist_top(win));
+}
+
+/* The plan of the latest settings is shown (not being worked out) and has both texts. */
 static gboolean memory_text_has(gpointer data)
 {
   MemoryWait *w = data;
+  if (cohort_memory_view_is_working(memory_view(w->win)))
+    return FALSE;
   const char *t = cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w->win));
   return strstr(t, w->want) != NULL && (!w->want_too || strstr(t, w->want_too) != NULL);
 }
 
+static void wait_memory(MemoryWait *w)
+{
+  if (!ui_test_wait(memory_text_has, w, 30))
+    g_error("the memory plan never showed \"%s\" and \"%s\":\n%s", w->want,
+            w->want_too ? w->want_too : "",
+            cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w->win)));
+  g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w->win)));
+}
+
+static gboolean unmapped(gpointer widget)
+{
+  return !gtk_widget_get_mapped(widget);
+}
+
+/* The memory view's height at the page's width. */
+static int memory_height(CohortWindow *win)
+{
+  int min = 0, nat = 0;
+  gtk_widget_measure(GTK_WIDGET(memory_view(win)), GTK_ORIENTATION_VERTICAL, 560, &min, &nat, NULL,
+                     NULL);
+  return nat;
+}
+
 /* The Distributed page shows the engine's memory plan for the settings, and says when Start
- * will be refused: the same numbers as cohort-train --explain. */
+ * will be refused: the same numbers as cohort-train --explain. It follows every edit: an edit
+ * marks the plan shown as being worked out at once, in view or not; a burst of edits asks the
+ * engine once; and the page does not move under the pointer: the plan is as high in every
+ * state (being worked out, fits, does not fit, no plan). */
 static void test_memory_plan(void)
 {
-  MemoryWait w = {cohort_window_new(NULL), "ZeRO stage 0, each process:", "MiB per process"};
-  /* the plan is asked for while the page is in view */
+  MemoryWait w = {cohort_window_new(NULL), "Memory per process at ZeRO stage 0", "MiB"};
   cohort_window_show_page(w.win, "distributed");
   gtk_window_present(GTK_WINDOW(w.win));
   CohortConfigForm *form = cohort_window_get_form(w.win);
@@ -191,26 +224,58 @@ static void test_memory_plan(void)
   set(form, "enable_multi_gpu", "true");
   set(form, "nproc_per_node", "2");
   set(form, "zero_stage", "0");
-  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
-  g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)));
-  g_assert_nonnull(strstr(cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)),
-                          "2 processes on this machine"));
+  g_assert_true(cohort_memory_view_is_working(memory_view(w.win)));
+  w.want_too = "This machine 2 processes: ";
+  wait_memory(&w);
+  const char *text = cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win));
+  g_assert_nonnull(strstr(text, "\nFits in this machine's memory."));
   /* A small model's figures in MiB, not 0.00 GiB. */
-  g_assert_null(
-      strstr(cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)), "0.00 GiB"));
+  g_assert_null(strstr(text, "0.00 GiB"));
+  int height = memory_height(w.win);
+  g_assert_cmpint(height, >, 0);
+
+  /* An edit away from the page marks the plan as not current (no engine process is started
+   * for a page nobody sees); back on the page, the plan of the settings is worked out. */
+  cohort_window_show_page(w.win, "model");
+  g_assert_true(ui_test_wait(unmapped, memory_view(w.win), 10));
+  guint before = cohort_memory_view_count_asked(memory_view(w.win));
   set(form, "zero_stage", "3");
-  w.want = "ZeRO stage 3, each process:";
-  w.want_too = "largest gathered working set";
-  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
+  g_assert_true(cohort_memory_view_is_working(memory_view(w.win)));
+  g_assert_cmpint(memory_height(w.win), ==, height);
+  ui_test_spin(0.6);
+  g_assert_cmpuint(cohort_memory_view_count_asked(memory_view(w.win)), ==, before);
+  g_assert_true(cohort_memory_view_is_working(memory_view(w.win)));
+  cohort_window_show_page(w.win, "distributed");
+  w.want = "Memory per process at ZeRO stage 3";
+  w.want_too = "Working set ";
+  wait_memory(&w);
+  g_assert_cmpuint(cohort_memory_view_count_asked(memory_view(w.win)), ==, before + 1);
+
+  /* Five edits in a row: one engine process for the last. */
+  guint asked = cohort_memory_view_count_asked(memory_view(w.win));
+  const char *batches[] = {"5", "6", "7", "8", "9"};
+  for (guint i = 0; i < G_N_ELEMENTS(batches); i++)
+    set(form, "batch_size", batches[i]);
+  wait_memory(&w);
+  g_assert_cmpuint(cohort_memory_view_count_asked(memory_view(w.win)), ==, asked + 1);
+
   /* A model no machine here holds on 2 processes at stage 0. */
   set(form, "n_layer", "64");
   set(form, "n_embd", "8192");
   set(form, "n_head", "32");
   set(form, "zero_stage", "0");
   w.want = "Does not fit: Start will be refused.";
-  w.want_too = "ZeRO stage 0, each process:";
-  g_assert_true(ui_test_wait(memory_text_has, &w, 30));
-  g_test_message("%s", cohort_dist_page_get_memory_text(cohort_window_get_dist_top(w.win)));
+  w.want_too = "Memory per process at ZeRO stage 0";
+  wait_memory(&w);
+  g_assert_cmpint(memory_height(w.win), ==, height);
+
+  /* Settings the engine refuses to plan: the reason, in the same place. */
+  g_autofree char *missing = g_build_filename(tmp_dir, "no-such-data.txt", NULL);
+  set(form, "train_data", missing);
+  w.want = "No memory plan: ";
+  w.want_too = "no-such-data.txt";
+  wait_memory(&w);
+  g_assert_cmpint(memory_height(w.win), ==, height);
   gtk_window_destroy(GTK_WINDOW(w.win));
 }
 

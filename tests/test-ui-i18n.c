@@ -39,6 +39,11 @@ static void test_german_window(void)
   g_assert_cmpstr(_("Model"), ==, "Modell");
   g_assert_cmpstr(cohort_key_label("n_layer"), ==, "Schichten");
   g_assert_cmpstr(cohort_key_label("zero_stage"), ==, "Über Prozesse aufteilen (ZeRO-Stufe)");
+  /* enable_multi_gpu as a machine without GPUs names it */
+  gboolean gpus = cohort_key_labels_get_gpus();
+  cohort_key_labels_set_gpus(FALSE);
+  g_assert_cmpstr(cohort_key_label("enable_multi_gpu"), ==, "Mit mehreren Prozessen trainieren");
+  cohort_key_labels_set_gpus(gpus);
   CohortWindow *win = cohort_window_new(NULL);
   g_assert_cmpstr(page_title(win, "model"), ==, "Modell");
   g_assert_cmpstr(page_title(win, "distributed"), ==, "Verteilt");
@@ -139,13 +144,19 @@ static void test_every_key_complete(void)
   for (guint l = 0; languages[l] != NULL; l++) {
     g_setenv("LANGUAGE", languages[l], TRUE);
     ++_nl_msg_cat_cntr;
-    for (guint i = 0; i < n; i++) {
-      const char *label = cohort_key_label_msgid(keys[i].name);
-      if (label != NULL && !translated(label))
-        g_string_append_printf(missing, " %s (label not in po/%s.po)", keys[i].name, languages[l]);
-      if (keys[i].help != NULL && !translated(keys[i].help))
-        g_string_append_printf(missing, " %s (help not in po/%s.po)", keys[i].name, languages[l]);
+    /* a label as a machine with GPUs and as one without names it */
+    for (int gpus = 1; gpus >= 0; gpus--) {
+      cohort_key_labels_set_gpus(gpus);
+      for (guint i = 0; i < n; i++) {
+        const char *label = cohort_key_label_msgid(keys[i].name);
+        if (label != NULL && !translated(label))
+          g_string_append_printf(missing, " %s (label \"%s\" not in po/%s.po)", keys[i].name, label,
+                                 languages[l]);
+        if (gpus && keys[i].help != NULL && !translated(keys[i].help))
+          g_string_append_printf(missing, " %s (help not in po/%s.po)", keys[i].name, languages[l]);
+      }
     }
+    cohort_key_labels_set_gpus(TRUE);
     for (guint f = 0; f < n_families; f++)
       if (!translated(families[f].label))
         g_string_append_printf(missing, " model %s (label not in po/%s.po)", families[f].name,

@@ -403,12 +403,64 @@ static void test_probe(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* The forecast in words people read: a time that rounds to nothing is "< 1 ms", not
+ * "0.000 s"; a row without communication worth the word has "nothing to hide", not "0 %". */
+static void test_probe_words(void)
+{
+  const char *event =
+      "{\"event\":\"probe\",\"world_size\":2,\"num_nodes\":1,\"backend\":\"gloo\","
+      "\"batch_size\":4,\"min_batch_90\":8,"
+      "\"measured\":{\"forward_s\":0.0001,\"backward_s\":0.0002,\"optimizer_s\":0.00004},"
+      "\"forecast\":[{\"world_size\":2,\"step_s\":0.0009,\"tokens_per_s\":1000,"
+      "\"efficiency\":0.9,\"bucket_comm_s\":0.0002,\"hidden\":0},"
+      "{\"world_size\":4,\"step_s\":0.25,\"tokens_per_s\":900,\"efficiency\":0.8,"
+      "\"bucket_comm_s\":0.01,\"hidden\":0.5},"
+      "{\"world_size\":8,\"step_s\":2.5,\"tokens_per_s\":500,\"efficiency\":0.4,"
+      "\"bucket_comm_s\":0.3,\"hidden\":0}]}";
+  g_autoptr(JsonNode) root = json_from_string(event, NULL);
+  g_assert_nonnull(root);
+  GtkWidget *view = g_object_ref_sink(cohort_probe_view_new(NULL, NULL));
+  cohort_probe_view_show(COHORT_PROBE_VIEW(view), json_node_get_object(root));
+  g_autofree char *result = cohort_probe_view_get_result(COHORT_PROBE_VIEW(view));
+  g_test_message("%s", result);
+  g_assert_nonnull(strstr(result, "forward and backward < 1 ms, optimizer step < 1 ms per step."));
+  g_assert_null(strstr(result, "0.000"));
+  g_assert_nonnull(strstr(result, "\n2\n0.9 ms\n1000 tokens/s\n90 %\nnothing to hide\n"));
+  g_assert_nonnull(strstr(result, "\n4\n250 ms\n900 tokens/s\n80 %\n50 %\n"));
+  /* real communication that backward did not hide is 0 %, as it is */
+  g_assert_nonnull(strstr(result, "\n8\n2.50 s\n500 tokens/s\n40 %\n0 %\n"));
+  g_assert_null(strstr(result, "Every gradient bucket"));
+  /* One bucket, final only as backward ends (a small model's): no row has anything to hide. */
+  json_object_set_array_member(
+      json_object_get_object_member(json_node_get_object(root), "measured"), "buckets",
+      json_array_new());
+  JsonObject *bucket = json_object_new();
+  json_object_set_double_member(bucket, "ready", 0.9999);
+  json_array_add_object_element(
+      json_object_get_array_member(
+          json_object_get_object_member(json_node_get_object(root), "measured"), "buckets"),
+      bucket);
+  cohort_probe_view_show(COHORT_PROBE_VIEW(view), json_node_get_object(root));
+  g_autofree char *one = cohort_probe_view_get_result(COHORT_PROBE_VIEW(view));
+  g_test_message("%s", one);
+  g_assert_nonnull(strstr(one, "Every gradient bucket is ready only when backward ends, so "
+                               "backward has no communication to hide."));
+  g_assert_nonnull(strstr(one, "\n8\n2.50 s\n500 tokens/s\n40 %\nnothing to hide\n"));
+  g_assert_null(strstr(one, "\n50 %\n"));
+  g_object_unref(view);
+  g_autofree char *ms = cohort_probe_duration_text(0.0014);
+  g_assert_cmpstr(ms, ==, "1.4 ms");
+  g_autofree char *none = cohort_probe_duration_text(0);
+  g_assert_cmpstr(none, ==, "< 1 ms");
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
   g_test_add_func("/ui/launch/agree", test_agree);
   g_test_add_func("/ui/launch/dialog", test_dialog);
   g_test_add_func("/ui/launch/probe", test_probe);
+  g_test_add_func("/ui/launch/probe-words", test_probe_words);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

@@ -152,6 +152,11 @@ static void test_requests_stop_resume(void)
   g_assert_true(cohort_window_can_start(win));
   int stopped_at = atoi(cohort_run_get_summary(run) + strlen("Stopped at step "));
   g_assert_cmpint(stopped_at, >=, saved);
+  /* It names the checkpoint Resume continues from, and no time is left. */
+  g_autofree char *stop_ckpt =
+      g_strdup_printf("; its checkpoint: %s/checkpoints/step-%08d", ws, stopped_at);
+  g_assert_true(g_str_has_suffix(cohort_run_get_summary(run), stop_ckpt));
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "eta"), ==, "–");
 
   /* Resume: the run goes on from its last checkpoint (the stop's), with its id. */
   g_assert_true(cohort_window_resume(win, &error));
@@ -189,6 +194,9 @@ static void test_existing_run_question(void)
   /* A run stopped early: resuming it is what is offered first. */
   g_assert_cmpstr(adw_message_dialog_get_heading(ADW_MESSAGE_DIALOG(q)), ==,
                   "Resume the Earlier Run?");
+  g_assert_nonnull(strstr(adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q)),
+                          " of its 20000. These settings ask for 20000 steps. Resuming trains "
+                          "it on to step 20000."));
   g_assert_cmpstr(adw_message_dialog_get_default_response(ADW_MESSAGE_DIALOG(q)), ==, "resume");
   adw_message_dialog_response(ADW_MESSAGE_DIALOG(q), "cancel");
   g_assert_null(cohort_window_get_question(win));
@@ -254,8 +262,25 @@ static void test_completed_run(void)
   g_assert_nonnull(q);
   g_assert_cmpstr(adw_message_dialog_get_heading(ADW_MESSAGE_DIALOG(q)), ==, "Start a New Run?");
   g_assert_cmpstr(adw_message_dialog_get_default_response(ADW_MESSAGE_DIALOG(q)), ==, "new-folder");
-  g_assert_nonnull(strstr(adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q)), "step 30 of 30"));
+  /* It says the run finished, with its own step count and what the settings ask. */
+  const char *body = adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q));
+  g_test_message("question: %s", body);
+  g_assert_nonnull(strstr(body, "The earlier run finished: it trained all its 30 steps. These "
+                                "settings ask for 30 steps. Resuming would train nothing more."));
+  g_assert_null(strstr(body, "of 30"));
   adw_message_dialog_response(ADW_MESSAGE_DIALOG(q), "cancel");
+  /* Asked for more steps now, resuming it comes first and says how far. */
+  g_assert_true(cohort_config_form_set_text(form, "max_steps", "200"));
+  g_assert_true(cohort_window_start(win, &error));
+  q = cohort_window_get_question(win);
+  g_assert_cmpstr(adw_message_dialog_get_heading(ADW_MESSAGE_DIALOG(q)), ==,
+                  "Resume the Earlier Run?");
+  body = adw_message_dialog_get_body(ADW_MESSAGE_DIALOG(q));
+  g_assert_nonnull(strstr(body, "The earlier run finished: it trained all its 30 steps. These "
+                                "settings ask for 200 steps. Resuming trains it on to step "
+                                "200."));
+  adw_message_dialog_response(ADW_MESSAGE_DIALOG(q), "cancel");
+  g_assert_true(cohort_config_form_set_text(form, "max_steps", "30"));
 
   /* Each log line once: no human progress lines beside the events, no "[info]". */
   g_autofree char *log = cohort_run_page_get_log(page);

@@ -414,6 +414,67 @@ static void test_long_replay(void)
   gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Replays `events` (JSON lines) in a new window; the run's summary. */
+static char *replay_summary(const char *name, const char *events, CohortWindow **out)
+{
+  g_autofree char *path = g_build_filename(tmp_dir, name, NULL);
+  g_assert_true(g_file_set_contents(path, events, -1, NULL));
+  CohortWindow *win = cohort_window_new(NULL);
+  cohort_window_replay(win, path);
+  g_assert_true(ui_test_wait(run_finished, cohort_window_get_run(win), 10));
+  *out = win;
+  return g_strdup(cohort_run_get_summary(cohort_window_get_run(win)));
+}
+
+/* A stopped run names the checkpoint a Resume continues from (the checkpoint event's, or the one
+ * it resumed from when it stopped before a step), and shows no time left. */
+static void test_stopped_run(void)
+{
+  CohortWindow *win = NULL;
+  g_autofree char *saved = replay_summary(
+      "stopped.jsonl",
+      "{\"event\":\"start\",\"run\":\"s\",\"total_steps\":200,\"start_step\":0}\n"
+      "{\"event\":\"step\",\"step\":12,\"total_steps\":200,\"loss\":3.5,\"eta_s\":95}\n"
+      "{\"event\":\"checkpoint\",\"step\":12,\"path\":\"runs/s/checkpoints/step-00000012\"}\n"
+      "{\"event\":\"done\",\"status\":\"stopped\",\"step\":12}\n",
+      &win);
+  g_test_message("%s", saved);
+  g_assert_cmpstr(saved, ==,
+                  "Stopped at step 12; its checkpoint: runs/s/checkpoints/step-00000012");
+  CohortRunPage *page = cohort_window_get_run_page(win);
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "eta"), ==, "–");
+  g_assert_cmpstr(cohort_run_page_get_figure(page, "step"), ==, "12 of 200");
+  gtk_window_destroy(GTK_WINDOW(win));
+
+  g_autofree char *resumed =
+      replay_summary("resumed.jsonl",
+                     "{\"event\":\"start\",\"run\":\"s\",\"total_steps\":200,\"start_step\":12,"
+                     "\"resumed_from\":\"runs/s/checkpoints/step-00000012\"}\n"
+                     "{\"event\":\"done\",\"status\":\"stopped\",\"step\":12}\n",
+                     &win);
+  g_assert_cmpstr(resumed, ==,
+                  "Stopped at step 12; its checkpoint: runs/s/checkpoints/step-00000012");
+  gtk_window_destroy(GTK_WINDOW(win));
+
+  g_autofree char *early =
+      replay_summary("early.jsonl",
+                     "{\"event\":\"start\",\"run\":\"s\",\"total_steps\":200,\"start_step\":0}\n"
+                     "{\"event\":\"done\",\"status\":\"stopped\",\"step\":0}\n",
+                     &win);
+  g_assert_cmpstr(early, ==, "Stopped at step 0, before the first step: no checkpoint was saved");
+  gtk_window_destroy(GTK_WINDOW(win));
+
+  /* A completed run keeps its 0 s left. */
+  g_autofree char *completed = replay_summary(
+      "completed.jsonl",
+      "{\"event\":\"start\",\"run\":\"s\",\"total_steps\":2,\"start_step\":0}\n"
+      "{\"event\":\"step\",\"step\":2,\"total_steps\":2,\"loss\":3.5,\"eta_s\":0.4}\n"
+      "{\"event\":\"done\",\"status\":\"completed\",\"step\":2,\"elapsed_s\":3}\n",
+      &win);
+  g_assert_cmpstr(cohort_run_page_get_figure(cohort_window_get_run_page(win), "eta"), ==, "0 s");
+  gtk_window_destroy(GTK_WINDOW(win));
+}
+
 int main(int argc, char **argv)
 {
   tmp_dir = ui_test_init(&argc, &argv);
@@ -427,6 +488,7 @@ int main(int argc, char **argv)
   g_test_add_func("/ui/runview/latent-caching", test_latent_caching);
   g_test_add_func("/ui/runview/narrow-layout", test_narrow_layout);
   g_test_add_func("/ui/runview/long-replay", test_long_replay);
+  g_test_add_func("/ui/runview/stopped-run", test_stopped_run);
   int rc = g_test_run();
   ui_test_rmtree(tmp_dir);
   return rc;

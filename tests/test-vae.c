@@ -18,6 +18,7 @@
 #include "engine/models/vae.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -371,6 +372,45 @@ static void reshape_one(GHashTable *t, const CohortVae *v)
   e->shape[1] = 3;
 }
 
+static void nan_one(GHashTable *t, const CohortVae *v)
+{
+  (void)v;
+  CohortStEntry *e = g_hash_table_lookup(t, "decoder.conv_in.weight");
+  ((float *)e->data)[5] = NAN;
+}
+
+static void inf_one(GHashTable *t, const CohortVae *v)
+{
+  (void)v;
+  CohortStEntry *e = g_hash_table_lookup(t, "encoder.conv_out.bias");
+  ((float *)e->data)[0] = -INFINITY;
+}
+
+/* Weights that are not finite (a training with too high a learning rate) are never written,
+ * and a folder holding them is never read: both name the tensor, and nothing is made. */
+static void test_non_finite(void)
+{
+  expect_load_error("NaN weight", nan_one, "\"decoder.conv_in.weight\" holds a NaN");
+  expect_load_error("infinite weight", inf_one, "\"encoder.conv_out.bias\" holds a NaN or an");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortVae) v = cohort_vae_new(be, &tiny, COHORT_VAE_ENCODE, 1, 8, 4, &error);
+  g_assert_no_error(error);
+  g_autofree float *host = g_new(float, cohort_vae_n_params(v));
+  cohort_vae_download_params(v, host);
+  size_t off = 0, numel = 0;
+  g_assert_true(cohort_vae_find_param(v, "decoder.conv_out.bias", &off, &numel));
+  host[off + numel - 1] = INFINITY;
+  cohort_vae_upload_params(v, host);
+  g_autofree char *parent = tmp_dir();
+  g_autofree char *dir = g_build_filename(parent, "never", NULL);
+  g_assert_false(cohort_vae_save(v, dir, &error));
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, "holds a NaN or an infinity"));
+  g_assert_nonnull(strstr(error->message, "\"decoder.conv_out.bias\""));
+  g_assert_false(g_file_test(dir, G_FILE_TEST_EXISTS));
+  cohort_remove_tree(parent);
+}
+
 static void test_strict_load(void)
 {
   expect_load_error("missing tensor", drop_one, "\"decoder.conv_out.bias\" is missing");
@@ -521,6 +561,7 @@ int main(int argc, char **argv)
   g_test_add_func("/vae/against-torch", test_against_torch);
   g_test_add_func("/vae/config", test_config);
   g_test_add_func("/vae/strict-load", test_strict_load);
+  g_test_add_func("/vae/non-finite", test_non_finite);
   g_test_add_func("/vae/scaling-and-hash", test_scaling_and_hash);
   g_test_add_func("/vae/train-gradient", test_train_gradient);
   return g_test_run();

@@ -52,16 +52,22 @@ class Conv1D(nn.Module):
         return x @ self.weight + self.bias
 
 
-class LoraConv1D(nn.Module):
-    """PEFT's LoRA layer over a Conv1D (fan_in_fan_out): base(x) + B(A(x)) * alpha / r."""
+def scaling(cfg):
+    """PEFT's LoraLayer.update_layer: alpha / r, or alpha / sqrt(r) with use_rslora."""
+    r = cfg["r"]
+    return cfg["lora_alpha"] / (math.sqrt(r) if cfg.get("use_rslora", False) else r)
 
-    def __init__(self, base, r, alpha):
+
+class LoraConv1D(nn.Module):
+    """PEFT's LoRA layer over a Conv1D (fan_in_fan_out): base(x) + B(A(x)) * scaling."""
+
+    def __init__(self, base, r, scale):
         super().__init__()
         self.base = base
         nx, nf = base.weight.shape
         self.lora_A = nn.Linear(nx, r, bias=False, dtype=torch.float64)
         self.lora_B = nn.Linear(r, nf, bias=False, dtype=torch.float64)
-        self.scaling = alpha / r
+        self.scaling = scale
 
     def forward(self, x):
         return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
@@ -130,7 +136,7 @@ def attach(model, cfg):
             continue
         parent_name, leaf = name.rsplit(".", 1)
         setattr(model.get_submodule(parent_name), leaf,
-                LoraConv1D(mod, cfg["r"], cfg["lora_alpha"]))
+                LoraConv1D(mod, cfg["r"], scaling(cfg)))
         wrapped.append(name)
     return wrapped
 
@@ -173,7 +179,7 @@ def main(d, tokens):
     if os.path.exists(merged_path):
         merged = read_safetensors(merged_path)
         assert set(merged) == set(base)
-        scale = cfg["lora_alpha"] / cfg["r"]
+        scale = scaling(cfg)
         worst = 0.0
         for k, w in base.items():
             module = "transformer." + k[: -len(".weight")] if k.endswith(".weight") else None

@@ -5,6 +5,10 @@ Cohort's .safetensors with load_state_dict(strict=True), which checks every name
     torch_resnet_ref.py WEIGHTS INPUTS train     one training-mode forward and backward: the
                                                  loss, every parameter's gradient (file order),
                                                  then every buffer after the forward
+    torch_resnet_ref.py WEIGHTS INPUTS train-bn-eval
+                                                 the same with every BatchNorm in eval mode
+                                                 (model.train(), then bn.eval() on each: the
+                                                 running statistics normalise and stay)
     torch_resnet_ref.py WEIGHTS INPUTS eval      evaluation mode: the loss, then the logits
     torch_resnet_ref.py WEIGHTS INPUTS sgd N LR MOMENTUM NESTEROV WD STEP_SIZE GAMMA
                                                  N SGD steps with StepLR on the batch: N
@@ -50,8 +54,12 @@ def main():
             for e in v.flatten().tolist():
                 print(repr(float(e)))
 
-    if mode == "train":
+    if mode in ("train", "train-bn-eval"):
         model.train()
+        if mode == "train-bn-eval":
+            for mod in model.modules():
+                if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
+                    mod.eval()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         print(repr(loss.item()))

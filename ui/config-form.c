@@ -7,6 +7,7 @@
 #include "ui/path-chooser.h"
 #include "ui/finetune-hint.h"
 #include "ui/tokenizer-hint.h"
+#include "engine/families/family.h"
 
 typedef struct {
   const CohortConfigKey *key;
@@ -16,6 +17,7 @@ typedef struct {
   char *error;        /* NULL while valid */
   char *problem;      /* a pre-launch check's message (cohort_config_form_set_problem) */
   char *pending;      /* the refused text, retried after other edits */
+  GtkWidget *title;   /* the label naming the key */
   GtkWidget *chooser; /* the file-chooser button of a path key, else NULL */
   GtkWidget *hint;    /* a line under the key's name (hint_keys), else NULL */
   gboolean keep_text; /* a number field keeps the refused text the user typed */
@@ -29,7 +31,8 @@ struct _CohortConfigForm {
   CohortConfig *cfg;
   FormKey *keys;
   guint n_keys;
-  gboolean updating; /* set while the form writes to controls itself */
+  GPtrArray *headings; /* the section titles of the pages built, with their section */
+  gboolean updating;   /* set while the form writes to controls itself */
 };
 
 G_DEFINE_FINAL_TYPE(CohortConfigForm, cohort_config_form, G_TYPE_OBJECT)
@@ -322,48 +325,45 @@ static GtkWidget *make_control(CohortConfigForm *form, FormKey *fk)
   return w;
 }
 
-/* Keys that hold a path get a file-chooser button; "folder" ones choose a folder. */
-static const struct {
-  const char *key;
-  gboolean folder;
-} path_keys[] = {
-    {"train_data", FALSE},   {"val_data", FALSE}, {"init_from", FALSE}, {"teacher_from", TRUE},
-    {"workspace_dir", TRUE}, {"tokenizer", TRUE}, {"vae_from", TRUE},
-};
-
 typedef struct {
   CohortConfigForm *form;
-  const char *key;
-  gboolean folder;
+  const CohortConfigKey *key;
 } PathKind;
 
-/* Image data is a folder of class folders; text and tokens may be a file. A GPT starts from a
- * Hugging Face folder (weights, config, tokenizer). */
+/* Keys that name a file or folder (the key table's CohortKeyPath) get a file-chooser button:
+ * a folder for folder keys (a tokenizer folder too, though a file will do), data as the
+ * format reads it (images are a folder of class folders; text and tokens may be a file), and
+ * a GPT's initial weights, a Hugging Face folder (weights, config, tokenizer). */
 static gboolean path_wants_folder(gpointer data)
 {
   PathKind *kind = data;
-  if (kind->folder)
+  switch (kind->key->path->kind) {
+  case COHORT_PATH_FOLDER:
+  case COHORT_PATH_OUTPUT:
     return TRUE;
-  if (g_str_equal(kind->key, "init_from"))
-    return g_strcmp0(kind->form->cfg->model, "gpt") == 0;
-  return g_str_has_suffix(kind->key, "_data") && kind->form->cfg->data_format == COHORT_DATA_IMAGES;
+  case COHORT_PATH_DATA:
+    return kind->form->cfg->data_format == COHORT_DATA_IMAGES;
+  case COHORT_PATH_FILE:
+    break;
+  }
+  if (g_str_equal(kind->key->name, "init_from")) {
+    const CohortFamilyDesc *family = cohort_family_desc(kind->form->cfg->model);
+    return family && family->init_from_folder;
+  }
+  return FALSE;
 }
 
 static GtkWidget *path_button(CohortConfigForm *form, FormKey *fk)
 {
-  for (guint i = 0; i < G_N_ELEMENTS(path_keys); i++) {
-    if (!g_str_equal(path_keys[i].key, fk->key->name) || !GTK_IS_ENTRY(fk->control))
-      continue;
-    PathKind *kind = g_new0(PathKind, 1);
-    kind->form = form;
-    kind->key = fk->key->name;
-    kind->folder = path_keys[i].folder;
-    GtkWidget *b = cohort_path_chooser_button_new(
-        GTK_EDITABLE(fk->control), cohort_key_display_name(fk->key->name), path_wants_folder, kind);
-    g_object_set_data_full(G_OBJECT(b), "cohort-path-kind", kind, g_free);
-    return b;
-  }
-  return NULL;
+  if (fk->key->path == NULL || !GTK_IS_ENTRY(fk->control))
+    return NULL;
+  PathKind *kind = g_new0(PathKind, 1);
+  kind->form = form;
+  kind->key = fk->key;
+  GtkWidget *b = cohort_path_chooser_button_new(
+      GTK_EDITABLE(fk->control), cohort_key_display_name(fk->key->name), path_wants_folder, kind);
+  g_object_set_data_full(G_OBJECT(b), "cohort-path-kind", kind, g_free);
+  return b;
 }
 
 static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
@@ -374,7 +374,7 @@ static GtkWidget *make_row(CohortConfigForm *form, FormKey *fk)
   GtkWidget *text = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
   gtk_widget_set_hexpand(text, TRUE);
   const char *label = cohort_key_label(key->name);
-  GtkWidget *title = gtk_label_new(label != NULL ? label : key->name);
+  GtkWidget *title = fk->title = gtk_label_new(label != NULL ? label : key->name);
   gtk_label_set_xalign(GTK_LABEL(title), 0);
   gtk_label_set_wrap(GTK_LABEL(title), TRUE);
   gtk_label_set_mnemonic_widget(GTK_LABEL(title), fk->control);
@@ -425,6 +425,7 @@ static void cohort_config_form_dispose(GObject *obj)
   }
   g_clear_pointer(&form->keys, g_free);
   form->n_keys = 0;
+  g_clear_pointer(&form->headings, g_ptr_array_unref);
   g_clear_pointer(&form->cfg, cohort_config_free);
   G_OBJECT_CLASS(cohort_config_form_parent_class)->dispose(obj);
 }
@@ -439,6 +440,7 @@ static void cohort_config_form_class_init(CohortConfigFormClass *klass)
 static void cohort_config_form_init(CohortConfigForm *form)
 {
   form->cfg = cohort_config_new();
+  form->headings = g_ptr_array_new_with_free_func(g_object_unref);
   const CohortConfigKey *table = cohort_config_keys(&form->n_keys);
   form->keys = g_new0(FormKey, form->n_keys);
   for (guint i = 0; i < form->n_keys; i++) {
@@ -611,10 +613,16 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
   cohort_config_form_set_config(form, form->cfg);
 }
 
-static GtkWidget *section_box(const char *title, GtkWidget **list_out)
+static GtkWidget *section_box(CohortConfigForm *form, const CohortKeySection *section,
+                              GtkWidget **list_out)
 {
   GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
-  GtkWidget *heading = gtk_label_new(title);
+  GtkWidget *heading =
+      gtk_label_new(section != NULL ? cohort_key_section_title(section) : _("Other"));
+  if (section != NULL) {
+    g_object_set_data(G_OBJECT(heading), "cohort-section", (gpointer)section);
+    g_ptr_array_add(form->headings, g_object_ref(heading));
+  }
   gtk_label_set_xalign(GTK_LABEL(heading), 0);
   gtk_widget_add_css_class(heading, "heading");
   gtk_box_append(GTK_BOX(box), heading);
@@ -653,7 +661,7 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *pag
   for (guint s = 0; s < n_sections; s++) {
     if (!g_str_equal(sections[s].page, page_name))
       continue;
-    GtkWidget *list = NULL, *box = section_box(_(sections[s].title), &list);
+    GtkWidget *list = NULL, *box = section_box(form, &sections[s], &list);
     guint n = 0;
     for (const char *const *k = sections[s].keys; *k != NULL; k++) {
       FormKey *fk = find(form, *k);
@@ -670,7 +678,7 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *pag
   }
 
   /* Keys of this page that no section names; keys of unknown pages land on "output". */
-  GtkWidget *list = NULL, *box = section_box(_("Other"), &list);
+  GtkWidget *list = NULL, *box = section_box(form, NULL, &list);
   guint n = 0;
   for (guint i = 0; i < form->n_keys; i++) {
     FormKey *fk = &form->keys[i];
@@ -696,6 +704,26 @@ GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *pag
   gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(scrolled), clamp);
   update_visibility(form);
   return scrolled;
+}
+
+void cohort_config_form_relabel(CohortConfigForm *form)
+{
+  for (guint i = 0; i < form->n_keys; i++) {
+    const char *label = cohort_key_label(form->keys[i].key->name);
+    gtk_label_set_text(GTK_LABEL(form->keys[i].title),
+                       label != NULL ? label : form->keys[i].key->name);
+  }
+  for (guint i = 0; i < form->headings->len; i++) {
+    GtkWidget *heading = g_ptr_array_index(form->headings, i);
+    gtk_label_set_text(GTK_LABEL(heading), cohort_key_section_title(g_object_get_data(
+                                               G_OBJECT(heading), "cohort-section")));
+  }
+}
+
+const char *cohort_config_form_get_label(CohortConfigForm *form, const char *key)
+{
+  FormKey *fk = find(form, key);
+  return fk != NULL ? gtk_label_get_text(GTK_LABEL(fk->title)) : NULL;
 }
 
 GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys)

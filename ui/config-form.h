@@ -62,6 +62,12 @@ void cohort_config_form_hide_choice(CohortConfigForm *form, const char *key, con
 GtkWidget *cohort_config_form_build_page(CohortConfigForm *form, const char *page_name,
                                          const char *const *skip, GtkWidget *top);
 
+/* Names every key and section again (cohort_key_label, cohort_key_section_title): after
+ * cohort_key_labels_set_gpus. */
+void cohort_config_form_relabel(CohortConfigForm *form);
+/* The label shown for `key`. */
+const char *cohort_config_form_get_label(CohortConfigForm *form, const char *key);
+
 /* A list of rows for the given keys (NULL-terminated), for dialogs. */
 GtkWidget *cohort_config_form_build_rows(CohortConfigForm *form, const char *const *keys);
 

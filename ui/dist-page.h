@@ -15,11 +15,10 @@ GtkWidget *cohort_dist_page_top_new(void);
 /* Shows the detected GPUs (a GPtrArray of CohortGpu; empty = "No NVIDIA GPU found"). */
 void cohort_dist_page_set_gpus(GtkWidget *top, GPtrArray *gpus);
 
-/* Works out the memory plan of `cfg` again (`cohort-train --config … --explain`, in the
- * background; while the page is out of view, once it comes into view) and shows it: per
- * process the parameters, gradients, optimizer state, EMA,
- * activations and the largest gathered working set for its ZeRO stage, the processes on this
- * machine together against its memory, and whether Start will be refused. */
+/* The settings changed: the memory plan follows them (ui/memory-view.h): per process the
+ * parameters, gradients, optimizer state, EMA, activations and the largest gathered working set
+ * for its ZeRO stage, the processes on this machine together against its memory, and whether
+ * Start will be refused. */
 void cohort_dist_page_update_memory(GtkWidget *top, const CohortConfig *cfg);
 
 G_END_DECLS

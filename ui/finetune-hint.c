@@ -2,7 +2,7 @@
 
 #include <glib/gi18n.h>
 
-#include "engine/config/param-table.h"
+#include "engine/families/finetune-count.h"
 
 /* A parameter count as people read it: 1536, 131.1 k, 1.18 M, 1.23 G. */
 static char *amount(gint64 n)

@@ -1,4 +1,4 @@
-/* What the window says about fine-tuning from the config alone (engine/config/param-table.h):
+/* What the window says about fine-tuning from the config alone (engine/families/finetune-count.h):
  * under lora_targets and trainable, what their patterns match in the configured model, live
  * as they are typed and as the model's keys change; in the run summary, how many of the
  * model's parameters learn. */

@@ -4,6 +4,9 @@
 
 #include "engine/config/model-families.h"
 
+/* Whether this build and machine train on GPUs (cohort_key_labels_set_gpus). */
+static gboolean have_gpus = TRUE;
+
 static const struct {
   const char *key;
   const char *label;
@@ -63,6 +66,7 @@ static const struct {
     {"timestep_shift", N_("Timestep shift")},
     {"cfg_dropout", N_("Label dropout for guidance")},
     {"bn_momentum", N_("BatchNorm momentum")},
+    {"freeze_bn_stats", N_("Freeze BatchNorm statistics")},
     {"device", N_("Device")},
     {"threads", N_("CPU threads")},
     {"teacher_from", N_("Teacher folder")},
@@ -73,6 +77,7 @@ static const struct {
     {"finetune", N_("Fine-tuning mode")},
     {"lora_rank", N_("LoRA rank (r)")},
     {"lora_alpha", N_("LoRA alpha (α)")},
+    {"lora_rslora", N_("Rank-stabilised LoRA (α/√r)")},
     {"lora_dropout", N_("LoRA dropout")},
     {"lora_targets", N_("Layers with adapters")},
     {"trainable", N_("Parameters that still learn")},
@@ -219,12 +224,45 @@ static const struct {
     {"frozen", N_("frozen (only the trainable ones learn)")},
 };
 
+/* Where there is no GPU to train on, what a label or section title (by its msgid) says
+ * instead: enable_multi_gpu starts several CPU processes there. */
+static const struct {
+  const char *label;
+  const char *no_gpu;
+} no_gpu_words[] = {
+    {"Train on several GPUs", N_("Train on several processes")},
+    {"GPUs", N_("Processes")},
+};
+
+static const char *for_machine(const char *msgid)
+{
+  for (guint i = 0; !have_gpus && msgid != NULL && i < G_N_ELEMENTS(no_gpu_words); i++)
+    if (g_str_equal(no_gpu_words[i].label, msgid))
+      return no_gpu_words[i].no_gpu;
+  return msgid;
+}
+
+void cohort_key_labels_set_gpus(gboolean gpus)
+{
+  have_gpus = gpus;
+}
+
+gboolean cohort_key_labels_get_gpus(void)
+{
+  return have_gpus;
+}
+
 const char *cohort_key_label_msgid(const char *key)
 {
   for (guint i = 0; i < G_N_ELEMENTS(labels); i++)
     if (g_str_equal(labels[i].key, key))
-      return labels[i].label;
+      return for_machine(labels[i].label);
   return NULL;
+}
+
+const char *cohort_key_section_title(const CohortKeySection *section)
+{
+  return _(for_machine(section->title));
 }
 
 const char *cohort_key_label(const char *key)

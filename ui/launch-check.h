@@ -17,16 +17,27 @@ typedef struct {
 
 void cohort_launch_problem_free(CohortLaunchProblem *problem);
 
-/* The problems of `cfg` on this machine, data first (an empty array when it can
- * start): a data path (train_data, val_data) that does not exist or holds no data in the
- * config's format, an initial or teacher model (init_from, teacher_from) that does not exist,
- * a workspace_dir that is not a folder, device cuda in a build without CUDA, a frozen_dtype
+/* The problems of the path keys in effect in `cfg` (the key table's CohortKeyPath: data,
+ * tokenizer, VAE, teacher, adapter, initial weights, workspace), in the table's order: a path
+ * that does not exist, data that holds nothing to read in the config's data_format (a glob
+ * pattern must match a file), a file where a folder is needed or the other way round, a
+ * folder without the files the key names (a PEFT adapter's two files). Relative paths are
+ * taken from the current folder, as the engine does; "builtin:REL" from Cohort's data folder.
+ * Cheap enough for every edit: it reads file metadata and stops at the first data file a
+ * folder holds. */
+GPtrArray *cohort_launch_check_paths(const CohortConfig *cfg);
+
+/* What cohort_launch_check_paths reads of `cfg`, as one text: while it stays the same (and the
+ * disk does), so do the path problems. Derived from the same table. */
+char *cohort_launch_paths_read(const CohortConfig *cfg);
+
+/* The problems that are rules, not files: device cuda in a build without CUDA, a frozen_dtype
  * bf16 the engine would refuse with the other keys (engine/config/finetune-rules.h) or on
- * device cuda, and, when `gpus`
- * is known (>= 0, -1 while detection runs), NCCL between several processes or device cuda
- * without a GPU. Cheap enough for every
- * edit: it reads file metadata and stops at the first data file a folder holds. Relative paths
- * are taken from the current folder, as the engine does. */
+ * device cuda, and, when `gpus` is known (>= 0, -1 while detection runs), NCCL between several
+ * processes or device cuda without a GPU. Reads no file. */
+GPtrArray *cohort_launch_check_rules(const CohortConfig *cfg, int gpus);
+
+/* Both, paths first (an empty array when `cfg` can start). */
 GPtrArray *cohort_launch_check(const CohortConfig *cfg, int gpus);
 
 G_END_DECLS

@@ -3,6 +3,8 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "engine/config/config.h"
+
 typedef struct {
   GtkEditable *entry; /* not owned: the button lives beside it, in the same row */
   char *title;
@@ -79,10 +81,12 @@ static void on_clicked(GtkButton *button, gpointer data)
       c->title, GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL, action,
       action == GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER ? _("_Select") : _("_Open"), _("_Cancel"));
   gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(native), TRUE);
-  /* Start where the current value points, when it exists. */
+  /* Start where the current value points, when it exists ("builtin:REL" in Cohort's data
+   * folder). */
   const char *current = gtk_editable_get_text(c->entry);
   if (current != NULL && *current != '\0') {
-    g_autoptr(GFile) file = g_file_new_for_path(current);
+    g_autofree char *resolved = cohort_resolve_path(current);
+    g_autoptr(GFile) file = g_file_new_for_path(resolved);
     g_autoptr(GFile) dir = g_file_get_parent(file);
     if (dir != NULL && g_file_query_exists(dir, NULL))
       gtk_file_chooser_set_current_folder(GTK_FILE_CHOOSER(native), dir, NULL);

@@ -47,6 +47,43 @@ static JsonObject *find_collective(JsonObject *measured, const char *name)
   return NULL;
 }
 
+/* A measured time as people read it: "< 1 ms" for what rounds to nothing, milliseconds below
+ * a second ("12 ms", "1.4 ms"), seconds above ("2.35 s"); never "0.000 s". */
+char *cohort_probe_duration_text(double s)
+{
+  if (!(s >= 0.0005))
+    return g_strdup(_("< 1 ms"));
+  if (s < 0.01)
+    return g_strdup_printf(_("%.1f ms"), s * 1e3);
+  if (s < 1)
+    return g_strdup_printf(_("%.0f ms"), s * 1e3);
+  return g_strdup_printf(_("%.2f s"), s);
+}
+
+/* Whether every gradient bucket became final only as backward ended (a small model's one
+ * bucket): then no all-reduce can run while backward does. */
+static gboolean buckets_at_end(JsonObject *measured)
+{
+  JsonArray *b = cohort_event_list(measured, COHORT_FIELD_BUCKETS);
+  for (guint i = 0; b != NULL && i < json_array_get_length(b); i++) {
+    JsonObject *o = json_array_get_object_element(b, i);
+    if (o != NULL && cohort_event_number(o, COHORT_FIELD_READY, 1) < 0.99)
+      return FALSE;
+  }
+  return b != NULL && json_array_get_length(b) > 0;
+}
+
+/* The share of the buckets' communication that backward hid; a row without communication
+ * backward could hide (one process, under a millisecond of it, or buckets that are ready only
+ * at the end) has nothing to hide. */
+static char *hidden_text(JsonObject *row, gboolean at_end)
+{
+  double comm = cohort_event_number(row, COHORT_FIELD_BUCKET_COMM_S, 0);
+  if (cohort_event_int(row, COHORT_FIELD_WORLD_SIZE, 0) < 2 || !(comm >= 0.0005) || at_end)
+    return g_strdup(_("nothing to hide"));
+  return g_strdup_printf(_("%.0f %%"), cohort_event_number(row, COHORT_FIELD_HIDDEN, 0) * 100);
+}
+
 static char *rate_text(JsonObject *row)
 {
   double tokens = cohort_event_number(row, COHORT_FIELD_TOKENS_PER_S, 0);
@@ -77,13 +114,22 @@ void cohort_probe_view_show(CohortProbeView *v, JsonObject *p)
   long long nodes = cohort_event_int(p, COHORT_FIELD_NUM_NODES, 1);
   g_autofree char *where = g_strdup_printf(ngettext("%d process", "%d processes", world), world);
   g_autofree char *on = g_strdup_printf(ngettext("%lld node", "%lld nodes", nodes), nodes);
-  g_autofree char *measured = g_strdup_printf(
-      _("Measured on %s (%s, %s): forward and backward %.3f s, optimizer step %.3f s per "
-        "step%s%s."),
-      where, on, cohort_event_text(p, COHORT_FIELD_BACKEND, "?"),
-      cohort_event_number(m, COHORT_FIELD_FORWARD_S, 0) +
-          cohort_event_number(m, COHORT_FIELD_BACKWARD_S, 0),
-      cohort_event_number(m, COHORT_FIELD_OPTIMIZER_S, 0), net, cont);
+  g_autofree char *pass =
+      cohort_probe_duration_text(cohort_event_number(m, COHORT_FIELD_FORWARD_S, 0) +
+                                 cohort_event_number(m, COHORT_FIELD_BACKWARD_S, 0));
+  g_autofree char *optim =
+      cohort_probe_duration_text(cohort_event_number(m, COHORT_FIELD_OPTIMIZER_S, 0));
+  /* TRANSLATORS: processes, nodes, the backend, then two times ("12 ms", "< 1 ms"). */
+  g_autofree char *said = g_strdup_printf(
+      _("Measured on %s (%s, %s): forward and backward %s, optimizer step %s per step%s%s."), where,
+      on, cohort_event_text(p, COHORT_FIELD_BACKEND, "?"), pass, optim, net, cont);
+  gboolean at_end = world >= 2 && buckets_at_end(m);
+  g_autofree char *measured =
+      at_end ? g_strconcat(said, " ",
+                           _("Every gradient bucket is ready only when backward ends, so "
+                             "backward has no communication to hide."),
+                           NULL)
+             : g_strdup(said);
   gtk_label_set_text(GTK_LABEL(v->measured), measured);
   clear_grid(v);
   const char *heads[] = {_("Processes"), _("Step"), _("Throughput"), _("Efficiency"),
@@ -98,12 +144,11 @@ void cohort_probe_view_show(CohortProbeView *v, JsonObject *p)
     g_autofree char *n =
         g_strdup_printf("%lld", (long long)cohort_event_int(r, COHORT_FIELD_WORLD_SIZE, 0));
     g_autofree char *step =
-        g_strdup_printf(_("%.3f s"), cohort_event_number(r, COHORT_FIELD_STEP_S, 0));
+        cohort_probe_duration_text(cohort_event_number(r, COHORT_FIELD_STEP_S, 0));
     g_autofree char *rate = rate_text(r);
     g_autofree char *eff =
         g_strdup_printf(_("%.0f %%"), cohort_event_number(r, COHORT_FIELD_EFFICIENCY, 0) * 100);
-    g_autofree char *hid =
-        g_strdup_printf(_("%.0f %%"), cohort_event_number(r, COHORT_FIELD_HIDDEN, 0) * 100);
+    g_autofree char *hid = hidden_text(r, at_end);
     const char *texts[] = {n, step, rate, eff, hid};
     for (guint c = 0; c < G_N_ELEMENTS(texts); c++)
       gtk_grid_attach(GTK_GRID(v->grid), cell(texts[c], FALSE), (int)c, (int)i + 1, 1, 1);

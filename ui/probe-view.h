@@ -25,6 +25,9 @@ gboolean cohort_probe_view_is_running(CohortProbeView *view);
 /* Shows a `probe` event's members. */
 void cohort_probe_view_show(CohortProbeView *view, JsonObject *probe);
 
+/* A measured time as the view shows it: "< 1 ms", "1.4 ms", "12 ms", "2.35 s". */
+char *cohort_probe_duration_text(double seconds);
+
 /* The status line and the result as shown (tests). */
 const char *cohort_probe_view_get_status(CohortProbeView *view);
 char *cohort_probe_view_get_result(CohortProbeView *view);

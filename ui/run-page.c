@@ -300,13 +300,14 @@ static void show_done(CohortRunPage *p, JsonObject *ev)
   /* The elapsed time of the whole run, final evaluation and saving included. */
   if (text != NULL)
     set_figure(p, "elapsed", text);
-  if (g_strcmp0(cohort_event_text(ev, COHORT_FIELD_STATUS, ""), COHORT_STATUS_COMPLETED) == 0 &&
-      p->total_steps > 0) {
+  gboolean completed =
+      g_strcmp0(cohort_event_text(ev, COHORT_FIELD_STATUS, ""), COHORT_STATUS_COMPLETED) == 0;
+  if (completed && p->total_steps > 0) {
     gtk_progress_bar_set_fraction(GTK_PROGRESS_BAR(p->step_bar), 1.0);
     g_autofree char *none = format_duration(0);
     set_figure(p, "eta", none);
   }
-  p->final_phase = FALSE;
+  cohort_run_page_run_ended(p, completed);
 }
 
 /* Text data going through the tokenizer before the first step: how far it is. */
@@ -394,6 +395,14 @@ void cohort_run_page_set_live(CohortRunPage *p, gboolean live)
   p->live = live;
   gtk_widget_set_visible(p->live_buttons, live);
   cohort_history_popover_set_can_show(p->history, !live);
+}
+
+void cohort_run_page_run_ended(CohortRunPage *p, gboolean completed)
+{
+  /* A stopped or failed run has no time left: nothing runs that it would measure. */
+  if (!completed)
+    set_figure(p, "eta", "–");
+  p->final_phase = FALSE;
 }
 
 void cohort_run_page_set_ended(CohortRunPage *p, gboolean ended)

@@ -34,6 +34,10 @@ void cohort_run_page_set_status(CohortRunPage *page, const char *text);
  * shows). */
 void cohort_run_page_set_live(CohortRunPage *page, gboolean live);
 
+/* The run ended (its `done` event, or its processes without one): a run that did not
+ * complete shows no time left. */
+void cohort_run_page_run_ended(CohortRunPage *page, gboolean completed);
+
 /* A run has ended here: Open folder and Show model show. */
 void cohort_run_page_set_ended(CohortRunPage *page, gboolean ended);
 

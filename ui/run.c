@@ -26,6 +26,8 @@ struct _CohortRun {
   char *done_status; /* "status" of the done event */
   int done_step;
   double done_elapsed;
+  char *checkpoint;    /* the run's last checkpoint folder: saved, or resumed from; or NULL */
+  int checkpoint_step; /* its step */
   char *error_message; /* first error event */
   char *last_output;   /* last non-empty output line */
   char *summary;
@@ -162,6 +164,15 @@ static void handle_progress_line(CohortRun *run, const char *line)
         g_strdup(cohort_event_text(ev, COHORT_FIELD_STATUS, COHORT_STATUS_COMPLETED));
     run->done_step = (int)cohort_event_int(ev, COHORT_FIELD_STEP, 0);
     run->done_elapsed = cohort_event_number(ev, COHORT_FIELD_ELAPSED_S, 0);
+  } else if (g_str_equal(name, COHORT_EVENT_CHECKPOINT) ||
+             (g_str_equal(name, COHORT_EVENT_START) &&
+              json_object_has_member(ev, COHORT_FIELD_RESUMED_FROM))) {
+    gboolean saved = g_str_equal(name, COHORT_EVENT_CHECKPOINT);
+    g_free(run->checkpoint);
+    run->checkpoint =
+        g_strdup(cohort_event_text(ev, saved ? COHORT_FIELD_PATH : COHORT_FIELD_RESUMED_FROM, ""));
+    run->checkpoint_step =
+        (int)cohort_event_int(ev, saved ? COHORT_FIELD_STEP : COHORT_FIELD_START_STEP, 0);
   } else if (g_str_equal(name, COHORT_EVENT_ERROR) && run->error_message == NULL) {
     const char *msg = cohort_event_text(ev, COHORT_FIELD_MESSAGE, "");
     if (json_object_has_member(ev, COHORT_FIELD_RANK))
@@ -273,6 +284,22 @@ static char *exit_summary(CohortRun *run)
   return g_strdup_printf(_("exited with code %d"), code);
 }
 
+/* A stop, with the checkpoint a Resume continues from (the progress events name it). */
+static char *stopped_text(CohortRun *run)
+{
+  if (run->checkpoint != NULL && run->checkpoint_step == run->done_step)
+    /* TRANSLATORS: a step, then the checkpoint's folder. */
+    return g_strdup_printf(_("Stopped at step %d; its checkpoint: %s"), run->done_step,
+                           run->checkpoint);
+  if (run->checkpoint != NULL)
+    /* TRANSLATORS: the step it stopped at; the step of the last checkpoint, and its folder. */
+    return g_strdup_printf(_("Stopped at step %d; the last checkpoint is of step %d: %s"),
+                           run->done_step, run->checkpoint_step, run->checkpoint);
+  if (run->done_step == 0)
+    return g_strdup(_("Stopped at step 0, before the first step: no checkpoint was saved"));
+  return g_strdup_printf(_("Stopped at step %d; no checkpoint was reported"), run->done_step);
+}
+
 static void finish_if_done(CohortRun *run)
 {
   if (run->open_streams > 0 || (run->child != NULL && !run->child_done) || run->summary != NULL)
@@ -282,9 +309,7 @@ static void finish_if_done(CohortRun *run)
   if (g_strcmp0(run->done_status, COHORT_STATUS_COMPLETED) == 0)
     status = g_strdup_printf(_("Completed: %d steps in %.0f s"), run->done_step, run->done_elapsed);
   else if (g_strcmp0(run->done_status, COHORT_STATUS_STOPPED) == 0)
-    status = g_strdup_printf(_("Stopped at step %d; a checkpoint was saved if there was "
-                               "progress"),
-                             run->done_step);
+    status = stopped_text(run);
   else if (g_strcmp0(run->done_status, COHORT_STATUS_FAILED) == 0)
     status = g_strdup_printf(_("Failed: %s"), run->error_message ? run->error_message
                                               : run->last_output ? run->last_output
@@ -337,6 +362,8 @@ static void reset(CohortRun *run)
   run->done_step = 0;
   run->done_elapsed = 0;
   g_clear_pointer(&run->done_status, g_free);
+  g_clear_pointer(&run->checkpoint, g_free);
+  run->checkpoint_step = 0;
   g_clear_pointer(&run->error_message, g_free);
   g_clear_pointer(&run->last_output, g_free);
   g_clear_pointer(&run->summary, g_free);
@@ -537,6 +564,7 @@ static void cohort_run_finalize(GObject *obj)
   if (run->control_fd >= 0)
     close(run->control_fd);
   g_free(run->done_status);
+  g_free(run->checkpoint);
   g_free(run->error_message);
   g_free(run->last_output);
   g_free(run->summary);

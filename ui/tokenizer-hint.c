@@ -4,7 +4,7 @@
 
 char *cohort_tokenizer_hint(const CohortConfig *cfg)
 {
-  if (g_strcmp0(cfg->model, "gpt") != 0)
+  if (!cohort_config_takes_tokenizer(cfg))
     return NULL;
   g_autofree char *path = cohort_config_tokenizer_path(cfg);
   g_autofree char *init =

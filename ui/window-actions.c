@@ -287,6 +287,7 @@ static void on_run_finished(CohortRun *run, const char *summary, CohortWindow *w
   cohort_run_page_set_status(win->run_page, summary);
   cohort_run_page_append_log(win->run_page, summary);
   cohort_run_page_set_live(win->run_page, FALSE);
+  cohort_run_page_run_ended(win->run_page, cohort_run_get_outcome(run) == COHORT_RUN_COMPLETED);
   win->pending_requests = 0;
   if (was_live) {
     cohort_run_page_set_ended(win->run_page, TRUE);

@@ -146,28 +146,75 @@ static void on_existing_answer(AdwMessageDialog *dialog, const char *response, C
     report(win, error);
 }
 
-/* The step of the workspace's newest checkpoint, or -1 when it cannot be read. */
-static gint64 latest_step(const char *workspace)
+/* What the workspace's newest checkpoint says of its run: where it stands (`step` -1 when it
+ * cannot be read), whether that run had finished (reached its own max_steps, or its epochs),
+ * and one sentence about it and what these settings ask. */
+typedef struct {
+  gint64 step;
+  gboolean finished; /* the earlier run had done all it was asked */
+  gboolean done;     /* these settings ask for no more than it did */
+  char *text;
+} Latest;
+
+static void latest_clear(Latest *l)
 {
-  g_autofree char *ws = cohort_resolve_path(workspace);
-  g_autofree char *latest = cohort_checkpoint_find_latest(ws);
+  g_free(l->text);
+}
+
+static char *asked_text(const CohortConfig *cfg)
+{
+  if (cfg->max_steps > 0)
+    return g_strdup_printf(ngettext("These settings ask for %d step.",
+                                    "These settings ask for %d steps.", cfg->max_steps),
+                           cfg->max_steps);
+  return g_strdup_printf(ngettext("These settings ask for %d epoch.",
+                                  "These settings ask for %d epochs.", cfg->epochs),
+                         cfg->epochs);
+}
+
+static Latest latest_of(const CohortConfig *cfg)
+{
+  Latest l = {.step = -1, .text = g_strdup("")};
+  g_autofree char *ws = cohort_resolve_path(cfg->workspace_dir);
+  g_autofree char *dir = cohort_checkpoint_find_latest(ws);
   CohortTrainState st;
-  if (latest == NULL || !cohort_checkpoint_read_state(latest, &st, NULL, NULL))
-    return -1;
-  return st.step;
+  g_autoptr(CohortConfig) its = NULL;
+  if (dir == NULL || !cohort_checkpoint_read_state(dir, &st, &its, NULL) || its == NULL)
+    return l;
+  l.step = st.step;
+  /* The trainer's end: max_steps when set, else all its epochs. */
+  l.finished = its->max_steps > 0 ? st.step >= its->max_steps : st.epoch >= its->epochs;
+  l.done = cfg->max_steps > 0 ? st.step >= cfg->max_steps : st.epoch >= cfg->epochs;
+  g_autofree char *was =
+      l.finished ? g_strdup_printf(ngettext("The earlier run finished: it trained its %lld step.",
+                                            "The earlier run finished: it trained all its %lld "
+                                            "steps.",
+                                            (unsigned long)st.step),
+                                   (long long)st.step)
+      : its->max_steps > 0
+          ? g_strdup_printf(_("The earlier run stopped at step %lld of its %d."),
+                            (long long)st.step, its->max_steps)
+          : g_strdup_printf(_("The earlier run stopped at step %lld, in epoch %lld of its %d."),
+                            (long long)st.step, (long long)st.epoch + 1, its->epochs);
+  /* What Resume would do with the settings now. */
+  g_autofree char *asked = asked_text(cfg);
+  g_autofree char *then =
+      l.done               ? g_strdup(_("Resuming would train nothing more."))
+      : cfg->max_steps > 0 ? g_strdup_printf(_("Resuming trains it on to step %d."), cfg->max_steps)
+                           : g_strdup(_("Resuming trains it on."));
+  g_free(l.text);
+  l.text = g_strdup_printf("%s %s %s", was, asked, then);
+  return l;
 }
 
 static void ask_existing(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
   g_autofree char *fresh = cohort_window_fresh_workspace(cfg->workspace_dir);
-  gint64 step = latest_step(cfg->workspace_dir);
+  Latest latest = latest_of(cfg);
   /* A run that already went as far as these settings ask is better started over; one that
    * stopped early (or whose step limit was raised) is better resumed. */
-  gboolean done = step >= 0 && cfg->max_steps > 0 && step >= cfg->max_steps;
-  g_autofree char *latest = step >= 0 ? g_strdup_printf(_("The latest is at step %lld of %d."),
-                                                        (long long)step, cfg->max_steps)
-                                      : g_strdup("");
+  gboolean done = latest.step >= 0 && latest.done;
   g_autofree char *body = g_strdup_printf(
       ngettext("The workspace “%s” holds %u checkpoint of an earlier run. %s Resume that run "
                "from its last checkpoint, or start a new run in a new folder, “%s”; the "
@@ -176,7 +223,8 @@ static void ask_existing(CohortWindow *win)
                "from its last checkpoint, or start a new run in a new folder, “%s”; the "
                "earlier run stays as it is.",
                win->checkpoints),
-      cfg->workspace_dir, win->checkpoints, latest, fresh);
+      cfg->workspace_dir, win->checkpoints, latest.text, fresh);
+  latest_clear(&latest);
   GtkWidget *d = adw_message_dialog_new(
       GTK_WINDOW(win), done ? _("Start a New Run?") : _("Resume the Earlier Run?"), body);
   adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "new-folder",

@@ -63,7 +63,8 @@ struct _CohortWindow {
   gboolean close_confirmed;   /* the user said to stop the run and close */
   gboolean status_is_summary; /* the status line says how the last run ended */
   GPtrArray *problems;        /* CohortLaunchProblem: what keeps Start off besides refusals */
-  char *checked;              /* the config values the problems were found for */
+  GPtrArray *path_problems;   /* the path keys' part, found for `checked` */
+  char *checked;              /* what the path checks read (cohort_launch_paths_read) */
   guint checkpoints;          /* complete checkpoints in the workspace (Resume) */
   char *counted_ws;           /* the workspace they were counted in */
   char *run_workspace;        /* the workspace of the run started or shown last */

@@ -5,6 +5,7 @@
 
 #include <glib/gi18n.h>
 
+#include "cohort-build-config.h"
 #include "engine/launch/build-info.h"
 #include "engine/progress/workspace.h"
 #include "ui/dist-page.h"
@@ -118,34 +119,57 @@ static void update_summary(CohortWindow *win, const CohortConfig *cfg, const Coh
     how = _("one process");
     break;
   }
-  summary = g_strdup_printf(_("%s · %d node(s) × %d process(es), started by %s"), numbers,
-                            plan->num_nodes, plan->local_processes, how);
+  g_autofree char *nodes =
+      g_strdup_printf(ngettext("%d node", "%d nodes", plan->num_nodes), plan->num_nodes);
+  g_autofree char *processes = g_strdup_printf(
+      ngettext("%d process", "%d processes", plan->local_processes), plan->local_processes);
+  /* TRANSLATORS: the batch and learning rate, "2 nodes", "4 processes" (on each node), and
+   * what starts them. */
+  summary = g_strdup_printf(_("%s · %s × %s, started by %s"), numbers, nodes, processes, how);
   g_autofree char *line = g_strconcat(summary, tail, NULL);
   gtk_label_set_text(GTK_LABEL(win->summary_label), line);
 }
 
-/* The pre-launch checks, again only when what they look at changed (they read the disk). */
-static void check_launch(CohortWindow *win, gboolean force)
+static GPtrArray *copy_problems(GPtrArray *from, GPtrArray *into)
+{
+  for (guint i = 0; i < from->len; i++) {
+    CohortLaunchProblem *p = g_ptr_array_index(from, i), *c = g_new0(CohortLaunchProblem, 1);
+    c->key = g_strdup(p->key);
+    c->message = g_strdup(p->message);
+    g_ptr_array_add(into, c);
+  }
+  return into;
+}
+
+/* The pre-launch checks: the path keys' again only when what they read changed (they read the
+ * disk; cohort_launch_paths_read says what they read), the rules at every edit. Each key shows
+ * its first problem. */
+static void check_launch(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
-  g_autofree char *teacher = cohort_config_get(cfg, "teacher_from");
-  /* and the keys frozen_dtype's rules read */
-  g_autofree char *key = g_strdup_printf(
-      "%s\n%s\n%d\n%s\n%s\n%s\n%d\n%d\n%d\n%d\n%d %d %d %d %g %d", cfg->train_data, cfg->val_data,
-      cfg->data_format, cfg->init_from, teacher ? teacher : "", cfg->workspace_dir, cfg->device,
-      cfg->distributed_backend, cfg->enable_multi_gpu, win->gpus, cfg->frozen_dtype, cfg->finetune,
-      cfg->precision, cfg->zero_stage, cfg->ema_decay, cfg->student_init);
-  if (!force && g_strcmp0(key, win->checked) == 0)
-    return;
-  g_free(win->checked);
-  win->checked = g_steal_pointer(&key);
+  g_autofree char *read = cohort_launch_paths_read(cfg);
+  if (win->path_problems == NULL || g_strcmp0(read, win->checked) != 0) {
+    g_free(win->checked);
+    win->checked = g_steal_pointer(&read);
+    g_clear_pointer(&win->path_problems, g_ptr_array_unref);
+    win->path_problems = cohort_launch_check_paths(cfg);
+  }
   g_clear_pointer(&win->problems, g_ptr_array_unref);
-  win->problems = cohort_launch_check(cfg, win->gpus);
-  cohort_config_form_clear_problems(win->form);
-  for (guint i = 0; i < win->problems->len; i++) {
-    CohortLaunchProblem *p = g_ptr_array_index(win->problems, i);
-    if (cohort_config_form_get_problem(win->form, p->key) == NULL)
-      cohort_config_form_set_problem(win->form, p->key, p->message);
+  win->problems =
+      copy_problems(win->path_problems,
+                    g_ptr_array_new_with_free_func((GDestroyNotify)cohort_launch_problem_free));
+  g_autoptr(GPtrArray) rules = cohort_launch_check_rules(cfg, win->gpus);
+  g_ptr_array_extend_and_steal(win->problems, g_steal_pointer(&rules));
+  guint n = 0;
+  const CohortConfigKey *keys = cohort_config_keys(&n);
+  for (guint k = 0; k < n; k++) {
+    const char *message = NULL;
+    for (guint i = 0; i < win->problems->len && message == NULL; i++) {
+      CohortLaunchProblem *p = g_ptr_array_index(win->problems, i);
+      if (g_str_equal(p->key, keys[k].name))
+        message = p->message;
+    }
+    cohort_config_form_set_problem(win->form, keys[k].name, message);
   }
 }
 
@@ -203,13 +227,26 @@ static char *status_text(CohortWindow *win, const GError *unsupported, gboolean 
   return g_strdup(_("Ready to start."));
 }
 
+/* enable_multi_gpu starts one process per GPU, or several CPU processes where this build or
+ * machine has no GPU or the settings keep to the CPU: its switch says which (a machine whose
+ * GPUs are still being looked for is taken to have them, in builds with the CUDA path). */
+static void name_for_machine(CohortWindow *win, const CohortConfig *cfg)
+{
+  gboolean gpus = COHORT_HAVE_CUDA && win->gpus != 0 && cfg->device != COHORT_DEVICE_CPU;
+  if (gpus == cohort_key_labels_get_gpus())
+    return;
+  cohort_key_labels_set_gpus(gpus);
+  cohort_config_form_relabel(win->form);
+}
+
 void cohort_window_update_state(CohortWindow *win)
 {
   const CohortConfig *cfg = cohort_config_form_get_config(win->form);
+  name_for_machine(win, cfg);
   g_autoptr(GError) unsupported = NULL;
   g_autoptr(CohortLaunchPlan) plan = cohort_ui_launch_plan(cfg, win->gpus, &unsupported);
   update_summary(win, cfg, plan);
-  check_launch(win, FALSE);
+  check_launch(win);
   gboolean bad = FALSE, running = cohort_run_is_running(win->run);
   gboolean live = cohort_run_is_live(win->run);
   g_autofree char *status = status_text(win, unsupported, &bad);
@@ -269,6 +306,17 @@ void cohort_window_save_last(CohortWindow *win)
   g_mkdir_with_parents(dir, 0755);
   /* Best effort: failing to remember the last config must not stop anything. */
   cohort_config_save_file(cohort_config_form_get_config(win->form), path, NULL);
+}
+
+/* Back in front (from a file manager, say): files may have come or gone since the paths were
+ * checked, so they are checked again. */
+static void on_active(GObject *obj, GParamSpec *pspec, gpointer data)
+{
+  (void)pspec;
+  (void)data;
+  CohortWindow *win = COHORT_WINDOW(obj);
+  g_clear_pointer(&win->checked, g_free);
+  cohort_window_update_state(win);
 }
 
 static void on_gpus(GPtrArray *gpus, gpointer data)
@@ -416,6 +464,7 @@ static void cohort_window_dispose(GObject *obj)
   g_clear_pointer(&win->deleted, cohort_config_free);
   g_clear_pointer(&win->deleted_name, g_free);
   g_clear_pointer(&win->problems, g_ptr_array_unref);
+  g_clear_pointer(&win->path_problems, g_ptr_array_unref);
   g_clear_pointer(&win->checked, g_free);
   g_clear_pointer(&win->counted_ws, g_free);
   g_clear_pointer(&win->run_workspace, g_free);
@@ -518,6 +567,7 @@ static void cohort_window_init(CohortWindow *win)
   cohort_window_rebuild_preset_menu(win);
   restore_last(win);
   g_signal_connect_swapped(win->form, "changed", G_CALLBACK(on_form_changed), win);
+  g_signal_connect(win, "notify::is-active", G_CALLBACK(on_active), NULL);
   cohort_window_count_checkpoints(win);
   cohort_window_update_title(win);
   cohort_window_update_state(win);

@@ -6,6 +6,7 @@
 #include "data/token-shards.h"
 #include "data/tokenize-job.h"
 #include "data/tokenizer.h"
+#include "engine/base/outputs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,13 +244,53 @@ static void summary(const Options *o, const CohortTokenizeProgress *s, GPtrArray
     printf("  %s\n", (const char *)not_utf8->pdata[i]);
 }
 
+/* The one output rule (engine/base/outputs.h), before a byte is tokenized: no file this run
+ * writes (-o's NAME.bin, NAME_val.bin, numbered shards) may be one of its inputs (the text
+ * files, the tokenizer's), and -o must be a new or regular file, never a device such as
+ * /dev/null (its shards would be made beside it: /dev/null.bin). */
+static gboolean check_outputs(const Options *o, const CohortTokenizer *tok,
+                              const CohortTextSources *src, GError **error)
+{
+  g_autoptr(CohortOutputs) io = cohort_outputs_new();
+  for (const char *const *f = cohort_tokenizer_files(tok); *f; f++)
+    cohort_outputs_add_input(io, *f);
+  for (guint i = 0; i < cohort_text_sources_n_files(src); i++)
+    cohort_outputs_add_input(io, cohort_text_sources_path(src, i));
+  g_autofree char *stem = g_str_has_suffix(o->output, ".bin")
+                              ? g_strndup(o->output, strlen(o->output) - 4)
+                              : g_strdup(o->output);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+  if (o->shard_tokens == 0) {
+    g_ptr_array_add(names, g_strconcat(stem, ".bin", NULL));
+    if (o->val_fraction > 0)
+      g_ptr_array_add(names, g_strconcat(stem, "_val.bin", NULL));
+  } else {
+    /* numbered shards: the inputs that bear one's name beside -o */
+    g_autofree char *dir = g_path_get_dirname(stem), *base = g_path_get_basename(stem);
+    g_autofree char *escaped = g_regex_escape_string(base, -1);
+    g_autofree char *pattern = g_strdup_printf("^%s(_val)?_[0-9]{6}\\.bin$", escaped);
+    for (guint i = 0; i < cohort_text_sources_n_files(src); i++) {
+      g_autofree char *name = g_path_get_basename(cohort_text_sources_path(src, i));
+      if (g_regex_match_simple(pattern, name, 0, 0))
+        g_ptr_array_add(names, g_build_filename(dir, name, NULL));
+    }
+  }
+  g_autoptr(CohortOutputs) alone = cohort_outputs_new();
+  if (!cohort_outputs_add(alone, o->output, "-o", error))
+    return FALSE;
+  for (guint i = 0; i < names->len; i++)
+    if (!cohort_outputs_add(io, names->pdata[i], "-o's shard", error))
+      return FALSE;
+  return TRUE;
+}
+
 static int encode(const Options *o, const CohortTokenizer *tok)
 {
   GError *error = NULL;
   g_ptr_array_add(o->files, NULL);
   g_autoptr(CohortTextSources) src =
       cohort_text_sources_open((const char *const *)o->files->pdata, &error);
-  if (!src)
+  if (!src || !check_outputs(o, tok, src, &error))
     return failed(error);
   g_autoptr(CohortShardWriter) w =
       cohort_shard_writer_new(o->output, cohort_tokenizer_vocab_size(tok), &error);

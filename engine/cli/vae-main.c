@@ -11,8 +11,12 @@
  *       trains a VAE of that config.json from scratch on an image folder and writes a diffusers
  *       folder (how the build makes the built-in set's VAE).
  * encode then decode is the round trip a user runs to check a VAE folder on their own images.
+ * --vae, --config and --data take "builtin:" names as the config's keys do (builtin:vae/tiny,
+ * the VAE the build trains). No output may be one of the inputs or another output
+ * (engine/base/outputs.h): refused before anything is read or written.
  * Exit status: 0, 1 on bad input or a failure (one line naming the file), 2 on bad usage. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +25,8 @@
 #include "data/image-decode.h"
 #include "data/image-resize.h"
 #include "data/images.h"
+#include "engine/base/outputs.h"
+#include "engine/config/config.h"
 #include "engine/model/safetensors.h"
 #include "engine/models/vae.h"
 
@@ -42,6 +48,9 @@ static int usage(const char *msg)
           msg);
   return 2;
 }
+
+/* --size when it is not given: the VAE's sample_size (encode) or the config's (train). */
+#define SIZE_UNSET INT_MIN
 
 typedef struct {
   char *vae, *output, *config, *data;
@@ -91,6 +100,17 @@ static gboolean load_image(const char *path, int size, int channels, float *out,
   return TRUE;
 }
 
+/* The files of the VAE folder `folder` as inputs: an output must never replace them. */
+static void vae_inputs(CohortOutputs *io, const char *folder)
+{
+  static const char *const names[] = {"config.json", "diffusion_pytorch_model.safetensors",
+                                      "diffusion_pytorch_model.fp16.safetensors"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    g_autofree char *path = g_build_filename(folder, names[i], NULL);
+    cohort_outputs_add_input(io, path);
+  }
+}
+
 static int encode(const Args *a, int n, char **images)
 {
   g_autoptr(GError) error = NULL;
@@ -99,7 +119,13 @@ static int encode(const Args *a, int n, char **images)
   g_autofree char *cfg_path = folder ? g_build_filename(folder, "config.json", NULL) : NULL;
   if (!folder || !cohort_vae_config_read(cfg_path, &cfg, &error))
     return fail(error->message);
-  int size = a->size > 0 ? a->size : cfg.sample_size;
+  g_autoptr(CohortOutputs) io = cohort_outputs_new();
+  vae_inputs(io, folder);
+  for (int i = 0; i < n; i++)
+    cohort_outputs_add_input(io, images[i]);
+  if (!cohort_outputs_add(io, a->output, "-o", &error))
+    return fail(error->message);
+  int size = a->size != SIZE_UNSET ? a->size : cfg.sample_size;
   g_autoptr(CohortVae) v =
       cohort_vae_load(cohort_backend_cpu(), a->vae, COHORT_VAE_ENCODE, MAX_BATCH, size, &error);
   if (!v)
@@ -191,6 +217,20 @@ static int decode(const Args *a, const char *latents)
       cohort_vae_load(cohort_backend_cpu(), a->vae, COHORT_VAE_DECODE, 1, S, &error);
   if (!v)
     return fail(error->message);
+  /* Every PNG's name before anything is decoded: two tensors whose names make one file name
+   * (a.png and a.PNG), or a PNG that is an input, are refused with nothing written. */
+  g_autoptr(CohortOutputs) io = cohort_outputs_new();
+  vae_inputs(io, folder);
+  cohort_outputs_add_input(io, latents);
+  g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; names[i]; i++) {
+    g_autofree char *name = png_name(names[i]);
+    char *path = g_build_filename(a->output, name, NULL);
+    g_ptr_array_add(paths, path);
+    g_autofree char *what = g_strdup_printf("the PNG of tensor \"%s\"", names[i]);
+    if (!cohort_outputs_add(io, path, what, &error))
+      return fail(error->message);
+  }
   if (g_mkdir_with_parents(a->output, 0755) != 0) {
     g_autofree char *msg = g_strdup_printf("%s: cannot create: %s", a->output, g_strerror(errno));
     return fail(msg);
@@ -206,8 +246,7 @@ static int decode(const Args *a, const char *latents)
     for (int c = 0; c < C; c++)
       for (int p = 0; p < S * S; p++)
         px[(size_t)p * C + c] = to_byte(img[(size_t)c * S * S + p]);
-    g_autofree char *name = png_name(names[i]);
-    g_autofree char *path = g_build_filename(a->output, name, NULL);
+    const char *path = paths->pdata[i];
     if (!cohort_image_write_png(path, px, S, S, C, &error))
       return fail(error->message);
     printf("%s\n", path);
@@ -230,7 +269,16 @@ static int train(const Args *a)
   CohortVaeConfig cfg;
   if (!cohort_vae_config_read(a->config, &cfg, &error))
     return fail(error->message);
-  int size = a->size > 0 ? a->size : cfg.sample_size;
+  /* The folder's two files must not be the config read (-o the config's own folder). */
+  g_autoptr(CohortOutputs) io = cohort_outputs_new();
+  cohort_outputs_add_input(io, a->config);
+  g_autofree char *out_cfg = g_build_filename(a->output, "config.json", NULL);
+  g_autofree char *out_weights =
+      g_build_filename(a->output, "diffusion_pytorch_model.safetensors", NULL);
+  if (!cohort_outputs_add(io, out_cfg, "-o's config.json", &error) ||
+      !cohort_outputs_add(io, out_weights, "-o's weights", &error))
+    return fail(error->message);
+  int size = a->size != SIZE_UNSET ? a->size : cfg.sample_size;
   g_autoptr(CohortImageSet) set =
       cohort_image_set_open(a->data, size, cfg.in_channels, FALSE, NULL, &error);
   if (!set)
@@ -260,30 +308,72 @@ static int train(const Args *a)
   return 0;
 }
 
+/* The values of the flags: NULL when they are allowed, else the message (g_free it). */
+static char *bad_value(const Args *a)
+{
+  if (a->size != SIZE_UNSET && (a->size < 1 || a->size > 16384))
+    return g_strdup_printf("--size %d is not allowed; allowed: a whole number of pixels from 1 "
+                           "to 16384, a multiple of the VAE's down-sampling factor",
+                           a->size);
+  if (a->steps < 1)
+    return g_strdup_printf("--steps %d is not allowed; allowed: a whole number from 1", a->steps);
+  if (a->batch < 1 || a->batch > 4096)
+    return g_strdup_printf("--batch %d is not allowed; allowed: a whole number from 1 to 4096",
+                           a->batch);
+  if (!isfinite(a->lr) || a->lr <= 0 || a->lr > 1e3)
+    return g_strdup_printf("--lr %g is not allowed; allowed: a finite number above 0 and at most "
+                           "1000",
+                           a->lr);
+  if (!isfinite(a->kl_weight) || a->kl_weight < 0)
+    return g_strdup_printf("--kl-weight %g is not allowed; allowed: a finite number from 0",
+                           a->kl_weight);
+  if (a->threads < 0 || a->threads > 4096)
+    return g_strdup_printf("--threads %d is not allowed; allowed: 0 (all) to 4096", a->threads);
+  return NULL;
+}
+
+/* "builtin:" names (builtin:vae/tiny) to paths, as the config's keys take them. */
+static void resolve(char **path)
+{
+  if (*path) {
+    char *resolved = cohort_resolve_path(*path);
+    g_free(*path);
+    *path = resolved;
+  }
+}
+
+static int run(Args *a, int argc, char **argv)
+{
+  g_autofree char *bad = bad_value(a);
+  if (bad)
+    return usage(bad);
+  if (argc < 2)
+    return usage("give a command: encode, decode or train");
+  resolve(&a->vae);
+  resolve(&a->config);
+  resolve(&a->data);
+  if (a->threads > 0)
+    cohort_backend_cpu()->set_threads(a->threads);
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "encode") == 0 && a->vae && a->output && argc >= 3)
+    return encode(a, argc - 2, argv + 2);
+  if (strcmp(cmd, "decode") == 0 && a->vae && a->output && argc == 3)
+    return decode(a, argv[2]);
+  if (strcmp(cmd, "train") == 0 && a->config && a->data && a->output && argc == 2)
+    return train(a);
+  return usage("missing or bad arguments");
+}
+
 int main(int argc, char **argv)
 {
-  Args a = {.steps = 2000, .batch = 16, .lr = 1e-3, .kl_weight = 1e-4, .seed = 1};
+  Args a = {
+      .size = SIZE_UNSET, .steps = 2000, .batch = 16, .lr = 1e-3, .kl_weight = 1e-4, .seed = 1};
   g_autoptr(GOptionContext) ctx =
       g_option_context_new("encode|decode|train ... - run or train a diffusers AutoencoderKL");
   g_option_context_add_main_entries(ctx, entries(&a), NULL);
   g_autoptr(GError) error = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &error))
-    return usage(error->message);
-  if (argc < 2)
-    return usage("give a command: encode, decode or train");
-  if (a.threads > 0)
-    cohort_backend_cpu()->set_threads(a.threads);
-  const char *cmd = argv[1];
-  int rc;
-  if (strcmp(cmd, "encode") == 0 && a.vae && a.output && argc >= 3)
-    rc = encode(&a, argc - 2, argv + 2);
-  else if (strcmp(cmd, "decode") == 0 && a.vae && a.output && argc == 3)
-    rc = decode(&a, argv[2]);
-  else if (strcmp(cmd, "train") == 0 && a.config && a.data && a.output && argc == 2 &&
-           a.steps >= 1 && a.batch >= 1 && a.batch <= 4096 && a.lr > 0)
-    rc = train(&a);
-  else
-    rc = usage("missing or bad arguments");
+  int rc = g_option_context_parse(ctx, &argc, &argv, &error) ? run(&a, argc, argv)
+                                                             : usage(error->message);
   g_free(a.vae), g_free(a.output), g_free(a.config), g_free(a.data);
   return rc;
 }

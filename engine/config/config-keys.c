@@ -64,6 +64,39 @@ static const char *const frozen_dtype_choices[] = {"fp32", "bf16", NULL};
  * the window hides it. */
 #define ROW_WHEN(n, t, g, c, lo, hi, a, h, d, wk, wv)                                              \
   ROW_ALL(n, t, g, c, lo, hi, a, h, d, NULL, wk, wv)
+/* A key that names a file or folder: a string whose CohortKeyPath `p` says what it names (the
+ * window's file chooser and its check before Start follow from it). `lo` is the least length;
+ * the 6th argument is the help sentence (po/meson.build extracts it). */
+#define ROW_PATH(n, g, p, lo, a, h, d, m, wk, wv)                                                  \
+  {                                                                                                \
+    {.name = #n,                                                                                   \
+     .type = COHORT_KEY_STRING,                                                                    \
+     .page = g,                                                                                    \
+     .min = lo,                                                                                    \
+     .allowed = a,                                                                                 \
+     .help = h,                                                                                    \
+     .models = m,                                                                                  \
+     .when_key = wk,                                                                               \
+     .when_value = wv,                                                                             \
+     .path = p},                                                                                   \
+        OFF(n), d                                                                                  \
+  }
+
+/* What the path keys name. The folders' contents are what the engine looks for first: the
+ * tokenizer's files (cohort_folder_tokenizer), a diffusers VAE's config.json, here or in a
+ * pipeline's vae/ (cohort_vae_find_folder), a teacher's Cohort or Hugging Face config, a PEFT
+ * adapter's two files (lora-io.c). */
+static const CohortKeyPath data_path = {COHORT_PATH_DATA, FALSE, NULL, NULL};
+static const CohortKeyPath tokenizer_path = {COHORT_PATH_FOLDER, TRUE,
+                                             "tokenizer.json|vocab.json+merges.txt", "bytes"};
+static const CohortKeyPath vae_path = {COHORT_PATH_FOLDER, FALSE, "config.json|vae/config.json",
+                                       NULL};
+static const CohortKeyPath teacher_path = {COHORT_PATH_FOLDER, FALSE,
+                                           "cohort-config.json|config.json", NULL};
+static const CohortKeyPath adapter_path = {COHORT_PATH_FOLDER, FALSE,
+                                           "adapter_config.json+adapter_model.safetensors", NULL};
+static const CohortKeyPath workspace_path = {COHORT_PATH_OUTPUT, FALSE, NULL, NULL};
+static const CohortKeyPath weights_path = {COHORT_PATH_FILE, TRUE, NULL, NULL};
 
 static const KeyRow rows[] = {
     /* model */
@@ -103,25 +136,27 @@ static const KeyRow rows[] = {
          "false", "resnet"),
 
     /* data */
-    ROW(train_data, STRING, "data", NULL, 1, 0,
-        "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
-        "\"builtin:REL\" names one under Cohort's data folder",
-        "Training data: text (a file, a folder of .txt and .jsonl files, or a pattern), or "
-        "llm.c .bin token shards (a file, a folder, or a pattern that picks them out of one).",
-        "builtin:sample/train.txt"),
-    ROW(val_data, STRING, "data", NULL, 0, 0, "a path like train_data, or \"\" for no validation",
-        "Validation data in the same format as train_data.", "builtin:sample/val.txt"),
+    ROW_PATH(train_data, "data", &data_path, 1,
+             "a non-empty path to a file or folder, or a pattern like data/fineweb_train_*.bin; "
+             "\"builtin:REL\" names one under Cohort's data folder",
+             "Training data: text (a file, a folder of .txt and .jsonl files, or a pattern), or "
+             "llm.c .bin token shards (a file, a folder, or a pattern that picks them out of one).",
+             "builtin:sample/train.txt", NULL, NULL, NULL),
+    ROW_PATH(val_data, "data", &data_path, 0, "a path like train_data, or \"\" for no validation",
+             "Validation data in the same format as train_data.", "builtin:sample/val.txt", NULL,
+             NULL, NULL),
     ROW(data_format, CHOICE, "data", data_format_choices, 0, 0, NULL,
         "How to read the data: text (tokenized by the tokenizer), llm.c uint16 token shards, "
         "or images.",
         "text"),
-    ROWM(tokenizer, STRING, "data", NULL, 1, 0,
-         "bytes, or a path to a tokenizer.json, a vocab.json (merges.txt beside it) or a folder "
-         "holding either",
-         "How text becomes tokens: bytes (each byte a token, vocab_size 256), or a GPT-2 "
-         "byte-level BPE tokenizer; with bytes, an init_from folder that holds a tokenizer "
-         "supplies it. Text is tokenized once into the workspace cache.",
-         "bytes", "gpt"),
+    ROW_PATH(
+        tokenizer, "data", &tokenizer_path, 1,
+        "bytes, or a path to a tokenizer.json, a vocab.json (merges.txt beside it) or a folder "
+        "holding either",
+        "How text becomes tokens: bytes (each byte a token, vocab_size 256), or a GPT-2 "
+        "byte-level BPE tokenizer; with bytes, an init_from folder that holds a tokenizer "
+        "supplies it. Text is tokenized once into the workspace cache.",
+        "bytes", "gpt", NULL, NULL),
     ROW(shuffle, BOOL, "data", NULL, 0, 0, NULL,
         "Visit training windows in a seeded random order that changes every epoch.", "true"),
     ROW(seed, INT64, "data", NULL, 0, COHORT_KEY_MAX_SEED, NULL,
@@ -163,14 +198,14 @@ static const KeyRow rows[] = {
          "aspect 3/4–4/3) and a random horizontal flip, or the flip alone (what latent training "
          "allows).",
          "none", "dit,resnet"),
-    ROWM(vae_from, STRING, "data", NULL, 0, 0,
-         "\"\" or a folder: a diffusers AutoencoderKL (config.json and "
-         "diffusion_pytorch_model.safetensors) or a pipeline folder with one in vae/; "
-         "\"builtin:REL\" names one under Cohort's data folder",
-         "Train in the latent space of this VAE: every image is encoded once into a latent "
-         "cache in the workspace, image_size is the size the VAE sees, and samples are decoded "
-         "through it; \"\" trains on pixels.",
-         "", "dit"),
+    ROW_PATH(vae_from, "data", &vae_path, 0,
+             "\"\" or a folder: a diffusers AutoencoderKL (config.json and "
+             "diffusion_pytorch_model.safetensors) or a pipeline folder with one in vae/; "
+             "\"builtin:REL\" names one under Cohort's data folder",
+             "Train in the latent space of this VAE: every image is encoded once into a latent "
+             "cache in the workspace, image_size is the size the VAE sees, and samples are decoded "
+             "through it; \"\" trains on pixels.",
+             "", "dit", NULL, NULL),
     ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
         "Threads that load the next micro-batches while the current one trains (a bounded "
         "queue of 2 per thread); 0 loads them on the training thread.",
@@ -260,17 +295,23 @@ static const KeyRow rows[] = {
          "BatchNorm running statistics: each training batch moves them this fraction of the "
          "way to its own mean and unbiased variance (PyTorch's momentum).",
          "0.1", "resnet"),
+    ROWM(freeze_bn_stats, BOOL, "training", NULL, 0, 0, NULL,
+         "BatchNorm in eval mode while training (PyTorch's module.eval() on every BatchNorm, "
+         "freeze_bn_stats in torch.ao): each layer normalises with its running statistics and "
+         "no longer updates them; its weight and bias still learn where they are trainable.",
+         "false", "resnet"),
     ROW(device, CHOICE, "training", device_choices, 0, 0, NULL,
         "Where to compute; auto picks a GPU when the build and machine have one.", "auto"),
     ROW(threads, INT, "training", NULL, 0, 1024, NULL,
         "CPU threads per process; 0 lets Cohort choose.", "0"),
-    ROW(teacher_from, STRING, "training", NULL, 0, 0,
+    ROW_PATH(
+        teacher_from, "training", &teacher_path, 0,
         "\"\" or a folder: a Cohort model folder (model.safetensors and cohort-config.json, as "
         "a run's export leaves them) or a Hugging Face GPT-2 folder (config.json and "
         "model.safetensors)",
         "Teacher to distil from: a frozen model of the same family run on every batch; \"\" "
         "trains without one.",
-        ""),
+        "", NULL, NULL, NULL),
     ROW(distill_alpha, DOUBLE, "training", NULL, 0, 1, NULL,
         "Weight of the teacher's term in the loss; the task's (labels, or the flow-matching "
         "target) gets 1 − alpha.",
@@ -298,6 +339,10 @@ static const KeyRow rows[] = {
         lora_alpha, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100000, NULL,
         "LoRA's alpha: the adapter's output is scaled by lora_alpha / lora_rank, as PEFT does.",
         "16.0", "finetune", "lora"),
+    ROW_WHEN(lora_rslora, BOOL, "training", NULL, 0, 0, NULL,
+             "Rank-stabilised LoRA (PEFT's use_rslora): the adapter's output is scaled by "
+             "lora_alpha / √lora_rank instead of lora_alpha / lora_rank.",
+             "false", "finetune", "lora"),
     ROW_WHEN(lora_dropout, DOUBLE, "training", NULL, 0, COHORT_KEY_BELOW_ONE, NULL,
              "Dropout on the input of each adapter while training (PEFT's lora_dropout).", "0.0",
              "finetune", "lora"),
@@ -313,10 +358,10 @@ static const KeyRow rows[] = {
              "Base parameters that still learn in lora and frozen modes, by name pattern (a "
              "ResNet's classifier fc.* for transfer learning, ln_f, *.bias).",
              "", "finetune", "lora,frozen"),
-    ROW_WHEN(adapter_from, STRING, "training", NULL, 0, 0,
+    ROW_PATH(adapter_from, "training", &adapter_path, 0,
              "\"\" or a PEFT adapter folder (adapter_config.json and adapter_model.safetensors)",
              "A PEFT adapter folder to start from (a run's adapter/), to train it further.", "",
-             "finetune", "lora"),
+             NULL, "finetune", "lora"),
     ROW_WHEN(merge_adapter, BOOL, "training", NULL, 0, 0, NULL,
              "The export also writes the model with the adapter folded into its weights, in "
              "merged/ beside the adapter folder adapter/.",
@@ -329,8 +374,9 @@ static const KeyRow rows[] = {
              "fp32", "finetune", "lora,frozen"),
 
     /* output */
-    ROW(workspace_dir, STRING, "output", NULL, 1, 0, "a non-empty folder path",
-        "Folder for checkpoints, samples and logs of this run.", "runs/tiny-gpt"),
+    ROW_PATH(workspace_dir, "output", &workspace_path, 1, "a non-empty folder path",
+             "Folder for checkpoints, samples and logs of this run.", "runs/tiny-gpt", NULL, NULL,
+             NULL),
     ROW(save_every, INT, "output", NULL, 0, NO_MAX_INT, NULL,
         "Write a checkpoint every this many optimizer steps; 0 saves only at the end.", "100"),
     ROW(keep_last, INT, "output", NULL, 0, NO_MAX_INT, NULL,
@@ -354,13 +400,14 @@ static const KeyRow rows[] = {
          "Classifier-free guidance of samples: 1 samples the model as it is, larger values "
          "follow the label more closely.",
          "4.0", "dit"),
-    ROW(init_from, STRING, "output", NULL, 0, 0,
+    ROW_PATH(
+        init_from, "output", &weights_path, 0,
         "\"\" or a path to a weights file: Hugging Face GPT-2 .safetensors or a Hugging Face "
         "GPT-2 folder (config.json, model.safetensors and the tokenizer's files) for gpt, a "
         "torchvision or timm ResNet state dict (.safetensors, or a torch.save .pth/.pt) for "
         "resnet, the DiT reference's names or diffusers' DiTTransformer2DModel (a .safetensors "
         "file or a diffusers folder) for dit, a Cohort export (model.safetensors) for every model",
-        "Weights to start from instead of a random initialisation.", ""),
+        "Weights to start from instead of a random initialisation.", "", NULL, NULL, NULL),
 
     /* distributed */
     ROW(enable_multi_gpu, BOOL, "distributed", NULL, 0, 0, NULL,

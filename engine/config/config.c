@@ -168,7 +168,7 @@ static gboolean may_have_tokenizer(const CohortConfig *cfg)
   g_autofree char *found = cohort_config_tokenizer_path(cfg);
   if (found)
     return TRUE;
-  if (g_strcmp0(cfg->model, "gpt") != 0 || !cfg->init_from || !*cfg->init_from)
+  if (!cohort_config_takes_tokenizer(cfg) || !cfg->init_from || !*cfg->init_from)
     return FALSE;
   g_autofree char *init = cohort_resolve_path(cfg->init_from);
   return !g_file_test(init, G_FILE_TEST_EXISTS);

@@ -108,6 +108,7 @@ typedef struct {
   double timestep_shift;                    /* dit: t ← s·t / (1 + (s − 1)·t) */
   double cfg_dropout;                       /* dit: probability of training without the label */
   double bn_momentum;                       /* resnet: BatchNorm running-statistics momentum */
+  gboolean freeze_bn_stats; /* resnet: BatchNorm in eval mode while training (running statistics) */
   CohortDevice device;
   int threads; /* 0 = auto */
 
@@ -121,7 +122,8 @@ typedef struct {
   /* fine-tuning (engine/model/finetune.h) */
   CohortFinetune finetune;
   int lora_rank;
-  double lora_alpha; /* the adapter's output is scaled by lora_alpha / lora_rank */
+  double lora_alpha;    /* the adapter's output is scaled by lora_alpha / lora_rank */
+  gboolean lora_rslora; /* PEFT's use_rslora: scaled by lora_alpha / sqrt(lora_rank) instead */
   double lora_dropout;
   char *lora_targets;     /* name patterns of the layers to adapt; "" = the family's default */
   char *trainable;        /* name patterns of base parameters that learn in lora and frozen modes */
@@ -178,6 +180,27 @@ typedef enum {
   COHORT_KEY_INT_LIST, /* JSON array of ints; "0,1,2" on the command line */
 } CohortKeyType;
 
+/* What a key that names a file or folder names (CohortConfigKey.path). Every such key also
+ * takes "builtin:REL", a file or folder under Cohort's data folder (cohort_resolve_path:
+ * builtin:vae/tiny, builtin:sample/train.txt), and "" when its least length is 0. The window
+ * derives its file choosers and its checks before Start from these. */
+typedef enum {
+  COHORT_PATH_FILE,   /* a file that must exist */
+  COHORT_PATH_FOLDER, /* a folder that must exist */
+  COHORT_PATH_DATA,   /* data as data_format reads it: a file, a folder or a glob pattern */
+  COHORT_PATH_OUTPUT, /* a folder the run writes into, made when missing */
+} CohortPathKind;
+
+typedef struct {
+  CohortPathKind kind;
+  gboolean or_other; /* a FILE key takes a folder too, a FOLDER key a file */
+  /* What a folder must hold for the engine to read it: alternatives separated by "|", each
+   * one file name or several joined by "+" ("tokenizer.json|vocab.json+merges.txt"); NULL
+   * when the key says nothing of it. */
+  const char *holds;
+  const char *word; /* a value that names no file ("bytes"), or NULL */
+} CohortKeyPath;
+
 /* One row of the key table. */
 typedef struct {
   const char *name;
@@ -194,6 +217,7 @@ typedef struct {
    * always. */
   const char *when_key;
   const char *when_value;
+  const CohortKeyPath *path; /* a file or folder key: what it names; NULL for other keys */
 } CohortConfigKey;
 
 #define COHORT_CONFIG_ERROR (cohort_config_error_quark())
@@ -288,9 +312,12 @@ char *cohort_resolve_path(const char *path);
  * The names are those data/tokenizer.h's cohort_tokenizer_in_folder looks for (the window
  * links no data library, so the config layer has its own copy of the rule). */
 const char *cohort_folder_tokenizer(const char *dir);
-/* The tokenizer a gpt config uses, resolved: its `tokenizer` path, or with "bytes" the
- * init_from folder when that holds tokenizer files; NULL for byte-level
- * text and for other families. */
+/* TRUE when cfg's family reads text through a tokenizer: one of the families the key table
+ * tags the `tokenizer` key with. */
+gboolean cohort_config_takes_tokenizer(const CohortConfig *cfg);
+/* The tokenizer a config whose family takes one uses, resolved: its `tokenizer` path, or with
+ * "bytes" the init_from folder when that holds tokenizer files; NULL for byte-level text and
+ * for other families. */
 char *cohort_config_tokenizer_path(const CohortConfig *cfg);
 
 G_END_DECLS

@@ -1,13 +1,15 @@
 /* The model families Cohort trains, declared once. This list is the source of every other:
- * the registry (engine/models/registry.c) builds its class table from it, so each family here
- * must define `cohort_<name>_class` (the build fails otherwise) and no class exists outside it;
- * the config's `model` key takes its choices from it; the window takes its labels for the
- * families from it. The config layer and the window sit below the families and never link
- * them, which is why the list lives here and not in the registry.
+ * the registry (engine/models/registry.c) builds its class table from it and the families
+ * library (engine/families/family.c) its table of descriptions, so each family here must
+ * define `cohort_<name>_class` and `cohort_family_<name>` (the build fails otherwise) and none
+ * exists outside it; the config's `model` key takes its choices from it; the window takes its
+ * labels for the families from it. The `model` key sits below everything that describes or
+ * runs a family, which is why the list lives here.
  *
  * A new family: one FAMILY line below (its name as the `model` key spells it, and the window's
- * English label, which po/meson.build extracts for translation), then its files in
- * engine/models/ (docs/architecture.md, "A new model family"). */
+ * English label, which po/meson.build extracts for translation), then its description in
+ * engine/families/ and its class in engine/models/ (docs/architecture.md, "A new model
+ * family"; tests/test-families.c walks the checklist). */
 #pragma once
 
 #include <glib.h>

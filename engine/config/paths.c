@@ -51,9 +51,14 @@ const char *cohort_folder_tokenizer(const char *dir)
   return NULL;
 }
 
+gboolean cohort_config_takes_tokenizer(const CohortConfig *cfg)
+{
+  return cohort_config_key_applies(cohort_config_find_key("tokenizer"), cfg->model);
+}
+
 char *cohort_config_tokenizer_path(const CohortConfig *cfg)
 {
-  if (g_strcmp0(cfg->model, "gpt") != 0)
+  if (!cohort_config_takes_tokenizer(cfg))
     return NULL;
   if (g_strcmp0(cfg->tokenizer, "bytes") != 0)
     return cohort_resolve_path(cfg->tokenizer);

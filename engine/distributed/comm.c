@@ -39,10 +39,22 @@ static void watchdog_fire(gpointer user)
   c->backend->abort(c->impl);
 }
 
+/* Every collective waits for rank 0 too: once its store has not answered for the timeout
+ * (the heartbeat's request ran past its bound), none will end, so end this one now rather
+ * than a full timeout after it began. */
 static gboolean watchdog_check(gpointer user, GError **error)
 {
   CohortComm *c = user;
-  return c->backend->check(c->impl, error);
+  if (c->backend->check != NULL && !c->backend->check(c->impl, error))
+    return FALSE;
+  g_autoptr(GError) why = NULL;
+  if (c->store != NULL && c->rank != 0 && cohort_store_is_broken(c->store, &why) &&
+      g_error_matches(why, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT)) {
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER,
+                "ended by the watchdog: rank 0 has not answered for %g s", c->timeout_s);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpointer impl, int rank,
@@ -58,8 +70,11 @@ CohortComm *cohort_comm_new_from_backend(const CohortCommBackend *backend, gpoin
   g_mutex_init(&c->lock);
   /* A backend that can be interrupted (abort) gets the watchdog; "local" never waits. */
   if (backend->abort != NULL) {
-    CohortWatchdogHooks hooks = {
-        .fire = watchdog_fire, .check = backend->check ? watchdog_check : NULL, .user = c};
+    /* NCCL's errors need a quick look; rank 0's silence is a matter of seconds. */
+    CohortWatchdogHooks hooks = {.fire = watchdog_fire,
+                                 .check = watchdog_check,
+                                 .user = c,
+                                 .check_interval_s = backend->check ? 0.05 : 0.5};
     c->wd = cohort_watchdog_new(&hooks);
   }
   c->hb = cohort_heartbeat_new(store, rank, world_size, c->wd, c->timeout_s);
@@ -463,7 +478,8 @@ void cohort_comm_abort(CohortComm *comm, const char *reason)
     char key[64];
     g_snprintf(key, sizeof key, "comm/abort/%d", comm->rank);
     const char *r = reason ? reason : "no reason given";
-    cohort_store_set(comm->store, key, r, MIN(strlen(r), 4096), NULL);
+    /* For the peers' messages only: not worth more than a moment when rank 0 is silent. */
+    cohort_store_set_within(comm->store, key, r, MIN(strlen(r), 4096), 3.0, NULL);
   }
   if (comm->backend->abort != NULL)
     comm->backend->abort(comm->impl);

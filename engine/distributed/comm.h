@@ -196,10 +196,17 @@ typedef struct {
   char last_kind[16];
   guint64 last_seq; /* the last collective it completed; 0 = none yet */
   char last_label[48];
+  /* Read by global rank 0 only (its store times the records; elsewhere age_s is -1): how
+   * long ago the rank last published the record, and whether that is so long that its
+   * heartbeat has stopped (the process is stopped, or it lost the store), so the record is
+   * stale and its times are as they were then. */
+  double age_s;
+  gboolean silent;
 } CohortRankRecord;
 
 /* "rank 1 last completed all_reduce #41 (step vote), in forward for 12 s at step 7" (and
- * "waits in …" when it is in a collective). */
+ * "waits in …" when it is in a collective, and "; its heartbeat has been silent for 9 s …"
+ * when it is). */
 char *cohort_rank_record_describe(const CohortRankRecord *record);
 
 /* What global rank 0 reports when a collective has waited past the hang threshold. */

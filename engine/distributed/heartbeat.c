@@ -2,6 +2,7 @@
  * failure message that names the ranks that did not arrive (heartbeat.h). */
 #include "engine/distributed/heartbeat.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,12 @@
 #define RECORD_MAX 1024
 /* Ranks described in one line of a message; the rest are counted. */
 #define DESCRIBED 4
+/* A failed collective's report asks the store with this bound per request: it must end soon
+ * when rank 0 is silent, and a live store answers in microseconds. */
+#define DESCRIBE_S 3.0
+/* A request on the connection that has waited this long already says rank 0 is silent: the
+ * report does not queue behind it. */
+#define SILENT_WAIT_S 2.0
 
 typedef struct {
   const char *kind; /* NULL = none */
@@ -30,6 +37,7 @@ struct CohortHeartbeat {
   Mark cur, last;
   guint64 flagged_seq; /* the collective counted in progress/stalled (written by the thread) */
   gboolean beat_now;   /* a stalled collective ended: beat at once, for the resolved report */
+  gint told_silent;    /* atomic: this rank said that rank 0 does not answer */
   double report_s;
   CohortHangFunc func;
   gpointer user;
@@ -126,6 +134,7 @@ static void own_record(CohortHeartbeat *hb, CohortRankRecord *r)
   memset(r, 0, sizeof *r);
   r->rank = hb->rank;
   r->known = TRUE;
+  r->age_s = 0;
   r->step = ph.step;
   g_strlcpy(r->phase, cohort_phase_name(ph.phase), sizeof r->phase);
   r->phase_s = (double)(now - ph.since_us) / G_USEC_PER_SEC;
@@ -144,47 +153,6 @@ static void own_record(CohortHeartbeat *hb, CohortRankRecord *r)
   }
 }
 
-/* Reads rank r's record from the store into *out (known FALSE when absent or malformed).
- * FALSE when the store is gone. */
-static gboolean read_record(CohortHeartbeat *hb, int r, CohortRankRecord *out)
-{
-  char key[64];
-  g_snprintf(key, sizeof key, "progress/%d", r);
-  memset(out, 0, sizeof *out);
-  out->rank = r;
-  GError *e = NULL;
-  g_autoptr(GBytes) b = cohort_store_try_get(hb->store, key, &e);
-  if (e != NULL) {
-    g_error_free(e);
-    return FALSE;
-  }
-  if (b != NULL) {
-    gsize n = 0;
-    const char *text = g_bytes_get_data(b, &n);
-    cohort_rank_record_parse(text, n, out);
-  }
-  return TRUE;
-}
-
-/* Every rank's record (this rank's from memory). NULL when the store is gone. */
-static CohortRankRecord *read_all(CohortHeartbeat *hb)
-{
-  CohortRankRecord *all = g_new0(CohortRankRecord, hb->world);
-  for (int r = 0; r < hb->world; r++) {
-    if (r == hb->rank) {
-      g_mutex_lock(&hb->lock);
-      own_record(hb, &all[r]);
-      g_mutex_unlock(&hb->lock);
-    } else if (!read_record(hb, r, &all[r])) {
-      g_free(all);
-      return NULL;
-    }
-  }
-  return all;
-}
-
-/* ---- the thread ---- */
-
 /* When a waiting rank starts watching the others: the hang threshold, or half the timeout. */
 static double watch_after(double report_s, double timeout_s)
 {
@@ -195,6 +163,67 @@ static double interval_of(double report_s, double timeout_s)
 {
   return CLAMP(watch_after(report_s, timeout_s) / 10, 0.05, 1.0);
 }
+
+/* A record this old was missed by five heartbeats in a row (three seconds at least, so a loaded
+ * machine's late beat is not taken for a stopped rank). */
+static double silent_after(CohortHeartbeat *hb)
+{
+  g_mutex_lock(&hb->lock);
+  double timeout_s = hb->cur.kind != NULL ? hb->cur.timeout_s : hb->timeout_s;
+  double s = MAX(5 * interval_of(hb->report_s, timeout_s), 3.0);
+  g_mutex_unlock(&hb->lock);
+  return s;
+}
+
+/* Reads rank r's record from the store into *out (known FALSE when absent or malformed), each
+ * request bounded by `max_s` (<= 0: the store's bound); on rank 0 with its age. FALSE when the
+ * store is gone. */
+static gboolean read_record(CohortHeartbeat *hb, int r, double max_s, double silent_s,
+                            CohortRankRecord *out)
+{
+  char key[64];
+  g_snprintf(key, sizeof key, "progress/%d", r);
+  memset(out, 0, sizeof *out);
+  out->rank = r;
+  out->age_s = -1;
+  GError *e = NULL;
+  g_autoptr(GBytes) b = cohort_store_try_get_within(hb->store, key, max_s, &e);
+  if (e != NULL) {
+    g_error_free(e);
+    return FALSE;
+  }
+  if (b != NULL) {
+    gsize n = 0;
+    const char *text = g_bytes_get_data(b, &n);
+    cohort_rank_record_parse(text, n, out);
+  }
+  CohortStoreServer *server = cohort_store_get_server(hb->store);
+  if (out->known && server != NULL) {
+    out->age_s = cohort_store_server_key_age(server, key);
+    out->silent = out->age_s >= silent_s;
+  }
+  return TRUE;
+}
+
+/* Every rank's record (this rank's from memory), as read_record. NULL when the store is gone. */
+static CohortRankRecord *read_all(CohortHeartbeat *hb, double max_s)
+{
+  CohortRankRecord *all = g_new0(CohortRankRecord, hb->world);
+  double silent_s = silent_after(hb);
+  for (int r = 0; r < hb->world; r++) {
+    if (r == hb->rank) {
+      g_mutex_lock(&hb->lock);
+      own_record(hb, &all[r]);
+      g_mutex_unlock(&hb->lock);
+    } else if (!read_record(hb, r, max_s, silent_s, &all[r])) {
+      g_free(all);
+      return NULL;
+    }
+  }
+  return all;
+}
+
+/* ---- the thread ---- */
 
 static void publish(CohortHeartbeat *hb, const CohortRankRecord *me)
 {
@@ -252,7 +281,7 @@ static void lead(CohortHeartbeat *hb, const CohortRankRecord *me, double report_
     hb->active = TRUE;
     g_string_truncate(hb->sig, 0);
   }
-  g_autofree CohortRankRecord *all = read_all(hb);
+  g_autofree CohortRankRecord *all = read_all(hb, 0);
   if (all == NULL) {
     hb->store_gone = TRUE;
     return;
@@ -369,6 +398,31 @@ static gpointer heartbeat_thread(gpointer data)
   return NULL;
 }
 
+/* A request of this rank has waited the hang threshold for rank 0's store: rank 0 cannot
+ * report that itself, so this rank says it on its stderr (the launcher shows it), well before
+ * its collectives fail at their timeout. */
+static void store_slow(const char *where, double waited_s, gpointer user)
+{
+  CohortHeartbeat *hb = user;
+  if (g_atomic_int_exchange(&hb->told_silent, TRUE))
+    return;
+  fprintf(stderr,
+          "cohort-train: rank %d: warning: " COHORT_STORE_SILENT ": a request to %s has waited "
+          "%.0f s for its answer (is rank 0 stopped, or its host paused or unreachable?); the "
+          "collectives that wait for it fail after %g s without progress\n",
+          hb->rank, where, waited_s, hb->timeout_s);
+}
+
+/* Sets when the store calls store_slow: at the threshold that starts the watch, and not before
+ * a request has waited as long as a failure report takes for silence (a loaded machine may
+ * delay an answer by a second). Under hb->lock, or before the thread starts. */
+static void arm_store_slow(CohortHeartbeat *hb)
+{
+  if (hb->store != NULL && hb->rank != 0)
+    cohort_store_set_slow_func(
+        hb->store, MAX(watch_after(hb->report_s, hb->timeout_s), SILENT_WAIT_S), store_slow, hb);
+}
+
 CohortHeartbeat *cohort_heartbeat_new(CohortStore *store, int rank, int world_size,
                                       CohortWatchdog *wd, double timeout_s)
 {
@@ -382,6 +436,7 @@ CohortHeartbeat *cohort_heartbeat_new(CohortStore *store, int rank, int world_si
   hb->reported_missing = g_string_new(NULL);
   g_mutex_init(&hb->lock);
   g_cond_init(&hb->cond);
+  arm_store_slow(hb);
   if (store != NULL && world_size > 1)
     hb->thread = g_thread_new("cohort-heartbeat", heartbeat_thread, hb);
   return hb;
@@ -397,6 +452,8 @@ void cohort_heartbeat_free(CohortHeartbeat *hb)
   g_mutex_unlock(&hb->lock);
   if (hb->thread != NULL)
     g_thread_join(hb->thread);
+  if (hb->store != NULL && hb->rank != 0)
+    cohort_store_set_slow_func(hb->store, 0, NULL, NULL);
   g_string_free(hb->sig, TRUE);
   g_string_free(hb->reported_missing, TRUE);
   g_mutex_clear(&hb->lock);
@@ -411,6 +468,7 @@ void cohort_heartbeat_set_report(CohortHeartbeat *hb, double report_s, CohortHan
   hb->report_s = report_s > 0 ? report_s : 0;
   hb->func = func;
   hb->user = user;
+  arm_store_slow(hb);
   g_cond_broadcast(&hb->cond);
   g_mutex_unlock(&hb->lock);
 }
@@ -466,16 +524,47 @@ char *cohort_rank_record_describe(const CohortRankRecord *r)
     g_string_append_printf(s, "waits in %s for %.0f s, ", in, r->cur_wait_s);
   g_string_append_printf(s, "in %s for %.0f s at step %" G_GINT64_FORMAT, r->phase, r->phase_s,
                          r->step);
+  if (r->silent)
+    g_string_append_printf(s,
+                           "; its heartbeat has been silent for %.0f s, so that is where it "
+                           "was then: the process is stopped, its host paused or cut off, or "
+                           "it lost the store",
+                           r->age_s);
   return g_string_free(s, FALSE);
+}
+
+/* Why the store cannot tell where the ranks are: rank 0 is silent (its words), or the store is
+ * gone with rank 0 ("": nothing to add, the peers' errors say it); NULL while it answers. Never
+ * waits: it is what a failure report checks before asking the store anything. */
+static char *store_silence(CohortHeartbeat *hb)
+{
+  g_autoptr(GError) why = NULL;
+  if (cohort_store_is_broken(hb->store, &why))
+    return g_error_matches(why, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT)
+               ? g_strdup_printf(": %s", why->message)
+               : g_strdup("");
+  double waited = cohort_store_waiting_s(hb->store);
+  if (waited >= SILENT_WAIT_S)
+    return g_strdup_printf(": " COHORT_STORE_SILENT ": a request to it has waited %.0f s for "
+                           "its answer; is rank 0 stopped (SIGSTOP, a debugger), or its host "
+                           "paused or unreachable?",
+                           waited);
+  return NULL;
 }
 
 char *cohort_heartbeat_describe_missing(CohortHeartbeat *hb, guint64 seq)
 {
   if (hb->store == NULL || hb->world < 2)
     return g_strdup("");
-  g_autofree CohortRankRecord *all = read_all(hb);
-  if (all == NULL)
-    return g_strdup(""); /* the store is gone with rank 0: nothing to say */
+  char *silence = store_silence(hb);
+  if (silence != NULL)
+    return silence;
+  g_autofree CohortRankRecord *all = read_all(hb, DESCRIBE_S);
+  if (all == NULL) {
+    /* The store is gone with rank 0 (nothing to say), or it has just gone silent. */
+    silence = store_silence(hb);
+    return silence != NULL ? silence : g_strdup("");
+  }
   g_autoptr(GString) missing = g_string_new(NULL);
   g_autoptr(GString) detail = g_string_new(NULL);
   g_autoptr(GString) aborts = g_string_new(NULL);
@@ -493,7 +582,7 @@ char *cohort_heartbeat_describe_missing(CohortHeartbeat *hb, guint64 seq)
     }
     char key[64];
     g_snprintf(key, sizeof key, "comm/abort/%d", r);
-    g_autoptr(GBytes) a = cohort_store_try_get(hb->store, key, NULL);
+    g_autoptr(GBytes) a = cohort_store_try_get_within(hb->store, key, DESCRIBE_S, NULL);
     if (a != NULL)
       g_string_append_printf(aborts, "; rank %d aborted: %.*s", r, (int)g_bytes_get_size(a),
                              (const char *)g_bytes_get_data(a, NULL));

@@ -455,6 +455,10 @@ static void supervise(const Launch *l, Worker *ws, GroupOutcome *out)
     gint64 now = g_get_monotonic_time();
     if (stop_at == 0 && (out->failed >= 0 || out->signal != 0) && alive > 0) {
       signal_all(ws, n, SIGTERM);
+      /* A stopped worker (SIGSTOP, a debugger's stop) would keep SIGTERM pending and the
+       * group waiting out the grace period: continue it, so it acts on SIGTERM now, as a
+       * shell does for a stopped job it kills. */
+      signal_all(ws, n, SIGCONT);
       stop_at = now + (gint64)(o->grace_period * G_USEC_PER_SEC);
     }
     if (stop_at != 0 && !killed && now >= stop_at && alive > 0) {

@@ -34,7 +34,8 @@
  * (stdout only to the file); without one, stdout is inherited.
  *
  * Supervision: the first worker that exits non-zero or dies of a signal fails the group: the
- * others get SIGTERM (to their process group), SIGKILL after the grace period, and the
+ * others get SIGTERM (to their process group, then SIGCONT so a stopped worker acts on it
+ * too), SIGKILL after the grace period, and the
  * launcher reports the failure (global rank, pid, exit code or signal name, last stderr
  * lines). The group is restarted up to max_restarts times. A worker that exits 130 or 143
  * (cohort-train stopped by SIGINT or SIGTERM) without the launcher having asked is such a

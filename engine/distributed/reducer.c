@@ -13,33 +13,14 @@ typedef struct {
   gboolean launched;
 } Bucket;
 
-/* What the communication thread's queue carries: a bucket to reduce, a job, or the order to
- * quit. */
-typedef enum { ITEM_BUCKET, ITEM_JOB, ITEM_QUIT } ItemKind;
-
-typedef struct {
-  ItemKind kind;
-  guint bucket;
-  CohortReducerJob job;
-  gpointer data;
-  gboolean ok, done; /* a job's outcome, under the reducer's lock */
-  GError *error;
-} Item;
-
 struct CohortReducer {
   CohortComm *comm;
   float *grads;
   GArray *buckets; /* of Bucket, bucket 0 at the end of the buffer */
   gboolean sync;
 
-  GThread *thread;
-  GAsyncQueue *queue; /* of Item* */
-  Item *bucket_items; /* one per bucket */
-  GMutex lock;
-  GCond done_cond;
-  guint launched, completed;
-  GError *error;  /* first failure of this pass */
-  gint64 busy_us; /* time the communication thread spent on buckets, since last taken */
+  CohortCommThread *thread;     /* all-reduces the buckets (and SyncBatchNorm's jobs) */
+  CohortCommItem *bucket_items; /* one per bucket */
 
   /* Gradients in a device's memory (cohort_reducer_new_on): its backend table, whose streams
    * and events order the reduction after backward; NULL = host memory. */
@@ -131,58 +112,28 @@ static gboolean reduce_host_bucket_bf16(CohortReducer *r, const Bucket *b, GErro
   return TRUE;
 }
 
-static void run_job(CohortReducer *r, Item *it)
+/* The communication thread's work for bucket item->index. */
+static gboolean reduce_bucket(gpointer owner, const CohortCommItem *item, GError **error)
 {
-  GError *error = NULL;
-  gboolean ok = it->job(it->data, &error);
-  g_mutex_lock(&r->lock);
-  it->ok = ok;
-  it->error = error;
-  it->done = TRUE;
-  g_cond_broadcast(&r->done_cond);
-  g_mutex_unlock(&r->lock);
+  CohortReducer *r = owner;
+  Bucket *b = &g_array_index(r->buckets, Bucket, item->index);
+  char name[48];
+  g_snprintf(name, sizeof name, "bucket %u of %u", item->index + 1, r->buckets->len);
+  cohort_comm_set_label(name);
+  if (r->dev)
+    return reduce_device_bucket(r, item->index, error);
+  if (r->bf16)
+    return reduce_host_bucket_bf16(r, b, error);
+  return cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
+                                    error);
 }
 
-static gpointer comm_thread(gpointer data)
+/* The thread's first act on a GPU rank: the device the buckets are on. */
+static void start_on_device(gpointer owner)
 {
-  CohortReducer *r = data;
+  CohortReducer *r = owner;
   if (r->dev && r->dev->set_device)
     r->dev->set_device(r->device);
-  for (;;) {
-    Item *it = g_async_queue_pop(r->queue);
-    if (it->kind == ITEM_QUIT)
-      return NULL;
-    if (it->kind == ITEM_JOB) {
-      run_job(r, it);
-      continue;
-    }
-    Bucket *b = &g_array_index(r->buckets, Bucket, it->bucket);
-    g_mutex_lock(&r->lock);
-    gboolean failed = r->error != NULL;
-    g_mutex_unlock(&r->lock);
-    GError *error = NULL;
-    gint64 t0 = g_get_monotonic_time();
-    char name[48];
-    g_snprintf(name, sizeof name, "bucket %u of %u", it->bucket + 1, r->buckets->len);
-    cohort_comm_set_label(name);
-    /* After a failure the communicator is broken; later buckets are only counted. */
-    if (!failed && r->dev)
-      reduce_device_bucket(r, it->bucket, &error);
-    else if (!failed && r->bf16)
-      reduce_host_bucket_bf16(r, b, &error);
-    else if (!failed)
-      cohort_comm_all_reduce_f32(r->comm, r->grads + b->offset, b->count, COHORT_REDUCE_AVG, 0,
-                                 &error);
-    g_mutex_lock(&r->lock);
-    r->busy_us += g_get_monotonic_time() - t0;
-    if (error && !r->error)
-      r->error = error;
-    else if (error)
-      g_error_free(error);
-    r->completed++;
-    g_cond_broadcast(&r->done_cond);
-    g_mutex_unlock(&r->lock);
-  }
 }
 
 static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
@@ -190,13 +141,13 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
                                   double bucket_cap_mb, double first_bucket_mb,
                                   const CohortBackend *dev, int device, gboolean staged)
 {
-  CohortReducer *r = g_new0(CohortReducer, 1);
-  r->comm = comm;
-  r->dev = dev;
-  r->device = device;
-  r->staged = staged;
-  r->grads = grads;
-  r->buckets = g_array_new(FALSE, TRUE, sizeof(Bucket));
+  CohortReducer *r = g_new(CohortReducer, 1);
+  *r = (CohortReducer){.comm = comm,
+                       .dev = dev,
+                       .device = device,
+                       .staged = staged,
+                       .grads = grads,
+                       .buckets = g_array_new(FALSE, TRUE, sizeof(Bucket))};
   g_autoptr(GArray) plan =
       cohort_reducer_plan_buckets(n, tensors, n_tensors, bucket_cap_mb, first_bucket_mb);
   for (guint i = 0; i < plan->len; i++) {
@@ -214,13 +165,14 @@ static CohortReducer *reducer_new(CohortComm *comm, float *grads, size_t n,
       r->pinned = dev->host_alloc(r->largest * sizeof(float));
     }
   }
-  g_mutex_init(&r->lock);
-  g_cond_init(&r->done_cond);
-  r->queue = g_async_queue_new();
-  r->bucket_items = g_new0(Item, r->buckets->len);
+  r->bucket_items = g_new0(CohortCommItem, MAX(r->buckets->len, 1));
   for (guint i = 0; i < r->buckets->len; i++)
-    r->bucket_items[i] = (Item){.kind = ITEM_BUCKET, .bucket = i};
-  r->thread = g_thread_new("cohort-ddp-comm", comm_thread, r);
+    cohort_comm_item_init(&r->bucket_items[i], 0, i);
+  CohortCommThreadHooks hooks = {.perform = reduce_bucket,
+                                 .start = start_on_device,
+                                 .owner = r,
+                                 .rank = cohort_comm_rank(comm)};
+  r->thread = cohort_comm_thread_new("cohort-ddp-comm", &hooks);
   return r;
 }
 
@@ -263,10 +215,7 @@ void cohort_reducer_free(CohortReducer *r)
 {
   if (!r)
     return;
-  Item quit = {.kind = ITEM_QUIT};
-  g_async_queue_push(r->queue, &quit);
-  g_thread_join(r->thread);
-  g_async_queue_unref(r->queue);
+  cohort_comm_thread_free(r->thread);
   if (r->dev) {
     if (r->events)
       for (guint i = 0; i < r->buckets->len; i++)
@@ -281,9 +230,6 @@ void cohort_reducer_free(CohortReducer *r)
   g_free(r->events);
   g_free(r->bucket_items);
   g_array_free(r->buckets, TRUE);
-  g_clear_error(&r->error);
-  g_mutex_clear(&r->lock);
-  g_cond_clear(&r->done_cond);
   g_free(r);
 }
 
@@ -323,11 +269,12 @@ gboolean cohort_reducer_set_precision(CohortReducer *r, CohortReducePrecision pr
 
 gint64 cohort_reducer_take_busy_us(CohortReducer *r)
 {
-  g_mutex_lock(&r->lock);
-  gint64 us = r->busy_us;
-  r->busy_us = 0;
-  g_mutex_unlock(&r->lock);
-  return us;
+  return cohort_comm_thread_take_busy_us(r->thread);
+}
+
+guint64 cohort_reducer_order(const CohortReducer *r)
+{
+  return cohort_comm_thread_order(r->thread);
 }
 
 GArray *cohort_reducer_plan_buckets(size_t n, const CohortTensorInfo *tensors, guint n_tensors,
@@ -377,10 +324,10 @@ void cohort_reducer_prepare(CohortReducer *r, gboolean sync)
     b->ready = 0;
     b->launched = FALSE;
   }
-  g_mutex_lock(&r->lock);
-  r->launched = r->completed = 0;
-  g_clear_error(&r->error);
-  g_mutex_unlock(&r->lock);
+  /* The previous pass ended in finish: the thread is idle, and a failure left from a pass that
+   * was not finished is not this one's. */
+  g_autoptr(GError) stale = NULL;
+  cohort_comm_thread_take_error(r->thread, &stale);
 }
 
 static void launch(CohortReducer *r, guint i)
@@ -390,10 +337,7 @@ static void launch(CohortReducer *r, guint i)
   /* The bucket's gradients are queued on the compute stream: mark that point. */
   if (r->events)
     r->dev->event_record(r->events[i]);
-  g_mutex_lock(&r->lock);
-  r->launched++;
-  g_mutex_unlock(&r->lock);
-  g_async_queue_push(r->queue, &r->bucket_items[i]);
+  cohort_comm_thread_push(r->thread, &r->bucket_items[i]);
 }
 
 void cohort_reducer_grad_ready(size_t offset, size_t count, gpointer reducer)
@@ -429,43 +373,13 @@ gboolean cohort_reducer_finish(CohortReducer *r, gint64 *wait_us, GError **error
         launch(r, i);
     }
   }
-  g_mutex_lock(&r->lock);
-  while (r->completed < r->launched)
-    g_cond_wait(&r->done_cond, &r->lock);
-  GError *e = r->error;
-  r->error = NULL;
-  g_mutex_unlock(&r->lock);
+  cohort_comm_thread_drain(r->thread);
   if (wait_us)
     *wait_us = g_get_monotonic_time() - t0;
-  if (e) {
-    g_propagate_error(error, e);
-    return FALSE;
-  }
-  return TRUE;
+  return cohort_comm_thread_take_error(r->thread, error);
 }
 
-gboolean cohort_reducer_run(CohortReducer *r, CohortReducerJob job, gpointer data, GError **error)
+gboolean cohort_reducer_run(CohortReducer *r, CohortCommJob job, gpointer data, GError **error)
 {
-  /* Nothing in flight (forward, or backward before its first bucket): only this thread can
-   * queue work, so the communication thread stays idle and the job may run here, saving two
-   * thread switches. */
-  g_mutex_lock(&r->lock);
-  gboolean idle = r->completed == r->launched;
-  g_mutex_unlock(&r->lock);
-  if (idle)
-    return job(data, error);
-  Item it = {.kind = ITEM_JOB, .job = job, .data = data};
-  g_async_queue_push(r->queue, &it);
-  g_mutex_lock(&r->lock);
-  while (!it.done)
-    g_cond_wait(&r->done_cond, &r->lock);
-  g_mutex_unlock(&r->lock);
-  if (!it.ok)
-    g_propagate_error(error, it.error
-                                 ? it.error
-                                 : g_error_new_literal(COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
-                                                       "a collective job failed"));
-  else
-    g_clear_error(&it.error);
-  return it.ok;
+  return cohort_comm_thread_run(r->thread, job, data, error);
 }

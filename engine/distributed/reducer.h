@@ -4,8 +4,9 @@
  * The gradient buffer is cut into buckets at tensor boundaries in reverse layer order
  * (from the end of the buffer): the first bucket holds about `first_bucket_mb`, the others
  * about `bucket_cap_mb`. Backward reports finished gradient ranges (the model's grad-ready
- * hook); a bucket whose every gradient is final is handed to a communication thread that
- * all-reduces (averages) it, overlapping the rest of backward. finish() waits for the
+ * hook); a bucket whose every gradient is final is handed to a communication thread
+ * (comm-thread.h, shared with the ZeRO sharder) that all-reduces (averages) it, overlapping the
+ * rest of backward. finish() waits for the
  * last bucket. On micro-steps with sync = FALSE (gradient accumulation, DDP's no_sync) no
  * communication happens and gradients just accumulate locally.
  *
@@ -17,6 +18,7 @@
 #include <glib.h>
 #include "engine/config/config.h"
 #include "engine/distributed/comm.h"
+#include "engine/distributed/comm-thread.h"
 #include "engine/base/tensor.h"
 
 G_BEGIN_DECLS
@@ -103,17 +105,14 @@ void cohort_reducer_grad_ready(size_t offset, size_t count, gpointer reducer);
  * that did not overlap compute). */
 gboolean cohort_reducer_finish(CohortReducer *r, gint64 *wait_us, GError **error);
 
-/* A collective to run on the communication thread (the reducer's communicator is the
- * caller's to use inside it). */
-typedef gboolean (*CohortReducerJob)(gpointer data, GError **error);
-/* Runs `job` on the communication thread, after every bucket launched before this call, and
- * waits for it: the way to issue another collective (SyncBatchNorm's) while buckets may be in
- * flight, since two threads issuing collectives on one communicator could interleave them
- * differently on different ranks. Because backward launches buckets at the same points on
- * every rank, the queue order, so the collective order, is the same everywhere. When no
- * bucket is in flight the job runs on the calling thread at once (the communication thread is
- * idle and only the caller could give it work). Works in passes with or without sync. Returns
- * the job's result. */
-gboolean cohort_reducer_run(CohortReducer *r, CohortReducerJob job, gpointer data, GError **error);
+/* Runs `job` (a collective on the reducer's communicator) on the communication thread, after
+ * every bucket launched before this call, and waits for it: the way to issue another
+ * collective (SyncBatchNorm's) while buckets may be in flight (cohort_comm_thread_run). Works
+ * in passes with or without sync. Returns the job's result. */
+gboolean cohort_reducer_run(CohortReducer *r, CohortCommJob job, gpointer data, GError **error);
+
+/* The order digest of every bucket and job this reducer queued (cohort_comm_thread_order): the
+ * same on every rank exactly when they issued the same collectives in the same order. */
+guint64 cohort_reducer_order(const CohortReducer *r);
 
 G_END_DECLS

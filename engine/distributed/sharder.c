@@ -6,7 +6,8 @@
 #include "kernels/backend.h"
 #include "kernels/math-inline.h"
 
-typedef enum { ITEM_REDUCE, ITEM_GATHER, ITEM_JOB, ITEM_QUIT } ItemKind;
+/* The kinds of the sharder's items on its communication thread. */
+enum { ITEM_REDUCE, ITEM_GATHER };
 
 /* Reduce-scatters queued and not done before backward waits for the oldest: a unit's
  * gradients hold memory until theirs is done, so this bounds them when the network is slower
@@ -14,21 +15,11 @@ typedef enum { ITEM_REDUCE, ITEM_GATHER, ITEM_JOB, ITEM_QUIT } ItemKind;
 #define MAX_PENDING_REDUCES 2
 
 typedef struct {
-  ItemKind kind;
-  guint unit;
-  CohortReducerJob job;
-  gpointer data;
-  gboolean done; /* under the lock */
-  gboolean ok;
-  GError *error;
-} Item;
-
-typedef struct {
   size_t ready;      /* gradient floats reported final in this pass */
   gboolean launched; /* its reduce-scatter is queued in this pass */
   gboolean gathered; /* stage 3: its gather is queued (or done) and it is not let go yet */
   int users;         /* begins without their end */
-  Item reduce, gather;
+  CohortCommItem reduce, gather;
 } Unit;
 
 struct CohortSharder {
@@ -42,32 +33,13 @@ struct CohortSharder {
   gboolean accumulate;
   Unit *units;
   guint next_launch; /* units go out from the last (highest index) down */
-  GQueue pending;    /* of Item*: the reduce-scatters queued, oldest first */
-  gsize *counts;     /* scratch: one count per rank */
+  GQueue pending;    /* of CohortCommItem*: the reduce-scatters queued, oldest first */
+  gsize *counts;     /* scratch: one count per rank (the communication thread's) */
 
-  GThread *thread;
-  GAsyncQueue *queue;
-  GMutex lock;
-  GCond done_cond;
-  guint queued, completed; /* items of the queue, under the lock */
-  GError *error;           /* the first failure since it was last reported */
-  gint64 busy_us, gather_wait_us, reduce_wait_us;
+  CohortCommThread *thread; /* every collective, in the order queued (comm-thread.h) */
+  gint64 gather_wait_us, reduce_wait_us;
   size_t gathered_bytes, gathered_peak;
-  guint64 order; /* a digest of every collective queued, in order (cohort_sharder_order) */
-  /* COHORT_TEST_SLOW_RANK "rank:µs": that rank sleeps before each collective it queues and
-   * each it runs, so tests can make one rank slow. */
-  gint64 slow_us;
 };
-
-static void keep_error(CohortSharder *s, GError *e)
-{
-  g_mutex_lock(&s->lock);
-  if (!s->error)
-    s->error = e;
-  else
-    g_error_free(e);
-  g_mutex_unlock(&s->lock);
-}
 
 /* The reduce-scatter of unit u into the gradient shard, then its gradients cleared (their
  * memory given back, the range reading zeros for the next micro-step). */
@@ -121,45 +93,12 @@ static gboolean gather_unit(CohortSharder *s, guint u, GError **error)
   return cohort_comm_all_gather_v(s->comm, s->params + unit->offset, s->counts, 0, error);
 }
 
-static gpointer comm_thread(gpointer data)
+/* The communication thread's work for a unit. */
+static gboolean perform(gpointer owner, const CohortCommItem *item, GError **error)
 {
-  CohortSharder *s = data;
-  for (;;) {
-    Item *it = g_async_queue_pop(s->queue);
-    if (it->kind == ITEM_QUIT)
-      return NULL;
-    g_mutex_lock(&s->lock);
-    gboolean failed = s->error != NULL;
-    g_mutex_unlock(&s->lock);
-    GError *error = NULL;
-    if (s->slow_us > 0)
-      g_usleep((gulong)s->slow_us);
-    gint64 t0 = g_get_monotonic_time();
-    gboolean ok = TRUE;
-    /* After a failure the communicator is broken: later collectives only count (jobs run,
-     * and fail at once on the broken communicator, so their callers hear why). */
-    if (it->kind == ITEM_JOB)
-      ok = it->job(it->data, &error);
-    else if (!failed && it->kind == ITEM_REDUCE)
-      ok = reduce_unit(s, it->unit, &error);
-    else if (!failed && it->kind == ITEM_GATHER)
-      ok = gather_unit(s, it->unit, &error);
-    gint64 took = g_get_monotonic_time() - t0;
-    if (!ok && it->kind != ITEM_JOB && error)
-      keep_error(s, g_error_copy(error));
-    g_mutex_lock(&s->lock);
-    if (it->kind != ITEM_JOB)
-      s->busy_us += took;
-    it->ok = ok;
-    if (it->kind == ITEM_JOB)
-      it->error = error;
-    else
-      g_clear_error(&error);
-    it->done = TRUE;
-    s->completed++;
-    g_cond_broadcast(&s->done_cond);
-    g_mutex_unlock(&s->lock);
-  }
+  CohortSharder *s = owner;
+  return item->kind == ITEM_REDUCE ? reduce_unit(s, item->index, error)
+                                   : gather_unit(s, item->index, error);
 }
 
 CohortSharder *cohort_sharder_new(CohortComm *comm, const CohortShardPlan *plan, int stage,
@@ -168,28 +107,22 @@ CohortSharder *cohort_sharder_new(CohortComm *comm, const CohortShardPlan *plan,
 {
   g_return_val_if_fail(stage == 2 || stage == 3, NULL);
   g_return_val_if_fail(be->decommit != NULL, NULL);
-  CohortSharder *s = g_new0(CohortSharder, 1);
-  s->comm = comm;
-  s->plan = plan;
-  s->stage = stage;
-  s->be = be;
-  s->params = params;
-  s->grads = grads;
-  s->grad_shard = grad_shard;
-  s->units = g_new0(Unit, MAX(plan->n_units, 1));
+  CohortSharder *s = g_new(CohortSharder, 1);
+  *s = (CohortSharder){.comm = comm,
+                       .plan = plan,
+                       .stage = stage,
+                       .be = be,
+                       .params = params,
+                       .grads = grads,
+                       .grad_shard = grad_shard,
+                       .units = g_new0(Unit, MAX(plan->n_units, 1)),
+                       .counts = g_new0(gsize, plan->world)};
   for (guint u = 0; u < plan->n_units; u++) {
-    s->units[u].reduce = (Item){.kind = ITEM_REDUCE, .unit = u};
-    s->units[u].gather = (Item){.kind = ITEM_GATHER, .unit = u};
+    cohort_comm_item_init(&s->units[u].reduce, ITEM_REDUCE, u);
+    cohort_comm_item_init(&s->units[u].gather, ITEM_GATHER, u);
   }
-  s->counts = g_new0(gsize, plan->world);
-  s->order = 0xcbf29ce484222325ULL;
-  const char *slow = g_getenv("COHORT_TEST_SLOW_RANK");
-  if (slow && g_ascii_strtoll(slow, NULL, 10) == plan->rank && strchr(slow, ':'))
-    s->slow_us = g_ascii_strtoll(strchr(slow, ':') + 1, NULL, 10);
-  g_mutex_init(&s->lock);
-  g_cond_init(&s->done_cond);
-  s->queue = g_async_queue_new();
-  s->thread = g_thread_new("cohort-zero-comm", comm_thread, s);
+  CohortCommThreadHooks hooks = {.perform = perform, .owner = s, .rank = plan->rank};
+  s->thread = cohort_comm_thread_new("cohort-zero-comm", &hooks);
   return s;
 }
 
@@ -197,13 +130,7 @@ void cohort_sharder_free(CohortSharder *s)
 {
   if (!s)
     return;
-  Item quit = {.kind = ITEM_QUIT};
-  g_async_queue_push(s->queue, &quit);
-  g_thread_join(s->thread);
-  g_async_queue_unref(s->queue);
-  g_clear_error(&s->error);
-  g_mutex_clear(&s->lock);
-  g_cond_clear(&s->done_cond);
+  cohort_comm_thread_free(s->thread);
   g_free(s->counts);
   g_free(s->units);
   g_free(s);
@@ -217,44 +144,6 @@ void cohort_sharder_set_precision(CohortSharder *s, CohortReducePrecision precis
 void cohort_sharder_set_source(CohortSharder *s, const float *shard)
 {
   s->source = shard;
-}
-
-/* FNV-1a over (kind, unit): equal on every rank exactly when the orders are equal. */
-static void note_order(CohortSharder *s, int kind, guint unit)
-{
-  guint64 word = ((guint64)kind << 32) | (kind == ITEM_JOB ? 0 : unit);
-  for (int b = 0; b < 8; b++)
-    s->order = (s->order ^ ((word >> (8 * b)) & 0xff)) * 0x100000001b3ULL;
-}
-
-static void push(CohortSharder *s, Item *it)
-{
-  /* a job is noted by cohort_sharder_run, whether it is queued or runs at once */
-  if (it->kind != ITEM_JOB)
-    note_order(s, it->kind, it->unit);
-  if (s->slow_us > 0)
-    g_usleep((gulong)s->slow_us);
-  g_mutex_lock(&s->lock);
-  it->done = FALSE;
-  s->queued++;
-  g_mutex_unlock(&s->lock);
-  g_async_queue_push(s->queue, it);
-}
-
-static void wait_item(CohortSharder *s, Item *it)
-{
-  g_mutex_lock(&s->lock);
-  while (!it->done)
-    g_cond_wait(&s->done_cond, &s->lock);
-  g_mutex_unlock(&s->lock);
-}
-
-static void wait_all(CohortSharder *s)
-{
-  g_mutex_lock(&s->lock);
-  while (s->completed < s->queued)
-    g_cond_wait(&s->done_cond, &s->lock);
-  g_mutex_unlock(&s->lock);
 }
 
 void cohort_sharder_prepare(CohortSharder *s, gboolean accumulate)
@@ -279,12 +168,12 @@ static void launch_ready(CohortSharder *s, gboolean all)
       return;
     unit->launched = TRUE;
     while (g_queue_get_length(&s->pending) >= MAX_PENDING_REDUCES) {
-      Item *oldest = g_queue_pop_head(&s->pending);
+      CohortCommItem *oldest = g_queue_pop_head(&s->pending);
       gint64 t0 = g_get_monotonic_time();
-      wait_item(s, oldest);
+      cohort_comm_thread_wait(s->thread, oldest);
       s->reduce_wait_us += g_get_monotonic_time() - t0;
     }
-    push(s, &unit->reduce);
+    cohort_comm_thread_push(s->thread, &unit->reduce);
     g_queue_push_tail(&s->pending, &unit->reduce);
     s->next_launch--;
   }
@@ -321,37 +210,25 @@ static void let_go_unused(CohortSharder *s)
       let_go(s, u);
 }
 
-static gboolean take_error(CohortSharder *s, GError **error)
-{
-  g_mutex_lock(&s->lock);
-  GError *e = s->error;
-  s->error = NULL;
-  g_mutex_unlock(&s->lock);
-  if (!e)
-    return TRUE;
-  g_propagate_error(error, e);
-  return FALSE;
-}
-
 gboolean cohort_sharder_finish(CohortSharder *s, gint64 *wait_us, GError **error)
 {
   gint64 t0 = g_get_monotonic_time();
   launch_ready(s, TRUE);
-  wait_all(s);
+  cohort_comm_thread_drain(s->thread);
   g_queue_clear(&s->pending);
   let_go_unused(s);
   /* with the waits for the oldest reduce-scatter during backward */
   if (wait_us)
     *wait_us = g_get_monotonic_time() - t0 + s->reduce_wait_us;
   s->reduce_wait_us = 0;
-  return take_error(s, error);
+  return cohort_comm_thread_take_error(s->thread, error);
 }
 
 gboolean cohort_sharder_release(CohortSharder *s, GError **error)
 {
-  wait_all(s);
+  cohort_comm_thread_drain(s->thread);
   let_go_unused(s);
-  return take_error(s, error);
+  return cohort_comm_thread_take_error(s->thread, error);
 }
 
 /* Queues the gather of unit u unless it is gathered or queued already. */
@@ -363,7 +240,7 @@ static void request(CohortSharder *s, guint u)
   unit->gathered = TRUE;
   s->gathered_bytes += s->plan->units[u].count * sizeof(float);
   s->gathered_peak = MAX(s->gathered_peak, s->gathered_bytes);
-  push(s, &unit->gather);
+  cohort_comm_thread_push(s->thread, &unit->gather);
 }
 
 void cohort_sharder_layer_hook(int layer, CohortLayerUse use, gboolean begin, gpointer sharder)
@@ -398,7 +275,7 @@ void cohort_sharder_layer_hook(int layer, CohortLayerUse use, gboolean begin, gp
   gint64 t0 = g_get_monotonic_time();
   for (int u = first; u <= last; u++)
     if (p->units[u].layer == layer)
-      wait_item(s, &s->units[u].gather);
+      cohort_comm_thread_wait(s->thread, &s->units[u].gather);
   s->gather_wait_us += g_get_monotonic_time() - t0;
 }
 
@@ -413,36 +290,14 @@ gboolean cohort_sharder_gather_params(CohortSharder *s, GError **error)
   return TRUE;
 }
 
-gboolean cohort_sharder_run(CohortSharder *s, CohortReducerJob job, gpointer data, GError **error)
+gboolean cohort_sharder_run(CohortSharder *s, CohortCommJob job, gpointer data, GError **error)
 {
-  /* Noted either way: which of the two happens depends on how far this rank's communication
-   * has got, the collectives' order does not (at once only when nothing is in flight). */
-  note_order(s, ITEM_JOB, 0);
-  g_mutex_lock(&s->lock);
-  gboolean idle = s->completed == s->queued;
-  g_mutex_unlock(&s->lock);
-  if (idle)
-    return job(data, error);
-  Item it = {.kind = ITEM_JOB, .job = job, .data = data};
-  push(s, &it);
-  wait_item(s, &it);
-  if (!it.ok)
-    g_propagate_error(error, it.error
-                                 ? it.error
-                                 : g_error_new_literal(COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
-                                                       "a collective job failed"));
-  else
-    g_clear_error(&it.error);
-  return it.ok;
+  return cohort_comm_thread_run(s->thread, job, data, error);
 }
 
 gint64 cohort_sharder_take_busy_us(CohortSharder *s)
 {
-  g_mutex_lock(&s->lock);
-  gint64 us = s->busy_us;
-  s->busy_us = 0;
-  g_mutex_unlock(&s->lock);
-  return us;
+  return cohort_comm_thread_take_busy_us(s->thread);
 }
 
 gint64 cohort_sharder_take_gather_wait_us(CohortSharder *s)
@@ -454,7 +309,7 @@ gint64 cohort_sharder_take_gather_wait_us(CohortSharder *s)
 
 guint64 cohort_sharder_order(const CohortSharder *s)
 {
-  return s->order;
+  return cohort_comm_thread_order(s->thread);
 }
 
 size_t cohort_sharder_gathered_peak_bytes(const CohortSharder *s)

@@ -10,11 +10,11 @@
  * its gather to its release. So a rank holds its shards plus the units in flight.
  *
  * Order. Every collective (reduce-scatters, gathers, and the jobs of cohort_sharder_run such as
- * SyncBatchNorm's) goes through one communication thread in the order the main thread queues
- * them. The main thread decides what to queue only from the sequence of hook calls (the
- * model's layer_begin/layer_end and grad-ready reports, the same on every rank) and from what
- * it queued before, never from how far the communication has got: so every rank queues the
- * same collectives in the same order, however slow one of them is.
+ * SyncBatchNorm's) goes through one communication thread (comm-thread.h, the DDP reducer's
+ * too) in the order the main thread queues them. The main thread decides what to queue only from
+ * the sequence of hook calls (the model's layer_begin/layer_end and grad-ready reports, the same on
+ * every rank) and from what it queued before, never from how far the communication has got: so
+ * every rank queues the same collectives in the same order, however slow one of them is.
  *
  * Gradient accumulation. Every micro-step's gradients are reduce-scattered and added into the
  * shard (DeepSpeed's ZeRO-2 and FSDP without no_sync do the same); the full gradient of the
@@ -80,16 +80,16 @@ gboolean cohort_sharder_gather_params(CohortSharder *s, GError **error);
 
 /* Runs `job` on the communication thread after everything queued before (or at once on this
  * thread when nothing is in flight), as cohort_reducer_run. */
-gboolean cohort_sharder_run(CohortSharder *s, CohortReducerJob job, gpointer data, GError **error);
+gboolean cohort_sharder_run(CohortSharder *s, CohortCommJob job, gpointer data, GError **error);
 
 /* Microseconds the communication thread spent on collectives since the last call, and those
  * the main thread spent waiting for gathers in the layer hook. */
 gint64 cohort_sharder_take_busy_us(CohortSharder *s);
 gint64 cohort_sharder_take_gather_wait_us(CohortSharder *s);
-/* A digest of the kind and unit of every collective queued so far, in order: the same on
- * every rank exactly when they queued the same collectives in the same order (the ranks
- * event carries it). The environment variable COHORT_TEST_SLOW_RANK ("rank:microseconds")
- * makes that rank sleep before each collective it queues or runs, for tests of this. */
+/* A digest of the kind and unit of every collective queued so far, in order
+ * (cohort_comm_thread_order): the same on every rank exactly when they queued the same
+ * collectives in the same order (the ranks event carries it). COHORT_TEST_SLOW_RANK makes a
+ * rank slow, for tests of this (comm-thread.h). */
 guint64 cohort_sharder_order(const CohortSharder *s);
 /* The most parameter bytes gathered at once so far (stage 3; 0 at stage 2). */
 size_t cohort_sharder_gathered_peak_bytes(const CohortSharder *s);

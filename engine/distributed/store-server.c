@@ -68,9 +68,14 @@ struct _CohortStoreServer {
   GHashTable *kv; /* char* → GBytes* */
   guint64 stored; /* bytes of keys and values */
   gint64 accept_paused_until;
-  GMutex stats_lock;
+  GMutex stats_lock; /* stats and stamps */
   CohortStoreStats stats;
+  GHashTable *stamps; /* char* → gint64*: when each key under STAMPED was last written */
 };
+
+/* Keys whose writes are timed (cohort_store_server_key_age): the heartbeat's records, one per
+ * rank, so the table stays as small as the job. */
+#define STAMPED "progress/"
 
 #define STAT_ADD(s, field, n)                                                                      \
   do {                                                                                             \
@@ -204,6 +209,22 @@ static guint64 room_for(CohortStoreServer *s, Conn *c, const char *key, gsize si
   return 0;
 }
 
+/* `key` was written now (or removed, `gone`). */
+static void stamp(CohortStoreServer *s, const char *key, gboolean gone)
+{
+  if (!g_str_has_prefix(key, STAMPED))
+    return;
+  g_mutex_lock(&s->stats_lock);
+  if (gone) {
+    g_hash_table_remove(s->stamps, key);
+  } else {
+    gint64 *t = g_new(gint64, 1);
+    *t = g_get_monotonic_time();
+    g_hash_table_replace(s->stamps, g_strdup(key), t);
+  }
+  g_mutex_unlock(&s->stats_lock);
+}
+
 static void do_add(CohortStoreServer *s, Conn *c, const char *key, const guint8 *val, gsize vlen)
 {
   gint64 delta, cur = 0, sum;
@@ -237,6 +258,7 @@ static void do_add(CohortStoreServer *s, Conn *c, const char *key, const guint8 
   }
   s->stored = will;
   g_hash_table_replace(s->kv, g_strdup(key), g_bytes_new_take(text, tlen));
+  stamp(s, key, FALSE);
   conn_respond(s, c, ST_OK, g_bytes_new(text, tlen));
 }
 
@@ -253,6 +275,7 @@ static void do_set(CohortStoreServer *s, Conn *c, const char *key, gsize vlen)
   s->stored = will;
   g_hash_table_replace(s->kv, g_strdup(key),
                        g_bytes_new_with_free_func(frame + offset, vlen, g_free, frame));
+  stamp(s, key, FALSE);
   conn_respond(s, c, ST_OK, NULL);
 }
 
@@ -288,6 +311,7 @@ static void execute(CohortStoreServer *s, Conn *c)
     if (b != NULL) {
       s->stored -= strlen(key) + g_bytes_get_size(b);
       g_hash_table_remove(s->kv, key);
+      stamp(s, key, TRUE);
     }
     conn_respond(s, c, ST_OK, NULL);
     return;
@@ -591,6 +615,7 @@ static CohortStoreServer *start(GArray *fds, GPtrArray *addrs, int port, const c
       limits && limits->hello_timeout_s > 0 ? limits->hello_timeout_s : DEFAULT_HELLO_TIMEOUT;
   g_mutex_init(&s->stats_lock);
   s->kv = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_bytes_unref);
+  s->stamps = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   s->conns = g_ptr_array_new();
   g_queue_init(&s->pending);
   s->thread = g_thread_new("cohort-store", server_main, s);
@@ -673,6 +698,15 @@ void cohort_store_server_get_stats(CohortStoreServer *server, CohortStoreStats *
   g_mutex_unlock(&server->stats_lock);
 }
 
+double cohort_store_server_key_age(CohortStoreServer *server, const char *key)
+{
+  g_mutex_lock(&server->stats_lock);
+  const gint64 *t = g_hash_table_lookup(server->stamps, key);
+  double age = t != NULL ? (double)(g_get_monotonic_time() - *t) / G_USEC_PER_SEC : -1;
+  g_mutex_unlock(&server->stats_lock);
+  return age;
+}
+
 void cohort_store_server_free(CohortStoreServer *s)
 {
   if (s == NULL)
@@ -689,6 +723,7 @@ void cohort_store_server_free(CohortStoreServer *s)
   close(s->wake[0]);
   close(s->wake[1]);
   g_hash_table_destroy(s->kv);
+  g_hash_table_destroy(s->stamps);
   g_mutex_clear(&s->stats_lock);
   g_free(s->token);
   g_free(s);

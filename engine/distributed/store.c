@@ -19,47 +19,119 @@
  * payload and sends little costs little. */
 #define READ_CHUNK (1u << 20)
 
+/* The least bound of a request, whatever the timeout: a live store answers in microseconds,
+ * but a loaded machine may take a second to schedule it. */
+#define MIN_REQUEST_S 5.0
+
 struct _CohortStore {
   int fd;
-  GMutex lock;
+  GMutex lock; /* the fields below; the connection itself belongs to whoever set `busy` */
+  GCond idle;
+  gboolean busy;     /* a request is on the connection */
+  gint64 busy_since; /* when it began */
+  double request_s;  /* how long a request may go without a byte from the store */
+  double slow_after_s;
+  CohortStoreSlowFunc slow;
+  gpointer slow_user;
   char *where; /* "host:port" for messages */
   GError *broken;
   CohortStoreServer *server; /* owned when this rank hosts the store */
 };
 
-static gboolean write_all(int fd, const void *buf, gsize len)
+/* One request's (or the hello's) traffic: the deadline it must meet, moved on by every byte
+ * that goes through, and the slow function due once. */
+typedef struct {
+  int fd;
+  gint64 deadline;
+  double bound_s;
+  gboolean timed_out;
+  gint64 slow_at; /* 0 = none */
+  CohortStoreSlowFunc slow;
+  gpointer slow_user;
+  const char *where;
+  gint64 start;
+} Io;
+
+static Io io_new(int fd, double bound_s, const char *where)
 {
-  const char *p = buf;
+  gint64 now = g_get_monotonic_time();
+  return (Io){.fd = fd,
+              .deadline = now + (gint64)(bound_s * G_USEC_PER_SEC),
+              .bound_s = bound_s,
+              .where = where,
+              .start = now};
+}
+
+/* Waits until `fd` is ready for `events`; FALSE at the deadline (io->timed_out) or on an
+ * error. Calls the slow function when it falls due. Past the deadline it still looks once: a
+ * process that was itself stopped finds its clock past the deadline and the answer waiting. */
+static gboolean io_wait(Io *io, short events)
+{
+  for (;;) {
+    gint64 now = g_get_monotonic_time();
+    if (now >= io->deadline) {
+      struct pollfd p = {io->fd, events, 0};
+      if (poll(&p, 1, 0) > 0)
+        return TRUE;
+      io->timed_out = TRUE;
+      return FALSE;
+    }
+    gint64 until = io->deadline;
+    if (io->slow_at > 0 && io->slow_at <= now) {
+      io->slow(io->where, (double)(now - io->start) / G_USEC_PER_SEC, io->slow_user);
+      io->slow_at = 0;
+    }
+    if (io->slow_at > 0)
+      until = MIN(until, io->slow_at);
+    struct pollfd p = {io->fd, events, 0};
+    int r = poll(&p, 1, (int)MAX((until - now + 999) / 1000, 1));
+    if (r < 0 && errno != EINTR)
+      return FALSE;
+    if (r > 0)
+      return TRUE;
+  }
+}
+
+/* A byte went through: the store answers, so the deadline moves on. */
+static void io_progress(Io *io)
+{
+  io->deadline = g_get_monotonic_time() + (gint64)(io->bound_s * G_USEC_PER_SEC);
+}
+
+/* Sends (`out`) or receives `len` bytes through io: FALSE at its deadline or when the
+ * connection ends. */
+static gboolean transfer(Io *io, void *buf, gsize len, gboolean out)
+{
+  char *p = buf;
   while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
+    if (!io_wait(io, out ? POLLOUT : POLLIN))
+      return FALSE;
+    ssize_t n = out ? send(io->fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    : recv(io->fd, p, len, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
       continue;
     if (n <= 0)
       return FALSE;
+    io_progress(io);
     p += n;
     len -= (gsize)n;
   }
   return TRUE;
 }
 
-static gboolean read_all(int fd, void *buf, gsize len)
+static gboolean write_all(Io *io, const void *buf, gsize len)
 {
-  char *p = buf;
-  while (len > 0) {
-    ssize_t n = recv(fd, p, len, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return FALSE;
-    p += n;
-    len -= (gsize)n;
-  }
-  return TRUE;
+  return transfer(io, (void *)buf, len, TRUE);
+}
+
+static gboolean read_all(Io *io, void *buf, gsize len)
+{
+  return transfer(io, buf, len, FALSE);
 }
 
 /* Reads `len` bytes into a buffer that grows as they arrive; NULL when the connection ends
  * first. The result has a NUL after the data. */
-static guint8 *read_payload(int fd, gsize len)
+static guint8 *read_payload(Io *io, gsize len)
 {
   gsize cap = MIN(len, READ_CHUNK), got = 0;
   guint8 *data = g_malloc(cap + 1);
@@ -68,7 +140,7 @@ static guint8 *read_payload(int fd, gsize len)
       cap = MIN(len, cap + READ_CHUNK);
       data = g_realloc(data, cap + 1);
     }
-    if (!read_all(fd, data + got, cap - got)) {
+    if (!read_all(io, data + got, cap - got)) {
       g_free(data);
       return NULL;
     }
@@ -119,25 +191,27 @@ static int connect_bounded(const struct addrinfo *ai, int ms)
   return fd;
 }
 
-static void set_recv_timeout(int fd, double seconds)
+/* The connection failed: rank 0 closed it (exited), or did not answer in time. */
+static void lost(GError **error, const Io *io)
 {
-  struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-}
-
-static void lost(GError **error, const char *where)
-{
-  g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER,
-              "lost the connection to the rendezvous store at %s (did rank 0 exit?)", where);
+  if (io->timed_out)
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+                COHORT_STORE_SILENT
+                ": no answer from the store at %s in %.0f s; is rank 0 "
+                "stopped (SIGSTOP, a debugger), or its host paused or unreachable?",
+                io->where, io->bound_s);
+  else
+    g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER,
+                "lost the connection to the rendezvous store at %s (did rank 0 exit?)", io->where);
 }
 
 /* Reads a response; a refusal becomes an error. The payload is returned in *payload. */
-static gboolean read_response(int fd, const char *where, guint8 *status, GBytes **payload,
-                              GError **error)
+static gboolean read_response(Io *io, guint8 *status, GBytes **payload, GError **error)
 {
+  const char *where = io->where;
   guint8 hdr[STORE_HDR_LEN];
-  if (!read_all(fd, hdr, sizeof hdr)) {
-    lost(error, where);
+  if (!read_all(io, hdr, sizeof hdr)) {
+    lost(error, io);
     return FALSE;
   }
   guint64 len = store_get_u64(hdr + 8);
@@ -148,9 +222,9 @@ static gboolean read_response(int fd, const char *where, guint8 *status, GBytes 
                 "the rendezvous store at %s sent a malformed response", where);
     return FALSE;
   }
-  guint8 *data = read_payload(fd, (gsize)len);
+  guint8 *data = read_payload(io, (gsize)len);
   if (data == NULL) {
-    lost(error, where);
+    lost(error, io);
     return FALSE;
   }
   *status = hdr[0];
@@ -169,12 +243,14 @@ static gboolean read_response(int fd, const char *where, guint8 *status, GBytes 
   return TRUE;
 }
 
-/* Sends the hello on a connected socket and reads the verdict. Returns 1 when accepted, 0
- * when refused (the error is set), -1 when the connection ended before a verdict: the server
- * was closing it to make room, or was not a store yet; worth another try. */
-static int hello(int fd, const char *token, const char *where, double timeout_s, GError **error)
+/* Sends the hello on a connected socket and reads the verdict, waiting `bound_s` at most for
+ * it. Returns 1 when accepted, 0 when refused (the error is set), -1 when the connection ended
+ * before a verdict: the server was closing it to make room, or was not a store yet; -2 when no
+ * verdict came in time (the port is held, but rank 0 does not serve it: stopped, or busy
+ * starting). Both are worth another try. */
+static int hello(int fd, const char *token, const char *where, double bound_s, GError **error)
 {
-  set_recv_timeout(fd, MAX(timeout_s, 10.0));
+  Io io = io_new(fd, bound_s, where);
   gsize tlen = strlen(token);
   guint8 msg[STORE_HELLO_LEN];
   memcpy(msg, STORE_MAGIC, 4);
@@ -182,13 +258,14 @@ static int hello(int fd, const char *token, const char *where, double timeout_s,
   store_put_u32(msg + 8, (guint32)tlen);
   guint8 status = 0;
   GError *local = NULL;
-  if (!write_all(fd, msg, sizeof msg) || !write_all(fd, token, tlen))
-    return -1;
-  if (read_response(fd, where, &status, NULL, &local))
+  if (!write_all(&io, msg, sizeof msg) || !write_all(&io, token, tlen))
+    return io.timed_out ? -2 : -1;
+  if (read_response(&io, &status, NULL, &local))
     return 1;
-  if (g_error_matches(local, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER)) {
+  if (g_error_matches(local, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER) ||
+      g_error_matches(local, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT)) {
     g_error_free(local);
-    return -1;
+    return io.timed_out ? -2 : -1;
   }
   g_propagate_error(error, local);
   return 0;
@@ -239,7 +316,9 @@ static CohortStore *connect_store(const char *host, int port, const char *token,
         continue;
       }
       GError *refusal = NULL;
-      int verdict = hello(fd, token, where, timeout_s, &refusal);
+      /* Within what is left of the wait, and long enough for a loaded rank 0 to answer. */
+      double left_s = (double)(deadline - g_get_monotonic_time()) / G_USEC_PER_SEC;
+      int verdict = hello(fd, token, where, MAX(left_s, 2.0), &refusal);
       if (verdict <= 0) {
         close(fd);
         /* Another job's store stays another job's: waiting cannot help. */
@@ -250,17 +329,20 @@ static CohortStore *connect_store(const char *host, int port, const char *token,
           return NULL;
         }
         g_free(last);
-        last = verdict == 0 ? g_strdup(refusal->message)
-                            : g_strdup("the store closed the connection before answering");
+        last = verdict == 0    ? g_strdup(refusal->message)
+               : verdict == -2 ? g_strdup(COHORT_STORE_SILENT ": the port is open, but no "
+                                                              "answer came")
+                               : g_strdup("the store closed the connection before answering");
         g_clear_error(&refusal);
         continue;
       }
       freeaddrinfo(res);
-      /* Requests are answered at once; a bound on waiting catches a vanished host. */
-      set_recv_timeout(fd, 120.0);
       CohortStore *st = g_new0(CohortStore, 1);
       st->fd = fd;
       g_mutex_init(&st->lock);
+      g_cond_init(&st->idle);
+      /* Requests are answered at once: one that waits the job's timeout will not be. */
+      st->request_s = MAX(timeout_s, MIN_REQUEST_S);
       st->where = g_steal_pointer(&where);
       return st;
     }
@@ -342,6 +424,7 @@ void cohort_store_free(CohortStore *store)
   cohort_store_server_free(store->server);
   g_clear_error(&store->broken);
   g_mutex_clear(&store->lock);
+  g_cond_clear(&store->idle);
   g_free(store->where);
   g_free(store);
 }
@@ -358,9 +441,38 @@ static gboolean check_key(const char *key, GError **error)
   return TRUE;
 }
 
-/* One request/response under the lock. A broken connection stays broken. */
+/* Takes the connection for one request, waiting until `deadline` for another thread's to
+ * end. FALSE when the connection is broken, or still busy at the deadline (then it is not
+ * broken: nothing was sent). */
+static gboolean take(CohortStore *st, gint64 deadline, GError **error)
+{
+  g_mutex_lock(&st->lock);
+  while (st->busy && st->broken == NULL) {
+    if (!g_cond_wait_until(&st->idle, &st->lock, deadline) && st->busy && st->broken == NULL) {
+      g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_TIMEOUT,
+                  COHORT_STORE_SILENT ": a request to the store at %s has waited %.0f s for its "
+                                      "answer",
+                  st->where, (double)(g_get_monotonic_time() - st->busy_since) / G_USEC_PER_SEC);
+      g_mutex_unlock(&st->lock);
+      return FALSE;
+    }
+  }
+  if (st->broken != NULL) {
+    g_propagate_error(error, g_error_copy(st->broken));
+    g_mutex_unlock(&st->lock);
+    return FALSE;
+  }
+  st->busy = TRUE;
+  st->busy_since = g_get_monotonic_time();
+  g_mutex_unlock(&st->lock);
+  return TRUE;
+}
+
+/* One request/response, bounded by `bound_s` without an answer (<= 0: the store's bound):
+ * a store that does not answer in time breaks the connection, since the answer may still
+ * come and would be read as the next one's. A broken connection stays broken. */
 static gboolean request(CohortStore *st, guint8 op, const char *key, const void *value, gsize len,
-                        guint8 *status, GBytes **payload, GError **error)
+                        double bound_s, guint8 *status, GBytes **payload, GError **error)
 {
   if (!check_key(key, error))
     return FALSE;
@@ -371,45 +483,65 @@ static gboolean request(CohortStore *st, guint8 op, const char *key, const void 
                 len, key, COHORT_STORE_MAX_VALUE);
     return FALSE;
   }
-  g_mutex_lock(&st->lock);
-  if (st->broken != NULL) {
-    g_propagate_error(error, g_error_copy(st->broken));
-    g_mutex_unlock(&st->lock);
+  double bound = bound_s > 0 ? bound_s : st->request_s;
+  if (!take(st, g_get_monotonic_time() + (gint64)(bound * G_USEC_PER_SEC), error))
     return FALSE;
+  /* The request's own bound starts now, however long it waited for the connection. */
+  Io io = io_new(st->fd, bound, st->where);
+  g_mutex_lock(&st->lock);
+  if (st->slow != NULL && st->slow_after_s < io.bound_s) {
+    io.slow = st->slow;
+    io.slow_user = st->slow_user;
+    io.slow_at = io.start + (gint64)(st->slow_after_s * G_USEC_PER_SEC);
   }
+  g_mutex_unlock(&st->lock);
   gsize klen = strlen(key);
   gboolean ok;
   GError *local = NULL;
   guint8 hdr[STORE_HDR_LEN];
   store_put_header(hdr, op, (guint32)klen, len);
-  if (!write_all(st->fd, hdr, sizeof hdr) || !write_all(st->fd, key, klen) ||
-      (len > 0 && !write_all(st->fd, value, len))) {
-    g_set_error(&local, COHORT_DIST_ERROR, COHORT_DIST_ERROR_PEER,
-                "lost the connection to the rendezvous store at %s (did rank 0 exit?)", st->where);
+  if (!write_all(&io, hdr, sizeof hdr) || !write_all(&io, key, klen) ||
+      (len > 0 && !write_all(&io, value, len))) {
+    lost(&local, &io);
     ok = FALSE;
   } else {
-    ok = read_response(st->fd, st->where, status, payload, &local);
+    ok = read_response(&io, status, payload, &local);
   }
-  if (!ok) {
+  g_mutex_lock(&st->lock);
+  if (!ok)
     st->broken = g_error_copy(local);
-    g_propagate_error(error, local);
-  }
+  st->busy = FALSE;
+  g_cond_broadcast(&st->idle);
   g_mutex_unlock(&st->lock);
+  if (!ok)
+    g_propagate_error(error, local);
   return ok;
 }
 
 gboolean cohort_store_set(CohortStore *store, const char *key, const void *value, gsize length,
                           GError **error)
 {
+  return cohort_store_set_within(store, key, value, length, 0, error);
+}
+
+gboolean cohort_store_set_within(CohortStore *store, const char *key, const void *value,
+                                 gsize length, double max_s, GError **error)
+{
   guint8 status;
-  return request(store, OP_SET, key, value, length, &status, NULL, error);
+  return request(store, OP_SET, key, value, length, max_s, &status, NULL, error);
 }
 
 GBytes *cohort_store_try_get(CohortStore *store, const char *key, GError **error)
 {
+  return cohort_store_try_get_within(store, key, 0, error);
+}
+
+GBytes *cohort_store_try_get_within(CohortStore *store, const char *key, double max_s,
+                                    GError **error)
+{
   guint8 status;
   GBytes *b = NULL;
-  if (!request(store, OP_GET, key, NULL, 0, &status, &b, error))
+  if (!request(store, OP_GET, key, NULL, 0, max_s, &status, &b, error))
     return NULL;
   if (status != ST_OK) {
     g_bytes_unref(b);
@@ -418,10 +550,38 @@ GBytes *cohort_store_try_get(CohortStore *store, const char *key, GError **error
   return b;
 }
 
+void cohort_store_set_slow_func(CohortStore *store, double after_s, CohortStoreSlowFunc func,
+                                gpointer user)
+{
+  g_mutex_lock(&store->lock);
+  store->slow_after_s = after_s;
+  store->slow = after_s > 0 ? func : NULL;
+  store->slow_user = user;
+  g_mutex_unlock(&store->lock);
+}
+
+double cohort_store_waiting_s(CohortStore *store)
+{
+  g_mutex_lock(&store->lock);
+  gint64 since = store->busy && store->broken == NULL ? store->busy_since : 0;
+  g_mutex_unlock(&store->lock);
+  return since > 0 ? (double)(g_get_monotonic_time() - since) / G_USEC_PER_SEC : 0;
+}
+
+gboolean cohort_store_is_broken(CohortStore *store, GError **why)
+{
+  g_mutex_lock(&store->lock);
+  gboolean broken = store->broken != NULL;
+  if (broken && why != NULL)
+    g_propagate_error(why, g_error_copy(store->broken));
+  g_mutex_unlock(&store->lock);
+  return broken;
+}
+
 gboolean cohort_store_check(CohortStore *store, const char *key, gboolean *exists, GError **error)
 {
   guint8 status;
-  if (!request(store, OP_CHECK, key, NULL, 0, &status, NULL, error))
+  if (!request(store, OP_CHECK, key, NULL, 0, 0, &status, NULL, error))
     return FALSE;
   *exists = status == ST_OK;
   return TRUE;
@@ -430,7 +590,7 @@ gboolean cohort_store_check(CohortStore *store, const char *key, gboolean *exist
 gboolean cohort_store_delete(CohortStore *store, const char *key, GError **error)
 {
   guint8 status;
-  return request(store, OP_DELETE, key, NULL, 0, &status, NULL, error);
+  return request(store, OP_DELETE, key, NULL, 0, 0, &status, NULL, error);
 }
 
 gboolean cohort_store_add(CohortStore *store, const char *key, gint64 delta, gint64 *result,
@@ -440,7 +600,7 @@ gboolean cohort_store_add(CohortStore *store, const char *key, gint64 delta, gin
   int n = g_snprintf(d, sizeof d, "%" G_GINT64_FORMAT, delta);
   guint8 status;
   g_autoptr(GBytes) b = NULL;
-  if (!request(store, OP_ADD, key, d, (gsize)n, &status, &b, error))
+  if (!request(store, OP_ADD, key, d, (gsize)n, 0, &status, &b, error))
     return FALSE;
   if (result != NULL)
     *result = g_ascii_strtoll(g_bytes_get_data(b, NULL), NULL, 10);

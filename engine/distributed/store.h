@@ -8,7 +8,8 @@
  * Protocol (store-wire.h; one TCP connection per client, requests answered in order): a
  * client first sends a hello with the job token; a server whose token differs answers with a
  * refusal and closes. Waiting (cohort_store_wait, cohort_store_get) polls the server with a
- * short backoff, so the server never blocks on behalf of a client.
+ * short backoff, so the server never blocks on behalf of a client; and no client blocks on a
+ * server that does not answer (every request is bounded, see COHORT_STORE_SILENT).
  *
  * What protects the store (docs/launching.md, "Security of the rendezvous store"):
  *  - The job token (cohort_dist_job_token): a client that does not present it can do nothing
@@ -27,7 +28,7 @@
  *    naming the limit, and the connection is closed.
  *
  * Thread safety: a CohortStore may be used from several threads; requests are serialized on
- * its connection. */
+ * its connection, and a thread waits for another's no longer than its own request's bound. */
 #pragma once
 
 #include <glib.h>
@@ -87,6 +88,11 @@ const char *const *cohort_store_server_addresses(CohortStoreServer *server);
 gboolean cohort_store_server_is_exposed(CohortStoreServer *server);
 /* A snapshot of the counters. */
 void cohort_store_server_get_stats(CohortStoreServer *server, CohortStoreStats *stats);
+/* Seconds since a key under "progress/" (the heartbeat's records) was last written, on this
+ * host's clock; < 0 when it was never written (or deleted), and for every other key. Rank 0
+ * tells a rank whose heartbeat went silent from one whose record is fresh with it, without
+ * trusting another host's clock. */
+double cohort_store_server_key_age(CohortStoreServer *server, const char *key);
 /* Stops serving, closes every connection, joins the server thread, frees all keys. */
 void cohort_store_server_free(CohortStoreServer *server);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStoreServer, cohort_store_server_free)
@@ -119,7 +125,8 @@ typedef struct _CohortStore CohortStore;
 
 /* Connects to the store at host:port, retrying until `timeout_s` has passed (the server may
  * start later than its clients, or be closing older connections to make room). `host` may be
- * a name or an IPv4/IPv6 address. Errors: COHORT_DIST_ERROR_CONNECT (not reachable in time;
+ * a name or an IPv4/IPv6 address. `timeout_s` (at least 5 s) is also the bound of every later
+ * request without an answer. Errors: COHORT_DIST_ERROR_CONNECT (not reachable in time;
  * names host, port and the last reason), COHORT_DIST_ERROR_REFUSED (token differs: a stray
  * client of another job; or the store is full). */
 CohortStore *cohort_store_connect(const char *host, int port, const char *token, double timeout_s,
@@ -143,14 +150,48 @@ CohortStoreServer *cohort_store_get_server(CohortStore *store);
 void cohort_store_free(CohortStore *store);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortStore, cohort_store_free)
 
+/* How every request ends when rank 0 is there but silent (stopped, its host paused or cut off):
+ * the message of its COHORT_DIST_ERROR_TIMEOUT begins with this, so that every rank's failure
+ * says the same thing about the same cause. */
+#define COHORT_STORE_SILENT "rank 0 (the store) does not answer"
+
+/* Every request below is bounded: rank 0 answers at once when it runs, so a request that waits
+ * the connection's timeout (cohort_store_connect's `timeout_s`, at least 5 s) without a byte
+ * from the store fails with COHORT_DIST_ERROR_TIMEOUT (COHORT_STORE_SILENT) and breaks the
+ * connection, as does a lost connection (COHORT_DIST_ERROR_PEER): a late answer would be read
+ * as the next request's. A thread that waits for another's request on the connection waits no
+ * longer than its own request could, and fails without breaking anything. */
+
 /* Sets key to value (replacing any value). */
 gboolean cohort_store_set(CohortStore *store, const char *key, const void *value, gsize length,
                           GError **error);
+/* The same with a bound of its own (<= 0: the connection's), for the paths that report a
+ * failure and must end soon even when rank 0 is silent, such as an abort's reason. */
+gboolean cohort_store_set_within(CohortStore *store, const char *key, const void *value,
+                                 gsize length, double max_s, GError **error);
 /* Waits up to timeout_s for key to exist and returns its value. COHORT_DIST_ERROR_TIMEOUT
  * names the key. */
 GBytes *cohort_store_get(CohortStore *store, const char *key, double timeout_s, GError **error);
 /* Returns the value now, or NULL without an error when the key does not exist. */
 GBytes *cohort_store_try_get(CohortStore *store, const char *key, GError **error);
+/* The same with a bound of its own (<= 0: the connection's), as cohort_store_set_within: for
+ * reading what other ranks published when a collective has failed. */
+GBytes *cohort_store_try_get_within(CohortStore *store, const char *key, double max_s,
+                                    GError **error);
+
+/* Called on the requesting thread once a request has waited `after_s` for rank 0's answer (once
+ * per request): long before the request's bound ends it, a rank can say that rank 0 is silent,
+ * the one failure no hang report can tell since rank 0 writes those. `after_s` <= 0 or `func`
+ * NULL: none. */
+typedef void (*CohortStoreSlowFunc)(const char *where, double waited_s, gpointer user);
+void cohort_store_set_slow_func(CohortStore *store, double after_s, CohortStoreSlowFunc func,
+                                gpointer user);
+/* How long the request now on the connection has waited for its answer; 0 when none. A
+ * failure report checks it before asking the store anything itself. */
+double cohort_store_waiting_s(CohortStore *store);
+/* Whether a request failed for good (rank 0 exited or did not answer); *why (may be NULL) gets
+ * that failure. */
+gboolean cohort_store_is_broken(CohortStore *store, GError **why);
 /* Waits until every key of the NULL-terminated `keys` exists. On timeout the error names the
  * keys still missing. */
 gboolean cohort_store_wait(CohortStore *store, const char *const *keys, double timeout_s,

@@ -140,6 +140,7 @@ CohortFinetunePlan *cohort_finetune_plan_new(const CohortConfig *cfg, const char
   p->adapter = g_new(int, MAX(n, 1));
   p->rank = cfg->lora_rank;
   p->alpha = cfg->lora_alpha;
+  p->rslora = cfg->lora_rslora;
   p->dropout = cfg->lora_dropout;
   for (guint i = 0; i < n; i++) {
     p->adapter[i] = -1;

@@ -17,7 +17,7 @@
 
 #include "engine/base/tensor.h"
 #include "engine/config/config.h"
-#include "engine/config/param-table.h" /* the name patterns */
+#include "engine/config/finetune-patterns.h"
 
 G_BEGIN_DECLS
 
@@ -31,6 +31,7 @@ typedef struct {
   guint *targets; /* [n_adapters]: the adapted weights, in table order */
   int rank;
   double alpha, dropout;
+  gboolean rslora; /* scale alpha / sqrt(rank) (PEFT's use_rslora), not alpha / rank */
 } CohortFinetunePlan;
 
 /* The plan of `cfg` (finetune, lora_*, trainable) for the table of model family `family`,

@@ -10,6 +10,7 @@
 #include "engine/base/fileio.h"
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
+#include "engine/model/lora-peft.h"
 #include "engine/model/model-io.h"
 #include "engine/progress/checkpoint-state.h"
 
@@ -96,6 +97,8 @@ static char *config_json(const CohortModel *m, const char *base)
   json_builder_add_int_value(b, L->rank);
   json_builder_set_member_name(b, "lora_alpha");
   json_builder_add_double_value(b, L->alpha);
+  json_builder_set_member_name(b, "use_rslora");
+  json_builder_add_boolean_value(b, L->rslora);
   json_builder_set_member_name(b, "lora_dropout");
   json_builder_add_double_value(b, L->dropout);
   json_builder_set_member_name(b, "target_modules");
@@ -132,7 +135,8 @@ gboolean cohort_lora_export(const CohortModel *m, const float *params, const cha
   return cohort_write_file_atomic(config, json, strlen(json), error);
 }
 
-/* adapter_config.json's r and lora_alpha against the model's. */
+/* adapter_config.json against the model: r and lora_alpha here, every other key that changes
+ * what the adapter computes in lora-peft.c. */
 static gboolean check_config(const CohortModel *m, const char *path, GError **error)
 {
   gsize len = 0;
@@ -166,7 +170,7 @@ static gboolean check_config(const CohortModel *m, const char *path, GError **er
                        "%s: field \"lora_alpha\" is not %g, the run's lora_alpha; allowed: the "
                        "adapter's alpha as lora_alpha",
                        path, m->lora->alpha);
-  return TRUE;
+  return cohort_lora_check_peft_config(m, o, path, error);
 }
 
 /* A checkpoint folder's adapters (as trained, not their EMA), under their bare names in its
@@ -187,12 +191,14 @@ static gboolean load_from_checkpoint(CohortModel *m, const char *dir, const char
   const CohortLora *L = m->lora;
   g_autofree char *mode = cohort_config_get(saved, "finetune");
   if (saved->finetune != COHORT_FINETUNE_LORA || saved->lora_rank != L->rank ||
-      saved->lora_alpha != L->alpha)
+      saved->lora_alpha != L->alpha || !saved->lora_rslora != !L->rslora)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: \"config\" has finetune %s, lora_rank %d and lora_alpha %g; allowed "
-                       "for adapter_from: finetune lora with the run's lora_rank %d and lora_alpha "
-                       "%g",
-                       state, mode, saved->lora_rank, saved->lora_alpha, L->rank, L->alpha);
+                       "%s: \"config\" has finetune %s, lora_rank %d, lora_alpha %g and "
+                       "lora_rslora %s; allowed for adapter_from: finetune lora with the run's "
+                       "lora_rank %d, lora_alpha %g and lora_rslora %s",
+                       state, mode, saved->lora_rank, saved->lora_alpha,
+                       saved->lora_rslora ? "true" : "false", L->rank, L->alpha,
+                       L->rslora ? "true" : "false");
   g_autofree char *weights = g_build_filename(dir, COHORT_CHECKPOINT_MODEL_FILE, NULL);
   g_autoptr(GError) local = NULL;
   g_autofree char *sha = cohort_file_sha256(weights, &local);

@@ -29,7 +29,9 @@ CohortLora *cohort_lora_new(const CohortModel *m, const CohortFinetunePlan *plan
   L->rank = plan->rank;
   L->alpha = plan->alpha;
   L->dropout = plan->dropout;
-  L->scale = (float)(plan->alpha / plan->rank);
+  L->rslora = plan->rslora;
+  L->scale =
+      (float)(plan->rslora ? plan->alpha / sqrt((double)plan->rank) : plan->alpha / plan->rank);
   L->n = plan->n_adapters;
   L->rows = rows;
   L->max_batch = m->max_batch;

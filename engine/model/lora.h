@@ -3,6 +3,7 @@
  *
  *   y = W x + b + (alpha / r) · B A dropout(x)
  *
+ * (alpha / sqrt(r) with rank-stabilised LoRA, PEFT's use_rslora: lora_rslora)
  * with A Kaiming-uniform (PEFT's kaiming_uniform_ with a = sqrt(5): U(±1/sqrt(in))) and B zero
  * at the start, so a fresh adapter leaves the model exactly as it was. The adapters are
  * parameters of the model (its trainable part, engine/model/finetune.h) but not of its family's
@@ -29,7 +30,8 @@ typedef struct {
 struct CohortLora {
   int rank;
   double alpha, dropout;
-  float scale; /* alpha / rank */
+  gboolean rslora; /* PEFT's use_rslora */
+  float scale;     /* alpha / rank, or alpha / sqrt(rank) with rslora */
   guint n;
   CohortLoraAdapter *adapters;
   int *of_tensor;            /* [n_tensors of the model]: an adapter index or -1 */

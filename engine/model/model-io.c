@@ -70,6 +70,38 @@ gboolean cohort_tensor_read(const CohortTensorInfo *tensors, guint n, const Coho
   return TRUE;
 }
 
+/* Whether tensor `t` is the position table `rows_name` with more rows in `f` than in the
+ * table (the other dimensions equal); *shape gets the file's. */
+static gboolean longer_rows(const CohortTensorInfo *t, const CohortStFile *f, const char *name,
+                            const char *rows_name, int64_t shape[8])
+{
+  int nd = cohort_safetensors_shape(f, name, shape);
+  gboolean longer = rows_name && strcmp(t->name, rows_name) == 0 && nd == t->ndim && nd >= 1 &&
+                    shape[0] > t->shape[0];
+  for (int d = 1; longer && d < nd; d++)
+    longer = shape[d] == t->shape[d];
+  return longer;
+}
+
+gboolean cohort_tensor_read_rows_prefix(const CohortTensorInfo *tensors, guint n,
+                                        const CohortStFile *f, const char *prefix,
+                                        const char *rows_name, float *dst, GError **error)
+{
+  for (guint i = 0; i < n; i++) {
+    const CohortTensorInfo *t = &tensors[i];
+    g_autofree char *name = g_strconcat(prefix ? prefix : "", t->name, NULL);
+    int64_t shape[8];
+    if (longer_rows(t, f, name, rows_name, shape)) {
+      if (!cohort_safetensors_read_f32_range(f, name, t->ndim, shape, 0, t->numel, dst + t->offset,
+                                             error))
+        return FALSE;
+    } else if (!cohort_tensor_read(t, 1, f, prefix, dst, error)) {
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 gboolean cohort_model_save(const CohortModel *m, const float *params_or_NULL, const char *path,
                            GHashTable *metadata, GError **error)
 {
@@ -112,8 +144,14 @@ gboolean cohort_model_load(CohortModel *m, const char *path, GError **error)
                 path, *name, m->klass->name);
     return FALSE;
   }
-  if (!cohort_tensor_check(m->tensors, m->n_tensors, f, path, "", error) ||
-      !cohort_tensor_check(m->buffers, m->n_buffers, f, path, "", error))
+  for (guint i = 0; i < m->n_tensors; i++) {
+    int64_t shape[8];
+    const CohortTensorInfo *t = &m->tensors[i];
+    if (!longer_rows(t, f, t->name, m->klass->position_table, shape) &&
+        !cohort_tensor_check(t, 1, f, path, "", error))
+      return FALSE;
+  }
+  if (!cohort_tensor_check(m->buffers, m->n_buffers, f, path, "", error))
     return FALSE;
   g_autofree float *params = g_try_new(float, MAX(m->n_params, 1));
   g_autofree float *buffers = g_try_new(float, MAX(m->n_buffer_floats, 1));
@@ -122,7 +160,8 @@ gboolean cohort_model_load(CohortModel *m, const char *path, GError **error)
                 "%s: out of memory for %zu parameters", path, m->n_params);
     return FALSE;
   }
-  if (!cohort_tensor_read(m->tensors, m->n_tensors, f, "", params, error) ||
+  if (!cohort_tensor_read_rows_prefix(m->tensors, m->n_tensors, f, "", m->klass->position_table,
+                                      params, error) ||
       !cohort_tensor_read(m->buffers, m->n_buffers, f, "", buffers, error))
     return FALSE;
   cohort_model_upload_params(m, params);

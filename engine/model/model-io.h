@@ -28,6 +28,14 @@ gboolean cohort_tensor_check(const CohortTensorInfo *tensors, guint n, const Coh
 gboolean cohort_tensor_read(const CohortTensorInfo *tensors, guint n, const CohortStFile *f,
                             const char *prefix, float *dst, GError **error);
 
+/* cohort_tensor_read, except that tensor `rows_name` (a position table such as GPT-2's wpe;
+ * NULL: none) may have more rows in the file than in the table, the other dimensions equal:
+ * its first rows are read (a model fine-tuned at a seq_len below its n_positions uses the
+ * first seq_len positions, as Hugging Face does with shorter inputs). */
+gboolean cohort_tensor_read_rows_prefix(const CohortTensorInfo *tensors, guint n,
+                                        const CohortStFile *f, const char *prefix,
+                                        const char *rows_name, float *dst, GError **error);
+
 /* Writes the model's parameters (`params_or_NULL`: host memory laid out like them, e.g. EMA
  * weights; NULL = the model's own) and buffers under their names as F32 (I64 for counters)
  * to `path`, atomically. `metadata` (string to string, may be NULL) goes into
@@ -37,7 +45,9 @@ gboolean cohort_model_save(const CohortModel *m, const float *params_or_NULL, co
 
 /* Loads a file written by cohort_model_save (or any file with exactly the model's tensor
  * names and shapes) into the parameters and buffers. Every tensor must be present with its
- * shape and the file must hold nothing else; on error the model is unchanged. */
+ * shape and the file must hold nothing else; on error the model is unchanged. The family's
+ * position table (CohortModelClass.position_table) may be longer in the file: an export of a
+ * run at a seq_len below the base's n_positions keeps the base's whole table. */
 gboolean cohort_model_load(CohortModel *m, const char *path, GError **error);
 
 /* init_from: the family's own importer when it has one (Hugging Face GPT-2 for "gpt";

@@ -110,7 +110,7 @@ static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
     return TRUE;
   }
   g_autoptr(CohortFinetunePlan) plan = cohort_finetune_plan_new(
-      cfg, m->klass->name, m->klass->lora_targets, m->tensors, m->n_tensors, error);
+      cfg, m->klass->name, m->klass->family->lora_targets, m->tensors, m->n_tensors, error);
   if (!plan)
     return FALSE;
   if (plan->n_adapters > 0 && m->lora_rows == 0)
@@ -132,6 +132,17 @@ static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
   /* The train table borrows the adapters' names, which the adapters now own. */
   cohort_finetune_layout_clear(&layout);
   return TRUE;
+}
+
+void cohort_model_take_tables(CohortModel *m, CohortFamilyTables *t)
+{
+  m->tensors = t->params;
+  m->n_tensors = t->n_params;
+  m->n_params = t->param_floats;
+  m->buffers = t->buffers;
+  m->n_buffers = t->n_buffers;
+  m->n_buffer_floats = t->buffer_floats;
+  *t = (CohortFamilyTables){0};
 }
 
 gboolean cohort_model_alloc_tables(CohortModel *m, GError **error)
@@ -403,7 +414,7 @@ static const CohortTensorInfo *first_non_finite(const CohortTensorInfo *t, guint
   return NULL;
 }
 
-gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
+const char *cohort_model_first_non_finite(const CohortModel *m)
 {
   g_autofree float *ptmp = NULL, *btmp = NULL;
   const float *params = cohort_model_params_host(m, &ptmp);
@@ -412,11 +423,17 @@ gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GEr
     bad = first_non_finite(m->lora->tensors, m->lora->n_tensors, params);
   if (!bad)
     bad = first_non_finite(m->buffers, m->n_buffers, cohort_model_buffers_host(m, &btmp));
+  return bad ? bad->name : NULL;
+}
+
+gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error)
+{
+  const char *bad = cohort_model_first_non_finite(m);
   if (bad) {
     g_set_error(error, cohort_model_error_quark(), 1,
                 "%s: tensor \"%s\" holds a NaN or an infinity; training from it cannot give "
                 "finite results",
-                source, bad->name);
+                source, bad);
     return FALSE;
   }
   return TRUE;

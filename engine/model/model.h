@@ -19,6 +19,7 @@
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
 #include "engine/base/tensor.h"
+#include "engine/families/family.h"
 #include "engine/progress/protocol.h"
 #include "data/tokenizer.h"
 
@@ -198,18 +199,20 @@ struct CohortModelClass {
   /* Data formats the family trains on; its first is the default. */
   const CohortDataFormat *formats;
   guint n_formats;
-  /* Rules across keys that only this family has (n_embd divisible by n_head, …), checked
-   * after the generic ones; errors name the key. Optional. */
+  /* Rules across keys that only this family has and that need more than the config (a file
+   * to read), checked after the generic ones and the description's; errors name the key.
+   * Optional. */
   gboolean (*check_config)(const CohortConfig *cfg, const char *source, GError **error);
-  /* Parameters of the model a config describes, without allocating it (for --explain). */
-  gint64 (*count_params)(const CohortConfig *cfg);
-  /* Bytes of activations and backward scratch create would allocate for micro-batches of
-   * max_batch (CohortModel.act_bytes), without allocating them: the memory plan's. Optional. */
-  size_t (*act_bytes)(const CohortConfig *cfg, int max_batch);
-  /* The parameter table of the model a config describes, without memory (the memory plan
-   * lays out ZeRO's shards on it); *n_floats gets the vector's size. Free it with
-   * cohort_tensor_table_free. Optional. */
-  CohortTensorInfo *(*param_table)(const CohortConfig *cfg, guint *n_tensors, size_t *n_floats);
+  /* The family's description (engine/families/family.h): its tables, default LoRA targets,
+   * counts and activation bytes from the config alone, which create builds the model from.
+   * Where it names lora_targets, the family's forward and backward call cohort_lora_forward
+   * and cohort_lora_backward (engine/model/lora.h) on every weight whose `adapt` it sets. */
+  const CohortFamilyDesc *family;
+  /* Sets the shape keys of `shape` (a shallow copy of `cfg`) to those the model is built with
+   * when that takes more than the config (a DiT's vae_from: the latents' size and channels,
+   * from the VAE's config.json); the memory plan reads the description over it. Optional:
+   * the config's own keys. */
+  void (*runtime_shape)(const CohortConfig *cfg, CohortConfig *shape);
   /* Allocates the model for micro-batches of up to max_batch examples on backend `be`.
    * Parameters are zero until init_weights or a load. */
   CohortModel *(*create)(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
@@ -231,12 +234,11 @@ struct CohortModelClass {
   /* Prefix a foreign exchange format may put before every name ("transformer." for HF
    * GPT-2); NULL = none. Used by the generic import. */
   const char *import_prefix;
+  /* A parameter whose rows are positions ("wpe.weight" for GPT-2; NULL: none): a file may
+   * hold more rows than the model (its n_positions above the run's seq_len), of which
+   * cohort_model_load reads the first. */
+  const char *position_table;
 
-  /* The layers that get LoRA adapters when lora_targets is "" (comma-separated, as
-   * lora_targets); NULL: the family takes no adapters. Its forward and backward call
-   * cohort_lora_forward and cohort_lora_backward (engine/model/lora.h) on every weight whose
-   * `adapt` it sets. */
-  const char *lora_targets;
   /* The module path of the family's layers inside the Hugging Face model PEFT wraps
    * ("transformer." for GPT2LMHeadModel; NULL: none), and PEFT's task_type (NULL: none):
    * for the adapter folder (engine/model/lora-io.h). */
@@ -286,6 +288,10 @@ void cohort_model_set_creating_finetune(const CohortConfig *cfg);
  * ranges instead of whole buffers (CohortModel.grads_reserved, params_reserved), which ZeRO
  * fills one layer at a time. */
 void cohort_model_set_creating_sharded(int stage);
+
+/* For families: takes the tables of the family's description (engine/families/family.h) as
+ * the model's parameter and buffer tables (`t` is emptied), before cohort_model_alloc_tables. */
+void cohort_model_take_tables(CohortModel *m, CohortFamilyTables *t);
 
 /* For families: allocates params, grads and buffer_data for the tables already set on `m`
  * (zeroed, backend memory); no grads inside cohort_model_new_frozen; reserved ranges inside
@@ -363,6 +369,9 @@ void cohort_model_upload_buffers(CohortModel *m, const float *host);
 /* FALSE with an error naming `source` (the file the weights came from) and the first tensor
  * holding a NaN or an infinity, among the parameters and buffers. */
 gboolean cohort_model_check_finite(const CohortModel *m, const char *source, GError **error);
+/* The name of the first tensor (parameters, adapters, buffers) holding a NaN or an infinity;
+ * NULL when every value is finite. */
+const char *cohort_model_first_non_finite(const CohortModel *m);
 
 /* Losses. For families: the sum (in double, index order) of `n` losses in backend memory,
  * through `host` (n floats), and their mean as every family's forward returns it:

@@ -301,6 +301,22 @@ static GMappedFile *map_regular(const char *path, GError **error)
   return map;
 }
 
+/* What a file that is not safetensors (whose header would start with "{" after its length)
+ * is, when its first bytes say: the formats users give instead. NULL when they do not. */
+static const char *foreign_format(const guint8 *b, guint64 size)
+{
+  if (size >= 4 && b[0] == 'P' && b[1] == 'K' &&
+      ((b[2] == 3 && b[3] == 4) || (b[2] == 5 && b[3] == 6)))
+    return "a ZIP archive (PyTorch's torch.save format, as in .pt, .pth and pytorch_model.bin "
+           "files); allowed here: safetensors (convert it with safetensors.torch.save_file)";
+  if (size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+    return "a Python pickle (PyTorch's legacy torch.save format, before 1.6 or with "
+           "_use_new_zipfile_serialization=False, or a pickle.dump), which Cohort does not read; "
+           "allowed: safetensors, or where PyTorch files are taken a torch.save ZIP archive "
+           "(re-save it with PyTorch 1.6 or later)";
+  return NULL;
+}
+
 CohortStFile *cohort_safetensors_open(const char *path, GError **error)
 {
   g_autoptr(CohortStFile) f = g_new0(CohortStFile, 1);
@@ -315,6 +331,11 @@ CohortStFile *cohort_safetensors_open(const char *path, GError **error)
   guint64 size = g_mapped_file_get_length(f->map);
   if (size < 8) {
     bad(error, path, "%" G_GUINT64_FORMAT " bytes is too short for a safetensors file", size);
+    return NULL;
+  }
+  const char *other = size > 8 && bytes[8] == '{' ? NULL : foreign_format(bytes, size);
+  if (other) {
+    bad(error, path, "not a safetensors file: it is %s", other);
     return NULL;
   }
   guint64 header_len;
@@ -361,6 +382,11 @@ int cohort_safetensors_shape(const CohortStFile *f, const char *name, int64_t sh
 const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key)
 {
   return g_hash_table_lookup(f->metadata, key);
+}
+
+GHashTable *cohort_safetensors_metadata_all(const CohortStFile *f)
+{
+  return f->metadata;
 }
 
 static float f32_from_bits(guint32 bits)

@@ -63,6 +63,8 @@ const char *const *cohort_safetensors_names(const CohortStFile *f);
 int cohort_safetensors_shape(const CohortStFile *f, const char *name, int64_t shape[8]);
 /* Metadata value or NULL. */
 const char *cohort_safetensors_metadata(const CohortStFile *f, const char *key);
+/* All the metadata (string to string), owned by f. */
+GHashTable *cohort_safetensors_metadata_all(const CohortStFile *f);
 
 /* Reads `name` into dst as float32 (F32, F16, BF16 and I64 convert; I64 is exact up to 2^24). The
  * tensor must have exactly `ndim` dims of `shape`; errors name the file, the tensor, the expected

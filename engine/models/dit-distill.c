@@ -30,8 +30,8 @@ static size_t image_floats(const Dit *d)
 static double mean_mse(Dit *s, const float *target, int B)
 {
   const CohortBackend *be = s->base.be;
-  be->mse_forward(s->losses, s->pred, target, B, (int)image_floats(s));
-  be->download(s->host_losses, s->losses, (size_t)B * sizeof(float));
+  be->mse_forward(s->acts.losses, s->acts.pred, target, B, (int)image_floats(s));
+  be->download(s->host_losses, s->acts.losses, (size_t)B * sizeof(float));
   double sum = 0;
   for (int i = 0; i < B; i++)
     sum += s->host_losses[i];
@@ -49,10 +49,10 @@ float cohort_dit_distill_forward_given(CohortDistill *base, const float *x_t, co
   double w = base->settings.cfg_scale, a = base->settings.alpha;
 
   cohort_dit_run(te, x_t, t, labels, B);
-  be->copy(dd->v_teacher, te->pred, n * sizeof(float));
+  be->copy(dd->v_teacher, te->acts.pred, n * sizeof(float));
   if (w != 1.0) {
     cohort_dit_run(te, x_t, t, dd->null_labels, B);
-    be->axpby(dd->v_teacher, (float)w, dd->v_teacher, (float)(1.0 - w), te->pred, n);
+    be->axpby(dd->v_teacher, (float)w, dd->v_teacher, (float)(1.0 - w), te->acts.pred, n);
   }
   te->have_targets = FALSE;
 
@@ -82,8 +82,8 @@ static void dit_distill_backward(CohortDistill *base, float grad_scale)
   g_return_if_fail(B > 0 && s->have_targets);
   size_t D = image_floats(s);
   float a = (float)base->settings.alpha;
-  be->axpby(dd->mix, a, dd->v_teacher, 1.0f - a, s->target, (size_t)B * D);
-  be->mse_backward(s->dimg, s->pred, dd->mix, B, (int)D, grad_scale / (float)B);
+  be->axpby(dd->mix, a, dd->v_teacher, 1.0f - a, s->acts.target, (size_t)B * D);
+  be->mse_backward(s->acts.dimg, s->acts.pred, dd->mix, B, (int)D, grad_scale / (float)B);
   cohort_dit_net_backward(s, B);
 }
 

@@ -98,9 +98,9 @@ void cohort_dit_run(Dit *d, const float *x_t, const float *t, const int *labels,
     t1000[i] = 1000.0f * t[i];
     g_return_if_fail(labels[i] >= 0 && labels[i] <= d->shape.num_classes);
   }
-  be->upload(d->img, x_t, B * D * sizeof(float));
-  be->upload(d->t, t1000, (size_t)B * sizeof(float));
-  be->upload(d->labels, labels, (size_t)B * sizeof(int));
+  be->upload(d->acts.img, x_t, B * D * sizeof(float));
+  be->upload(d->acts.t, t1000, (size_t)B * sizeof(float));
+  be->upload(d->acts.labels, labels, (size_t)B * sizeof(int));
   cohort_dit_net_forward(d, B);
 }
 
@@ -109,8 +109,8 @@ static float mean_loss(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
-  be->mse_forward(d->losses, d->pred, d->target, B, (int)D);
-  return cohort_model_mean_loss(&d->base, d->losses, (size_t)B, d->host_losses);
+  be->mse_forward(d->acts.losses, d->acts.pred, d->acts.target, B, (int)D);
+  return cohort_model_mean_loss(&d->base, d->acts.losses, (size_t)B, d->host_losses);
 }
 
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
@@ -120,7 +120,7 @@ float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t,
   g_return_val_if_fail(B >= 1 && B <= m->max_batch, NAN);
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   cohort_dit_run(d, x_t, t, labels, B);
-  m->be->upload(d->target, target, B * D * sizeof(float));
+  m->be->upload(d->acts.target, target, B * D * sizeof(float));
   d->last_B = B;
   d->have_targets = TRUE;
   return mean_loss(d, B);
@@ -143,7 +143,7 @@ void cohort_dit_backward(CohortModel *m, float grad_scale)
   int B = d->last_B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   /* d(mean over the batch of per-example means) */
-  m->be->mse_backward(d->dimg, d->pred, d->target, B, (int)D, grad_scale / (float)B);
+  m->be->mse_backward(d->acts.dimg, d->acts.pred, d->acts.target, B, (int)D, grad_scale / (float)B);
   cohort_dit_net_backward(d, B);
 }
 
@@ -166,5 +166,5 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   cohort_dit_run(d, x_t, t, labels, B);
   d->have_targets = FALSE;
-  m->be->download(v, d->pred, B * D * sizeof(float));
+  m->be->download(v, d->acts.pred, B * D * sizeof(float));
 }

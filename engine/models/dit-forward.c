@@ -38,21 +38,21 @@ static void conditioning(Dit *d, int B)
   const CohortBackend *be = d->base.be;
   float *p = d->base.params;
   int C = d->shape.hidden;
-  be->timestep_embedding(d->tfreq, d->t, B, DIT_FREQ_DIM, 10000.0f);
-  linear(d, d->th, d->tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
-  be->silu_forward(d->ths, d->th, (size_t)B * C);
-  linear(d, d->temb, d->ths, DT_T2_W, B, C, C);
-  be->rows_gather(d->c, dit_hp(d, p, DT_Y_TABLE), d->labels, B, C);
-  be->axpby(d->c, 1.0f, d->c, 1.0f, d->temb, (size_t)B * C);
-  be->silu_forward(d->sc, d->c, (size_t)B * C);
+  be->timestep_embedding(d->acts.tfreq, d->acts.t, B, DIT_FREQ_DIM, 10000.0f);
+  linear(d, d->acts.th, d->acts.tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
+  be->silu_forward(d->acts.ths, d->acts.th, (size_t)B * C);
+  linear(d, d->acts.temb, d->acts.ths, DT_T2_W, B, C, C);
+  be->rows_gather(d->acts.c, dit_hp(d, p, DT_Y_TABLE), d->acts.labels, B, C);
+  be->axpby(d->acts.c, 1.0f, d->acts.c, 1.0f, d->acts.temb, (size_t)B * C);
+  be->silu_forward(d->acts.sc, d->acts.c, (size_t)B * C);
 }
 
 static void block_forward(Dit *d, int l, const float *x, int B)
 {
   const CohortBackend *be = d->base.be;
-  DitBlockActs *a = &d->blocks[l];
+  CohortDitBlockActs *a = &d->acts.blocks[l];
   int C = d->shape.hidden, T = d->T, N = B * T, NH = d->shape.n_head, ld = 6 * C;
-  linear(d, a->mod, d->sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
+  linear(d, a->mod, d->acts.sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
   /* chunk(6): shift, scale, gate of attention, then of the MLP */
   const float *shift1 = a->mod, *scale1 = a->mod + C, *gate1 = a->mod + 2 * C;
   const float *shift2 = a->mod + 3 * C, *scale2 = a->mod + 4 * C, *gate2 = a->mod + 5 * C;
@@ -78,64 +78,65 @@ void cohort_dit_net_forward(Dit *d, int B)
   const CohortDitShape *s = &d->shape;
   int C = s->hidden, T = d->T, N = B * T, K = d->k_patch, H = s->image_size;
   CohortModel *m = &d->base;
-  be->patchify(d->tokens_in, d->img, B, s->channels, H, H, s->patch);
+  be->patchify(d->acts.tokens_in, d->acts.img, B, s->channels, H, H, s->patch);
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
    * the embedders (layer -1), the blocks, the final layer (layer n_layer). */
   cohort_model_layer_begin(m, -1, COHORT_LAYER_FORWARD);
-  linear(d, d->x0, d->tokens_in, DT_X_W, N, K, C);
-  be->add_bias(d->x0, d->base.buffer_data, B, T * C); /* + pos_embed, per image */
+  linear(d, d->acts.x0, d->acts.tokens_in, DT_X_W, N, K, C);
+  be->add_bias(d->acts.x0, d->base.buffer_data, B, T * C); /* + pos_embed, per image */
   conditioning(d, B);
   cohort_model_layer_end(m, -1, COHORT_LAYER_FORWARD);
-  const float *x = d->x0;
+  const float *x = d->acts.x0;
   for (int l = 0; l < s->n_layer; l++) {
     cohort_model_layer_begin(m, l, COHORT_LAYER_FORWARD);
     block_forward(d, l, x, B);
     cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
-    x = d->blocks[l].x_out;
+    x = d->acts.blocks[l].x_out;
   }
   cohort_model_layer_begin(m, s->n_layer, COHORT_LAYER_FORWARD);
   /* final layer: chunk(2) of its modulation is shift, then scale */
-  linear(d, d->fmod, d->sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
-  be->layernorm_forward(d->fh, d->fmean, d->frstd, x, NULL, NULL, N, C, DIT_LN_EPS);
-  be->modulate_forward(d->fm, d->fh, d->fmod, d->fmod + C, B, T, C, 2 * C);
-  linear(d, d->fout, d->fm, dit_fi(d, DF_LIN_W), N, C, K);
+  linear(d, d->acts.fmod, d->acts.sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
+  be->layernorm_forward(d->acts.fh, d->acts.fmean, d->acts.frstd, x, NULL, NULL, N, C, DIT_LN_EPS);
+  be->modulate_forward(d->acts.fm, d->acts.fh, d->acts.fmod, d->acts.fmod + C, B, T, C, 2 * C);
+  linear(d, d->acts.fout, d->acts.fm, dit_fi(d, DF_LIN_W), N, C, K);
   cohort_model_layer_end(m, s->n_layer, COHORT_LAYER_FORWARD);
-  be->unpatchify(d->pred, d->fout, B, s->channels, H, H, s->patch);
+  be->unpatchify(d->acts.pred, d->acts.fout, B, s->channels, H, H, s->patch);
 }
 
-/* d->dres holds d(block output); on return it holds d(block input), and the block's weight
- * gradients and d(sc) (into d->dsc) are accumulated. */
+/* d->acts.dres holds d(block output); on return it holds d(block input), and the block's weight
+ * gradients and d(sc) (into d->acts.dsc) are accumulated. */
 static void block_backward(Dit *d, int l, const float *x, int B)
 {
   const CohortBackend *be = d->base.be;
-  DitBlockActs *a = &d->blocks[l];
+  CohortDitBlockActs *a = &d->acts.blocks[l];
   int C = d->shape.hidden, T = d->T, N = B * T, NH = d->shape.n_head, ld = 6 * C;
   size_t nc = (size_t)N * C * sizeof(float);
   const float *scale1 = a->mod + C, *gate1 = a->mod + 2 * C;
   const float *scale2 = a->mod + 4 * C, *gate2 = a->mod + 5 * C;
-  float *dm = d->dmod;
+  float *dm = d->acts.dmod;
   be->zero(dm, (size_t)B * 6 * C * sizeof(float));
 
   /* MLP branch: x_out = x1 + gate2 · fc2(gelu(fc1(modulate(LN(x1))))) */
-  be->gated_residual_backward(NULL, d->da, dm + 5 * C, d->dres, gate2, a->o, B, T, C, ld);
-  linear_back(d, d->dbig, 0.0f, d->da, a->g, dit_bi(d, l, DB_FC2_W), N, 4 * C, C);
-  be->gelu_backward(d->dbig, a->f, d->dbig, (size_t)N * 4 * C);
-  linear_back(d, d->dm, 0.0f, d->dbig, a->m2, dit_bi(d, l, DB_FC1_W), N, C, 4 * C);
-  be->zero(d->dh, nc);
-  be->modulate_backward(d->dh, dm + 3 * C, dm + 4 * C, d->dm, a->h2, scale2, B, T, C, ld);
-  be->layernorm_backward(d->dres, NULL, NULL, d->dh, a->x1, NULL, a->mean2, a->rstd2, N, C);
+  be->gated_residual_backward(NULL, d->acts.da, dm + 5 * C, d->acts.dres, gate2, a->o, B, T, C, ld);
+  linear_back(d, d->acts.dbig, 0.0f, d->acts.da, a->g, dit_bi(d, l, DB_FC2_W), N, 4 * C, C);
+  be->gelu_backward(d->acts.dbig, a->f, d->acts.dbig, (size_t)N * 4 * C);
+  linear_back(d, d->acts.dm, 0.0f, d->acts.dbig, a->m2, dit_bi(d, l, DB_FC1_W), N, C, 4 * C);
+  be->zero(d->acts.dh, nc);
+  be->modulate_backward(d->acts.dh, dm + 3 * C, dm + 4 * C, d->acts.dm, a->h2, scale2, B, T, C, ld);
+  be->layernorm_backward(d->acts.dres, NULL, NULL, d->acts.dh, a->x1, NULL, a->mean2, a->rstd2, N,
+                         C);
 
   /* attention branch: x1 = x + gate1 · proj(attn(qkv(modulate(LN(x))))) */
-  be->gated_residual_backward(NULL, d->da, dm + 2 * C, d->dres, gate1, a->a, B, T, C, ld);
-  linear_back(d, d->datt, 0.0f, d->da, a->att, dit_bi(d, l, DB_PROJ_W), N, C, C);
-  be->attention_backward(d->dqkv, d->datt, a->qkv, a->att, a->lse, B, T, C, NH, 0);
-  linear_back(d, d->dm, 0.0f, d->dqkv, a->m1, dit_bi(d, l, DB_QKV_W), N, C, 3 * C);
-  be->zero(d->dh, nc);
-  be->modulate_backward(d->dh, dm, dm + C, d->dm, a->h1, scale1, B, T, C, ld);
-  be->layernorm_backward(d->dres, NULL, NULL, d->dh, x, NULL, a->mean1, a->rstd1, N, C);
+  be->gated_residual_backward(NULL, d->acts.da, dm + 2 * C, d->acts.dres, gate1, a->a, B, T, C, ld);
+  linear_back(d, d->acts.datt, 0.0f, d->acts.da, a->att, dit_bi(d, l, DB_PROJ_W), N, C, C);
+  be->attention_backward(d->acts.dqkv, d->acts.datt, a->qkv, a->att, a->lse, B, T, C, NH, 0);
+  linear_back(d, d->acts.dm, 0.0f, d->acts.dqkv, a->m1, dit_bi(d, l, DB_QKV_W), N, C, 3 * C);
+  be->zero(d->acts.dh, nc);
+  be->modulate_backward(d->acts.dh, dm, dm + C, d->acts.dm, a->h1, scale1, B, T, C, ld);
+  be->layernorm_backward(d->acts.dres, NULL, NULL, d->acts.dh, x, NULL, a->mean1, a->rstd1, N, C);
 
   /* the block's modulation: mod = sc @ W^T + b; d(sc) accumulates over blocks */
-  linear_back(d, d->dsc, 1.0f, dm, d->sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
+  linear_back(d, d->acts.dsc, 1.0f, dm, d->acts.sc, dit_bi(d, l, DB_ADA_W), B, C, 6 * C);
 }
 
 static void final_backward(Dit *d, int B)
@@ -143,15 +144,17 @@ static void final_backward(Dit *d, int B)
   const CohortBackend *be = d->base.be;
   const CohortDitShape *s = &d->shape;
   int C = s->hidden, T = d->T, N = B * T, K = d->k_patch, H = s->image_size;
-  be->unpatchify_backward(d->dtok, d->dimg, B, s->channels, H, H, s->patch);
-  linear_back(d, d->dm, 0.0f, d->dtok, d->fm, dit_fi(d, DF_LIN_W), N, C, K);
-  be->zero(d->dh, (size_t)N * C * sizeof(float));
-  be->zero(d->dmod, (size_t)B * 2 * C * sizeof(float));
-  be->modulate_backward(d->dh, d->dmod, d->dmod + C, d->dm, d->fh, d->fmod + C, B, T, C, 2 * C);
-  be->zero(d->dres, (size_t)N * C * sizeof(float));
-  be->layernorm_backward(d->dres, NULL, NULL, d->dh, d->xL, NULL, d->fmean, d->frstd, N, C);
+  be->unpatchify_backward(d->acts.dtok, d->acts.dimg, B, s->channels, H, H, s->patch);
+  linear_back(d, d->acts.dm, 0.0f, d->acts.dtok, d->acts.fm, dit_fi(d, DF_LIN_W), N, C, K);
+  be->zero(d->acts.dh, (size_t)N * C * sizeof(float));
+  be->zero(d->acts.dmod, (size_t)B * 2 * C * sizeof(float));
+  be->modulate_backward(d->acts.dh, d->acts.dmod, d->acts.dmod + C, d->acts.dm, d->acts.fh,
+                        d->acts.fmod + C, B, T, C, 2 * C);
+  be->zero(d->acts.dres, (size_t)N * C * sizeof(float));
+  be->layernorm_backward(d->acts.dres, NULL, NULL, d->acts.dh, d->xL, NULL, d->acts.fmean,
+                         d->acts.frstd, N, C);
   /* d(sc) starts here: the final layer's modulation is its first reader in backward */
-  linear_back(d, d->dsc, 0.0f, d->dmod, d->sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
+  linear_back(d, d->acts.dsc, 0.0f, d->acts.dmod, d->acts.sc, dit_fi(d, DF_ADA_W), B, C, 2 * C);
 }
 
 /* The embedders: d(sc) → d(c) → the timestep MLP and the label table; d(x0) → the patch
@@ -160,14 +163,14 @@ static void embedders_backward(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   int C = d->shape.hidden, N = B * d->T, K = d->k_patch;
-  be->silu_backward(d->dc, d->c, d->dsc, (size_t)B * C);
+  be->silu_backward(d->acts.dc, d->acts.c, d->acts.dsc, (size_t)B * C);
   float *dtable = cohort_model_grad(&d->base, DT_Y_TABLE);
   if (dtable)
-    be->rows_scatter_add(dtable, d->dc, d->labels, B, C);
-  linear_back(d, d->dtmp, 0.0f, d->dc, d->ths, DT_T2_W, B, C, C);
-  be->silu_backward(d->dtmp, d->th, d->dtmp, (size_t)B * C);
-  linear_back(d, NULL, 0.0f, d->dtmp, d->tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
-  linear_back(d, NULL, 0.0f, d->dres, d->tokens_in, DT_X_W, N, K, C);
+    be->rows_scatter_add(dtable, d->acts.dc, d->acts.labels, B, C);
+  linear_back(d, d->acts.dtmp, 0.0f, d->acts.dc, d->acts.ths, DT_T2_W, B, C, C);
+  be->silu_backward(d->acts.dtmp, d->acts.th, d->acts.dtmp, (size_t)B * C);
+  linear_back(d, NULL, 0.0f, d->acts.dtmp, d->acts.tfreq, DT_T0_W, B, DIT_FREQ_DIM, C);
+  linear_back(d, NULL, 0.0f, d->acts.dres, d->acts.tokens_in, DT_X_W, N, K, C);
 }
 
 void cohort_dit_net_backward(Dit *d, int B)
@@ -180,7 +183,7 @@ void cohort_dit_net_backward(Dit *d, int B)
   cohort_model_layer_grads_ready(m, L);
   /* finetune: backward ends below the lowest layer that learns */
   for (int l = L - 1; l >= 0 && cohort_model_learns_up_to(m, l); l--) {
-    const float *x = l > 0 ? d->blocks[l - 1].x_out : d->x0;
+    const float *x = l > 0 ? d->acts.blocks[l - 1].x_out : d->acts.x0;
     cohort_model_layer_begin(m, l, COHORT_LAYER_BACKWARD);
     block_backward(d, l, x, B);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);

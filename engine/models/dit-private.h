@@ -1,46 +1,16 @@
-/* The DiT family's model struct, shared by its files (dit.c: tables and set-up; dit-forward.c:
- * forward and backward; dit-flow.c: the flow-matching objective; dit-sample.c: sampling). */
+/* The DiT family's model struct, shared by its files (dit.c: set-up from the family's
+ * description, engine/families/dit.h; dit-forward.c: forward and backward; dit-flow.c: the
+ * flow-matching objective; dit-sample.c: sampling). */
 #pragma once
 
+#include "engine/families/dit.h"
 #include "engine/models/dit.h"
 #include "kernels/backend.h"
 
 G_BEGIN_DECLS
 
-/* Frequency features of the timestep embedding, as in the reference. */
-#define DIT_FREQ_DIM 256
 /* LayerNorm epsilon of every DiT norm (the reference's 1e-6). */
 #define DIT_LN_EPS 1e-6f
-
-/* Tensors of one block, in the order of the reference's state dict. */
-enum {
-  DB_QKV_W,
-  DB_QKV_B,
-  DB_PROJ_W,
-  DB_PROJ_B,
-  DB_FC1_W,
-  DB_FC1_B,
-  DB_FC2_W,
-  DB_FC2_B,
-  DB_ADA_W,
-  DB_ADA_B,
-  DB_COUNT
-};
-
-/* The tensors before and after the blocks. */
-enum { DT_X_W, DT_X_B, DT_T0_W, DT_T0_B, DT_T2_W, DT_T2_B, DT_Y_TABLE, DT_HEAD_COUNT };
-enum { DF_LIN_W, DF_LIN_B, DF_ADA_W, DF_ADA_B, DF_COUNT };
-
-/* What one block keeps from forward for backward. [N, width] with N = B·T, mod [B, 6C]. */
-typedef struct {
-  float *mod;
-  float *h1, *mean1, *rstd1, *m1;
-  float *qkv, *att, *lse, *a;
-  float *x1;
-  float *h2, *mean2, *rstd2, *m2;
-  float *f, *g, *o;
-  float *x_out; /* the residual stream after the block: the next block's input */
-} DitBlockActs;
 
 typedef struct {
   CohortModel base;
@@ -60,22 +30,10 @@ typedef struct {
   double cfg_dropout;
   guint64 seed;
 
-  /* activations (backend memory), for max_batch images */
+  /* activations (backend memory), for max_batch images, laid out by the description */
   void *act_mem;
-  float *img;       /* x_t [B, C, H, W] */
-  float *target;    /* v target [B, C, H, W] */
-  float *t;         /* [B], the timestep fed to the embedding (1000·t) */
-  int *labels;      /* [B], num_classes = no label */
-  float *tokens_in; /* patchified x_t [N, k_patch] */
-  float *x0;        /* the embedded tokens [N, C] (the blocks' first input) */
-  float *tfreq, *th, *ths, *temb, *c, *sc; /* [B, 256], [B, C] … */
-  DitBlockActs *blocks;
+  CohortDitActs acts;
   float *xL; /* the residual stream after the last block (an alias, not an allocation) */
-  float *fmod, *fh, *fmean, *frstd, *fm, *fout; /* final layer */
-  float *pred;                                  /* [B, C, H, W] */
-  float *losses;                                /* [B] */
-  /* backward scratch */
-  float *dres, *dh, *dm, *dbig, *dqkv, *datt, *da, *dmod, *dsc, *dc, *dtmp, *dimg, *dtok;
 
   /* host scratch for the objective */
   float *host_img, *host_target, *host_t, *host_losses;

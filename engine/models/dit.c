@@ -1,4 +1,5 @@
-/* The DiT family: its tensor table, activations, initialisation and registry entry. */
+/* The DiT family: its set-up from the description (engine/families/dit.h), initialisation and
+ * registry entry. */
 #include "engine/models/dit-private.h"
 
 #include <math.h>
@@ -14,168 +15,12 @@
 G_DEFINE_QUARK(cohort-dit-error-quark, cohort_dit_error)
 /* clang-format on */
 
-static const char *const head_names[DT_HEAD_COUNT] = {
-    "x_embedder.proj.weight",
-    "x_embedder.proj.bias",
-    "t_embedder.mlp.0.weight",
-    "t_embedder.mlp.0.bias",
-    "t_embedder.mlp.2.weight",
-    "t_embedder.mlp.2.bias",
-    "y_embedder.embedding_table.weight",
-};
-static const char *const block_names[DB_COUNT] = {
-    "attn.qkv.weight",         "attn.qkv.bias",  "attn.proj.weight",
-    "attn.proj.bias",          "mlp.fc1.weight", "mlp.fc1.bias",
-    "mlp.fc2.weight",          "mlp.fc2.bias",   "adaLN_modulation.1.weight",
-    "adaLN_modulation.1.bias",
-};
-static const char *const final_names[DF_COUNT] = {
-    "final_layer.linear.weight",
-    "final_layer.linear.bias",
-    "final_layer.adaLN_modulation.1.weight",
-    "final_layer.adaLN_modulation.1.bias",
-};
-
-static void add(GArray *arr, char *name, int ndim, const int *shape, int layer, size_t *off)
-{
-  CohortTensorInfo t = {.name = name, .ndim = ndim, .layer = layer, .offset = *off, .numel = 1};
-  for (int d = 0; d < ndim; d++) {
-    t.shape[d] = shape[d];
-    t.numel *= (size_t)shape[d];
-  }
-  /* Weight decay on matrices and the patch embedding, not on biases or the label table
-   * (an embedding, decayed as GPT's are). */
-  t.decay = ndim >= 2;
-  *off += t.numel;
-  g_array_append_val(arr, t);
-}
-
+/* The tables of the description (engine/families/dit.h) for the model's shape. */
 static void build_tables(Dit *d)
 {
-  const CohortDitShape *s = &d->shape;
-  int C = s->hidden, P = s->patch, K = d->k_patch;
-  GArray *arr = g_array_new(FALSE, TRUE, sizeof(CohortTensorInfo));
-  size_t off = 0;
-  /* The embedders first: their gradients are final only at the very end of backward (every
-   * block reads c), so they belong in the last bucket, at the lowest offsets. */
-  const int head_shapes[DT_HEAD_COUNT][5] = {
-      {4, C, s->channels, P, P},  {1, C}, {2, C, DIT_FREQ_DIM}, {1, C}, {2, C, C}, {1, C},
-      {2, s->num_classes + 1, C},
-  };
-  for (int i = 0; i < DT_HEAD_COUNT; i++)
-    add(arr, g_strdup(head_names[i]), head_shapes[i][0], head_shapes[i] + 1, -1, &off);
-  for (int l = 0; l < s->n_layer; l++) {
-    const int shapes[DB_COUNT][3] = {
-        {2, 3 * C, C}, {1, 3 * C},    {2, C, C}, {1, C},        {2, 4 * C, C},
-        {1, 4 * C},    {2, C, 4 * C}, {1, C},    {2, 6 * C, C}, {1, 6 * C},
-    };
-    for (int p = 0; p < DB_COUNT; p++)
-      add(arr, g_strdup_printf("blocks.%d.%s", l, block_names[p]), shapes[p][0], shapes[p] + 1, l,
-          &off);
-  }
-  const int final_shapes[DF_COUNT][3] = {{2, K, C}, {1, K}, {2, 2 * C, C}, {1, 2 * C}};
-  for (int p = 0; p < DF_COUNT; p++)
-    add(arr, g_strdup(final_names[p]), final_shapes[p][0], final_shapes[p] + 1, s->n_layer, &off);
-  d->base.n_tensors = arr->len;
-  d->base.tensors = (CohortTensorInfo *)g_array_free(arr, FALSE);
-  /* nn.Linear weights, [out, in]: LoRA targets (finetune lora); not the patch embedding (a
-   * convolution) nor the label table */
-  for (guint i = 0; i < d->base.n_tensors; i++)
-    if (d->base.tensors[i].ndim == 2 && i != DT_Y_TABLE)
-      d->base.tensors[i].adapt = COHORT_ADAPT_LINEAR;
-  d->base.n_params = off;
-
-  /* pos_embed: a fixed (requires_grad=False) parameter in the reference, so it is in the state
-   * dict; here a buffer, exported under the same name. */
-  CohortTensorInfo *pos = g_new0(CohortTensorInfo, 1);
-  pos->name = g_strdup("pos_embed");
-  pos->ndim = 3;
-  pos->shape[0] = 1;
-  pos->shape[1] = d->T;
-  pos->shape[2] = C;
-  pos->numel = (size_t)d->T * C;
-  d->base.buffers = pos;
-  d->base.n_buffers = 1;
-  d->base.n_buffer_floats = pos->numel;
-}
-
-/* Carves the activations out of one allocation: the first pass (base NULL) only counts. */
-static size_t layout_acts(Dit *d, char *base)
-{
-  const CohortDitShape *s = &d->shape;
-  size_t B = (size_t)d->base.max_batch, T = (size_t)d->T, N = B * T, C = (size_t)s->hidden;
-  size_t img = B * (size_t)s->channels * s->image_size * s->image_size;
-  size_t K = (size_t)d->k_patch, NH = (size_t)s->n_head;
-  size_t used = 0;
-#define TAKE(ptr, count, type)                                                                     \
-  do {                                                                                             \
-    size_t bytes_ = ((count) * sizeof(type) + 63) / 64 * 64;                                       \
-    if (base)                                                                                      \
-      (ptr) = (type *)(base + used);                                                               \
-    used += bytes_;                                                                                \
-  } while (0)
-  TAKE(d->img, img, float);
-  TAKE(d->target, img, float);
-  TAKE(d->t, B, float);
-  TAKE(d->labels, B, int);
-  TAKE(d->tokens_in, N * K, float);
-  TAKE(d->x0, N * C, float);
-  TAKE(d->tfreq, B * DIT_FREQ_DIM, float);
-  TAKE(d->th, B * C, float);
-  TAKE(d->ths, B * C, float);
-  TAKE(d->temb, B * C, float);
-  TAKE(d->c, B * C, float);
-  TAKE(d->sc, B * C, float);
-  for (int l = 0; l < s->n_layer; l++) {
-    DitBlockActs *a = &d->blocks[l];
-    if (d->forward_only && l > 0) {
-      *a = d->blocks[0];
-      continue;
-    }
-    TAKE(a->mod, B * 6 * C, float);
-    TAKE(a->h1, N * C, float);
-    TAKE(a->mean1, N, float);
-    TAKE(a->rstd1, N, float);
-    TAKE(a->m1, N * C, float);
-    TAKE(a->qkv, N * 3 * C, float);
-    TAKE(a->att, N * C, float);
-    TAKE(a->lse, B * NH * T, float);
-    TAKE(a->a, N * C, float);
-    TAKE(a->x1, N * C, float);
-    TAKE(a->h2, N * C, float);
-    TAKE(a->mean2, N, float);
-    TAKE(a->rstd2, N, float);
-    TAKE(a->m2, N * C, float);
-    TAKE(a->f, N * 4 * C, float);
-    TAKE(a->g, N * 4 * C, float);
-    TAKE(a->o, N * C, float);
-    TAKE(a->x_out, N * C, float);
-  }
-  TAKE(d->fmod, B * 2 * C, float);
-  TAKE(d->fh, N * C, float);
-  TAKE(d->fmean, N, float);
-  TAKE(d->frstd, N, float);
-  TAKE(d->fm, N * C, float);
-  TAKE(d->fout, N * K, float);
-  TAKE(d->pred, img, float);
-  TAKE(d->losses, B, float);
-  if (d->forward_only)
-    return used;
-  TAKE(d->dres, N * C, float);
-  TAKE(d->dh, N * C, float);
-  TAKE(d->dm, N * C, float);
-  TAKE(d->dbig, N * 4 * C, float);
-  TAKE(d->dqkv, N * 3 * C, float);
-  TAKE(d->datt, N * C, float);
-  TAKE(d->da, N * C, float);
-  TAKE(d->dmod, B * 6 * C, float);
-  TAKE(d->dsc, B * C, float);
-  TAKE(d->dc, B * C, float);
-  TAKE(d->dtmp, B * C, float);
-  TAKE(d->dimg, img, float);
-  TAKE(d->dtok, N * K, float);
-#undef TAKE
-  return used;
+  CohortFamilyTables t;
+  cohort_family_dit_tables(&d->shape, &t);
+  cohort_model_take_tables(&d->base, &t);
 }
 
 /* The reference's 2-D sine-cosine table: for the token in row i, column j of the patch grid,
@@ -267,7 +112,7 @@ static void dit_finalize(CohortModel *m)
     m->be->free(d->act_mem);
   cohort_vae_free(d->vae);
   g_free(d->vae_dir);
-  g_free(d->blocks);
+  g_free(d->acts.blocks);
   g_free(d->host_img);
   g_free(d->host_target);
   g_free(d->host_t);
@@ -339,104 +184,35 @@ gboolean cohort_dit_latent_geometry(const CohortConfig *cfg, const char *source,
   return TRUE;
 }
 
-static gboolean dit_check_config(const CohortConfig *cfg, const char *source, GError **error)
+/* The rules that read vae_from's VAE (the rest are the description's, engine/families/dit.c):
+ * it fits image_size and image_channels, and the patch divides the latents. */
+static gboolean dit_check_latents(const CohortConfig *cfg, const char *source, GError **error)
 {
-  const char *src = source ? source : "config";
   int size, channels;
-  gboolean latent = cfg->vae_from && *cfg->vae_from;
   if (!cohort_dit_latent_geometry(cfg, source, &size, &channels, error))
     return FALSE;
-  if (latent && cfg->augment != COHORT_AUGMENT_NONE && cfg->augment != COHORT_AUGMENT_FLIP) {
-    g_autofree char *aug = cohort_config_get(cfg, "augment");
+  if (cfg->vae_from && *cfg->vae_from && size % cfg->patch_size != 0)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: key \"augment\": \"%s\" is not allowed with vae_from (a crop "
-                       "shifts pixels, and the latents are encoded once); allowed: \"none\", "
-                       "\"flip\" (the mirrored latent is cached too)",
-                       src, aug);
-  }
-  if (size % cfg->patch_size != 0) {
-    if (latent)
-      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                         "%s: key \"patch_size\": %d does not divide the latent size %d "
-                         "(image_size %d through vae_from's VAE); allowed: a divisor of %d",
-                         src, cfg->patch_size, size, cfg->image_size, size);
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s: key \"patch_size\": %d does not divide image_size %d; allowed: a divisor of "
-                "image_size",
-                src, cfg->patch_size, cfg->image_size);
-    return FALSE;
-  }
-  if (cfg->n_embd % (4 * cfg->n_head) != 0 || cfg->n_embd % 4 != 0) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s: key \"n_embd\": %d must be a multiple of 4 (the 2-D position embedding) and "
-                "of n_head %d",
-                src, cfg->n_embd, cfg->n_head);
-    return FALSE;
-  }
+                       "%s: key \"patch_size\": %d does not divide the latent size %d "
+                       "(image_size %d through vae_from's VAE); allowed: a divisor of %d",
+                       source ? source : "config", cfg->patch_size, size, cfg->image_size, size);
   return TRUE;
 }
 
-static gint64 dit_count_params(const CohortConfig *cfg)
+/* The DiT sees vae_from's latents: their size and channels are the shape's. */
+static void dit_runtime_shape(const CohortConfig *cfg, CohortConfig *shape)
 {
   int size, channels;
-  if (!cohort_dit_latent_geometry(cfg, NULL, &size, &channels, NULL))
-    channels = cfg->image_channels; /* the VAE is unreadable: create() will say why */
-  gint64 C = cfg->n_embd, P = cfg->patch_size, Ch = channels;
-  gint64 K = Ch * P * P;
-  gint64 classes = MAX(cfg->num_classes, 1); /* 0 = from the data, unknown here */
-  gint64 head = K * C + C + DIT_FREQ_DIM * C + C + C * C + C + (classes + 1) * C;
-  gint64 block = 3 * C * C + 3 * C + C * C + C + 8 * C * C + 5 * C + 6 * C * C + 6 * C;
-  gint64 final = K * C + K + 2 * C * C + 2 * C;
-  return head + cfg->n_layer * block + final;
-}
-
-static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch)
-{
-  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
-    return 0;
-  Dit probe = {.shape = {.n_layer = cfg->n_layer,
-                         .n_head = cfg->n_head,
-                         .hidden = cfg->n_embd,
-                         .image_size = cfg->image_size,
-                         .channels = cfg->image_channels,
-                         .patch = cfg->patch_size,
-                         .num_classes = cfg->num_classes}};
-  probe.base.max_batch = max_batch;
-  int grid = cfg->image_size / cfg->patch_size;
-  probe.T = grid * grid;
-  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
-  probe.blocks = g_new0(DitBlockActs, MAX(cfg->n_layer, 1));
-  size_t bytes = layout_acts(&probe, NULL);
-  g_free(probe.blocks);
-  return bytes;
-}
-
-static CohortTensorInfo *dit_param_table(const CohortConfig *cfg, guint *n_tensors,
-                                         size_t *n_floats)
-{
-  if (cfg->patch_size < 1 || cfg->image_size % cfg->patch_size != 0)
-    return NULL;
-  Dit probe = {.shape = {.n_layer = cfg->n_layer,
-                         .n_head = cfg->n_head,
-                         .hidden = cfg->n_embd,
-                         .image_size = cfg->image_size,
-                         .channels = cfg->image_channels,
-                         .patch = cfg->patch_size,
-                         .num_classes = MAX(cfg->num_classes, 1)}};
-  int grid = cfg->image_size / cfg->patch_size;
-  probe.T = grid * grid;
-  probe.k_patch = cfg->image_channels * cfg->patch_size * cfg->patch_size;
-  build_tables(&probe);
-  cohort_tensor_table_free(probe.base.buffers, probe.base.n_buffers);
-  *n_tensors = probe.base.n_tensors;
-  *n_floats = probe.base.n_params;
-  return probe.base.tensors;
+  if (cohort_dit_latent_geometry(cfg, NULL, &size, &channels, NULL)) {
+    shape->image_size = size;
+    shape->image_channels = channels;
+  }
 }
 
 static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                GError **error)
 {
-  if (!dit_check_config(cfg, NULL, error))
+  if (!cohort_family_dit.check_config(cfg, NULL, error) || !dit_check_latents(cfg, NULL, error))
     return NULL;
   if (cfg->num_classes < 0 || max_batch < 1) {
     g_set_error(error, cohort_dit_error_quark(), 0,
@@ -478,8 +254,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->seed = (guint64)cfg->seed;
   d->forward_only = cohort_model_creating_frozen();
   build_tables(d);
-  d->blocks = g_new0(DitBlockActs, cfg->n_layer);
-  size_t act_bytes = layout_acts(d, NULL);
+  d->acts.blocks = g_new0(CohortDitBlockActs, cfg->n_layer);
+  size_t act_bytes =
+      cohort_family_dit_layout(&d->acts, &d->shape, max_batch, d->forward_only, NULL);
   d->act_mem = be->alloc(act_bytes);
   size_t img = (size_t)max_batch * channels * size * size;
   d->host_img = g_try_new(float, img);
@@ -505,9 +282,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
     cohort_model_free(m);
     return NULL;
   }
-  layout_acts(d, d->act_mem);
+  cohort_family_dit_layout(&d->acts, &d->shape, max_batch, d->forward_only, d->act_mem);
   m->act_bytes = act_bytes;
-  d->xL = cfg->n_layer > 0 ? d->blocks[cfg->n_layer - 1].x_out : d->x0;
+  d->xL = cfg->n_layer > 0 ? d->acts.blocks[cfg->n_layer - 1].x_out : d->acts.x0;
   return m;
 }
 
@@ -518,12 +295,10 @@ const CohortModelClass cohort_dit_class = {
     .title = "Diffusion transformer (images, flow matching)",
     .formats = dit_formats,
     .n_formats = G_N_ELEMENTS(dit_formats),
-    .check_config = dit_check_config,
-    .count_params = dit_count_params,
-    .act_bytes = dit_act_bytes,
-    .param_table = dit_param_table,
+    .check_config = dit_check_latents,
+    .family = &cohort_family_dit,
+    .runtime_shape = dit_runtime_shape,
     .frozen_layout = TRUE,
-    .lora_targets = "attn.qkv,attn.proj,mlp.fc1,mlp.fc2,adaLN_modulation.1",
     .create = dit_create,
     .import_weights = cohort_dit_import,
     .import_file = cohort_dit_import_file,

@@ -15,18 +15,13 @@
  * squared error; t and ε of an example are functions of (seed, epoch, example index). */
 #pragma once
 
+#include "engine/families/dit.h" /* CohortDitShape */
 #include "engine/model/model.h"
 
 G_BEGIN_DECLS
 
 /* The "dit" family for the model registry. */
 extern const CohortModelClass cohort_dit_class;
-
-typedef struct {
-  int n_layer, n_head, hidden;
-  int image_size, channels, patch;
-  int num_classes; /* the "no label" row is num_classes */
-} CohortDitShape;
 
 /* The model's shape. With vae_from, image_size and channels are the latents' (the pixels'
  * size divided by the VAE's factor, its latent_channels). */

@@ -1,5 +1,6 @@
 /* Hugging Face GPT-2 .safetensors import and export over the model's named-tensor table. */
 #include "engine/models/gpt-io.h"
+#include "engine/models/gpt-private.h"
 
 #include "engine/base/fileio.h"
 #include "engine/base/error.h"
@@ -36,16 +37,25 @@ static gboolean is_ignored_buffer(const char *name)
 }
 
 /* Vocabulary and context sizes get their own message: a shape error on wte/wpe is nearly
- * always a model configured for another tokenizer or context length. */
+ * always a model configured for another tokenizer or context length. The position table may
+ * be longer than the model's (`positions`): a seq_len below the file's n_positions uses its
+ * first seq_len rows, as Hugging Face does with shorter inputs. */
 static gboolean check_embedding(const CohortGpt *gpt, const CohortStFile *f, const char *path,
                                 const char *prefix, const char *name, int expect_rows,
-                                const char *key, GError **error)
+                                const char *key, gboolean positions, GError **error)
 {
   g_autofree char *full = g_strconcat(prefix, name, NULL);
   int64_t shape[8];
   int nd = cohort_safetensors_shape(f, full, shape);
   int C = cohort_gpt_shape(gpt)->n_embd;
-  if (nd == 2 && shape[1] == C && shape[0] != expect_rows) {
+  if (positions && nd == 2 && shape[1] == C && shape[0] < expect_rows) {
+    g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_SHAPE,
+                "%s: tensor \"%s\" has %" G_GINT64_FORMAT " positions but the model has %s %d; "
+                "allowed: %s at most %" G_GINT64_FORMAT,
+                path, full, shape[0], key, expect_rows, key, shape[0]);
+    return FALSE;
+  }
+  if (!positions && nd == 2 && shape[1] == C && shape[0] != expect_rows) {
     g_set_error(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_SHAPE,
                 "%s: tensor \"%s\" has %" G_GINT64_FORMAT " rows but the model has %s %d; set "
                 "%s to %" G_GINT64_FORMAT " to use these weights",
@@ -66,8 +76,9 @@ gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error)
           ? HF_PREFIX
           : "";
 
-  if (!check_embedding(gpt, f, path, prefix, "wte.weight", s->vocab_size, "vocab_size", error) ||
-      !check_embedding(gpt, f, path, prefix, "wpe.weight", s->seq_len, "seq_len", error))
+  if (!check_embedding(gpt, f, path, prefix, "wte.weight", s->vocab_size, "vocab_size", FALSE,
+                       error) ||
+      !check_embedding(gpt, f, path, prefix, "wpe.weight", s->seq_len, "seq_len", TRUE, error))
     return FALSE;
 
   /* Every tensor in the file must be used or knowingly ignored: an extra "h.12.*" means the
@@ -92,7 +103,8 @@ gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error)
                 "%s: out of memory for %zu parameters", path, n);
     return FALSE;
   }
-  if (!cohort_gpt_read_tensors(gpt, f, prefix, tmp, error))
+  if (!cohort_tensor_read_rows_prefix(gpt->tensors, gpt->n_tensors, f, prefix, "wpe.weight", tmp,
+                                      error))
     return FALSE;
 
   /* An untied head cannot be represented; a tied one is a copy of wte. */
@@ -129,19 +141,106 @@ gboolean cohort_gpt_save_hf(const CohortGpt *gpt, const float *params_or_NULL, c
   return cohort_model_save(gpt, params_or_NULL, path, metadata, error);
 }
 
+int cohort_gpt_file_positions(const char *path)
+{
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(path, NULL);
+  int64_t shape[8];
+  if (!f)
+    return -1;
+  int nd = cohort_safetensors_shape(f, "wpe.weight", shape);
+  if (nd < 0)
+    nd = cohort_safetensors_shape(f, HF_PREFIX "wpe.weight", shape);
+  return nd == 2 && shape[0] <= G_MAXINT ? (int)shape[0] : -1;
+}
+
+/* `file` (an export, written with the model's seq_len rows of wpe) rewritten with the base's
+ * whole position table: its own first rows (as trained), then the base's rows from seq_len
+ * on, which the run never used, as they were. Metadata and every other tensor unchanged. */
+static gboolean extend_positions(const char *file, const char *base, int P, GError **error)
+{
+  g_autoptr(CohortStFile) f = cohort_safetensors_open(file, error);
+  g_autoptr(CohortStFile) b = f ? cohort_safetensors_open(base, error) : NULL;
+  if (!b)
+    return FALSE;
+  const char *bname =
+      cohort_safetensors_has(b, "wpe.weight") ? "wpe.weight" : HF_PREFIX "wpe.weight";
+  g_autoptr(GPtrArray) data = g_ptr_array_new_with_free_func(g_free);
+  g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
+  for (const char *const *name = cohort_safetensors_names(f); *name; name++) {
+    CohortStEntry e = {.name = *name};
+    int64_t shape[8];
+    e.ndim = cohort_safetensors_shape(f, *name, shape);
+    if (e.ndim < 1 || e.ndim > 4)
+      return cohort_fail(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_SHAPE,
+                         "%s: tensor \"%s\" has %d dimensions", file, *name, e.ndim);
+    size_t n = 1;
+    for (int d = 0; d < e.ndim; d++)
+      n *= (size_t)(e.shape[d] = shape[d]);
+    gboolean wpe = strcmp(*name, "wpe.weight") == 0 && e.ndim == 2 && shape[0] < P;
+    size_t rows_n = wpe ? (size_t)P * (size_t)shape[1] : n;
+    float *v = g_try_new(float, MAX(rows_n, 1));
+    if (!v)
+      return cohort_fail(error, COHORT_SAFETENSORS_ERROR, COHORT_SAFETENSORS_ERROR_IO,
+                         "%s: out of memory to add the base's positions", file);
+    g_ptr_array_add(data, v);
+    if (!cohort_safetensors_read_f32(f, *name, e.ndim, shape, v, error))
+      return FALSE;
+    if (wpe) {
+      int64_t bshape[2] = {P, shape[1]};
+      size_t head = n;
+      if (!cohort_safetensors_read_f32_range(b, bname, 2, bshape, head, rows_n - head, v + head,
+                                             error))
+        return FALSE;
+      e.shape[0] = P;
+    }
+    e.data = v;
+    g_array_append_val(entries, e);
+  }
+  return cohort_safetensors_write(file, (CohortStEntry *)entries->data, entries->len,
+                                  cohort_safetensors_metadata_all(f), error);
+}
+
+/* The base's position count when the run used fewer (init_from's n_positions above seq_len),
+ * with the exported files of `dir` given the base's whole table; else the model's seq_len.
+ * A base that is no longer readable leaves the export at seq_len positions. */
+static gboolean export_positions(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                                 int *positions, GError **error)
+{
+  int T = cohort_gpt_shape(m)->seq_len;
+  *positions = T;
+  if (!cfg || !cfg->init_from || !*cfg->init_from ||
+      cfg->student_init == COHORT_STUDENT_INIT_TEACHER_LAYERS)
+    return TRUE;
+  g_autofree char *resolved = cohort_resolve_path(cfg->init_from);
+  g_autofree char *base = m->klass->import_file(resolved);
+  int P = cohort_gpt_file_positions(base);
+  if (P <= T)
+    return TRUE;
+  static const char *const files[] = {"model.safetensors", "model-ema.safetensors"};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    g_autofree char *path = g_build_filename(dir, files[i], NULL);
+    if (g_file_test(path, G_FILE_TEST_IS_REGULAR) && !extend_positions(path, base, P, error))
+      return FALSE;
+  }
+  *positions = P;
+  return TRUE;
+}
+
 gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cfg, const char *dir,
                                     GError **error)
 {
-  (void)cfg;
   const CohortGptShape *s = cohort_gpt_shape(m);
+  int positions = s->seq_len;
+  if (!export_positions(m, cfg, dir, &positions, error))
+    return FALSE;
   g_autoptr(GString) json = g_string_new("{\n");
   g_string_append(json, "  \"architectures\": [\"GPT2LMHeadModel\"],\n");
   g_string_append(json, "  \"model_type\": \"gpt2\",\n");
   g_string_append_printf(json, "  \"n_layer\": %d,\n", s->n_layer);
   g_string_append_printf(json, "  \"n_head\": %d,\n", s->n_head);
   g_string_append_printf(json, "  \"n_embd\": %d,\n", s->n_embd);
-  g_string_append_printf(json, "  \"n_positions\": %d,\n", s->seq_len);
-  g_string_append_printf(json, "  \"n_ctx\": %d,\n", s->seq_len);
+  g_string_append_printf(json, "  \"n_positions\": %d,\n", positions);
+  g_string_append_printf(json, "  \"n_ctx\": %d,\n", positions);
   g_string_append_printf(json, "  \"vocab_size\": %d,\n", s->vocab_size);
   g_string_append(json, "  \"n_inner\": null,\n");
   g_string_append(json, "  \"activation_function\": \"gelu_new\",\n");
@@ -245,5 +344,70 @@ gboolean cohort_gpt_read_hf_config(const char *path, CohortConfig *cfg, GError *
   cfg->n_embd = C;
   cfg->seq_len = T;
   cfg->vocab_size = V;
+  return TRUE;
+}
+
+/* ---- init_from ---- */
+
+/* A Hugging Face folder's config.json must describe this model: the weights alone cannot
+ * tell a wrong n_head, and the other keys get a message that says what to set. */
+static gboolean check_folder_config(CohortModel *m, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+  if (!g_file_test(path, G_FILE_TEST_EXISTS))
+    return TRUE;
+  g_autoptr(CohortConfig) hf = cohort_config_new();
+  if (!cohort_gpt_read_hf_config(path, hf, error))
+    return FALSE;
+  const CohortGptShape *s = cohort_gpt_shape(m);
+  const struct {
+    const char *key, *hf_key;
+    int have, want;
+  } keys[] = {{"n_layer", "n_layer", s->n_layer, hf->n_layer},
+              {"n_head", "n_head", s->n_head, hf->n_head},
+              {"n_embd", "n_embd", s->n_embd, hf->n_embd},
+              {"seq_len", "n_positions", s->seq_len, hf->seq_len}, /* at most: below */
+              {"vocab_size", "vocab_size", s->vocab_size, hf->vocab_size}};
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+    /* a shorter context than n_positions takes the first seq_len positions */
+    gboolean shorter = g_str_equal(keys[i].key, "seq_len") && keys[i].have < keys[i].want;
+    if (keys[i].have != keys[i].want && !shorter)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "init_from %s: config.json has %s %d but key \"%s\" is %d; set %s to "
+                         "%s%d to use this model",
+                         dir, keys[i].hf_key, keys[i].want, keys[i].key, keys[i].have, keys[i].key,
+                         g_str_equal(keys[i].key, "seq_len") ? "at most " : "", keys[i].want);
+  }
+  return TRUE;
+}
+
+/* The file gpt_import reads for `path`. */
+char *cohort_gpt_import_file(const char *path)
+{
+  if (!g_file_test(path, G_FILE_TEST_IS_DIR))
+    return g_strdup(path);
+  return g_build_filename(path, "model.safetensors", NULL);
+}
+
+/* init_from: a .safetensors file, or a Hugging Face folder (config.json, model.safetensors). */
+gboolean cohort_gpt_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
+{
+  g_autofree char *weights = cohort_gpt_import_file(path);
+  if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(weights, G_FILE_TEST_IS_REGULAR))
+    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                       "init_from %s: the folder has no model.safetensors; allowed: a "
+                       ".safetensors file or a Hugging Face GPT-2 folder (config.json, "
+                       "model.safetensors)",
+                       path);
+  if ((g_file_test(path, G_FILE_TEST_IS_DIR) && !check_folder_config(m, path, error)) ||
+      !cohort_gpt_load_hf(m, weights, error))
+    return FALSE;
+  int positions = cohort_gpt_file_positions(weights);
+  int T = cohort_gpt_shape(m)->seq_len;
+  if (notes && positions > T)
+    g_ptr_array_add(notes, g_strdup_printf("the base has %d positions (n_positions); this run "
+                                           "uses the first %d (seq_len), and its export keeps "
+                                           "all %d",
+                                           positions, T, positions));
   return TRUE;
 }

@@ -13,8 +13,10 @@ G_BEGIN_DECLS
  * the model's tensor table, optionally prefixed "transformer."; the buffers "h.N.attn.bias"
  * and "h.N.attn.masked_bias" are ignored, and so is "lm_head.weight" when it equals
  * "wte.weight" (the model's head is tied). Any other tensor the model does not have, a
- * missing tensor, a wrong shape (message: expected vs found), a vocab or position size
- * that differs from the model's, or a truncated file is an error naming the file; on error
+ * missing tensor, a wrong shape (message: expected vs found), a vocab size that differs from
+ * the model's or fewer positions than its seq_len, or a truncated file is an error naming the
+ * file (more positions are fine: the first seq_len are read, as Hugging Face uses them); on
+ * error
  * the parameters are left as they were. F16 and BF16 files convert to float32. */
 gboolean cohort_gpt_load_hf(CohortGpt *gpt, const char *path, GError **error);
 
@@ -40,9 +42,16 @@ gboolean cohort_gpt_read_tensors(const CohortGpt *gpt, const CohortStFile *f, co
 /* The family's export_extra: config.json beside model.safetensors in Hugging Face's GPT2Config
  * form (n_layer, n_head, n_embd, n_positions, vocab_size, activation_function "gelu_new",
  * layer_norm_epsilon 1e-5, tied embeddings), so GPT2LMHeadModel.from_pretrained(dir) loads
- * the folder. Written atomically. */
+ * the folder. Written atomically. A run at a seq_len below its init_from's n_positions (which
+ * used the first seq_len positions) exports the base's n_positions: dir's model.safetensors
+ * and model-ema.safetensors are rewritten with wpe's rows from seq_len on taken from the base
+ * as they were (when the base can still be read; else n_positions is seq_len). */
 gboolean cohort_gpt_write_hf_config(const CohortModel *m, const CohortConfig *cfg, const char *dir,
                                     GError **error);
+
+/* The rows of "wpe.weight" (or "transformer.wpe.weight") in the safetensors file `path`: its
+ * n_positions; -1 when it cannot be read. */
+int cohort_gpt_file_positions(const char *path);
 
 /* Reads a Hugging Face GPT2Config (config.json) into the shape keys of `cfg` (model "gpt",
  * n_layer, n_head, n_embd, seq_len from n_positions, vocab_size). Configs this model cannot

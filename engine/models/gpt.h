@@ -13,20 +13,13 @@
 #include <glib.h>
 #include <stddef.h>
 
+#include "engine/families/gpt.h" /* CohortGptShape */
 #include "engine/model/model.h"
 #include "engine/base/tensor.h"
 
 G_BEGIN_DECLS
 
 typedef struct CohortBackend CohortBackend;
-
-typedef struct {
-  int n_layer;
-  int n_head;
-  int n_embd;
-  int seq_len; /* maximum context, the size of wpe */
-  int vocab_size;
-} CohortGptShape;
 
 /* A GPT is a CohortModel of the "gpt" family (engine/model/model.h): every cohort_model_* call
  * works on it, and the functions below are the family's own. */

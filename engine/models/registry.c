@@ -1,11 +1,13 @@
-/* The registry of model families: the list, lookup by name, the factory, and the config rules
- * that need to know the families (data formats, distillation). */
+/* The registry of model families: the list, lookup by name, the factory, the config rules
+ * that need to know the families (data formats, distillation), and a model's size before it is
+ * made (the description over the shape the class builds). */
 #include "engine/models/registry.h"
 
 #include <string.h>
 
 #include "engine/base/error.h"
 #include "engine/config/model-families.h"
+#include "engine/families/family.h"
 
 /* The classes of the families engine/config/model-families.h declares, in its order: each
  * family `x` defines cohort_x_class. tests/test-registry.c checks each class's name. */
@@ -67,7 +69,40 @@ gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, 
                 source ? source : "config", fmt, k->name, allowed->str);
     return FALSE;
   }
-  return !k->check_config || k->check_config(cfg, source, error);
+  return cohort_family_check_config(cfg, source, error) &&
+         (!k->check_config || k->check_config(cfg, source, error));
+}
+
+/* cfg with the shape keys the class builds the model with (runtime_shape): a shallow copy whose
+ * strings are borrowed, never freed. NULL class: none. */
+static const CohortModelClass *built_shape(const CohortConfig *cfg, CohortConfig *shape)
+{
+  const CohortModelClass *k = cohort_model_class_find(cfg->model);
+  *shape = *cfg;
+  if (k && k->runtime_shape)
+    k->runtime_shape(cfg, shape);
+  return k;
+}
+
+gint64 cohort_model_count_params(const CohortConfig *cfg)
+{
+  CohortConfig shape;
+  return built_shape(cfg, &shape) ? cohort_family_count_params(&shape) : 0;
+}
+
+CohortTensorInfo *cohort_model_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                           size_t *n_floats)
+{
+  CohortConfig shape;
+  *n_tensors = 0;
+  *n_floats = 0;
+  return built_shape(cfg, &shape) ? cohort_family_param_table(&shape, n_tensors, n_floats) : NULL;
+}
+
+size_t cohort_model_act_bytes(const CohortConfig *cfg, int max_batch)
+{
+  CohortConfig shape;
+  return built_shape(cfg, &shape) ? cohort_family_act_bytes(&shape, max_batch) : 0;
 }
 
 CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,

@@ -13,8 +13,19 @@ const CohortModelClass *cohort_model_class_find(const char *name);
 /* The family cfg->model names; an error naming the key and the registered names when none. */
 const CohortModelClass *cohort_model_class_for(const CohortConfig *cfg, const char *source,
                                                GError **error);
-/* Checks that the config's data_format suits the family, then the family's own rules. */
+/* Checks that the config's data_format suits the family, then the family's own rules: the
+ * description's (engine/families/family.h), then the class's. */
 gboolean cohort_model_check_config(const CohortConfig *cfg, const char *source, GError **error);
+
+/* The model `cfg` describes before it is made and before its data is read (num_classes 0
+ * counts as 1), for --explain's memory plan: its parameters, parameter table (free with
+ * cohort_tensor_table_free) and bytes of activations for micro-batches of max_batch. The
+ * family's description over the shape its class builds (a DiT's vae_from latents); 0 or NULL
+ * for an unknown family or a shape it does not build. */
+gint64 cohort_model_count_params(const CohortConfig *cfg);
+CohortTensorInfo *cohort_model_param_table(const CohortConfig *cfg, guint *n_tensors,
+                                           size_t *n_floats);
+size_t cohort_model_act_bytes(const CohortConfig *cfg, int max_batch);
 
 /* Creates the model the config describes on backend `be` (class lookup + create). */
 CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,

@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-/* The network and the rows' losses (r->losses, backend memory) on a host batch; the number
+/* The network and the rows' losses (r->net.losses, backend memory) on a host batch; the number
  * of rows whose prediction is right into *correct when given. FALSE on a bad batch. */
 static gboolean run(CohortModel *m, const float *images, const int *labels, int B,
                     CohortForwardMode mode, int *correct)
@@ -22,12 +22,12 @@ static gboolean run(CohortModel *m, const float *images, const int *labels, int 
     for (size_t pix = 0; pix < HW; pix++)
       for (size_t c = 0; c < C; c++)
         r->host_img[(b * HW + pix) * C + c] = images[(b * C + c) * HW + pix];
-  be->upload(r->img, r->host_img, B * D * sizeof(float));
-  be->upload(r->labels, labels, (size_t)B * sizeof(int));
+  be->upload(r->net.img, r->host_img, B * D * sizeof(float));
+  be->upload(r->net.labels, labels, (size_t)B * sizeof(int));
   cohort_resnet_net_forward(r, B, mode);
-  be->crossentropy_forward(r->losses, r->lse, r->logits, r->labels, B, K);
+  be->crossentropy_forward(r->net.losses, r->net.lse, r->net.logits, r->net.labels, B, K);
   if (correct)
-    *correct = be->accuracy_count(r->logits, r->labels, B, K);
+    *correct = be->accuracy_count(r->net.logits, r->net.labels, B, K);
   r->last_B = B;
   r->have_train = mode == COHORT_FORWARD_TRAIN;
   return TRUE;
@@ -38,13 +38,13 @@ float cohort_resnet_forward_given(CohortModel *m, const float *images, const int
 {
   if (!run(m, images, labels, B, mode, correct))
     return NAN;
-  return cohort_model_mean_loss(m, resnet_of(m)->losses, (size_t)B, resnet_of(m)->host_losses);
+  return cohort_model_mean_loss(m, resnet_of(m)->net.losses, (size_t)B, resnet_of(m)->host_losses);
 }
 
 void cohort_resnet_logits(const CohortModel *m, float *out)
 {
   const Resnet *r = resnet_of(m);
-  m->be->download(out, r->logits, (size_t)r->last_B * r->shape.num_classes * sizeof(float));
+  m->be->download(out, r->net.logits, (size_t)r->last_B * r->shape.num_classes * sizeof(float));
 }
 
 float cohort_resnet_forward_batch(CohortModel *m, const CohortBatch *batch, CohortForwardMode mode)
@@ -57,7 +57,7 @@ const float *cohort_resnet_logits_op(const CohortModel *m, int *rows, int *class
   const Resnet *r = resnet_of(m);
   *rows = r->last_B;
   *classes = r->shape.num_classes;
-  return r->logits;
+  return r->net.logits;
 }
 
 void cohort_resnet_backward_logits(CohortModel *m, float grad_scale, float task_weight,
@@ -67,10 +67,10 @@ void cohort_resnet_backward_logits(CohortModel *m, float grad_scale, float task_
   g_return_if_fail(r->have_train && !m->frozen);
   int B = r->last_B, K = r->shape.num_classes;
   /* d(mean over the batch) / d(loss of a row) = 1/B */
-  m->be->crossentropy_backward(r->dlogits, r->logits, r->lse, r->labels, B, K,
+  m->be->crossentropy_backward(r->net.dlogits, r->net.logits, r->net.lse, r->net.labels, B, K,
                                task_weight * grad_scale / (float)B);
   if (add)
-    add(r->dlogits, r->logits, B, K, user_data);
+    add(r->net.dlogits, r->net.logits, B, K, user_data);
   cohort_resnet_net_backward(r, B);
 }
 
@@ -84,7 +84,7 @@ void cohort_resnet_eval_batch(CohortModel *m, const CohortBatch *batch, double *
   int correct = 0;
   Resnet *r = resnet_of(m);
   if (run(m, batch->images, batch->labels, batch->B, COHORT_FORWARD_EVAL, &correct))
-    sums[0] += cohort_model_loss_sum(m, r->losses, (size_t)batch->B, r->host_losses);
+    sums[0] += cohort_model_loss_sum(m, r->net.losses, (size_t)batch->B, r->host_losses);
   else
     sums[0] = NAN;
   sums[1] += correct;
@@ -110,9 +110,9 @@ guint8 *cohort_resnet_relu_sides(const CohortModel *m, size_t *n)
   const Resnet *r = resnet_of(m);
   int B = r->last_B;
   GByteArray *out = g_byte_array_new();
-  append_sides(r, out, r->stem_out, B, r->stem.c_out, r->stem.h_out);
-  for (int i = 0; i < r->n_blocks; i++) {
-    const ResnetBlock *b = &r->blocks[i];
+  append_sides(r, out, r->net.stem_out, B, r->net.stem.c_out, r->net.stem.h_out);
+  for (int i = 0; i < r->net.n_blocks; i++) {
+    const ResnetBlock *b = &r->net.blocks[i];
     for (int u = 0; u + 1 < b->n_units; u++)
       append_sides(r, out, b->hidden[u], B, b->unit[u].c_out, b->unit[u].h_out);
     const ResnetConvBn *last = &b->unit[b->n_units - 1];

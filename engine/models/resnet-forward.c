@@ -41,8 +41,10 @@ static void combine_ranks(Resnet *r, ResnetConvBn *u, int B)
 }
 
 /* y = BN(conv(x)); TRAIN also updates the running statistics (the counters are advanced once
- * per forward by the caller). Activations are NHWC, so BatchNorm runs over B·H·W rows of C
- * channels (HW = 1 in the backend's terms). */
+ * per forward by the caller), unless freeze_bn_stats: then BatchNorm is in eval mode in
+ * training too (PyTorch's bn.eval()), normalising with the running statistics, which stay.
+ * Activations are NHWC, so BatchNorm runs over B·H·W rows of C channels (HW = 1 in the
+ * backend's terms). */
 static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y, int B,
                             CohortForwardMode mode)
 {
@@ -52,7 +54,7 @@ static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y
   const float *w = cohort_lora_conv_kernel(&r->base, u->w_index, p + u->w_off);
   be->conv2d_nhwc_forward(u->conv_out, x, w, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride,
                           u->pad);
-  if (mode == COHORT_FORWARD_EVAL) {
+  if (mode == COHORT_FORWARD_EVAL || r->freeze_bn_stats) {
     be->bn_rstd(u->rstd, buf + u->var_off, 1.0, RESNET_BN_EPS, C);
     be->bn_forward(y, u->conv_out, buf + u->mean_off, u->rstd, p + u->g_off, p + u->b_off, rows, C,
                    1);
@@ -69,7 +71,7 @@ static void conv_bn_forward(Resnet *r, ResnetConvBn *u, const float *x, float *y
 }
 
 /* From dy = d(BN output): the BatchNorm and convolution gradients, and d(conv input) written
- * to dx (added to it when `accumulate`; dx NULL: the image needs none). r->dconv is scratch. */
+ * to dx (added to it when `accumulate`; dx NULL: the image needs none). r->net.dconv is scratch. */
 static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const float *dy, float *dx,
                              int accumulate, int B)
 {
@@ -78,20 +80,24 @@ static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const f
   CohortModel *m = &r->base;
   float *p = m->params;
   int C = u->c_out, rows = B * u->h_out * u->h_out;
-  float *sum_dy = r->sums, *sum_dy_xhat = r->sums + C;
-  be->bn_backward_reduce(dy, u->conv_out, u->stat, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
+  float *sum_dy = r->net.sums, *sum_dy_xhat = r->net.sums + C;
+  /* freeze_bn_stats: the statistics are the running ones, constants of the step */
+  const float *mean = r->freeze_bn_stats ? r->base.buffer_data + u->mean_off : u->stat;
+  be->bn_backward_reduce(dy, u->conv_out, mean, u->rstd, rows, C, 1, sum_dy, sum_dy_xhat);
   /* The parameters' gradients from this rank's sums, before they are reduced in place. */
   be->bn_backward_params(cohort_model_grad_at(m, u->g_off), cohort_model_grad_at(m, u->b_off),
                          sum_dy, sum_dy_xhat, C);
-  if (syncing(r, COHORT_FORWARD_TRAIN))
-    comm->all_reduce_sum(comm->data, r->sums, 2 * (size_t)C);
-  be->zero(r->dconv, (size_t)rows * C * sizeof(float));
-  be->bn_backward_dx(r->dconv, dy, u->conv_out, u->stat, u->rstd, p + u->g_off, sum_dy, sum_dy_xhat,
-                     u->count, rows, C, 1);
+  if (r->freeze_bn_stats) /* eval mode: dx = weight · rstd · dy, no term through the batch */
+    be->zero(r->net.sums, 2 * (size_t)C * sizeof(float));
+  else if (syncing(r, COHORT_FORWARD_TRAIN))
+    comm->all_reduce_sum(comm->data, r->net.sums, 2 * (size_t)C);
+  be->zero(r->net.dconv, (size_t)rows * C * sizeof(float));
+  be->bn_backward_dx(r->net.dconv, dy, u->conv_out, mean, u->rstd, p + u->g_off, sum_dy,
+                     sum_dy_xhat, r->freeze_bn_stats ? 1.0 : u->count, rows, C, 1);
   float *dw = cohort_model_grad_at(m, u->w_off);
   const float *w = cohort_lora_conv_kernel(m, u->w_index, p + u->w_off);
-  be->conv2d_nhwc_backward(dx, accumulate, cohort_lora_conv_grad(m, u->w_index, dw), r->dconv, x, w,
-                           B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride, u->pad);
+  be->conv2d_nhwc_backward(dx, accumulate, cohort_lora_conv_grad(m, u->w_index, dw), r->net.dconv,
+                           x, w, B, u->c_in, u->h_in, u->h_in, C, u->k, u->stride, u->pad);
   cohort_lora_conv_grads(m, u->w_index, dw);
 }
 
@@ -115,8 +121,8 @@ static void block_forward(Resnet *r, ResnetBlock *b, const float *x, int B, Coho
   conv_bn_forward(r, last, in, b->out, B, mode);
   const float *shortcut = x;
   if (b->has_down) {
-    conv_bn_forward(r, &b->down, x, r->dconv, B, mode); /* dconv is free until backward */
-    shortcut = r->dconv;
+    conv_bn_forward(r, &b->down, x, r->net.dconv, B, mode); /* dconv is free until backward */
+    shortcut = r->net.dconv;
   }
   be->residual_forward(b->out, b->out, shortcut, n);
   be->relu_forward(b->out, b->out, n);
@@ -125,63 +131,64 @@ static void block_forward(Resnet *r, ResnetBlock *b, const float *x, int B, Coho
 void cohort_resnet_net_forward(Resnet *r, int B, CohortForwardMode mode)
 {
   const CohortBackend *be = r->base.be;
-  const ResnetConvBn *s = &r->stem;
+  const ResnetConvBn *s = &r->net.stem;
   float *p = r->base.params;
-  int K = r->shape.num_classes, F = r->feat;
-  if (mode == COHORT_FORWARD_TRAIN) /* every num_batches_tracked += 1 */
-    be->axpby(r->base.buffer_data + r->nbt_off, 1.0f, r->base.buffer_data + r->nbt_off, 1.0f,
-              r->ones, (size_t)r->n_bn);
+  int K = r->shape.num_classes, F = r->net.feat;
+  if (mode == COHORT_FORWARD_TRAIN && !r->freeze_bn_stats) /* every num_batches_tracked += 1 */
+    be->axpby(r->base.buffer_data + r->net.nbt_off, 1.0f, r->base.buffer_data + r->net.nbt_off,
+              1.0f, r->net.ones, (size_t)r->net.n_bn);
   /* Each layer's parameters between layer_begin and layer_end (ZeRO stage 3 gathers them):
    * the stem (layer 0), block i (layer i + 1), the classifier (layer n_blocks + 1). */
   CohortModel *m = &r->base;
   cohort_model_layer_begin(m, 0, COHORT_LAYER_FORWARD);
-  conv_bn_forward(r, &r->stem, r->img, r->stem_out, B, mode);
+  conv_bn_forward(r, &r->net.stem, r->net.img, r->net.stem_out, B, mode);
   cohort_model_layer_end(m, 0, COHORT_LAYER_FORWARD);
-  be->relu_forward(r->stem_out, r->stem_out, unit_numel(s, B));
-  const float *x = r->stem_out;
-  if (r->has_pool) {
-    be->maxpool2d_nhwc_forward(r->pool_out, r->stem_out, B, s->c_out, s->h_out, s->h_out, 3, 2, 1);
-    x = r->pool_out;
+  be->relu_forward(r->net.stem_out, r->net.stem_out, unit_numel(s, B));
+  const float *x = r->net.stem_out;
+  if (r->net.has_pool) {
+    be->maxpool2d_nhwc_forward(r->net.pool_out, r->net.stem_out, B, s->c_out, s->h_out, s->h_out, 3,
+                               2, 1);
+    x = r->net.pool_out;
   }
-  for (int i = 0; i < r->n_blocks; i++) {
+  for (int i = 0; i < r->net.n_blocks; i++) {
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_FORWARD);
-    block_forward(r, &r->blocks[i], x, B, mode);
+    block_forward(r, &r->net.blocks[i], x, B, mode);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_FORWARD);
-    x = r->blocks[i].out;
+    x = r->net.blocks[i].out;
   }
-  be->avgpool_global_nhwc_forward(r->pooled, x, B, F, r->last_side * r->last_side);
-  cohort_model_layer_begin(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
-  be->gemm(0, 1, B, K, F, 1.0f, r->pooled, F, p + r->fc_w_off, F, 0.0f, r->logits, K);
-  be->add_bias(r->logits, p + r->fc_b_off, B, K);
-  cohort_lora_forward(m, r->fc_index, r->logits, r->pooled, B);
-  cohort_model_layer_end(m, r->n_blocks + 1, COHORT_LAYER_FORWARD);
+  be->avgpool_global_nhwc_forward(r->net.pooled, x, B, F, r->net.last_side * r->net.last_side);
+  cohort_model_layer_begin(m, r->net.n_blocks + 1, COHORT_LAYER_FORWARD);
+  be->gemm(0, 1, B, K, F, 1.0f, r->net.pooled, F, p + r->net.fc_w_off, F, 0.0f, r->net.logits, K);
+  be->add_bias(r->net.logits, p + r->net.fc_b_off, B, K);
+  cohort_lora_forward(m, r->net.fc_index, r->net.logits, r->net.pooled, B);
+  cohort_model_layer_end(m, r->net.n_blocks + 1, COHORT_LAYER_FORWARD);
 }
 
-/* r->da holds d(block output); on return r->da holds d(block input) (the buffers swap). */
+/* r->net.da holds d(block output); on return r->net.da holds d(block input) (the buffers swap). */
 static void block_backward(Resnet *r, ResnetBlock *b, const float *x, int B)
 {
   const CohortBackend *be = r->base.be;
   ResnetConvBn *last = &b->unit[b->n_units - 1];
   /* through the final ReLU: da is then the gradient of the sum, for both branches */
-  be->relu_backward(r->da, b->out, r->da, unit_numel(last, B));
+  be->relu_backward(r->net.da, b->out, r->net.da, unit_numel(last, B));
   /* the units from the last back to the second: dh[0] and dh[1] take turns */
-  const float *dy = r->da;
+  const float *dy = r->net.da;
   int t = 0;
   for (int u = b->n_units - 1; u >= 1; u--, t ^= 1) {
-    conv_bn_backward(r, &b->unit[u], b->hidden[u - 1], dy, r->dh[t], 0, B);
-    be->relu_backward(r->dh[t], b->hidden[u - 1], r->dh[t], unit_numel(&b->unit[u - 1], B));
-    dy = r->dh[t];
+    conv_bn_backward(r, &b->unit[u], b->hidden[u - 1], dy, r->net.dh[t], 0, B);
+    be->relu_backward(r->net.dh[t], b->hidden[u - 1], r->net.dh[t], unit_numel(&b->unit[u - 1], B));
+    dy = r->net.dh[t];
   }
   /* d(block input): the shortcut's share, then the first unit's added to it. An identity
    * shortcut's share is da itself, so the first unit adds into da and nothing is copied. */
   if (b->has_down) {
-    conv_bn_backward(r, &b->down, x, r->da, r->db, 0, B);
-    conv_bn_backward(r, &b->unit[0], x, dy, r->db, 1, B);
-    float *swap = r->da;
-    r->da = r->db;
-    r->db = swap;
+    conv_bn_backward(r, &b->down, x, r->net.da, r->net.db, 0, B);
+    conv_bn_backward(r, &b->unit[0], x, dy, r->net.db, 1, B);
+    float *swap = r->net.da;
+    r->net.da = r->net.db;
+    r->net.db = swap;
   } else {
-    conv_bn_backward(r, &b->unit[0], x, dy, r->da, 1, B);
+    conv_bn_backward(r, &b->unit[0], x, dy, r->net.da, 1, B);
   }
 }
 
@@ -190,27 +197,30 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   const CohortBackend *be = r->base.be;
   CohortModel *m = &r->base;
   float *p = m->params;
-  float *dw = cohort_model_grad_at(m, r->fc_w_off), *db = cohort_model_grad_at(m, r->fc_b_off);
-  int K = r->shape.num_classes, F = r->feat, HW = r->last_side * r->last_side;
-  int L = r->n_blocks + 1; /* the classifier's layer; block i is layer i + 1, the stem 0 */
+  float *dw = cohort_model_grad_at(m, r->net.fc_w_off),
+        *db = cohort_model_grad_at(m, r->net.fc_b_off);
+  int K = r->shape.num_classes, F = r->net.feat, HW = r->net.last_side * r->net.last_side;
+  int L = r->net.n_blocks + 1; /* the classifier's layer; block i is layer i + 1, the stem 0 */
   /* the classifier: logits = pooled fc.weight^T + fc.bias */
   cohort_model_layer_begin(m, L, COHORT_LAYER_BACKWARD);
   if (dw)
-    be->gemm(1, 0, K, F, B, 1.0f, r->dlogits, K, r->pooled, F, 1.0f, dw, F);
+    be->gemm(1, 0, K, F, B, 1.0f, r->net.dlogits, K, r->net.pooled, F, 1.0f, dw, F);
   if (db)
-    be->bias_backward(db, r->dlogits, B, K);
-  be->gemm(0, 0, B, F, K, 1.0f, r->dlogits, K, p + r->fc_w_off, F, 0.0f, r->dpooled, F);
-  cohort_lora_backward(m, r->fc_index, r->dpooled, r->dlogits, r->pooled, B);
+    be->bias_backward(db, r->net.dlogits, B, K);
+  be->gemm(0, 0, B, F, K, 1.0f, r->net.dlogits, K, p + r->net.fc_w_off, F, 0.0f, r->net.dpooled, F);
+  cohort_lora_backward(m, r->net.fc_index, r->net.dpooled, r->net.dlogits, r->net.pooled, B);
   cohort_model_layer_end(m, L, COHORT_LAYER_BACKWARD);
   cohort_model_layer_grads_ready(m, L);
   /* finetune frozen: nothing below learns (the classifier alone, for transfer learning) */
   if (!cohort_model_learns_up_to(m, L - 1))
     return;
-  be->zero(r->da, (size_t)B * F * HW * sizeof(float));
-  be->avgpool_global_nhwc_backward(r->da, r->dpooled, B, F, HW);
-  for (int i = r->n_blocks - 1; i >= 0 && cohort_model_learns_up_to(m, i + 1); i--) {
-    ResnetBlock *b = &r->blocks[i];
-    const float *x = i > 0 ? r->blocks[i - 1].out : r->has_pool ? r->pool_out : r->stem_out;
+  be->zero(r->net.da, (size_t)B * F * HW * sizeof(float));
+  be->avgpool_global_nhwc_backward(r->net.da, r->net.dpooled, B, F, HW);
+  for (int i = r->net.n_blocks - 1; i >= 0 && cohort_model_learns_up_to(m, i + 1); i--) {
+    ResnetBlock *b = &r->net.blocks[i];
+    const float *x = i > 0             ? r->net.blocks[i - 1].out
+                     : r->net.has_pool ? r->net.pool_out
+                                       : r->net.stem_out;
     cohort_model_layer_begin(m, i + 1, COHORT_LAYER_BACKWARD);
     block_backward(r, b, x, B);
     cohort_model_layer_end(m, i + 1, COHORT_LAYER_BACKWARD);
@@ -218,19 +228,19 @@ void cohort_resnet_net_backward(Resnet *r, int B)
   }
   if (!cohort_model_learns_up_to(m, 0))
     return;
-  const ResnetConvBn *s = &r->stem;
+  const ResnetConvBn *s = &r->net.stem;
   size_t n = unit_numel(s, B);
-  if (r->has_pool) { /* da holds d(pool output): route it to d(stem output) in db */
-    be->zero(r->db, n * sizeof(float));
-    be->maxpool2d_nhwc_backward(r->db, r->da, r->stem_out, B, s->c_out, s->h_out, s->h_out, 3, 2,
-                                1);
-    float *swap = r->da;
-    r->da = r->db;
-    r->db = swap;
+  if (r->net.has_pool) { /* da holds d(pool output): route it to d(stem output) in db */
+    be->zero(r->net.db, n * sizeof(float));
+    be->maxpool2d_nhwc_backward(r->net.db, r->net.da, r->net.stem_out, B, s->c_out, s->h_out,
+                                s->h_out, 3, 2, 1);
+    float *swap = r->net.da;
+    r->net.da = r->net.db;
+    r->net.db = swap;
   }
-  be->relu_backward(r->da, r->stem_out, r->da, n);
+  be->relu_backward(r->net.da, r->net.stem_out, r->net.da, n);
   cohort_model_layer_begin(m, 0, COHORT_LAYER_BACKWARD);
-  conv_bn_backward(r, &r->stem, r->img, r->da, NULL, 0, B);
+  conv_bn_backward(r, &r->net.stem, r->net.img, r->net.da, NULL, 0, B);
   cohort_model_layer_end(m, 0, COHORT_LAYER_BACKWARD);
   cohort_model_layer_grads_ready(m, 0);
 }

@@ -104,7 +104,7 @@ static gboolean take_fc(CohortWeightsFile *f, const char *prefix, Resnet *r, GPt
   int64_t shape[8];
   int nd = cohort_weights_file_shape(f, w, shape);
   int K = r->shape.num_classes;
-  if (nd == 2 && shape[1] == r->feat && shape[0] != K) {
+  if (nd == 2 && shape[1] == r->net.feat && shape[0] != K) {
     if (notes)
       g_ptr_array_add(notes, g_strdup_printf("fc has %" G_GINT64_FORMAT
                                              " classes in the file and %d in this model: fc "

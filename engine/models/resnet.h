@@ -39,30 +39,13 @@
  * normalise exactly as one process on the combined batch. */
 #pragma once
 
+#include "engine/families/resnet.h" /* CohortResnetShape */
 #include "engine/model/model.h"
 
 G_BEGIN_DECLS
 
 /* The "resnet" family for the model registry. */
 extern const CohortModelClass cohort_resnet_class;
-
-/* The config's resnet_variant, in the order of its choices. */
-typedef enum {
-  COHORT_RESNET_CIFAR,
-  COHORT_RESNET_18,
-  COHORT_RESNET_34,
-  COHORT_RESNET_50,
-  COHORT_RESNET_101,
-} CohortResnetVariant;
-
-typedef struct {
-  CohortResnetVariant variant;
-  int blocks_per_stage; /* cifar: n = (n_layer - 2) / 6 */
-  int width;            /* channels of the first stage (64 for the ImageNet variants) */
-  int image_size, channels;
-  int num_classes;
-  gboolean zero_init_residual;
-} CohortResnetShape;
 
 /* The model's shape. */
 const CohortResnetShape *cohort_resnet_shape(const CohortModel *m);

@@ -4,6 +4,7 @@
 #include "engine/models/vae-private.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
 
@@ -58,6 +59,19 @@ static char *name_in_file(const CohortStFile *f, const char *want)
   return NULL;
 }
 
+/* The first tensor of the VAE's table holding a NaN or an infinity in `host` (the weights,
+ * laid out as the VAE's), or NULL. */
+static const CohortTensorInfo *first_non_finite(const CohortVae *v, const float *host)
+{
+  for (guint i = 0; i < v->table->len; i++) {
+    const CohortTensorInfo *t = vae_param(v, (int)i);
+    for (size_t k = 0; k < t->numel; k++)
+      if (!isfinite(host[t->offset + k]))
+        return t;
+  }
+  return NULL;
+}
+
 static gboolean read_weights(CohortVae *v, const char *path, GError **error)
 {
   g_autoptr(CohortStFile) f = cohort_safetensors_open(path, error);
@@ -89,6 +103,13 @@ static gboolean read_weights(CohortVae *v, const char *path, GError **error)
                          "%s: tensor \"%s\" is not part of the AutoencoderKL its config.json "
                          "describes; allowed: exactly the tensors of that model",
                          path, *n);
+  const CohortTensorInfo *bad = first_non_finite(v, host);
+  if (bad)
+    return cohort_fail(error, COHORT_VAE_ERROR, 1,
+                       "%s: tensor \"%s\" holds a NaN or an infinity; a VAE with non-finite "
+                       "weights gives non-finite latents (was it trained with too high a "
+                       "learning rate?); allowed: finite weights",
+                       path, bad->name);
   cohort_vae_upload_params(v, host);
   return TRUE;
 }
@@ -151,11 +172,10 @@ CohortVae *cohort_vae_load(const CohortBackend *be, const char *dir, CohortVaeUs
   return g_steal_pointer(&v);
 }
 
-/* The weights as safetensors entries with diffusers' current names. */
-static gboolean write_weights(const CohortVae *v, const char *path, GError **error)
+/* `host` (the weights) as safetensors entries with diffusers' current names. */
+static gboolean write_weights(const CohortVae *v, const float *host, const char *path,
+                              GError **error)
 {
-  g_autofree float *host = g_new(float, MAX(v->n_params, 1));
-  cohort_vae_download_params(v, host);
   g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
   for (guint i = 0; i < v->table->len; i++) {
     const CohortTensorInfo *t = vae_param(v, (int)i);
@@ -171,13 +191,24 @@ static gboolean write_weights(const CohortVae *v, const char *path, GError **err
 
 gboolean cohort_vae_save(const CohortVae *v, const char *dir, GError **error)
 {
+  g_autofree char *cfg_path = g_build_filename(dir, "config.json", NULL);
+  g_autofree char *weights = g_build_filename(dir, weight_files[0], NULL);
+  /* Nothing non-finite is written (a diverged training): checked before the folder is made. */
+  g_autofree float *host = g_new(float, MAX(v->n_params, 1));
+  cohort_vae_download_params(v, host);
+  const CohortTensorInfo *bad = first_non_finite(v, host);
+  if (bad)
+    return cohort_fail(error, COHORT_VAE_ERROR, 1,
+                       "%s: not written: tensor \"%s\" holds a NaN or an infinity (training "
+                       "diverged: try a lower learning rate)",
+                       weights, bad->name);
+  if (!cohort_vae_config_check(&v->cfg, cfg_path, error))
+    return FALSE;
   if (g_mkdir_with_parents(dir, 0755) != 0)
     return cohort_fail(error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: cannot create: %s",
                        dir, g_strerror(errno));
   g_autofree char *json = cohort_vae_config_to_json(&v->cfg);
-  g_autofree char *cfg_path = g_build_filename(dir, "config.json", NULL);
-  g_autofree char *weights = g_build_filename(dir, weight_files[0], NULL);
-  return write_weights(v, weights, error) &&
+  return write_weights(v, host, weights, error) &&
          cohort_write_file_atomic(cfg_path, json, strlen(json), error);
 }
 

@@ -82,7 +82,8 @@ char *cohort_vae_find_folder(const char *dir, GError **error);
  * The weights file is diffusion_pytorch_model.safetensors (or .fp16.safetensors; F32, F16 and
  * BF16 convert); loading is strict: every tensor the config implies must be there with its
  * shape, and nothing else. The mid-block attention may use diffusers' older names (query, key,
- * value, proj_attn) instead of to_q, to_k, to_v, to_out.0. Errors name the file and tensor. */
+ * value, proj_attn) instead of to_q, to_k, to_v, to_out.0. Weights holding a NaN or an
+ * infinity are refused. Errors name the file and tensor. */
 CohortVae *cohort_vae_load(const CohortBackend *be, const char *dir, CohortVaeUse use,
                            int max_batch, int image_size, GError **error);
 /* A VAE of `cfg` with diffusers' initialisation (PyTorch's default for Conv2d and Linear, ones
@@ -105,7 +106,9 @@ const char *cohort_vae_sha256(const CohortVae *vae);
 const char *cohort_vae_folder(const CohortVae *vae);
 
 /* Writes the VAE as a diffusers folder: config.json and diffusion_pytorch_model.safetensors
- * (diffusers' current names), each through a temporary file renamed into place. */
+ * (diffusers' current names), each through a temporary file renamed into place. Weights
+ * holding a NaN or an infinity (a diverged training) are refused naming the tensor, before
+ * anything is written. */
 gboolean cohort_vae_save(const CohortVae *vae, const char *dir, GError **error);
 /* Sets scaling_factor (and shift_factor) of the config, e.g. after measuring the latents. */
 void cohort_vae_set_scaling(CohortVae *vae, double scaling_factor, double shift_factor);

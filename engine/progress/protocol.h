@@ -163,6 +163,8 @@
 #define COHORT_FIELD_LAST_COLLECTIVE "last_collective"
 #define COHORT_FIELD_LAST_SEQ        "last_seq"
 #define COHORT_FIELD_LAST_LABEL      "last_label"
+#define COHORT_FIELD_RECORD_AGE_S    "record_age_s"
+#define COHORT_FIELD_SILENT          "silent"
 
 /* The values of a rank's `phase` (engine/base/phase.h names them the same). */
 #define COHORT_PHASE_STARTUP    "startup"

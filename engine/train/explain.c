@@ -12,6 +12,7 @@
 #include "engine/model/model.h"
 #include "engine/model/data-source.h"
 #include "engine/train/memory-plan.h"
+#include "engine/progress/explain-json.h"
 #include "engine/progress/protocol.h"
 #include "engine/train/probe.h"
 #include "engine/train/trainer.h"
@@ -20,20 +21,20 @@
 /* The launch part of the plan. */
 static void add_launch(JsonBuilder *b, const CohortLaunchPlan *plan, const char *const *argv)
 {
-  json_builder_set_member_name(b, "launch");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_LAUNCH);
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "kind");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_KIND);
   json_builder_add_string_value(b, cohort_launch_kind_name(plan->kind));
-  json_builder_set_member_name(b, "num_nodes");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_NUM_NODES);
   json_builder_add_int_value(b, plan->num_nodes);
-  json_builder_set_member_name(b, "node_rank");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_NODE_RANK);
   json_builder_add_int_value(b, plan->node_rank);
-  json_builder_set_member_name(b, "local_processes");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_LOCAL_PROCESSES);
   json_builder_add_int_value(b, plan->local_processes);
-  json_builder_set_member_name(b, "summary");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_SUMMARY);
   g_autofree char *summary = cohort_launch_plan_describe(plan);
   json_builder_add_string_value(b, summary);
-  json_builder_set_member_name(b, "argv");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_ARGV);
   json_builder_begin_array(b);
   for (guint i = 0; argv && argv[i]; i++)
     json_builder_add_string_value(b, argv[i]);
@@ -74,23 +75,23 @@ static JsonNode *last_health(const CohortConfig *cfg)
 /* Rank health: when the ranks compare their weights, and the workspace's last verdict. */
 static void add_health(JsonBuilder *b, const CohortConfig *cfg, int world)
 {
-  json_builder_set_member_name(b, "health");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_HEALTH);
   json_builder_begin_object(b);
-  json_builder_set_member_name(b, "compared");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_COMPARED);
   /* rank-health.c: at stage 3 no rank holds the whole weights to compare */
   gboolean sharded = cfg->zero_stage == 3;
   json_builder_add_boolean_value(b, world > 1 && !sharded);
   if (world > 1 && sharded) {
-    json_builder_set_member_name(b, "why_not");
+    json_builder_set_member_name(b, COHORT_EXPLAIN_WHY_NOT);
     json_builder_add_string_value(b, "zero_stage 3: each rank holds only its shard of the weights");
   }
-  json_builder_set_member_name(b, "save_every");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_SAVE_EVERY);
   json_builder_add_int_value(b, cfg->save_every);
-  json_builder_set_member_name(b, "buffers");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_BUFFERS);
   json_builder_add_boolean_value(b, world > 1 && cfg->sync_batchnorm);
   JsonNode *last = last_health(cfg);
   if (last != NULL) {
-    json_builder_set_member_name(b, "last");
+    json_builder_set_member_name(b, COHORT_EXPLAIN_LAST);
     json_builder_add_value(b, last);
   }
   json_builder_end_object(b);
@@ -102,7 +103,7 @@ static void add_probe(JsonBuilder *b, const CohortConfig *cfg)
   JsonObject *saved = cohort_probe_load_saved(cfg);
   if (saved == NULL)
     return;
-  json_builder_set_member_name(b, "probe");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_PROBE);
   json_builder_add_value(b, json_node_init_object(json_node_alloc(), saved));
   json_object_unref(saved);
 }
@@ -148,48 +149,48 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   json_builder_begin_object(b);
   g_autofree char *cfg_json = cohort_config_to_json(cfg, FALSE);
   JsonNode *cfg_node = cohort_json_parse_strict(cfg_json, -1, "config", 0, NULL);
-  json_builder_set_member_name(b, "config");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_CONFIG);
   json_builder_add_value(b, cfg_node);
   add_launch(b, plan, argv);
-  json_builder_set_member_name(b, "params");
-  json_builder_add_int_value(b, klass->count_params(cfg));
-  json_builder_set_member_name(b, "device");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_PARAMS);
+  json_builder_add_int_value(b, cohort_model_count_params(cfg));
+  json_builder_set_member_name(b, COHORT_EXPLAIN_DEVICE);
   json_builder_add_string_value(b, "cpu");
-  json_builder_set_member_name(b, "threads_per_rank");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_THREADS_PER_RANK);
   json_builder_add_int_value(b, cohort_train_threads(cfg, world));
-  json_builder_set_member_name(b, "world_size");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_WORLD_SIZE);
   json_builder_add_int_value(b, world);
-  json_builder_set_member_name(b, "global_batch");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_GLOBAL_BATCH);
   json_builder_add_int_value(b, global_batch);
-  json_builder_set_member_name(b, "tokens_per_step");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_TOKENS_PER_STEP);
   json_builder_add_int_value(b, (gint64)global_batch * cfg->seq_len);
-  json_builder_set_member_name(b, "learning_rate");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_LEARNING_RATE);
   json_builder_add_double_value(b, cfg->learning_rate);
-  json_builder_set_member_name(b, "scaled_learning_rate");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_SCALED_LEARNING_RATE);
   json_builder_add_double_value(b, plan->scaled_lr);
-  json_builder_set_member_name(b, "train_windows");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_TRAIN_WINDOWS);
   json_builder_add_int_value(b, (gint64)spec.n);
-  json_builder_set_member_name(b, "samples_per_rank_per_epoch");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_SAMPLES_PER_RANK_PER_EPOCH);
   json_builder_add_int_value(b, (gint64)per_rank);
-  json_builder_set_member_name(b, "steps_per_epoch");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_STEPS_PER_EPOCH);
   json_builder_add_int_value(b, steps_per_epoch);
-  json_builder_set_member_name(b, "total_steps");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_TOTAL_STEPS);
   json_builder_add_int_value(b, total_steps);
   CohortMemoryPlan mem;
   if (!cohort_memory_plan(cfg, world, plan->local_processes, &mem, error))
     return NULL;
   cohort_memory_plan_add_json(&mem, cohort_machine_memory_bytes(),
                               cfg->device == COHORT_DEVICE_CUDA, b);
-  json_builder_set_member_name(b, "first_indices");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_FIRST_INDICES);
   json_builder_begin_array(b);
   for (int rank = 0; rank < world; rank++) {
     spec.rank = rank;
     guint64 n = 0;
     g_autofree guint64 *idx = cohort_sampler_indices(&spec, 0, &n);
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "rank");
+    json_builder_set_member_name(b, COHORT_EXPLAIN_RANK);
     json_builder_add_int_value(b, rank);
-    json_builder_set_member_name(b, "indices");
+    json_builder_set_member_name(b, COHORT_EXPLAIN_INDICES);
     json_builder_begin_array(b);
     for (guint64 i = 0; i < n && i < (guint64)n_first; i++)
       json_builder_add_int_value(b, (gint64)idx[i]);

@@ -33,6 +33,10 @@ JsonObject *cohort_hang_report_fields(const CohortHangReport *rep)
       json_object_set_double_member(o, COHORT_FIELD_PHASE_S, r->phase_s);
       json_object_set_int_member(o, COHORT_FIELD_TICKS, (gint64)r->ticks);
       json_object_set_int_member(o, COHORT_FIELD_STEP, r->step);
+      if (r->age_s >= 0) {
+        json_object_set_double_member(o, COHORT_FIELD_RECORD_AGE_S, r->age_s);
+        json_object_set_boolean_member(o, COHORT_FIELD_SILENT, r->silent);
+      }
       if (r->cur_seq > 0)
         json_object_set_double_member(o, COHORT_FIELD_WAITING_S, r->cur_wait_s);
       if (r->last_seq > 0) {
@@ -59,9 +63,15 @@ static char *state_text(const CohortRankRecord *r)
                               : g_strdup("no collective");
   g_autofree char *in =
       r->cur_seq > 0 ? collective_text(r->cur_kind, r->cur_seq, r->cur_label) : NULL;
-  return g_strdup_printf("in %s for %.0f s at step %" G_GINT64_FORMAT "%s%s%s, last completed %s",
-                         r->phase, r->phase_s, r->step, in ? ", waiting in " : "", in ? in : "", "",
-                         done);
+  g_autofree char *state =
+      g_strdup_printf("in %s for %.0f s at step %" G_GINT64_FORMAT "%s%s, last completed %s",
+                      r->phase, r->phase_s, r->step, in ? ", waiting in " : "", in ? in : "", done);
+  /* A stopped rank's record stays as it was: say how old it is rather than pass it as now. */
+  if (r->silent)
+    return g_strdup_printf("its heartbeat has been silent for %.0f s: the process is stopped, "
+                           "its host paused or cut off, or it lost the store; it was then %s",
+                           r->age_s, state);
+  return g_steal_pointer(&state);
 }
 
 char *cohort_hang_report_text(const CohortHangReport *rep)

@@ -7,6 +7,8 @@
 
 #include "cohort-build-config.h"
 #include "engine/distributed/shard-plan.h"
+#include "engine/progress/explain-json.h"
+#include "engine/families/family.h"
 #include "engine/model/finetune.h"
 #include "engine/models/registry.h"
 #if COHORT_HAVE_CUDA
@@ -49,10 +51,8 @@ static gint64 teacher_bytes(const CohortConfig *cfg)
   g_autofree char *path = g_build_filename(dir, "cohort-config.json", NULL);
   g_autoptr(CohortConfig) tc = cohort_config_load_file(path, NULL);
   const CohortModelClass *k = tc ? cohort_model_class_find(tc->model) : NULL;
-  if (k) {
-    gint64 acts = k->act_bytes ? (gint64)k->act_bytes(tc, cfg->batch_size) : 0;
-    return 4 * k->count_params(tc) + acts;
-  }
+  if (k)
+    return 4 * cohort_model_count_params(tc) + (gint64)cohort_model_act_bytes(tc, cfg->batch_size);
   g_autofree char *weights = g_build_filename(dir, "model.safetensors", NULL);
   GStatBuf st;
   return g_stat(weights, &st) == 0 ? (gint64)st.st_size : 0;
@@ -66,10 +66,10 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
 {
   guint n = 0;
   size_t floats = 0;
-  CohortTensorInfo *t = k->param_table ? k->param_table(cfg, &n, &floats) : NULL;
+  CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
       t && cfg->finetune != COHORT_FINETUNE_FULL && k->frozen_layout
-          ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL)
+          ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL)
           : NULL;
   CohortFinetuneLayout layout = {0};
   const CohortTensorInfo *units_of = t;
@@ -132,13 +132,13 @@ static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *
                                gint64 *adapters, gint64 *stored, gint64 *widest)
 {
   *adapters = *stored = *widest = 0;
-  if (cfg->finetune == COHORT_FINETUNE_FULL || !k->param_table || !k->frozen_layout)
+  if (cfg->finetune == COHORT_FINETUNE_FULL || !k->frozen_layout)
     return P;
   guint n = 0;
   size_t floats = 0;
-  CohortTensorInfo *t = k->param_table(cfg, &n, &floats);
+  CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
-      t ? cohort_finetune_plan_new(cfg, k->name, k->lora_targets, t, n, NULL) : NULL;
+      t ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL) : NULL;
   gint64 learn = 0;
   for (guint i = 0; fp && i < n; i++) {
     if (!fp->frozen[i])
@@ -161,9 +161,9 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
     return FALSE;
   *plan = (CohortMemoryPlan){.world = MAX(world, 1), .local = MAX(local, 1)};
   plan->stage = plan->world > 1 ? cfg->zero_stage : 0;
-  gint64 P = plan->params = k->count_params(cfg);
+  gint64 P = plan->params = cohort_model_count_params(cfg);
   plan->trainable = P;
-  plan->act_bytes = k->act_bytes ? (gint64)k->act_bytes(cfg, cfg->batch_size) : 0;
+  plan->act_bytes = (gint64)cohort_model_act_bytes(cfg, cfg->batch_size);
   plan->teacher_bytes = teacher_bytes(cfg);
   if (plan->stage >= 2) {
     sharded(cfg, k, plan);
@@ -299,34 +299,34 @@ static void member(JsonBuilder *b, const char *name, gint64 value)
 void cohort_memory_plan_add_json(const CohortMemoryPlan *plan, guint64 machine_bytes, gboolean gpu,
                                  JsonBuilder *b)
 {
-  json_builder_set_member_name(b, "memory");
+  json_builder_set_member_name(b, COHORT_EXPLAIN_MEMORY);
   json_builder_begin_object(b);
-  member(b, "zero_stage", plan->stage);
-  member(b, "world_size", plan->world);
-  member(b, "local_ranks", plan->local);
-  member(b, "trainable", plan->trainable);
+  member(b, COHORT_EXPLAIN_ZERO_STAGE, plan->stage);
+  member(b, COHORT_EXPLAIN_WORLD_SIZE, plan->world);
+  member(b, COHORT_EXPLAIN_LOCAL_RANKS, plan->local);
+  member(b, COHORT_EXPLAIN_TRAINABLE, plan->trainable);
   if (plan->frozen > 0)
-    member(b, "frozen", plan->frozen);
+    member(b, COHORT_EXPLAIN_FROZEN, plan->frozen);
   if (plan->stage >= 2)
-    member(b, "units", plan->units);
-  json_builder_set_member_name(b, "per_rank");
+    member(b, COHORT_EXPLAIN_UNITS, plan->units);
+  json_builder_set_member_name(b, COHORT_EXPLAIN_PER_RANK);
   json_builder_begin_object(b);
-  member(b, "params_bytes", plan->param_bytes);
+  member(b, COHORT_EXPLAIN_PARAMS_BYTES, plan->param_bytes);
   if (plan->frozen_bytes > 0)
-    member(b, "frozen_bytes", plan->frozen_bytes);
-  member(b, "grads_bytes", plan->grad_bytes);
-  member(b, "optim_bytes", plan->optim_bytes);
-  member(b, "ema_bytes", plan->ema_bytes);
-  member(b, "activations_bytes", plan->act_bytes);
-  member(b, "working_bytes", plan->working_bytes);
-  member(b, "teacher_bytes", plan->teacher_bytes);
-  member(b, "total_bytes", plan->total_bytes);
-  member(b, "startup_bytes", plan->startup_bytes);
+    member(b, COHORT_EXPLAIN_FROZEN_BYTES, plan->frozen_bytes);
+  member(b, COHORT_EXPLAIN_GRADS_BYTES, plan->grad_bytes);
+  member(b, COHORT_EXPLAIN_OPTIM_BYTES, plan->optim_bytes);
+  member(b, COHORT_EXPLAIN_EMA_BYTES, plan->ema_bytes);
+  member(b, COHORT_EXPLAIN_ACTIVATIONS_BYTES, plan->act_bytes);
+  member(b, COHORT_EXPLAIN_WORKING_BYTES, plan->working_bytes);
+  member(b, COHORT_EXPLAIN_TEACHER_BYTES, plan->teacher_bytes);
+  member(b, COHORT_EXPLAIN_TOTAL_BYTES, plan->total_bytes);
+  member(b, COHORT_EXPLAIN_STARTUP_BYTES, plan->startup_bytes);
   json_builder_end_object(b);
   if (!gpu) {
-    member(b, "machine_bytes", (gint64)machine_bytes);
-    member(b, "machine_need_bytes", (gint64)plan->local * plan->startup_bytes);
-    json_builder_set_member_name(b, "fits");
+    member(b, COHORT_EXPLAIN_MACHINE_BYTES, (gint64)machine_bytes);
+    member(b, COHORT_EXPLAIN_MACHINE_NEED_BYTES, (gint64)plan->local * plan->startup_bytes);
+    json_builder_set_member_name(b, COHORT_EXPLAIN_FITS);
     json_builder_add_boolean_value(b, machine_bytes == 0 ||
                                           (guint64)plan->local * (guint64)plan->startup_bytes <=
                                               machine_bytes);

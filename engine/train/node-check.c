@@ -9,8 +9,7 @@
 
 guint64 cohort_rank_memory_estimate(const CohortConfig *cfg, gint64 *params)
 {
-  const CohortModelClass *k = cohort_model_class_find(cfg->model);
-  gint64 p = k && k->count_params ? k->count_params(cfg) : 0;
+  gint64 p = cohort_model_count_params(cfg);
   if (params)
     *params = p;
   if (p <= 0)

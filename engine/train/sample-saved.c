@@ -1,5 +1,7 @@
 #include "engine/train/sample-saved.h"
 
+#include "engine/train/run-outputs.h"
+
 #include <sys/stat.h>
 
 #include "data/images.h"
@@ -73,19 +75,20 @@ static gboolean class_names(const char *path, gboolean is_checkpoint, GStrv *nam
   return *names != NULL;
 }
 
-/* --sample -o: a new file or a regular one to replace, in a folder that exists; never a FIFO
- * or a device, and no folder is made. Checked before the model is loaded, so a wrong path
- * costs nothing. */
-static gboolean check_output(const char *output, GError **error)
+/* --sample -o (or the default name): a new file or a regular one to replace, in a folder that
+ * exists, and none of the files the sample is made from (engine/base/outputs.h): the saved
+ * model's, and its base's (`init_from`, NULL before the config is read). Checked before the
+ * model is loaded, so a wrong path costs nothing; no folder is made. */
+static gboolean check_output(const char *output, const char *path, const char *init_from,
+                             GError **error)
 {
-  struct stat st;
-  if (stat(output, &st) == 0 && !S_ISREG(st.st_mode)) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
-                "-o %s: it is %s, not a regular file; allowed: a new file or a regular file to "
-                "replace",
-                output, cohort_file_kind(st.st_mode));
+  g_autoptr(CohortOutputs) io = cohort_outputs_new();
+  cohort_outputs_add_model_input(io, path);
+  g_autofree char *workspace_classes = g_build_filename(path, "..", "..", "classes.json", NULL);
+  cohort_outputs_add_input(io, workspace_classes);
+  cohort_outputs_add_model_input(io, init_from);
+  if (!cohort_outputs_add(io, output, "-o", error))
     return FALSE;
-  }
   g_autofree char *dir = g_path_get_dirname(output);
   if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
     g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
@@ -119,7 +122,8 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   cfg->frozen_dtype = frozen_dtype;
   /* A checkpoint's base is where it recorded it, unless --set init_from names it anew. */
   const char *moved = g_strcmp0(saved_init, cfg->init_from) != 0 ? cfg->init_from : NULL;
-  if (!m || !load_weights(m, path, is_checkpoint, moved, error))
+  if (!m || !load_weights(m, path, is_checkpoint, moved, error) ||
+      !cohort_model_check_finite(m, path, error))
     return NULL;
   if (frozen_dtype == COHORT_FROZEN_BF16 && cfg->finetune != COHORT_FINETUNE_FULL)
     cohort_frozen_store_round(m);
@@ -154,7 +158,7 @@ static gboolean saved_tokenizer(const char *path, gboolean is_checkpoint, const 
 JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
                                 GError **error)
 {
-  if (output && !check_output(output, error))
+  if (output && !check_output(output, path, NULL, error))
     return NULL;
   /* The class names before the model: a bad classes.json costs no model load. */
   g_autofree char *state = g_build_filename(path, "state.json", NULL);
@@ -175,7 +179,7 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
     return NULL;
   }
   g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);
-  if (!output && !check_output(default_out, error))
+  if (!check_output(output ? output : default_out, path, cfg->init_from, error))
     return NULL;
   g_autoptr(CohortTokenizer) tok = NULL;
   if (!saved_tokenizer(path, is_checkpoint, cfg, &tok, error))

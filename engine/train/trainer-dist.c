@@ -20,7 +20,7 @@ typedef struct {
   double shard_bytes;               /* ZeRO 2/3: its shards of gradients, EMA, parameters */
   double gathered_peak_bytes;       /* ZeRO 3: the most parameter bytes gathered at once */
   double gather_wait_s;             /* ZeRO 3: the layer hook's waits for gathers */
-  guint64 zero_order;               /* ZeRO 2/3: the digest of the collectives' order */
+  guint64 order; /* the digest of the communication thread's collectives (comm-thread.h) */
   double gpu_mem_used, gpu_mem_peak, gpu_util; /* < 0: not known (CPU rank, no NVML) */
   char host[48];
 } RankStats;
@@ -551,7 +551,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
           d->sharder ? (double)cohort_sharder_gathered_peak_bytes(d->sharder) : 0,
       .gather_wait_s =
           d->sharder ? (double)cohort_sharder_take_gather_wait_us(d->sharder) / 1e6 / k : 0,
-      .zero_order = d->sharder ? cohort_sharder_order(d->sharder) : 0,
+      .order = d->sharder   ? cohort_sharder_order(d->sharder)
+               : d->reducer ? cohort_reducer_order(d->reducer)
+                            : 0,
   };
   g_strlcpy(mine.host, g_get_host_name(), sizeof mine.host);
   mine.gpu_mem_used = mine.gpu_mem_peak = mine.gpu_util = -1;
@@ -569,15 +571,20 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
   label("ranks report");
   if (!gather_bytes(d, &mine, sizeof mine, all, error))
     return FALSE;
-  /* ZeRO stages 2 and 3 must queue the same collectives in the same order on every rank:
-   * any rank that did not stops all of them here, together. */
-  for (int r = 1; d->sharder && r < d->world_size; r++)
-    if (all[r].zero_order != all[0].zero_order) {
+  /* The communication thread (DDP's buckets, ZeRO's gathers and reduce-scatters, and
+   * SyncBatchNorm's collectives among them) must queue the same collectives in the same order
+   * on every rank: any rank that did not stops all of them here, together. */
+  const char *items = d->sharder ? "gathers and reduce-scatters"
+                                 : "gradient buckets and SyncBatchNorm's collectives";
+  const char *how = d->sharder ? "the model's layer hooks"
+                               : "the model's gradient reports and SyncBatchNorm calls";
+  for (int r = 1; r < d->world_size; r++)
+    if (all[r].order != all[0].order) {
       g_set_error(error, COHORT_DIST_ERROR, COHORT_DIST_ERROR_FAILED,
-                  "ZeRO: rank %d queued its gathers and reduce-scatters in another order than "
-                  "rank 0 (digests %016" G_GINT64_MODIFIER "x and %016" G_GINT64_MODIFIER
-                  "x); the model's layer hooks must come in the same order on every rank",
-                  r, all[r].zero_order, all[0].zero_order);
+                  "%s: rank %d queued its %s in another order than rank 0 (digests "
+                  "%016" G_GINT64_MODIFIER "x and %016" G_GINT64_MODIFIER "x); %s must come in "
+                  "the same order on every rank",
+                  d->sharder ? "ZeRO" : "DDP", r, items, all[r].order, all[0].order, how);
       return FALSE;
     }
   if (d->rank != 0)
@@ -610,7 +617,7 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
       json_object_set_int_member(o, COHORT_FIELD_GATHERED_PEAK_BYTES,
                                  (gint64)all[r].gathered_peak_bytes);
       json_object_set_double_member(o, COHORT_FIELD_GATHER_WAIT_S, all[r].gather_wait_s);
-      g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", all[r].zero_order);
+      g_autofree char *order = g_strdup_printf("%016" G_GINT64_MODIFIER "x", all[r].order);
       json_object_set_string_member(o, COHORT_FIELD_ZERO_ORDER, order);
     }
     if (all[r].teacher_bytes > 0)

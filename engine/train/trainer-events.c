@@ -88,6 +88,35 @@ static JsonObject *start_fields(CohortRankRun *r, const char *resumed_from, int 
   return f;
 }
 
+/* What learns in finetune lora or frozen, and what frozen means for the buffers. */
+static void log_finetune(CohortRankRun *r)
+{
+  const CohortConfig *cfg = r->cfg;
+  const CohortModel *m = r->model;
+  double pct = 100.0 * (double)m->n_trainable / (double)m->n_params;
+  g_autofree char *what =
+      m->lora ? g_strdup_printf("%u LoRA adapters of rank %d, scaled by %g%s", m->lora->n,
+                                m->lora->rank, (double)m->lora->scale,
+                                cfg->trainable && *cfg->trainable ? ", and the trainable ones" : "")
+              : g_strdup_printf("the parameters `trainable` names (%s); the others are "
+                                "frozen: no gradients and no optimizer state",
+                                cfg->trainable && *cfg->trainable ? cfg->trainable : "none");
+  /* BatchNorm's running statistics are buffers, not parameters: frozen or not, they follow
+   * the batches as PyTorch's train mode does, unless freeze_bn_stats says otherwise. */
+  gboolean bn = cohort_config_key_applies(cohort_config_find_key("freeze_bn_stats"), cfg->model);
+  const char *buffers = !bn ? ""
+                        : cfg->freeze_bn_stats
+                            ? "; BatchNorm runs in eval mode (freeze_bn_stats): its running "
+                              "statistics normalise and are not updated"
+                            : "; BatchNorm's running statistics still follow the batches (as in "
+                              "PyTorch's train mode; freeze_bn_stats keeps them fixed)";
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                      "finetune %s: %zu of the %zu parameters learn (%.2f%%: %s)%s; only their "
+                      "gradients are all-reduced",
+                      cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen", m->n_trainable,
+                      m->n_params, pct, what, buffers);
+}
+
 void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int threads)
 {
   const CohortConfig *cfg = r->cfg;
@@ -114,13 +143,7 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
                       cohort_rank_run_global_batch(r), per_example, r->base_lr, scaling,
                       r->total_steps, r->steps_per_epoch);
   if (r->model->n_trainable < r->model->n_params)
-    cohort_progress_log(
-        r->progress, COHORT_LEVEL_INFO,
-        "finetune %s: %zu of the %zu parameters learn (%.2f%%; %u LoRA "
-        "adapters of rank %d); only their gradients are all-reduced",
-        cfg->finetune == COHORT_FINETUNE_LORA ? "lora" : "frozen", r->model->n_trainable,
-        r->model->n_params, 100.0 * (double)r->model->n_trainable / (double)r->model->n_params,
-        r->model->lora ? r->model->lora->n : 0u, r->model->lora ? r->model->lora->rank : 0);
+    log_finetune(r);
   if (r->be->describe_gemm)
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s matrix products: %s",
                         gemm_mode_name(r->be->get_gemm_mode()),

@@ -317,10 +317,35 @@ static gboolean export_learning(CohortRankRun *r, char *path, GHashTable *meta, 
   return ok;
 }
 
+/* Non-finite weights are never exported (a last update that diverged, after the last finite
+ * loss): the run fails naming the tensor, and its checkpoints stay. */
+static gboolean export_finite(CohortRankRun *r, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = TRUE;
+  g_autofree char *what =
+      g_strdup_printf("nothing exported: the weights after step %" G_GINT64_FORMAT, r->st.step);
+  const char *bad = NULL;
+  if (r->shard && cohort_shard_stage(r->shard) == 3)
+    ok = cohort_shard_check_finite(r->shard, what, &local);
+  else if (r->opts->rank == 0 && (bad = cohort_model_first_non_finite(r->model)))
+    ok = cohort_fail(&local, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                     "%s: tensor \"%s\" holds a NaN or an infinity; training diverged (a lower "
+                     "learning_rate, or grad_clip, may help)",
+                     what, bad);
+  if (r->shard)
+    return cohort_rank_run_all_ok(r, ok, local, "export", error);
+  if (!ok)
+    g_propagate_error(error, local);
+  return ok;
+}
+
 gboolean cohort_rank_run_export(CohortRankRun *r, char **model_path, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
   cohort_phase_enter(COHORT_RANK_PHASE_EXPORT);
+  if (!export_finite(r, error))
+    return FALSE;
   g_autofree char *path = g_build_filename(cfg->workspace_dir, "model.safetensors", NULL);
   remove_stale_exports(r);
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);

@@ -8,12 +8,14 @@
 #include <unistd.h>
 #include <glib/gstdio.h>
 
+#include "engine/base/error.h"
 #include "engine/base/fileio.h"
 #include "engine/launch/launch-plan.h"
 
 #include "engine/model/checkpoint-base.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/model-io.h"
+#include "engine/train/run-outputs.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
@@ -59,6 +61,21 @@ static gboolean same_shape(const CohortConfig *saved, const CohortConfig *cfg, c
                   ckpt, shape_keys[i], a, b);
       return FALSE;
     }
+  }
+  /* finetune lora: the adapters' keys too. Another rank or other targets would not match
+   * the checkpoint's tensors; another lora_alpha would, and scale every adapter's update
+   * silently by another factor. */
+  static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_rslora", "lora_targets"};
+  for (guint i = 0; saved->finetune == COHORT_FINETUNE_LORA &&
+                    cfg->finetune == COHORT_FINETUNE_LORA && i < G_N_ELEMENTS(lora_keys);
+       i++) {
+    g_autofree char *a = cohort_config_get(saved, lora_keys[i]);
+    g_autofree char *b = cohort_config_get(cfg, lora_keys[i]);
+    if (g_strcmp0(a, b) != 0)
+      return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                         "%s: checkpoint has %s = %s but the config has %s; resume needs the "
+                         "adapters the checkpoint was trained with (allowed: %s = %s)",
+                         ckpt, lora_keys[i], a, b, lora_keys[i], a);
   }
   return TRUE;
 }
@@ -111,6 +128,17 @@ static gboolean move_aside(const char *ws, GError **error)
   return TRUE;
 }
 
+/* A new run beside an old one's checkpoints would mix the two (and --resume auto would later
+ * pick the other run): never start one silently. */
+static gboolean refuse_mixing(const CohortConfig *cfg, const char *latest, GError **error)
+{
+  return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                     "%s already holds checkpoints of an earlier run (latest: %s); continue it "
+                     "with --resume auto, start a new run with another workspace_dir, or pass "
+                     "--overwrite to move the earlier run to %s/previous/",
+                     cfg->workspace_dir, latest, cfg->workspace_dir);
+}
+
 /* Rank 0: a checkpoint to resume, a fresh start, or a refusal to mix runs. */
 static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
 {
@@ -138,14 +166,23 @@ static StartKind choose_start(CohortRankRun *r, char **ckpt, GError **error)
                         cfg->workspace_dir, cfg->workspace_dir);
     return START_FRESH;
   }
-  /* A new run beside an old one's checkpoints would mix the two (and --resume auto would
-   * later pick the other run): never start one silently. */
-  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-              "%s already holds checkpoints of an earlier run (latest: %s); continue it with "
-              "--resume auto, start a new run with another workspace_dir, or pass --overwrite to "
-              "move the earlier run to %s/previous/",
-              cfg->workspace_dir, latest, cfg->workspace_dir);
+  refuse_mixing(cfg, latest, error);
   return START_REFUSED;
+}
+
+gboolean cohort_rank_run_check_start(CohortRankRun *r, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = TRUE;
+  if (r->opts->rank == 0) {
+    ok = cohort_run_check_outputs(r->cfg, &local);
+    g_autofree char *latest = ok && !r->opts->resume && !r->opts->overwrite
+                                  ? cohort_checkpoint_find_latest(r->cfg->workspace_dir)
+                                  : NULL;
+    if (latest)
+      ok = refuse_mixing(r->cfg, latest, &local);
+  }
+  return cohort_rank_run_all_ok(r, ok, local, "start", error);
 }
 
 /* Rank 0 reads the checkpoint; the others get everything from it by broadcast, so resuming

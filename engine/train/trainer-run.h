@@ -68,6 +68,11 @@ typedef struct {
 /* trainer.c: the rank's device, threads and GEMM mode (*threads gets the thread count). */
 gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError **error);
 
+/* trainer-resume.c: what rank 0 refuses before anything is prepared (the data tokenized, the
+ * model built), agreed by every rank: an export that would replace one of the run's inputs,
+ * and a new run in a workspace holding another run's checkpoints (without --resume or
+ * --overwrite). */
+gboolean cohort_rank_run_check_start(CohortRankRun *r, GError **error);
 /* trainer-setup.c: data, model, optimizer, EMA, then a checkpoint or fresh weights. */
 gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **error);
 /* trainer-setup.c, for the probe (cohort-train --probe): the same data, model, optimizer and

@@ -378,9 +378,9 @@ gboolean cohort_rank_run_setup(CohortRankRun *r, char **resumed_from, GError **e
   if (!cohort_model_check_config(cfg, o->config_source, error) ||
       !cohort_finetune_check_config(cfg, o->config_source, error) ||
       !cohort_distill_check_config(cfg, o->config_source, error) ||
-      !cohort_rank_run_prepare_workspace(r, error) || !cohort_rank_run_load_tokenizer(r, error) ||
-      !open_data(r, error) || !plan_steps(r, error) || !alloc_model(r, error) ||
-      !setup_teacher(r, error))
+      !cohort_rank_run_prepare_workspace(r, error) || !cohort_rank_run_check_start(r, error) ||
+      !cohort_rank_run_load_tokenizer(r, error) || !open_data(r, error) || !plan_steps(r, error) ||
+      !alloc_model(r, error) || !setup_teacher(r, error))
     return FALSE;
   r->st = (CohortTrainState){.sample_rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL};
   if (r->teacher)

@@ -59,8 +59,29 @@ int cohort_onednn_conv2d_backward_weights(int nhwc, float *dweight, const float 
  * weights) of that shape, e.g. "brgconv:avx512_core"; NULL when there is none. */
 const char *cohort_onednn_conv2d_impl(int pass, int nhwc, const CohortConvDims *d);
 
-/* Per-thread scratch memory of the convolutions: buffer `which` (0 … 8) of at least `bytes`,
- * 64-byte aligned, kept and reused; freed when the thread ends. Aborts when memory runs out
- * (the table's ops cannot fail, and running out mid-step is not recoverable). Buffers 0 and 1
- * belong to the im2col path, 2 … 4 to the layout and rounding copies, 5 … 8 to oneDNN. */
-void *cohort_cpu_conv_scratch(int which, size_t bytes);
+/* The convolutions' per-thread scratch buffers, one meaning each: a function that falls back
+ * from one path to another never finds a buffer it still needs overwritten. */
+typedef enum CohortConvScratch {
+  COHORT_CONV_SCRATCH_COL,        /* im2col: one image's column matrix [C·K·K, Ho·Wo] */
+  COHORT_CONV_SCRATCH_DWEIGHT,    /* im2col backward: the weight gradient [C·K·K, O], transposed
+                                     into dweight at the end */
+  COHORT_CONV_SCRATCH_ROUNDED_X,  /* bf16/fp16 mode, for oneDNN: the input rounded to the mode */
+  COHORT_CONV_SCRATCH_ROUNDED_W,  /* … the weight rounded */
+  COHORT_CONV_SCRATCH_ROUNDED_DY, /* … the output gradient rounded */
+  COHORT_CONV_SCRATCH_NCHW_X,     /* NHWC through im2col: the input transposed to NCHW */
+  COHORT_CONV_SCRATCH_NCHW_Y,     /* … the forward's NCHW output, before it goes back to NHWC */
+  COHORT_CONV_SCRATCH_NCHW_DY,    /* … the output gradient in NCHW */
+  COHORT_CONV_SCRATCH_NCHW_DX,    /* … the input gradient in NCHW */
+  /* oneDNN: the primitive's own copy of each operand whose layout differs from the caller's
+   * (the pass's two inputs, then its output, in that order), and its scratchpad */
+  COHORT_CONV_SCRATCH_ONEDNN_ARG0,
+  COHORT_CONV_SCRATCH_ONEDNN_ARG1,
+  COHORT_CONV_SCRATCH_ONEDNN_ARG2,
+  COHORT_CONV_SCRATCH_ONEDNN_PAD,
+  COHORT_CONV_SCRATCH_COUNT
+} CohortConvScratch;
+
+/* Per-thread scratch memory of the convolutions: buffer `which` of at least `bytes`, 64-byte
+ * aligned, kept and reused; freed when the thread ends. Aborts when memory runs out (the
+ * table's ops cannot fail, and running out mid-step is not recoverable). */
+void *cohort_cpu_conv_scratch(CohortConvScratch which, size_t bytes);

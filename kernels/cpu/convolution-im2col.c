@@ -191,7 +191,7 @@ void cohort_cpu_conv2d_im2col_forward(float *out, const float *inp, const float 
   shape_of(&s, d);
   int ckk = d->C * d->K * d->K, howo = s.Ho * s.Wo;
   size_t hw = (size_t)d->H * d->W;
-  float *col = cohort_cpu_conv_scratch(0, (size_t)ckk * howo * sizeof(float));
+  float *col = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_COL, (size_t)ckk * howo * sizeof(float));
   for (int b = 0; b < d->B; b++) {
     im2col(col, inp + (size_t)b * d->C * hw, &s);
     cohort_cpu_gemm(0, 0, d->O, howo, ckk, 1.0f, weight, ckk, col, howo, 0.0f,
@@ -217,8 +217,10 @@ void cohort_cpu_conv2d_im2col_backward(float *dinp, float *dweight, const float 
   size_t hw = (size_t)d->H * d->W;
   if (!dinp && !dweight)
     return;
-  float *col = cohort_cpu_conv_scratch(0, (size_t)ckk * howo * sizeof(float));
-  float *dwt = dweight ? cohort_cpu_conv_scratch(1, (size_t)ckk * C_out * sizeof(float)) : NULL;
+  float *col = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_COL, (size_t)ckk * howo * sizeof(float));
+  float *dwt = dweight ? cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_DWEIGHT,
+                                                 (size_t)ckk * C_out * sizeof(float))
+                       : NULL;
   for (int b = 0; b < d->B; b++) {
     const float *g = dout + (size_t)b * C_out * howo;
     /* dwt [ckk, C_out] (+)= col @ g^T, summed over the images in order (frozen weights: none) */

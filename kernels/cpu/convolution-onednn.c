@@ -25,7 +25,7 @@
 #include <string.h>
 
 enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_WEIGHTS };
-enum { N_ARGS = 3, SCRATCH_FIRST = 5, SCRATCH_PAD = 8 };
+enum { N_ARGS = 3 };
 
 typedef struct Key {
   int pass, nhwc, accumulate;
@@ -349,8 +349,8 @@ static int run(Entry *e, void *const ptr[N_ARGS])
     dnnl_memory_set_data_handle(a->user, ptr[i]);
     dnnl_memory_t used = a->user;
     if (a->inner) {
-      dnnl_memory_set_data_handle(a->inner,
-                                  cohort_cpu_conv_scratch(SCRATCH_FIRST + i, a->inner_bytes));
+      dnnl_memory_set_data_handle(
+          a->inner, cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_ONEDNN_ARG0 + i, a->inner_bytes));
       used = a->inner;
       dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->inner}};
       if (!a->is_output && !exec(a->reorder, 2, r))
@@ -360,7 +360,8 @@ static int run(Entry *e, void *const ptr[N_ARGS])
   }
   int n = N_ARGS;
   if (e->pad) {
-    dnnl_memory_set_data_handle(e->pad, cohort_cpu_conv_scratch(SCRATCH_PAD, e->pad_bytes));
+    dnnl_memory_set_data_handle(
+        e->pad, cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_ONEDNN_PAD, e->pad_bytes));
     conv_args[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->pad};
   }
   if (!exec(e->prim, n, conv_args))

@@ -16,7 +16,7 @@
 
 /* ---- scratch: per-thread buffers, grown on demand and kept, since a training step makes the
  * same convolutions every time; freed when the thread ends, and the main thread's at exit ---- */
-#define SCRATCH_BUFS 9
+#define SCRATCH_BUFS COHORT_CONV_SCRATCH_COUNT
 
 typedef struct {
   void *buf[SCRATCH_BUFS];
@@ -49,7 +49,7 @@ static void scratch_init(void)
     atexit(scratch_free_at_exit);
 }
 
-void *cohort_cpu_conv_scratch(int which, size_t bytes)
+void *cohort_cpu_conv_scratch(CohortConvScratch which, size_t bytes)
 {
   pthread_once(&scratch_once, scratch_init);
   ConvScratch *s = pthread_getspecific(scratch_key);
@@ -58,7 +58,7 @@ void *cohort_cpu_conv_scratch(int which, size_t bytes)
     if (!s || pthread_setspecific(scratch_key, s) != 0)
       goto oom;
   }
-  if (which < 0 || which >= SCRATCH_BUFS)
+  if ((int)which < 0 || which >= SCRATCH_BUFS)
     abort();
   if (s->cap[which] < bytes) {
     free(s->buf[which]);
@@ -134,7 +134,7 @@ int cohort_conv_dims(CohortConvDims *d, int B, int C, int H, int W, int O, int K
 
 /* In bf16 and fp16 mode, a copy of src rounded to the mode's precision in scratch `which`;
  * otherwise src itself. (The im2col path needs none: its gemm rounds.) */
-static const float *rounded(int which, const float *src, size_t n)
+static const float *rounded(CohortConvScratch which, const float *src, size_t n)
 {
   CohortGemmMode mode = cohort_cpu_get_gemm_mode();
   if (mode != COHORT_GEMM_BF16 && mode != COHORT_GEMM_FP16)
@@ -167,8 +167,9 @@ void cohort_cpu_conv2d_forward(float *out, const float *inp, const float *weight
   CohortConvDims d;
   if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
     return;
-  if (use_onednn() && cohort_onednn_conv2d_forward(0, out, rounded(2, inp, n_in(&d)),
-                                                   rounded(3, weight, n_weight(&d)), &d))
+  if (use_onednn() && cohort_onednn_conv2d_forward(
+                          0, out, rounded(COHORT_CONV_SCRATCH_ROUNDED_X, inp, n_in(&d)),
+                          rounded(COHORT_CONV_SCRATCH_ROUNDED_W, weight, n_weight(&d)), &d))
     return;
   cohort_cpu_conv2d_im2col_forward(out, inp, weight, &d);
 }
@@ -183,13 +184,14 @@ static int onednn_backward(int nhwc, float *dinp, int accumulate, float *dweight
   *data_done = 0;
   if (!use_onednn())
     return 0;
-  const float *g = rounded(2, dout, n_out(d));
+  const float *g = rounded(COHORT_CONV_SCRATCH_ROUNDED_DY, dout, n_out(d));
   /* dweight NULL: frozen weights (finetune), nothing to add */
-  if (dweight &&
-      !cohort_onednn_conv2d_backward_weights(nhwc, dweight, g, rounded(4, inp, n_in(d)), d))
+  if (dweight && !cohort_onednn_conv2d_backward_weights(
+                     nhwc, dweight, g, rounded(COHORT_CONV_SCRATCH_ROUNDED_X, inp, n_in(d)), d))
     return 0;
-  *data_done = !dinp || cohort_onednn_conv2d_backward_data(nhwc, dinp, accumulate, g,
-                                                           rounded(3, weight, n_weight(d)), d);
+  *data_done = !dinp || cohort_onednn_conv2d_backward_data(
+                            nhwc, dinp, accumulate, g,
+                            rounded(COHORT_CONV_SCRATCH_ROUNDED_W, weight, n_weight(d)), d);
   return 1;
 }
 
@@ -238,11 +240,12 @@ void cohort_cpu_conv2d_nhwc_forward(float *out, const float *inp, const float *w
   CohortConvDims d;
   if (!cohort_conv_dims(&d, B, C_in, H, W, C_out, K, stride, pad))
     return;
-  if (use_onednn() && cohort_onednn_conv2d_forward(1, out, rounded(2, inp, n_in(&d)),
-                                                   rounded(3, weight, n_weight(&d)), &d))
+  if (use_onednn() && cohort_onednn_conv2d_forward(
+                          1, out, rounded(COHORT_CONV_SCRATCH_ROUNDED_X, inp, n_in(&d)),
+                          rounded(COHORT_CONV_SCRATCH_ROUNDED_W, weight, n_weight(&d)), &d))
     return;
-  float *x = cohort_cpu_conv_scratch(2, n_in(&d) * sizeof(float));
-  float *y = cohort_cpu_conv_scratch(3, n_out(&d) * sizeof(float));
+  float *x = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_X, n_in(&d) * sizeof(float));
+  float *y = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_Y, n_out(&d) * sizeof(float));
   nhwc_to_nchw(x, inp, B, C_in, (size_t)H * W);
   cohort_cpu_conv2d_im2col_forward(y, x, weight, &d);
   nchw_to_nhwc(out, y, B, C_out, (size_t)d.Ho * d.Wo);
@@ -261,9 +264,10 @@ void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight
   if (weights_done && data_done)
     return;
   size_t HW = (size_t)H * W;
-  float *g = cohort_cpu_conv_scratch(2, n_out(&d) * sizeof(float));
-  float *x = cohort_cpu_conv_scratch(3, n_in(&d) * sizeof(float));
-  float *dx = dinp ? cohort_cpu_conv_scratch(4, n_in(&d) * sizeof(float)) : NULL;
+  float *g = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_DY, n_out(&d) * sizeof(float));
+  float *x = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_X, n_in(&d) * sizeof(float));
+  float *dx =
+      dinp ? cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_DX, n_in(&d) * sizeof(float)) : NULL;
   nhwc_to_nchw(g, dout, B, C_out, (size_t)d.Ho * d.Wo);
   nhwc_to_nchw(x, inp, B, C_in, HW);
   if (dx && accumulate)

@@ -5,7 +5,8 @@
  *
  * Per device, a plan per problem (shape, layout, math mode) is kept: descriptors and the
  * algorithms cuDNN's heuristics rank first among the deterministic ones that fit the workspace
- * limit, so runs with the same inputs give the same bits, as every other op of the backend.
+ * limit (and, but in tf32 mode, neither FFT nor Winograd), so runs with the same inputs give the
+ * same bits, as every other op of the backend.
  * fp32 mode forbids TF32 (CUDNN_FMA_MATH), tf32 mode allows it; in bf16 and fp16 mode the
  * operands are rounded first and multiplied in fp32, as the CPU backend does.
  *
@@ -107,13 +108,39 @@ static void plan_drop(Plan *p)
   memset(p, 0, sizeof *p);
 }
 
-/* The first deterministic, successful algorithm within the workspace limit, from a ranked list;
- * -1 when there is none. */
-template <typename Perf> static int pick(const Perf *perf, int n, size_t *ws)
+/* FFT and Winograd algorithms: they transform the operands (with constants such as 1/6 that
+ * floats do not hold exactly), so their error is not that of a sum of exact products in another
+ * order, which is what the op table's bounds and the CPU's results assume (and what bf16/fp16
+ * mode's rounded operands rely on). Used in tf32 mode only, whose bounds are TF32's. */
+static bool transforming(cudnnConvolutionFwdAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+
+static bool transforming(cudnnConvolutionBwdDataAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+
+static bool transforming(cudnnConvolutionBwdFilterAlgo_t a)
+{
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+/* The first deterministic, successful algorithm within the workspace limit, from a ranked list
+ * (no transforming one unless `tf32`); -1 when there is none. */
+template <typename Perf> static int pick(const Perf *perf, int n, bool tf32, size_t *ws)
 {
   for (int i = 0; i < n; i++)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-        perf[i].memory <= WORKSPACE_LIMIT) {
+        perf[i].memory <= WORKSPACE_LIMIT && (tf32 || !transforming(perf[i].algo))) {
       *ws = perf[i].memory;
       return i;
     }
@@ -146,19 +173,19 @@ static bool plan_build(DeviceState *st, Plan *p, const PlanKey &k)
   cudnnConvolutionFwdAlgoPerf_t fwd[N];
   if (cudnnGetConvolutionForwardAlgorithm_v7(st->handle, p->x, p->w, p->conv, p->y, N, &n, fwd) !=
           CUDNN_STATUS_SUCCESS ||
-      (i = pick(fwd, n, &p->ws_fwd)) < 0)
+      (i = pick(fwd, n, k.tf32, &p->ws_fwd)) < 0)
     return false;
   p->fwd = fwd[i].algo;
   cudnnConvolutionBwdDataAlgoPerf_t data[N];
   if (cudnnGetConvolutionBackwardDataAlgorithm_v7(st->handle, p->w, p->y, p->conv, p->x, N, &n,
                                                   data) != CUDNN_STATUS_SUCCESS ||
-      (i = pick(data, n, &p->ws_data)) < 0)
+      (i = pick(data, n, k.tf32, &p->ws_data)) < 0)
     return false;
   p->bwd_data = data[i].algo;
   cudnnConvolutionBwdFilterAlgoPerf_t filt[N];
   if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(st->handle, p->x, p->y, p->conv, p->w, N, &n,
                                                     filt) != CUDNN_STATUS_SUCCESS ||
-      (i = pick(filt, n, &p->ws_filter)) < 0)
+      (i = pick(filt, n, k.tf32, &p->ws_filter)) < 0)
     return false;
   p->bwd_filter = filt[i].algo;
   p->ok = true;

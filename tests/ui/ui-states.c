@@ -13,7 +13,11 @@
  *   tokenizer  the gpt2-finetune preset with init_from WORKSPACE (a Hugging Face GPT-2 folder):
  *              the Data page, the tokenizer found
  *   finetune   LoRA on c_attn and c_fc with ln_f trainable: the Training page's Fine-tuning
- *              section with what the patterns match, and the summary's parameters that learn */
+ *              section with what the patterns match, and the summary's parameters that learn
+ *   adapter    LoRA from a PEFT adapter folder WORKSPACE that lacks its weights: the problem on
+ *              adapter_from, Start off
+ *   stopped    the Run page with WORKSPACE's last run, one that was stopped
+ *   nofit      the Distributed page with a model whose 2 processes do not fit this machine */
 #include <glib/gi18n.h>
 
 #include "ui/app.h"
@@ -69,6 +73,15 @@ static gboolean focus_targets(gpointer data)
   (void)data;
   gtk_widget_grab_focus(
       cohort_config_form_get_control(cohort_window_get_form(win), "merge_adapter"));
+  return G_SOURCE_REMOVE;
+}
+
+/* The adapter's row focused, so the Training page scrolls to it. */
+static gboolean focus_adapter(gpointer data)
+{
+  (void)data;
+  gtk_widget_grab_focus(
+      cohort_config_form_get_control(cohort_window_get_form(win), "adapter_from"));
   return G_SOURCE_REMOVE;
 }
 
@@ -160,6 +173,21 @@ static gboolean setup(const char *state, const char *ws)
     set("trainable", "ln_f");
     cohort_window_show_page(win, "training");
     g_timeout_add(500, focus_targets, NULL);
+  } else if (g_str_equal(state, "adapter")) {
+    set("finetune", "lora");
+    set("adapter_from", ws);
+    cohort_window_show_page(win, "training");
+    g_timeout_add(500, focus_adapter, NULL);
+  } else if (g_str_equal(state, "nofit")) {
+    const char *sets[][2] = {{"device", "cpu"},       {"enable_multi_gpu", "true"},
+                             {"nproc_per_node", "2"}, {"n_layer", "64"},
+                             {"n_embd", "8192"},      {"n_head", "32"}};
+    for (guint i = 0; i < G_N_ELEMENTS(sets); i++)
+      set(sets[i][0], sets[i][1]);
+    cohort_window_show_page(win, "distributed");
+  } else if (g_str_equal(state, "stopped")) {
+    set("workspace_dir", ws);
+    replay_workspace(ws);
   } else if (g_str_equal(state, "tokenizer")) {
     if (!cohort_window_load_preset(win, "gpt2-finetune"))
       return FALSE;
