@@ -245,9 +245,15 @@ static void check_against_torch(gconstpointer data)
 
 /* SmolLM2-135M's shape (its config.json: 30 layers, hidden 576, 9 heads of 64 over 3 key/value
  * heads, intermediate 1536, 49152 tokens, tied, rope_theta 1e5) with random weights: the
- * forward's loss and logits over 16 positions. A frozen model: no gradient buffer. */
+ * forward's loss and logits over 16 positions. A frozen model: no gradient buffer. It takes about
+ * a minute and 3 GB of reference output, so it runs only with COHORT_TEST_LARGE=1
+ * (docs/models.md). */
 static void test_smollm2_forward(void)
 {
+  if (g_strcmp0(g_getenv("COHORT_TEST_LARGE"), "1") != 0) {
+    g_test_skip("a full-size shape: set COHORT_TEST_LARGE=1 to run it");
+    return;
+  }
   if (!have_torch()) {
     g_test_skip("PyTorch is not importable by /usr/bin/python3");
     return;
@@ -362,12 +368,12 @@ static void test_bad_shapes(void)
   g_autoptr(GError) error = NULL;
   s.n_kv_head = 3; /* 4 heads */
   g_assert_false(cohort_llama_check_shape(&s, &error));
-  g_assert_nonnull(strstr(error->message, "num_key_value_heads 3"));
+  g_assert_nonnull(strstr(error->message, "\"num_key_value_heads\": 3 does not divide"));
   g_clear_error(&error);
   s = llama_case().shape;
   s.head_dim = 7;
   g_assert_null(cohort_llama_new_on(cohort_backend_cpu(), &s, 1, &error));
-  g_assert_nonnull(strstr(error->message, "head_dim is 7"));
+  g_assert_nonnull(strstr(error->message, "\"head_dim\": 7"));
   g_clear_error(&error);
   s = llama_case().shape;
   s.rope.high_freq_factor = 0.5;
@@ -377,7 +383,7 @@ static void test_bad_shapes(void)
   s = llama_case().shape;
   s.hidden = 0;
   g_assert_false(cohort_llama_check_shape(&s, &error));
-  g_assert_nonnull(strstr(error->message, "hidden_size is 0"));
+  g_assert_nonnull(strstr(error->message, "\"hidden_size\": 0"));
 }
 
 int main(int argc, char **argv)

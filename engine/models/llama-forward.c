@@ -53,14 +53,14 @@ static void project_rotated(Llama *m, float *out, float *pre, float *rstd, const
   } else {
     linear(m, out, 0.0f, x, l, wp, bp, N, s->hidden, heads * hd);
   }
-  be->rope_forward(out, out, m->rope_cos, m->rope_sin, B, T, heads, hd, 0);
+  be->rope_forward(out, out, m->acts.rope_cos, m->acts.rope_sin, B, T, heads, hd, 0);
 }
 
 static void block_forward(Llama *m, int l, const float *x, int B, int T)
 {
   const CohortLlamaShape *s = &m->shape;
   const CohortBackend *be = m->base.be;
-  LlamaBlockActs *a = &m->blocks[l];
+  CohortLlamaBlockActs *a = &m->acts.blocks[l];
   int N = B * T, C = s->hidden, I = s->intermediate, hd = s->head_dim;
   int NH = s->n_head, NKV = s->n_kv_head;
   float eps = (float)s->rms_eps;
@@ -77,9 +77,9 @@ static void block_forward(Llama *m, int l, const float *x, int B, int T)
   be->rmsnorm_forward(a->ln2, a->rstd2, a->res_mid, llama_bp(m, l, LB_POST_NORM), N, C, eps);
   linear(m, a->gate, 0.0f, a->ln2, l, LB_GATE_W, -1, N, C, I);
   linear(m, a->up, 0.0f, a->ln2, l, LB_UP_W, -1, N, C, I);
-  be->swiglu_forward(m->h, a->gate, a->up, (size_t)N * I);
+  be->swiglu_forward(m->acts.h, a->gate, a->up, (size_t)N * I);
   be->copy(a->res_out, a->res_mid, (size_t)N * C * sizeof(float));
-  linear(m, a->res_out, 1.0f, m->h, l, LB_DOWN_W, -1, N, I, C);
+  linear(m, a->res_out, 1.0f, m->acts.h, l, LB_DOWN_W, -1, N, I, C);
 }
 
 /* The head's weight: the embedding (tied, layer -1) or lm_head (layer n_layer). */
@@ -97,24 +97,25 @@ void cohort_llama_net_forward(Llama *m, int B, int T)
   const CohortLlamaShape *s = &m->shape;
   int N = B * T, C = s->hidden, V = s->vocab_size, L = s->n_layer;
   cohort_model_layer_begin(base, -1, COHORT_LAYER_FORWARD);
-  be->rows_gather(m->embedded, base->params + base->tensors[0].offset, m->tokens, N, C);
+  be->rows_gather(m->acts.embedded, base->params + base->tensors[0].offset, m->acts.tokens, N, C);
   cohort_model_layer_end(base, -1, COHORT_LAYER_FORWARD);
 
-  const float *x = m->embedded;
+  const float *x = m->acts.embedded;
   for (int l = 0; l < L; l++) {
     cohort_model_layer_begin(base, l, COHORT_LAYER_FORWARD);
     block_forward(m, l, x, B, T);
     cohort_model_layer_end(base, l, COHORT_LAYER_FORWARD);
-    x = m->blocks[l].res_out;
+    x = m->acts.blocks[l].res_out;
   }
   cohort_model_layer_begin(base, L, COHORT_LAYER_FORWARD);
-  be->rmsnorm_forward(m->lnf, m->rstdf, x, base->params + base->tensors[llama_norm_index(m)].offset,
-                      N, C, (float)s->rms_eps);
+  be->rmsnorm_forward(m->acts.lnf, m->acts.rstdf, x,
+                      base->params + base->tensors[llama_norm_index(m)].offset, N, C,
+                      (float)s->rms_eps);
   if (s->tied) {
     cohort_model_layer_end(base, L, COHORT_LAYER_FORWARD);
     cohort_model_layer_begin(base, -1, COHORT_LAYER_FORWARD);
   }
-  be->gemm(0, 1, N, V, C, 1.0f, m->lnf, C, head_weight(m), C, 0.0f, m->logits, V);
+  be->gemm(0, 1, N, V, C, 1.0f, m->acts.lnf, C, head_weight(m), C, 0.0f, m->acts.logits, V);
   cohort_model_layer_end(base, s->tied ? -1 : L, COHORT_LAYER_FORWARD);
 }
 
@@ -126,7 +127,7 @@ static float *unrotate(Llama *m, float *d, float *dpre, const float *pre, const 
   const CohortLlamaShape *s = &m->shape;
   const CohortBackend *be = m->base.be;
   int N = B * T, hd = s->head_dim;
-  be->rope_backward(d, d, m->rope_cos, m->rope_sin, B, T, heads, hd, 0);
+  be->rope_backward(d, d, m->acts.rope_cos, m->acts.rope_sin, B, T, heads, hd, 0);
   if (!s->qk_norm)
     return d;
   be->zero(dpre, (size_t)N * heads * hd * sizeof(float));
@@ -135,41 +136,42 @@ static float *unrotate(Llama *m, float *d, float *dpre, const float *pre, const 
   return dpre;
 }
 
-/* m->dres holds d(block output); on return d(block input), the block's gradients accumulated. */
+/* m->acts.dres holds d(block output); on return d(block input), the block's gradients accumulated.
+ */
 static void block_backward(Llama *m, int l, const float *x, int B, int T)
 {
   const CohortLlamaShape *s = &m->shape;
   const CohortBackend *be = m->base.be;
   CohortModel *base = &m->base;
-  LlamaBlockActs *a = &m->blocks[l];
+  CohortLlamaBlockActs *a = &m->acts.blocks[l];
   int N = B * T, C = s->hidden, I = s->intermediate, hd = s->head_dim;
   int NH = s->n_head, NKV = s->n_kv_head;
   size_t nI = (size_t)N * I;
 
   /* MLP: res_out = res_mid + down(silu(gate(ln2)) * up(ln2)); h is recomputed, not kept */
-  be->swiglu_forward(m->h, a->gate, a->up, nI);
-  linear_back(m, m->dgate, 0.0f, m->dres, m->h, l, LB_DOWN_W, -1, N, I, C);
-  be->swiglu_backward(m->dgate, m->dup, m->dgate, a->gate, a->up, nI);
-  linear_back(m, m->dln, 0.0f, m->dgate, a->ln2, l, LB_GATE_W, -1, N, C, I);
-  linear_back(m, m->dln, 1.0f, m->dup, a->ln2, l, LB_UP_W, -1, N, C, I);
-  be->rmsnorm_backward(m->dres, cohort_model_grad(base, llama_bi(m, l, LB_POST_NORM)), m->dln,
-                       a->res_mid, llama_bp(m, l, LB_POST_NORM), a->rstd2, N, C);
+  be->swiglu_forward(m->acts.h, a->gate, a->up, nI);
+  linear_back(m, m->acts.dgate, 0.0f, m->acts.dres, m->acts.h, l, LB_DOWN_W, -1, N, I, C);
+  be->swiglu_backward(m->acts.dgate, m->acts.dup, m->acts.dgate, a->gate, a->up, nI);
+  linear_back(m, m->acts.dln, 0.0f, m->acts.dgate, a->ln2, l, LB_GATE_W, -1, N, C, I);
+  linear_back(m, m->acts.dln, 1.0f, m->acts.dup, a->ln2, l, LB_UP_W, -1, N, C, I);
+  be->rmsnorm_backward(m->acts.dres, cohort_model_grad(base, llama_bi(m, l, LB_POST_NORM)),
+                       m->acts.dln, a->res_mid, llama_bp(m, l, LB_POST_NORM), a->rstd2, N, C);
 
   /* attention: res_mid = x + o_proj(attention(q, k, v)) */
-  linear_back(m, m->datt, 0.0f, m->dres, a->att, l, LB_O_W, LB_O_B, N, NH * hd, C);
-  be->attention_gqa_backward(m->dq, m->dk, m->dv, m->datt, a->q, a->k, a->v, a->att, a->lse, B, T,
-                             NH, NKV, hd, 1);
+  linear_back(m, m->acts.datt, 0.0f, m->acts.dres, a->att, l, LB_O_W, LB_O_B, N, NH * hd, C);
+  be->attention_gqa_backward(m->acts.dq, m->acts.dk, m->acts.dv, m->acts.datt, a->q, a->k, a->v,
+                             a->att, a->lse, B, T, NH, NKV, hd, 1);
   /* datt is free again: it takes the queries' gradient before their norm */
-  float *dq = unrotate(m, m->dq, m->datt, a->q_pre, a->q_rstd, l, LB_Q_NORM, NH, B, T);
-  float *dk = unrotate(m, m->dk, m->dk_pre, a->k_pre, a->k_rstd, l, LB_K_NORM, NKV, B, T);
-  linear_back(m, m->dln, 0.0f, dq, a->ln1, l, LB_Q_W, LB_Q_B, N, C, NH * hd);
-  linear_back(m, m->dln, 1.0f, dk, a->ln1, l, LB_K_W, LB_K_B, N, C, NKV * hd);
-  linear_back(m, m->dln, 1.0f, m->dv, a->ln1, l, LB_V_W, LB_V_B, N, C, NKV * hd);
-  be->rmsnorm_backward(m->dres, cohort_model_grad(base, llama_bi(m, l, LB_IN_NORM)), m->dln, x,
-                       llama_bp(m, l, LB_IN_NORM), a->rstd1, N, C);
+  float *dq = unrotate(m, m->acts.dq, m->acts.datt, a->q_pre, a->q_rstd, l, LB_Q_NORM, NH, B, T);
+  float *dk = unrotate(m, m->acts.dk, m->acts.dk_pre, a->k_pre, a->k_rstd, l, LB_K_NORM, NKV, B, T);
+  linear_back(m, m->acts.dln, 0.0f, dq, a->ln1, l, LB_Q_W, LB_Q_B, N, C, NH * hd);
+  linear_back(m, m->acts.dln, 1.0f, dk, a->ln1, l, LB_K_W, LB_K_B, N, C, NKV * hd);
+  linear_back(m, m->acts.dln, 1.0f, m->acts.dv, a->ln1, l, LB_V_W, LB_V_B, N, C, NKV * hd);
+  be->rmsnorm_backward(m->acts.dres, cohort_model_grad(base, llama_bi(m, l, LB_IN_NORM)),
+                       m->acts.dln, x, llama_bp(m, l, LB_IN_NORM), a->rstd1, N, C);
 }
 
-/* The head and the final norm: m->dres gets d(last block's output) (overwritten). */
+/* The head and the final norm: m->acts.dres gets d(last block's output) (overwritten). */
 static void head_backward(Llama *m, int B, int T)
 {
   CohortModel *base = &m->base;
@@ -179,17 +181,17 @@ static void head_backward(Llama *m, int B, int T)
   guint norm = llama_norm_index(m), head = s->tied ? 0 : norm + 1;
   float *dhead = cohort_model_grad(base, head);
   cohort_model_layer_begin(base, s->tied ? -1 : L, COHORT_LAYER_BACKWARD);
-  be->gemm(0, 0, N, C, V, 1.0f, m->dlogits, V, head_weight(m), C, 0.0f, m->dln, C);
+  be->gemm(0, 0, N, C, V, 1.0f, m->acts.dlogits, V, head_weight(m), C, 0.0f, m->acts.dln, C);
   if (dhead)
-    be->gemm(1, 0, V, C, N, 1.0f, m->dlogits, V, m->lnf, C, 1.0f, dhead, C);
+    be->gemm(1, 0, V, C, N, 1.0f, m->acts.dlogits, V, m->acts.lnf, C, 1.0f, dhead, C);
   if (s->tied) {
     cohort_model_layer_end(base, -1, COHORT_LAYER_BACKWARD);
     cohort_model_layer_begin(base, L, COHORT_LAYER_BACKWARD);
   }
-  const float *last = L > 0 ? m->blocks[L - 1].res_out : m->embedded;
-  be->zero(m->dres, (size_t)N * C * sizeof(float));
-  be->rmsnorm_backward(m->dres, cohort_model_grad(base, norm), m->dln, last,
-                       base->params + base->tensors[norm].offset, m->rstdf, N, C);
+  const float *last = L > 0 ? m->acts.blocks[L - 1].res_out : m->acts.embedded;
+  be->zero(m->acts.dres, (size_t)N * C * sizeof(float));
+  be->rmsnorm_backward(m->acts.dres, cohort_model_grad(base, norm), m->acts.dln, last,
+                       base->params + base->tensors[norm].offset, m->acts.rstdf, N, C);
   cohort_model_layer_end(base, L, COHORT_LAYER_BACKWARD);
   cohort_model_layer_grads_ready(base, L);
 }
@@ -202,14 +204,14 @@ void cohort_llama_backward_logits(CohortModel *base, float grad_scale, float tas
   const CohortBackend *be = base->be;
   const CohortLlamaShape *s = &m->shape;
   int B = m->last_B, T = m->last_T, N = B * T, C = s->hidden, V = s->vocab_size;
-  be->crossentropy_backward(m->dlogits, m->logits, m->lse, m->targets, N, V,
+  be->crossentropy_backward(m->acts.dlogits, m->acts.logits, m->acts.lse, m->acts.targets, N, V,
                             grad_scale * task_weight / N);
   if (add)
-    add(m->dlogits, m->logits, N, V, user_data);
+    add(m->acts.dlogits, m->acts.logits, N, V, user_data);
   head_backward(m, B, T);
   /* finetune: backward ends below the lowest layer that learns */
   for (int l = s->n_layer - 1; l >= 0 && cohort_model_learns_up_to(base, l); l--) {
-    const float *x = l > 0 ? m->blocks[l - 1].res_out : m->embedded;
+    const float *x = l > 0 ? m->acts.blocks[l - 1].res_out : m->acts.embedded;
     cohort_model_layer_begin(base, l, COHORT_LAYER_BACKWARD);
     block_backward(m, l, x, B, T);
     cohort_model_layer_end(base, l, COHORT_LAYER_BACKWARD);
@@ -220,7 +222,7 @@ void cohort_llama_backward_logits(CohortModel *base, float grad_scale, float tas
     return;
   cohort_model_layer_begin(base, -1, COHORT_LAYER_GRADS);
   if (demb)
-    be->rows_scatter_add(demb, m->dres, m->tokens, N, C);
+    be->rows_scatter_add(demb, m->acts.dres, m->acts.tokens, N, C);
   cohort_model_layer_end(base, -1, COHORT_LAYER_GRADS);
   cohort_model_layer_grads_ready(base, -1);
 }

@@ -1,45 +1,12 @@
-/* The Llama family's model struct, shared by its files (llama.c: tables, activations and set-up;
- * llama-forward.c: forward and backward; llama-rope.c: the rotary tables). */
+/* The Llama family's model struct, shared by its files (llama.c: set-up from the family's
+ * description, initialisation, the class; llama-forward.c: forward and backward; llama-rope.c:
+ * the rotary tables). Its tables and activations are laid out by engine/families/llama.h. */
 #pragma once
 
 #include "engine/models/llama.h"
 #include "kernels/backend.h"
 
 G_BEGIN_DECLS
-
-/* The tensors a block may have, in forward order; which of them a shape has is
- * Llama.slot[] (-1: absent). */
-enum {
-  LB_IN_NORM,   /* input_layernorm.weight */
-  LB_Q_W,       /* self_attn.q_proj.weight [NH·hd, C] */
-  LB_Q_B,       /* self_attn.q_proj.bias (qkv_bias) */
-  LB_K_W,       /* self_attn.k_proj.weight [NKV·hd, C] */
-  LB_K_B,       /* self_attn.k_proj.bias (qkv_bias) */
-  LB_V_W,       /* self_attn.v_proj.weight [NKV·hd, C] */
-  LB_V_B,       /* self_attn.v_proj.bias (qkv_bias) */
-  LB_Q_NORM,    /* self_attn.q_norm.weight [hd] (qk_norm) */
-  LB_K_NORM,    /* self_attn.k_norm.weight [hd] (qk_norm) */
-  LB_O_W,       /* self_attn.o_proj.weight [C, NH·hd] */
-  LB_O_B,       /* self_attn.o_proj.bias (o_bias) */
-  LB_POST_NORM, /* post_attention_layernorm.weight */
-  LB_GATE_W,    /* mlp.gate_proj.weight [I, C] */
-  LB_UP_W,      /* mlp.up_proj.weight [I, C] */
-  LB_DOWN_W,    /* mlp.down_proj.weight [C, I] */
-  LB_COUNT
-};
-
-/* What one block keeps from forward for backward, each [N, width] with N = B·T. */
-typedef struct {
-  float *ln1, *rstd1;     /* input_layernorm's output and 1/rms */
-  float *q_pre, *k_pre;   /* the projections before the q/k norms (qk_norm only) */
-  float *q_rstd, *k_rstd; /* their 1/rms per (position, head) (qk_norm only) */
-  float *q, *k, *v;       /* attention's inputs, q and k rotated */
-  float *att, *lse;       /* attention's output [N, NH·hd] and log-sum-exps [B, NH, T] */
-  float *res_mid;         /* x + the attention branch */
-  float *ln2, *rstd2;     /* post_attention_layernorm's */
-  float *gate, *up;       /* the MLP's two projections [N, I] */
-  float *res_out;         /* the block's output: the next block's input */
-} LlamaBlockActs;
 
 /* The family's model: the shared base first, so a CohortModel * is a Llama *. */
 typedef struct {
@@ -48,20 +15,10 @@ typedef struct {
   int slot[LB_COUNT]; /* each block tensor's place among its block's, or -1 */
   int per_block;      /* tensors per block */
 
-  /* rotary tables [seq_len, head_dim / 2] (backend memory) */
-  float *rope_cos, *rope_sin;
-
-  /* activations (backend memory) */
+  /* activations (backend memory), laid out by the description (cohort_family_llama_layout) */
   void *act_mem;
-  int *tokens, *targets;
-  float *embedded; /* [N, C]: the first block's input */
-  LlamaBlockActs *blocks;
-  float *h;           /* [N, I]: silu(gate)·up, recomputed in backward */
-  float *lnf, *rstdf; /* the final norm */
-  float *logits, *lse, *losses;
+  CohortLlamaActs acts;
   float *host_losses;
-  /* backward scratch */
-  float *dres, *dln, *dq, *dk, *dv, *datt, *dk_pre, *dgate, *dup, *dlogits;
 
   int last_B, last_T;
   gboolean have_targets;

@@ -18,52 +18,18 @@
 
 #include <glib.h>
 
+#include "engine/families/llama.h"
 #include "engine/model/model.h"
 
 G_BEGIN_DECLS
 
 typedef struct CohortBackend CohortBackend;
 
-/* rope_scaling's types this family computes (Hugging Face's rope_type). */
-typedef enum {
-  COHORT_ROPE_DEFAULT, /* no rope_scaling */
-  COHORT_ROPE_LINEAR,  /* every frequency divided by factor */
-  COHORT_ROPE_LLAMA3,  /* Llama 3.1's: low frequencies divided, high ones kept, a ramp between */
-} CohortRopeType;
-
-/* The rotary embedding's frequencies: rope_theta and rope_scaling. */
-typedef struct {
-  CohortRopeType type;
-  double theta;               /* rope_theta */
-  double factor;              /* linear, llama3 */
-  double low_freq_factor;     /* llama3 */
-  double high_freq_factor;    /* llama3 */
-  int original_max_positions; /* llama3: original_max_position_embeddings */
-} CohortRope;
-
-typedef struct {
-  int n_layer;      /* num_hidden_layers */
-  int hidden;       /* hidden_size */
-  int intermediate; /* intermediate_size */
-  int n_head;       /* num_attention_heads */
-  int n_kv_head;    /* num_key_value_heads, dividing n_head */
-  int head_dim;     /* head_dim (even), which need not be hidden / n_head */
-  int vocab_size;
-  int seq_len;    /* the longest window: positions the rotary tables cover */
-  double rms_eps; /* rms_norm_eps */
-  CohortRope rope;
-  gboolean qkv_bias; /* biases on q_proj, k_proj, v_proj (Qwen2; attention_bias) */
-  gboolean o_bias;   /* a bias on o_proj (attention_bias of Llama and Qwen3) */
-  gboolean qk_norm;  /* Qwen3's per-head RMSNorm of queries and keys */
-  gboolean tied;     /* tie_word_embeddings: the head is the embedding */
-} CohortLlamaShape;
-
 /* The "llama" family's class. */
 extern const CohortModelClass cohort_llama_class;
 
-/* FALSE with an error naming the field, its value and what is allowed when `shape` cannot be
- * built (sizes out of range, heads not dividing, an odd head_dim, a rope scaling that makes no
- * frequencies). */
+/* FALSE with an error naming the field as config.json does, its value and what is allowed when
+ * `shape` cannot be built (cohort_family_llama_check_shape). */
 gboolean cohort_llama_check_shape(const CohortLlamaShape *shape, GError **error);
 
 /* Allocates the model on backend `be` for micro-batches of up to max_batch sequences of up to
