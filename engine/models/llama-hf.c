@@ -364,8 +364,6 @@ static JsonNode *base_config(const CohortConfig *cfg)
   return g_file_test(path, G_FILE_TEST_IS_REGULAR) ? read_json_object(path, NULL) : NULL;
 }
 
-char *cohort_llama_hf_config_text(const CohortModel *m, const CohortConfig *cfg);
-
 char *cohort_llama_hf_config_text(const CohortModel *m, const CohortConfig *cfg)
 {
   const CohortLlamaShape *s = cohort_llama_shape(m);

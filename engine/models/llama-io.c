@@ -9,8 +9,6 @@
 #include "engine/base/fileio.h"
 #include "engine/model/hf-weights.h"
 
-char *cohort_llama_hf_config_text(const CohortModel *m, const CohortConfig *cfg); /* llama-hf.c */
-
 /* The folder of `path`: itself, or the folder of an index file; NULL for a lone weights file. */
 static char *folder_of(const char *path)
 {

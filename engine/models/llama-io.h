@@ -19,6 +19,10 @@ G_BEGIN_DECLS
 gboolean cohort_llama_read_hf_config(const char *path, CohortConfig *cfg, int *max_positions,
                                      GError **error);
 
+/* config.json of model `m` in Hugging Face's form for cfg's architecture, started from
+ * init_from's config.json when it has one (its other keys kept). g_free. */
+char *cohort_llama_hf_config_text(const CohortModel *m, const CohortConfig *cfg);
+
 /* The shape differences between the model of `cfg` and a folder's (`folder`, read by
  * cohort_llama_read_hf_config over a copy of cfg): NULL when they build the same model, else
  * "key=value key=value …", the settings that would describe the folder's model (g_free). */
