@@ -133,6 +133,12 @@ typedef struct CohortBackend {
    * (overwrites; dinp may be dout). */
   void (*softmax_backward)(float *dinp, const float *out, const float *dout, int N, int V,
                            float scale);
+  /* SwiGLU, the gated MLP of Llama-family models: out = silu(gate) * up over n values. */
+  void (*swiglu_forward)(float *out, const float *gate, const float *up, size_t n);
+  /* dgate = dout * up * silu'(gate) and dup = dout * silu(gate) (both overwritten); either may
+   * be dout (in place), not each other. */
+  void (*swiglu_backward)(float *dgate, float *dup, const float *dout, const float *gate,
+                          const float *up, size_t n);
 
   /* ---- Element-wise arithmetic. adaLN-Zero's per-example vectors (shift, scale, gate) are column
    * slices of the [B, 6C] modulation output: element c of example b is at v[b * ld + c], ld
@@ -224,6 +230,15 @@ typedef struct CohortBackend {
   void (*group_norm_backward)(float *dinp, float *dw, float *db, const float *dout,
                               const float *inp, const float *w, const float *mean,
                               const float *rstd, int B, int C, int HW, int G);
+  /* RMSNorm per row (Llama, Qwen; Qwen3's per-head q/k norms are rows of head_dim):
+   * out = (inp * rstd) * w, rstd = 1 / sqrt(mean of inp^2 + eps) kept [N] for backward; w NULL
+   * means no scale. */
+  void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                          float eps);
+  /* Accumulates dinp and dw (dw NULL skips it: a frozen weight) from the forward's rstd; w as in
+   * the forward. */
+  void (*rmsnorm_backward)(float *dinp, float *dw, const float *dout, const float *inp,
+                           const float *w, const float *rstd, int N, int C);
 
   /* ---- Embeddings: token and position rows, label rows, timestep features, image patches. A
    * position embedding added to every example is `add_bias` with N = B and cols = T * C. ---- */
@@ -256,6 +271,17 @@ typedef struct CohortBackend {
   void (*unpatchify)(float *img, const float *tokens, int B, int C, int H, int W, int p);
   /* The adjoint (and inverse) of unpatchify: dtokens from dimg (overwrites). */
   void (*unpatchify_backward)(float *dtokens, const float *dimg, int B, int C, int H, int W, int p);
+  /* Rotary position embedding in the rotate-half layout (GPT-NeoX, Llama, Qwen): rows of
+   * x [B, T, H, hd] (H heads of an even hd, contiguous) at position p = pos0 + t are rotated
+   * pairwise, for i < hd / 2 with c = cos[p, i], s = sin[p, i]:
+   *   out[i] = x[i] c - x[i + hd/2] s,   out[i + hd/2] = x[i + hd/2] c + x[i] s.
+   * cos and sin [positions, hd / 2] (backend memory) are the caller's tables, which is where
+   * rope_theta and a scaling of the frequencies come in. out may be inp. */
+  void (*rope_forward)(float *out, const float *inp, const float *cos, const float *sin, int B,
+                       int T, int H, int hd, int pos0);
+  /* Its backward, the inverse rotation: dinp from dout (overwrites; dinp may be dout). */
+  void (*rope_backward)(float *dinp, const float *dout, const float *cos, const float *sin, int B,
+                        int T, int H, int hd, int pos0);
 
   /* ---- Attention. ---- */
   /* Multi-head attention. qkv [B, T, 3C] holds q, k, v (heads of C/NH inside each);
@@ -267,6 +293,20 @@ typedef struct CohortBackend {
    * in the forward. */
   void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
                              const float *lse, int B, int T, int C, int NH, int causal);
+  /* Grouped-query attention (Llama, Mistral, Qwen): q [B, T, NH * hd], k and v
+   * [B, T, NKV * hd], each contiguous, NKV dividing NH: query head h reads key/value head
+   * h / (NH / NKV) (NKV == NH is multi-head attention, NKV == 1 multi-query). The head size hd
+   * is given (it need not be the width / NH), the scale is 1 / sqrt(hd); out [B, T, NH * hd],
+   * lse [B, NH, T]; causal as above. attention_forward is this op with NKV = NH and q, k, v
+   * interleaved in one tensor, and computes the same values. */
+  void (*attention_gqa_forward)(float *out, float *lse, const float *q, const float *k,
+                                const float *v, int B, int T, int NH, int NKV, int hd, int causal);
+  /* Writes dq, dk and dv (overwrites; each laid out as its input), from dout and the forward's
+   * inputs, out and lse. A key/value head's gradients sum over the query heads of its group in
+   * head order. */
+  void (*attention_gqa_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *out, const float *lse,
+                                 int B, int T, int NH, int NKV, int hd, int causal);
 
   /* ---- Convolution and pooling, NCHW layouts as PyTorch's: H_out = (H + 2 pad - K) / stride + 1,
    * W_out likewise; a shape whose output would be empty does nothing. A classifier head is

@@ -1,6 +1,6 @@
-/* Rows of the op harness: multi-head attention, causal (GPT) and not (DiT). The backward
- * starts from the CPU's forward output and log-sum-exps on both sides. See
- * tests/backend-ops.h. */
+/* Rows of the op harness: multi-head attention, causal (GPT) and not (DiT), and grouped-query
+ * attention (Llama, Qwen). The backward starts from the CPU's forward output and log-sum-exps on
+ * both sides. See tests/backend-ops.h. */
 #include "backend-ops.h"
 
 /* p = {B, T, C, NH, causal} */
@@ -44,6 +44,52 @@ static double attention_backward_run(const CohortBackend *be, OpCase *c, void *c
         attention_backward_run                                                                     \
   }
 
+/* ---- grouped-query: p = {B, T, NH, NKV, hd, causal} ---- */
+#define GQ   ((size_t)P0 * P1 * P2 * P4)
+#define GKV  ((size_t)P0 * P1 * P3 * P4)
+#define GLSE ((size_t)P0 * P2 * P1)
+
+static void gqa_setup(OpCase *c)
+{
+  op_in(c, "q", GQ, -1, 1);
+  op_in(c, "k", GKV, -1, 1);
+  op_in(c, "v", GKV, -1, 1);
+  op_out(c, "out", GQ, 1e-5, 1e-4);
+  op_out(c, "lse", GLSE, 1e-5, 1e-5);
+}
+
+static double gqa_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->attention_gqa_forward(d[3], d[4], d[0], d[1], d[2], P0, P1, P2, P3, P4, P5);
+  return NAN;
+}
+
+static void gqa_backward_setup(OpCase *c)
+{
+  float *q = op_in(c, "q", GQ, -1, 1), *k = op_in(c, "k", GKV, -1, 1);
+  float *v = op_in(c, "v", GKV, -1, 1);
+  op_in(c, "dout", GQ, -1, 1);
+  float *out = op_in(c, "out", GQ, 0, 1), *lse = op_in(c, "lse", GLSE, 0, 1);
+  op_cpu()->attention_gqa_forward(out, lse, q, k, v, P0, P1, P2, P3, P4, P5);
+  op_out(c, "dq", GQ, 1e-4, 1e-3);
+  op_out(c, "dk", GKV, 1e-4, 1e-3);
+  op_out(c, "dv", GKV, 1e-4, 1e-3);
+}
+
+static double gqa_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->attention_gqa_backward(d[6], d[7], d[8], d[3], d[0], d[1], d[2], d[4], d[5], P0, P1, P2, P3,
+                             P4, P5);
+  return NAN;
+}
+
+#define GQA(label, B, T, NH, NKV, hd, causal)                                                      \
+  {"attention_gqa_forward", label, {B, T, NH, NKV, hd, causal}, gqa_setup, gqa_run},               \
+  {                                                                                                \
+    "attention_gqa_backward", label, {B, T, NH, NKV, hd, causal}, gqa_backward_setup,              \
+        gqa_backward_run                                                                           \
+  }
+
 static const OpRow rows[] = {
     ATT("B2-T45-C48-NH3-causal", 2, 45, 48, 3, 1),   /* head size 16, T no multiple of the tiles */
     ATT("B1-T70-C128-NH2-causal", 1, 70, 128, 2, 1), /* head size 64 (GPT-2's) */
@@ -56,6 +102,11 @@ static const OpRow rows[] = {
     ATT("B2-T9-C60-NH2", 2, 9, 60, 2, 0),
     ATT("B1-T1-C32-NH4", 1, 1, 32, 4, 0),
     ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0), /* DiT-like: 64 patches, head size 12 */
+    GQA("B2-T45-NH6-NKV2-hd16-causal", 2, 45, 6, 2, 16, 1),
+    GQA("B1-T70-NH9-NKV3-hd64-causal", 1, 70, 9, 3, 64, 1),   /* SmolLM2-135M's heads */
+    GQA("B1-T33-NH4-NKV1-hd128-causal", 1, 33, 4, 1, 128, 1), /* multi-query, Qwen3's head size */
+    GQA("B2-T9-NH2-NKV2-hd30-causal", 2, 9, 2, 2, 30, 1),     /* no grouping */
+    GQA("B2-T40-NH4-NKV2-hd24", 2, 40, 4, 2, 24, 0),
 };
 
 OP_ROWS(ops_rows_attention, rows);

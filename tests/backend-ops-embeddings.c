@@ -118,6 +118,41 @@ PATCH_RUN(unpatchify_backward)
 #op, "B1-C1-5x5-p1", {1, 1, 5, 5, 1 }, patch_setup, op##_run                                   \
   }
 
+/* ---- rotary embedding: p = {B, T, H, hd, pos0, in_place}, tables for pos0 + T positions;
+ * one rotation per pair on both sides ---- */
+#define ROPE_N    ((size_t)P0 * P1 * P2 * P3)
+#define ROPE_ROWS ((size_t)(P4 + P1) * (P3 / 2))
+
+static void rope_setup(OpCase *c)
+{
+  op_in(c, "cos", ROPE_ROWS, -1, 1);
+  op_in(c, "sin", ROPE_ROWS, -1, 1);
+  if (P5)
+    op_acc(c, "x-then-out", ROPE_N, -2, 2, 1e-6, 1e-6);
+  else {
+    op_in(c, "x", ROPE_N, -2, 2);
+    op_out(c, "out", ROPE_N, 1e-6, 1e-6);
+  }
+}
+
+static double rope_forward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->rope_forward(d[P5 ? 2 : 3], d[2], d[0], d[1], P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+static double rope_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->rope_backward(d[P5 ? 2 : 3], d[2], d[0], d[1], P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+#define ROPE(label, B, T, H, hd, pos0, in_place)                                                   \
+  {"rope_forward", label, {B, T, H, hd, pos0, in_place}, rope_setup, rope_forward_run},            \
+  {                                                                                                \
+    "rope_backward", label, {B, T, H, hd, pos0, in_place}, rope_setup, rope_backward_run           \
+  }
+
 static const OpRow rows[] = {
     {"embedding_forward", "B3-T17-C40-V11", {3, 17, 40, 11}, embedding_setup, embedding_run},
     {"embedding_backward",
@@ -147,6 +182,9 @@ static const OpRow rows[] = {
      {2, 64, 8, 50257},
      embedding_backward_setup,
      embedding_backward_run},
+    ROPE("B2-T37-H3-hd16", 2, 37, 3, 16, 0, 0),
+    ROPE("B1-T20-H2-hd64-pos5-in-place", 1, 20, 2, 64, 5, 1), /* a KV cache's later positions */
+    ROPE("B1-T9-H1-hd128", 1, 9, 1, 128, 0, 0),
     {"rows_gather", "B200-V11-C300", {200, 11, 300}, rows_gather_setup, rows_gather_run},
     {"rows_scatter_add", "B200-V11-C300", {200, 11, 300}, rows_scatter_setup, rows_scatter_run},
     {"timestep_embedding", "B64-dim256", {64, 256}, timestep_setup, timestep_run},

@@ -67,6 +67,50 @@ static double ln_backward_run(const CohortBackend *be, OpCase *c, void *const *d
   return NAN;
 }
 
+/* ---- RMSNorm: p = {N, C, weight}: eps 1e-6 (Qwen's; Llama's is 1e-5), a first row of tiny
+ * values where eps matters; weight 0: no scale ---- */
+
+static void rms_inputs(OpCase *c)
+{
+  float *x = op_in(c, "x", (size_t)P0 * P1, -2, 3);
+  for (int k = 0; k < P1; k++)
+    x[k] = 1e-3f * x[P1 + k];
+  op_in(c, "w", P1, 0.5, 1.5);
+}
+
+static void rms_forward_setup(OpCase *c)
+{
+  rms_inputs(c);
+  op_out(c, "out", (size_t)P0 * P1, 1e-5, 1e-5);
+  op_out(c, "rstd", P0, 1e-6, 1e-5);
+}
+
+static double rms_forward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->rmsnorm_forward(d[2], d[3], d[0], P2 ? d[1] : NULL, P0, P1, 1e-6f);
+  return NAN;
+}
+
+static void rms_backward_setup(OpCase *c)
+{
+  rms_inputs(c);
+  size_t n = (size_t)P0 * P1;
+  op_in(c, "dout", n, -1, 1);
+  float *rstd = op_in(c, "rstd", P0, 0, 1);
+  g_autofree float *out = g_new(float, n);
+  op_cpu()->rmsnorm_forward(out, rstd, c->b[0].host, P2 ? c->b[1].host : NULL, P0, P1, 1e-6f);
+  /* the small row's rstd (~600) scales the rounding of its sums, as in LayerNorm's rows */
+  op_acc(c, "dinp", n, -1, 1, 1e-3, 1e-4);
+  op_acc(c, "dw", P1, -1, 1, 1e-5, 1e-4);
+}
+
+static double rms_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  /* a frozen weight (P2 == 0 here) gets no gradient: dw must stay as it was */
+  be->rmsnorm_backward(d[4], P2 ? d[5] : NULL, d[2], d[0], d[1], d[3], P0, P1);
+  return NAN;
+}
+
 /* ---- BatchNorm2d: p = {B, C, HW} over x [B, C, HW] ---- */
 
 #define BN_N     ((size_t)P0 * P1 * P2)
@@ -227,6 +271,13 @@ static const OpRow rows[] = {
      {70, 100, 1},
      ln_backward_setup,
      ln_backward_run},
+    {"rmsnorm_forward", "N70-C100", {70, 100, 1}, rms_forward_setup, rms_forward_run},
+    {"rmsnorm_forward", "N70-C100-no-weight", {70, 100, 0}, rms_forward_setup, rms_forward_run},
+    /* Qwen3's q/k norms: many rows of a head's width */
+    {"rmsnorm_forward", "N300-C64", {300, 64, 1}, rms_forward_setup, rms_forward_run},
+    {"rmsnorm_backward", "N70-C100", {70, 100, 1}, rms_backward_setup, rms_backward_run},
+    {"rmsnorm_backward", "N70-C100-no-dw", {70, 100, 0}, rms_backward_setup, rms_backward_run},
+    {"rmsnorm_backward", "N300-C64", {300, 64, 1}, rms_backward_setup, rms_backward_run},
     BN_SHAPES("bn_stats", bn_stats_setup, bn_stats_run),
     BN_SHAPES("bn_rstd", bn_rstd_setup, bn_rstd_run),
     BN_SHAPES("bn_forward", bn_forward_setup, bn_forward_run),

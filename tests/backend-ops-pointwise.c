@@ -74,6 +74,44 @@ ACT_RUNS(gelu)
 ACT_RUNS(silu)
 ACT_RUNS(relu)
 
+/* ---- SwiGLU: p = {n, in_place}: silu(gate) * up; the backward writes dgate over dout when
+ * in_place ---- */
+
+static void swiglu_setup(OpCase *c)
+{
+  op_in(c, "gate", P0, -12, 12);
+  op_in(c, "up", P0, -2, 2);
+  op_out(c, "out", P0, 1e-6, 1e-6);
+}
+
+static double swiglu_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->swiglu_forward(d[2], d[0], d[1], P0);
+  return NAN;
+}
+
+static void swiglu_backward_setup(OpCase *c)
+{
+  op_in(c, "gate", P0, -12, 12);
+  op_in(c, "up", P0, -2, 2);
+  if (P1)
+    op_acc(c, "dout-then-dgate", P0, -1, 1, 1e-6, 1e-6);
+  else {
+    op_in(c, "dout", P0, -1, 1);
+    op_out(c, "dgate", P0, 1e-6, 1e-6);
+  }
+  op_out(c, "dup", P0, 1e-6, 1e-6);
+}
+
+static double swiglu_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  if (P1)
+    be->swiglu_backward(d[2], d[3], d[2], d[0], d[1], P0);
+  else
+    be->swiglu_backward(d[3], d[4], d[2], d[0], d[1], P0);
+  return NAN;
+}
+
 /* ---- plain element-wise: p = {n} ---- */
 
 static void residual_setup(OpCase *c)
@@ -241,6 +279,9 @@ static double gated_backward_run(const CohortBackend *be, OpCase *c, void *const
 static const OpRow rows[] = {
     ACT(gelu, -6, 6, 5),
     ACT(silu, -12, 12, 6),
+    {"swiglu_forward", "n10007", {10007}, swiglu_setup, swiglu_run},
+    {"swiglu_backward", "n10007", {10007, 0}, swiglu_backward_setup, swiglu_backward_run},
+    {"swiglu_backward", "n10007-in-place", {10007, 1}, swiglu_backward_setup, swiglu_backward_run},
     {"relu_forward", "n10007", {10007}, relu_setup, relu_forward_run},
     {"relu_backward", "n10007", {10007}, relu_backward_setup, relu_backward_run},
     {"relu_backward", "n10007-in-place", {10007}, relu_inplace_setup, relu_inplace_run},

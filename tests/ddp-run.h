@@ -178,7 +178,7 @@ G_GNUC_UNUSED static JsonObject *ddp_explain_memory(const char *const *extra)
 }
 
 /* Largest |a - b| over the two weight sets. */
-static double max_abs_diff(GArray *a, GArray *b)
+G_GNUC_UNUSED static double max_abs_diff(GArray *a, GArray *b)
 {
   g_assert_cmpuint(a->len, ==, b->len);
   double worst = 0;

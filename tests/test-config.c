@@ -83,6 +83,10 @@ static void test_key_conditions(void)
     for (guint v = 0; values[v]; v++)
       g_assert_true(g_strv_contains(on->choices, values[v]));
     g_autoptr(CohortConfig) cfg = cohort_config_new();
+    if (k->models) { /* a family's key: in effect only with that family */
+      g_auto(GStrv) fams = g_strsplit(k->models, ",", 2);
+      g_assert_true(cohort_config_set(cfg, "model", fams[0], "test", NULL));
+    }
     for (const char *const *c = on->choices; *c != NULL; c++) {
       g_assert_true(cohort_config_set(cfg, on->name, *c, "test", NULL));
       g_assert_true(cohort_config_key_in_effect(k, cfg) ==

@@ -277,6 +277,60 @@ static void test_gpt(void)
   cohort_finetune_count_clear(&c);
 }
 
+static void test_llama(void)
+{
+  const char *const tiny[] = {"model=llama", "num_key_value_heads=2", NULL};
+  const char *const qwen2[] = {"model=llama", "architecture=Qwen2ForCausalLM",
+                               "num_key_value_heads=1", "tie_word_embeddings=false", NULL};
+  const char *const qwen3[] = {"model=llama", "architecture=Qwen3ForCausalLM", "head_dim=128",
+                               "attention_bias=true", NULL};
+  const char *const own[] = {"finetune=lora", "lora_rank=4", "lora_targets=model.layers.1.*,q_proj",
+                             "trainable=model.norm.*", NULL};
+  const char *const norm[] = {"finetune=lora", "lora_targets=q_norm", NULL};
+  const char *const *vars[] = {full, lora_default, frozen_bias, own, norm};
+  check_family(tiny, vars, G_N_ELEMENTS(vars));
+  check_family(qwen2, vars, G_N_ELEMENTS(vars));
+  check_family(qwen3, vars, G_N_ELEMENTS(vars));
+
+  /* SmolLM2-135M's shape: 2 442 240 of 134 515 008 parameters learn at rank 8 on the seven
+   * projections of its 30 layers (PEFT counts r·(in + out) for each) */
+  const char *const smol[] = {"model=llama",
+                              "n_layer=30",
+                              "n_embd=576",
+                              "n_head=9",
+                              "num_key_value_heads=3",
+                              "intermediate_size=1536",
+                              "vocab_size=49152",
+                              "seq_len=2048",
+                              "rope_theta=100000",
+                              "data_format=tokens",
+                              "finetune=lora",
+                              NULL};
+  g_autoptr(CohortConfig) cfg = config_of(smol);
+  CohortFinetuneCount c;
+  check_count(cfg, &c);
+  g_assert_cmpint(c.base_params, ==, 134515008);
+  g_assert_cmpint(c.learning, ==, 2442240);
+  g_assert_cmpuint(c.n_targets, ==, 7 * 30);
+  cohort_finetune_count_clear(&c);
+  g_assert_cmpstr(cohort_family_lora_targets(cfg), ==,
+                  "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj");
+
+  /* the description's rules, named by the config's keys */
+  const char *const bad_kv[] = {"model=llama", "n_head=4", "num_key_value_heads=3", NULL};
+  g_autoptr(CohortConfig) kv = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  g_assert_false(cohort_config_apply_assignments(kv, bad_kv, "test", &error) &&
+                 cohort_model_check_config(kv, "test", &error));
+  g_assert_nonnull(strstr(error->message, "\"num_key_value_heads\": 3 does not divide n_head 4"));
+  g_clear_error(&error);
+  const char *const odd[] = {"model=llama", "n_head=4", "head_dim=7", NULL};
+  g_autoptr(CohortConfig) hd = cohort_config_new();
+  g_assert_false(cohort_config_apply_assignments(hd, odd, "test", &error) &&
+                 cohort_model_check_config(hd, "test", &error));
+  g_assert_nonnull(strstr(error->message, "\"head_dim\": 7"));
+}
+
 static void test_dit(void)
 {
   const char *const tiny[] = {"model=dit", "data_format=images", "num_classes=10", NULL};
@@ -328,6 +382,7 @@ int main(int argc, char **argv)
   g_test_add_func("/families/checklist", test_checklist);
   g_test_add_func("/families/config-alone", test_config_alone);
   g_test_add_func("/families/count/gpt", test_gpt);
+  g_test_add_func("/families/count/llama", test_llama);
   g_test_add_func("/families/count/dit", test_dit);
   g_test_add_func("/families/count/resnet", test_resnet);
   g_test_add_func("/families/count/no-table", test_no_table);

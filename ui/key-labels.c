@@ -21,6 +21,19 @@ static const struct {
     {"resnet_width", N_("Channels of the first stage")},
     {"resnet_variant", N_("ResNet variant")},
     {"zero_init_residual", N_("Residual blocks start as the identity")},
+    {"architecture", N_("Architecture (Hugging Face class)")},
+    {"num_key_value_heads", N_("Key/value heads")},
+    {"head_dim", N_("Head width")},
+    {"intermediate_size", N_("MLP width")},
+    {"rms_norm_eps", N_("RMSNorm epsilon")},
+    {"rope_theta", N_("Rotary base (θ)")},
+    {"rope_scaling", N_("Rotary scaling")},
+    {"rope_scaling_factor", N_("Rotary scaling factor")},
+    {"rope_low_freq_factor", N_("Low-frequency factor (llama3)")},
+    {"rope_high_freq_factor", N_("High-frequency factor (llama3)")},
+    {"rope_original_max_position_embeddings", N_("Original context length (llama3)")},
+    {"attention_bias", N_("Attention biases")},
+    {"tie_word_embeddings", N_("Output head tied to the embedding")},
     {"train_data", N_("Training data")},
     {"val_data", N_("Validation data")},
     {"data_format", N_("Data format")},
@@ -96,6 +109,7 @@ static const struct {
     {"sample_steps", N_("Sampling steps")},
     {"cfg_scale", N_("Guidance scale")},
     {"init_from", N_("Initial weights")},
+    {"max_shard_size_mb", N_("Export shard size (MB)")},
     {"enable_multi_gpu", N_("Train on several GPUs")},
     {"distributed_backend", N_("Communication backend")},
     {"world_size", N_("World size")},
@@ -121,10 +135,30 @@ static const struct {
     {"hang_report_s", N_("Report a waiting collective after (seconds)")},
 };
 
-static const char *const arch_keys[] = {
-    "model",      "n_layer",    "n_head",       "n_embd",         "seq_len",
-    "vocab_size", "patch_size", "resnet_width", "resnet_variant", "zero_init_residual",
-    NULL};
+static const char *const arch_keys[] = {"model",
+                                        "architecture",
+                                        "n_layer",
+                                        "n_head",
+                                        "num_key_value_heads",
+                                        "head_dim",
+                                        "n_embd",
+                                        "intermediate_size",
+                                        "seq_len",
+                                        "vocab_size",
+                                        "tie_word_embeddings",
+                                        "attention_bias",
+                                        "rms_norm_eps",
+                                        "rope_theta",
+                                        "rope_scaling",
+                                        "rope_scaling_factor",
+                                        "rope_low_freq_factor",
+                                        "rope_high_freq_factor",
+                                        "rope_original_max_position_embeddings",
+                                        "patch_size",
+                                        "resnet_width",
+                                        "resnet_variant",
+                                        "zero_init_residual",
+                                        NULL};
 static const char *const image_keys[] = {
     "image_size",  "image_resize", "image_channels",  "image_mean", "image_std",
     "num_classes", "augment",      "skip_bad_images", "vae_from",   NULL};
@@ -167,8 +201,8 @@ static const char *const distill_keys[] = {"teacher_from",        "distill_alpha
 static const char *const finetune_keys[] = {
     "finetune",  "lora_rank",    "lora_alpha",    "lora_dropout", "lora_targets",
     "trainable", "adapter_from", "merge_adapter", "frozen_dtype", NULL};
-static const char *const ws_keys[] = {"workspace_dir", "init_from", "save_every", "keep_last",
-                                      NULL};
+static const char *const ws_keys[] = {"workspace_dir", "init_from",         "save_every",
+                                      "keep_last",     "max_shard_size_mb", NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
 static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens",
                                           "sample_steps", "cfg_scale",     NULL};

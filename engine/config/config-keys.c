@@ -32,6 +32,10 @@ static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL}
 static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
 static const char *const finetune_choices[] = {"full", "lora", "frozen", NULL};
 static const char *const frozen_dtype_choices[] = {"fp32", "bf16", NULL};
+/* engine/families/llama.h's CohortLlamaArch and CohortRopeType, in their order */
+static const char *const architecture_choices[] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                                   "Qwen2ForCausalLM", "Qwen3ForCausalLM", NULL};
+static const char *const rope_scaling_choices[] = {"none", "linear", "llama3", NULL};
 
 #define OFF(field) offsetof(CohortConfig, field)
 #define NO_MAX_INT ((double)G_MAXINT)
@@ -57,6 +61,9 @@ static const char *const frozen_dtype_choices[] = {"fp32", "bf16", NULL};
   }
 /* A key only the families in `m` read ("gpt,dit"). */
 #define ROWM(n, t, g, c, lo, hi, a, h, d, m) ROW_ALL(n, t, g, c, lo, hi, a, h, d, m, NULL, NULL)
+/* A key only the families in `m` read, and only while key `wk` has one of the values `wv`. */
+#define ROWM_WHEN(n, t, g, c, lo, hi, a, h, d, m, wk, wv)                                          \
+  ROW_ALL(n, t, g, c, lo, hi, a, h, d, m, wk, wv)
 /* A key every model family reads. */
 #define ROW(n, t, g, c, lo, hi, a, h, d) ROWM(n, t, g, c, lo, hi, a, h, d, NULL)
 /* A key that means something only while key `wk` has the value `wv` (its text form; several
@@ -101,21 +108,22 @@ static const CohortKeyPath weights_path = {COHORT_PATH_FILE, TRUE, NULL, NULL};
 static const KeyRow rows[] = {
     /* model */
     ROW(model, STRING, "model", model_choices, 1, 0, NULL,
-        "The model family to train: a GPT-2-style language model, a diffusion transformer on "
-        "images, or a ResNet image classifier with BatchNorm.",
+        "The model family to train: a GPT-2-style language model, a Llama-family language model "
+        "(Llama, Mistral, Qwen2, Qwen3, SmolLM), a diffusion transformer on images, or a ResNet "
+        "image classifier with BatchNorm.",
         "gpt"),
     ROW(n_layer, INT, "model", NULL, 1, 96, NULL,
         "Number of transformer blocks; for resnet the depth 6n+2 (8, 14, 20, 26 … 92) of n "
         "BasicBlocks per stage.",
         "4"),
     ROWM(n_head, INT, "model", NULL, 1, 128, NULL,
-         "Number of attention heads; n_embd must be a multiple of it.", "4", "gpt,dit"),
+         "Number of attention heads; n_embd must be a multiple of it.", "4", "gpt,dit,llama"),
     ROWM(n_embd, INT, "model", NULL, 8, 12288, NULL, "Width of the embeddings and hidden states.",
-         "256", "gpt,dit"),
+         "256", "gpt,dit,llama"),
     ROWM(seq_len, INT, "model", NULL, 2, 65536, NULL,
-         "Context length in tokens, also the length of each training window.", "128", "gpt"),
+         "Context length in tokens, also the length of each training window.", "128", "gpt,llama"),
     ROWM(vocab_size, INT, "model", NULL, 2, 1000000, NULL,
-         "Number of distinct tokens; 256 for byte-level text.", "256", "gpt"),
+         "Number of distinct tokens; 256 for byte-level text.", "256", "gpt,llama"),
     ROWM(patch_size, INT, "model", NULL, 1, 64, NULL,
          "Side in pixels of the square patches an image is cut into, one token each; "
          "image_size must be a multiple of it.",
@@ -134,6 +142,51 @@ static const KeyRow rows[] = {
          "Start each block's last BatchNorm scale at 0, so every residual block begins as the "
          "identity (torchvision's zero_init_residual).",
          "false", "resnet"),
+    ROWM(architecture, CHOICE, "model", architecture_choices, 0, 0, NULL,
+         "Which of Hugging Face's decoders (config.json's architectures): Llama (attention_bias "
+         "on all four projections), Mistral (no biases), Qwen2 (biases on q, k and v) or Qwen3 "
+         "(an RMSNorm on each head's queries and keys).",
+         "LlamaForCausalLM", "llama"),
+    ROWM(num_key_value_heads, INT, "model", NULL, 0, 128, NULL,
+         "Key/value heads of grouped-query attention, a divisor of n_head (1 is multi-query); 0 "
+         "= n_head.",
+         "0", "llama"),
+    ROWM(head_dim, INT, "model", NULL, 0, 1024, NULL,
+         "Width of each attention head, an even number (Qwen3 sets it above n_embd / n_head); 0 "
+         "= n_embd / n_head.",
+         "0", "llama"),
+    ROWM(intermediate_size, INT, "model", NULL, 1, 262144, NULL,
+         "Width of the SwiGLU MLP (gate_proj and up_proj).", "704", "llama"),
+    ROWM(rms_norm_eps, DOUBLE, "model", NULL, COHORT_KEY_ABOVE_ZERO, COHORT_KEY_BELOW_ONE, NULL,
+         "Epsilon of every RMSNorm.", "1e-05", "llama"),
+    ROWM(rope_theta, DOUBLE, "model", NULL, 1, 1e12, NULL,
+         "Base of the rotary embeddings' frequencies (above 1).", "10000.0", "llama"),
+    ROWM(rope_scaling, CHOICE, "model", rope_scaling_choices, 0, 0, NULL,
+         "How rotary frequencies are stretched for longer contexts (config.json's "
+         "rope_scaling.rope_type): none, linear (all divided by the factor) or llama3 (low "
+         "frequencies divided, high ones kept, a ramp between).",
+         "none", "llama"),
+    ROWM_WHEN(rope_scaling_factor, DOUBLE, "model", NULL, 1, 1e6, NULL,
+              "rope_scaling's factor: how many times longer the context is.", "8.0", "llama",
+              "rope_scaling", "linear,llama3"),
+    ROWM_WHEN(rope_low_freq_factor, DOUBLE, "model", NULL, COHORT_KEY_ABOVE_ZERO, 1e6, NULL,
+              "llama3 scaling: wavelengths above original_max_position_embeddings divided by "
+              "this are stretched fully.",
+              "1.0", "llama", "rope_scaling", "llama3"),
+    ROWM_WHEN(rope_high_freq_factor, DOUBLE, "model", NULL, COHORT_KEY_ABOVE_ZERO, 1e6, NULL,
+              "llama3 scaling: wavelengths below original_max_position_embeddings divided by "
+              "this keep their frequency.",
+              "4.0", "llama", "rope_scaling", "llama3"),
+    ROWM_WHEN(rope_original_max_position_embeddings, INT, "model", NULL, 1, 1 << 24, NULL,
+              "llama3 scaling: the context length the model was first trained at.", "8192", "llama",
+              "rope_scaling", "llama3"),
+    ROWM_WHEN(attention_bias, BOOL, "model", NULL, 0, 0, NULL,
+              "Biases on the attention's q, k, v and o projections (config.json's "
+              "attention_bias).",
+              "false", "llama", "architecture", "LlamaForCausalLM,Qwen3ForCausalLM"),
+    ROWM(tie_word_embeddings, BOOL, "model", NULL, 0, 0, NULL,
+         "The output head is the token embedding (one matrix); false gives lm_head its own.",
+         "true", "llama"),
 
     /* data */
     ROW_PATH(train_data, "data", &data_path, 1,
@@ -156,7 +209,7 @@ static const KeyRow rows[] = {
         "How text becomes tokens: bytes (each byte a token, vocab_size 256), or a GPT-2 "
         "byte-level BPE tokenizer; with bytes, an init_from folder that holds a tokenizer "
         "supplies it. Text is tokenized once into the workspace cache.",
-        "bytes", "gpt", NULL, NULL),
+        "bytes", "gpt,llama", NULL, NULL),
     ROW(shuffle, BOOL, "data", NULL, 0, 0, NULL,
         "Visit training windows in a seeded random order that changes every epoch.", "true"),
     ROW(seed, INT64, "data", NULL, 0, COHORT_KEY_MAX_SEED, NULL,
@@ -315,8 +368,8 @@ static const KeyRow rows[] = {
     ROW_PATH(
         teacher_from, "training", &teacher_path, 0,
         "\"\" or a folder: a Cohort model folder (model.safetensors and cohort-config.json, as "
-        "a run's export leaves them) or a Hugging Face GPT-2 folder (config.json and "
-        "model.safetensors)",
+        "a run's export leaves them) or a Hugging Face GPT-2 or Llama-family folder "
+        "(config.json and its weights)",
         "Teacher to distil from: a frozen model of the same family run on every batch; \"\" "
         "trains without one.",
         "", NULL, NULL, NULL),
@@ -327,7 +380,7 @@ static const KeyRow rows[] = {
     ROWM(distill_temperature, DOUBLE, "training", NULL, COHORT_KEY_ABOVE_ZERO, 100, NULL,
          "Softmax temperature of the teacher's and the student's distributions; the KL term "
          "is multiplied by its square.",
-         "2.0", "gpt,resnet"),
+         "2.0", "gpt,resnet,llama"),
     ROWM(distill_cfg_scale, DOUBLE, "training", NULL, 0, 100, NULL,
          "Classifier-free guidance of the teacher's velocity that the student learns: 1 "
          "distils the conditional velocity, larger values distil guidance into one pass.",
@@ -414,8 +467,14 @@ static const KeyRow rows[] = {
         "GPT-2 folder (config.json, model.safetensors and the tokenizer's files) for gpt, a "
         "torchvision or timm ResNet state dict (.safetensors, or a torch.save .pth/.pt) for "
         "resnet, the DiT reference's names or diffusers' DiTTransformer2DModel (a .safetensors "
-        "file or a diffusers folder) for dit, a Cohort export (model.safetensors) for every model",
+        "file or a diffusers folder) for dit, a Hugging Face Llama, Mistral, Qwen2 or Qwen3 "
+        "folder (config.json, model.safetensors or shards with model.safetensors.index.json) for "
+        "llama, a Cohort export (model.safetensors) for every model",
         "Weights to start from instead of a random initialisation.", "", NULL, NULL, NULL),
+    ROWM(max_shard_size_mb, DOUBLE, "output", NULL, COHORT_KEY_ABOVE_ZERO, 1e9, NULL,
+         "The export's model.safetensors is cut into shards of at most this many megabytes "
+         "(10^6 bytes), with model.safetensors.index.json, as Hugging Face's max_shard_size.",
+         "5000.0", "llama"),
 
     /* distributed */
     ROW(enable_multi_gpu, BOOL, "distributed", NULL, 0, 0, NULL,

@@ -194,7 +194,10 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
   float mean[3], std[3];
   if (!cohort_config_image_normalisation(cfg, source, mean, std, error))
     return FALSE;
-  if (cfg->n_embd % cfg->n_head != 0)
+  /* a llama's explicit head_dim need not be n_embd / n_head (its family checks the rest) */
+  gboolean head_dim =
+      cfg->head_dim > 0 && cohort_config_key_in_effect(cohort_config_find_key("head_dim"), cfg);
+  if (cfg->n_embd % cfg->n_head != 0 && !head_dim)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "%s: key \"n_embd\": %d is not a multiple of \"n_head\": %d; allowed: "
                        "n_embd divisible by n_head, like %d",

@@ -59,6 +59,19 @@ typedef struct {
   int resnet_width;            /* resnet: channels of the first stage (then 2x, 4x) */
   int resnet_variant;          /* CohortResnetVariant (engine/models/resnet.h) */
   gboolean zero_init_residual; /* resnet: each block's last BatchNorm scale starts at 0 */
+  int architecture;            /* llama: CohortLlamaArch (engine/families/llama.h) */
+  int num_key_value_heads;     /* llama: grouped-query attention; 0 = n_head */
+  int head_dim;                /* llama: 0 = n_embd / n_head */
+  int intermediate_size;       /* llama: the SwiGLU MLP's width */
+  double rms_norm_eps;         /* llama */
+  double rope_theta;           /* llama */
+  int rope_scaling;            /* llama: CohortRopeType (none, linear, llama3) */
+  double rope_scaling_factor;  /* llama: rope_scaling linear and llama3 */
+  double rope_low_freq_factor; /* llama: rope_scaling llama3 */
+  double rope_high_freq_factor;
+  int rope_original_max_position_embeddings;
+  gboolean attention_bias;      /* llama: Llama's and Qwen3's attention_bias */
+  gboolean tie_word_embeddings; /* llama: the output head is the token embedding */
 
   /* data; a path that starts with "builtin:" names a file under Cohort's data dir */
   char *train_data;
@@ -143,9 +156,10 @@ typedef struct {
   int sample_every; /* 0 = off */
   char *sample_prompt;
   int sample_tokens;
-  int sample_steps; /* dit: Euler steps of a sample */
-  double cfg_scale; /* dit: classifier-free guidance of samples; 1 = none */
-  char *init_from;  /* "" = random init; else a .safetensors with GPT-2 names */
+  int sample_steps;         /* dit: Euler steps of a sample */
+  double cfg_scale;         /* dit: classifier-free guidance of samples; 1 = none */
+  char *init_from;          /* "" = random init; else a .safetensors with GPT-2 names */
+  double max_shard_size_mb; /* llama: export shards above this size (Hugging Face's) */
 
   /* distributed (docs/config.md, "Distributed", describes each key) */
   gboolean enable_multi_gpu;

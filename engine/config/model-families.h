@@ -19,6 +19,7 @@ G_BEGIN_DECLS
 /* FAMILY(name, label) for every family, in the order the window lists them. */
 #define COHORT_MODEL_FAMILIES(FAMILY)                                                              \
   FAMILY(gpt, "GPT (text)")                                                                        \
+  FAMILY(llama, "Llama, Qwen, Mistral (text)")                                                     \
   FAMILY(dit, "Diffusion transformer (images)")                                                    \
   FAMILY(resnet, "ResNet (image classifier)")
 

@@ -11,6 +11,7 @@
 #include "engine/model/frozen-store.h"
 #include "engine/train/device.h"
 #include "engine/model/lora-io.h"
+#include "engine/model/hf-weights.h"
 #include "engine/model/model-io.h"
 #include "engine/model/model.h"
 #include "kernels/backend.h"
@@ -55,8 +56,15 @@ static gboolean load_weights(CohortModel *m, const char *path, gboolean is_check
   }
   g_autofree char *ema_file = g_build_filename(path, "model-ema.safetensors", NULL);
   g_autofree char *file = g_build_filename(path, "model.safetensors", NULL);
-  if (!cohort_model_load(m, g_file_test(ema_file, G_FILE_TEST_EXISTS) ? ema_file : file, error))
+  g_autofree char *index = g_build_filename(path, COHORT_HF_INDEX_FILE, NULL);
+  gboolean ema = g_file_test(ema_file, G_FILE_TEST_EXISTS);
+  if (!ema && !g_file_test(file, G_FILE_TEST_EXISTS) && g_file_test(index, G_FILE_TEST_EXISTS)) {
+    /* an export cut into shards (max_shard_size_mb): read as the family imports them */
+    if (!cohort_model_import(m, index, NULL, error))
+      return FALSE;
+  } else if (!cohort_model_load(m, ema ? ema_file : file, error)) {
     return FALSE;
+  }
   /* finetune lora: the folder's model is the base, its adapter beside it (adapter/) */
   g_autofree char *adapter = g_build_filename(path, "adapter", NULL);
   return !m->lora || cohort_lora_load(m, adapter, error);

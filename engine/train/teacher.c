@@ -7,9 +7,11 @@
 
 #include "data/images.h"
 #include "engine/base/error.h"
+#include "engine/model/hf-weights.h"
 #include "engine/model/model-io.h"
 #include "engine/model/safetensors.h"
 #include "engine/models/gpt-io.h"
+#include "engine/models/llama-io.h"
 #include "engine/models/registry.h"
 
 void cohort_teacher_free(CohortTeacher *t)
@@ -75,19 +77,30 @@ static gboolean read_folder(CohortTeacher *t, const CohortConfig *student,
       return FALSE;
     t->ema = g_file_test(ema, G_FILE_TEST_IS_REGULAR);
     t->weights = g_strdup(t->ema ? ema : model);
+    g_autofree char *index = g_build_filename(t->dir, COHORT_HF_INDEX_FILE, NULL);
+    if (!t->ema && !g_file_test(model, G_FILE_TEST_EXISTS) &&
+        g_file_test(index, G_FILE_TEST_IS_REGULAR)) {
+      /* an export cut into shards (max_shard_size_mb): read as its family imports them */
+      g_free(t->weights);
+      t->weights = g_steal_pointer(&index);
+      t->hf = TRUE;
+    }
     if (t->cfg->data_format == COHORT_DATA_IMAGES && !resolve_classes(t, student_classes, error))
       return FALSE;
   } else if (g_file_test(hf_cfg, G_FILE_TEST_EXISTS)) {
+    /* a Hugging Face folder of the student's family: its weights may be shards */
+    gboolean llama = g_strcmp0(student->model, "llama") == 0;
     t->cfg = cohort_config_copy(student);
     t->hf = TRUE;
-    t->weights = g_strdup(model);
-    if (!cohort_gpt_read_hf_config(hf_cfg, t->cfg, error))
+    t->weights = llama ? cohort_llama_import_file(t->dir) : g_strdup(model);
+    if (!(llama ? cohort_llama_read_hf_config(hf_cfg, t->cfg, NULL, error)
+                : cohort_gpt_read_hf_config(hf_cfg, t->cfg, error)))
       return FALSE;
   } else {
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "teacher_from %s: the folder holds neither cohort-config.json (a Cohort "
                        "model folder, as a run's export leaves it) nor config.json (a Hugging "
-                       "Face GPT-2 folder)",
+                       "Face GPT-2 or Llama-family folder)",
                        t->dir);
   }
   if (!g_file_test(t->weights, G_FILE_TEST_IS_REGULAR))

@@ -1,5 +1,5 @@
-/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise, and the
- * softmax of rows (attention written as matrix products). */
+/* Activations: GELU (tanh form), SiLU, SwiGLU and ReLU, forward and backward, element-wise, and
+ * the softmax of rows (attention written as matrix products). */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -120,6 +120,46 @@ void cohort_cpu_silu_backward(float *dinp, const float *inp, const float *dout, 
   for (long c = 0; c < chunks; c++) {
     size_t i0 = (size_t)c * CHUNK;
     silu_back_chunk(dinp + i0, inp + i0, dout + i0, chunk_len(n, i0));
+  }
+}
+
+COHORT_VEC static void swiglu_chunk(float *restrict out, const float *restrict gate,
+                                    const float *restrict up, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    out[i] = cohort_silu(gate[i]) * up[i];
+}
+
+void cohort_cpu_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+  long chunks = n_chunks(n);
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (long c = 0; c < chunks; c++) {
+    size_t i0 = (size_t)c * CHUNK;
+    swiglu_chunk(out + i0, gate + i0, up + i0, chunk_len(n, i0));
+  }
+}
+
+/* Either output may alias dout, so no restrict on those three. */
+COHORT_VEC static void swiglu_back_chunk(float *dgate, float *dup, const float *dout,
+                                         const float *restrict gate, const float *restrict up,
+                                         size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    float g = dout[i], x = gate[i], u = up[i];
+    dgate[i] = g * u * cohort_silu_grad(x);
+    dup[i] = g * cohort_silu(x);
+  }
+}
+
+void cohort_cpu_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                const float *up, size_t n)
+{
+  long chunks = n_chunks(n);
+#pragma omp parallel for schedule(static) if (n >= COHORT_CPU_PAR_MIN)
+  for (long c = 0; c < chunks; c++) {
+    size_t i0 = (size_t)c * CHUNK;
+    swiglu_back_chunk(dgate + i0, dup + i0, dout + i0, gate + i0, up + i0, chunk_len(n, i0));
   }
 }
 

@@ -3,8 +3,9 @@
  * last row; otherwise all T), with register-sized tiles so the compiler vectorises over 16 keys or
  * 16 channels at a time. The [T, T] probabilities are never stored: backward recomputes them from
  * the saved log-sum-exp (as FlashAttention), and the sum D_i = dout_i . out_i replaces the row sums
- * of dP * P. Key and value gradients of one head sum over query blocks in order, so results do not
- * depend on the thread count. */
+ * of dP * P. Key and value gradients of one head sum over query blocks (and, with grouped-query
+ * attention, over the query heads that share it) in order, so results do not depend on the
+ * thread count. */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -158,103 +159,177 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
     memset(S + (size_t)r * ls, 0, sizeof(float) * n);
 }
 
-void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                                  int NH, int causal)
+/* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
+ * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
+ * heads of size hd, query head h the key/value head h / (NH / NKV). */
+typedef struct {
+  const float *q, *k, *v;
+  size_t ldq, ldk, ldv, ldo;
+  int B, T, NH, NKV, hd, causal;
+} AttnArgs;
+
+static void attn_forward(float *out, float *lse, const AttnArgs *x)
 {
-  int hd = C / NH;
+  int hd = x->hd, T = x->T, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t stride = (size_t)3 * C, lt = round16(T);
+  size_t lt = round16(T);
   size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort(); /* out of memory for a few hundred KiB */
 #pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; bh++) {
+  for (int bh = 0; bh < x->B * NH; bh++) {
     int b = bh / NH, h = bh % NH;
     float *KT = buf + per_thread * omp_get_thread_num();
     float *S = KT + (size_t)hd * lt;
     float *zero_row = S + QB * lt;
-    const float *q = qkv + (size_t)b * T * stride + (size_t)h * hd;
-    const float *k = q + C, *v = q + 2 * C;
-    float *o = out + (size_t)b * T * C + (size_t)h * hd;
+    const float *q = x->q + (size_t)b * T * x->ldq + (size_t)h * hd;
+    const float *k = x->k + (size_t)b * T * x->ldk + (size_t)(h / G) * hd;
+    const float *v = x->v + (size_t)b * T * x->ldv + (size_t)(h / G) * hd;
+    float *o = out + (size_t)b * T * x->ldo + (size_t)h * hd;
     memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
-    transpose(KT, lt, k, stride, T, hd);
+    transpose(KT, lt, k, x->ldk, T, hd);
     for (int i0 = 0; i0 < T; i0 += QB) {
       int rows = T - i0 < QB ? T - i0 : QB;
-      int keys = last_key(i0 + rows - 1, T, causal) + 1; /* keys this block can see */
-      int n = (int)round16(keys);                        /* padded to a tile */
+      int keys = last_key(i0 + rows - 1, T, x->causal) + 1; /* keys this block can see */
+      int n = (int)round16(keys);                           /* padded to a tile */
       const float *a[QB];
       for (int r = 0; r < QB; r++)
-        a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
+        a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
       tile_scores(S, lt, a, KT, lt, n, hd);
-      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0, T, causal);
-      tile_weighted_sum(o + (size_t)i0 * C, C, rows, S, lt, v, stride, keys, hd);
+      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0, T, x->causal);
+      tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
     }
   }
+}
+
+/* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
+ * the caller zeroes them before the group's first head). */
+static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
+                               const float *l, const float *q, const float *k, const float *KT,
+                               const float *VT, float *P, float *dS, const float *zero_row,
+                               const AttnArgs *x)
+{
+  int hd = x->hd, T = x->T;
+  float scale = 1.0f / sqrtf((float)hd);
+  size_t lt = round16(T);
+  for (int i0 = 0; i0 < T; i0 += QB) {
+    int rows = T - i0 < QB ? T - i0 : QB;
+    int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
+    int n = (int)round16(keys);
+    /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
+    const float *a[QB], *ga[QB];
+    for (int r = 0; r < QB; r++) {
+      a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
+      ga[r] = r < rows ? g + (size_t)(i0 + r) * x->ldo : zero_row;
+    }
+    tile_scores(P, lt, a, KT, lt, n, hd);
+    /* dP = dout v^T */
+    tile_scores(dS, lt, ga, VT, lt, n, hd);
+    for (int r = 0; r < QB; r++) {
+      float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
+      int last = r < rows ? last_key(i0 + r, T, x->causal) : -1;
+      float lr = r < rows ? l[i0 + r] : 0.0f;
+      float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * x->ldo,
+                                          o + (size_t)(i0 + r) * x->ldo, hd)
+                         : 0.0f;
+      for (int j = 0; j <= last; j++) {
+        p[j] = cohort_expf(p[j] * scale - lr);
+        ds[j] = p[j] * (ds[j] - D) * scale;
+      }
+      for (int j = last + 1; j < n; j++)
+        p[j] = ds[j] = 0.0f;
+    }
+    /* dq = dS k; dk += dS^T q; dv += P^T dout */
+    tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dS, lt, k, x->ldk, keys, hd);
+    tile_outer_acc(dk, x->ldk, dS, lt, q + (size_t)i0 * x->ldq, x->ldq, rows, keys, hd);
+    tile_outer_acc(dv, x->ldv, P, lt, g + (size_t)i0 * x->ldo, x->ldo, rows, keys, hd);
+  }
+}
+
+/* One task per (batch, key/value head): its dk and dv sum over the group's query heads in head
+ * order on one thread, so nothing races and the sum does not depend on the thread count. */
+static void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                          const float *lse, const AttnArgs *x)
+{
+  int hd = x->hd, T = x->T, NH = x->NH, NKV = x->NKV, G = NH / NKV;
+  size_t lt = round16(T);
+  size_t per_thread = (size_t)2 * hd * lt + 2 * QB * lt + round16(hd);
+  float *buf = thread_scratch(per_thread, omp_get_max_threads());
+  if (!buf)
+    abort();
+#pragma omp parallel for schedule(static)
+  for (int bk = 0; bk < x->B * NKV; bk++) {
+    int b = bk / NKV, kvh = bk % NKV;
+    float *KT = buf + per_thread * omp_get_thread_num();
+    float *VT = KT + (size_t)hd * lt;
+    float *P = VT + (size_t)hd * lt;
+    float *dS = P + QB * lt;
+    float *zero_row = dS + QB * lt;
+    size_t koff = (size_t)b * T * x->ldk + (size_t)kvh * hd;
+    size_t voff = (size_t)b * T * x->ldv + (size_t)kvh * hd;
+    const float *k = x->k + koff, *v = x->v + voff;
+    float *dkh = dk + koff, *dvh = dv + voff;
+    memset(KT, 0, sizeof(float) * per_thread);
+    transpose(KT, lt, k, x->ldk, T, hd);
+    transpose(VT, lt, v, x->ldv, T, hd);
+    for (int i = 0; i < T; i++) {
+      memset(dkh + (size_t)i * x->ldk, 0, sizeof(float) * hd);
+      memset(dvh + (size_t)i * x->ldv, 0, sizeof(float) * hd);
+    }
+    for (int gi = 0; gi < G; gi++) {
+      int h = kvh * G + gi;
+      size_t qoff = (size_t)b * T * x->ldq + (size_t)h * hd;
+      size_t ooff = (size_t)b * T * x->ldo + (size_t)h * hd;
+      attn_backward_head(dq + qoff, dkh, dvh, dout + ooff, out + ooff,
+                         lse + ((size_t)b * NH + h) * T, x->q + qoff, k, KT, VT, P, dS, zero_row,
+                         x);
+    }
+  }
+}
+
+/* GPT's interleaved [B, T, 3C]: q, k and v are column blocks of one tensor. */
+static AttnArgs interleaved(const float *qkv, int B, int T, int C, int NH, int causal)
+{
+  size_t ld = (size_t)3 * C;
+  return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld, ld, ld, (size_t)C, B, T, NH, NH, C / NH, causal};
+}
+
+static AttnArgs grouped(const float *q, const float *k, const float *v, int B, int T, int NH,
+                        int NKV, int hd, int causal)
+{
+  size_t lq = (size_t)NH * hd, lkv = (size_t)NKV * hd;
+  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, NH, NKV, hd, causal};
+}
+
+void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                  int NH, int causal)
+{
+  AttnArgs x = interleaved(qkv, B, T, C, NH, causal);
+  attn_forward(out, lse, &x);
 }
 
 void cohort_cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                                    const float *out, const float *lse, int B, int T, int C, int NH,
                                    int causal)
 {
-  int hd = C / NH;
-  float scale = 1.0f / sqrtf((float)hd);
-  size_t stride = (size_t)3 * C, lt = round16(T);
-  size_t per_thread = (size_t)2 * hd * lt + 2 * QB * lt + round16(hd);
-  float *buf = thread_scratch(per_thread, omp_get_max_threads());
-  if (!buf)
-    abort();
-#pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * NH; bh++) {
-    int b = bh / NH, h = bh % NH;
-    float *KT = buf + per_thread * omp_get_thread_num();
-    float *VT = KT + (size_t)hd * lt;
-    float *P = VT + (size_t)hd * lt;
-    float *dS = P + QB * lt;
-    float *zero_row = dS + QB * lt;
-    size_t off = (size_t)b * T * stride + (size_t)h * hd;
-    const float *q = qkv + off, *k = q + C, *v = q + 2 * C;
-    float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
-    const float *g = dout + (size_t)b * T * C + (size_t)h * hd;
-    const float *o = out + (size_t)b * T * C + (size_t)h * hd;
-    const float *l = lse + (size_t)bh * T;
-    memset(KT, 0, sizeof(float) * per_thread);
-    transpose(KT, lt, k, stride, T, hd);
-    transpose(VT, lt, v, stride, T, hd);
-    for (int i = 0; i < T; i++) {
-      memset(dk + (size_t)i * stride, 0, sizeof(float) * hd);
-      memset(dv + (size_t)i * stride, 0, sizeof(float) * hd);
-    }
-    for (int i0 = 0; i0 < T; i0 += QB) {
-      int rows = T - i0 < QB ? T - i0 : QB;
-      int keys = last_key(i0 + rows - 1, T, causal) + 1;
-      int n = (int)round16(keys);
-      /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
-      const float *a[QB], *ga[QB];
-      for (int r = 0; r < QB; r++) {
-        a[r] = r < rows ? q + (size_t)(i0 + r) * stride : zero_row;
-        ga[r] = r < rows ? g + (size_t)(i0 + r) * C : zero_row;
-      }
-      tile_scores(P, lt, a, KT, lt, n, hd);
-      /* dP = dout v^T */
-      tile_scores(dS, lt, ga, VT, lt, n, hd);
-      for (int r = 0; r < QB; r++) {
-        float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
-        int last = r < rows ? last_key(i0 + r, T, causal) : -1;
-        float lr = r < rows ? l[i0 + r] : 0.0f;
-        float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * C, o + (size_t)(i0 + r) * C, hd)
-                           : 0.0f;
-        for (int j = 0; j <= last; j++) {
-          p[j] = cohort_expf(p[j] * scale - lr);
-          ds[j] = p[j] * (ds[j] - D) * scale;
-        }
-        for (int j = last + 1; j < n; j++)
-          p[j] = ds[j] = 0.0f;
-      }
-      /* dq = dS k; dk += dS^T q; dv += P^T dout */
-      tile_weighted_sum(dq + (size_t)i0 * stride, stride, rows, dS, lt, k, stride, keys, hd);
-      tile_outer_acc(dk, stride, dS, lt, q + (size_t)i0 * stride, stride, rows, keys, hd);
-      tile_outer_acc(dv, stride, P, lt, g + (size_t)i0 * C, C, rows, keys, hd);
-    }
-  }
+  AttnArgs x = interleaved(qkv, B, T, C, NH, causal);
+  attn_backward(dqkv, dqkv + C, dqkv + 2 * C, dout, out, lse, &x);
+}
+
+void cohort_cpu_attention_gqa_forward(float *out, float *lse, const float *q, const float *k,
+                                      const float *v, int B, int T, int NH, int NKV, int hd,
+                                      int causal)
+{
+  AttnArgs x = grouped(q, k, v, B, T, NH, NKV, hd, causal);
+  attn_forward(out, lse, &x);
+}
+
+void cohort_cpu_attention_gqa_backward(float *dq, float *dk, float *dv, const float *dout,
+                                       const float *q, const float *k, const float *v,
+                                       const float *out, const float *lse, int B, int T, int NH,
+                                       int NKV, int hd, int causal)
+{
+  AttnArgs x = grouped(q, k, v, B, T, NH, NKV, hd, causal);
+  attn_backward(dq, dk, dv, dout, out, lse, &x);
 }

@@ -1,5 +1,5 @@
 /* Embeddings: token + position rows (GPT), label rows, sinusoidal timestep features and
- * image patches to tokens and back (DiT). */
+ * image patches to tokens and back (DiT), rotary position embeddings (Llama). */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -149,4 +149,40 @@ void cohort_cpu_unpatchify_backward(float *dtokens, const float *dimg, int B, in
     return;
   PatchMap m = patch_shape(B, C, H, W, p, 1);
   patch_map(dtokens, dimg, &m, 1);
+}
+
+/* One head's row at position table row `c`/`s`: rotated by the angle (sign +1) or back (-1). */
+COHORT_VEC static void rope_row(float *out, const float *x, const float *restrict c,
+                                const float *restrict s, int half, float sign)
+{
+  for (int i = 0; i < half; i++) {
+    float x1 = x[i], x2 = x[i + half], sn = sign * s[i];
+    out[i] = x1 * c[i] - x2 * sn;
+    out[i + half] = x2 * c[i] + x1 * sn;
+  }
+}
+
+static void rope(float *out, const float *inp, const float *cos, const float *sin, int B, int T,
+                 int H, int hd, int pos0, float sign)
+{
+  int half = hd / 2;
+  long rows = (long)B * T * H;
+#pragma omp parallel for schedule(static) if ((size_t)rows * hd >= COHORT_CPU_PAR_MIN)
+  for (long r = 0; r < rows; r++) {
+    size_t p = (size_t)pos0 + (size_t)(r / H % T);
+    rope_row(out + (size_t)r * hd, inp + (size_t)r * hd, cos + p * half, sin + p * half, half,
+             sign);
+  }
+}
+
+void cohort_cpu_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
+                             int B, int T, int H, int hd, int pos0)
+{
+  rope(out, inp, cos, sin, B, T, H, hd, pos0, 1.0f);
+}
+
+void cohort_cpu_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+                              int B, int T, int H, int hd, int pos0)
+{
+  rope(dinp, dout, cos, sin, B, T, H, hd, pos0, -1.0f);
 }

@@ -1,5 +1,5 @@
-/* Normalisations: LayerNorm (GPT, DiT), BatchNorm2d split into the steps that SyncBatchNorm
- * combines across ranks, and GroupNorm (the VAE). */
+/* Normalisations: LayerNorm (GPT, DiT), RMSNorm (Llama, Qwen), BatchNorm2d split into the steps
+ * that SyncBatchNorm combines across ranks, and GroupNorm (the VAE). */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -117,6 +117,77 @@ void cohort_cpu_layernorm_backward(float *dinp, float *dw, float *db, const floa
     for (int n = 0; n < N; n++)
       ln_back_row(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, w, mean[n],
                   rstd[n], C);
+  }
+}
+
+COHORT_VEC static void rms_row(float *restrict out, float *restrict rstd, const float *restrict x,
+                               const float *restrict w, int C, float eps)
+{
+  float rs = 1.0f / sqrtf(cohort_row_dot(x, x, C) / C + eps);
+  for (int c = 0; c < C; c++)
+    out[c] = (x[c] * rs) * (w ? w[c] : 1.0f);
+  *rstd = rs;
+}
+
+void cohort_cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+                                int C, float eps)
+{
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= COHORT_CPU_PAR_MIN)
+  for (int n = 0; n < N; n++)
+    rms_row(out + (size_t)n * C, rstd + n, inp + (size_t)n * C, w, C, eps);
+}
+
+/* With g = dout * w and xhat = x * rs: dinp += rs * (g - xhat * mean(g * xhat)). */
+COHORT_VEC static void rms_back_row(float *restrict dinp, const float *restrict dout,
+                                    const float *restrict x, const float *restrict w, float rs,
+                                    int C)
+{
+  float acc[COHORT_LANES] = {0};
+  int i = 0;
+  for (; i + COHORT_LANES <= C; i += COHORT_LANES)
+    for (int l = 0; l < COHORT_LANES; l++)
+      acc[l] += dout[i + l] * (w ? w[i + l] : 1.0f) * (x[i + l] * rs);
+  float s = cohort_sum_lanes(acc);
+  for (; i < C; i++)
+    s += dout[i] * (w ? w[i] : 1.0f) * (x[i] * rs);
+  s /= C;
+  for (int c = 0; c < C; c++)
+    dinp[c] += rs * (dout[c] * (w ? w[c] : 1.0f) - (x[c] * rs) * s);
+}
+
+/* dw's column sums of dout * xhat over a stripe of at most 64 columns, rows in order. */
+COHORT_VEC static void rms_param_stripe(float *restrict dw, const float *restrict dout,
+                                        const float *restrict inp, const float *restrict rstd,
+                                        int N, int C, int c0, int width)
+{
+  float aw[64];
+  for (int j = 0; j < width; j++)
+    aw[j] = 0.0f;
+  for (int n = 0; n < N; n++) {
+    const float *g = dout + (size_t)n * C + c0, *x = inp + (size_t)n * C + c0;
+    float rs = rstd[n];
+    for (int j = 0; j < width; j++)
+      aw[j] += g[j] * (x[j] * rs);
+  }
+  for (int j = 0; j < width; j++)
+    dw[c0 + j] += aw[j];
+}
+
+void cohort_cpu_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                 const float *w, const float *rstd, int N, int C)
+{
+  int stripes = dw ? (C + 63) / 64 : 0;
+  int par = (size_t)N * C >= COHORT_CPU_PAR_MIN;
+#pragma omp parallel if (par)
+  {
+#pragma omp for schedule(static) nowait
+    for (int s = 0; s < stripes; s++) {
+      int c0 = s * 64;
+      rms_param_stripe(dw, dout, inp, rstd, N, C, c0, C - c0 < 64 ? C - c0 : 64);
+    }
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; n++)
+      rms_back_row(dinp + (size_t)n * C, dout + (size_t)n * C, inp + (size_t)n * C, w, rstd[n], C);
   }
 }
 

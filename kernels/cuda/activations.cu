@@ -1,4 +1,4 @@
-/* Activations: GELU (tanh form), SiLU and ReLU, forward and backward, element-wise, and the
+/* Activations: GELU (tanh form), SiLU, SwiGLU and ReLU, forward and backward, element-wise, and the
  * softmax of rows. */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
@@ -94,6 +94,41 @@ void cohort_cuda_silu_backward(float *dinp, const float *inp, const float *dout,
     return;
   silu_back_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dinp, inp, dout, n);
   cohort_cuda_launched("silu_backward");
+}
+
+__global__ static void swiglu_kernel(float *out, const float *gate, const float *up, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  out[i] = cohort_silu(gate[i]) * up[i];
+}
+
+/* dgate or dup may alias dout: each element is read before the same thread writes it. */
+__global__ static void swiglu_back_kernel(float *dgate, float *dup, const float *dout,
+                                          const float *gate, const float *up, size_t n)
+{
+  COHORT_GRID_STRIDE(i, n)
+  {
+    float g = dout[i], x = gate[i], u = up[i];
+    dgate[i] = g * u * cohort_silu_grad(x);
+    dup[i] = g * cohort_silu(x);
+  }
+}
+
+void cohort_cuda_swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+  if (n == 0)
+    return;
+  swiglu_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, gate, up, n);
+  cohort_cuda_launched("swiglu_forward");
+}
+
+void cohort_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                 const float *up, size_t n)
+{
+  if (n == 0)
+    return;
+  swiglu_back_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(dgate, dup, dout, gate, up, n);
+  cohort_cuda_launched("swiglu_backward");
 }
 
 /* Softmax of rows: one block per row, fixed-order block reductions. */

@@ -3,7 +3,10 @@
  * softmax), so the [T, T] matrix is never stored; lse is kept for the backward, which
  * recomputes the probabilities. One warp owns one row (a query in the forward and for dq, a key for
  * dk and dv): lanes take keys (or queries) for the dot products and head dimensions for the
- * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics. */
+ * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics; with
+ * grouped-query attention a key's warp sums over the query heads of its group in head order.
+ * GPT's interleaved [B, T, 3C] and three separate tensors are the same kernels with other row
+ * strides. */
 #include "cuda.cuh"
 
 #define ATT_MAXD 128                      /* largest head size */
@@ -12,8 +15,9 @@
 #define ATT_TILE COHORT_WARP              /* keys or queries per shared tile */
 
 typedef struct {
-  int T, C, NH, hd, tiles; /* tiles: blocks per (batch, head) */
-  int causal;              /* query i sees keys 0..i; else all T */
+  int T, NH, NKV, G, hd, tiles; /* G = NH / NKV; tiles: blocks per (batch, head) */
+  size_t ldq, ldk, ldv, ldo;    /* row strides of q, k, v and of out (and dout) */
+  int causal;                   /* query i sees keys 0..i; else all T */
   float scale;
 } AttnShape;
 
@@ -44,29 +48,31 @@ __device__ static inline float dot_hd(const float *a, const float *b, int hd)
   return dot;
 }
 
-__global__ static void attn_fwd_kernel(float *out, float *lse, const float *qkv, AttnShape s)
+__global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, AttnShape s)
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
   int hd = s.hd, ld = hd + 1;
-  size_t stride = (size_t)3 * s.C;
-  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
+  const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
+  const float *kb = k + (size_t)b * s.T * s.ldk + (size_t)kvh * hd;
+  const float *vb = v + (size_t)b * s.T * s.ldv + (size_t)kvh * hd;
   int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
   int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
   float *qs = sm + warp * hd, *ks = sm + ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
   if (i < s.T)
     for (int d = lane; d < hd; d += COHORT_WARP)
-      qs[d] = base[(size_t)i * stride + d];
+      qs[d] = qb[(size_t)i * s.ldq + d];
   float m = -INFINITY, l = 0.0f, acc[ATT_DPL];
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++)
-    acc[k] = 0.0f;
+  for (int e = 0; e < ATT_DPL; e++)
+    acc[e] = 0.0f;
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads(); /* the previous tile is consumed */
-    load_tile(ks, base + s.C, stride, j0, s);
-    load_tile(vs, base + 2 * s.C, stride, j0, s);
+    load_tile(ks, kb, s.ldk, j0, s);
+    load_tile(vs, vb, s.ldv, j0, s);
     __syncthreads();
     if (i >= s.T || j0 >= kend)
       continue; /* warp-uniform */
@@ -78,29 +84,29 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *qkv,
     l = l * corr + cohort_warp_sum(p);
     m = m_new;
 #pragma unroll
-    for (int k = 0; k < ATT_DPL; k++)
-      acc[k] *= corr;
+    for (int e = 0; e < ATT_DPL; e++)
+      acc[e] *= corr;
     int nk = min(ATT_TILE, kend - j0);
     for (int jj = 0; jj < nk; jj++) {
       float pj = __shfl_sync(COHORT_FULL_MASK, p, jj);
       const float *vr = vs + jj * ld;
 #pragma unroll
-      for (int k = 0; k < ATT_DPL; k++) {
-        int d = lane + k * COHORT_WARP;
+      for (int e = 0; e < ATT_DPL; e++) {
+        int d = lane + e * COHORT_WARP;
         if (d < hd)
-          acc[k] += pj * vr[d];
+          acc[e] += pj * vr[d];
       }
     }
   }
   if (i >= s.T)
     return;
   float inv = 1.0f / l;
-  float *y = out + ((size_t)b * s.T + i) * s.C + (size_t)h * hd;
+  float *y = out + ((size_t)b * s.T + i) * s.ldo + (size_t)h * hd;
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++) {
-    int d = lane + k * COHORT_WARP;
+  for (int e = 0; e < ATT_DPL; e++) {
+    int d = lane + e * COHORT_WARP;
     if (d < hd)
-      y[d] = acc[k] * inv;
+      y[d] = acc[e] * inv;
   }
   if (lane == 0)
     lse[(size_t)bh * s.T + i] = m + logf(l);
@@ -115,7 +121,7 @@ __global__ static void attn_delta_kernel(float *D, const float *dout, const floa
   if (row >= (size_t)B * s.NH * s.T)
     return;
   int i = (int)(row % s.T), bh = (int)(row / s.T), b = bh / s.NH, h = bh % s.NH;
-  size_t off = ((size_t)b * s.T + i) * s.C + (size_t)h * s.hd;
+  size_t off = ((size_t)b * s.T + i) * s.ldo + (size_t)h * s.hd;
   float acc = 0.0f;
   for (int d = lane; d < s.hd; d += COHORT_WARP)
     acc += dout[off + d] * out[off + d];
@@ -125,16 +131,17 @@ __global__ static void attn_delta_kernel(float *D, const float *dout, const floa
 }
 
 /* dq_i = sum_j ds_ij k_j, ds_ij = p_ij (dout_i . v_j - D_i) * scale. */
-__global__ static void attn_dq_kernel(float *dqkv, const float *dout, const float *qkv,
-                                      const float *lse, const float *D, AttnShape s)
+__global__ static void attn_dq_kernel(float *dq, const float *dout, const float *q, const float *k,
+                                      const float *v, const float *lse, const float *D, AttnShape s)
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
   int hd = s.hd, ld = hd + 1;
-  size_t stride = (size_t)3 * s.C;
-  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
-  const float *gbase = dout + (size_t)b * s.T * s.C + (size_t)h * hd;
+  const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
+  const float *kb = k + (size_t)b * s.T * s.ldk + (size_t)kvh * hd;
+  const float *vb = v + (size_t)b * s.T * s.ldv + (size_t)kvh * hd;
+  const float *gbase = dout + (size_t)b * s.T * s.ldo + (size_t)h * hd;
   int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
   int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
   float *qs = sm + warp * hd, *gs = sm + (ATT_ROWS + warp) * hd;
@@ -142,21 +149,21 @@ __global__ static void attn_dq_kernel(float *dqkv, const float *dout, const floa
   float li = 0.0f, Di = 0.0f;
   if (i < s.T) {
     for (int d = lane; d < hd; d += COHORT_WARP) {
-      qs[d] = base[(size_t)i * stride + d];
-      gs[d] = gbase[(size_t)i * s.C + d];
+      qs[d] = qb[(size_t)i * s.ldq + d];
+      gs[d] = gbase[(size_t)i * s.ldo + d];
     }
     li = lse[(size_t)bh * s.T + i];
     Di = D[(size_t)bh * s.T + i];
   }
   float acc[ATT_DPL];
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++)
-    acc[k] = 0.0f;
+  for (int e = 0; e < ATT_DPL; e++)
+    acc[e] = 0.0f;
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads();
-    load_tile(ks, base + s.C, stride, j0, s);
-    load_tile(vs, base + 2 * s.C, stride, j0, s);
+    load_tile(ks, kb, s.ldk, j0, s);
+    load_tile(vs, vb, s.ldv, j0, s);
     __syncthreads();
     if (i >= s.T || j0 >= kend)
       continue;
@@ -171,135 +178,158 @@ __global__ static void attn_dq_kernel(float *dqkv, const float *dout, const floa
       float dsj = __shfl_sync(COHORT_FULL_MASK, ds, jj);
       const float *kr = ks + jj * ld;
 #pragma unroll
-      for (int k = 0; k < ATT_DPL; k++) {
-        int d = lane + k * COHORT_WARP;
+      for (int e = 0; e < ATT_DPL; e++) {
+        int d = lane + e * COHORT_WARP;
         if (d < hd)
-          acc[k] += dsj * kr[d];
+          acc[e] += dsj * kr[d];
       }
     }
   }
   if (i >= s.T)
     return;
-  float *dq = dqkv + ((size_t)b * s.T + i) * stride + (size_t)h * hd;
+  float *dqr = dq + ((size_t)b * s.T + i) * s.ldq + (size_t)h * hd;
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++) {
-    int d = lane + k * COHORT_WARP;
+  for (int e = 0; e < ATT_DPL; e++) {
+    int d = lane + e * COHORT_WARP;
     if (d < hd)
-      dq[d] = acc[k];
+      dqr[d] = acc[e];
   }
 }
 
-/* For key row j: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over the queries that see
- * key j (causal: i >= j; otherwise all). */
-__global__ static void attn_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
-                                       const float *lse, const float *D, AttnShape s)
+/* For key row j of key/value head kvh: dk_j = sum_i ds_ij q_i and dv_j = sum_i p_ij dout_i over
+ * the queries that see key j (causal: i >= j; otherwise all) of each query head of the group,
+ * heads in order. */
+__global__ static void attn_dkv_kernel(float *dk, float *dv, const float *dout, const float *q,
+                                       const float *k, const float *v, const float *lse,
+                                       const float *D, AttnShape s)
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH;
+  int bk = blockIdx.x / s.tiles, b = bk / s.NKV, kvh = bk % s.NKV;
   int hd = s.hd, ld = hd + 1;
-  size_t stride = (size_t)3 * s.C;
-  const float *base = qkv + (size_t)b * s.T * stride + (size_t)h * hd;
-  const float *gbase = dout + (size_t)b * s.T * s.C + (size_t)h * hd;
-  const float *lse_bh = lse + (size_t)bh * s.T, *D_bh = D + (size_t)bh * s.T;
   int j_first = (blockIdx.x % s.tiles) * ATT_ROWS, j = j_first + warp;
   float *kr = sm + warp * hd, *vr = sm + (ATT_ROWS + warp) * hd;
   float *qs = sm + 2 * ATT_ROWS * hd, *gs = qs + ATT_TILE * ld;
+  size_t krow = ((size_t)b * s.T + j) * s.ldk + (size_t)kvh * hd;
+  size_t vrow = ((size_t)b * s.T + j) * s.ldv + (size_t)kvh * hd;
   if (j < s.T)
     for (int d = lane; d < hd; d += COHORT_WARP) {
-      kr[d] = base[(size_t)j * stride + s.C + d];
-      vr[d] = base[(size_t)j * stride + 2 * s.C + d];
+      kr[d] = k[krow + d];
+      vr[d] = v[vrow + d];
     }
-  float dk[ATT_DPL], dv[ATT_DPL];
+  float dka[ATT_DPL], dva[ATT_DPL];
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++)
-    dk[k] = dv[k] = 0.0f;
+  for (int e = 0; e < ATT_DPL; e++)
+    dka[e] = dva[e] = 0.0f;
 
-  for (int i0 = s.causal ? j_first : 0; i0 < s.T; i0 += ATT_TILE) {
-    __syncthreads();
-    load_tile(qs, base, stride, i0, s);
-    load_tile(gs, gbase, s.C, i0, s);
-    __syncthreads();
-    if (j >= s.T || (s.causal && i0 + ATT_TILE <= j))
-      continue; /* no query of this tile sees key j */
-    int i = i0 + lane;
-    float p = 0.0f, ds = 0.0f;
-    if ((!s.causal || i >= j) && i < s.T) {
-      p = expf(s.scale * dot_hd(qs + lane * ld, kr, hd) - lse_bh[i]);
-      ds = p * (dot_hd(gs + lane * ld, vr, hd) - D_bh[i]) * s.scale;
-    }
-    int first = s.causal ? max(0, j - i0) : 0, end = min(ATT_TILE, s.T - i0);
-    for (int ii = first; ii < end; ii++) {
-      float pi = __shfl_sync(COHORT_FULL_MASK, p, ii);
-      float dsi = __shfl_sync(COHORT_FULL_MASK, ds, ii);
-      const float *qr = qs + ii * ld, *gr = gs + ii * ld;
+  for (int gi = 0; gi < s.G; gi++) {
+    int h = kvh * s.G + gi, bh = b * s.NH + h;
+    const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
+    const float *gbase = dout + (size_t)b * s.T * s.ldo + (size_t)h * hd;
+    const float *lse_bh = lse + (size_t)bh * s.T, *D_bh = D + (size_t)bh * s.T;
+    for (int i0 = s.causal ? j_first : 0; i0 < s.T; i0 += ATT_TILE) {
+      __syncthreads();
+      load_tile(qs, qb, s.ldq, i0, s);
+      load_tile(gs, gbase, s.ldo, i0, s);
+      __syncthreads();
+      if (j >= s.T || (s.causal && i0 + ATT_TILE <= j))
+        continue; /* no query of this tile sees key j */
+      int i = i0 + lane;
+      float p = 0.0f, ds = 0.0f;
+      if ((!s.causal || i >= j) && i < s.T) {
+        p = expf(s.scale * dot_hd(qs + lane * ld, kr, hd) - lse_bh[i]);
+        ds = p * (dot_hd(gs + lane * ld, vr, hd) - D_bh[i]) * s.scale;
+      }
+      int first = s.causal ? max(0, j - i0) : 0, end = min(ATT_TILE, s.T - i0);
+      for (int ii = first; ii < end; ii++) {
+        float pi = __shfl_sync(COHORT_FULL_MASK, p, ii);
+        float dsi = __shfl_sync(COHORT_FULL_MASK, ds, ii);
+        const float *qr = qs + ii * ld, *gr = gs + ii * ld;
 #pragma unroll
-      for (int k = 0; k < ATT_DPL; k++) {
-        int d = lane + k * COHORT_WARP;
-        if (d < hd) {
-          dv[k] += pi * gr[d];
-          dk[k] += dsi * qr[d];
+        for (int e = 0; e < ATT_DPL; e++) {
+          int d = lane + e * COHORT_WARP;
+          if (d < hd) {
+            dva[e] += pi * gr[d];
+            dka[e] += dsi * qr[d];
+          }
         }
       }
     }
   }
   if (j >= s.T)
     return;
-  float *dkr = dqkv + ((size_t)b * s.T + j) * stride + s.C + (size_t)h * hd;
 #pragma unroll
-  for (int k = 0; k < ATT_DPL; k++) {
-    int d = lane + k * COHORT_WARP;
+  for (int e = 0; e < ATT_DPL; e++) {
+    int d = lane + e * COHORT_WARP;
     if (d < hd) {
-      dkr[d] = dk[k];
-      dkr[s.C + d] = dv[k];
+      dk[krow + d] = dka[e];
+      dv[vrow + d] = dva[e];
     }
   }
 }
 
 /* Fills `s` or records why the shape cannot run here. */
-static bool attn_shape(AttnShape *s, int B, int T, int C, int NH, int causal, const char *op)
+static bool attn_shape(AttnShape *s, int B, int T, int NH, int NKV, int hd, int causal,
+                       const char *op)
 {
-  if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 || C % NH != 0) {
+  if (B <= 0 || T <= 0 || NH <= 0 || NKV <= 0 || hd <= 0 || NH % NKV != 0) {
+    cohort_cuda_fail("cuda: %s: shape B=%d T=%d NH=%d NKV=%d hd=%d is invalid (all positive, NKV "
+                     "dividing NH)",
+                     op, B, T, NH, NKV, hd);
+    return false;
+  }
+  if (hd > ATT_MAXD) {
+    cohort_cuda_fail("cuda: %s: head size %d is larger than the %d supported", op, hd, ATT_MAXD);
+    return false;
+  }
+  s->T = T;
+  s->NH = NH;
+  s->NKV = NKV;
+  s->G = NH / NKV;
+  s->hd = hd;
+  s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
+  s->causal = causal != 0;
+  s->scale = 1.0f / sqrtf((float)hd);
+  /* three contiguous tensors; interleaved() below changes the strides for GPT's one */
+  s->ldq = s->ldo = (size_t)NH * hd;
+  s->ldk = s->ldv = (size_t)NKV * hd;
+  return true;
+}
+
+/* GPT's [B, T, 3C]: q, k and v are column blocks of one tensor. */
+static bool interleaved(AttnShape *s, int B, int T, int C, int NH, int causal, const char *op)
+{
+  if (NH <= 0 || C <= 0 || C % NH != 0) {
     cohort_cuda_fail("cuda: %s: shape B=%d T=%d C=%d NH=%d is invalid (C must be a multiple of "
                      "NH, all positive)",
                      op, B, T, C, NH);
     return false;
   }
-  s->T = T;
-  s->C = C;
-  s->NH = NH;
-  s->hd = C / NH;
-  s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
-  s->causal = causal != 0;
-  s->scale = 1.0f / sqrtf((float)s->hd);
-  if (s->hd > ATT_MAXD) {
-    cohort_cuda_fail("cuda: %s: head size %d (C=%d / NH=%d) is larger than the %d supported", op,
-                     s->hd, C, NH, ATT_MAXD);
+  if (!attn_shape(s, B, T, NH, NH, C / NH, causal, op))
     return false;
-  }
+  s->ldq = s->ldk = s->ldv = (size_t)3 * C;
+  s->ldo = (size_t)C;
   return true;
 }
 
-void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
-                                   int NH, int causal)
+static size_t fwd_shmem(const AttnShape &s)
 {
-  AttnShape s;
-  if (!attn_shape(&s, B, T, C, NH, causal, "attention_forward"))
-    return;
-  size_t shmem = sizeof(float) * (ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
-  attn_fwd_kernel<<<(unsigned)((size_t)B * NH * s.tiles), ATT_ROWS * COHORT_WARP, shmem>>>(out, lse,
-                                                                                           qkv, s);
+  return sizeof(float) * (ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
+}
+
+static void attn_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                         int B, const AttnShape &s)
+{
+  unsigned blocks = (unsigned)((size_t)B * s.NH * s.tiles);
+  attn_fwd_kernel<<<blocks, ATT_ROWS * COHORT_WARP, fwd_shmem(s)>>>(out, lse, q, k, v, s);
   cohort_cuda_launched("attention_forward");
 }
 
-void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                                    const float *out, const float *lse, int B, int T, int C, int NH,
-                                    int causal)
+static void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *out, const float *lse, int B,
+                          const AttnShape &s)
 {
-  AttnShape s;
-  if (!attn_shape(&s, B, T, C, NH, causal, "attention_backward"))
-    return;
-  size_t rows = (size_t)B * NH * T;
+  size_t rows = (size_t)B * s.NH * s.T;
   float *D = (float *)cohort_cuda_scratch(sizeof(float) * rows);
   if (!D)
     return;
@@ -308,10 +338,47 @@ void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float 
   if (!cohort_cuda_launched("attention_backward (row deltas)"))
     return;
   size_t shmem = sizeof(float) * (2 * ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
-  unsigned blocks = (unsigned)((size_t)B * NH * s.tiles);
-  attn_dq_kernel<<<blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dqkv, dout, qkv, lse, D, s);
+  unsigned q_blocks = (unsigned)((size_t)B * s.NH * s.tiles);
+  attn_dq_kernel<<<q_blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dq, dout, q, k, v, lse, D, s);
   if (!cohort_cuda_launched("attention_backward (queries)"))
     return;
-  attn_dkv_kernel<<<blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dqkv, dout, qkv, lse, D, s);
+  unsigned kv_blocks = (unsigned)((size_t)B * s.NKV * s.tiles);
+  attn_dkv_kernel<<<kv_blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dk, dv, dout, q, k, v, lse, D, s);
   cohort_cuda_launched("attention_backward (keys, values)");
+}
+
+void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
+                                   int NH, int causal)
+{
+  AttnShape s;
+  if (interleaved(&s, B, T, C, NH, causal, "attention_forward"))
+    attn_forward(out, lse, qkv, qkv + C, qkv + 2 * C, B, s);
+}
+
+void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                    const float *out, const float *lse, int B, int T, int C, int NH,
+                                    int causal)
+{
+  AttnShape s;
+  if (interleaved(&s, B, T, C, NH, causal, "attention_backward"))
+    attn_backward(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, out, lse, B, s);
+}
+
+void cohort_cuda_attention_gqa_forward(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hd,
+                                       int causal)
+{
+  AttnShape s;
+  if (attn_shape(&s, B, T, NH, NKV, hd, causal, "attention_gqa_forward"))
+    attn_forward(out, lse, q, k, v, B, s);
+}
+
+void cohort_cuda_attention_gqa_backward(float *dq, float *dk, float *dv, const float *dout,
+                                        const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse, int B, int T, int NH,
+                                        int NKV, int hd, int causal)
+{
+  AttnShape s;
+  if (attn_shape(&s, B, T, NH, NKV, hd, causal, "attention_gqa_backward"))
+    attn_backward(dq, dk, dv, dout, q, k, v, out, lse, B, s);
 }

@@ -105,6 +105,13 @@ void cohort_cuda_attention_forward(float *out, float *lse, const float *qkv, int
 void cohort_cuda_attention_backward(float *dqkv, const float *dout, const float *qkv,
                                     const float *out, const float *lse, int B, int T, int C, int NH,
                                     int causal);
+void cohort_cuda_attention_gqa_forward(float *out, float *lse, const float *q, const float *k,
+                                       const float *v, int B, int T, int NH, int NKV, int hd,
+                                       int causal);
+void cohort_cuda_attention_gqa_backward(float *dq, float *dk, float *dv, const float *dout,
+                                        const float *q, const float *k, const float *v,
+                                        const float *out, const float *lse, int B, int T, int NH,
+                                        int NKV, int hd, int causal);
 
 /* activations.cu */
 void cohort_cuda_gelu_forward(float *out, const float *inp, size_t n);
@@ -116,6 +123,9 @@ void cohort_cuda_relu_backward(float *dinp, const float *x, const float *dout, s
 void cohort_cuda_softmax_forward(float *out, const float *inp, int N, int V, float scale);
 void cohort_cuda_softmax_backward(float *dinp, const float *out, const float *dout, int N, int V,
                                   float scale);
+void cohort_cuda_swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void cohort_cuda_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                                 const float *up, size_t n);
 
 /* elementwise.cu */
 void cohort_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);
@@ -160,6 +170,10 @@ void cohort_cuda_group_norm_forward(float *out, float *mean, float *rstd, const 
 void cohort_cuda_group_norm_backward(float *dinp, float *dw, float *db, const float *dout,
                                      const float *inp, const float *w, const float *mean,
                                      const float *rstd, int B, int C, int HW, int G);
+void cohort_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+                                 int C, float eps);
+void cohort_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                  const float *w, const float *rstd, int N, int C);
 
 /* losses.cu */
 void cohort_cuda_crossentropy_forward(float *losses, float *lse, const float *logits,
@@ -189,6 +203,10 @@ void cohort_cuda_patchify_backward(float *dimg, const float *dtokens, int B, int
 void cohort_cuda_unpatchify(float *img, const float *tokens, int B, int C, int H, int W, int p);
 void cohort_cuda_unpatchify_backward(float *dtokens, const float *dimg, int B, int C, int H, int W,
                                      int p);
+void cohort_cuda_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
+                              int B, int T, int H, int hd, int pos0);
+void cohort_cuda_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+                               int B, int T, int H, int hd, int pos0);
 
 /* optimizers.cu */
 void cohort_cuda_adamw_update(float *params, const float *grads, float *m, float *v, size_t n,

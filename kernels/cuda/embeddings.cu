@@ -1,5 +1,5 @@
 /* Embeddings: token + position rows (GPT), label rows, sinusoidal timestep features and
- * image patches to tokens and back (DiT). */
+ * image patches to tokens and back (DiT), rotary position embeddings (Llama). */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
@@ -228,4 +228,48 @@ void cohort_cuda_unpatchify_backward(float *dtokens, const float *dimg, int B, i
                                      int p)
 {
   patch_map(dtokens, dimg, B, C, H, W, p, 1, 1, "unpatchify_backward");
+}
+
+/* One thread per rotated pair (row, i < half): out may be inp, as a thread reads its pair before
+ * it writes it. sign -1 rotates back (the backward). */
+__global__ static void rope_kernel(float *out, const float *inp, const float *cos, const float *sin,
+                                   int T, int H, int half, int pos0, float sign, size_t n)
+{
+  COHORT_GRID_STRIDE(e, n)
+  {
+    size_t r = e / half;
+    int i = (int)(e % half);
+    size_t p = (size_t)pos0 + (r / H) % T;
+    const float *x = inp + r * 2 * half;
+    float c = cos[p * half + i], sn = sign * sin[p * half + i];
+    float x1 = x[i], x2 = x[i + half];
+    float *y = out + r * 2 * half;
+    y[i] = x1 * c - x2 * sn;
+    y[i + half] = x2 * c + x1 * sn;
+  }
+}
+
+static void rope(float *out, const float *inp, const float *cos, const float *sin, int B, int T,
+                 int H, int hd, int pos0, float sign, const char *op)
+{
+  if (B <= 0 || T <= 0 || H <= 0 || hd <= 0 || hd % 2 != 0) {
+    if ((size_t)B * T * H * hd != 0)
+      cohort_cuda_fail("cuda: %s: head size %d must be even and positive", op, hd);
+    return;
+  }
+  size_t n = (size_t)B * T * H * (hd / 2);
+  rope_kernel<<<cohort_cuda_blocks(n, 256), 256>>>(out, inp, cos, sin, T, H, hd / 2, pos0, sign, n);
+  cohort_cuda_launched(op);
+}
+
+void cohort_cuda_rope_forward(float *out, const float *inp, const float *cos, const float *sin,
+                              int B, int T, int H, int hd, int pos0)
+{
+  rope(out, inp, cos, sin, B, T, H, hd, pos0, 1.0f, "rope_forward");
+}
+
+void cohort_cuda_rope_backward(float *dinp, const float *dout, const float *cos, const float *sin,
+                               int B, int T, int H, int hd, int pos0)
+{
+  rope(dinp, dout, cos, sin, B, T, H, hd, pos0, -1.0f, "rope_backward");
 }

@@ -1,5 +1,5 @@
-/* Normalisations: LayerNorm (GPT, DiT), BatchNorm2d split into the steps that SyncBatchNorm
- * combines across ranks, and GroupNorm (the VAE). */
+/* Normalisations: LayerNorm (GPT, DiT), RMSNorm (Llama, Qwen), BatchNorm2d split into the steps
+ * that SyncBatchNorm combines across ranks, and GroupNorm (the VAE). */
 #include "cuda.cuh"
 #include "kernels/math-inline.h"
 
@@ -140,6 +140,99 @@ void cohort_cuda_layernorm_backward(float *dinp, float *dw, float *db, const flo
     return;
   ln_param_finish_kernel<<<cohort_cuda_blocks(C, 256), 256>>>(dw, db, part_w, part_b, chunks, C);
   cohort_cuda_launched("layernorm_backward (final sums)");
+}
+
+/* RMSNorm: one warp per row, as LayerNorm. */
+__global__ static void rms_forward_kernel(float *out, float *rstd, const float *inp, const float *w,
+                                          int N, int C, float eps)
+{
+  int lane = threadIdx.x % COHORT_WARP;
+  int n = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / COHORT_WARP;
+  if (n >= N)
+    return;
+  const float *x = inp + (size_t)n * C;
+  float s = 0.0f;
+  for (int c = lane; c < C; c += COHORT_WARP)
+    s += x[c] * x[c];
+  float rs = 1.0f / sqrtf(cohort_warp_sum(s) / C + eps);
+  float *y = out + (size_t)n * C;
+  for (int c = lane; c < C; c += COHORT_WARP)
+    y[c] = (x[c] * rs) * (w ? w[c] : 1.0f);
+  if (lane == 0)
+    rstd[n] = rs;
+}
+
+void cohort_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N,
+                                 int C, float eps)
+{
+  if (N <= 0 || C <= 0)
+    return;
+  int blocks = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  rms_forward_kernel<<<blocks, ROWS_PER_BLOCK * COHORT_WARP>>>(out, rstd, inp, w, N, C, eps);
+  cohort_cuda_launched("rmsnorm_forward");
+}
+
+/* dinp += rs * (g - xhat * mean(g * xhat)), g = dout * w, xhat = x * rs. */
+__global__ static void rms_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                       const float *w, const float *rstd, int N, int C)
+{
+  int lane = threadIdx.x % COHORT_WARP;
+  int n = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / COHORT_WARP;
+  if (n >= N)
+    return;
+  const float *g = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+  float rs = rstd[n], s = 0.0f;
+  for (int c = lane; c < C; c += COHORT_WARP)
+    s += g[c] * (w ? w[c] : 1.0f) * (x[c] * rs);
+  s = cohort_warp_sum(s) / C;
+  float *d = dinp + (size_t)n * C;
+  for (int c = lane; c < C; c += COHORT_WARP)
+    d[c] += rs * (g[c] * (w ? w[c] : 1.0f) - (x[c] * rs) * s);
+}
+
+/* Column sums of dout * xhat over one chunk of rows, into scratch. */
+__global__ static void rms_param_partial_kernel(float *part, const float *dout, const float *inp,
+                                                const float *rstd, int N, int C, int rows_per)
+{
+  __shared__ float sh[COHORT_COLSUM_TY][COHORT_COLSUM_TX + 1];
+  int c = blockIdx.x * COHORT_COLSUM_TX + threadIdx.x;
+  int r0 = blockIdx.y * rows_per, r1 = min(N, r0 + rows_per);
+  float a = 0.0f;
+  if (c < C)
+    for (int r = r0 + threadIdx.y; r < r1; r += COHORT_COLSUM_TY)
+      a += dout[(size_t)r * C + c] * (inp[(size_t)r * C + c] * rstd[r]);
+  sh[threadIdx.y][threadIdx.x] = a;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float s = 0.0f;
+    for (int y = 0; y < COHORT_COLSUM_TY; y++)
+      s += sh[y][threadIdx.x];
+    part[(size_t)blockIdx.y * C + c] = s;
+  }
+}
+
+void cohort_cuda_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                                  const float *w, const float *rstd, int N, int C)
+{
+  if (N <= 0 || C <= 0)
+    return;
+  int blocks = (N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+  rms_dinp_kernel<<<blocks, ROWS_PER_BLOCK * COHORT_WARP>>>(dinp, dout, inp, w, rstd, N, C);
+  if (!cohort_cuda_launched("rmsnorm_backward (inputs)") || !dw)
+    return;
+  int chunks = cohort_colsum_chunks(N);
+  int rows_per = (N + chunks - 1) / chunks;
+  float *part = (float *)cohort_cuda_scratch(sizeof(float) * chunks * C);
+  if (!part)
+    return;
+  dim3 grid((C + COHORT_COLSUM_TX - 1) / COHORT_COLSUM_TX, chunks);
+  rms_param_partial_kernel<<<grid, dim3(COHORT_COLSUM_TX, COHORT_COLSUM_TY)>>>(
+      part, dout, inp, rstd, N, C, rows_per);
+  if (!cohort_cuda_launched("rmsnorm_backward (partial sums)"))
+    return;
+  /* the LayerNorm finish kernel with no bias gradient */
+  ln_param_finish_kernel<<<cohort_cuda_blocks(C, 256), 256>>>(dw, NULL, part, part, chunks, C);
+  cohort_cuda_launched("rmsnorm_backward (final sums)");
 }
 
 static int chunks_for(size_t nv, size_t *per)
