@@ -287,7 +287,8 @@ static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg,
   return cohort_gpt_new_on(be, &shape, max_batch, error);
 }
 
-static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};
+static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS,
+                                               COHORT_DATA_CHAT};
 
 const CohortModelClass cohort_gpt_class = {
     .name = "gpt",
