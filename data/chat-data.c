@@ -102,12 +102,10 @@ static gboolean token_offsets(const CohortTokenizer *tok, const GArray *ids, con
 
 /* Whether token `id` is a special token: its text encodes to it only where special tokens are
  * recognised. */
-static gboolean is_special(const CohortTokenizer *tok, CohortEncoder *enc, const char *text,
-                           gsize len, gint32 id)
+static gboolean is_special(CohortEncoder *enc, const char *text, gsize len, gint32 id)
 {
   g_autoptr(GArray) with = g_array_new(FALSE, FALSE, sizeof(gint32));
   g_autoptr(GArray) without = g_array_new(FALSE, FALSE, sizeof(gint32));
-  (void)tok;
   if (!cohort_encoder_encode(enc, text, len, COHORT_ENCODE_SPECIAL, with, NULL) ||
       !cohort_encoder_encode(enc, text, len, 0, without, NULL))
     return FALSE;
@@ -116,8 +114,8 @@ static gboolean is_special(const CohortTokenizer *tok, CohortEncoder *enc, const
 }
 
 /* Flags the tokens holding a byte of [start, end), and the special token that begins at end. */
-static void flag_span(const CohortTokenizer *tok, CohortEncoder *enc, const char *text,
-                      const GArray *ids, const GArray *off, gsize start, gsize end, guint8 *flags)
+static void flag_span(CohortEncoder *enc, const char *text, const GArray *ids, const GArray *off,
+                      gsize start, gsize end, guint8 *flags)
 {
   guint n = ids->len, k = 0;
   while (k < n && g_array_index(off, gsize, k + 1) <= start)
@@ -126,7 +124,7 @@ static void flag_span(const CohortTokenizer *tok, CohortEncoder *enc, const char
     flags[k] = 1;
   if (k < n && g_array_index(off, gsize, k) == end) {
     gsize a = end, b = g_array_index(off, gsize, k + 1);
-    if (b > a && is_special(tok, enc, text + a, b - a, g_array_index(ids, gint32, k)))
+    if (b > a && is_special(enc, text + a, b - a, g_array_index(ids, gint32, k)))
       flags[k] = 1;
   }
 }
@@ -161,7 +159,7 @@ gboolean cohort_chat_encode_line(const CohortChatTemplate *t, const CohortTokeni
     if (s->message >= assistant->len || !g_array_index(assistant, gboolean, s->message))
       continue;
     landed[s->message] = TRUE;
-    flag_span(tok, enc, text, mine, off, s->start, s->end, flags);
+    flag_span(enc, text, mine, off, s->start, s->end, flags);
   }
   for (guint i = 0; i < assistant->len; i++)
     if (g_array_index(assistant, gboolean, i) && !landed[i])
