@@ -69,15 +69,19 @@ static void fixture_free(Fixture *f)
   g_free(f->vocab_set);
 }
 
-/* 2 ranks equal one process: every step's loss and the final weights (tolerance as in
- * test-ddp: a thousandth of what AdamW can move a weight in the run). */
-static void test_two_ranks(void)
+/* 2 ranks × `batch` equal one process × 2·batch (both with `accum` micro-batches a step): every
+ * step's loss and the final weights (tolerance as in test-ddp: a thousandth of what AdamW can
+ * move a weight in the run). */
+static void check_two_ranks(int batch, int accum)
 {
   Fixture f;
   fixture(&f);
   const int steps = 6;
-  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, "batch_size=2", "max_steps=6", NULL};
-  const char *one[] = {f.tok_set, f.data_set, f.vocab_set, "batch_size=4", "max_steps=6", NULL};
+  g_autofree char *b2 = g_strdup_printf("batch_size=%d", batch);
+  g_autofree char *b1 = g_strdup_printf("batch_size=%d", 2 * batch);
+  g_autofree char *ga = g_strdup_printf("gradient_accumulation_steps=%d", accum);
+  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, b2, ga, "max_steps=6", NULL};
+  const char *one[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=6", NULL};
   GArray *l2 = NULL, *l1 = NULL;
   g_autoptr(GArray) w2 = train_run(2, two, "chat-2", &l2);
   g_autoptr(GArray) w1 = train_run(1, one, "chat-1", &l1);
@@ -93,12 +97,22 @@ static void test_two_ranks(void)
   g_assert_cmpfloat(diff, <=, tol);
   /* The loss fell and the weights moved far beyond the tolerance. */
   g_assert_cmpfloat(g_array_index(l1, double, steps - 1), <, g_array_index(l1, double, 0));
-  const char *first[] = {f.tok_set, f.data_set, f.vocab_set, "batch_size=4", "max_steps=1", NULL};
+  const char *first[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=1", NULL};
   g_autoptr(GArray) w0 = train_weights(1, first, "chat-0");
   g_assert_cmpfloat(max_abs_diff(w0, w1), >, 100 * tol);
   g_array_unref(l1);
   g_array_unref(l2);
   fixture_free(&f);
+}
+
+static void test_two_ranks(void)
+{
+  check_two_ranks(2, 1);
+}
+
+static void test_two_ranks_accum(void)
+{
+  check_two_ranks(1, 2);
 }
 
 /* A bad line: exit non-zero, one line naming the file, the line and the field. */
@@ -134,6 +148,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/chat-ddp/two-ranks", test_two_ranks);
+  g_test_add_func("/chat-ddp/two-ranks-accumulation", test_two_ranks_accum);
   g_test_add_func("/chat-ddp/bad-line", test_bad_line);
   return g_test_run();
 }
