@@ -106,7 +106,7 @@ static void check_starts_group(gboolean torchrun)
   /* A fresh workspace: the first run's checkpoints would be refused before the data is read. */
   g_autofree char *ws2 = g_strdup_printf("workspace_dir=%s/ws-broken", dir);
   const char *broken[] = {"--config", config, "--set", "train_data=/nonexistent/data.txt",
-                          "--set", ws2, NULL};
+                          "--set",    ws2,    NULL};
   RunResult f = run_env(broken, NULL, NULL);
   g_test_message("%s", f.err);
   g_assert_cmpint(f.status, ==, 1);
