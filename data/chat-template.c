@@ -86,13 +86,45 @@ static JjValue *from_json(JjRender *r, JsonNode *n)
   }
 }
 
+/* Each message's "content" string is marked as its own, so the render can say where it lands. */
+static void mark_messages(JjRender *r, JjValue *messages)
+{
+  for (guint i = 0; messages->type == JV_LIST && i < messages->items->len; i++) {
+    JjValue *m = messages->items->pdata[i];
+    JjValue *content = m->type == JV_DICT ? jj_dict_get(m, "content") : NULL;
+    if (content)
+      jj_mark_all(r, content, i);
+  }
+}
+
+/* The render's marks as spans. */
+static void take_spans(const GArray *marks, GArray *spans)
+{
+  for (guint i = 0; i < marks->len; i++) {
+    const JjMark *m = &g_array_index(marks, JjMark, i);
+    CohortChatSpan s = {m->start, m->start + m->len, m->msg};
+    g_array_append_val(spans, s);
+  }
+}
+
 char *cohort_chat_template_render(const CohortChatTemplate *t, JsonObject *vars,
                                   const char *bos_token, const char *eos_token,
                                   gboolean add_generation_prompt, const char *where, GError **error)
 {
+  return cohort_chat_template_render_spans(t, vars, bos_token, eos_token, add_generation_prompt,
+                                           where, NULL, error);
+}
+
+char *cohort_chat_template_render_spans(const CohortChatTemplate *t, JsonObject *vars,
+                                        const char *bos_token, const char *eos_token,
+                                        gboolean add_generation_prompt, const char *where,
+                                        GArray *spans, GError **error)
+{
   g_autofree char *source = g_strdup_printf("%s (%s)", t->source, where);
   JjErrors e = {.source = source};
   JjRender r = {.arena = jj_arena_new(), .errors = &e, .out = g_string_new(NULL)};
+  if (spans)
+    r.marks = g_array_new(FALSE, FALSE, sizeof(JjMark));
   JjEnv *globals = jj_env_new(&r, NULL);
   jj_add_globals(&r, globals);
   JjEnv *env = jj_env_new(&r, globals);
@@ -100,8 +132,12 @@ char *cohort_chat_template_render(const CohortChatTemplate *t, JsonObject *vars,
   const char *key;
   JsonNode *value;
   json_object_iter_init_ordered(&it, vars);
-  while (json_object_iter_next_ordered(&it, &key, &value))
-    jj_env_set(&r, env, key, from_json(&r, value));
+  while (json_object_iter_next_ordered(&it, &key, &value)) {
+    JjValue *v = from_json(&r, value);
+    if (spans && strcmp(key, "messages") == 0)
+      mark_messages(&r, v);
+    jj_env_set(&r, env, key, v);
+  }
   jj_env_set(&r, env, "add_generation_prompt", jj_bool(&r, add_generation_prompt));
   if (bos_token)
     jj_env_set(&r, env, "bos_token", jj_string(&r, bos_token, strlen(bos_token)));
@@ -109,6 +145,10 @@ char *cohort_chat_template_render(const CohortChatTemplate *t, JsonObject *vars,
     jj_env_set(&r, env, "eos_token", jj_string(&r, eos_token, strlen(eos_token)));
   gboolean ok = jj_exec(&r, env, t->body);
   char *text = ok ? g_string_free(r.out, FALSE) : (g_string_free(r.out, TRUE), NULL);
+  if (ok && spans)
+    take_spans(r.marks, spans);
+  if (r.marks)
+    g_array_unref(r.marks);
   jj_arena_free(r.arena);
   if (!ok)
     g_propagate_error(error, e.error);

@@ -29,6 +29,24 @@ char *cohort_chat_template_render(const CohortChatTemplate *t, JsonObject *vars,
                                   gboolean add_generation_prompt, const char *where,
                                   GError **error);
 
+/* Where message `message`'s "content" lands in a render: output bytes [start, end) are that
+ * content, byte for byte. A message's content may land in several stretches (a template that
+ * cuts it) or nowhere (one that leaves it out). */
+typedef struct {
+  gsize start, end;
+  guint message;
+} CohortChatSpan;
+
+/* cohort_chat_template_render that also appends to `spans` (CohortChatSpan, in output order)
+ * the stretches of the output that are a message's content. They are followed through the
+ * template's strings (substrings such as trim, strip and split, concatenation, macro calls and
+ * set blocks), never found by searching the output; content that passes through anything else
+ * (replace, a case change, tojson) is no longer reported. */
+char *cohort_chat_template_render_spans(const CohortChatTemplate *t, JsonObject *vars,
+                                        const char *bos_token, const char *eos_token,
+                                        gboolean add_generation_prompt, const char *where,
+                                        GArray *spans, GError **error);
+
 /* One line of a conversations file: a JSON object whose "messages" is a list of {"role",
  * "content", …}; the tokenizer gives bos_token and eos_token. */
 char *cohort_chat_render_line(const CohortChatTemplate *t, const CohortTokenizer *tok,

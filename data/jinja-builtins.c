@@ -61,7 +61,7 @@ JjValue *jj_strip_chars(JjRender *r, const JjValue *s, const JjValue *chars, gbo
       break;
     b = p;
   }
-  return jj_string(r, a, (gsize)(b - a));
+  return jj_substring(r, s, a, (gsize)(b - a));
 }
 
 static JjValue *m_strip(JjRender *r, JjValue *self, GPtrArray *a, GPtrArray *kn, GPtrArray *kv,
@@ -109,12 +109,12 @@ static JjValue *m_split(JjRender *r, JjValue *self, GPtrArray *a, GPtrArray *kn,
         const char *e = end;
         while (e > q && jj_py_space(g_utf8_get_char(g_utf8_prev_char(e))))
           e = g_utf8_prev_char(e);
-        jj_list_add(out, jj_string(r, q, (gsize)(e - q)));
+        jj_list_add(out, jj_substring(r, self, q, (gsize)(e - q)));
         break;
       }
       while (q < end && !jj_py_space(g_utf8_get_char(q)))
         q = g_utf8_next_char(q);
-      jj_list_add(out, jj_string(r, p, (gsize)(q - p)));
+      jj_list_add(out, jj_substring(r, self, p, (gsize)(q - p)));
       p = q;
     }
     return out;
@@ -126,10 +126,10 @@ static JjValue *m_split(JjRender *r, JjValue *self, GPtrArray *a, GPtrArray *kn,
                           ? g_strstr_len(p, (gssize)(end - p), sep->s)
                           : NULL;
     if (!hit) {
-      jj_list_add(out, jj_string(r, p, (gsize)(end - p)));
+      jj_list_add(out, jj_substring(r, self, p, (gsize)(end - p)));
       return out;
     }
-    jj_list_add(out, jj_string(r, p, (gsize)(hit - p)));
+    jj_list_add(out, jj_substring(r, self, p, (gsize)(hit - p)));
     p = hit + sep->len;
   }
 }

@@ -243,12 +243,9 @@ JjValue *jj_call(JjRender *r, JjValue *fn, GPtrArray *args, GPtrArray *kwn, GPtr
                      (const char *)kwn->pdata[k]),
              NULL;
   }
-  GString *saved = r->out;
-  r->out = g_string_new(NULL);
-  gboolean ok = jj_exec(r, scope, m->list);
-  JjValue *v = ok ? jj_string(r, r->out->str, r->out->len) : NULL;
-  g_string_free(r->out, TRUE);
-  r->out = saved;
+  JjCapture cap;
+  jj_capture_begin(r, &cap);
+  JjValue *v = jj_capture_end(r, &cap, jj_exec(r, scope, m->list));
   r->depth--;
   return v;
 }
@@ -397,9 +394,11 @@ static JjValue *binary(JjRender *r, JjEnv *env, const JjNode *n)
   if (!strcmp(op, "~")) {
     GString *s = g_string_new(NULL);
     jj_append_str(s, x);
+    gsize yat = s->len;
     jj_append_str(s, y);
     JjValue *v = jj_string(r, s->str, s->len);
     g_string_free(s, TRUE);
+    jj_join_marks(r, v, x, 0, y, yat);
     return v;
   }
   if (x->type == JV_UNDEFINED || y->type == JV_UNDEFINED)
@@ -419,6 +418,7 @@ static JjValue *binary(JjRender *r, JjEnv *env, const JjNode *n)
     JjValue *v = jj_string(r, "", 0);
     v->s = s;
     v->len = x->len + y->len;
+    jj_join_marks(r, v, x, 0, y, x->len);
     return v;
   }
   if (!strcmp(op, "+") && x->type == JV_LIST && y->type == JV_LIST) {
@@ -659,7 +659,7 @@ static gboolean exec_one(JjRender *r, JjEnv *env, const JjNode *n)
     JjValue *v = jj_eval(r, env, n->a);
     if (!v)
       return FALSE;
-    jj_append_str(r->out, v);
+    jj_out(r, v);
     return TRUE;
   }
   case JN_IF: {
@@ -676,15 +676,12 @@ static gboolean exec_one(JjRender *r, JjEnv *env, const JjNode *n)
     return v && assign(r, env, n->a, v, n->line);
   }
   case JN_SET_BLOCK: {
-    GString *saved = r->out;
-    r->out = g_string_new(NULL);
-    gboolean ok = jj_exec(r, env, n->list);
-    JjValue *v = ok ? jj_string(r, r->out->str, r->out->len) : NULL;
-    g_string_free(r->out, TRUE);
-    r->out = saved;
+    JjCapture cap;
+    jj_capture_begin(r, &cap);
+    JjValue *v = jj_capture_end(r, &cap, jj_exec(r, env, n->list));
     if (v)
       jj_env_set(r, env, n->name, v);
-    return ok;
+    return v != NULL;
   }
   case JN_MACRO: {
     JjValue *m = jj_none(r);

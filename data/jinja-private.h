@@ -124,6 +124,13 @@ typedef enum {
 
 typedef struct JjEnv JjEnv;
 typedef struct JjRender JjRender;
+
+/* A stretch of a string that is message `msg`'s content, byte for byte (data/jinja-marks.c):
+ * how a render reports where each message's content lands in its output. */
+typedef struct {
+  gsize start, len;
+  guint msg;
+} JjMark;
 typedef JjValue *(*JjBuiltinFunc)(JjRender *r, JjValue *self, GPtrArray *args, GPtrArray *kwnames,
                                   GPtrArray *kwvalues, int line);
 
@@ -141,6 +148,8 @@ struct JjValue {
   JjBuiltinFunc func;
   JjValue *self; /* BUILTIN: the bound object of a method */
   const char *fname;
+  JjMark *marks; /* STRING: the stretches that are a message's content (arena), ascending */
+  guint n_marks;
 };
 
 JjValue *jj_undefined(JjRender *r, const char *name);
@@ -175,7 +184,27 @@ struct JjRender {
   guint64 steps;
   guint depth;
   int loop_control; /* 1 break, 2 continue */
+  GArray *marks;    /* JjMark: the stretches of `out` that are a message's content */
 };
+
+/* ---- marks (data/jinja-marks.c): message content followed through strings ---- */
+/* Marks all of string v as message msg's content. */
+void jj_mark_all(JjRender *r, JjValue *v, guint msg);
+/* v[p - v->s .. + len) as a new string with v's marks there. */
+JjValue *jj_substring(JjRender *r, const JjValue *v, const char *p, gsize len);
+/* Gives v (x's text at xat, then y's at yat) the marks of x and y that are strings. */
+void jj_join_marks(JjRender *r, JjValue *v, const JjValue *x, gsize xat, const JjValue *y,
+                   gsize yat);
+/* Prints str(v) to r->out, with its marks. */
+void jj_out(JjRender *r, const JjValue *v);
+/* A block whose output becomes a value (macro calls, set blocks): r->out and r->marks are set
+ * aside until _end, which returns the output as a string with its marks (NULL when !ok). */
+typedef struct {
+  GString *out;
+  GArray *marks;
+} JjCapture;
+void jj_capture_begin(JjRender *r, JjCapture *c);
+JjValue *jj_capture_end(JjRender *r, JjCapture *c, gboolean ok);
 
 JjEnv *jj_env_new(JjRender *r, JjEnv *parent);
 JjValue *jj_env_get(JjEnv *env, const char *name);

@@ -376,7 +376,9 @@ typedef struct CohortBackend {
   void (*avgpool_global_nhwc_backward)(float *dinp, const float *dout, int B, int C, int HW);
 
   /* ---- Losses and metrics. ---- */
-  /* Per row of logits [N, V]: lse[n] = log sum exp, losses[n] = lse[n] - logits[n, target]. */
+  /* Per row of logits [N, V]: lse[n] = log sum exp, losses[n] = lse[n] - logits[n, target];
+   * a negative target counts in no loss: losses[n] = 0 and its dlogits row 0 (PyTorch's
+   * ignore_index; chat data's tokens that are not the assistant's). */
   void (*crossentropy_forward)(float *losses, float *lse, const float *logits, const int *targets,
                                int N, int V);
   /* dlogits = (softmax(logits) - onehot(target)) * dloss (overwrites). */

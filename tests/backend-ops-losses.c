@@ -4,12 +4,25 @@
 
 /* ---- cross-entropy: p = {N, V}, V wider than a block ---- */
 
-static void ce_setup(OpCase *c)
+/* Every third target negative (ignored) when `ignore` (chat data's masked tokens). */
+static void ce_setup_with(OpCase *c, gboolean ignore)
 {
   op_in(c, "logits", (size_t)P0 * P1, -5, 5);
-  op_in_int(c, "targets", P0, P1);
+  int *targets = op_in_int(c, "targets", P0, P1);
+  for (int n = 0; ignore && n < P0; n += 3)
+    targets[n] = -1;
   op_out(c, "losses", P0, 1e-5, 1e-5);
   op_out(c, "lse", P0, 1e-5, 1e-5);
+}
+
+static void ce_setup(OpCase *c)
+{
+  ce_setup_with(c, FALSE);
+}
+
+static void ce_ignored_setup(OpCase *c)
+{
+  ce_setup_with(c, TRUE);
 }
 
 static double ce_run(const CohortBackend *be, OpCase *c, void *const *d)
@@ -18,14 +31,26 @@ static double ce_run(const CohortBackend *be, OpCase *c, void *const *d)
   return NAN;
 }
 
-static void ce_backward_setup(OpCase *c)
+static void ce_backward_setup_with(OpCase *c, gboolean ignore)
 {
   float *logits = op_in(c, "logits", (size_t)P0 * P1, -5, 5);
   int *targets = op_in_int(c, "targets", P0, P1);
+  for (int n = 0; ignore && n < P0; n += 3)
+    targets[n] = -1;
   float *lse = op_in(c, "lse", P0, 0, 1);
   g_autofree float *losses = g_new(float, P0);
   op_cpu()->crossentropy_forward(losses, lse, logits, targets, P0, P1);
   op_out(c, "dlogits", (size_t)P0 * P1, 1e-7, 1e-5);
+}
+
+static void ce_backward_setup(OpCase *c)
+{
+  ce_backward_setup_with(c, FALSE);
+}
+
+static void ce_backward_ignored_setup(OpCase *c)
+{
+  ce_backward_setup_with(c, TRUE);
 }
 
 static double ce_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
@@ -129,6 +154,12 @@ static double accuracy_run(const CohortBackend *be, OpCase *c, void *const *d)
 static const OpRow rows[] = {
     {"crossentropy_forward", "N13-V1000", {13, 1000}, ce_setup, ce_run},
     {"crossentropy_backward", "N13-V1000", {13, 1000}, ce_backward_setup, ce_backward_run},
+    {"crossentropy_forward", "N13-V1000-ignored", {13, 1000}, ce_ignored_setup, ce_run},
+    {"crossentropy_backward",
+     "N13-V1000-ignored",
+     {13, 1000},
+     ce_backward_ignored_setup,
+     ce_backward_run},
     KL("N7-V50-tau1", 7, 50, 1, 3),
     KL("N7-V50-tau4", 7, 50, 4, 3),
     KL("N64-V256-tau2", 64, 256, 2, 5),           /* the byte-level GPT's vocabulary */

@@ -248,6 +248,7 @@ static const struct {
     {"none", N_("none")},
     {"sqrt", N_("square root")},
     {"images", N_("images (class folders of PNG/JPEG)")},
+    {"chat", N_("chat (.jsonl conversations)")},
     {"adamw", N_("AdamW")},
     {"sgd", N_("SGD with momentum")},
     {"crop", N_("random crop")},

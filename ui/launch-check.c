@@ -92,6 +92,10 @@ static char *data_problem(const char *value, CohortDataFormat format)
     return folder_has(path, ".txt", 0) || folder_has(path, ".jsonl", 0)
                ? NULL
                : g_strdup_printf(_("the folder “%s” holds no .txt or .jsonl files"), value);
+  if (dir && format == COHORT_DATA_CHAT)
+    return folder_has(path, ".jsonl", 0)
+               ? NULL
+               : g_strdup_printf(_("the folder “%s” holds no %s files"), value, ".jsonl");
   if (dir)
     return folder_has(path, ".bin", 0)
                ? NULL

@@ -16,7 +16,7 @@ typedef struct {
 #define FAMILY_NAME(name, label) #name,
 static const char *const model_choices[] = {COHORT_MODEL_FAMILIES(FAMILY_NAME) NULL};
 #undef FAMILY_NAME
-static const char *const data_format_choices[] = {"text", "tokens", "images", NULL};
+static const char *const data_format_choices[] = {"text", "tokens", "images", "chat", NULL};
 static const char *const augment_choices[] = {"none", "crop", "crop_flip", "resized_crop_flip",
                                               "flip", NULL};
 static const char *const resnet_variant_choices[] = {"cifar",    "resnet18",  "resnet34",
@@ -200,7 +200,8 @@ static const KeyRow rows[] = {
              NULL, NULL),
     ROW(data_format, CHOICE, "data", data_format_choices, 0, 0, NULL,
         "How to read the data: text (tokenized by the tokenizer), llm.c uint16 token shards, "
-        "or images.",
+        "images, or chat: conversations in .jsonl files, rendered with the tokenizer's chat "
+        "template, the loss on the assistant's tokens only.",
         "text"),
     ROW_PATH(
         tokenizer, "data", &tokenizer_path, 1,

@@ -10,10 +10,17 @@ G_BEGIN_DECLS
 typedef struct {
   int B; /* rows in use (<= the capacity it was allocated for) */
 
-  /* token models: [B, T] ids; targets are the inputs shifted by one */
+  /* token models: [B, T] ids; targets are the inputs shifted by one. A negative target
+   * (COHORT_TARGET_IGNORED, data/chat-data.h) counts in no loss: chat data's tokens that are not
+   * the assistant's, and padding. */
   int T;
   int *inputs;
   int *targets;
+  /* What a token model's loss divides the sum over the counted targets by: > 0 as the trainer
+   * sets it for a training step whose data ignores targets (the step's counted targets on all
+   * ranks over the micro-batches of all ranks, so every target weighs the same and N ranks
+   * equal one process); 0 for the counted targets of this batch (their mean). */
+  double loss_norm;
 
   /* image models: [B, C, H, W] in [-1, 1], and a class index per row (-1 = unlabelled) */
   int C, H, W;

@@ -3,6 +3,7 @@
 #include "engine/model/data-source.h"
 
 #include "data/augment.h"
+#include "data/chat-data.h"
 #include "data/dataset.h"
 #include "data/image-resize.h"
 #include "data/images.h"
@@ -12,6 +13,7 @@
 struct CohortDataSource {
   CohortDataFormat format;
   CohortDataset *windows; /* text and token shards */
+  CohortChatSet *chat;    /* conversations: one per window */
   int T;
   CohortImageSet *images;     /* images */
   CohortLatentTable *latents; /* or latents of them (vae_from) */
@@ -86,6 +88,31 @@ CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const 
   return open_as(cfg, COHORT_DATA_TOKENS, path, cache_dir, error);
 }
 
+CohortDataSource *cohort_data_source_open_chat(const CohortConfig *cfg, const char *file,
+                                               GError **error)
+{
+  g_autoptr(CohortChatSet) chat = cohort_chat_set_load(file, cfg->vocab_size, error);
+  if (!chat)
+    return NULL;
+  CohortDataSource *s = g_new0(CohortDataSource, 1);
+  s->format = COHORT_DATA_CHAT;
+  s->T = cfg->seq_len;
+  s->chat = g_steal_pointer(&chat);
+  return s;
+}
+
+gboolean cohort_data_source_ignores_targets(const CohortDataSource *s)
+{
+  return s->chat != NULL;
+}
+
+guint64 cohort_data_source_counted(const CohortDataSource *s, guint64 index)
+{
+  if (s->chat)
+    return cohort_chat_set_counted(s->chat, index);
+  return s->images || s->latents ? 1 : (guint64)s->T;
+}
+
 CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table)
 {
   CohortDataSource *s = g_new0(CohortDataSource, 1);
@@ -104,6 +131,7 @@ void cohort_data_source_free(CohortDataSource *s)
     return;
   g_clear_pointer(&s->latents, cohort_latent_table_free);
   g_clear_pointer(&s->windows, cohort_dataset_free);
+  g_clear_pointer(&s->chat, cohort_chat_set_free);
   g_clear_pointer(&s->images, cohort_image_set_free);
   g_free(s);
 }
@@ -112,6 +140,8 @@ guint64 cohort_data_source_count(const CohortDataSource *s)
 {
   if (s->latents)
     return s->latents->n;
+  if (s->chat)
+    return cohort_chat_set_count(s->chat);
   return s->images ? cohort_image_set_len(s->images) : cohort_dataset_num_windows(s->windows);
 }
 
@@ -209,6 +239,11 @@ gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int 
   b->example_ids[row] = index;
   if (s->latents)
     return load_latent(s, b, row, index);
+  if (s->chat) {
+    cohort_chat_set_window(s->chat, index, b->T, 0, b->inputs + (size_t)row * b->T,
+                           b->targets + (size_t)row * b->T);
+    return TRUE;
+  }
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);

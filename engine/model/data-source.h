@@ -22,6 +22,17 @@ CohortDataSource *cohort_data_source_open(const CohortConfig *cfg, const char *p
  * that a tokenizer has turned into shards (engine/train/text-tokens.h). */
 CohortDataSource *cohort_data_source_open_tokens(const CohortConfig *cfg, const char *path,
                                                  const char *cache_dir, GError **error);
+/* Chat data (data_format chat): the cache file of tokenized conversations
+ * (data/chat-data.h, made by engine/train/text-tokens.h), one conversation per window of
+ * seq_len, padded with id 0; targets that are not the assistant's are ignored. */
+CohortDataSource *cohort_data_source_open_chat(const CohortConfig *cfg, const char *file,
+                                               GError **error);
+/* Whether some targets count in no loss (chat data): the trainer then divides each step's
+ * loss by the step's counted targets (engine/model/batch.h's loss_norm). */
+gboolean cohort_data_source_ignores_targets(const CohortDataSource *s);
+/* How many targets of example `index` count in the loss: seq_len for text and tokens, the
+ * assistant's for chat, 1 for images. */
+guint64 cohort_data_source_counted(const CohortDataSource *s, guint64 index);
 /* Latents as data (vae_from): the source takes `table` (data/latent-set.h) and serves its
  * latents as images [channels, size, size] with their labels. Training batches with the
  * config's augment "flip" take the mirrored latent when the draw of (seed, epoch, index) says

@@ -13,8 +13,13 @@ struct CohortLossLog {
   float *dev;      /* backend memory, cap floats */
   float *host;     /* cap floats */
   size_t cap, used;
-  GArray *counts; /* size_t: the losses of each forward, in order */
+  GArray *counts; /* LossCount: the losses of each forward, in order */
 };
+
+typedef struct {
+  size_t n;   /* losses */
+  double div; /* what their sum is divided by */
+} LossCount;
 
 double cohort_model_loss_sum(CohortModel *m, const float *losses, size_t n, float *host)
 {
@@ -45,24 +50,40 @@ static gboolean grow(CohortModel *m, CohortLossLog *log, size_t want)
 
 float cohort_model_mean_loss(CohortModel *m, const float *losses, size_t n, float *host)
 {
+  return cohort_model_loss_over(m, losses, n, (double)n, host);
+}
+
+float cohort_model_loss_over(CohortModel *m, const float *losses, size_t n, double div, float *host)
+{
   CohortLossLog *log = m->loss_log;
   if (log == NULL || !log->on)
-    return (float)(cohort_model_loss_sum(m, losses, n, host) / (double)n);
+    return (float)(cohort_model_loss_sum(m, losses, n, host) / div);
   if (log->used + n > log->cap && !grow(m, log, log->used + n)) {
     log->failed = TRUE;
     return NAN;
   }
   m->be->copy(log->dev + log->used, losses, n * sizeof(float));
   log->used += n;
-  g_array_append_val(log->counts, n);
+  LossCount c = {n, div};
+  g_array_append_val(log->counts, c);
   return NAN;
+}
+
+double cohort_batch_loss_div(const int *targets, size_t n, double loss_norm, size_t *counted)
+{
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    c += targets[i] >= 0;
+  if (counted)
+    *counted = c;
+  return loss_norm > 0 ? loss_norm : (double)MAX(c, 1);
 }
 
 void cohort_model_begin_losses(CohortModel *m)
 {
   if (m->loss_log == NULL) {
     m->loss_log = g_new0(CohortLossLog, 1);
-    m->loss_log->counts = g_array_new(FALSE, FALSE, sizeof(size_t));
+    m->loss_log->counts = g_array_new(FALSE, FALSE, sizeof(LossCount));
   }
   m->loss_log->on = TRUE;
   m->loss_log->failed = FALSE;
@@ -85,11 +106,12 @@ gboolean cohort_model_take_losses(CohortModel *m, double *sum, guint *forwards)
   double total = 0;
   size_t off = 0;
   for (guint k = 0; k < log->counts->len; k++) {
-    size_t n = g_array_index(log->counts, size_t, k);
+    LossCount c = g_array_index(log->counts, LossCount, k);
+    size_t n = c.n;
     double s = 0;
     for (size_t i = 0; i < n; i++)
       s += log->host[off + i];
-    total += (float)(s / (double)n);
+    total += (float)(s / c.div);
     off += n;
   }
   *sum = total;

@@ -391,6 +391,13 @@ const char *cohort_model_first_non_finite(const CohortModel *m);
  * log and NAN is returned, so a GPU step never waits for the device in its forwards. */
 double cohort_model_loss_sum(CohortModel *m, const float *losses, size_t n, float *host);
 float cohort_model_mean_loss(CohortModel *m, const float *losses, size_t n, float *host);
+/* The same with the sum divided by `div` instead of n: (float)(sum / div) (a batch whose
+ * ignored targets count in no loss, engine/model/batch.h's loss_norm). */
+float cohort_model_loss_over(CohortModel *m, const float *losses, size_t n, double div,
+                             float *host);
+/* The divisor of a token batch's loss: b->loss_norm when set, else the targets it counts (at
+ * least 1); *counted (may be NULL) gets how many targets count. */
+double cohort_batch_loss_div(const int *targets, size_t n, double loss_norm, size_t *counted);
 /* For the trainer: starts logging the means of the coming forwards (see above). */
 void cohort_model_begin_losses(CohortModel *m);
 /* Ends the log: *sum = the sum, in the order of the forwards, of each forward's mean rounded

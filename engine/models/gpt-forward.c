@@ -7,10 +7,11 @@
 
 #include <math.h>
 
-static gboolean tokens_valid(const int *tok, size_t n, int vocab)
+/* Ids in the vocabulary; targets may also be COHORT_TARGET_IGNORED (-1). */
+static gboolean tokens_valid(const int *tok, size_t n, int vocab, int lowest)
 {
   for (size_t i = 0; i < n; i++)
-    if (tok[i] < 0 || tok[i] >= vocab)
+    if (tok[i] < lowest || tok[i] >= vocab)
       return FALSE;
   return TRUE;
 }
@@ -69,13 +70,19 @@ static void block_forward(Gpt *gpt, int l, const float *res, int B, int T)
 
 float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, int B, int T)
 {
+  return cohort_gpt_forward_norm(m, inputs, targets, B, T, 0);
+}
+
+float cohort_gpt_forward_norm(CohortGpt *m, const int *inputs, const int *targets, int B, int T,
+                              double loss_norm)
+{
   Gpt *gpt = gpt_of(m);
   const CohortGptShape *s = &gpt->shape;
   g_return_val_if_fail(B >= 1 && B <= gpt->base.max_batch, NAN);
   g_return_val_if_fail(T >= 1 && T <= s->seq_len, NAN);
   size_t n_tok = (size_t)B * T;
-  g_return_val_if_fail(tokens_valid(inputs, n_tok, s->vocab_size), NAN);
-  g_return_val_if_fail(!targets || tokens_valid(targets, n_tok, s->vocab_size), NAN);
+  g_return_val_if_fail(tokens_valid(inputs, n_tok, s->vocab_size, 0), NAN);
+  g_return_val_if_fail(!targets || tokens_valid(targets, n_tok, s->vocab_size, -1), NAN);
 
   const CohortBackend *be = gpt->base.be;
   int C = s->n_embd, V = s->vocab_size, N = B * T;
@@ -115,7 +122,9 @@ float cohort_gpt_forward(CohortGpt *m, const int *inputs, const int *targets, in
   be->upload(gpt->acts.targets, targets, n_tok * sizeof(int));
   be->crossentropy_forward(gpt->acts.losses, gpt->acts.lse, gpt->acts.logits, gpt->acts.targets, N,
                            V);
-  return cohort_model_mean_loss(&gpt->base, gpt->acts.losses, n_tok, gpt->host_losses);
+  gpt->loss_div = cohort_batch_loss_div(targets, n_tok, loss_norm, &gpt->counted);
+  return cohort_model_loss_over(&gpt->base, gpt->acts.losses, n_tok, gpt->loss_div,
+                                gpt->host_losses);
 }
 
 /* The backward of the logits families' interface: the cross-entropy's gradient scaled by
@@ -135,7 +144,7 @@ void cohort_gpt_backward_logits(CohortModel *m, float grad_scale, float task_wei
   float *dwte = cohort_model_grad(m, 0);
 
   be->crossentropy_backward(gpt->acts.dlogits, gpt->acts.logits, gpt->acts.lse, gpt->acts.targets,
-                            N, V, grad_scale * task_weight / N);
+                            N, V, (float)(grad_scale * task_weight / gpt->loss_div));
   if (add)
     add(gpt->acts.dlogits, gpt->acts.logits, N, V, user_data);
   /* tied head: dlnf = dlogits @ wte, dwte += dlogits^T @ lnf */
@@ -221,7 +230,7 @@ double cohort_gpt_flops_per_token(const CohortGpt *m, int T)
 float cohort_gpt_forward_batch(CohortModel *m, const CohortBatch *b, CohortForwardMode mode)
 {
   (void)mode; /* the GPT has no layer that behaves differently in evaluation */
-  return cohort_gpt_forward(m, b->inputs, b->targets, b->B, b->T);
+  return cohort_gpt_forward_norm(m, b->inputs, b->targets, b->B, b->T, b->loss_norm);
 }
 
 void cohort_gpt_backward_op(CohortModel *m, float grad_scale)
@@ -232,9 +241,10 @@ void cohort_gpt_backward_op(CohortModel *m, float grad_scale)
 void cohort_gpt_eval_batch(CohortModel *m, const CohortBatch *b, double *sums)
 {
   float loss = cohort_gpt_forward(m, b->inputs, b->targets, b->B, b->T);
-  double positions = (double)b->B * b->T;
-  sums[0] += (double)loss * positions;
-  sums[1] += positions;
+  /* the mean over the counted targets (every one, but for chat data's) */
+  double counted = (double)gpt_of(m)->counted;
+  sums[0] += (double)loss * counted;
+  sums[1] += counted;
 }
 
 double cohort_gpt_flops_per_example(const CohortModel *m)

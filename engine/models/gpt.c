@@ -297,7 +297,8 @@ static CohortModel *gpt_create(const CohortBackend *be, const CohortConfig *cfg,
   return gpt_new(be, &shape, max_batch, cohort_family_act_keep(cfg, FALSE), error);
 }
 
-static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};
+static const CohortDataFormat gpt_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS,
+                                               COHORT_DATA_CHAT};
 
 const CohortModelClass cohort_gpt_class = {
     .name = "gpt",

@@ -68,9 +68,14 @@ void cohort_gpt_zero_grad(CohortGpt *gpt);
 void cohort_gpt_set_grad_ready_func(CohortGpt *gpt, CohortGradReadyFunc func, gpointer user_data);
 
 /* Forward over `inputs` [B, T] (token ids). With `targets` [B, T] returns the mean
- * cross-entropy over the B*T positions and keeps what backward needs; with targets NULL
- * returns 0 and only computes logits. B <= max_batch, T <= seq_len. */
+ * cross-entropy over the positions whose target counts (a negative target counts in no loss:
+ * COHORT_TARGET_IGNORED) and keeps what backward needs; with targets NULL returns 0 and only
+ * computes logits. B <= max_batch, T <= seq_len. */
 float cohort_gpt_forward(CohortGpt *gpt, const int *inputs, const int *targets, int B, int T);
+/* The same with the sum of the counted positions' losses divided by loss_norm when it is > 0
+ * (engine/model/batch.h). */
+float cohort_gpt_forward_norm(CohortGpt *gpt, const int *inputs, const int *targets, int B, int T,
+                              double loss_norm);
 
 /* Logits [B, T, vocab_size] of the last forward, in backend memory (see cohort_gpt_params). */
 const float *cohort_gpt_logits(const CohortGpt *gpt);

@@ -259,7 +259,7 @@ static char *what_fits(const CohortConfig *cfg, const CohortMemoryPlan *plan, gu
                              gib(p.startup_bytes));
   }
   if (plan->act_bytes * 2 > plan->total_bytes) {
-    gboolean text = cfg->data_format == COHORT_DATA_TEXT || cfg->data_format == COHORT_DATA_TOKENS;
+    gboolean text = cfg->data_format != COHORT_DATA_IMAGES;
     return g_strdup_printf("a smaller batch_size or %s (activations are %.2f GiB of each "
                            "rank's %.2f GiB), or fewer processes on this machine",
                            text ? "seq_len" : "image_size", gib(plan->act_bytes),

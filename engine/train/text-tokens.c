@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data/chat-data.h"
 #include "data/token-cache.h"
 #include "engine/base/error.h"
 #include "engine/base/fileio.h"
@@ -273,4 +274,55 @@ char *cohort_rank_run_text_tokens(CohortRankRun *r, const char *path, const char
     cohort_progress_log(r->progress, COHORT_LEVEL_INFO, "%s: %" G_GUINT64_FORMAT " tokens in %s",
                         key, n, folder);
   return g_steal_pointer(&folder);
+}
+
+/* Builds the conversations' cache file when it is not there (or not whole). */
+static gboolean chat_here(CohortRankRun *r, const char *path, const char *key, const char *file,
+                          guint64 max_tokens, GError **error)
+{
+  g_autoptr(CohortChatSet) have = cohort_chat_set_load(file, r->cfg->vocab_size, NULL);
+  if (have)
+    return TRUE;
+  gint64 t0 = g_get_monotonic_time();
+  g_autoptr(CohortChatSet) set = cohort_chat_set_build(path, r->tokenizer, max_tokens, error);
+  if (!set || !cohort_chat_set_save(set, file, error))
+    return FALSE;
+  guint64 tokens = 0, counted = 0, n = cohort_chat_set_count(set);
+  for (guint64 i = 0; i < n; i++) {
+    tokens += cohort_chat_set_tokens(set, i);
+    counted += cohort_chat_set_counted(set, i);
+  }
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                      "%s: %" G_GUINT64_FORMAT " conversations, %" G_GUINT64_FORMAT
+                      " tokens (%" G_GUINT64_FORMAT " the assistant's) in %.1f s, in %s",
+                      key, n, tokens, counted, (g_get_monotonic_time() - t0) / 1e6, file);
+  return TRUE;
+}
+
+char *cohort_rank_run_chat_data(CohortRankRun *r, const char *path, const char *key,
+                                const char *cache_dir, GError **error)
+{
+  if (!r->tokenizer) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "key \"data_format\": \"chat\" needs a tokenizer with a chat template (key "
+                "\"tokenizer\")");
+    return NULL;
+  }
+  g_autofree char *resolved = cohort_resolve_path(path);
+  guint64 max_tokens = (guint64)r->cfg->seq_len + 1;
+  gboolean shared = r->cfg->distributed_data_loading && r->opts->world_size > 1;
+  GError *local = NULL;
+  g_autofree char *file =
+      cohort_chat_cache_file(cache_dir, resolved, r->tokenizer, max_tokens, &local);
+  /* Each rank its own cache (distributed_data_loading), or rank 0 first while the others wait
+   * in open_data and then read rank 0's file. */
+  gboolean ok = file && (!shared && r->opts->rank != 0
+                             ? TRUE
+                             : chat_here(r, resolved, key, file, max_tokens, &local));
+  if (shared ? !cohort_rank_run_all_ok(r, ok, local, "read the chat data", error) : !ok) {
+    if (!shared)
+      g_propagate_error(error, local);
+    return NULL;
+  }
+  return g_steal_pointer(&file);
 }

@@ -17,4 +17,12 @@ gboolean cohort_rank_run_load_tokenizer(CohortRankRun *r, GError **error);
 char *cohort_rank_run_text_tokens(CohortRankRun *r, const char *path, const char *key,
                                   const char *cache_dir, GError **error);
 
+/* Chat data (data_format chat, data/chat-data.h): the cache file of `path`'s conversations,
+ * rendered with the tokenizer's chat template and tokenized in `cache_dir` on first use, a
+ * conversation longer than seq_len + 1 tokens refused naming its file and line. Every rank
+ * calls it: rank 0 first when the ranks share the cache; with distributed_data_loading each
+ * rank makes its own. */
+char *cohort_rank_run_chat_data(CohortRankRun *r, const char *path, const char *key,
+                                const char *cache_dir, GError **error);
+
 G_END_DECLS

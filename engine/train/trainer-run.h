@@ -123,6 +123,11 @@ gboolean cohort_rank_run_load_micro_batch(CohortRankRun *r, gint64 epoch, gint64
  * previous one are dropped (the loader threads must be stopped). */
 void cohort_rank_run_set_spec(CohortRankRun *r);
 void cohort_rank_run_forget_orders(CohortRankRun *r);
+/* The loss_norm (engine/model/batch.h) of the step whose first micro-batch is `micro` of
+ * `epoch`: the counted targets of its micro-batches on all ranks (a collective: every rank
+ * calls it) over accum × world_size. */
+gboolean cohort_rank_run_step_norm(CohortRankRun *r, gint64 epoch, gint64 micro, double *norm,
+                                   GError **error);
 /* Examples one optimizer step consumes across all ranks. */
 gint64 cohort_rank_run_global_batch(const CohortRankRun *r);
 

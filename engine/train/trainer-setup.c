@@ -26,6 +26,13 @@ static CohortDataSource *open_source(CohortRankRun *r, const char *path, const c
                                      const char *cache_dir, GPtrArray *folders, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
+  if (cfg->data_format == COHORT_DATA_CHAT) {
+    g_autofree char *file = cohort_rank_run_chat_data(r, path, key, cache_dir, error);
+    CohortDataSource *s = file ? cohort_data_source_open_chat(cfg, file, error) : NULL;
+    if (file && !s)
+      g_prefix_error(error, "%s %s (tokenized): ", key, path);
+    return s;
+  }
   if (cfg->data_format != COHORT_DATA_TEXT || !r->tokenizer)
     return cohort_data_source_open(cfg, path, cache_dir, error);
   g_autofree char *tokens = cohort_rank_run_text_tokens(r, path, key, cache_dir, error);
@@ -538,6 +545,19 @@ static gboolean load_into(CohortRankRun *r, CohortBatch *batch, gint64 epoch, gi
     if (!cohort_data_source_load(r->train, batch, b, i, error))
       return FALSE;
   }
+  return TRUE;
+}
+
+gboolean cohort_rank_run_step_norm(CohortRankRun *r, gint64 epoch, gint64 micro, double *norm,
+                                   GError **error)
+{
+  g_autoptr(GArray) idx = epoch_indices(r, epoch);
+  double counted = 0;
+  for (gint64 i = micro * r->B; i < (micro + r->accum) * r->B; i++)
+    counted += (double)cohort_data_source_counted(r->train, g_array_index(idx, guint64, i));
+  if (!cohort_train_dist_sum(r->dist, &counted, 1, error))
+    return FALSE;
+  *norm = MAX(counted, 1.0) / ((double)r->accum * r->opts->world_size);
   return TRUE;
 }
 

@@ -115,6 +115,12 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
    * no forward waits for the device to report its loss (distillation's parts still do). */
   if (!r->distill)
     cohort_model_begin_losses(m);
+  /* Data whose targets are partly ignored (chat): every counted target of the step weighs
+   * the same, on every rank (engine/model/batch.h's loss_norm). */
+  double norm = 0;
+  if (cohort_data_source_ignores_targets(r->train) &&
+      !cohort_rank_run_step_norm(r, r->st.epoch, r->st.batch_in_epoch, &norm, error))
+    return FALSE;
   for (int i = 0; i < r->accum; i++) {
     gint64 micro = r->st.batch_in_epoch + i;
     gint64 waited_us = 0;
@@ -122,6 +128,7 @@ static gboolean micro_batches(CohortRankRun *r, float scale, double *loss_sum, d
     if (!cohort_rank_run_load_micro_batch(r, r->st.epoch, micro, &waited_us, error))
       return FALSE;
     cohort_train_dist_add_data_time(r->dist, waited_us);
+    r->step_batch->loss_norm = norm;
     /* Communication only on the last micro-step (DDP's no_sync on the others). */
     cohort_train_dist_begin_backward(r->dist, i == r->accum - 1);
     cohort_phase_enter(COHORT_RANK_PHASE_FORWARD);

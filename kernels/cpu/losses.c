@@ -81,7 +81,7 @@ void cohort_cpu_crossentropy_forward(float *losses, float *lse, const float *log
   for (int n = 0; n < N; n++) {
     const float *x = logits + (size_t)n * V;
     lse[n] = row_lse(x, V);
-    losses[n] = lse[n] - x[targets[n]];
+    losses[n] = targets[n] < 0 ? 0.0f : lse[n] - x[targets[n]];
   }
 }
 
@@ -97,8 +97,12 @@ void cohort_cpu_crossentropy_backward(float *dlogits, const float *logits, const
                                       const int *targets, int N, int V, float dloss)
 {
 #pragma omp parallel for schedule(static) if ((size_t)N * V >= COHORT_CPU_PAR_MIN)
-  for (int n = 0; n < N; n++)
-    xent_back_row(dlogits + (size_t)n * V, logits + (size_t)n * V, lse[n], targets[n], V, dloss);
+  for (int n = 0; n < N; n++) {
+    if (targets[n] < 0)
+      memset(dlogits + (size_t)n * V, 0, (size_t)V * sizeof(float));
+    else
+      xent_back_row(dlogits + (size_t)n * V, logits + (size_t)n * V, lse[n], targets[n], V, dloss);
+  }
 }
 
 static float row_max(const float *x, int V)

@@ -78,8 +78,9 @@ __global__ static void xent_forward_kernel(float *losses, float *lse, const floa
     float l = mx + logf(sum);
     int t = targets[n];
     lse[n] = l;
-    /* A target outside the vocabulary cannot be scored: NaN says so instead of a bad read. */
-    losses[n] = (t >= 0 && t < V) ? l - x[t] : NAN;
+    /* A negative target counts in no loss (0); one past the vocabulary cannot be scored: NaN
+     * says so instead of a bad read. */
+    losses[n] = t < 0 ? 0.0f : t < V ? l - x[t] : NAN;
   }
 }
 
@@ -99,7 +100,7 @@ __global__ static void xent_backward_kernel(float *dlogits, const float *logits,
   {
     size_t n = i / V;
     int v = (int)(i % V);
-    float d = expf(logits[i] - lse[n]) * dloss;
+    float d = targets[n] < 0 ? 0.0f : expf(logits[i] - lse[n]) * dloss;
     if (v == targets[n])
       d -= dloss;
     dlogits[i] = d;
