@@ -258,7 +258,9 @@ static void choice_bounds(Ctx *c, const CohortConfigKey *k)
   for (guint i = 0; k->choices[i]; i++) {
     g_autofree char *literal = g_strdup_printf("\"%s\"", k->choices[i]);
     g_autofree char *what = g_strdup_printf("choice-%u", i);
-    key_case(c, k, what, literal, k->choices[i]);
+    /* Chat data needs a tokenizer with a chat template; the defaults have bytes. */
+    gboolean refused = strcmp(k->name, "data_format") == 0 && strcmp(k->choices[i], "chat") == 0;
+    key_case(c, k, what, literal, refused ? NULL : k->choices[i]);
   }
   g_autofree char *upper = g_ascii_strup(k->choices[0], -1);
   g_autofree char *upper_literal = g_strdup_printf("\"%s\"", upper);

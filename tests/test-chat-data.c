@@ -261,9 +261,10 @@ static void test_refusals(void)
 static void test_refuses_shares(void)
 {
   g_autofree char *dir = tiny_folder(hand_template);
-  g_autofree char *json = g_strdup_printf("{\"data_format\": \"chat\", \"tokenizer\": \"%s\", "
-                                          "\"rank_batch_sizes\": \"3,1\"}",
-                                          dir);
+  g_autofree char *json =
+      g_strdup_printf("{\"version\": 1, \"data_format\": \"chat\", \"tokenizer\": \"%s\", "
+                      "\"rank_batch_sizes\": \"3,1\"}",
+                      dir);
   g_autoptr(GError) e = NULL;
   CohortConfig *cfg = cohort_config_load_data(json, -1, "run.json", &e);
   g_assert_null(cfg);
