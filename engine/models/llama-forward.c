@@ -205,7 +205,7 @@ void cohort_llama_backward_logits(CohortModel *base, float grad_scale, float tas
   const CohortLlamaShape *s = &m->shape;
   int B = m->last_B, T = m->last_T, N = B * T, C = s->hidden, V = s->vocab_size;
   be->crossentropy_backward(m->acts.dlogits, m->acts.logits, m->acts.lse, m->acts.targets, N, V,
-                            grad_scale * task_weight / N);
+                            (float)(grad_scale * task_weight / m->loss_div));
   if (add)
     add(m->acts.dlogits, m->acts.logits, N, V, user_data);
   head_backward(m, B, T);

@@ -22,6 +22,8 @@ typedef struct {
 
   int last_B, last_T;
   gboolean have_targets;
+  size_t counted;  /* the last forward's targets that count (not ignored) */
+  double loss_div; /* what its loss sum was divided by (engine/model/batch.h's loss_norm) */
   /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
    * same activation buffers (a block reads its input before it overwrites them). */
   gboolean forward_only;

@@ -147,23 +147,30 @@ static void llama_init_buffers(CohortModel *base)
   (void)base; /* none: the rotary tables are derived from the shape, never saved */
 }
 
-static gboolean tokens_valid(const int *tok, size_t n, int vocab)
+/* Every id in [lowest, vocab): inputs from 0, targets from -1 (COHORT_TARGET_IGNORED). */
+static gboolean tokens_valid(const int *tok, size_t n, int vocab, int lowest)
 {
   for (size_t i = 0; i < n; i++)
-    if (tok[i] < 0 || tok[i] >= vocab)
+    if (tok[i] < lowest || tok[i] >= vocab)
       return FALSE;
   return TRUE;
 }
 
 float cohort_llama_forward(CohortModel *base, const int *inputs, const int *targets, int B, int T)
 {
+  return cohort_llama_forward_norm(base, inputs, targets, B, T, 0);
+}
+
+float cohort_llama_forward_norm(CohortModel *base, const int *inputs, const int *targets, int B,
+                                int T, double loss_norm)
+{
   Llama *m = llama_of(base);
   g_return_val_if_fail(cohort_is_llama(base), NAN);
   g_return_val_if_fail(B >= 1 && B <= base->max_batch, NAN);
   g_return_val_if_fail(T >= 1 && T <= m->shape.seq_len, NAN);
   size_t n = (size_t)B * T;
-  g_return_val_if_fail(tokens_valid(inputs, n, m->shape.vocab_size), NAN);
-  g_return_val_if_fail(!targets || tokens_valid(targets, n, m->shape.vocab_size), NAN);
+  g_return_val_if_fail(tokens_valid(inputs, n, m->shape.vocab_size, 0), NAN);
+  g_return_val_if_fail(!targets || tokens_valid(targets, n, m->shape.vocab_size, -1), NAN);
   const CohortBackend *be = base->be;
   be->upload(m->acts.tokens, inputs, n * sizeof(int));
   cohort_llama_net_forward(m, B, T);
@@ -175,7 +182,8 @@ float cohort_llama_forward(CohortModel *base, const int *inputs, const int *targ
   be->upload(m->acts.targets, targets, n * sizeof(int));
   be->crossentropy_forward(m->acts.losses, m->acts.lse, m->acts.logits, m->acts.targets, (int)n,
                            m->shape.vocab_size);
-  return cohort_model_mean_loss(base, m->acts.losses, n, m->host_losses);
+  m->loss_div = cohort_batch_loss_div(targets, n, loss_norm, &m->counted);
+  return cohort_model_loss_over(base, m->acts.losses, n, m->loss_div, m->host_losses);
 }
 
 const float *cohort_llama_logits(const CohortModel *base)
@@ -200,7 +208,7 @@ double cohort_llama_flops_per_token(const CohortLlamaShape *s, int T)
 static float llama_forward_batch(CohortModel *base, const CohortBatch *b, CohortForwardMode mode)
 {
   (void)mode; /* no layer behaves differently in evaluation */
-  return cohort_llama_forward(base, b->inputs, b->targets, b->B, b->T);
+  return cohort_llama_forward_norm(base, b->inputs, b->targets, b->B, b->T, b->loss_norm);
 }
 
 static void llama_backward(CohortModel *base, float grad_scale)
@@ -211,9 +219,10 @@ static void llama_backward(CohortModel *base, float grad_scale)
 static void llama_eval_batch(CohortModel *base, const CohortBatch *b, double *sums)
 {
   float loss = cohort_llama_forward(base, b->inputs, b->targets, b->B, b->T);
-  double positions = (double)b->B * b->T;
-  sums[0] += (double)loss * positions;
-  sums[1] += positions;
+  /* the mean over the counted targets (every one, but for chat data's) */
+  double counted = (double)llama_of(base)->counted;
+  sums[0] += (double)loss * counted;
+  sums[1] += counted;
 }
 
 static double llama_flops_per_example(const CohortModel *base)
@@ -250,7 +259,8 @@ static CohortModel *llama_create(const CohortBackend *be, const CohortConfig *cf
   return cohort_llama_new_on(be, &shape, max_batch, error);
 }
 
-static const CohortDataFormat llama_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS};
+static const CohortDataFormat llama_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS,
+                                                 COHORT_DATA_CHAT};
 
 const CohortModelClass cohort_llama_class = {
     .name = "llama",

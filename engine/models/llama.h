@@ -44,9 +44,14 @@ gboolean cohort_is_llama(const CohortModel *m);
 const CohortLlamaShape *cohort_llama_shape(const CohortModel *m);
 
 /* Forward over `inputs` [B, T] (token ids below vocab_size, B <= max_batch, T <= seq_len).
- * With `targets` [B, T] returns the mean cross-entropy over the B*T positions and keeps what
- * backward needs; with targets NULL returns 0 and only computes the logits. */
+ * With `targets` [B, T] returns the mean cross-entropy over the positions whose target counts
+ * (a negative target counts in no loss: COHORT_TARGET_IGNORED) and keeps what backward needs;
+ * with targets NULL returns 0 and only computes the logits. */
 float cohort_llama_forward(CohortModel *m, const int *inputs, const int *targets, int B, int T);
+/* The same with the sum of the counted positions' losses divided by loss_norm when it is > 0
+ * (engine/model/batch.h). */
+float cohort_llama_forward_norm(CohortModel *m, const int *inputs, const int *targets, int B, int T,
+                                double loss_norm);
 /* Logits [B, T, vocab_size] of the last forward, in backend memory. */
 const float *cohort_llama_logits(const CohortModel *m);
 
