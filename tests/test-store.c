@@ -459,7 +459,10 @@ static void test_silent_server(void)
 
   SlowGet blocked = {.store = c};
   GThread *th = g_thread_new("blocked-get", get_blocked, &blocked);
-  g_usleep(300000);
+  /* The thread's request has been waiting a while (polled: a loaded machine may start the
+   * thread late; its request ends at the 5 s bound). */
+  for (int i = 0; i < 60 && cohort_store_waiting_s(c) <= 0.1; i++)
+    g_usleep(50000);
   g_assert_cmpfloat(cohort_store_waiting_s(c), >, 0.1);
   gint64 t0 = g_get_monotonic_time();
   g_assert_null(cohort_store_try_get_within(c, "k", 1.0, &error));
