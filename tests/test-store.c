@@ -456,6 +456,10 @@ static void test_silent_server(void)
   double calls[2] = {0, 0};
   cohort_store_set_slow_func(c, 1.0, count_slow, calls);
   g_assert_cmpint(kill(child, SIGSTOP), ==, 0);
+  /* Stopped for sure before the requests below (kill only queues the signal). */
+  int status = 0;
+  g_assert_cmpint(waitpid(child, &status, WUNTRACED), ==, child);
+  g_assert_true(WIFSTOPPED(status));
 
   SlowGet blocked = {.store = c};
   GThread *th = g_thread_new("blocked-get", get_blocked, &blocked);
