@@ -23,6 +23,12 @@ static int count_lines(const char *text)
  * model of the same text (3.30 nats on the validation file; see data/sample/README.md). */
 static void test_default_preset_learns(void)
 {
+#ifdef __SANITIZE_ADDRESS__
+  /* 40 full-size steps are minutes under AddressSanitizer and check learning, not memory: the
+   * same training code runs there in /cli/stop-and-resume and /cli/ema. */
+  g_test_skip("learning is checked in the plain build (AddressSanitizer build)");
+  return;
+#endif
   g_autofree char *ws = tu_mkdtemp("learn");
   g_autofree char *events_path = g_build_filename(ws, "progress.jsonl", NULL);
   g_autoptr(GPtrArray) a = g_ptr_array_new_with_free_func(g_free);
