@@ -1,5 +1,6 @@
-/* Times optimizer steps of the GPT model on random tokens, on a GPU (CUDA backend) or on the
- * CPU, and reports tokens/s and model FLOPs utilisation (MFU). One step is what the trainer
+/* Times optimizer steps of a decoder language model (the GPT family, or with --model llama the
+ * Llama family at a named Hugging Face shape) on random tokens, on a GPU (CUDA backend) or on
+ * the CPU, and reports tokens/s and model FLOPs utilisation (MFU). One step is what the trainer
  * does: zero grad, forward, backward, gradient clipping by global norm, AdamW, with the loss
  * read once per step from the model's loss log and, on a GPU, the weights' 16-bit copy made
  * once per step (engine/train/trainer.c's micro_batches and train_step). The default
@@ -7,9 +8,11 @@
  *
  * Model FLOPs per token: 6*N + 12*L*T*C with N all parameters (PaLM, appendix B; nanoGPT's
  * estimate_mfu): 6 per parameter for the weight products of forward and backward, plus the
- * attention score and value products counted over the full T (not halved for causality). */
+ * attention score and value products counted over the full T (not halved for causality); for
+ * the Llama family C is the attention width, heads × head_dim. */
 #include "cohort-build-config.h"
 #include "engine/models/gpt.h"
+#include "engine/models/llama.h"
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
@@ -184,17 +187,26 @@ static gboolean numbers_ok(int threads, int steps, int warmup, int batch, double
   return TRUE;
 }
 
+/* What the result line says of the model: its shape in words, and the figures FLOPs per token
+ * are computed from. */
+typedef struct {
+  char *label;  /* "L12 H12 C768 T1024 V50257" or "smollm2-135m L30 H9/3 C576 …" */
+  int n_layer;  /* L */
+  int T;        /* context */
+  int attn_dim; /* C of 12·L·T·C: heads × head size */
+  int vocab;    /* tokens are drawn below it */
+} ModelFigures;
+
 /* The result line: the median step (a step slowed by something else on the machine moves it
  * little), tokens/s, FLOP/s and MFU against the peak given or looked up. */
-static void report(const CohortGptShape *sh, int batch, size_t n, double *times, int steps,
+static void report(const ModelFigures *mf, int batch, size_t n, double *times, int steps,
                    float loss, gboolean cpu, const char *dev_label, int prec, const GpuPeaks *peaks,
                    double peak_tflops)
 {
   const char *precision = precision_names[prec];
-  int T = sh->seq_len;
   double step = median(times, steps);
-  double tok_s = (double)batch * T / step;
-  double flops_tok = 6.0 * (double)n + 12.0 * sh->n_layer * (double)T * sh->n_embd;
+  double tok_s = (double)batch * mf->T / step;
+  double flops_tok = 6.0 * (double)n + 12.0 * mf->n_layer * (double)mf->T * mf->attn_dim;
   double tflops = tok_s * flops_tok / 1e12;
   g_autofree char *mfu = NULL;
   if (peak_tflops > 0)
@@ -208,21 +220,212 @@ static void report(const CohortGptShape *sh, int batch, size_t n, double *times,
     mfu = g_strdup("MFU n/a (no peak for a CPU; give --peak-tflops)");
   else
     mfu = g_strdup_printf("MFU n/a (peak of %s not in the table; give --peak-tflops)", dev_label);
-  printf("cohort: L%d H%d C%d T%d V%d B%d, %zu params, %s, %s: %.2f ms/step, %.0f tokens/s, "
+  printf("cohort: %s B%d, %zu params, %s, %s: %.2f ms/step, %.0f tokens/s, "
          "%.4g GFLOP/token (6N+12LTC), %.4g TFLOP/s, %s, last loss %.4f\n",
-         sh->n_layer, sh->n_head, sh->n_embd, T, sh->vocab_size, batch, n, dev_label, precision,
-         1e3 * step, tok_s, flops_tok / 1e9, tflops, mfu, loss);
+         mf->label, batch, n, dev_label, precision, 1e3 * step, tok_s, flops_tok / 1e9, tflops, mfu,
+         loss);
+}
+
+/* Hugging Face shapes of the Llama family (their config.json), for --model llama --shape. */
+typedef struct {
+  const char *name;
+  CohortLlamaShape shape;
+} LlamaPreset;
+
+static const LlamaPreset llama_presets[] = {
+    {"smollm2-135m", /* HuggingFaceTB/SmolLM2-135M, LlamaForCausalLM */
+     {.n_layer = 30,
+      .hidden = 576,
+      .intermediate = 1536,
+      .n_head = 9,
+      .n_kv_head = 3,
+      .head_dim = 64,
+      .vocab_size = 49152,
+      .rms_eps = 1e-5,
+      .rope = {.type = COHORT_ROPE_DEFAULT, .theta = 100000},
+      .tied = TRUE}},
+    {"qwen3-0.6b", /* Qwen/Qwen3-0.6B, Qwen3ForCausalLM */
+     {.n_layer = 28,
+      .hidden = 1024,
+      .intermediate = 3072,
+      .n_head = 16,
+      .n_kv_head = 8,
+      .head_dim = 128,
+      .vocab_size = 151936,
+      .rms_eps = 1e-6,
+      .rope = {.type = COHORT_ROPE_DEFAULT, .theta = 1000000},
+      .qk_norm = TRUE,
+      .tied = TRUE}},
+    {"llama-3.2-1b", /* meta-llama/Llama-3.2-1B, LlamaForCausalLM, rope_scaling llama3 */
+     {.n_layer = 16,
+      .hidden = 2048,
+      .intermediate = 8192,
+      .n_head = 32,
+      .n_kv_head = 8,
+      .head_dim = 64,
+      .vocab_size = 128256,
+      .rms_eps = 1e-5,
+      .rope = {.type = COHORT_ROPE_LLAMA3,
+               .theta = 500000,
+               .factor = 32,
+               .low_freq_factor = 1,
+               .high_freq_factor = 4,
+               .original_max_positions = 8192},
+      .tied = TRUE}},
+};
+
+/* Shape options; 0 (or NULL) keeps the family's default or the named shape's value. */
+typedef struct {
+  char *model, *shape;
+  int n_layer, n_head, n_kv_head, head_dim, n_embd, intermediate, seq_len, vocab_size;
+} ShapeOptions;
+
+/* The model the options ask for on `be` for `batch` sequences, initialised (seed 1), and what
+ * the result line says of it; NULL with a message on stderr and *status set. */
+static CohortModel *build_model(const ShapeOptions *o, const CohortBackend *be, int batch,
+                                const char *dev_label, ModelFigures *mf, int *status)
+{
+  g_autoptr(GError) error = NULL;
+  CohortModel *m = NULL;
+  *status = 2;
+  if (g_strcmp0(o->model, "gpt") == 0) {
+    if (o->shape || o->n_kv_head || o->head_dim || o->intermediate) {
+      fprintf(stderr, "bench-gpu-gpt: --shape, --kv-heads, --head-dim and --intermediate are "
+                      "options of --model llama\n");
+      return NULL;
+    }
+    CohortGptShape sh = {.n_layer = o->n_layer ? o->n_layer : 12,
+                         .n_head = o->n_head ? o->n_head : 12,
+                         .n_embd = o->n_embd ? o->n_embd : 768,
+                         .seq_len = o->seq_len ? o->seq_len : 1024,
+                         .vocab_size = o->vocab_size ? o->vocab_size : 50257};
+    mf->label = g_strdup_printf("L%d H%d C%d T%d V%d", sh.n_layer, sh.n_head, sh.n_embd, sh.seq_len,
+                                sh.vocab_size);
+    *mf = (ModelFigures){mf->label, sh.n_layer, sh.seq_len, sh.n_embd, sh.vocab_size};
+    if ((m = cohort_gpt_new_on(be, &sh, batch, &error)))
+      cohort_gpt_init_weights(m, 1);
+  } else if (g_strcmp0(o->model, "llama") == 0) {
+    const char *name = o->shape ? o->shape : llama_presets[0].name;
+    const LlamaPreset *p = NULL;
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(llama_presets); i++) {
+      g_string_append_printf(names, "%s%s", i ? ", " : "", llama_presets[i].name);
+      if (g_str_equal(name, llama_presets[i].name))
+        p = &llama_presets[i];
+    }
+    if (!p) {
+      fprintf(stderr, "bench-gpu-gpt: --shape is '%s'; allowed: %s\n", name, names->str);
+      return NULL;
+    }
+    CohortLlamaShape sh = p->shape;
+    sh.n_layer = o->n_layer ? o->n_layer : sh.n_layer;
+    sh.n_head = o->n_head ? o->n_head : sh.n_head;
+    sh.n_kv_head = o->n_kv_head ? o->n_kv_head : sh.n_kv_head;
+    sh.head_dim = o->head_dim ? o->head_dim : sh.head_dim;
+    sh.hidden = o->n_embd ? o->n_embd : sh.hidden;
+    sh.intermediate = o->intermediate ? o->intermediate : sh.intermediate;
+    sh.seq_len = o->seq_len ? o->seq_len : 1024;
+    sh.vocab_size = o->vocab_size ? o->vocab_size : sh.vocab_size;
+    if (!cohort_llama_check_shape(&sh, &error)) {
+      fprintf(stderr, "bench-gpu-gpt: %s\n", error->message);
+      return NULL;
+    }
+    mf->label = g_strdup_printf("%s L%d H%d/%d D%d C%d I%d T%d V%d", name, sh.n_layer, sh.n_head,
+                                sh.n_kv_head, sh.head_dim, sh.hidden, sh.intermediate, sh.seq_len,
+                                sh.vocab_size);
+    *mf = (ModelFigures){mf->label, sh.n_layer, sh.seq_len, sh.n_head * sh.head_dim, sh.vocab_size};
+    if ((m = cohort_llama_new_on(be, &sh, batch, &error)))
+      cohort_model_init(m, 1);
+  } else {
+    fprintf(stderr, "bench-gpu-gpt: --model is '%s'; allowed: gpt, llama\n", o->model);
+    return NULL;
+  }
+  if (!m) {
+    fprintf(stderr, "bench-gpu-gpt: %s (%s, batch %d on %s)\n", error->message, mf->label, batch,
+            dev_label);
+    *status = 1;
+  }
+  return m;
+}
+
+/* One training step's forward of the model's family. */
+static void forward(CohortModel *m, const int *tokens, int batch, int T)
+{
+  if (cohort_is_llama(m))
+    cohort_llama_forward(m, tokens, tokens + 1, batch, T);
+  else
+    cohort_gpt_forward(m, tokens, tokens + 1, batch, T);
+}
+
+/* Times warmup + steps optimizer steps of `m` on random tokens and prints the result line;
+ * the exit status. */
+static int time_steps(CohortModel *m, const CohortBackend *be, const ModelFigures *mf, int batch,
+                      int steps, int warmup, double clip, gboolean cpu, const char *dev_label,
+                      int prec, const GpuPeaks *peaks, double peak_tflops)
+{
+  size_t n = m->n_params;
+  g_autoptr(CohortAdamW) opt = cohort_adamw_new_on(be, n);
+  if (!opt) {
+    fprintf(stderr, "bench-gpu-gpt: out of memory for the AdamW moments (%zu parameters on %s)\n",
+            n, dev_label);
+    return 1;
+  }
+  if (!device_ok(be, "setting up the model"))
+    return 1;
+  guint n_t = m->n_tensors;
+  const CohortTensorInfo *tensors = m->tensors;
+
+  int T = mf->T;
+  g_autofree int *tokens = g_new(int, (size_t)batch *T + 1);
+  GRand *rand = g_rand_new_with_seed(42);
+  for (int i = 0; i < batch * T + 1; i++)
+    tokens[i] = g_rand_int_range(rand, 0, mf->vocab);
+  g_rand_free(rand);
+
+  g_autofree double *times = g_new(double, steps);
+  float loss = 0.0f;
+  for (int s = 0; s < warmup + steps; s++) {
+    gint64 t0 = g_get_monotonic_time();
+    cohort_model_zero_grad(m);
+    weights_scope(be, m, TRUE);
+    cohort_model_begin_losses(m);
+    forward(m, tokens, batch, T);
+    m->ops->backward(m, 1.0f);
+    weights_scope(be, m, FALSE);
+    double sum = NAN;
+    guint logged = 0;
+    cohort_model_take_losses(m, &sum, &logged);
+    loss = (float)sum;
+    cohort_clip_grad_norm_on(be, m->grads, n, clip);
+    cohort_adamw_step(opt, m->params, m->grads, tensors, n_t, 3e-4, 0.9, 0.95, 1e-8, 0.1, s + 1);
+    /* the clock is read only once the device has finished the step's queued work */
+    g_autofree char *when = g_strdup_printf("in step %d", s + 1);
+    if (!device_ok(be, when))
+      return 1;
+    if (s >= warmup)
+      times[s - warmup] = (g_get_monotonic_time() - t0) / 1e6;
+  }
+  if (!isfinite(loss)) {
+    fprintf(stderr,
+            "bench-gpu-gpt: the loss is %g after %d steps at %s; the timing of a "
+            "diverged run is not reported\n",
+            loss, warmup + steps, precision_names[prec]);
+    return 1;
+  }
+
+  report(mf, batch, n, times, steps, loss, cpu, dev_label, prec, peaks, peak_tflops);
+  print_device_memory(be);
+  return 0;
 }
 
 int main(int argc, char **argv)
 {
   /* The engine's programs run with these thread-pool settings; so does the benchmark. */
   cohort_cpu_threading_env(argv);
-  int threads = 1, steps = 10, warmup = 3, batch = 16;
+  int threads = 1, steps = 10, warmup = 3, batch = 0;
   double peak_tflops = 0.0, clip = 1.0;
   g_autofree char *device = g_strdup("cuda"), *precision = g_strdup("bf16");
-  CohortGptShape shape = {
-      .n_layer = 12, .n_head = 12, .n_embd = 768, .seq_len = 1024, .vocab_size = 50257};
+  ShapeOptions so = {.model = g_strdup("gpt")};
   GOptionEntry entries[] = {
       {"device", 0, 0, G_OPTION_ARG_STRING, &device, "cuda (GPU 0) or cpu", "DEV"},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &precision, "GEMM mode: fp32, tf32, bf16, fp16",
@@ -230,12 +433,18 @@ int main(int argc, char **argv)
       {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "CPU threads (OpenMP and OpenBLAS)", "N"},
       {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Timed steps", "N"},
       {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
-      {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step", "B"},
-      {"n-layer", 0, 0, G_OPTION_ARG_INT, &shape.n_layer, "Layers", "L"},
-      {"n-head", 0, 0, G_OPTION_ARG_INT, &shape.n_head, "Heads", "H"},
-      {"n-embd", 0, 0, G_OPTION_ARG_INT, &shape.n_embd, "Width", "C"},
-      {"seq-len", 0, 0, G_OPTION_ARG_INT, &shape.seq_len, "Sequence length", "T"},
-      {"vocab-size", 0, 0, G_OPTION_ARG_INT, &shape.vocab_size, "Vocabulary", "V"},
+      {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step (gpt 16, llama 8)", "B"},
+      {"model", 0, 0, G_OPTION_ARG_STRING, &so.model, "Family: gpt (GPT-2 124M) or llama", "F"},
+      {"shape", 0, 0, G_OPTION_ARG_STRING, &so.shape,
+       "llama: smollm2-135m (default), qwen3-0.6b or llama-3.2-1b", "NAME"},
+      {"n-layer", 0, 0, G_OPTION_ARG_INT, &so.n_layer, "Layers", "L"},
+      {"n-head", 0, 0, G_OPTION_ARG_INT, &so.n_head, "Heads", "H"},
+      {"kv-heads", 0, 0, G_OPTION_ARG_INT, &so.n_kv_head, "llama: key/value heads", "N"},
+      {"head-dim", 0, 0, G_OPTION_ARG_INT, &so.head_dim, "llama: head size", "D"},
+      {"n-embd", 0, 0, G_OPTION_ARG_INT, &so.n_embd, "Width", "C"},
+      {"intermediate", 0, 0, G_OPTION_ARG_INT, &so.intermediate, "llama: MLP width", "I"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT, &so.seq_len, "Sequence length (1024)", "T"},
+      {"vocab-size", 0, 0, G_OPTION_ARG_INT, &so.vocab_size, "Vocabulary", "V"},
       {"clip", 0, 0, G_OPTION_ARG_DOUBLE, &clip, "Gradient clipping max norm (0: measure only)",
        "X"},
       {"peak-tflops", 0, 0, G_OPTION_ARG_DOUBLE, &peak_tflops,
@@ -243,7 +452,7 @@ int main(int argc, char **argv)
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   g_autoptr(GOptionContext) ctx =
-      g_option_context_new("- time GPT training steps and report tokens/s and MFU");
+      g_option_context_new("- time decoder training steps and report tokens/s and MFU");
   g_option_context_add_main_entries(ctx, entries, NULL);
   g_autoptr(GError) error = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
@@ -253,6 +462,13 @@ int main(int argc, char **argv)
   if (argc > 1) {
     fprintf(stderr, "bench-gpu-gpt: unexpected argument '%s'; allowed: options only (--help)\n",
             argv[1]);
+    return 2;
+  }
+  if (batch == 0)
+    batch = g_strcmp0(so.model, "llama") == 0 ? 8 : 16;
+  if (so.n_layer < 0 || so.n_head < 0 || so.n_kv_head < 0 || so.head_dim < 0 || so.n_embd < 0 ||
+      so.intermediate < 0 || so.seq_len < 0 || so.vocab_size < 0) {
+    fprintf(stderr, "bench-gpu-gpt: shape options must be >= 1\n");
     return 2;
   }
   if (!numbers_ok(threads, steps, warmup, batch, peak_tflops, clip))
@@ -270,67 +486,15 @@ int main(int argc, char **argv)
   if (!be)
     return status;
   be->set_gemm_mode(precision_modes[prec]);
-
-  g_autoptr(CohortGpt) gpt = cohort_gpt_new_on(be, &shape, batch, &error);
-  if (!gpt) {
-    fprintf(stderr, "bench-gpu-gpt: %s (L%d H%d C%d T%d V%d, batch %d on %s)\n", error->message,
-            shape.n_layer, shape.n_head, shape.n_embd, shape.seq_len, shape.vocab_size, batch,
-            dev_label);
-    return 1;
-  }
-  cohort_gpt_init_weights(gpt, 1);
-  size_t n = cohort_gpt_num_params(gpt);
-  g_autoptr(CohortAdamW) opt = cohort_adamw_new_on(be, n);
-  if (!opt) {
-    fprintf(stderr, "bench-gpu-gpt: out of memory for the AdamW moments (%zu parameters on %s)\n",
-            n, dev_label);
-    return 1;
-  }
-  if (!device_ok(be, "setting up the model"))
-    return 1;
-  guint n_t;
-  const CohortTensorInfo *tensors = cohort_gpt_tensors(gpt, &n_t);
-
-  int T = shape.seq_len;
-  g_autofree int *tokens = g_new(int, (size_t)batch *T + 1);
-  GRand *rand = g_rand_new_with_seed(42);
-  for (int i = 0; i < batch * T + 1; i++)
-    tokens[i] = g_rand_int_range(rand, 0, shape.vocab_size);
-  g_rand_free(rand);
-
-  g_autofree double *times = g_new(double, steps);
-  float loss = 0.0f;
-  for (int s = 0; s < warmup + steps; s++) {
-    gint64 t0 = g_get_monotonic_time();
-    cohort_gpt_zero_grad(gpt);
-    weights_scope(be, gpt, TRUE);
-    cohort_model_begin_losses(gpt);
-    cohort_gpt_forward(gpt, tokens, tokens + 1, batch, T);
-    cohort_gpt_backward(gpt, 1.0f);
-    weights_scope(be, gpt, FALSE);
-    double sum = NAN;
-    guint logged = 0;
-    cohort_model_take_losses(gpt, &sum, &logged);
-    loss = (float)sum;
-    cohort_clip_grad_norm_on(be, cohort_gpt_grads(gpt), n, clip);
-    cohort_adamw_step(opt, cohort_gpt_params(gpt), cohort_gpt_grads(gpt), tensors, n_t, 3e-4, 0.9,
-                      0.95, 1e-8, 0.1, s + 1);
-    /* the clock is read only once the device has finished the step's queued work */
-    g_autofree char *when = g_strdup_printf("in step %d", s + 1);
-    if (!device_ok(be, when))
-      return 1;
-    if (s >= warmup)
-      times[s - warmup] = (g_get_monotonic_time() - t0) / 1e6;
-  }
-  if (!isfinite(loss)) {
-    fprintf(stderr,
-            "bench-gpu-gpt: the loss is %g after %d steps at %s; the timing of a "
-            "diverged run is not reported\n",
-            loss, warmup + steps, precision);
-    return 1;
-  }
-
-  report(&shape, batch, n, times, steps, loss, dev == 0, dev_label, prec, peaks, peak_tflops);
-  print_device_memory(be);
-  return 0;
+  ModelFigures mf = {0};
+  CohortModel *m = build_model(&so, be, batch, dev_label, &mf, &status);
+  int rc = m ? time_steps(m, be, &mf, batch, steps, warmup, clip, dev == 0, dev_label, prec, peaks,
+                          peak_tflops)
+             : status;
+  if (m)
+    cohort_model_free(m);
+  g_free(mf.label);
+  g_free(so.model);
+  g_free(so.shape);
+  return rc;
 }

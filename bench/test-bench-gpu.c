@@ -122,6 +122,33 @@ static void test_cpu_figures(void)
   run_clear(&r);
 }
 
+/* --model llama at Qwen3's switches (per-head q/k norms, tied head), shrunk by the same
+ * options: 2 query heads over 1 key/value head of 16, MLP 96. */
+enum { KV = 1, HD = 16, I = 96 };
+
+static double expected_llama_params(void)
+{
+  double block = 2.0 * C + (double)C * H * HD + 2.0 * C * KV * HD + (double)H * HD * C +
+                 3.0 * C * I + 2.0 * HD;
+  return (double)V * C + L * block + C;
+}
+
+static void test_llama_figures(void)
+{
+  Run r = run_bench("--device cpu --precision fp32 --peak-tflops 0.5 --model llama --shape "
+                    "qwen3-0.6b --kv-heads 1 --head-dim 16 --intermediate 96");
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_true(g_str_has_prefix(r.out, "cohort: qwen3-0.6b L2 H2/1 D16 C64 I96 T32 V96 B2, "));
+  double n = figure_before(r.out, " params");
+  g_assert_cmpfloat(n, ==, expected_llama_params());
+  /* the attention products over heads × head size (32 here), not the width */
+  double flops = 6.0 * n + 12.0 * L * T * (H * HD);
+  assert_rel(figure_before(r.out, " GFLOP/token (6N+12LTC)"), flops / 1e9, 5e-4);
+  double loss = figure_after(r.out, "last loss ");
+  g_assert_cmpfloat(fabs(loss - log(V)), <, 0.5);
+  run_clear(&r);
+}
+
 static void test_precisions(void)
 {
   const char *names[] = {"fp32", "tf32", "bf16", "fp16"};
@@ -148,6 +175,11 @@ static void test_bad_options(void)
       {"--device cpu --clip nan", "--clip is nan; allowed: a finite number >= 0", 2},
       {"--device cpu stray", "unexpected argument 'stray'", 2},
       {"--device cpu --n-head 3", "n_embd 64 is not a multiple of n_head 3", 1},
+      {"--device cpu --model bert", "--model is 'bert'; allowed: gpt, llama", 2},
+      {"--device cpu --model llama --shape x", "allowed: smollm2-135m, qwen3-0.6b, llama-3.2-1b",
+       2},
+      {"--device cpu --shape qwen3-0.6b", "are options of --model llama", 2},
+      {"--device cpu --model llama --n-head 4", "does not divide num_attention_heads 4", 2},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     Run r = run_bench(cases[i].opts);
@@ -254,6 +286,7 @@ int main(int argc, char **argv)
     return 1;
   }
   g_test_add_func("/bench-gpu/cpu-figures", test_cpu_figures);
+  g_test_add_func("/bench-gpu/llama-figures", test_llama_figures);
   g_test_add_func("/bench-gpu/precisions", test_precisions);
   g_test_add_func("/bench-gpu/bad-options", test_bad_options);
   g_test_add_func("/bench-gpu/cuda", test_cuda);
