@@ -76,8 +76,9 @@ static const char *const llama_sets[] = {"model=llama", "num_key_value_heads=1",
 
 /* 2 ranks × `batch` equal one process × 2·batch (both with `accum` micro-batches a step): every
  * step's loss and the final weights (tolerance as in test-ddp: a thousandth of what AdamW can
- * move a weight in the run). `model` (NULL-terminated, or NULL) sets another family. */
-static void check_two_ranks(int batch, int accum, const char *const *model)
+ * move a weight in the run). `model` (NULL-terminated, or NULL) sets another family; `split`
+ * (or NULL) is the 2 ranks' rank_batch_sizes, whose shares add up to 2·batch. */
+static void check_two_ranks_split(int batch, int accum, const char *const *model, const char *split)
 {
   Fixture f;
   fixture(&f);
@@ -87,7 +88,10 @@ static void check_two_ranks(int batch, int accum, const char *const *model)
   g_autofree char *ga = g_strdup_printf("gradient_accumulation_steps=%d", accum);
   const char *m0 = model ? model[0] : NULL, *m1 = m0 ? model[1] : NULL;
   const char *m2 = m1 ? model[2] : NULL;
-  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, b2, ga, "max_steps=6", m0, m1, m2, NULL};
+  g_autofree char *rbs = split ? g_strdup_printf("rank_batch_sizes=%s", split) : NULL;
+  const char *two[] = {f.tok_set, f.data_set, f.vocab_set, b2,   ga,  "max_steps=6",
+                       m0,        m1,         m2,          NULL, NULL};
+  two[m0 ? (m1 ? (m2 ? 9 : 8) : 7) : 6] = rbs;
   const char *one[] = {f.tok_set, f.data_set, f.vocab_set, b1, ga, "max_steps=6", m0, m1, m2, NULL};
   GArray *l2 = NULL, *l1 = NULL;
   g_autoptr(GArray) w2 = train_run(2, two, "chat-2", &l2);
@@ -113,6 +117,11 @@ static void check_two_ranks(int batch, int accum, const char *const *model)
   fixture_free(&f);
 }
 
+static void check_two_ranks(int batch, int accum, const char *const *model)
+{
+  check_two_ranks_split(batch, accum, model, NULL);
+}
+
 static void test_two_ranks(void)
 {
   check_two_ranks(2, 1, NULL);
@@ -126,6 +135,14 @@ static void test_two_ranks_accum(void)
 static void test_two_ranks_llama(void)
 {
   check_two_ranks(2, 1, llama_sets);
+}
+
+/* Uneven shares (rank_batch_sizes): rank 0 takes 3 conversations, rank 1 one, and the step
+ * is still the mean over every assistant token of the 4 (each rank's loss norm carries its
+ * share's weight, which the gradient's weighting then cancels). */
+static void test_uneven(void)
+{
+  check_two_ranks_split(2, 2, NULL, "3,1");
 }
 
 /* A bad line: exit non-zero, one line naming the file, the line and the field. */
@@ -163,6 +180,7 @@ int main(int argc, char **argv)
   g_test_add_func("/chat-ddp/two-ranks", test_two_ranks);
   g_test_add_func("/chat-ddp/two-ranks-accumulation", test_two_ranks_accum);
   g_test_add_func("/chat-ddp/two-ranks-llama", test_two_ranks_llama);
+  g_test_add_func("/chat-ddp/uneven", test_uneven);
   g_test_add_func("/chat-ddp/bad-line", test_bad_line);
   return g_test_run();
 }

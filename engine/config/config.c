@@ -228,14 +228,6 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
                        "\"bytes\"; allowed: a tokenizer folder whose tokenizer_config.json holds "
                        "a chat_template (key \"tokenizer\", or an init_from folder that holds one)",
                        s);
-  /* Chat's loss is divided by the counted targets of the step's even micro-batches
-   * (cohort_rank_run_step_norm); shares of another size are not counted there yet. */
-  if (cfg->data_format == COHORT_DATA_CHAT && cfg->rank_batch_sizes && *cfg->rank_batch_sizes)
-    return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                       "%s: key \"rank_batch_sizes\": \"%s\" is not allowed with "
-                       "\"data_format\": \"chat\" in this version; allowed: \"\" (batch_size on "
-                       "every process)",
-                       s, cfg->rank_batch_sizes);
   return TRUE;
 }
 

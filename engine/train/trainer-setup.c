@@ -553,11 +553,14 @@ gboolean cohort_rank_run_step_norm(CohortRankRun *r, gint64 epoch, gint64 micro,
 {
   g_autoptr(GArray) idx = epoch_indices(r, epoch);
   double counted = 0;
-  for (gint64 i = micro * r->B; i < (micro + r->accum) * r->B; i++)
+  for (gint64 i = micro * r->share; i < (micro + r->accum) * r->share; i++)
     counted += (double)cohort_data_source_counted(r->train, g_array_index(idx, guint64, i));
   if (!cohort_train_dist_sum(r->dist, &counted, 1, error))
     return FALSE;
-  *norm = MAX(counted, 1.0) / ((double)r->accum * r->opts->world_size);
+  /* The backward and the logged loss weigh this rank by its share (r->weight, 1 with an even
+   * split); the norm carries the same weight, so every counted target of the step weighs the
+   * same whatever the split. */
+  *norm = MAX(counted, 1.0) / ((double)r->accum * r->opts->world_size) * (double)r->weight;
   return TRUE;
 }
 
