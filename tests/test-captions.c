@@ -320,6 +320,70 @@ static void test_dropout(void)
   rm_tree(dir);
 }
 
+/* Seeded mutations of a good metadata.jsonl and of .txt captions (bytes flipped, JSON's
+ * punctuation, line breaks and NULs inserted, cut short): every read either succeeds with a
+ * caption or NULL per image, or fails with one error naming metadata.jsonl and its line and
+ * what is allowed; nothing crashes. */
+static void test_fuzz(void)
+{
+  static const char good[] =
+      "{\"file_name\": \"a.png\", \"text\": \"a red \\u00e9toile\"}\n"
+      "{\"file_name\": \"b.png\", \"text\": \"two\\nlines\", \"n\": [1, {}]}\n";
+  static const char punct[] = "{}[]\",:\\\n\r\t \0\x7f\xc3\xff";
+  g_autoptr(GRand) rng = g_rand_new_with_seed(20261129);
+  g_autofree char *dir = tmp_folder();
+  put_image(dir, "a.png");
+  put_image(dir, "b.png");
+  int ok = 0, refused = 0;
+  for (int it = 0; it < 400; it++) {
+    gsize len = sizeof good - 1;
+    g_autofree char *text = g_malloc(len + 16);
+    memcpy(text, good, len);
+    for (int m = g_rand_int_range(rng, 1, 4); m > 0; m--) {
+      if (len == 0)
+        break;
+      gsize at = (gsize)g_rand_int_range(rng, 0, (gint32)len);
+      switch (g_rand_int_range(rng, 0, 4)) {
+      case 0: /* flip a byte */
+        text[at] ^= (char)(1 << g_rand_int_range(rng, 0, 8));
+        break;
+      case 1: /* punctuation over a byte */
+        text[at] = punct[g_rand_int_range(rng, 0, sizeof punct - 1)];
+        break;
+      case 2: /* cut short */
+        len = at;
+        break;
+      default: /* a byte inserted */
+        memmove(text + at + 1, text + at, len - at);
+        text[at] = punct[g_rand_int_range(rng, 0, sizeof punct - 1)];
+        len++;
+      }
+    }
+    const char *target = it % 2 ? "metadata.jsonl" : "a.txt";
+    put(dir, target, text, (gssize)len);
+    g_auto(CohortImageListing) l = {0};
+    g_auto(CohortCaptions) c = {0};
+    g_autoptr(GError) error = NULL;
+    if (read_captions(dir, &l, &c, &error)) {
+      ok++;
+      g_assert_cmpuint(c.captions->len, ==, 2);
+      for (guint i = 0; i < 2; i++) {
+        const char *cap = c.captions->pdata[i];
+        g_assert_true(!cap || g_utf8_validate(cap, -1, NULL));
+      }
+    } else {
+      refused++;
+      if (!strstr(error->message, "allowed:"))
+        g_error("iteration %d: %s", it, error->message);
+    }
+    g_autofree char *path = g_build_filename(dir, target, NULL);
+    g_unlink(path);
+  }
+  g_test_message("fuzz: %d reads succeeded, %d refused", ok, refused);
+  g_assert_cmpint(refused, >, 0);
+  rm_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -330,5 +394,6 @@ int main(int argc, char **argv)
   g_test_add_func("/captions/none", test_none);
   g_test_add_func("/captions/prefix", test_prefix);
   g_test_add_func("/captions/dropout", test_dropout);
+  g_test_add_func("/captions/fuzz", test_fuzz);
   return g_test_run();
 }
