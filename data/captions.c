@@ -197,8 +197,12 @@ static gboolean read_jsonl_captions(const char *folder, const char *path,
                                     const CohortImageListing *listing, CohortCaptions *c,
                                     GError **error)
 {
-  FILE *f = fopen(path, "rbe");
+  /* O_NONBLOCK: a FIFO named metadata.jsonl must not wait for a writer */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
   struct stat st;
+  if (fd >= 0 && !f)
+    close(fd);
   if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     g_autofree char *shown = cohort_utf8_escape(path);
     g_set_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO,

@@ -220,6 +220,18 @@ static void test_hostile(void)
   g_assert_false(read_captions(dir, &l2, &c2, &error));
   g_assert_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_FORMAT);
   g_assert_nonnull(strstr(error->message, "metadata.jsonl:1: a line over 262144 bytes"));
+
+  /* metadata.jsonl as a FIFO: refused at once, not waited on */
+  g_auto(CohortImageListing) l3 = {0};
+  g_auto(CohortCaptions) c3 = {0};
+  g_clear_error(&error);
+  g_autofree char *jsonl = g_build_filename(dir, "metadata.jsonl", NULL);
+  g_assert_cmpint(g_unlink(jsonl), ==, 0);
+  g_assert_cmpint(mkfifo(jsonl, 0644), ==, 0);
+  g_assert_false(read_captions(dir, &l3, &c3, &error));
+  g_assert_error(error, COHORT_DATA_ERROR, COHORT_DATA_ERROR_IO);
+  g_assert_nonnull(strstr(error->message, "metadata.jsonl: cannot read captions: not a regular "
+                                          "file; allowed: a regular file of JSON lines"));
   rm_tree(dir);
 }
 
