@@ -13,9 +13,10 @@ G_BEGIN_DECLS
  * (noise, timesteps: give each its own stream number). */
 enum {
   COHORT_RNG_STREAM_AUGMENT = 1,
-  COHORT_RNG_STREAM_NOISE = 2,      /* diffusion noise ε */
-  COHORT_RNG_STREAM_TIMESTEP = 3,   /* diffusion time t */
-  COHORT_RNG_STREAM_LABEL_DROP = 4, /* classifier-free guidance's label dropout */
+  COHORT_RNG_STREAM_NOISE = 2,        /* diffusion noise ε */
+  COHORT_RNG_STREAM_TIMESTEP = 3,     /* diffusion time t */
+  COHORT_RNG_STREAM_LABEL_DROP = 4,   /* classifier-free guidance's label dropout */
+  COHORT_RNG_STREAM_CAPTION_DROP = 5, /* caption dropout (data/captions.h) */
 };
 
 typedef struct {

@@ -307,6 +307,24 @@ typedef struct CohortBackend {
   void (*attention_gqa_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q,
                                  const float *k, const float *v, const float *out, const float *lse,
                                  int B, int T, int NH, int NKV, int hd, int causal);
+  /* Cross-attention (PixArt-α's attn2, Wan's): queries q [B, Tq, NH * hd] (the image tokens)
+   * over keys and values k, v [B, Tk, NH * hd] (the text tokens), scale 1 / sqrt(hd); out
+   * [B, Tq, NH * hd], lse [B, NH, Tq]. Key padding: example b sees only its first klen[b] keys
+   * (klen, int [B] in backend memory, values clamped to [0, Tk]; NULL: all Tk), the others get
+   * no weight, as an attention mask of -inf would give. An example with klen 0 gets output 0
+   * and lse -inf (a softmax over no key would be 0/0, NaN in PyTorch with a boolean mask;
+   * diffusers' additive -10000 mask would average all the padding instead): its image tokens
+   * then take nothing from the text. */
+  void (*cross_attention_forward)(float *out, float *lse, const float *q, const float *k,
+                                  const float *v, const int *klen, int B, int Tq, int Tk, int NH,
+                                  int hd);
+  /* Writes dq, dk and dv (overwrites; the keys past klen[b] and every key of an example with
+   * klen 0 get zero gradients, as does dq of such an example) from dout and the forward's
+   * inputs, out and lse. */
+  void (*cross_attention_backward)(float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v, const float *out,
+                                   const float *lse, const int *klen, int B, int Tq, int Tk, int NH,
+                                   int hd);
 
   /* ---- Convolution and pooling, NCHW layouts as PyTorch's: H_out = (H + 2 pad - K) / stride + 1,
    * W_out likewise; a shape whose output would be empty does nothing. A classifier head is

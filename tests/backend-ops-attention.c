@@ -1,6 +1,6 @@
-/* Rows of the op harness: multi-head attention, causal (GPT) and not (DiT), and grouped-query
- * attention (Llama, Qwen). The backward starts from the CPU's forward output and log-sum-exps on
- * both sides. See tests/backend-ops.h. */
+/* Rows of the op harness: multi-head attention, causal (GPT) and not (DiT), grouped-query
+ * attention (Llama, Qwen) and cross-attention with key padding (PixArt-α). The backward starts from
+ * the CPU's forward output and log-sum-exps on both sides. See tests/backend-ops.h. */
 #include "backend-ops.h"
 
 /* p = {B, T, C, NH, causal} */
@@ -90,6 +90,64 @@ static double gqa_backward_run(const CohortBackend *be, OpCase *c, void *const *
         gqa_backward_run                                                                           \
   }
 
+/* ---- cross-attention with key padding: p = {B, Tq, Tk, NH, hd, masked} ---- */
+#define XQ   ((size_t)P0 * P1 * P3 * P4)
+#define XKV  ((size_t)P0 * P2 * P3 * P4)
+#define XLSE ((size_t)P0 * P3 * P1)
+
+/* Example b sees all Tk keys, then fewer each example (an odd count past a tile), the last
+ * none; a value past Tk (clamped) and, unmasked, no lengths at all (NULL). */
+static int *cross_klen(OpCase *c)
+{
+  int *klen = op_buf(c, "klen", OP_I32, P0);
+  for (int b = 0; b < P0; b++)
+    klen[b] = b == 0 ? P2 + 3 : b == P0 - 1 ? 0 : MAX(1, P2 - 5 * b);
+  return klen;
+}
+
+static void cross_setup(OpCase *c)
+{
+  op_in(c, "q", XQ, -1, 1);
+  op_in(c, "k", XKV, -1, 1);
+  op_in(c, "v", XKV, -1, 1);
+  cross_klen(c);
+  op_out(c, "out", XQ, 1e-5, 1e-4);
+  op_out(c, "lse", XLSE, 1e-5, 1e-5);
+}
+
+static double cross_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->cross_attention_forward(d[4], d[5], d[0], d[1], d[2], P5 ? d[3] : NULL, P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+static void cross_backward_setup(OpCase *c)
+{
+  float *q = op_in(c, "q", XQ, -1, 1), *k = op_in(c, "k", XKV, -1, 1);
+  float *v = op_in(c, "v", XKV, -1, 1);
+  int *klen = cross_klen(c);
+  op_in(c, "dout", XQ, -1, 1);
+  float *out = op_in(c, "out", XQ, 0, 1), *lse = op_in(c, "lse", XLSE, 0, 1);
+  op_cpu()->cross_attention_forward(out, lse, q, k, v, P5 ? klen : NULL, P0, P1, P2, P3, P4);
+  op_out(c, "dq", XQ, 1e-4, 1e-3);
+  op_out(c, "dk", XKV, 1e-4, 1e-3);
+  op_out(c, "dv", XKV, 1e-4, 1e-3);
+}
+
+static double cross_backward_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->cross_attention_backward(d[7], d[8], d[9], d[4], d[0], d[1], d[2], d[5], d[6],
+                               P5 ? d[3] : NULL, P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+#define CROSS(label, B, Tq, Tk, NH, hd, masked)                                                    \
+  {"cross_attention_forward", label, {B, Tq, Tk, NH, hd, masked}, cross_setup, cross_run},         \
+  {                                                                                                \
+    "cross_attention_backward", label, {B, Tq, Tk, NH, hd, masked}, cross_backward_setup,          \
+        cross_backward_run                                                                         \
+  }
+
 static const OpRow rows[] = {
     ATT("B2-T45-C48-NH3-causal", 2, 45, 48, 3, 1),   /* head size 16, T no multiple of the tiles */
     ATT("B1-T70-C128-NH2-causal", 1, 70, 128, 2, 1), /* head size 64 (GPT-2's) */
@@ -107,6 +165,9 @@ static const OpRow rows[] = {
     GQA("B1-T33-NH4-NKV1-hd128-causal", 1, 33, 4, 1, 128, 1), /* multi-query, Qwen3's head size */
     GQA("B2-T9-NH2-NKV2-hd30-causal", 2, 9, 2, 2, 30, 1),     /* no grouping */
     GQA("B2-T40-NH4-NKV2-hd24", 2, 40, 4, 2, 24, 0),
+    CROSS("B3-Tq64-Tk45-NH3-hd16-masked", 3, 64, 45, 3, 16, 1), /* DiT-like: 64 patches */
+    CROSS("B2-Tq9-Tk70-NH2-hd64-masked", 2, 9, 70, 2, 64, 1),   /* more keys than queries */
+    CROSS("B1-Tq33-Tk7-NH1-hd30", 1, 33, 7, 1, 30, 0),          /* no lengths (NULL) */
 };
 
 OP_ROWS(ops_rows_attention, rows);

@@ -5,7 +5,9 @@
  * the saved log-sum-exp (as FlashAttention), and the sum D_i = dout_i . out_i replaces the row sums
  * of dP * P. Key and value gradients of one head sum over query blocks (and, with grouped-query
  * attention, over the query heads that share it) in order, so results do not depend on the
- * thread count. */
+ * thread count. Cross-attention is the same code with Tq queries over Tk keys, of which example b
+ * sees its first klen[b] (key padding): the others get no weight and zero gradients, and an
+ * example with no key at all gets zero output (and lse -inf) rather than 0/0. */
 #include "cpu.h"
 #include "kernels/math-inline.h"
 #include "reduce.h"
@@ -161,18 +163,29 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
 
 /* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
  * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
- * heads of size hd, query head h the key/value head h / (NH / NKV). */
+ * heads of size hd, query head h the key/value head h / (NH / NKV). Tq query rows and Tk key
+ * rows per example (equal for self-attention); klen (NULL: all Tk) the keys each example sees. */
 typedef struct {
   const float *q, *k, *v;
   size_t ldq, ldk, ldv, ldo;
-  int B, T, NH, NKV, hd, causal;
+  int B, Tq, Tk, NH, NKV, hd, causal;
+  const int *klen;
 } AttnArgs;
+
+/* The keys example b sees: its klen clamped to [0, Tk], or all Tk. */
+static inline int keys_of(const AttnArgs *x, int b)
+{
+  if (!x->klen)
+    return x->Tk;
+  int n = x->klen[b];
+  return n < 0 ? 0 : n > x->Tk ? x->Tk : n;
+}
 
 static void attn_forward(float *out, float *lse, const AttnArgs *x)
 {
-  int hd = x->hd, T = x->T, NH = x->NH, G = x->NH / x->NKV;
+  int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(T);
+  size_t lt = round16(Tk);
   size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
@@ -183,38 +196,51 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     float *KT = buf + per_thread * omp_get_thread_num();
     float *S = KT + (size_t)hd * lt;
     float *zero_row = S + QB * lt;
-    const float *q = x->q + (size_t)b * T * x->ldq + (size_t)h * hd;
-    const float *k = x->k + (size_t)b * T * x->ldk + (size_t)(h / G) * hd;
-    const float *v = x->v + (size_t)b * T * x->ldv + (size_t)(h / G) * hd;
-    float *o = out + (size_t)b * T * x->ldo + (size_t)h * hd;
+    const float *q = x->q + (size_t)b * Tq * x->ldq + (size_t)h * hd;
+    const float *k = x->k + (size_t)b * Tk * x->ldk + (size_t)(h / G) * hd;
+    const float *v = x->v + (size_t)b * Tk * x->ldv + (size_t)(h / G) * hd;
+    float *o = out + (size_t)b * Tq * x->ldo + (size_t)h * hd;
+    int T = keys_of(x, b);
+    if (T == 0) { /* no key: zero output, log-sum-exp of nothing */
+      for (int i = 0; i < Tq; i++) {
+        memset(o + (size_t)i * x->ldo, 0, sizeof(float) * hd);
+        lse[(size_t)bh * Tq + i] = -INFINITY;
+      }
+      continue;
+    }
     memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
     transpose(KT, lt, k, x->ldk, T, hd);
-    for (int i0 = 0; i0 < T; i0 += QB) {
-      int rows = T - i0 < QB ? T - i0 : QB;
+    for (int i0 = 0; i0 < Tq; i0 += QB) {
+      int rows = Tq - i0 < QB ? Tq - i0 : QB;
       int keys = last_key(i0 + rows - 1, T, x->causal) + 1; /* keys this block can see */
       int n = (int)round16(keys);                           /* padded to a tile */
       const float *a[QB];
       for (int r = 0; r < QB; r++)
         a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
       tile_scores(S, lt, a, KT, lt, n, hd);
-      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0, T, x->causal);
+      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * Tq + i0, T, x->causal);
       tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
     }
   }
 }
 
 /* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
- * the caller zeroes them before the group's first head). */
+ * the caller zeroes them before the group's first head); T is the keys the example sees. */
 static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
                                const float *l, const float *q, const float *k, const float *KT,
-                               const float *VT, float *P, float *dS, const float *zero_row,
+                               const float *VT, float *P, float *dS, const float *zero_row, int T,
                                const AttnArgs *x)
 {
-  int hd = x->hd, T = x->T;
+  int hd = x->hd, Tq = x->Tq;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(T);
-  for (int i0 = 0; i0 < T; i0 += QB) {
-    int rows = T - i0 < QB ? T - i0 : QB;
+  size_t lt = round16(x->Tk);
+  if (T == 0) { /* no key: the output was zero whatever q was */
+    for (int i = 0; i < Tq; i++)
+      memset(dq + (size_t)i * x->ldq, 0, sizeof(float) * hd);
+    return;
+  }
+  for (int i0 = 0; i0 < Tq; i0 += QB) {
+    int rows = Tq - i0 < QB ? Tq - i0 : QB;
     int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
     int n = (int)round16(keys);
     /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
@@ -252,8 +278,8 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
 static void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                           const float *lse, const AttnArgs *x)
 {
-  int hd = x->hd, T = x->T, NH = x->NH, NKV = x->NKV, G = NH / NKV;
-  size_t lt = round16(T);
+  int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, NKV = x->NKV, G = NH / NKV;
+  size_t lt = round16(Tk);
   size_t per_thread = (size_t)2 * hd * lt + 2 * QB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
@@ -266,24 +292,25 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
     float *P = VT + (size_t)hd * lt;
     float *dS = P + QB * lt;
     float *zero_row = dS + QB * lt;
-    size_t koff = (size_t)b * T * x->ldk + (size_t)kvh * hd;
-    size_t voff = (size_t)b * T * x->ldv + (size_t)kvh * hd;
+    size_t koff = (size_t)b * Tk * x->ldk + (size_t)kvh * hd;
+    size_t voff = (size_t)b * Tk * x->ldv + (size_t)kvh * hd;
     const float *k = x->k + koff, *v = x->v + voff;
     float *dkh = dk + koff, *dvh = dv + voff;
+    int T = keys_of(x, b);
     memset(KT, 0, sizeof(float) * per_thread);
     transpose(KT, lt, k, x->ldk, T, hd);
     transpose(VT, lt, v, x->ldv, T, hd);
-    for (int i = 0; i < T; i++) {
+    for (int i = 0; i < Tk; i++) { /* keys past klen keep zero gradients */
       memset(dkh + (size_t)i * x->ldk, 0, sizeof(float) * hd);
       memset(dvh + (size_t)i * x->ldv, 0, sizeof(float) * hd);
     }
     for (int gi = 0; gi < G; gi++) {
       int h = kvh * G + gi;
-      size_t qoff = (size_t)b * T * x->ldq + (size_t)h * hd;
-      size_t ooff = (size_t)b * T * x->ldo + (size_t)h * hd;
+      size_t qoff = (size_t)b * Tq * x->ldq + (size_t)h * hd;
+      size_t ooff = (size_t)b * Tq * x->ldo + (size_t)h * hd;
       attn_backward_head(dq + qoff, dkh, dvh, dout + ooff, out + ooff,
-                         lse + ((size_t)b * NH + h) * T, x->q + qoff, k, KT, VT, P, dS, zero_row,
-                         x);
+                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, k, KT, VT, P, dS, zero_row,
+                         T, x);
     }
   }
 }
@@ -292,14 +319,15 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
 static AttnArgs interleaved(const float *qkv, int B, int T, int C, int NH, int causal)
 {
   size_t ld = (size_t)3 * C;
-  return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld, ld, ld, (size_t)C, B, T, NH, NH, C / NH, causal};
+  return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld, ld,     ld,     (size_t)C, B,
+                    T,   T,       NH,          NH, C / NH, causal, NULL};
 }
 
 static AttnArgs grouped(const float *q, const float *k, const float *v, int B, int T, int NH,
                         int NKV, int hd, int causal)
 {
   size_t lq = (size_t)NH * hd, lkv = (size_t)NKV * hd;
-  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, NH, NKV, hd, causal};
+  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, T, NH, NKV, hd, causal, NULL};
 }
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
@@ -331,5 +359,30 @@ void cohort_cpu_attention_gqa_backward(float *dq, float *dk, float *dv, const fl
                                        int NKV, int hd, int causal)
 {
   AttnArgs x = grouped(q, k, v, B, T, NH, NKV, hd, causal);
+  attn_backward(dq, dk, dv, dout, out, lse, &x);
+}
+
+/* Cross-attention: Tq queries over Tk keys, klen[b] of them seen by example b. */
+static AttnArgs crossed(const float *q, const float *k, const float *v, const int *klen, int B,
+                        int Tq, int Tk, int NH, int hd)
+{
+  size_t ld = (size_t)NH * hd;
+  return (AttnArgs){q, k, v, ld, ld, ld, ld, B, Tq, Tk, NH, NH, hd, 0, klen};
+}
+
+void cohort_cpu_cross_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                        const float *v, const int *klen, int B, int Tq, int Tk,
+                                        int NH, int hd)
+{
+  AttnArgs x = crossed(q, k, v, klen, B, Tq, Tk, NH, hd);
+  attn_forward(out, lse, &x);
+}
+
+void cohort_cpu_cross_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                         const float *q, const float *k, const float *v,
+                                         const float *out, const float *lse, const int *klen, int B,
+                                         int Tq, int Tk, int NH, int hd)
+{
+  AttnArgs x = crossed(q, k, v, klen, B, Tq, Tk, NH, hd);
   attn_backward(dq, dk, dv, dout, out, lse, &x);
 }

@@ -54,6 +54,13 @@ void cohort_cpu_attention_gqa_backward(float *dq, float *dk, float *dv, const fl
                                        const float *q, const float *k, const float *v,
                                        const float *out, const float *lse, int B, int T, int NH,
                                        int NKV, int hd, int causal);
+void cohort_cpu_cross_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                        const float *v, const int *klen, int B, int Tq, int Tk,
+                                        int NH, int hd);
+void cohort_cpu_cross_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                         const float *q, const float *k, const float *v,
+                                         const float *out, const float *lse, const int *klen, int B,
+                                         int Tq, int Tk, int NH, int hd);
 
 /* activations.c */
 void cohort_cpu_gelu_forward(float *out, const float *inp, size_t n);

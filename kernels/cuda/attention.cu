@@ -6,7 +6,9 @@
  * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics; with
  * grouped-query attention a key's warp sums over the query heads of its group in head order.
  * GPT's interleaved [B, T, 3C] and three separate tensors are the same kernels with other row
- * strides. */
+ * strides. Cross-attention is the same kernels with Tq queries over Tk keys, example b seeing its
+ * first klen[b]: the others get no weight and zero gradients, and an example with no key gets
+ * zero output and lse -inf. */
 #include "cuda.cuh"
 
 #define ATT_MAXD 128                      /* largest head size */
@@ -15,27 +17,35 @@
 #define ATT_TILE COHORT_WARP              /* keys or queries per shared tile */
 
 typedef struct {
-  int T, NH, NKV, G, hd, tiles; /* G = NH / NKV; tiles: blocks per (batch, head) */
-  size_t ldq, ldk, ldv, ldo;    /* row strides of q, k, v and of out (and dout) */
-  int causal;                   /* query i sees keys 0..i; else all T */
+  int Tq, Tk, NH, NKV, G, hd; /* query and key rows per example; G = NH / NKV */
+  int qtiles, ktiles;         /* blocks per (batch, head) over the queries, over the keys */
+  size_t ldq, ldk, ldv, ldo;  /* row strides of q, k, v and of out (and dout) */
+  int causal;                 /* query i sees keys 0..i; else all it may see */
+  const int *klen;            /* keys example b sees (clamped to [0, Tk]); NULL: all Tk */
   float scale;
 } AttnShape;
 
-/* One past the last key that query row i sees. */
-__device__ static inline int key_end(int i, const AttnShape &s)
+/* The keys example b sees. */
+__device__ static inline int keys_of(int b, const AttnShape &s)
 {
-  return s.causal ? i + 1 : s.T;
+  return s.klen ? min(max(s.klen[b], 0), s.Tk) : s.Tk;
+}
+
+/* One past the last key that query row i of example b sees. */
+__device__ static inline int key_end(int i, int b, const AttnShape &s)
+{
+  return s.causal ? i + 1 : keys_of(b, s);
 }
 
 /* rows r0 .. r0 + ATT_TILE of src (row stride `stride`, hd wide) into dst (row stride hd + 1,
- * so that lanes reading different rows hit different banks); rows past T read as zeros. */
-__device__ static void load_tile(float *dst, const float *src, size_t stride, int r0,
+ * so that lanes reading different rows hit different banks); rows past `rows` read as zeros. */
+__device__ static void load_tile(float *dst, const float *src, size_t stride, int r0, int rows,
                                  const AttnShape &s)
 {
   int ld = s.hd + 1;
   for (int e = threadIdx.x; e < ATT_TILE * s.hd; e += blockDim.x) {
     int r = e / s.hd, d = e % s.hd;
-    dst[r * ld + d] = r0 + r < s.T ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
+    dst[r * ld + d] = r0 + r < rows ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
   }
 }
 
@@ -53,15 +63,15 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
-  int hd = s.hd, ld = hd + 1;
-  const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
-  const float *kb = k + (size_t)b * s.T * s.ldk + (size_t)kvh * hd;
-  const float *vb = v + (size_t)b * s.T * s.ldv + (size_t)kvh * hd;
-  int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
-  int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
+  int bh = blockIdx.x / s.qtiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
+  int hd = s.hd, ld = hd + 1, kn = keys_of(b, s);
+  const float *qb = q + (size_t)b * s.Tq * s.ldq + (size_t)h * hd;
+  const float *kb = k + (size_t)b * s.Tk * s.ldk + (size_t)kvh * hd;
+  const float *vb = v + (size_t)b * s.Tk * s.ldv + (size_t)kvh * hd;
+  int i0 = (blockIdx.x % s.qtiles) * ATT_ROWS, i = i0 + warp;
+  int kend = key_end(i, b, s), block_kend = key_end(min(i0 + ATT_ROWS, s.Tq) - 1, b, s);
   float *qs = sm + warp * hd, *ks = sm + ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
-  if (i < s.T)
+  if (i < s.Tq)
     for (int d = lane; d < hd; d += COHORT_WARP)
       qs[d] = qb[(size_t)i * s.ldq + d];
   float m = -INFINITY, l = 0.0f, acc[ATT_DPL];
@@ -71,10 +81,10 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads(); /* the previous tile is consumed */
-    load_tile(ks, kb, s.ldk, j0, s);
-    load_tile(vs, vb, s.ldv, j0, s);
+    load_tile(ks, kb, s.ldk, j0, kn, s);
+    load_tile(vs, vb, s.ldv, j0, kn, s);
     __syncthreads();
-    if (i >= s.T || j0 >= kend)
+    if (i >= s.Tq || j0 >= kend)
       continue; /* warp-uniform */
     int j = j0 + lane;
     float sc = j < kend ? s.scale * dot_hd(qs, ks + lane * ld, hd) : -INFINITY;
@@ -98,10 +108,10 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
       }
     }
   }
-  if (i >= s.T)
+  if (i >= s.Tq)
     return;
-  float inv = 1.0f / l;
-  float *y = out + ((size_t)b * s.T + i) * s.ldo + (size_t)h * hd;
+  float inv = kend > 0 ? 1.0f / l : 0.0f; /* no key: zero output */
+  float *y = out + ((size_t)b * s.Tq + i) * s.ldo + (size_t)h * hd;
 #pragma unroll
   for (int e = 0; e < ATT_DPL; e++) {
     int d = lane + e * COHORT_WARP;
@@ -109,7 +119,7 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
       y[d] = acc[e] * inv;
   }
   if (lane == 0)
-    lse[(size_t)bh * s.T + i] = m + logf(l);
+    lse[(size_t)bh * s.Tq + i] = kend > 0 ? m + logf(l) : -INFINITY;
 }
 
 /* D[bh, i] = dout_i . out_i, which equals sum_j p_ij (dout_i . v_j). */
@@ -118,10 +128,10 @@ __global__ static void attn_delta_kernel(float *D, const float *dout, const floa
 {
   int lane = threadIdx.x % COHORT_WARP;
   size_t row = (size_t)blockIdx.x * ATT_ROWS + threadIdx.x / COHORT_WARP; /* (bh, i) */
-  if (row >= (size_t)B * s.NH * s.T)
+  if (row >= (size_t)B * s.NH * s.Tq)
     return;
-  int i = (int)(row % s.T), bh = (int)(row / s.T), b = bh / s.NH, h = bh % s.NH;
-  size_t off = ((size_t)b * s.T + i) * s.ldo + (size_t)h * s.hd;
+  int i = (int)(row % s.Tq), bh = (int)(row / s.Tq), b = bh / s.NH, h = bh % s.NH;
+  size_t off = ((size_t)b * s.Tq + i) * s.ldo + (size_t)h * s.hd;
   float acc = 0.0f;
   for (int d = lane; d < s.hd; d += COHORT_WARP)
     acc += dout[off + d] * out[off + d];
@@ -136,24 +146,24 @@ __global__ static void attn_dq_kernel(float *dq, const float *dout, const float 
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
-  int hd = s.hd, ld = hd + 1;
-  const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
-  const float *kb = k + (size_t)b * s.T * s.ldk + (size_t)kvh * hd;
-  const float *vb = v + (size_t)b * s.T * s.ldv + (size_t)kvh * hd;
-  const float *gbase = dout + (size_t)b * s.T * s.ldo + (size_t)h * hd;
-  int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
-  int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
+  int bh = blockIdx.x / s.qtiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
+  int hd = s.hd, ld = hd + 1, kn = keys_of(b, s);
+  const float *qb = q + (size_t)b * s.Tq * s.ldq + (size_t)h * hd;
+  const float *kb = k + (size_t)b * s.Tk * s.ldk + (size_t)kvh * hd;
+  const float *vb = v + (size_t)b * s.Tk * s.ldv + (size_t)kvh * hd;
+  const float *gbase = dout + (size_t)b * s.Tq * s.ldo + (size_t)h * hd;
+  int i0 = (blockIdx.x % s.qtiles) * ATT_ROWS, i = i0 + warp;
+  int kend = key_end(i, b, s), block_kend = key_end(min(i0 + ATT_ROWS, s.Tq) - 1, b, s);
   float *qs = sm + warp * hd, *gs = sm + (ATT_ROWS + warp) * hd;
   float *ks = sm + 2 * ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
   float li = 0.0f, Di = 0.0f;
-  if (i < s.T) {
+  if (i < s.Tq) {
     for (int d = lane; d < hd; d += COHORT_WARP) {
       qs[d] = qb[(size_t)i * s.ldq + d];
       gs[d] = gbase[(size_t)i * s.ldo + d];
     }
-    li = lse[(size_t)bh * s.T + i];
-    Di = D[(size_t)bh * s.T + i];
+    li = lse[(size_t)bh * s.Tq + i];
+    Di = D[(size_t)bh * s.Tq + i];
   }
   float acc[ATT_DPL];
 #pragma unroll
@@ -162,10 +172,10 @@ __global__ static void attn_dq_kernel(float *dq, const float *dout, const float 
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads();
-    load_tile(ks, kb, s.ldk, j0, s);
-    load_tile(vs, vb, s.ldv, j0, s);
+    load_tile(ks, kb, s.ldk, j0, kn, s);
+    load_tile(vs, vb, s.ldv, j0, kn, s);
     __syncthreads();
-    if (i >= s.T || j0 >= kend)
+    if (i >= s.Tq || j0 >= kend)
       continue;
     int j = j0 + lane;
     float ds = 0.0f;
@@ -185,9 +195,9 @@ __global__ static void attn_dq_kernel(float *dq, const float *dout, const float 
       }
     }
   }
-  if (i >= s.T)
+  if (i >= s.Tq)
     return;
-  float *dqr = dq + ((size_t)b * s.T + i) * s.ldq + (size_t)h * hd;
+  float *dqr = dq + ((size_t)b * s.Tq + i) * s.ldq + (size_t)h * hd;
 #pragma unroll
   for (int e = 0; e < ATT_DPL; e++) {
     int d = lane + e * COHORT_WARP;
@@ -205,14 +215,14 @@ __global__ static void attn_dkv_kernel(float *dk, float *dv, const float *dout, 
 {
   extern __shared__ float sm[];
   int warp = threadIdx.x / COHORT_WARP, lane = threadIdx.x % COHORT_WARP;
-  int bk = blockIdx.x / s.tiles, b = bk / s.NKV, kvh = bk % s.NKV;
-  int hd = s.hd, ld = hd + 1;
-  int j_first = (blockIdx.x % s.tiles) * ATT_ROWS, j = j_first + warp;
+  int bk = blockIdx.x / s.ktiles, b = bk / s.NKV, kvh = bk % s.NKV;
+  int hd = s.hd, ld = hd + 1, kn = keys_of(b, s);
+  int j_first = (blockIdx.x % s.ktiles) * ATT_ROWS, j = j_first + warp;
   float *kr = sm + warp * hd, *vr = sm + (ATT_ROWS + warp) * hd;
   float *qs = sm + 2 * ATT_ROWS * hd, *gs = qs + ATT_TILE * ld;
-  size_t krow = ((size_t)b * s.T + j) * s.ldk + (size_t)kvh * hd;
-  size_t vrow = ((size_t)b * s.T + j) * s.ldv + (size_t)kvh * hd;
-  if (j < s.T)
+  size_t krow = ((size_t)b * s.Tk + j) * s.ldk + (size_t)kvh * hd;
+  size_t vrow = ((size_t)b * s.Tk + j) * s.ldv + (size_t)kvh * hd;
+  if (j < s.Tk)
     for (int d = lane; d < hd; d += COHORT_WARP) {
       kr[d] = k[krow + d];
       vr[d] = v[vrow + d];
@@ -224,23 +234,23 @@ __global__ static void attn_dkv_kernel(float *dk, float *dv, const float *dout, 
 
   for (int gi = 0; gi < s.G; gi++) {
     int h = kvh * s.G + gi, bh = b * s.NH + h;
-    const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
-    const float *gbase = dout + (size_t)b * s.T * s.ldo + (size_t)h * hd;
-    const float *lse_bh = lse + (size_t)bh * s.T, *D_bh = D + (size_t)bh * s.T;
-    for (int i0 = s.causal ? j_first : 0; i0 < s.T; i0 += ATT_TILE) {
+    const float *qb = q + (size_t)b * s.Tq * s.ldq + (size_t)h * hd;
+    const float *gbase = dout + (size_t)b * s.Tq * s.ldo + (size_t)h * hd;
+    const float *lse_bh = lse + (size_t)bh * s.Tq, *D_bh = D + (size_t)bh * s.Tq;
+    for (int i0 = s.causal ? j_first : 0; i0 < s.Tq; i0 += ATT_TILE) {
       __syncthreads();
-      load_tile(qs, qb, s.ldq, i0, s);
-      load_tile(gs, gbase, s.ldo, i0, s);
+      load_tile(qs, qb, s.ldq, i0, s.Tq, s);
+      load_tile(gs, gbase, s.ldo, i0, s.Tq, s);
       __syncthreads();
-      if (j >= s.T || (s.causal && i0 + ATT_TILE <= j))
-        continue; /* no query of this tile sees key j */
+      if (j >= kn || (s.causal && i0 + ATT_TILE <= j))
+        continue; /* no query of this tile sees key j (keys past klen: none does) */
       int i = i0 + lane;
       float p = 0.0f, ds = 0.0f;
-      if ((!s.causal || i >= j) && i < s.T) {
+      if ((!s.causal || i >= j) && i < s.Tq) {
         p = expf(s.scale * dot_hd(qs + lane * ld, kr, hd) - lse_bh[i]);
         ds = p * (dot_hd(gs + lane * ld, vr, hd) - D_bh[i]) * s.scale;
       }
-      int first = s.causal ? max(0, j - i0) : 0, end = min(ATT_TILE, s.T - i0);
+      int first = s.causal ? max(0, j - i0) : 0, end = min(ATT_TILE, s.Tq - i0);
       for (int ii = first; ii < end; ii++) {
         float pi = __shfl_sync(COHORT_FULL_MASK, p, ii);
         float dsi = __shfl_sync(COHORT_FULL_MASK, ds, ii);
@@ -256,7 +266,7 @@ __global__ static void attn_dkv_kernel(float *dk, float *dv, const float *dout, 
       }
     }
   }
-  if (j >= s.T)
+  if (j >= s.Tk)
     return;
 #pragma unroll
   for (int e = 0; e < ATT_DPL; e++) {
@@ -282,13 +292,14 @@ static bool attn_shape(AttnShape *s, int B, int T, int NH, int NKV, int hd, int 
     cohort_cuda_fail("cuda: %s: head size %d is larger than the %d supported", op, hd, ATT_MAXD);
     return false;
   }
-  s->T = T;
+  s->Tq = s->Tk = T;
   s->NH = NH;
   s->NKV = NKV;
   s->G = NH / NKV;
   s->hd = hd;
-  s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
+  s->qtiles = s->ktiles = (T + ATT_ROWS - 1) / ATT_ROWS;
   s->causal = causal != 0;
+  s->klen = NULL;
   s->scale = 1.0f / sqrtf((float)hd);
   /* three contiguous tensors; interleaved() below changes the strides for GPT's one */
   s->ldq = s->ldo = (size_t)NH * hd;
@@ -320,7 +331,7 @@ static size_t fwd_shmem(const AttnShape &s)
 static void attn_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                          int B, const AttnShape &s)
 {
-  unsigned blocks = (unsigned)((size_t)B * s.NH * s.tiles);
+  unsigned blocks = (unsigned)((size_t)B * s.NH * s.qtiles);
   attn_fwd_kernel<<<blocks, ATT_ROWS * COHORT_WARP, fwd_shmem(s)>>>(out, lse, q, k, v, s);
   cohort_cuda_launched("attention_forward");
 }
@@ -329,7 +340,7 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *k, const float *v, const float *out, const float *lse, int B,
                           const AttnShape &s)
 {
-  size_t rows = (size_t)B * s.NH * s.T;
+  size_t rows = (size_t)B * s.NH * s.Tq;
   float *D = (float *)cohort_cuda_scratch(sizeof(float) * rows);
   if (!D)
     return;
@@ -338,11 +349,11 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
   if (!cohort_cuda_launched("attention_backward (row deltas)"))
     return;
   size_t shmem = sizeof(float) * (2 * ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
-  unsigned q_blocks = (unsigned)((size_t)B * s.NH * s.tiles);
+  unsigned q_blocks = (unsigned)((size_t)B * s.NH * s.qtiles);
   attn_dq_kernel<<<q_blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dq, dout, q, k, v, lse, D, s);
   if (!cohort_cuda_launched("attention_backward (queries)"))
     return;
-  unsigned kv_blocks = (unsigned)((size_t)B * s.NKV * s.tiles);
+  unsigned kv_blocks = (unsigned)((size_t)B * s.NKV * s.ktiles);
   attn_dkv_kernel<<<kv_blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dk, dv, dout, q, k, v, lse, D, s);
   cohort_cuda_launched("attention_backward (keys, values)");
 }
@@ -380,5 +391,40 @@ void cohort_cuda_attention_gqa_backward(float *dq, float *dk, float *dv, const f
 {
   AttnShape s;
   if (attn_shape(&s, B, T, NH, NKV, hd, causal, "attention_gqa_backward"))
+    attn_backward(dq, dk, dv, dout, q, k, v, out, lse, B, s);
+}
+
+/* Cross-attention's shape: Tq queries over Tk keys, klen[b] of them seen by example b. */
+static bool crossed(AttnShape *s, const int *klen, int B, int Tq, int Tk, int NH, int hd,
+                    const char *op)
+{
+  if (Tq <= 0 || Tk <= 0) {
+    cohort_cuda_fail("cuda: %s: shape Tq=%d Tk=%d is invalid (both positive)", op, Tq, Tk);
+    return false;
+  }
+  if (!attn_shape(s, B, Tq, NH, NH, hd, 0, op))
+    return false;
+  s->Tk = Tk;
+  s->ktiles = (Tk + ATT_ROWS - 1) / ATT_ROWS;
+  s->klen = klen;
+  return true;
+}
+
+void cohort_cuda_cross_attention_forward(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const int *klen, int B, int Tq, int Tk,
+                                         int NH, int hd)
+{
+  AttnShape s;
+  if (crossed(&s, klen, B, Tq, Tk, NH, hd, "cross_attention_forward"))
+    attn_forward(out, lse, q, k, v, B, s);
+}
+
+void cohort_cuda_cross_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                          const float *q, const float *k, const float *v,
+                                          const float *out, const float *lse, const int *klen,
+                                          int B, int Tq, int Tk, int NH, int hd)
+{
+  AttnShape s;
+  if (crossed(&s, klen, B, Tq, Tk, NH, hd, "cross_attention_backward"))
     attn_backward(dq, dk, dv, dout, q, k, v, out, lse, B, s);
 }
