@@ -4,7 +4,7 @@
  * one a config describes:
  *
  *   bench-model [--preset NAME] [--set KEY=VALUE]... [--threads N] [--steps N] [--warmup N]
- *               [--dump DIR]
+ *               [--dump DIR] [--print-config]
  *
  * Prints one line: "<model>: batch B, threads N, wall X ms/step, cpu Y ms/step, Z samples/s,
  * first loss L, last loss M" (samples/s from the median wall-clock step; CPU time is the whole
@@ -13,7 +13,8 @@
  * (token models) writes the initial weights to DIR/model.safetensors and the batch to
  * DIR/tokens.bin (int32 B, T, inputs [B*T], targets [B*T]) before the first step, so that a PyTorch
  * twin (bench/torch_llama.py) can check that it computes the same loss from the same weights: a
- * benchmark of a different model would be worthless. */
+ * benchmark of a different model would be worthless. --print-config prints the config (preset and
+ * --set) as JSON and exits: bench/run-model-bench reads the shape it gives PyTorch from it. */
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -25,6 +26,7 @@
 #include "engine/model/model-io.h"
 #include "engine/model/model.h"
 #include "engine/model/optim.h"
+#include "engine/config/config.h"
 #include "engine/config/presets.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
@@ -115,6 +117,7 @@ int main(int argc, char **argv)
   cohort_cpu_threading_env(argv);
   g_autofree char *preset = NULL;
   g_autofree char *dump_dir = NULL;
+  gboolean print_config = FALSE;
   g_auto(GStrv) sets = NULL;
   int threads = 1, steps = 10, warmup = 2;
   GOptionEntry entries[] = {
@@ -125,6 +128,8 @@ int main(int argc, char **argv)
       {"warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first", "N"},
       {"dump", 0, 0, G_OPTION_ARG_FILENAME, &dump_dir,
        "Write the initial weights and the batch here (token models)", "DIR"},
+      {"print-config", 0, 0, G_OPTION_ARG_NONE, &print_config, "Print the config as JSON, exit",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- time a model's training steps");
@@ -141,6 +146,11 @@ int main(int argc, char **argv)
       (sets && !cohort_config_apply_assignments(cfg, (const char *const *)sets, "--set", &error))) {
     fprintf(stderr, "bench-model: %s\n", error->message);
     return 2;
+  }
+  if (print_config) {
+    g_autofree char *json = cohort_config_to_json(cfg, TRUE);
+    printf("%s\n", json);
+    return 0;
   }
   if (cfg->data_format == COHORT_DATA_IMAGES && cfg->num_classes == 0)
     cfg->num_classes = 36; /* the glyphs' */
