@@ -56,3 +56,8 @@ torch_blas_describe() {
 torch_blas_fastest() {
   sort -k2,2gr | head -n 1
 }
+
+# The same for lines "VARIANT VALUE ..." where VALUE is a time (lower is faster).
+torch_blas_quickest() {
+  sort -k2,2g | head -n 1
+}
