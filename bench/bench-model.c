@@ -189,7 +189,7 @@ int main(int argc, char **argv)
   }
   double w = median(wall, steps), c = median(cpu, steps);
   printf("%s: batch %d, threads %d, %zu parameters, wall %.2f ms/step, cpu %.2f ms/step, "
-         "%.1f samples/s, first loss %.6f, last loss %.6f\n",
+         "%.4f samples/s, first loss %.6f, last loss %.6f\n",
          cfg->model, B, threads, m->n_params, w * 1e3, c * 1e3, B / w, first_loss, last_loss);
   return 0;
 }
