@@ -21,8 +21,8 @@ mask are computed once, outside the timed step. Run it with OPENBLAS_NUM_THREADS
 --threads (Debian's torch calls an OpenBLAS that torch.set_num_threads does not limit).
 
 Prints one line: "torch: llama ...: wall X ms/step, cpu Y ms/step, Z samples/s, W tokens/s,
-first loss L, last loss M" (medians over the timed steps; CPU time is the process's, all threads), the format
-bench/run-model-bench reads.
+first loss L, last loss M" (medians over the timed steps; CPU time is the process's, all
+threads; L the first step's loss, M the last's), the format bench/run-model-bench reads.
 """
 import argparse
 import json
