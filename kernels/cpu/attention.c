@@ -19,6 +19,7 @@
 
 #define QB 8  /* query rows per block */
 #define JW 16 /* tile width, one AVX-512 register of floats */
+#define SB 64 /* query rows whose P and dS backward keeps for one dk, dv update (SB % QB == 0) */
 
 /* Per-thread scratch, kept between calls (grown when a larger shape comes): a training step
  * allocates nothing. Indexed by OpenMP thread number, owned by the calling thread. */
@@ -50,83 +51,50 @@ static void transpose(float *restrict dst, size_t ld, const float *restrict src,
       dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
 }
 
-/* 16 floats as one value: the tiles below keep QB of these as accumulators in registers
- * (GCC vector extensions; AVX-512 in the x86-64-v4 clone, split into SSE in the default). */
+/* The tiles, in two instances of attention-tiles.h: 16-float vectors (AVX-512 registers in
+ * COHORT_VEC's x86-64-v4 clone, split by the compiler elsewhere) and, for CPUs with AVX2 but
+ * not AVX-512, 8-float vectors compiled for x86-64-v3. GCC handles a 16-float vector on AVX2
+ * through the stack (the tiles ran 5-10x slower there), so those CPUs take the second. Both sum
+ * every element's terms in the same order: the results are the same. */
 typedef float v16 __attribute__((vector_size(64), aligned(4)));
+#define TILE_V        v16
+#define TILE_W        16
+#define TILE_ATTR     COHORT_VEC
+#define TILE_FN(name) name##_v16
+#include "attention-tiles.h"
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+#define TILE_V        v8
+#define TILE_W        8
+#define TILE_ATTR     __attribute__((target("arch=x86-64-v3")))
+#define TILE_FN(name) name##_v8
+#include "attention-tiles.h"
+#define HAVE_V8 1
+#endif
 
-/* S[r][j] = sum_d a[r][d] * BT[d][j] for the QB rows a[r] and keys j < n (n % JW == 0). */
-COHORT_VEC static void tile_scores(float *restrict S, size_t ls, const float *const *a,
-                                   const float *restrict BT, size_t lb, int n, int hd)
+/* TRUE where the 8-float tiles are faster: AVX2 with FMA and no AVX-512. */
+static int use_v8(void)
 {
-  for (int j0 = 0; j0 < n; j0 += JW) {
-    v16 acc[QB];
-#pragma GCC unroll 8
-    for (int r = 0; r < QB; r++)
-      acc[r] = (v16){0};
-    for (int d = 0; d < hd; d++) {
-      v16 b = *(const v16 *)(BT + (size_t)d * lb + j0);
-#pragma GCC unroll 8
-      for (int r = 0; r < QB; r++)
-        acc[r] += a[r][d] * b;
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < QB; r++)
-      *(v16 *)(S + (size_t)r * ls + j0) = acc[r];
-  }
+#ifdef HAVE_V8
+  static int v = -1;
+  if (v < 0)
+    v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        !__builtin_cpu_supports("avx512f");
+  return v;
+#else
+  return 0;
+#endif
 }
 
-/* Y[r][:] = sum_{j < n} P[r][j] * X[j][:] for the first `rows` of QB rows (X rows `xs`
- * apart); overwrites Y. */
-COHORT_VEC static void tile_weighted_sum(float *restrict Y, size_t ys, int rows,
-                                         const float *restrict P, size_t lp,
-                                         const float *restrict X, size_t xs, int n, int hd)
-{
-  int d0 = 0;
-  for (; d0 + JW <= hd; d0 += JW) {
-    v16 acc[QB];
-#pragma GCC unroll 8
-    for (int r = 0; r < QB; r++)
-      acc[r] = (v16){0};
-    for (int j = 0; j < n; j++) {
-      v16 x = *(const v16 *)(X + (size_t)j * xs + d0);
-#pragma GCC unroll 8
-      for (int r = 0; r < QB; r++)
-        acc[r] += P[(size_t)r * lp + j] * x;
-    }
-    for (int r = 0; r < rows; r++)
-      *(v16 *)(Y + (size_t)r * ys + d0) = acc[r];
-  }
-  if (d0 < hd) { /* head sizes that are not a multiple of 16 */
-    for (int r = 0; r < rows; r++)
-      for (int d = d0; d < hd; d++) {
-        float acc = 0.0f;
-        for (int j = 0; j < n; j++)
-          acc += P[(size_t)r * lp + j] * X[(size_t)j * xs + d];
-        Y[(size_t)r * ys + d] = acc;
-      }
-  }
-}
-
-/* G[j][:] += sum_r W[r][j] * X[r][:] over the first `rows` rows, for keys j < n: the
- * key/value gradient update. Rows are added in order r = 0, 1, ... for every element. */
-COHORT_VEC static void tile_outer_acc(float *restrict G, size_t gs, const float *restrict W,
-                                      size_t lw, const float *restrict X, size_t xs, int rows,
-                                      int n, int hd)
-{
-  for (int j = 0; j < n; j++) {
-    float *g = G + (size_t)j * gs;
-    int d0 = 0;
-    for (; d0 + JW <= hd; d0 += JW) {
-      v16 acc = *(v16 *)(g + d0);
-      for (int r = 0; r < rows; r++)
-        acc += W[(size_t)r * lw + j] * *(const v16 *)(X + (size_t)r * xs + d0);
-      *(v16 *)(g + d0) = acc;
-    }
-    for (int d = d0; d < hd; d++)
-      for (int r = 0; r < rows; r++)
-        g[d] += W[(size_t)r * lw + j] * X[(size_t)r * xs + d];
-  }
-}
+#ifdef HAVE_V8
+#define TILE_CALL(name, ...) (use_v8() ? name##_v8(__VA_ARGS__) : name##_v16(__VA_ARGS__))
+#else
+#define TILE_CALL(name, ...) name##_v16(__VA_ARGS__)
+#endif
+#define tile_scores(...)       TILE_CALL(tile_scores, __VA_ARGS__)
+#define tile_weighted_sum(...) TILE_CALL(tile_weighted_sum, __VA_ARGS__)
+#define tile_outer_acc(...)    TILE_CALL(tile_outer_acc, __VA_ARGS__)
 
 /* The last key that query row i sees. */
 static inline int last_key(int i, int T, int causal)
@@ -225,7 +193,9 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
 }
 
 /* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
- * the caller zeroes them before the group's first head); T is the keys the example sees. */
+ * the caller zeroes them before the group's first head); T is the keys the example sees. P and
+ * dS of SB query rows are kept so that dk and dv are updated once per SB rows, not per block of
+ * QB: each element still adds the rows in order, so the sums are the same. */
 static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
                                const float *l, const float *q, const float *k, const float *KT,
                                const float *VT, float *P, float *dS, const float *zero_row, int T,
@@ -239,37 +209,42 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
       memset(dq + (size_t)i * x->ldq, 0, sizeof(float) * hd);
     return;
   }
-  for (int i0 = 0; i0 < Tq; i0 += QB) {
-    int rows = Tq - i0 < QB ? Tq - i0 : QB;
-    int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
-    int n = (int)round16(keys);
-    /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
-    const float *a[QB], *ga[QB];
-    for (int r = 0; r < QB; r++) {
-      a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
-      ga[r] = r < rows ? g + (size_t)(i0 + r) * x->ldo : zero_row;
-    }
-    tile_scores(P, lt, a, KT, lt, n, hd);
-    /* dP = dout v^T */
-    tile_scores(dS, lt, ga, VT, lt, n, hd);
-    for (int r = 0; r < QB; r++) {
-      float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
-      int last = r < rows ? last_key(i0 + r, T, x->causal) : -1;
-      float lr = r < rows ? l[i0 + r] : 0.0f;
-      float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * x->ldo,
-                                          o + (size_t)(i0 + r) * x->ldo, hd)
-                         : 0.0f;
-      for (int j = 0; j <= last; j++) {
-        p[j] = cohort_expf(p[j] * scale - lr);
-        ds[j] = p[j] * (ds[j] - D) * scale;
+  for (int s0 = 0; s0 < Tq; s0 += SB) {
+    int srows = Tq - s0 < SB ? Tq - s0 : SB;
+    int skeys = last_key(s0 + srows - 1, T, x->causal) + 1; /* keys the super-block sees */
+    int sn = (int)round16(skeys);
+    for (int i0 = s0; i0 < s0 + srows; i0 += QB) {
+      int rows = s0 + srows - i0 < QB ? s0 + srows - i0 : QB;
+      int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
+      int n = (int)round16(keys);
+      float *Pb = P + (size_t)(i0 - s0) * lt, *dSb = dS + (size_t)(i0 - s0) * lt;
+      /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
+      const float *a[QB], *ga[QB];
+      for (int r = 0; r < QB; r++) {
+        a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
+        ga[r] = r < rows ? g + (size_t)(i0 + r) * x->ldo : zero_row;
       }
-      for (int j = last + 1; j < n; j++)
-        p[j] = ds[j] = 0.0f;
+      tile_scores(Pb, lt, a, KT, lt, n, hd);
+      /* dP = dout v^T */
+      tile_scores(dSb, lt, ga, VT, lt, n, hd);
+      for (int r = 0; r < rows; r++) {
+        float *p = Pb + (size_t)r * lt, *ds = dSb + (size_t)r * lt;
+        int last = last_key(i0 + r, T, x->causal);
+        float lr = l[i0 + r];
+        float D = cohort_row_dot(g + (size_t)(i0 + r) * x->ldo, o + (size_t)(i0 + r) * x->ldo, hd);
+        for (int j = 0; j <= last; j++) {
+          p[j] = cohort_expf(p[j] * scale - lr);
+          ds[j] = p[j] * (ds[j] - D) * scale;
+        }
+        for (int j = last + 1; j < sn; j++)
+          p[j] = ds[j] = 0.0f;
+      }
+      /* dq = dS k */
+      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lt, k, x->ldk, keys, hd);
     }
-    /* dq = dS k; dk += dS^T q; dv += P^T dout */
-    tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dS, lt, k, x->ldk, keys, hd);
-    tile_outer_acc(dk, x->ldk, dS, lt, q + (size_t)i0 * x->ldq, x->ldq, rows, keys, hd);
-    tile_outer_acc(dv, x->ldv, P, lt, g + (size_t)i0 * x->ldo, x->ldo, rows, keys, hd);
+    /* dk += dS^T q; dv += P^T dout, over the super-block's rows */
+    tile_outer_acc(dk, x->ldk, dS, lt, q + (size_t)s0 * x->ldq, x->ldq, srows, skeys, hd);
+    tile_outer_acc(dv, x->ldv, P, lt, g + (size_t)s0 * x->ldo, x->ldo, srows, skeys, hd);
   }
 }
 
@@ -280,7 +255,7 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, NKV = x->NKV, G = NH / NKV;
   size_t lt = round16(Tk);
-  size_t per_thread = (size_t)2 * hd * lt + 2 * QB * lt + round16(hd);
+  size_t per_thread = (size_t)2 * hd * lt + 2 * SB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort();
@@ -290,8 +265,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
     float *KT = buf + per_thread * omp_get_thread_num();
     float *VT = KT + (size_t)hd * lt;
     float *P = VT + (size_t)hd * lt;
-    float *dS = P + QB * lt;
-    float *zero_row = dS + QB * lt;
+    float *dS = P + SB * lt;
+    float *zero_row = dS + SB * lt;
     size_t koff = (size_t)b * Tk * x->ldk + (size_t)kvh * hd;
     size_t voff = (size_t)b * Tk * x->ldv + (size_t)kvh * hd;
     const float *k = x->k + koff, *v = x->v + voff;

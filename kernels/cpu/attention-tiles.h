@@ -1,0 +1,111 @@
+/* The register tiles of kernels/cpu/attention.c, included once per vector width: TILE_V (a GCC
+ * vector of TILE_W floats, 16 or 8), TILE_ATTR (the functions' target attribute) and TILE_FN
+ * (the name with its width's suffix) are defined before each inclusion and undefined here. Each
+ * output element sums its terms in the same order whatever the width. */
+
+/* Rows of a tile computed together: as many accumulators as the registers hold with room for
+ * the operands (AVX-512: 4 of 16 floats; AVX2: 8 of 8). */
+#define TILE_RG (TILE_W == 16 ? 4 : 8)
+/* Vectors of a row of G that tile_outer_acc keeps in registers: 64 floats, a common head. */
+#define TILE_TG (64 / TILE_W)
+
+/* S[r][j] = sum_d a[r][d] * BT[d][j] for the QB rows a[r] and keys j < n (n % JW == 0). */
+TILE_ATTR static void TILE_FN(tile_scores)(float *restrict S, size_t ls, const float *const *a,
+                                           const float *restrict BT, size_t lb, int n, int hd)
+{
+  for (int j0 = 0; j0 < n; j0 += TILE_W)
+    for (int r0 = 0; r0 < QB; r0 += TILE_RG) {
+      TILE_V acc[TILE_RG];
+#pragma GCC unroll 8
+      for (int r = 0; r < TILE_RG; r++)
+        acc[r] = (TILE_V){0};
+      for (int d = 0; d < hd; d++) {
+        TILE_V b = *(const TILE_V *)(BT + (size_t)d * lb + j0);
+#pragma GCC unroll 8
+        for (int r = 0; r < TILE_RG; r++)
+          acc[r] += a[r0 + r][d] * b;
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < TILE_RG; r++)
+        *(TILE_V *)(S + (size_t)(r0 + r) * ls + j0) = acc[r];
+    }
+}
+
+/* Y[r][:] = sum_{j < n} P[r][j] * X[j][:] for the first `rows` of QB rows (X rows `xs`
+ * apart); overwrites Y. */
+TILE_ATTR static void TILE_FN(tile_weighted_sum)(float *restrict Y, size_t ys, int rows,
+                                                 const float *restrict P, size_t lp,
+                                                 const float *restrict X, size_t xs, int n, int hd)
+{
+  int d0 = 0;
+  for (; d0 + TILE_W <= hd; d0 += TILE_W)
+    for (int r0 = 0; r0 < rows; r0 += TILE_RG) {
+      TILE_V acc[TILE_RG];
+#pragma GCC unroll 8
+      for (int r = 0; r < TILE_RG; r++)
+        acc[r] = (TILE_V){0};
+      for (int j = 0; j < n; j++) {
+        TILE_V x = *(const TILE_V *)(X + (size_t)j * xs + d0);
+#pragma GCC unroll 8
+        for (int r = 0; r < TILE_RG; r++)
+          acc[r] += P[(size_t)(r0 + r) * lp + j] * x;
+      }
+      for (int r = 0; r < TILE_RG && r0 + r < rows; r++)
+        *(TILE_V *)(Y + (size_t)(r0 + r) * ys + d0) = acc[r];
+    }
+  if (d0 < hd) /* head sizes that are not a multiple of the width */
+    for (int r = 0; r < rows; r++)
+      for (int d = d0; d < hd; d++) {
+        float acc = 0.0f;
+        for (int j = 0; j < n; j++)
+          acc += P[(size_t)r * lp + j] * X[(size_t)j * xs + d];
+        Y[(size_t)r * ys + d] = acc;
+      }
+}
+
+/* G[j][:] += sum_r W[r][j] * X[r][:] over the first `rows` rows, for keys j < n: the
+ * key/value gradient update. Rows are added in order r = 0, 1, ... for every element. TILE_TG
+ * vectors of a row of G stay in registers over all rows, so G is loaded and stored once per
+ * call and each broadcast W[r][j] serves them all. */
+TILE_ATTR static void TILE_FN(tile_outer_acc)(float *restrict G, size_t gs, const float *restrict W,
+                                              size_t lw, const float *restrict X, size_t xs,
+                                              int rows, int n, int hd)
+{
+  int full = hd / TILE_W * TILE_W;
+  for (int j = 0; j < n; j++) {
+    float *g = G + (size_t)j * gs;
+    int d0 = 0;
+    for (; d0 + TILE_TG * TILE_W <= full; d0 += TILE_TG * TILE_W) {
+      TILE_V acc[TILE_TG];
+#pragma GCC unroll 8
+      for (int t = 0; t < TILE_TG; t++)
+        acc[t] = *(TILE_V *)(g + d0 + t * TILE_W);
+      for (int r = 0; r < rows; r++) {
+        float w = W[(size_t)r * lw + j];
+        const float *x = X + (size_t)r * xs + d0;
+#pragma GCC unroll 8
+        for (int t = 0; t < TILE_TG; t++)
+          acc[t] += w * *(const TILE_V *)(x + t * TILE_W);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < TILE_TG; t++)
+        *(TILE_V *)(g + d0 + t * TILE_W) = acc[t];
+    }
+    for (; d0 < full; d0 += TILE_W) {
+      TILE_V acc = *(TILE_V *)(g + d0);
+      for (int r = 0; r < rows; r++)
+        acc += W[(size_t)r * lw + j] * *(const TILE_V *)(X + (size_t)r * xs + d0);
+      *(TILE_V *)(g + d0) = acc;
+    }
+    for (int d = full; d < hd; d++)
+      for (int r = 0; r < rows; r++)
+        g[d] += W[(size_t)r * lw + j] * X[(size_t)r * xs + d];
+  }
+}
+
+#undef TILE_RG
+#undef TILE_TG
+#undef TILE_V
+#undef TILE_W
+#undef TILE_ATTR
+#undef TILE_FN
