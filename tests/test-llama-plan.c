@@ -12,6 +12,7 @@
  *    user brings as init_from and tokenizer, and plan with --explain while that folder is absent
  *    (the plan needs only the shape keys); a run without the folder fails at once naming it. */
 #include <string.h>
+#include <glib/gstdio.h>
 
 #include "engine/config/presets.h"
 #include "engine/families/family.h"
@@ -225,12 +226,18 @@ static void check_preset(const char *name, const Shape *s, const char *folder)
 
 static void test_presets(void)
 {
+  /* a folder of their names where the test runs would be read: run where none is */
+  g_autofree char *here = g_get_current_dir();
+  g_autofree char *empty = tu_mkdtemp("llama-preset-cwd");
+  g_assert_cmpint(g_chdir(empty), ==, 0);
   /* SmolLM2-135M: LlamaForCausalLM, 30 × 576, 9 heads over 3, tied */
   const Shape smollm2 = {
       "SmolLM2-135M", "LlamaForCausalLM", 30, 576, 9, 3, 64, 1536, 49152, TRUE, FALSE, NULL};
   g_assert_cmpint(hf_params(&smollm2), ==, 134515008); /* its safetensors' values */
   check_preset("smollm2-135m-lora", &smollm2, "SmolLM2-135M");
   check_preset("qwen3-0.6b-lora", &qwen3_06b, "Qwen3-0.6B");
+  g_assert_cmpint(g_chdir(here), ==, 0);
+  tu_rm_rf(empty);
 }
 
 int main(int argc, char **argv)
