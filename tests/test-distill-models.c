@@ -166,20 +166,43 @@ static void compare(const CohortModel *s, const double *parts, float loss, const
   }
 }
 
+/* Randomises both models, runs one distillation step of the student on the token batch and
+ * returns its loss (parts[] gets the terms). */
+static float token_step(CohortModel *student, CohortModel *teacher, double alpha, double tau,
+                        double *parts)
+{
+  randomise(teacher, 5, 0.4f);
+  randomise(student, 6, 0.4f);
+  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
+  g_autoptr(CohortBatch) batch = gpt_batch();
+  cohort_model_zero_grad(student);
+  float loss = cohort_distill_forward(d, batch, parts);
+  cohort_distill_backward(d, 1.0f);
+  return loss;
+}
+
+/* `spec` (the mode's keys so far) completed with the student's names, run on the token batch
+ * and compared with the step's parts, loss and gradients. */
+static void check_tokens_ref(GString *spec, const CohortModel *student, const double *parts,
+                             float loss)
+{
+  names_json(spec, student);
+  g_autoptr(GByteArray) in = g_byte_array_new();
+  g_byte_array_append(in, (const guint8 *)tokens, sizeof tokens);
+  g_byte_array_append(in, (const guint8 *)targets, sizeof targets);
+  size_t n_ref = 0;
+  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
+  compare(student, parts, loss, ref, n_ref);
+}
+
 static void gpt_case(double alpha, double tau)
 {
   g_autoptr(CohortConfig) tc = gpt_cfg(3, 4, 48, 16);
   g_autoptr(CohortConfig) sc = gpt_cfg(2, 2, 32, GT);
   g_autoptr(CohortModel) teacher = make(tc, GB, TRUE, 11);
   g_autoptr(CohortModel) student = make(sc, GB, FALSE, 12);
-  randomise(teacher, 5, 0.4f);
-  randomise(student, 6, 0.4f);
-  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
-  g_autoptr(CohortBatch) batch = gpt_batch();
   double parts[COHORT_DISTILL_N_PARTS];
-  cohort_model_zero_grad(student);
-  float loss = cohort_distill_forward(d, batch, parts);
-  cohort_distill_backward(d, 1.0f);
+  float loss = token_step(student, teacher, alpha, tau, parts);
 
   g_autoptr(GError) error = NULL;
   g_autofree char *dir = g_dir_make_tmp("cohort-distill-gpt-XXXXXX", &error);
@@ -191,13 +214,7 @@ static void gpt_case(double alpha, double tau)
                   "\"student\": \"%s\", \"teacher\": \"%s\", \"student_layers\": 2, "
                   "\"student_heads\": 2, \"teacher_layers\": 3, \"teacher_heads\": 4, ",
                   GB, GT, alpha, tau, sp, tp);
-  names_json(spec, student);
-  g_autoptr(GByteArray) in = g_byte_array_new();
-  g_byte_array_append(in, (const guint8 *)tokens, sizeof tokens);
-  g_byte_array_append(in, (const guint8 *)targets, sizeof targets);
-  size_t n_ref = 0;
-  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
-  compare(student, parts, loss, ref, n_ref);
+  check_tokens_ref(spec, student, parts, loss);
   g_unlink(sp), g_unlink(tp), g_rmdir(dir);
 }
 
@@ -259,14 +276,8 @@ static void llama_case(double alpha, double tau)
       llama_cfg("Qwen3ForCausalLM", 2, 32, GT, "tie_word_embeddings=false");
   g_autoptr(CohortModel) teacher = make(tc, GB, TRUE, 11);
   g_autoptr(CohortModel) student = make(sc, GB, FALSE, 12);
-  randomise(teacher, 5, 0.4f);
-  randomise(student, 6, 0.4f);
-  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
-  g_autoptr(CohortBatch) batch = gpt_batch();
   double parts[COHORT_DISTILL_N_PARTS];
-  cohort_model_zero_grad(student);
-  float loss = cohort_distill_forward(d, batch, parts);
-  cohort_distill_backward(d, 1.0f);
+  float loss = token_step(student, teacher, alpha, tau, parts);
 
   g_autoptr(GError) error = NULL;
   g_autofree char *dir = g_dir_make_tmp("cohort-distill-llama-XXXXXX", &error);
@@ -277,13 +288,7 @@ static void llama_case(double alpha, double tau)
                   "{\"mode\": \"llama\", \"B\": %d, \"T\": %d, \"alpha\": %.17g, \"tau\": "
                   "%.17g, \"student\": \"%s\", \"teacher\": \"%s\", ",
                   GB, GT, alpha, tau, sp, tp);
-  names_json(spec, student);
-  g_autoptr(GByteArray) in = g_byte_array_new();
-  g_byte_array_append(in, (const guint8 *)tokens, sizeof tokens);
-  g_byte_array_append(in, (const guint8 *)targets, sizeof targets);
-  size_t n_ref = 0;
-  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
-  compare(student, parts, loss, ref, n_ref);
+  check_tokens_ref(spec, student, parts, loss);
   cohort_remove_tree(dir);
 }
 

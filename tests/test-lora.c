@@ -161,6 +161,43 @@ static gboolean have_torch(void)
          system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
 }
 
+/* The reference's token file: the ints of `hdr`, then the batch's inputs and targets. */
+static void write_tokens(const char *path, const int *hdr, gsize n_hdr, const CohortBatch *batch)
+{
+  GByteArray *buf = g_byte_array_new();
+  g_byte_array_append(buf, (const guint8 *)hdr, (guint)(n_hdr * sizeof(int)));
+  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
+  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
+  g_assert_true(g_file_set_contents(path, (char *)buf->data, buf->len, NULL));
+  g_byte_array_unref(buf);
+}
+
+/* The reference's adapter gradients, lines[1 .. n] ("NAME v v …"), against the model's: each
+ * within 1e-5 of its tensor's largest value; returns the worst relative error. */
+static double compare_adapter_grads(const CohortModel *m, char **lines)
+{
+  double worst = 0;
+  for (guint l = 1; l <= m->lora->n_tensors; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
+    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
+    if (!t)
+      g_error("PyTorch's adapter tensor %s is none of the model's", f[0]);
+    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
+    const float *g = m->grads + t->offset;
+    double mx = 0;
+    for (size_t k = 0; k < t->numel; k++)
+      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
+    g_assert_cmpfloat(mx, >, 0);
+    for (size_t k = 0; k < t->numel; k++) {
+      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
+      if (e > 1e-5)
+        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
+      worst = fmax(worst, e);
+    }
+  }
+  return worst;
+}
+
 /* Cohort's base + PEFT folder + merged model, read by tests/torch_lora_ref.py (plain
  * PyTorch LoRA with PEFT's names and scaling, float64): the loss and every adapter gradient
  * agree to 1e-5 relative (per tensor, against its largest value), the merged weights are
@@ -199,13 +236,7 @@ static void against_torch(gboolean rslora)
   g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
   g_assert_true(cohort_model_save(m, merged, merged_path, NULL, &error));
   g_assert_no_error(error);
-  GByteArray *buf = g_byte_array_new();
-  int hdr[3] = {H, B, T};
-  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
-  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
-  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
-  g_assert_true(g_file_set_contents(tokens, (char *)buf->data, buf->len, &error));
-  g_byte_array_unref(buf);
+  write_tokens(tokens, (const int[]){H, B, T}, 3, batch);
 
   g_autofree char *out = torch_ref_run("torch_lora_ref.py", (const char *[]){dir, tokens, NULL});
   cohort_remove_tree(dir);
@@ -213,24 +244,7 @@ static void against_torch(gboolean rslora)
   g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors + 1);
   double ref = g_ascii_strtod(lines[0], NULL);
   g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
-  double worst = 0;
-  for (guint l = 1; l <= m->lora->n_tensors; l++) {
-    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
-    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
-    g_assert_nonnull(t);
-    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
-    const float *g = m->grads + t->offset;
-    double mx = 0;
-    for (size_t k = 0; k < t->numel; k++)
-      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
-    g_assert_cmpfloat(mx, >, 0);
-    for (size_t k = 0; k < t->numel; k++) {
-      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
-      if (e > 1e-5)
-        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
-      worst = fmax(worst, e);
-    }
-  }
+  double worst = compare_adapter_grads(m, lines);
   g_test_message("loss %.9g vs PyTorch %.9g; worst adapter gradient error %.3g of the tensor's "
                  "largest",
                  loss, ref, worst);
@@ -314,38 +328,15 @@ static void test_llama_against_torch(void)
   g_assert_true(m->klass->export_extra(m, cfg, dir, &error)); /* config.json */
   g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
   g_assert_no_error(error);
-  GByteArray *buf = g_byte_array_new();
-  int hdr[2] = {B, T};
-  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
-  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
-  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
-  g_assert_true(g_file_set_contents(tokens, (char *)buf->data, buf->len, &error));
-  g_byte_array_unref(buf);
+  write_tokens(tokens, (const int[]){B, T}, 2, batch);
 
   g_autofree char *out =
       torch_ref_run("torch_llama_lora_ref.py", (const char *[]){dir, tokens, NULL});
   g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
   g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors);
-  double ref = g_ascii_strtod(lines[0], NULL), worst = 0;
+  double ref = g_ascii_strtod(lines[0], NULL);
   g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
-  for (guint l = 1; l <= m->lora->n_tensors; l++) {
-    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
-    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
-    if (!t)
-      g_error("PyTorch's adapter tensor %s is none of the model's", f[0]);
-    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
-    const float *g = m->grads + t->offset;
-    double mx = 0;
-    for (size_t k = 0; k < t->numel; k++)
-      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
-    g_assert_cmpfloat(mx, >, 0);
-    for (size_t k = 0; k < t->numel; k++) {
-      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
-      if (e > 1e-5)
-        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
-      worst = fmax(worst, e);
-    }
-  }
+  double worst = compare_adapter_grads(m, lines);
 
   /* the folder as PEFT writes it for LlamaForCausalLM */
   g_autofree char *acfg_path = g_build_filename(adapter, "adapter_config.json", NULL);
