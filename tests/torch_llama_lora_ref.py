@@ -20,28 +20,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_llama_ref
-from torch_lora_ref import read_safetensors, scaling
+from torch_lora_image_ref import LoraLinear
+from torch_lora_ref import read_safetensors
 
 ROOT = "base_model.model."
-
-
-class LoraLinear(nn.Module):
-    """PEFT's LoRA layer over nn.Linear (lora_dropout 0): base(x) + B(A(x)) * scaling."""
-
-    def __init__(self, base, r, scale):
-        super().__init__()
-        self.base = base
-        self.lora_A = nn.Linear(base.in_features, r, bias=False, dtype=torch.float64)
-        self.lora_B = nn.Linear(r, base.out_features, bias=False, dtype=torch.float64)
-        self.scaling = scale
-
-    def forward(self, x):
-        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
 
 
 def attach(model, cfg):
     """Wraps every nn.Linear that target_modules names (PEFT: the name, or its end after a dot)."""
     assert cfg["peft_type"] == "LORA" and cfg.get("fan_in_fan_out", False) is False
+    assert not cfg.get("use_rslora", False)  # LoraLinear scales by alpha / r
     assert cfg["task_type"] == "CAUSAL_LM", cfg["task_type"]
     wrapped = []
     for name, mod in list(model.named_modules()):
@@ -50,7 +38,7 @@ def attach(model, cfg):
         if not any(name == t or name.endswith("." + t) for t in cfg["target_modules"]):
             continue
         parent_name, leaf = name.rsplit(".", 1)
-        setattr(model.get_submodule(parent_name), leaf, LoraLinear(mod, cfg["r"], scaling(cfg)))
+        setattr(model.get_submodule(parent_name), leaf, LoraLinear(mod, cfg["r"], cfg["lora_alpha"]))
         wrapped.append(name)
     return wrapped
 
