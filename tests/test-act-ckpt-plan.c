@@ -59,6 +59,12 @@ static void test_families(void)
                                    "patch_size=2", "n_layer=4", "n_embd=64", "n_head=2",
                                    "batch_size=4", NULL},
              &off, &on);
+  check_drop("llama (Qwen3) L4 C64 T64",
+             (const char *const[]){"model=llama", "architecture=Qwen3ForCausalLM", "n_layer=4",
+                                   "n_embd=64", "n_head=4", "num_key_value_heads=2", "head_dim=16",
+                                   "intermediate_size=128", "seq_len=64", "vocab_size=256",
+                                   "batch_size=4", NULL},
+             &off, &on);
   check_drop("resnet-20 32x32",
              (const char *const[]){"model=resnet", "data_format=images", "image_size=32",
                                    "n_layer=20", "batch_size=4", NULL},

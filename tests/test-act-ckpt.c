@@ -7,6 +7,8 @@
  *    masks; DDP's buckets are all-reduced from the grad-ready hooks while backward recomputes)
  *    and with LoRA over a frozen base kept in bf16 (frozen_dtype, precision bf16);
  *    under precision bf16 and fp16; as a distillation student;
+ *  - llama (Qwen3-shaped): the same bits, also with LoRA and lora_dropout on 2 ranks and at ZeRO
+ *    stage 3;
  *  - dit (each example's noise, timestep and label dropout);
  *  - resnet with SyncBatchNorm on 2 ranks (the recompute normalises with the statistics the
  *    forward saved and issues no collective), and torchvision's resnet50 (Bottlenecks, the
@@ -76,6 +78,34 @@ static const char *const resnet_sets[] = {
     NULL,
 };
 
+/* A Qwen3-shaped llama (q/k norms, grouped-query attention, a separate head) on bytes. */
+static const char *const llama_sets[] = {
+    "model=llama",
+    "architecture=Qwen3ForCausalLM",
+    "tie_word_embeddings=false",
+    "n_layer=3",
+    "n_embd=32",
+    "n_head=4",
+    "num_key_value_heads=2",
+    "head_dim=8",
+    "intermediate_size=48",
+    "seq_len=16",
+    "vocab_size=256",
+    "data_format=text",
+    "train_data=builtin:sample/train.txt",
+    "val_data=",
+    "batch_size=4",
+    "max_steps=5",
+    "warmup_steps=1",
+    "learning_rate=3e-3",
+    "eval_every=0",
+    "sample_every=0",
+    "save_every=0",
+    "threads=1",
+    "timeout_s=60",
+    NULL,
+};
+
 typedef struct {
   GArray *loss;    /* per step */
   GArray *weights; /* the export's tensors (parameters and buffers) in file order */
@@ -115,9 +145,10 @@ static Run train(int nproc, const char *const *base, const char *const *extra, g
 }
 
 /* The same run with and without activation_checkpointing: 5 steps of losses within 1e-6
- * relative, the exported tensors within 1e-6 (relative, above 1e-3 in magnitude). */
-static void check_same(const char *what, int nproc, const char *const *base,
-                       const char *const *extra)
+ * relative, the exported tensors within 1e-6 (relative, above 1e-3 in magnitude). Returns the
+ * larger of the two differences (0: the same bits). */
+static double check_same(const char *what, int nproc, const char *const *base,
+                         const char *const *extra)
 {
   Run off = train(nproc, base, extra, FALSE);
   Run on = train(nproc, base, extra, TRUE);
@@ -139,6 +170,7 @@ static void check_same(const char *what, int nproc, const char *const *base,
   g_assert_cmpfloat(w_diff, <=, 1e-6);
   run_clear(&off);
   run_clear(&on);
+  return MAX(loss_diff, w_diff);
 }
 
 static void test_gpt(void)
@@ -180,6 +212,22 @@ static void test_gpt_distill(void)
   g_autofree char *t = g_strdup_printf("teacher_from=%s", teacher);
   check_same("gpt student of a teacher", 1, gpt_sets,
              (const char *[]){t, "distill_alpha=0.6", "distill_temperature=2", NULL});
+}
+
+/* llama: the recompute runs the same kernels on the same inputs, so losses and weights are
+ * the same bits; with LoRA and lora_dropout on 2 ranks (the masks drawn again), and at ZeRO
+ * stage 3 (each block gathered by the backward's layer hook around the recompute). */
+static void test_llama(void)
+{
+  g_assert_cmpfloat(check_same("llama (Qwen3) fp32", 1, llama_sets, NULL), ==, 0.0);
+  const char *lora[] = {
+      "finetune=lora", "lora_rank=4",         "lora_alpha=8",           "lora_dropout=0.25",
+      "batch_size=2",  "bucket_cap_mb=0.002", "trainable=model.norm.*", NULL};
+  g_assert_cmpfloat(check_same("llama lora, lora_dropout 0.25, 2 ranks", 2, llama_sets, lora), ==,
+                    0.0);
+  g_assert_cmpfloat(check_same("llama ZeRO-3, 2 ranks", 2, llama_sets,
+                               (const char *[]){"zero_stage=3", "batch_size=2", NULL}),
+                    ==, 0.0);
 }
 
 static void test_dit(void)
@@ -301,6 +349,7 @@ int main(int argc, char **argv)
   g_test_add_func("/act-ckpt/gpt/lora-dropout-2-ranks", test_gpt_lora_dropout);
   g_test_add_func("/act-ckpt/gpt/bf16-fp16", test_gpt_precision);
   g_test_add_func("/act-ckpt/gpt/distill", test_gpt_distill);
+  g_test_add_func("/act-ckpt/llama", test_llama);
   g_test_add_func("/act-ckpt/dit", test_dit);
   g_test_add_func("/act-ckpt/resnet/syncbn-2-ranks", test_resnet_syncbn);
   g_test_add_func("/act-ckpt/resnet/resnet50", test_resnet50);

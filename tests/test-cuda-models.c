@@ -165,6 +165,43 @@ static const char *const gpt_sets[] = {
     "model=gpt", "n_layer=2", "n_head=2", "n_embd=32", "seq_len=16", NULL,
 };
 
+/* A Qwen3-shaped llama (q/k norms, grouped-query attention with head_dim above n_embd / n_head,
+ * a separate head) on tokens; with rope llama3 scaling in the LoRA case. */
+static const char *const llama_sets[] = {
+    "model=llama",
+    "data_format=tokens",
+    "architecture=Qwen3ForCausalLM",
+    "n_layer=2",
+    "n_embd=32",
+    "n_head=4",
+    "num_key_value_heads=2",
+    "head_dim=16",
+    "intermediate_size=48",
+    "seq_len=16",
+    "vocab_size=64",
+    "tie_word_embeddings=false",
+    NULL,
+};
+
+static const char *const llama_lora_sets[] = {
+    "model=llama",
+    "data_format=tokens",
+    "n_layer=2",
+    "n_embd=32",
+    "n_head=4",
+    "num_key_value_heads=2",
+    "intermediate_size=48",
+    "seq_len=16",
+    "vocab_size=64",
+    "rope_scaling=llama3",
+    "rope_scaling_factor=8",
+    "finetune=lora",
+    "lora_rank=4",
+    "lora_alpha=8",
+    "trainable=model.norm.*",
+    NULL,
+};
+
 static const char *const gpt_lora_sets[] = {
     "model=gpt",     "n_layer=2",   "n_head=2",     "n_embd=32", "seq_len=16",
     "finetune=lora", "lora_rank=4", "lora_alpha=8", NULL,
@@ -229,6 +266,22 @@ static void test_act_ckpt(void)
                                      "resnet_width=4", "image_size=8", "image_channels=1",
                                      "num_classes=3", "activation_checkpointing=true", NULL},
                COHORT_GEMM_FP32);
+}
+
+/* llama: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU and the q/k norms on the
+ * GPU against the CPU, in fp32 and bf16, with LoRA on the default targets (and llama3 rope
+ * scaling), and with activation_checkpointing. */
+static void test_llama(void)
+{
+  check_family(llama_sets, COHORT_GEMM_FP32);
+  check_family(llama_sets, COHORT_GEMM_BF16);
+  check_family(llama_lora_sets, COHORT_GEMM_FP32);
+  g_autoptr(GPtrArray) ckpt = g_ptr_array_new();
+  for (const char *const *k = llama_sets; *k; k++)
+    g_ptr_array_add(ckpt, (gpointer)*k);
+  g_ptr_array_add(ckpt, "activation_checkpointing=true");
+  g_ptr_array_add(ckpt, NULL);
+  check_family((const char *const *)ckpt->pdata, COHORT_GEMM_FP32);
 }
 
 static void test_dit(void)
@@ -310,6 +363,7 @@ static void test_dit_run(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/cuda-models/llama", test_llama);
   g_test_add_func("/cuda-models/dit", test_dit);
   g_test_add_func("/cuda-models/dit-bf16", test_dit_bf16);
   g_test_add_func("/cuda-models/gpt-bf16", test_gpt_bf16);

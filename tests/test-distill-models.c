@@ -2,6 +2,8 @@
  *  - GPT: the mixed loss alpha tau² KL + (1 − alpha) CE, both parts and every student gradient
  *    against float64 PyTorch (tests/torch_distill_ref.py), with a teacher deeper, wider and
  *    with a longer context than the student, at temperatures 1 and 2.5;
+ *  - llama: the same against float64 PyTorch (tests/torch_llama_ref.py's models), a Qwen3
+ *    student of a deeper, wider Llama teacher with a tied head and a longer context;
  *  - DiT: the velocity distillation loss (plain and classifier-free-guided teacher velocity,
  *    a teacher of another width, depth and patch size), parts and gradients likewise;
  *  - ResNet: a ResNet-8 student in training mode (batch statistics) against a ResNet-14 teacher
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "distill-ref.h"
+#include "engine/base/fileio.h"
 #include "engine/model/distill.h"
 #include "engine/model/model-io.h"
 #include "engine/models/dit.h"
@@ -163,20 +166,43 @@ static void compare(const CohortModel *s, const double *parts, float loss, const
   }
 }
 
+/* Randomises both models, runs one distillation step of the student on the token batch and
+ * returns its loss (parts[] gets the terms). */
+static float token_step(CohortModel *student, CohortModel *teacher, double alpha, double tau,
+                        double *parts)
+{
+  randomise(teacher, 5, 0.4f);
+  randomise(student, 6, 0.4f);
+  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
+  g_autoptr(CohortBatch) batch = gpt_batch();
+  cohort_model_zero_grad(student);
+  float loss = cohort_distill_forward(d, batch, parts);
+  cohort_distill_backward(d, 1.0f);
+  return loss;
+}
+
+/* `spec` (the mode's keys so far) completed with the student's names, run on the token batch
+ * and compared with the step's parts, loss and gradients. */
+static void check_tokens_ref(GString *spec, const CohortModel *student, const double *parts,
+                             float loss)
+{
+  names_json(spec, student);
+  g_autoptr(GByteArray) in = g_byte_array_new();
+  g_byte_array_append(in, (const guint8 *)tokens, sizeof tokens);
+  g_byte_array_append(in, (const guint8 *)targets, sizeof targets);
+  size_t n_ref = 0;
+  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
+  compare(student, parts, loss, ref, n_ref);
+}
+
 static void gpt_case(double alpha, double tau)
 {
   g_autoptr(CohortConfig) tc = gpt_cfg(3, 4, 48, 16);
   g_autoptr(CohortConfig) sc = gpt_cfg(2, 2, 32, GT);
   g_autoptr(CohortModel) teacher = make(tc, GB, TRUE, 11);
   g_autoptr(CohortModel) student = make(sc, GB, FALSE, 12);
-  randomise(teacher, 5, 0.4f);
-  randomise(student, 6, 0.4f);
-  g_autoptr(CohortDistill) d = distiller(student, teacher, alpha, tau, 1);
-  g_autoptr(CohortBatch) batch = gpt_batch();
   double parts[COHORT_DISTILL_N_PARTS];
-  cohort_model_zero_grad(student);
-  float loss = cohort_distill_forward(d, batch, parts);
-  cohort_distill_backward(d, 1.0f);
+  float loss = token_step(student, teacher, alpha, tau, parts);
 
   g_autoptr(GError) error = NULL;
   g_autofree char *dir = g_dir_make_tmp("cohort-distill-gpt-XXXXXX", &error);
@@ -188,13 +214,7 @@ static void gpt_case(double alpha, double tau)
                   "\"student\": \"%s\", \"teacher\": \"%s\", \"student_layers\": 2, "
                   "\"student_heads\": 2, \"teacher_layers\": 3, \"teacher_heads\": 4, ",
                   GB, GT, alpha, tau, sp, tp);
-  names_json(spec, student);
-  g_autoptr(GByteArray) in = g_byte_array_new();
-  g_byte_array_append(in, (const guint8 *)tokens, sizeof tokens);
-  g_byte_array_append(in, (const guint8 *)targets, sizeof targets);
-  size_t n_ref = 0;
-  g_autofree double *ref = ref_run(spec->str, in, &n_ref);
-  compare(student, parts, loss, ref, n_ref);
+  check_tokens_ref(spec, student, parts, loss);
   g_unlink(sp), g_unlink(tp), g_rmdir(dir);
 }
 
@@ -204,6 +224,80 @@ static void test_gpt_against_torch(void)
     return;
   gpt_case(0.6, 2.5);
   gpt_case(0.9, 1.0);
+}
+
+/* A llama-family config of `arch` at vocab GV on tokens. */
+static CohortConfig *llama_cfg(const char *arch, int L, int C, int T, const char *tied)
+{
+  g_autofree char *a = g_strdup_printf("architecture=%s", arch);
+  g_autofree char *l = g_strdup_printf("n_layer=%d", L);
+  g_autofree char *c = g_strdup_printf("n_embd=%d", C);
+  g_autofree char *t = g_strdup_printf("seq_len=%d", T);
+  const char *sets[] = {"model=llama",
+                        "data_format=tokens",
+                        a,
+                        l,
+                        c,
+                        t,
+                        "n_head=4",
+                        "num_key_value_heads=2",
+                        "head_dim=8",
+                        "intermediate_size=40",
+                        "vocab_size=40",
+                        tied,
+                        NULL};
+  CohortConfig *cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  cohort_config_apply_assignments(cfg, sets, "test", &error);
+  g_assert_no_error(error);
+  return cfg;
+}
+
+/* `m` as a Hugging Face folder `name` in `dir`: model.safetensors and the class's config.json. */
+static char *save_folder(const CohortModel *m, const CohortConfig *cfg, const char *dir,
+                         const char *name)
+{
+  char *folder = g_build_filename(dir, name, NULL);
+  g_assert_cmpint(g_mkdir_with_parents(folder, 0755), ==, 0);
+  g_free(save(m, folder, "model.safetensors"));
+  g_autoptr(GError) error = NULL;
+  g_assert_true(m->klass->export_extra(m, cfg, folder, &error));
+  g_assert_no_error(error);
+  return folder;
+}
+
+/* A Qwen3 student (q/k norms, a separate head) of a deeper and wider Llama teacher (tied
+ * head) with a longer context: parts and every student gradient against
+ * tests/torch_distill_ref.py's llama mode. */
+static void llama_case(double alpha, double tau)
+{
+  g_autoptr(CohortConfig) tc = llama_cfg("LlamaForCausalLM", 3, 48, 16, "tie_word_embeddings=true");
+  g_autoptr(CohortConfig) sc =
+      llama_cfg("Qwen3ForCausalLM", 2, 32, GT, "tie_word_embeddings=false");
+  g_autoptr(CohortModel) teacher = make(tc, GB, TRUE, 11);
+  g_autoptr(CohortModel) student = make(sc, GB, FALSE, 12);
+  double parts[COHORT_DISTILL_N_PARTS];
+  float loss = token_step(student, teacher, alpha, tau, parts);
+
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp("cohort-distill-llama-XXXXXX", &error);
+  g_autofree char *sp = save_folder(student, sc, dir, "student");
+  g_autofree char *tp = save_folder(teacher, tc, dir, "teacher");
+  g_autoptr(GString) spec = g_string_new(NULL);
+  g_string_printf(spec,
+                  "{\"mode\": \"llama\", \"B\": %d, \"T\": %d, \"alpha\": %.17g, \"tau\": "
+                  "%.17g, \"student\": \"%s\", \"teacher\": \"%s\", ",
+                  GB, GT, alpha, tau, sp, tp);
+  check_tokens_ref(spec, student, parts, loss);
+  cohort_remove_tree(dir);
+}
+
+static void test_llama_against_torch(void)
+{
+  if (!ref_have_torch())
+    return;
+  llama_case(0.6, 2.5);
+  llama_case(0.9, 1.0);
 }
 
 enum { DB = 4, DS = 8, DD = DS * DS };
@@ -498,7 +592,7 @@ static void check_frozen(const CohortConfig *cfg, int B)
   g_autofree float *w = g_new(float, frozen->n_params);
   cohort_model_download_params(frozen, w);
   cohort_model_upload_params(normal, w);
-  if (g_str_equal(cfg->model, "gpt")) {
+  if (g_str_equal(cfg->model, "gpt") || g_str_equal(cfg->model, "llama")) {
     g_autoptr(CohortBatch) b = cohort_batch_new(B, cfg->seq_len, 0, 0, 0);
     b->B = B;
     for (int i = 0; i < B * cfg->seq_len; i++)
@@ -536,6 +630,9 @@ static void test_teacher_frozen(void)
 {
   g_autoptr(CohortConfig) gc = gpt_cfg(4, 4, 128, 64);
   check_frozen(gc, 8);
+  g_autoptr(CohortConfig) lc =
+      llama_cfg("Qwen3ForCausalLM", 4, 64, 64, "tie_word_embeddings=false");
+  check_frozen(lc, 8);
   g_autoptr(CohortConfig) dc = dit_cfg(3, 2, 64, 2);
   check_frozen(dc, DB);
   g_autoptr(CohortConfig) rc = resnet_cfg(20, 16);
@@ -737,6 +834,7 @@ int main(int argc, char **argv)
     r_images[i] = (float)((r >> 8) * (1.0 / 16777216.0)) * 2 - 1;
   }
   g_test_add_func("/distill/gpt-against-torch", test_gpt_against_torch);
+  g_test_add_func("/distill/llama-against-torch", test_llama_against_torch);
   g_test_add_func("/distill/dit-against-torch", test_dit_against_torch);
   g_test_add_func("/distill/resnet-against-torch", test_resnet_against_torch);
   g_test_add_func("/distill/alpha-zero-is-plain", test_alpha_zero_is_plain);

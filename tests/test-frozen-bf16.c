@@ -153,7 +153,7 @@ static void referee(const char *family, const char *const *sets, gint64 want_sto
   /* gpt: the embedding lookups read the rounded tables, so the adapters learn differently
    * (a DiT's class table reaches the loss only through zero-initialised adaLN products,
    * whose rounded operands hide the difference in a few steps) */
-  if (g_str_equal(family, "gpt"))
+  if (g_str_equal(family, "gpt") || g_str_equal(family, "llama"))
     g_assert_false(same_file(wa, wc, adapter));
   g_assert_true(same_params(wa, wb, "model.safetensors"));
   g_assert_true(same_params(wa, wb, "merged/model.safetensors"));
@@ -171,6 +171,24 @@ static void test_referee_gpt(void)
   const char *sets[] = {"max_steps=4", "lora_dropout=0.1", "merge_adapter=true", NULL};
   /* wte 256×32, wpe 32×32, per block c_attn 32×96, c_proj 32×32, c_fc 32×128, c_proj 128×32 */
   referee("gpt", sets, 256 * 32 + 32 * 32 + 2 * (32 * 96 + 32 * 32 + 2 * 32 * 128), NULL);
+}
+
+static void test_referee_llama(void)
+{
+  const char *sets[] = {"model=llama",
+                        "architecture=Qwen3ForCausalLM",
+                        "tie_word_embeddings=false",
+                        "num_key_value_heads=1",
+                        "intermediate_size=48",
+                        "vocab_size=256",
+                        "data_format=text",
+                        "max_steps=4",
+                        "lora_dropout=0.1",
+                        "merge_adapter=true",
+                        NULL};
+  /* embed_tokens and lm_head 256×32; per block q_proj and o_proj 32×32, k_proj and v_proj 16×32
+   * (one key/value head of 16), gate_proj and up_proj 48×32, down_proj 32×48 */
+  referee("llama", sets, 2 * 256 * 32 + 2 * (2 * 32 * 32 + 2 * 16 * 32 + 3 * 48 * 32), NULL);
 }
 
 static void test_referee_images(void)
@@ -360,6 +378,7 @@ int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/frozen-bf16/referee-gpt", test_referee_gpt);
+  g_test_add_func("/frozen-bf16/referee-llama", test_referee_llama);
   g_test_add_func("/frozen-bf16/referee-images", test_referee_images);
   g_test_add_func("/frozen-bf16/two-ranks", test_two_ranks);
   g_test_add_func("/frozen-bf16/resume", test_resume);

@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <json-glib/json-glib.h>
 
 #include "engine/base/fileio.h"
 #include "engine/model/batch.h"
@@ -160,6 +161,42 @@ static gboolean have_torch(void)
          system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
 }
 
+/* The reference's token file: the ints of `hdr`, then the batch's inputs and targets. */
+static void write_tokens(const char *path, const int *hdr, gsize n_hdr, const CohortBatch *batch)
+{
+  GByteArray *buf = g_byte_array_new();
+  g_byte_array_append(buf, (const guint8 *)hdr, (guint)(n_hdr * sizeof(int)));
+  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
+  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
+  g_assert_true(g_file_set_contents(path, (char *)buf->data, buf->len, NULL));
+  g_byte_array_unref(buf);
+}
+
+/* Lines "NAME v1 v2 …" of a reference against the adapters' gradients: per tensor within 1e-5
+ * of its largest value. Returns the worst such error. */
+static double adapter_grads_vs(const CohortModel *m, char **lines, guint n)
+{
+  double worst = 0;
+  for (guint l = 0; l < n; l++) {
+    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
+    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
+    g_assert_nonnull(t);
+    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
+    const float *g = m->grads + t->offset;
+    double mx = 0;
+    for (size_t k = 0; k < t->numel; k++)
+      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
+    g_assert_cmpfloat(mx, >, 0);
+    for (size_t k = 0; k < t->numel; k++) {
+      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
+      if (e > 1e-5)
+        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
+      worst = fmax(worst, e);
+    }
+  }
+  return worst;
+}
+
 /* Cohort's base + PEFT folder + merged model, read by tests/torch_lora_ref.py (plain
  * PyTorch LoRA with PEFT's names and scaling, float64): the loss and every adapter gradient
  * agree to 1e-5 relative (per tensor, against its largest value), the merged weights are
@@ -198,13 +235,7 @@ static void against_torch(gboolean rslora)
   g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
   g_assert_true(cohort_model_save(m, merged, merged_path, NULL, &error));
   g_assert_no_error(error);
-  GByteArray *buf = g_byte_array_new();
-  int hdr[3] = {H, B, T};
-  g_byte_array_append(buf, (guint8 *)hdr, sizeof hdr);
-  g_byte_array_append(buf, (guint8 *)batch->inputs, B * T * sizeof(int));
-  g_byte_array_append(buf, (guint8 *)batch->targets, B * T * sizeof(int));
-  g_assert_true(g_file_set_contents(tokens, (char *)buf->data, buf->len, &error));
-  g_byte_array_unref(buf);
+  write_tokens(tokens, (const int[]){H, B, T}, 3, batch);
 
   g_autofree char *out = torch_ref_run("torch_lora_ref.py", (const char *[]){dir, tokens, NULL});
   cohort_remove_tree(dir);
@@ -212,24 +243,7 @@ static void against_torch(gboolean rslora)
   g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors + 1);
   double ref = g_ascii_strtod(lines[0], NULL);
   g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
-  double worst = 0;
-  for (guint l = 1; l <= m->lora->n_tensors; l++) {
-    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
-    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
-    g_assert_nonnull(t);
-    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
-    const float *g = m->grads + t->offset;
-    double mx = 0;
-    for (size_t k = 0; k < t->numel; k++)
-      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
-    g_assert_cmpfloat(mx, >, 0);
-    for (size_t k = 0; k < t->numel; k++) {
-      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
-      if (e > 1e-5)
-        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
-      worst = fmax(worst, e);
-    }
-  }
+  double worst = adapter_grads_vs(m, lines + 1, m->lora->n_tensors);
   g_test_message("loss %.9g vs PyTorch %.9g; worst adapter gradient error %.3g of the tensor's "
                  "largest",
                  loss, ref, worst);
@@ -247,6 +261,118 @@ static void test_against_torch(void)
 static void test_against_torch_rslora(void)
 {
   against_torch(TRUE);
+}
+
+/* A Qwen3-shaped llama (q/k norms, grouped-query attention, a separate head) at the batch's
+ * shape, with `finetune` and `trainable` ("key=value" or NULL). */
+static CohortConfig *llama_cfg(const char *finetune, const char *trainable)
+{
+  const char *sets[] = {"model=llama",
+                        "data_format=tokens",
+                        "architecture=Qwen3ForCausalLM",
+                        "n_layer=2",
+                        "n_embd=16",
+                        "n_head=4",
+                        "num_key_value_heads=2",
+                        "head_dim=8",
+                        "intermediate_size=24",
+                        "seq_len=8",
+                        "vocab_size=40",
+                        "tie_word_embeddings=false",
+                        finetune,
+                        "lora_rank=4",
+                        "lora_alpha=8",
+                        trainable,
+                        NULL};
+  CohortConfig *cfg = cohort_config_new();
+  g_autoptr(GError) error = NULL;
+  cohort_config_apply_assignments(cfg, sets, "test", &error);
+  g_assert_no_error(error);
+  return cfg;
+}
+
+/* The llama family with its default targets (the seven projections of every block), Qwen3-shaped
+ * (q/k norms, grouped-query attention, a separate head): Cohort's base, config.json and PEFT
+ * folder read by tests/torch_llama_lora_ref.py (PEFT's LoRA over nn.Linear on
+ * tests/torch_llama_ref.py's float64 model, strict names) give the same loss and adapter
+ * gradients within 1e-5 of each tensor's largest value; adapter_config.json lists the seven
+ * projections of each block as target_modules and the CAUSAL_LM task; and adapter_from's reader
+ * loads the folder back into a model initialised otherwise, bit for bit. */
+static void test_llama_against_torch(void)
+{
+  if (!have_torch()) {
+    g_test_skip("PyTorch is not importable by /usr/bin/python3");
+    return;
+  }
+  g_autoptr(CohortConfig) cfg = llama_cfg("finetune=lora", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(CohortModel) m = make(cfg);
+  /* 2 layers × q, k, v, o, gate, up, down, each with lora_A and lora_B */
+  g_assert_cmpuint(m->lora->n_tensors, ==, 2 * 7 * 2);
+  cohort_model_init(m, 3);
+  randomise_b(m);
+  g_autoptr(CohortBatch) batch = make_batch();
+  cohort_model_zero_grad(m);
+  float loss = m->ops->forward(m, batch, COHORT_FORWARD_TRAIN);
+  m->ops->backward(m, 1.0f);
+
+  g_autofree char *dir = g_dir_make_tmp("cohort-test-lora-llama-XXXXXX", &error);
+  g_assert_no_error(error);
+  g_autofree char *base = g_build_filename(dir, "model.safetensors", NULL);
+  g_autofree char *adapter = g_build_filename(dir, "adapter", NULL);
+  g_autofree char *tokens = g_build_filename(dir, "tokens.bin", NULL);
+  g_autofree float *p = g_new(float, m->n_params);
+  cohort_model_download_params(m, p);
+  g_assert_true(cohort_model_save(m, NULL, base, NULL, &error));
+  g_assert_true(m->klass->export_extra(m, cfg, dir, &error)); /* config.json */
+  g_assert_true(cohort_lora_export(m, p, adapter, dir, &error));
+  g_assert_no_error(error);
+  write_tokens(tokens, (const int[]){B, T}, 2, batch);
+
+  g_autofree char *out =
+      torch_ref_run("torch_llama_lora_ref.py", (const char *[]){dir, tokens, NULL});
+  g_auto(GStrv) lines = g_strsplit(g_strstrip(out), "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 1 + m->lora->n_tensors);
+  double ref = g_ascii_strtod(lines[0], NULL);
+  g_assert_cmpfloat(fabs(loss - ref), <=, 1e-5 * fabs(ref));
+  double worst = adapter_grads_vs(m, lines + 1, m->lora->n_tensors);
+
+  /* the folder as PEFT writes it for LlamaForCausalLM */
+  g_autofree char *acfg_path = g_build_filename(adapter, "adapter_config.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new();
+  g_assert_true(json_parser_load_from_file(parser, acfg_path, &error));
+  JsonObject *acfg = json_node_get_object(json_parser_get_root(parser));
+  g_assert_cmpstr(json_object_get_string_member(acfg, "task_type"), ==, "CAUSAL_LM");
+  JsonArray *targets = json_object_get_array_member(acfg, "target_modules");
+  g_autoptr(GString) listed = g_string_new(NULL);
+  for (guint i = 0; i < json_array_get_length(targets); i++)
+    g_string_append_printf(listed, "%s%s", i ? "," : "", json_array_get_string_element(targets, i));
+  /* each adapted module by its full path, which PEFT matches as it matches a suffix */
+  g_autoptr(GString) want = g_string_new(NULL);
+  static const char *const seven[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                      "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                      "mlp.down_proj"};
+  for (int l = 0; l < 2; l++)
+    for (guint i = 0; i < G_N_ELEMENTS(seven); i++)
+      g_string_append_printf(want, "%smodel.layers.%d.%s", want->len ? "," : "", l, seven[i]);
+  g_assert_cmpstr(listed->str, ==, want->str);
+
+  /* adapter_from: the folder into a model initialised from another seed */
+  g_autoptr(CohortModel) back = make(cfg);
+  cohort_model_init(back, 11);
+  g_assert_true(cohort_lora_load(back, adapter, &error));
+  g_assert_no_error(error);
+  g_autofree float *q = g_new(float, back->n_params);
+  cohort_model_download_params(back, q);
+  for (guint k = 0; k < m->lora->n_tensors; k++) {
+    const CohortTensorInfo *t = &m->lora->tensors[k];
+    g_assert_cmpmem(q + t->offset, t->numel * sizeof(float), p + t->offset,
+                    t->numel * sizeof(float));
+  }
+  cohort_remove_tree(dir);
+  g_test_message("llama (Qwen3) with %u adapter tensors: loss %.9g vs PyTorch %.9g; worst adapter "
+                 "gradient error %.3g of the tensor's largest; the folder reads back exactly",
+                 m->lora->n_tensors, loss, ref, worst);
 }
 
 /* An exported adapter loads back exactly; a file with a tensor the model has not, or another
@@ -317,6 +443,41 @@ static void test_frozen(void)
   const CohortTensorInfo *tr = cohort_model_find_tensor(fr, "ln_f.weight");
   g_assert_false(tr->frozen);
   g_assert_cmpmem(full->grads + tf->offset, 2 * C * 4, fr->grads + tr->offset, 2 * C * 4);
+}
+
+/* finetune frozen on llama with trainable the last block and the final norm: only those have
+ * gradients, equal to the full model's bit for bit (backward stops above block 0). */
+static void test_llama_frozen(void)
+{
+  g_autoptr(CohortConfig) full_cfg = llama_cfg("finetune=full", NULL);
+  g_autoptr(CohortConfig) frozen_cfg =
+      llama_cfg("finetune=frozen", "trainable=model.norm.*,model.layers.1.*");
+  g_autoptr(CohortModel) full = make(full_cfg);
+  g_autoptr(CohortModel) fr = make(frozen_cfg);
+  cohort_model_init(full, 5);
+  copy_by_name(fr, full);
+  g_assert_null(fr->lora);
+  g_autoptr(CohortBatch) batch = make_batch();
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(fr);
+  float a = full->ops->forward(full, batch, COHORT_FORWARD_TRAIN);
+  full->ops->backward(full, 1.0f);
+  float b = fr->ops->forward(fr, batch, COHORT_FORWARD_TRAIN);
+  fr->ops->backward(fr, 1.0f);
+  g_assert_cmpfloat(a, ==, b);
+  size_t learned = 0;
+  for (guint i = 0; i < fr->n_tensors; i++) {
+    const CohortTensorInfo *tr = &fr->tensors[i];
+    gboolean learns =
+        g_str_has_prefix(tr->name, "model.norm.") || g_str_has_prefix(tr->name, "model.layers.1.");
+    g_assert_cmpint(tr->frozen, ==, !learns);
+    if (!learns)
+      continue;
+    const CohortTensorInfo *tf = cohort_model_find_tensor(full, tr->name);
+    g_assert_cmpmem(full->grads + tf->offset, tf->numel * 4, fr->grads + tr->offset, tr->numel * 4);
+    learned += tr->numel;
+  }
+  g_assert_cmpuint(fr->n_trainable, ==, learned);
 }
 
 /* finetune frozen on a ResNet with trainable fc.* (transfer learning): the initial weights
@@ -672,31 +833,6 @@ static void test_gpt_chain_rule(void)
   g_assert_cmpfloat(worst, <=, 1e-5);
 }
 
-/* Lines "NAME v1 v2 …" of a reference against the adapters' gradients: per tensor within 1e-5
- * of its largest value. Returns the worst such error. */
-static double adapter_grads_vs(const CohortModel *m, char **lines, guint n)
-{
-  double worst = 0;
-  for (guint l = 0; l < n; l++) {
-    g_auto(GStrv) f = g_strsplit(lines[l], " ", -1);
-    const CohortTensorInfo *t = cohort_model_find_tensor(m, f[0]);
-    g_assert_nonnull(t);
-    g_assert_cmpuint(g_strv_length(f), ==, 1 + t->numel);
-    const float *g = m->grads + t->offset;
-    double mx = 0;
-    for (size_t k = 0; k < t->numel; k++)
-      mx = fmax(mx, fabs(g_ascii_strtod(f[1 + k], NULL)));
-    g_assert_cmpfloat(mx, >, 0);
-    for (size_t k = 0; k < t->numel; k++) {
-      double e = fabs(g[k] - g_ascii_strtod(f[1 + k], NULL)) / mx;
-      if (e > 1e-5)
-        g_error("%s[%zu]: ours %.8g, PyTorch %s (tensor max %.3g)", t->name, k, g[k], f[1 + k], mx);
-      worst = fmax(worst, e);
-    }
-  }
-  return worst;
-}
-
 /* The DiT with adapters against tests/torch_lora_image_ref.py: the DiT of torch_dit_ref.py
  * loads Cohort's base strictly, PEFT-style LoRA layers wrap the Linear layers that the
  * folder's target_modules name and load its tensors strictly; same loss and adapter
@@ -912,8 +1048,10 @@ int main(int argc, char **argv)
   g_test_add_func("/lora/step0-is-base", test_step0_is_base);
   g_test_add_func("/lora/against-torch", test_against_torch);
   g_test_add_func("/lora/against-torch-rslora", test_against_torch_rslora);
+  g_test_add_func("/lora/llama-against-torch", test_llama_against_torch);
   g_test_add_func("/lora/adapter-round-trip", test_adapter_round_trip);
   g_test_add_func("/lora/frozen", test_frozen);
+  g_test_add_func("/lora/llama-frozen", test_llama_frozen);
   g_test_add_func("/lora/resnet-frozen", test_resnet_frozen);
   g_test_add_func("/lora/resnet-lora", test_resnet_lora);
   g_test_add_func("/lora/resnet-conv-lora", test_resnet_conv_lora);

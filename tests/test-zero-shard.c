@@ -2,9 +2,10 @@
  *  - 2 ranks, bit for bit: the per-step losses, the evaluations, the samples, the exported
  *    model and EMA weights and every checkpoint file (parameters, EMA, AdamW's moments: the
  *    same safetensors bytes) for GPT with clipping, weight decay and EMA; GPT with the bf16
- *    reduce-scatter; DiT with EMA and image samples; ResNet with SyncBatchNorm and SGD; a GPT
- *    student distilled from a teacher. Two ranks add two values, and a + b is b + a: nothing
- *    in the sharded arithmetic may differ;
+ *    reduce-scatter; a Qwen3-shaped llama with EMA, evaluations and checkpoints (stage 1 too);
+ *    DiT with EMA and image samples; ResNet with SyncBatchNorm and SGD; a GPT student distilled
+ *    from a teacher and a llama student of a deeper llama teacher. Two ranks add two values,
+ *    and a + b is b + a: nothing in the sharded arithmetic may differ;
  *  - 3 ranks with gradient accumulation (GPT, DiT) and SyncBatchNorm (ResNet): stages 2 and 3
  *    equal each other bit for bit, and stage 0 within rounding (the all-reduce of a unit adds
  *    three values in another order than that of a DDP bucket, and each micro-step is reduced
@@ -14,7 +15,8 @@
  *    same collectives in the same order;
  *  - a rank made slow (COHORT_TEST_SLOW_RANK) neither deadlocks nor changes a bit;
  *  - checkpoints: a stage-3 run on 3 ranks resumes on 3 at stage 3 to its own bits, and on 2
- *    ranks at stage 2 and on 1 at stage 0 within rounding; a damaged one is refused;
+ *    ranks at stage 2 and on 1 at stage 0 within rounding (gpt and llama); a damaged one is
+ *    refused;
  *  - the memory plan (--explain) for every stage, and a launch that cannot fit this machine
  *    refused before any rank starts, with the numbers and a stage that would fit;
  *  - one process at stage 3 trains as stage 0; zero_stage 4 is refused. */
@@ -31,6 +33,36 @@ static const char *const gpt_sets[] = {
     "save_every=3",       "keep_last=0",    "threads=1",
     "timeout_s=60",       "grad_clip=0.5",  "weight_decay=0.1",
     "learning_rate=3e-3", "max_steps=6",    NULL,
+};
+
+/* A Qwen3-shaped llama (q/k norms, grouped-query attention, a separate head) on bytes, with the
+ * GPT case's optimizer, clipping, evaluations and checkpoints (the family has no samples). */
+static const char *const llama_sets[] = {
+    "model=llama",
+    "architecture=Qwen3ForCausalLM",
+    "n_layer=2",
+    "n_embd=32",
+    "n_head=4",
+    "num_key_value_heads=2",
+    "head_dim=8",
+    "intermediate_size=48",
+    "seq_len=16",
+    "vocab_size=256",
+    "tie_word_embeddings=false",
+    "data_format=text",
+    "warmup_steps=1",
+    "eval_every=3",
+    "eval_steps=2",
+    "sample_every=0",
+    "save_every=3",
+    "keep_last=0",
+    "threads=1",
+    "timeout_s=60",
+    "grad_clip=0.5",
+    "weight_decay=0.1",
+    "learning_rate=3e-3",
+    "max_steps=6",
+    NULL,
 };
 
 static const char *const dit_sets[] = {
@@ -249,13 +281,13 @@ static gboolean same_floats(GArray *a, GArray *b)
          memcmp(a->data, b->data, (gsize)a->len * g_array_get_element_size(a)) == 0;
 }
 
-/* Stages 2 and 3 against stage 0 on 2 ranks: every number and every file the same. */
-static void check_bitwise(const char *const *base, const char *const *extra,
-                          const char *const *files)
+/* Stages `first` to 3 against stage 0 on 2 ranks: every number and every file the same. */
+static void check_bitwise_from(int first, const char *const *base, const char *const *extra,
+                               const char *const *files)
 {
   Run s0 = train_stage(2, base, extra, 0);
   g_assert_cmpuint(s0.loss->len, >, 0);
-  for (int stage = 2; stage <= 3; stage++) {
+  for (int stage = first; stage <= 3; stage++) {
     Run s = train_stage(2, base, extra, stage);
     g_assert_true(same_floats(s.loss, s0.loss));
     g_autofree char *e0 = members(&s0, "eval", "val_loss");
@@ -273,6 +305,13 @@ static void check_bitwise(const char *const *base, const char *const *extra,
     run_clear(&s);
   }
   run_clear(&s0);
+}
+
+/* Stages 2 and 3 (stage 1 is tests/test-zero.c's) against stage 0. */
+static void check_bitwise(const char *const *base, const char *const *extra,
+                          const char *const *files)
+{
+  check_bitwise_from(2, base, extra, files);
 }
 
 static const char *const gpt_files[] = {"model.safetensors", "model-ema.safetensors",
@@ -305,12 +344,20 @@ static void test_resnet_bitwise(void)
   check_bitwise(resnet_sets, (const char *[]){"batch_size=4", NULL}, files);
 }
 
-/* A GPT student of a one-layer teacher trained here; the teacher stays whole on every rank. */
-static void test_distill_bitwise(void)
+/* llama at stages 1, 2 and 3 against stage 0, with EMA and checkpoints at steps 3 and 6. */
+static void test_llama_bitwise(void)
 {
-  Run teacher = train(1, gpt_sets,
-                      (const char *[]){"n_layer=1", "max_steps=2", "eval_every=0", "sample_every=0",
-                                       "save_every=0", NULL});
+  check_bitwise_from(1, llama_sets, (const char *[]){"batch_size=2", "ema_decay=0.9", NULL},
+                     gpt_files);
+}
+
+/* A student of a teacher of its family with `teacher_layers` trained here; the teacher stays
+ * whole on every rank. */
+static void check_distill(const char *const *sets, const char *teacher_layers)
+{
+  Run teacher = train(1, sets,
+                      (const char *[]){teacher_layers, "max_steps=2", "eval_every=0",
+                                       "sample_every=0", "save_every=0", NULL});
   g_autofree char *from = g_strdup_printf("teacher_from=%s", teacher.ws);
   const char *extra[] = {from,
                          "batch_size=2",
@@ -321,8 +368,20 @@ static void test_distill_bitwise(void)
                          "save_every=0",
                          NULL};
   const char *files[] = {"model.safetensors", NULL};
-  check_bitwise(gpt_sets, extra, files);
+  check_bitwise(sets, extra, files);
   run_clear(&teacher);
+}
+
+/* A GPT student of a one-layer teacher. */
+static void test_distill_bitwise(void)
+{
+  check_distill(gpt_sets, "n_layer=1");
+}
+
+/* A llama student (2 layers) of a larger llama teacher (3 layers). */
+static void test_distill_llama(void)
+{
+  check_distill(llama_sets, "n_layer=3");
 }
 
 static double max_abs(GArray *a, GArray *b)
@@ -451,11 +510,11 @@ static void test_slow_rank(void)
 /* A stage-3 checkpoint of 3 ranks: on 3 ranks at stage 3 it continues to the bits of the run
  * that never stopped; on 2 ranks at stage 2 and on 1 at stage 0 (the same global batch of 6)
  * within rounding. */
-static void test_resume_across(void)
+static void check_resume_across(const char *const *family_sets)
 {
   const char *sets[] = {"eval_every=0", "sample_every=0", "ema_decay=0.9", NULL};
   g_autoptr(GPtrArray) base = g_ptr_array_new();
-  for (const char *const *s = gpt_sets; *s; s++)
+  for (const char *const *s = family_sets; *s; s++)
     g_ptr_array_add(base, (gpointer)*s);
   for (const char *const *s = sets; *s; s++)
     g_ptr_array_add(base, (gpointer)*s);
@@ -489,6 +548,16 @@ static void test_resume_across(void)
   }
   run_clear(&again);
   run_clear(&ref);
+}
+
+static void test_resume_across(void)
+{
+  check_resume_across(gpt_sets);
+}
+
+static void test_llama_resume_across(void)
+{
+  check_resume_across(llama_sets);
 }
 
 /* A damaged stage-3 checkpoint: rank 0's check (the sha256 in state.json) refuses it on every
@@ -644,15 +713,18 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/zero-shard/gpt/2-ranks-bitwise", test_gpt_bitwise);
   g_test_add_func("/zero-shard/gpt/bf16-2-ranks", test_gpt_bf16);
+  g_test_add_func("/zero-shard/llama/2-ranks-bitwise", test_llama_bitwise);
   g_test_add_func("/zero-shard/dit/2-ranks-bitwise", test_dit_bitwise);
   g_test_add_func("/zero-shard/resnet/syncbn-2-ranks", test_resnet_bitwise);
   g_test_add_func("/zero-shard/distill/gpt-student", test_distill_bitwise);
+  g_test_add_func("/zero-shard/distill/llama-student", test_distill_llama);
   g_test_add_func("/zero-shard/gpt/3-ranks-accum", test_gpt_three_accum);
   g_test_add_func("/zero-shard/dit/3-ranks-accum", test_dit_three_accum);
   g_test_add_func("/zero-shard/resnet/syncbn-3-ranks", test_resnet_three);
   g_test_add_func("/zero-shard/ranks-event", test_ranks_event);
   g_test_add_func("/zero-shard/slow-rank", test_slow_rank);
   g_test_add_func("/zero-shard/checkpoint/resume-across", test_resume_across);
+  g_test_add_func("/zero-shard/checkpoint/llama-resume-across", test_llama_resume_across);
   g_test_add_func("/zero-shard/checkpoint/damaged", test_resume_damaged);
   g_test_add_func("/zero-shard/memory-plan", test_memory_plan);
   g_test_add_func("/zero-shard/one-process", test_one_process);

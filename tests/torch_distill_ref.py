@@ -12,6 +12,9 @@ reads them; OUT receives float64 values in the order each mode returns them.
   gpt  a GPT-2 student and teacher (.safetensors, Hugging Face names) on tokens [B*T] and
        targets [B*T]: writes the teacher term tau^2 mean KL, the cross-entropy, the mixed loss,
        then the gradient of every student tensor in the order of "names".
+  llama  a llama-family student and teacher, each a folder (config.json, model.safetensors)
+       read by tests/torch_llama_ref.py's LlamaForCausalLM / Qwen3ForCausalLM (strict names), on
+       tokens [B*T] and targets [B*T]: writes what gpt writes.
   dit  a DiT student and teacher (tests/torch_dit_ref.py's module) on x_t [B*D], t [B],
        labels [B] int32, target [B*D]: writes the velocity MSE to the teacher's (guided by
        cfg_scale) velocity, the MSE to target, the mixed loss, then the student's gradients.
@@ -114,6 +117,39 @@ def mode_gpt(spec, rd):
     return out
 
 
+def llama_model(folder):
+    """The folder's model in float64 (tests/torch_llama_ref.py), its weights loaded strictly."""
+    import torch_llama_ref
+
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    (arch,) = config["architectures"]
+    model = torch_llama_ref.ForCausalLM(config, arch).double()
+    model.load_state_dict(
+        torch_llama_ref.read_safetensors(os.path.join(folder, "model.safetensors")), strict=True)
+    return model
+
+
+def mode_llama(spec, rd):
+    B, T = spec["B"], spec["T"]
+    alpha, tau = spec["alpha"], spec["tau"]
+    tokens, targets = rd.ints(B * T).view(B, T), rd.ints(B * T).view(B, T)
+    student, teacher = llama_model(spec["student"]), llama_model(spec["teacher"])
+    s = student(tokens)
+    with torch.no_grad():
+        t = teacher(tokens)
+    V = s.shape[-1]
+    distill = tau * tau * kl_rows(s.view(-1, V), t.view(-1, V), tau).mean()
+    task = F.cross_entropy(s.view(-1, V), targets.view(-1))
+    loss = alpha * distill + (1 - alpha) * task
+    loss.backward()
+    out = [distill.item(), task.item(), loss.item()]
+    params = dict(student.named_parameters())
+    for name in spec["names"]:
+        out += params[name].grad.flatten().tolist()
+    return out
+
+
 def load_dit(path, shape):
     model = DiT(*shape).double()
     model.load_state_dict(read_safetensors(path), strict=True)
@@ -180,7 +216,7 @@ def main():
         spec = json.load(f)
     with open(sys.argv[2], "rb") as f:
         rd = Reader(f.read())
-    modes = {"kl": mode_kl, "gpt": mode_gpt, "dit": mode_dit, "resnet": mode_resnet}
+    modes = {"kl": mode_kl, "gpt": mode_gpt, "llama": mode_llama, "dit": mode_dit, "resnet": mode_resnet}
     out = modes[spec["mode"]](spec, rd)
     assert rd.off == len(rd.data), "inputs left unread"
     with open(sys.argv[3], "wb") as f:

@@ -201,8 +201,9 @@ static void take_block(CohortActCarver *k, CohortLlamaBlockActs *a, const Cohort
 }
 
 size_t cohort_family_llama_layout(CohortLlamaActs *a, const CohortLlamaShape *s, int max_batch,
-                                  gboolean forward_only, char *base)
+                                  CohortActKeep keep, char *base)
 {
+  gboolean forward_only = keep == COHORT_ACTS_FORWARD;
   size_t N = (size_t)max_batch * s->seq_len, C = s->hidden, V = s->vocab_size;
   size_t Q = (size_t)s->n_head * s->head_dim, KV = (size_t)s->n_kv_head * s->head_dim;
   size_t I = s->intermediate, half = s->head_dim / 2;
@@ -215,8 +216,10 @@ size_t cohort_family_llama_layout(CohortLlamaActs *a, const CohortLlamaShape *s,
   CohortLlamaBlockActs counted;
   for (int l = 0; l < s->n_layer; l++) {
     CohortLlamaBlockActs *b = a->blocks ? &a->blocks[l] : &counted;
-    if (forward_only && l > 0) {
+    if (keep != COHORT_ACTS_ALL && l > 0) {
       *b = a->blocks ? a->blocks[0] : counted;
+      if (keep == COHORT_ACTS_CHECKPOINT)
+        COHORT_ACT_TAKE(&k, b->res_out, N * C, float);
       continue;
     }
     take_block(&k, b, s, N);
@@ -277,7 +280,8 @@ static size_t llama_act_bytes(const CohortConfig *cfg, int max_batch, gboolean f
   if (!cohort_family_llama_check_shape(&s, COHORT_LLAMA_NAMES_CONFIG, NULL, NULL))
     return 0;
   CohortLlamaActs a = {0};
-  return cohort_family_llama_layout(&a, &s, max_batch, forward_only, NULL);
+  return cohort_family_llama_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),
+                                    NULL);
 }
 
 const CohortFamilyDesc cohort_family_llama = {
@@ -287,4 +291,5 @@ const CohortFamilyDesc cohort_family_llama = {
     .check_config = llama_check_config,
     .tables = llama_tables,
     .act_bytes = llama_act_bytes,
+    .activation_checkpointing = TRUE,
 };

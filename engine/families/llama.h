@@ -126,9 +126,11 @@ int cohort_family_llama_slots(const CohortLlamaShape *s, int slot[LB_COUNT]);
 void cohort_family_llama_tables(const CohortLlamaShape *s, CohortFamilyTables *out);
 
 /* Lays the activations out from `base` (NULL: only counts) for max_batch sequences and returns
- * their bytes. A forward-only model (a distillation teacher) has no backward scratch, and every
- * block writes the same buffers (a block reads its input before it overwrites them). */
+ * their bytes, keeping what `keep` says (family.h): a forward-only model (a distillation teacher)
+ * has no backward scratch, and every block writes the same buffers (a block reads its input
+ * before it overwrites them); with activation checkpointing the blocks share those buffers too
+ * but each keeps its own output (res_out, the next block's input). */
 size_t cohort_family_llama_layout(CohortLlamaActs *a, const CohortLlamaShape *s, int max_batch,
-                                  gboolean forward_only, char *base);
+                                  CohortActKeep keep, char *base);
 
 G_END_DECLS

@@ -292,10 +292,19 @@ void cohort_model_train_view(const CohortModel *m, CohortModel *view)
   view->n_params = m->n_trainable;
 }
 
-/* The family's initialisation one tensor at a time (what ZeRO stage 3 does): families build
- * the whole vector in host memory first, which with frozen_dtype bf16 would be the run's peak. */
+/* The family's initialisation one tensor at a time (what ZeRO stage 3 does), the same values
+ * as its init_weights: families build the whole vector in host memory first, 4 bytes a
+ * parameter more at start than the memory plan counts (a Qwen3-0.6B rank's peak doubled), and
+ * with frozen_dtype bf16 the run's peak. In host memory each tensor is written in place, else
+ * through one buffer of the largest tensor. */
 static void init_by_tensor(CohortModel *m, guint64 seed)
 {
+  if (cohort_model_on_host(m) && !m->params_range) {
+    for (guint i = 0; i < m->n_tensors; i++)
+      m->ops->init_tensor(m, seed, i, m->params + m->tensors[i].offset);
+    m->ops->init_buffers(m);
+    return;
+  }
   size_t largest = 1;
   for (guint i = 0; i < m->n_tensors; i++)
     largest = MAX(largest, m->tensors[i].numel);
@@ -309,7 +318,7 @@ static void init_by_tensor(CohortModel *m, guint64 seed)
 
 void cohort_model_init(CohortModel *m, guint64 seed)
 {
-  if (m->params_range && m->ops->init_tensor)
+  if (m->ops->init_tensor)
     init_by_tensor(m, seed);
   else
     m->ops->init_weights(m, seed);

@@ -80,6 +80,7 @@ static void block_forward(Llama *m, int l, const float *x, int B, int T)
   be->swiglu_forward(m->acts.h, a->gate, a->up, (size_t)N * I);
   be->copy(a->res_out, a->res_mid, (size_t)N * C * sizeof(float));
   linear(m, a->res_out, 1.0f, m->acts.h, l, LB_DOWN_W, -1, N, I, C);
+  m->acts_block = l;
 }
 
 /* The head's weight: the embedding (tied, layer -1) or lm_head (layer n_layer). */
@@ -213,6 +214,12 @@ void cohort_llama_backward_logits(CohortModel *base, float grad_scale, float tas
   for (int l = s->n_layer - 1; l >= 0 && cohort_model_learns_up_to(base, l); l--) {
     const float *x = l > 0 ? m->acts.blocks[l - 1].res_out : m->acts.embedded;
     cohort_model_layer_begin(base, l, COHORT_LAYER_BACKWARD);
+    /* activation_checkpointing: the block's activations again, from its kept input, with the
+     * same parameters (held by this layer's hook) and the same LoRA dropout masks (drawn from
+     * each example's key), so they are the forward's bits; its output is rewritten with the
+     * same bits */
+    if (m->checkpoint && m->acts_block != l)
+      block_forward(m, l, x, B, T);
     block_backward(m, l, x, B, T);
     cohort_model_layer_end(base, l, COHORT_LAYER_BACKWARD);
     cohort_model_layer_grads_ready(base, l);

@@ -27,6 +27,11 @@ typedef struct {
   /* A frozen model (a distillation teacher): no backward scratch, and every block writes the
    * same activation buffers (a block reads its input before it overwrites them). */
   gboolean forward_only;
+  /* activation_checkpointing (COHORT_ACTS_CHECKPOINT): the blocks share one set of buffers,
+   * which holds block acts_block's activations (-1: none); backward recomputes each block
+   * into it from the block's kept input before going through it. */
+  gboolean checkpoint;
+  int acts_block;
 } Llama;
 
 static inline Llama *llama_of(const CohortModel *m)

@@ -45,8 +45,10 @@ static void llama_finalize(CohortModel *base)
 
 static const CohortMetric llama_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
-CohortModel *cohort_llama_new_on(const CohortBackend *be, const CohortLlamaShape *shape,
-                                 int max_batch, GError **error)
+/* A model of `shape` whose activations keep what `keep` says (a frozen model keeps
+ * COHORT_ACTS_FORWARD whatever is asked). */
+static CohortModel *llama_new(const CohortBackend *be, const CohortLlamaShape *shape, int max_batch,
+                              CohortActKeep keep, GError **error)
 {
   g_return_val_if_fail(be != NULL && shape != NULL, NULL);
   if (!cohort_llama_check_shape(shape, error))
@@ -70,13 +72,17 @@ CohortModel *cohort_llama_new_on(const CohortBackend *be, const CohortLlamaShape
   base->n_sums = 2;
   m->shape = *shape;
   m->forward_only = cohort_model_creating_frozen();
+  if (m->forward_only)
+    keep = COHORT_ACTS_FORWARD;
+  m->checkpoint = keep == COHORT_ACTS_CHECKPOINT;
+  m->acts_block = -1;
   m->per_block = cohort_family_llama_slots(shape, m->slot);
   CohortFamilyTables t;
   cohort_family_llama_tables(shape, &t);
   cohort_model_take_tables(base, &t);
   base->lora_rows = (size_t)max_batch * shape->seq_len;
   m->acts.blocks = g_new0(CohortLlamaBlockActs, shape->n_layer);
-  size_t act_bytes = cohort_family_llama_layout(&m->acts, shape, max_batch, m->forward_only, NULL);
+  size_t act_bytes = cohort_family_llama_layout(&m->acts, shape, max_batch, keep, NULL);
   m->act_mem = be->alloc(act_bytes);
   m->host_losses = g_try_new(float, (size_t)max_batch * shape->seq_len);
   GError *local = NULL;
@@ -94,7 +100,7 @@ CohortModel *cohort_llama_new_on(const CohortBackend *be, const CohortLlamaShape
     cohort_model_free(base);
     return NULL;
   }
-  cohort_family_llama_layout(&m->acts, shape, max_batch, m->forward_only, m->act_mem);
+  cohort_family_llama_layout(&m->acts, shape, max_batch, keep, m->act_mem);
   base->act_bytes = act_bytes;
   size_t table = (size_t)shape->seq_len * (shape->head_dim / 2);
   float *host = g_new(float, 2 * table);
@@ -103,6 +109,12 @@ CohortModel *cohort_llama_new_on(const CohortBackend *be, const CohortLlamaShape
   be->upload(m->acts.rope_sin, host + table, table * sizeof(float));
   g_free(host);
   return base;
+}
+
+CohortModel *cohort_llama_new_on(const CohortBackend *be, const CohortLlamaShape *shape,
+                                 int max_batch, GError **error)
+{
+  return llama_new(be, shape, max_batch, COHORT_ACTS_ALL, error);
 }
 
 /* N(0, stddev) by Box-Muller from one stream per tensor. */
@@ -256,7 +268,7 @@ static CohortModel *llama_create(const CohortBackend *be, const CohortConfig *cf
                                  GError **error)
 {
   CohortLlamaShape shape = cohort_family_llama_shape(cfg);
-  return cohort_llama_new_on(be, &shape, max_batch, error);
+  return llama_new(be, &shape, max_batch, cohort_family_act_keep(cfg, FALSE), error);
 }
 
 static const CohortDataFormat llama_formats[] = {COHORT_DATA_TEXT, COHORT_DATA_TOKENS,

@@ -47,11 +47,13 @@ static gboolean load_here(CohortRankRun *r, const char *path, GError **error)
     g_prefix_error(error, "tokenizer: ");
     return FALSE;
   }
+  /* Every id must have a row of the embedding; a model may have more rows than its tokenizer
+   * has tokens (Qwen's embeddings are padded: Qwen3-0.6B's 151936 rows for 151669 tokens). */
   int n = cohort_tokenizer_vocab_size(r->tokenizer);
-  if (n != cfg->vocab_size)
+  if (n > cfg->vocab_size)
     return cohort_fail(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                        "tokenizer %s has %d tokens but key \"vocab_size\" is %d; allowed: "
-                       "vocab_size %d, the tokenizer's",
+                       "vocab_size %d (the tokenizer's) or more",
                        path, n, cfg->vocab_size, n);
   return TRUE;
 }
