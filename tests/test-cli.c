@@ -196,6 +196,37 @@ static void test_ema(void)
   tu_rm_rf(ws);
 }
 
+/* The key cpu_matmul picks the library of the fp32 products, which the start log names; a
+ * short run trains with either. */
+static void test_cpu_matmul(void)
+{
+  const char *libs[][2] = {{"openblas", "OpenBLAS sgemm"}, {"onednn", "oneDNN"}};
+  for (guint k = 0; k < G_N_ELEMENTS(libs); k++) {
+    if (k == 1 && !COHORT_HAVE_ONEDNN)
+      continue;
+    g_autofree char *ws = tu_mkdtemp("matmul");
+    g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
+    g_autofree char *set = g_strdup_printf("cpu_matmul=%s", libs[k][0]);
+    const char *extra[] = {"--set", set, "--set", "max_steps=2", NULL};
+    g_autoptr(GPtrArray) args = small_args(ws, extra);
+    RunResult r = run_train(args, ev_path);
+    g_assert_cmpint(r.status, ==, 0);
+    g_autoptr(GPtrArray) ev = tu_read_events(ev_path);
+    gboolean named = FALSE;
+    for (guint i = 0; i < ev->len; i++) {
+      JsonObject *o = g_ptr_array_index(ev, i);
+      const char *msg = json_object_get_string_member_with_default(o, "message", "");
+      if (g_str_has_prefix(msg, "fp32 matrix products: ")) {
+        g_test_message("%s: %s", set, msg);
+        named = strstr(msg, libs[k][1]) != NULL;
+      }
+    }
+    g_assert_true(named);
+    run_result_clear(&r);
+    tu_rm_rf(ws);
+  }
+}
+
 /* Runs cohort-train with `args` and expects a failure with a one-line message containing
  * every string of `needles`. */
 static void expect_error(const char *const *args, const char *const *needles)
@@ -389,6 +420,7 @@ int main(int argc, char **argv)
   g_test_add_func("/cli/locale", test_locale);
   g_test_add_func("/cli/cuda-without-device", test_cuda_without_device);
   g_test_add_func("/cli/ema", test_ema);
+  g_test_add_func("/cli/cpu-matmul", test_cpu_matmul);
   g_test_add_func("/cli/stop-and-resume", test_stop_and_resume);
   g_test_add_func("/cli/default-preset-learns", test_default_preset_learns);
   return g_test_run();

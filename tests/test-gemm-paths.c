@@ -360,17 +360,37 @@ static void test_vdpbf16ps_model(void)
 #endif
 }
 
-/* The start-up choice is the build's, selecting changes what bf16 mode runs, and the log line
- * says which. */
+/* The start-up choice is the build's (with cpu_blas auto: oneDNN on AVX-512 cores only, as
+ * measured), selecting changes what bf16 mode runs, and the log line says which. */
 static void test_selection(void)
 {
   const CohortBackend *be = cohort_backend_cpu();
   int onednn = cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN);
   int hw = cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN_BF16);
   g_assert_cmpint(onednn, ==, COHORT_HAVE_ONEDNN);
+  int avx512 = 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+  avx512 = __builtin_cpu_supports("avx512f");
+#endif
+  int want_onednn = g_str_equal(COHORT_CPU_BLAS, "onednn") && (!COHORT_CPU_BLAS_AUTO || avx512);
+  g_test_message("cpu_blas %s%s, AVX-512 %s: %s", COHORT_CPU_BLAS,
+                 COHORT_CPU_BLAS_AUTO ? " (auto)" : "", avx512 ? "yes" : "no",
+                 be->describe_gemm(COHORT_GEMM_FP32));
   g_assert_cmpint(cohort_cpu_gemm_fp32_path(), ==,
-                  g_str_equal(COHORT_CPU_BLAS, "onednn") ? COHORT_CPU_GEMM_ONEDNN
-                                                         : COHORT_CPU_GEMM_OPENBLAS);
+                  want_onednn ? COHORT_CPU_GEMM_ONEDNN : COHORT_CPU_GEMM_OPENBLAS);
+  /* the key cpu_matmul's names */
+  g_assert_true(cohort_cpu_gemm_force("openblas"));
+  g_assert_cmpint(cohort_cpu_gemm_fp32_path(), ==, COHORT_CPU_GEMM_OPENBLAS);
+  g_assert_nonnull(strstr(be->describe_gemm(COHORT_GEMM_FP32), "OpenBLAS"));
+  g_assert_cmpint(cohort_cpu_gemm_force("onednn"), ==, onednn);
+  if (onednn) {
+    g_assert_cmpint(cohort_cpu_gemm_fp32_path(), ==, COHORT_CPU_GEMM_ONEDNN);
+    g_assert_nonnull(strstr(be->describe_gemm(COHORT_GEMM_FP32), "oneDNN"));
+  }
+  g_assert_false(cohort_cpu_gemm_force("blis"));
+  g_assert_cmpint(cohort_cpu_gemm_bf16_hardware(), ==, hw);
+  g_assert_true(
+      cohort_cpu_gemm_select(want_onednn ? COHORT_CPU_GEMM_ONEDNN : COHORT_CPU_GEMM_OPENBLAS, hw));
   g_assert_cmpint(cohort_cpu_gemm_bf16_hardware(), ==, hw);
   g_assert_nonnull(be->describe_gemm);
   if (hw)

@@ -127,6 +127,7 @@ static const struct {
     {"rebalance_every", N_("Re-balance every (steps)")},
     {"bucket_cap_mb", N_("Gradient bucket size (MB)")},
     {"reduce_precision", N_("Gradient reduction precision")},
+    {"cpu_matmul", N_("CPU matrix-product library")},
     {"broadcast_buffers", N_("Broadcast rank 0's buffers")},
     {"sync_batchnorm", N_("Synchronise BatchNorm")},
     {"zero_stage", N_("Shard across processes (ZeRO stage)")},
@@ -177,8 +178,9 @@ static const char *const sched_keys[] = {"lr_schedule",  "warmup_steps", "min_lr
 static const char *const norm_keys[] = {"bn_momentum", NULL};
 static const char *const stab_keys[] = {"grad_clip", "ema_decay", NULL};
 static const char *const prec_keys[] = {
-    "precision", "allow_tf32", "loss_scale_init",          "loss_scale_growth_interval",
-    "device",    "threads",    "activation_checkpointing", NULL};
+    "precision", "allow_tf32", "loss_scale_init", "loss_scale_growth_interval",
+    "device",    "threads",    "cpu_matmul",      "activation_checkpointing",
+    NULL};
 static const char *const gpus_keys[] = {"enable_multi_gpu", "distributed_backend", "world_size",
                                         "nproc_per_node",   "device_indexes",      NULL};
 static const char *const launch_keys[] = {"use_torchrun", "max_restarts", "timeout_s",

@@ -29,6 +29,12 @@ typedef enum {
 } CohortPrecision;
 typedef enum { COHORT_REDUCE_FP32, COHORT_REDUCE_BF16 } CohortReducePrecision;
 typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } CohortDevice;
+/* The CPU's fp32 matrix-product library (kernels/cpu/gemm-paths.h); auto: measured per CPU. */
+typedef enum {
+  COHORT_CPU_MATMUL_AUTO,
+  COHORT_CPU_MATMUL_OPENBLAS,
+  COHORT_CPU_MATMUL_ONEDNN
+} CohortCpuMatmul;
 typedef enum {
   COHORT_STUDENT_INIT_RANDOM,        /* the family's initialisation (or init_from) */
   COHORT_STUDENT_INIT_TEACHER_LAYERS /* every k-th teacher block (engine/model/distill.h) */
@@ -124,6 +130,7 @@ typedef struct {
   gboolean freeze_bn_stats; /* resnet: BatchNorm in eval mode while training (running statistics) */
   CohortDevice device;
   int threads; /* 0 = auto */
+  CohortCpuMatmul cpu_matmul;
   /* keep each block's input only and recompute the block in backward (less memory, one more
    * forward of the blocks) */
   gboolean activation_checkpointing;

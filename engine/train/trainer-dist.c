@@ -9,6 +9,7 @@
 #include "engine/distributed/sharder.h"
 #include "engine/train/nvml.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm-paths.h"
 
 /* Per-rank figures gathered for the `ranks` event; fixed size for all_gather. */
 typedef struct {
@@ -702,4 +703,16 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
 void cohort_train_set_threads(int threads)
 {
   cohort_backend_cpu()->set_threads(threads);
+}
+
+gboolean cohort_train_set_cpu_matmul(const CohortConfig *cfg, const char *source, GError **error)
+{
+  static const char *const names[] = {"auto", "openblas", "onednn"};
+  if (cfg->cpu_matmul == COHORT_CPU_MATMUL_AUTO || cohort_cpu_gemm_force(names[cfg->cpu_matmul]))
+    return TRUE;
+  g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
+              "%s: key \"cpu_matmul\": \"%s\" cannot run on this machine (oneDNN did not "
+              "start); allowed: \"auto\" or \"openblas\"",
+              source ? source : "config", names[cfg->cpu_matmul]);
+  return FALSE;
 }

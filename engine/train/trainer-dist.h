@@ -122,5 +122,9 @@ gboolean cohort_train_dist_report_ranks(CohortTrainDist *d, CohortProgress *prog
 
 /* Threads for OpenMP loops and OpenBLAS. */
 void cohort_train_set_threads(int threads);
+/* The CPU backend's fp32 matrix-product library from the key cpu_matmul (auto leaves the
+ * backend's own choice, kernels/cpu/gemm-paths.h). FALSE with an error naming the key when the
+ * library asked for cannot run here. */
+gboolean cohort_train_set_cpu_matmul(const CohortConfig *cfg, const char *source, GError **error);
 
 G_END_DECLS

@@ -421,6 +421,8 @@ gboolean cohort_rank_run_prepare_device(CohortRankRun *r, int *threads, GError *
    * below (device "cuda" without the CUDA path). */
   *threads = cohort_train_threads(cfg, opts->local_world_size);
   cohort_train_set_threads(*threads);
+  if (!cohort_train_set_cpu_matmul(cfg, opts->config_source, error))
+    return FALSE;
   if (opts->device)
     r->dev = *opts->device;
   else if (!cohort_device_select(cfg, opts->config_source, opts->local_rank, opts->local_world_size,

@@ -34,9 +34,15 @@ int cohort_cpu_gemm_path_available(CohortCpuGemmPath path);
 
 /* Chooses the fp32 library (OPENBLAS or ONEDNN) and whether bf16 products use the hardware
  * path. Returns 0 and changes nothing when the choice is not available. The start-up choice
- * is the build's (`cpu_blas`, bf16 hardware where available); the benchmarks and tests switch
- * between paths with this. Not thread-safe: call between GEMMs. */
+ * is the build's (`cpu_blas`; with auto, oneDNN on AVX-512 cores and OpenBLAS on the others, as
+ * measured; bf16 hardware where available); the benchmarks and tests switch between paths with
+ * this. Not thread-safe: call between GEMMs. */
 int cohort_cpu_gemm_select(CohortCpuGemmPath fp32, int bf16_hardware);
+
+/* The fp32 library by name, "openblas" or "onednn" (the key cpu_matmul), leaving the bf16 path
+ * as chosen. 0 when that library cannot run here (oneDNN missing from the build or failing to
+ * start). Not thread-safe: call before the first GEMM. */
+int cohort_cpu_gemm_force(const char *library);
 
 /* The current choice. */
 CohortCpuGemmPath cohort_cpu_gemm_fp32_path(void);

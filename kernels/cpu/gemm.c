@@ -14,14 +14,42 @@ static CohortCpuGemmPath fp32_path = COHORT_CPU_GEMM_OPENBLAS;
 static int bf16_hardware;
 static pthread_once_t choice_once = PTHREAD_ONCE_INIT;
 
+/* With cpu_blas=auto, the fp32 library by what the CPU reports, from measurements of the model's
+ * products (bench/bench-gemm, docs/benchmarks.md "CPU matrix products"): on AVX-512 cores
+ * (Zen 4, Zen 5) oneDNN's sgemm ran them faster than OpenBLAS; on AVX2 cores without AVX-512
+ * (Zen 3) OpenBLAS did (the tiny-gpt step's products at 78.6 GFLOP/s against oneDNN's 67.2). */
+static int onednn_suits_this_cpu(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return 1;
+#endif
+}
+
 /* The build's choice (meson option cpu_blas), made once, at the first GEMM or query. */
 static void choose_default(void)
 {
 #if COHORT_HAVE_ONEDNN
-  if (strcmp(COHORT_CPU_BLAS, "onednn") == 0 && cohort_onednn_ready())
+  if (strcmp(COHORT_CPU_BLAS, "onednn") == 0 && cohort_onednn_ready() &&
+      (!COHORT_CPU_BLAS_AUTO || onednn_suits_this_cpu()))
     fp32_path = COHORT_CPU_GEMM_ONEDNN;
   bf16_hardware = cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN_BF16);
 #endif
+}
+
+int cohort_cpu_gemm_force(const char *library)
+{
+  pthread_once(&choice_once, choose_default);
+  if (strcmp(library, "openblas") == 0) {
+    fp32_path = COHORT_CPU_GEMM_OPENBLAS;
+    return 1;
+  }
+  if (strcmp(library, "onednn") == 0 && cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN)) {
+    fp32_path = COHORT_CPU_GEMM_ONEDNN;
+    return 1;
+  }
+  return 0;
 }
 
 int cohort_cpu_gemm_path_available(CohortCpuGemmPath path)
