@@ -95,13 +95,20 @@ COHORT_VEC static void tile_weighted_sum(float *restrict Y, size_t ys, int rows,
       *(v16 *)(Y + (size_t)r * ys + d0) = acc[r];
   }
   if (d0 < hd) { /* head sizes that are not a multiple of 16 */
-    for (int r = 0; r < rows; r++)
-      for (int d = d0; d < hd; d++) {
-        float acc = 0.0f;
-        for (int j = 0; j < n; j++)
-          acc += P[(size_t)r * lp + j] * X[(size_t)j * xs + d];
-        Y[(size_t)r * ys + d] = acc;
+    /* keys in order, the channels innermost: how the compiler splits this loop into vectors
+     * depends on hd alone, never on n, so a row's sum does not depend on its block (over a
+     * key/value cache a row sits in another block than in the full forward) */
+    for (int r = 0; r < rows; r++) {
+      float *restrict y = Y + (size_t)r * ys;
+      for (int d = d0; d < hd; d++)
+        y[d] = 0.0f;
+      for (int j = 0; j < n; j++) {
+        float p = P[(size_t)r * lp + j];
+        const float *restrict x = X + (size_t)j * xs;
+        for (int d = d0; d < hd; d++)
+          y[d] += p * x[d];
       }
+    }
   }
 }
 
@@ -126,20 +133,32 @@ COHORT_VEC static void tile_outer_acc(float *restrict G, size_t gs, const float 
   }
 }
 
+/* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
+ * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
+ * heads of size hd, query head h the key/value head h / (NH / NKV). T queries and Tk keys per
+ * sequence; causal: query i sees keys 0 .. i + off (off = Tk - T: the queries are the last
+ * positions, as over a key/value cache; 0 in training, where Tk = T). */
+typedef struct {
+  const float *q, *k, *v;
+  size_t ldq, ldk, ldv, ldo;
+  int B, T, NH, NKV, hd, causal;
+  int Tk, off;
+} AttnArgs;
+
 /* The last key that query row i sees. */
-static inline int last_key(int i, int T, int causal)
+static inline int last_key(int i, const AttnArgs *x)
 {
-  return causal ? i : T - 1;
+  return x->causal ? i + x->off : x->Tk - 1;
 }
 
 /* Softmax of QB score rows (query rows i0 + r) over the keys each sees, scaled; the other
  * keys up to n get 0. Returns the log-sum-exp of each row in lse. */
 COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int rows, int n,
-                                     float scale, float *restrict lse, int T, int causal)
+                                     float scale, float *restrict lse, const AttnArgs *x)
 {
   for (int r = 0; r < rows; r++) {
     float *s = S + (size_t)r * ls;
-    int last = last_key(i0 + r, T, causal);
+    int last = last_key(i0 + r, x);
     float mx = -INFINITY;
     for (int j = 0; j <= last; j++)
       mx = s[j] * scale > mx ? s[j] * scale : mx;
@@ -159,20 +178,11 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
     memset(S + (size_t)r * ls, 0, sizeof(float) * n);
 }
 
-/* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
- * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
- * heads of size hd, query head h the key/value head h / (NH / NKV). */
-typedef struct {
-  const float *q, *k, *v;
-  size_t ldq, ldk, ldv, ldo;
-  int B, T, NH, NKV, hd, causal;
-} AttnArgs;
-
 static void attn_forward(float *out, float *lse, const AttnArgs *x)
 {
-  int hd = x->hd, T = x->T, NH = x->NH, G = x->NH / x->NKV;
+  int hd = x->hd, T = x->T, Tk = x->Tk, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(T);
+  size_t lt = round16(Tk);
   size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
@@ -184,20 +194,21 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     float *S = KT + (size_t)hd * lt;
     float *zero_row = S + QB * lt;
     const float *q = x->q + (size_t)b * T * x->ldq + (size_t)h * hd;
-    const float *k = x->k + (size_t)b * T * x->ldk + (size_t)(h / G) * hd;
-    const float *v = x->v + (size_t)b * T * x->ldv + (size_t)(h / G) * hd;
+    const float *k = x->k + (size_t)b * Tk * x->ldk + (size_t)(h / G) * hd;
+    const float *v = x->v + (size_t)b * Tk * x->ldv + (size_t)(h / G) * hd;
     float *o = out + (size_t)b * T * x->ldo + (size_t)h * hd;
     memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
-    transpose(KT, lt, k, x->ldk, T, hd);
+    transpose(KT, lt, k, x->ldk, Tk, hd);
     for (int i0 = 0; i0 < T; i0 += QB) {
       int rows = T - i0 < QB ? T - i0 : QB;
-      int keys = last_key(i0 + rows - 1, T, x->causal) + 1; /* keys this block can see */
-      int n = (int)round16(keys);                           /* padded to a tile */
+      int keys = last_key(i0 + rows - 1, x) + 1; /* keys this block can see */
+      int n = (int)round16(keys);                /* padded to a tile */
       const float *a[QB];
       for (int r = 0; r < QB; r++)
         a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
       tile_scores(S, lt, a, KT, lt, n, hd);
-      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * T + i0, T, x->causal);
+      float unkept[QB]; /* the log-sum-exps of a call that keeps none */
+      block_softmax(S, lt, i0, rows, n, scale, lse ? lse + (size_t)bh * T + i0 : unkept, x);
       tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
     }
   }
@@ -215,7 +226,7 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
   size_t lt = round16(T);
   for (int i0 = 0; i0 < T; i0 += QB) {
     int rows = T - i0 < QB ? T - i0 : QB;
-    int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
+    int keys = last_key(i0 + rows - 1, x) + 1;
     int n = (int)round16(keys);
     /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
     const float *a[QB], *ga[QB];
@@ -228,7 +239,7 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
     tile_scores(dS, lt, ga, VT, lt, n, hd);
     for (int r = 0; r < QB; r++) {
       float *p = P + (size_t)r * lt, *ds = dS + (size_t)r * lt;
-      int last = r < rows ? last_key(i0 + r, T, x->causal) : -1;
+      int last = r < rows ? last_key(i0 + r, x) : -1;
       float lr = r < rows ? l[i0 + r] : 0.0f;
       float D = r < rows ? cohort_row_dot(g + (size_t)(i0 + r) * x->ldo,
                                           o + (size_t)(i0 + r) * x->ldo, hd)
@@ -292,14 +303,15 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
 static AttnArgs interleaved(const float *qkv, int B, int T, int C, int NH, int causal)
 {
   size_t ld = (size_t)3 * C;
-  return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld, ld, ld, (size_t)C, B, T, NH, NH, C / NH, causal};
+  return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld,     ld,     ld, (size_t)C, B,
+                    T,   NH,      NH,          C / NH, causal, T,  0};
 }
 
 static AttnArgs grouped(const float *q, const float *k, const float *v, int B, int T, int NH,
                         int NKV, int hd, int causal)
 {
   size_t lq = (size_t)NH * hd, lkv = (size_t)NKV * hd;
-  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, NH, NKV, hd, causal};
+  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, NH, NKV, hd, causal, T, 0};
 }
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
@@ -332,4 +344,13 @@ void cohort_cpu_attention_gqa_backward(float *dq, float *dk, float *dv, const fl
 {
   AttnArgs x = grouped(q, k, v, B, T, NH, NKV, hd, causal);
   attn_backward(dq, dk, dv, dout, out, lse, &x);
+}
+
+void cohort_cpu_attention_gqa_cached(float *out, const float *q, const float *k, const float *v,
+                                     int Tq, int Tk, int NH, int NKV, int hd)
+{
+  AttnArgs x = grouped(q, k, v, 1, Tq, NH, NKV, hd, 1);
+  x.Tk = Tk;
+  x.off = Tk - Tq;
+  attn_forward(out, NULL, &x);
 }

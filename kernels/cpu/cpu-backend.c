@@ -117,6 +117,7 @@ static const CohortBackend cpu_backend = {
     .attention_backward = cohort_cpu_attention_backward,
     .attention_gqa_forward = cohort_cpu_attention_gqa_forward,
     .attention_gqa_backward = cohort_cpu_attention_gqa_backward,
+    .attention_gqa_cached = cohort_cpu_attention_gqa_cached,
     .conv2d_forward = cohort_cpu_conv2d_forward,
     .conv2d_backward = cohort_cpu_conv2d_backward,
     .avgpool_global_forward = cohort_cpu_avgpool_global_forward,

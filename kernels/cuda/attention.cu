@@ -17,25 +17,28 @@
 typedef struct {
   int T, NH, NKV, G, hd, tiles; /* G = NH / NKV; tiles: blocks per (batch, head) */
   size_t ldq, ldk, ldv, ldo;    /* row strides of q, k, v and of out (and dout) */
-  int causal;                   /* query i sees keys 0..i; else all T */
+  int causal;                   /* query i sees keys 0..i + off; else all Tk */
   float scale;
+  /* keys per sequence and the queries' offset among them: Tk = T, off = 0, except over a
+   * key/value cache (the forward only), where the T queries are the last of Tk positions */
+  int Tk, off;
 } AttnShape;
 
 /* One past the last key that query row i sees. */
 __device__ static inline int key_end(int i, const AttnShape &s)
 {
-  return s.causal ? i + 1 : s.T;
+  return s.causal ? i + s.off + 1 : s.Tk;
 }
 
 /* rows r0 .. r0 + ATT_TILE of src (row stride `stride`, hd wide) into dst (row stride hd + 1,
- * so that lanes reading different rows hit different banks); rows past T read as zeros. */
-__device__ static void load_tile(float *dst, const float *src, size_t stride, int r0,
+ * so that lanes reading different rows hit different banks); rows from n on read as zeros. */
+__device__ static void load_tile(float *dst, const float *src, size_t stride, int r0, int n,
                                  const AttnShape &s)
 {
   int ld = s.hd + 1;
   for (int e = threadIdx.x; e < ATT_TILE * s.hd; e += blockDim.x) {
     int r = e / s.hd, d = e % s.hd;
-    dst[r * ld + d] = r0 + r < s.T ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
+    dst[r * ld + d] = r0 + r < n ? src[(size_t)(r0 + r) * stride + d] : 0.0f;
   }
 }
 
@@ -56,8 +59,8 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
   int bh = blockIdx.x / s.tiles, b = bh / s.NH, h = bh % s.NH, kvh = h / s.G;
   int hd = s.hd, ld = hd + 1;
   const float *qb = q + (size_t)b * s.T * s.ldq + (size_t)h * hd;
-  const float *kb = k + (size_t)b * s.T * s.ldk + (size_t)kvh * hd;
-  const float *vb = v + (size_t)b * s.T * s.ldv + (size_t)kvh * hd;
+  const float *kb = k + (size_t)b * s.Tk * s.ldk + (size_t)kvh * hd;
+  const float *vb = v + (size_t)b * s.Tk * s.ldv + (size_t)kvh * hd;
   int i0 = (blockIdx.x % s.tiles) * ATT_ROWS, i = i0 + warp;
   int kend = key_end(i, s), block_kend = key_end(min(i0 + ATT_ROWS, s.T) - 1, s);
   float *qs = sm + warp * hd, *ks = sm + ATT_ROWS * hd, *vs = ks + ATT_TILE * ld;
@@ -71,8 +74,8 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads(); /* the previous tile is consumed */
-    load_tile(ks, kb, s.ldk, j0, s);
-    load_tile(vs, vb, s.ldv, j0, s);
+    load_tile(ks, kb, s.ldk, j0, s.Tk, s);
+    load_tile(vs, vb, s.ldv, j0, s.Tk, s);
     __syncthreads();
     if (i >= s.T || j0 >= kend)
       continue; /* warp-uniform */
@@ -108,7 +111,7 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
     if (d < hd)
       y[d] = acc[e] * inv;
   }
-  if (lane == 0)
+  if (lane == 0 && lse)
     lse[(size_t)bh * s.T + i] = m + logf(l);
 }
 
@@ -162,8 +165,8 @@ __global__ static void attn_dq_kernel(float *dq, const float *dout, const float 
 
   for (int j0 = 0; j0 < block_kend; j0 += ATT_TILE) {
     __syncthreads();
-    load_tile(ks, kb, s.ldk, j0, s);
-    load_tile(vs, vb, s.ldv, j0, s);
+    load_tile(ks, kb, s.ldk, j0, s.T, s);
+    load_tile(vs, vb, s.ldv, j0, s.T, s);
     __syncthreads();
     if (i >= s.T || j0 >= kend)
       continue;
@@ -229,8 +232,8 @@ __global__ static void attn_dkv_kernel(float *dk, float *dv, const float *dout, 
     const float *lse_bh = lse + (size_t)bh * s.T, *D_bh = D + (size_t)bh * s.T;
     for (int i0 = s.causal ? j_first : 0; i0 < s.T; i0 += ATT_TILE) {
       __syncthreads();
-      load_tile(qs, qb, s.ldq, i0, s);
-      load_tile(gs, gbase, s.ldo, i0, s);
+      load_tile(qs, qb, s.ldq, i0, s.T, s);
+      load_tile(gs, gbase, s.ldo, i0, s.T, s);
       __syncthreads();
       if (j >= s.T || (s.causal && i0 + ATT_TILE <= j))
         continue; /* no query of this tile sees key j */
@@ -290,6 +293,8 @@ static bool attn_shape(AttnShape *s, int B, int T, int NH, int NKV, int hd, int 
   s->tiles = (T + ATT_ROWS - 1) / ATT_ROWS;
   s->causal = causal != 0;
   s->scale = 1.0f / sqrtf((float)hd);
+  s->Tk = T;
+  s->off = 0;
   /* three contiguous tensors; interleaved() below changes the strides for GPT's one */
   s->ldq = s->ldo = (size_t)NH * hd;
   s->ldk = s->ldv = (size_t)NKV * hd;
@@ -381,4 +386,20 @@ void cohort_cuda_attention_gqa_backward(float *dq, float *dk, float *dv, const f
   AttnShape s;
   if (attn_shape(&s, B, T, NH, NKV, hd, causal, "attention_gqa_backward"))
     attn_backward(dq, dk, dv, dout, q, k, v, out, lse, B, s);
+}
+
+void cohort_cuda_attention_gqa_cached(float *out, const float *q, const float *k, const float *v,
+                                      int Tq, int Tk, int NH, int NKV, int hd)
+{
+  AttnShape s;
+  if (Tk < Tq) {
+    cohort_cuda_fail("cuda: attention_gqa_cached: %d queries over %d keys (allowed: Tq <= Tk)", Tq,
+                     Tk);
+    return;
+  }
+  if (!attn_shape(&s, 1, Tq, NH, NKV, hd, 1, "attention_gqa_cached"))
+    return;
+  s.Tk = Tk;
+  s.off = Tk - Tq;
+  attn_forward(out, NULL, q, k, v, 1, s);
 }

@@ -500,6 +500,7 @@ static const CohortBackend cuda_backend = {
     .attention_backward = cohort_cuda_attention_backward,
     .attention_gqa_forward = cohort_cuda_attention_gqa_forward,
     .attention_gqa_backward = cohort_cuda_attention_gqa_backward,
+    .attention_gqa_cached = cohort_cuda_attention_gqa_cached,
     .conv2d_forward = cohort_cuda_conv2d_forward,
     .conv2d_backward = cohort_cuda_conv2d_backward,
     .avgpool_global_forward = cohort_cuda_avgpool_global_forward,
