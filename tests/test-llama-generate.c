@@ -9,7 +9,9 @@
  *    over a text of several seq_len windows;
  *  - --sample with sample_temperature=0 (cohort_sample_saved, what the command runs) gives the
  *    reference's greedy ids (a full forward per token), and so does the sample event of the
- *    training run (rank 0, the same weights), with its prompt and text. */
+ *    training run (rank 0, the same weights), with its prompt and text;
+ *  - with sample_chat, the sample starts with the reference's ids of the prompt as Qwen3's
+ *    template renders one user message and the generation prompt. */
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -200,9 +202,13 @@ static void test_generate(void)
   g_assert_true(g_file_get_contents(val, &val_text, NULL, NULL));
   g_autofree char *held = g_build_filename(root, "held-out.txt", NULL);
   g_autofree char *prompt = g_build_filename(root, "prompt.txt", NULL);
+  g_autofree char *chat = g_build_filename(root, "chat.txt", NULL);
   g_assert_true(g_file_set_contents(held, val_text, 1500, NULL));
   g_assert_true(g_file_set_contents(prompt, PROMPT, -1, NULL));
-  const char *files[] = {held, prompt, NULL};
+  /* Qwen3's template with the generation prompt, as transformers renders one user message */
+  g_assert_true(g_file_set_contents(
+      chat, "<|im_start|>user\n" PROMPT "<|im_end|>\n<|im_start|>assistant\n", -1, NULL));
+  const char *files[] = {held, prompt, chat, NULL};
   g_auto(GStrv) ids = reference_ids(modules, root, files);
   g_autofree char *s_seq = g_strdup_printf("%d", SEQ_LEN);
   g_autofree char *s_new = g_strdup_printf("%d", N_NEW);
@@ -247,6 +253,22 @@ static void test_generate(void)
   g_assert_cmpfloat(fabs(loss - ref_loss), <=, 1e-4);
   g_assert_cmpstr(saved, ==, ref_greedy);
   g_assert_cmpstr(trained, ==, ref_greedy);
+
+  /* sample_chat: the prompt rendered by the folder's template, the turn ended at <|im_end|> */
+  const char *chat_sets[] = {"sample_temperature=0", "sample_prompt=" PROMPT, "sample_chat=true",
+                             "sample_tokens=40", NULL};
+  g_autoptr(JsonObject) c = cohort_sample_saved(ws, chat_sets, NULL, &error);
+  g_assert_no_error(error);
+  JsonArray *got = json_object_get_array_member(c, COHORT_FIELD_TOKENS);
+  g_auto(GStrv) want = g_strsplit(ids[2], ",", -1);
+  guint n_chat = g_strv_length(want), n_got = json_array_get_length(got);
+  g_assert_cmpuint(n_got, >, n_chat);
+  g_assert_cmpuint(n_got, <=, n_chat + 40);
+  for (guint k = 0; k < n_chat; k++)
+    g_assert_cmpint(json_array_get_int_element(got, k), ==, g_ascii_strtoll(want[k], NULL, 10));
+  for (guint k = n_chat; k + 1 < n_got; k++)
+    g_assert_cmpint(json_array_get_int_element(got, k), !=, 151645); /* <|im_end|> */
+  g_assert_true(n_got == n_chat + 40 || json_array_get_int_element(got, n_got - 1) == 151645);
   if (!g_getenv("COHORT_KEEP"))
     tu_rm_rf(root);
 }
