@@ -325,6 +325,14 @@ typedef struct CohortBackend {
                                    const float *q, const float *k, const float *v, const float *out,
                                    const float *lse, const int *klen, int B, int Tq, int Tk, int NH,
                                    int hd);
+  /* Grouped-query attention of one sequence over a key/value cache (generation): Tq new
+   * queries q [Tq, NH * hd] at positions Tk - Tq .. Tk - 1 over the Tk cached keys and values
+   * k, v [Tk, NKV * hd] (positions 0 .. Tk - 1, the new ones included; 1 <= Tq <= Tk), causal:
+   * query i sees keys 0 .. Tk - Tq + i. out [Tq, NH * hd]; heads and scale as
+   * attention_gqa_forward, whose rows it equals (the same sums in the same order on the CPU).
+   * Nothing is kept for a backward. */
+  void (*attention_gqa_cached)(float *out, const float *q, const float *k, const float *v, int Tq,
+                               int Tk, int NH, int NKV, int hd);
 
   /* ---- Convolution and pooling, NCHW layouts as PyTorch's: H_out = (H + 2 pad - K) / stride + 1,
    * W_out likewise; a shape whose output would be empty does nothing. A classifier head is

@@ -148,6 +148,29 @@ static double cross_backward_run(const CohortBackend *be, OpCase *c, void *const
         cross_backward_run                                                                         \
   }
 
+/* ---- over a key/value cache: p = {Tq, Tk, NH, NKV, hd} ---- */
+#define CQ  ((size_t)P0 * P2 * P4)
+#define CKV ((size_t)P1 * P3 * P4)
+
+static void gqa_cached_setup(OpCase *c)
+{
+  op_in(c, "q", CQ, -1, 1);
+  op_in(c, "k", CKV, -1, 1);
+  op_in(c, "v", CKV, -1, 1);
+  op_out(c, "out", CQ, 1e-5, 1e-4);
+}
+
+static double gqa_cached_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->attention_gqa_cached(d[3], d[0], d[1], d[2], P0, P1, P2, P3, P4);
+  return NAN;
+}
+
+#define GQC(label, Tq, Tk, NH, NKV, hd)                                                            \
+  {                                                                                                \
+    "attention_gqa_cached", label, {Tq, Tk, NH, NKV, hd}, gqa_cached_setup, gqa_cached_run         \
+  }
+
 static const OpRow rows[] = {
     ATT("B2-T45-C48-NH3-causal", 2, 45, 48, 3, 1),   /* head size 16, T no multiple of the tiles */
     ATT("B1-T70-C128-NH2-causal", 1, 70, 128, 2, 1), /* head size 64 (GPT-2's) */
@@ -168,6 +191,12 @@ static const OpRow rows[] = {
     CROSS("B3-Tq64-Tk45-NH3-hd16-masked", 3, 64, 45, 3, 16, 1), /* DiT-like: 64 patches */
     CROSS("B2-Tq9-Tk70-NH2-hd64-masked", 2, 9, 70, 2, 64, 1),   /* more keys than queries */
     CROSS("B1-Tq33-Tk7-NH1-hd30", 1, 33, 7, 1, 30, 0),          /* no lengths (NULL) */
+    GQC("Tq1-Tk1-NH4-NKV2-hd16", 1, 1, 4, 2, 16),               /* the first position */
+    GQC("Tq1-Tk45-NH6-NKV2-hd16", 1, 45, 6, 2, 16),             /* one step, keys across tiles */
+    GQC("Tq1-Tk70-NH9-NKV3-hd64", 1, 70, 9, 3, 64),             /* SmolLM2-135M's heads */
+    GQC("Tq1-Tk33-NH4-NKV1-hd128", 1, 33, 4, 1, 128),           /* multi-query, Qwen3's head size */
+    GQC("Tq13-Tk13-NH4-NKV2-hd30", 13, 13, 4, 2, 30),           /* a prefill */
+    GQC("Tq11-Tk50-NH6-NKV3-hd24", 11, 50, 6, 3, 24),           /* a prefill after a context */
 };
 
 OP_ROWS(ops_rows_attention, rows);

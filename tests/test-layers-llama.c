@@ -286,6 +286,29 @@ static void test_gqa_equals_mha(void)
   g_free(l1), g_free(l2), g_free(dqkv), g_free(dq), g_free(dk), g_free(dv);
 }
 
+/* Attention over a key/value cache: the last Tq query rows of one sequence over its Tk = T keys
+ * compute the bits of those rows of the causal forward, for prefills and single steps, with
+ * and without grouping. */
+static void test_gqa_cached(void)
+{
+  static const int shapes[][4] = {{29, 6, 2, 16}, {37, 4, 1, 8}, {9, 2, 2, 30}, {1, 4, 2, 16}};
+  for (guint c = 0; c < G_N_ELEMENTS(shapes); c++) {
+    int T = shapes[c][0], NH = shapes[c][1], NKV = shapes[c][2], HD = shapes[c][3];
+    size_t nq = (size_t)T * NH * HD, nkv = (size_t)T * NKV * HD;
+    float *q = randv(nq, 1.0f), *k = randv(nkv, 1.0f), *v = randv(nkv, 1.0f);
+    float *full = g_new(float, nq), *lse = g_new(float, (size_t)NH *T);
+    float *cached = g_new(float, nq);
+    be->attention_gqa_forward(full, lse, q, k, v, 1, T, NH, NKV, HD, 1);
+    for (int Tq = 1; Tq <= T; Tq += Tq < 3 ? 1 : 7) {
+      size_t skip = (size_t)(T - Tq) * NH * HD;
+      be->attention_gqa_cached(cached, q + skip, k, v, Tq, T, NH, NKV, HD);
+      g_assert_cmpmem(cached, (nq - skip) * sizeof(float), full + skip,
+                      (nq - skip) * sizeof(float));
+    }
+    g_free(q), g_free(k), g_free(v), g_free(full), g_free(lse), g_free(cached);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -295,5 +318,6 @@ int main(int argc, char **argv)
   g_test_add_func("/layers-llama/swiglu", test_swiglu);
   g_test_add_func("/layers-llama/gqa", test_gqa);
   g_test_add_func("/layers-llama/gqa-equals-mha", test_gqa_equals_mha);
+  g_test_add_func("/layers-llama/gqa-cached", test_gqa_cached);
   return g_test_run();
 }

@@ -106,6 +106,10 @@ static const struct {
     {"sample_every", N_("Generate a sample every")},
     {"sample_prompt", N_("Sample prompt")},
     {"sample_tokens", N_("Sample length")},
+    {"sample_temperature", N_("Sampling temperature")},
+    {"sample_top_k", N_("Top-k tokens")},
+    {"sample_top_p", N_("Top-p (nucleus)")},
+    {"sample_chat", N_("Prompt as a chat message")},
     {"sample_steps", N_("Sampling steps")},
     {"cfg_scale", N_("Guidance scale")},
     {"init_from", N_("Initial weights")},
@@ -206,8 +210,9 @@ static const char *const finetune_keys[] = {
 static const char *const ws_keys[] = {"workspace_dir", "init_from",         "save_every",
                                       "keep_last",     "max_shard_size_mb", NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
-static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_tokens",
-                                          "sample_steps", "cfg_scale",     NULL};
+static const char *const sample_keys[] = {
+    "sample_every", "sample_prompt", "sample_tokens", "sample_temperature", "sample_top_k",
+    "sample_top_p", "sample_chat",   "sample_steps",  "cfg_scale",          NULL};
 
 static const CohortKeySection sections[] = {
     {"model", N_("Architecture"), arch_keys},

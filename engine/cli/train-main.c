@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <locale.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "engine/launch/launch-plan.h"
 #include "engine/base/json-write.h"
 #include "engine/train/node-check.h"
+#include "engine/train/perplexity.h"
 #include "engine/train/sample-saved.h"
 #include "engine/progress/progress.h"
 #include "engine/train/trainer.h"
@@ -104,7 +106,8 @@ typedef struct {
   int progress_fd;
   int control_fd;
   gboolean explain, quiet, version, overwrite, probe;
-  char *sample; /* --sample PATH */
+  char *sample;     /* --sample PATH */
+  char *perplexity; /* --perplexity FILE */
   char *output;
   int nproc;
   int local_rank, local_rank_dash; /* --local_rank, --local-rank; -1 = not given */
@@ -117,6 +120,7 @@ static void args_clear(Args *a)
   g_strfreev(a->sets);
   g_free(a->resume);
   g_free(a->sample);
+  g_free(a->perplexity);
   g_free(a->output);
 }
 
@@ -181,6 +185,13 @@ static int parse_args(int argc, char **argv, Args *a)
        "Draw a sample from a saved model (a checkpoint folder or an exported model folder) "
        "and exit; --set changes sampling keys",
        "PATH"},
+      {"perplexity", 0, 0, G_OPTION_ARG_FILENAME, &a->perplexity,
+       "With --sample, score FILE instead of sampling: encode it with the model's tokenizer "
+       "(or as bytes), print \"loss X perplexity Y over N tokens\" (X the mean next-token "
+       "cross-entropy in nats, Y = exp(X), N the tokens predicted, all but the first) and exit; "
+       "a text longer than seq_len is scored in windows of seq_len that do not overlap, each "
+       "token predicted from those of its window before it (text families: gpt, llama)",
+       "FILE"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &a->output,
        "With --sample: the image file to write (default sample-step-N.png)", "FILE"},
       {"explain", 0, 0, G_OPTION_ARG_NONE, &a->explain, "Print the resolved plan as JSON and exit",
@@ -218,6 +229,14 @@ static int parse_args(int argc, char **argv, Args *a)
   }
   if (a->probe && a->sample) {
     fprintf(stderr, "cohort-train: give --probe or --sample, not both\n");
+    return 2;
+  }
+  if (a->perplexity && !a->sample) {
+    fprintf(stderr, "cohort-train: --perplexity scores a saved model: give --sample PATH too\n");
+    return 2;
+  }
+  if (a->perplexity && a->output) {
+    fprintf(stderr, "cohort-train: --perplexity writes no file: leave out --output\n");
     return 2;
   }
   if (a->config_path && a->preset) {
@@ -270,6 +289,19 @@ static CohortConfig *load_config(const Args *a, char **source, GError **error)
   if (!cohort_config_validate(cfg, *source, error))
     return NULL;
   return g_steal_pointer(&cfg);
+}
+
+/* --sample --perplexity: the saved model's loss on a text. */
+static int perplexity_saved(const Args *a)
+{
+  g_autoptr(GError) error = NULL;
+  double loss = 0;
+  gint64 n = 0;
+  if (!cohort_perplexity_saved(a->sample, (const char *const *)a->sets, a->perplexity, &loss, &n,
+                               &error))
+    return fail(NULL, 0, error->message);
+  printf("loss %.6f perplexity %.6f over %" G_GINT64_FORMAT " tokens\n", loss, exp(loss), n);
+  return 0;
 }
 
 /* --sample: one sample from a saved model; prints where the image went (or the text). */
@@ -417,7 +449,7 @@ static int run_rank(const Args *a, const CohortConfig *cfg, const char *source,
 static int run(const Args *a, char **original_argv)
 {
   if (a->sample)
-    return sample_saved(a);
+    return a->perplexity ? perplexity_saved(a) : sample_saved(a);
   g_autoptr(GError) error = NULL;
   g_autofree char *source = NULL;
   g_autoptr(CohortConfig) cfg = load_config(a, &source, &error);

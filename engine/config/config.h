@@ -163,10 +163,14 @@ typedef struct {
   int sample_every; /* 0 = off */
   char *sample_prompt;
   int sample_tokens;
-  int sample_steps;         /* dit: Euler steps of a sample */
-  double cfg_scale;         /* dit: classifier-free guidance of samples; 1 = none */
-  char *init_from;          /* "" = random init; else a .safetensors with GPT-2 names */
-  double max_shard_size_mb; /* llama: export shards above this size (Hugging Face's) */
+  double sample_temperature; /* gpt, llama: 0 = greedy */
+  int sample_top_k;          /* gpt, llama: 0 = every token */
+  double sample_top_p;       /* gpt, llama: nucleus; 1 = off */
+  gboolean sample_chat;      /* gpt, llama: sample_prompt through the chat template */
+  int sample_steps;          /* dit: Euler steps of a sample */
+  double cfg_scale;          /* dit: classifier-free guidance of samples; 1 = none */
+  char *init_from;           /* "" = random init; else a .safetensors with GPT-2 names */
+  double max_shard_size_mb;  /* llama: export shards above this size (Hugging Face's) */
 
   /* distributed (docs/config.md, "Distributed", describes each key) */
   gboolean enable_multi_gpu;

@@ -1,25 +1,24 @@
-/* Text samples from a GPT: autoregressive top-k sampling for `sample` events. */
+/* Text samples from a GPT: autoregressive sampling for `sample` events. */
 #pragma once
 
 #include <glib.h>
 
 #include "engine/models/gpt.h"
+#include "engine/models/text-sample.h"
 #include "engine/model/rng.h"
 
 G_BEGIN_DECLS
 
-/* Continues `prompt` (token ids) by `n_new` tokens, sampling from the softmax of the last
- * position restricted to the `top_k` most likely tokens (0 = all) at `temperature`. The
- * context is the last seq_len tokens. Returns prompt + continuation; *n_out its length. */
-int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new, int top_k,
-                     double temperature, guint64 *rng_state, int *n_out);
-
-/* Byte-level decoding: token ids as bytes, invalid UTF-8 replaced by U+FFFD. */
-char *cohort_bytes_to_utf8(const int *tokens, int n);
+/* Continues `prompt` (token ids) by up to `n_new` tokens, each picked by `pick` from the last
+ * position's logits, stopping after the token `stop` (-1: never). The context is the last
+ * seq_len tokens, the forward recomputed over it for every token. Returns prompt +
+ * continuation; *n_out its length. */
+int *cohort_generate(CohortGpt *gpt, const int *prompt, int n_prompt, int n_new,
+                     const CohortTokenPick *pick, int stop, guint64 *rng_state, int *n_out);
 
 /* The family's sample routine (CohortModelOps.sample): continues cfg->sample_prompt by
- * cfg->sample_tokens tokens; "text" for byte-level text, "tokens" (the ids) for token shards,
- * since those carry no tokenizer. */
+ * cfg->sample_tokens tokens (engine/models/text-sample.h); "text" for byte-level text,
+ * "tokens" (the ids) for token shards, since those carry no tokenizer. */
 gboolean cohort_gpt_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
                            GError **error);
 

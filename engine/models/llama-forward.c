@@ -40,9 +40,10 @@ static void linear_back(Llama *m, float *dx, float beta, const float *dy, const 
 }
 
 /* q or k of block l: projection (+ bias), the per-head norm when the shape has one, then the
- * rotation; `pre` keeps the projection for the norm's backward. */
+ * rotation for positions pos0 .. pos0 + T - 1; `pre` keeps the projection for the norm's
+ * backward. */
 static void project_rotated(Llama *m, float *out, float *pre, float *rstd, const float *x, int l,
-                            int wp, int bp, int np, int heads, int B, int T)
+                            int wp, int bp, int np, int heads, int B, int T, int pos0)
 {
   const CohortLlamaShape *s = &m->shape;
   const CohortBackend *be = m->base.be;
@@ -53,10 +54,12 @@ static void project_rotated(Llama *m, float *out, float *pre, float *rstd, const
   } else {
     linear(m, out, 0.0f, x, l, wp, bp, N, s->hidden, heads * hd);
   }
-  be->rope_forward(out, out, m->acts.rope_cos, m->acts.rope_sin, B, T, heads, hd, 0);
+  be->rope_forward(out, out, m->acts.rope_cos, m->acts.rope_sin, B, T, heads, hd, pos0);
 }
 
-static void block_forward(Llama *m, int l, const float *x, int B, int T)
+/* Block l over x [B, T, C]. With a key/value cache (B = 1), the T positions follow the
+ * kv->len cached ones: their keys and values join the cache and attention reads it. */
+static void block_forward(Llama *m, int l, const float *x, int B, int T, CohortLlamaKv *kv)
 {
   const CohortLlamaShape *s = &m->shape;
   const CohortBackend *be = m->base.be;
@@ -66,10 +69,21 @@ static void block_forward(Llama *m, int l, const float *x, int B, int T)
   float eps = (float)s->rms_eps;
 
   be->rmsnorm_forward(a->ln1, a->rstd1, x, llama_bp(m, l, LB_IN_NORM), N, C, eps);
-  project_rotated(m, a->q, a->q_pre, a->q_rstd, a->ln1, l, LB_Q_W, LB_Q_B, LB_Q_NORM, NH, B, T);
-  project_rotated(m, a->k, a->k_pre, a->k_rstd, a->ln1, l, LB_K_W, LB_K_B, LB_K_NORM, NKV, B, T);
+  int pos0 = kv ? kv->len : 0;
+  project_rotated(m, a->q, a->q_pre, a->q_rstd, a->ln1, l, LB_Q_W, LB_Q_B, LB_Q_NORM, NH, B, T,
+                  pos0);
+  project_rotated(m, a->k, a->k_pre, a->k_rstd, a->ln1, l, LB_K_W, LB_K_B, LB_K_NORM, NKV, B, T,
+                  pos0);
   linear(m, a->v, 0.0f, a->ln1, l, LB_V_W, LB_V_B, N, C, NKV * hd);
-  be->attention_gqa_forward(a->att, a->lse, a->q, a->k, a->v, B, T, NH, NKV, hd, 1);
+  if (kv) {
+    size_t row = (size_t)NKV * hd, bytes = (size_t)T * row * sizeof(float);
+    float *kc = cohort_llama_kv_keys(kv, m, l), *vc = cohort_llama_kv_values(kv, m, l);
+    be->copy(kc + (size_t)pos0 * row, a->k, bytes);
+    be->copy(vc + (size_t)pos0 * row, a->v, bytes);
+    be->attention_gqa_cached(a->att, a->q, kc, vc, T, pos0 + T, NH, NKV, hd);
+  } else {
+    be->attention_gqa_forward(a->att, a->lse, a->q, a->k, a->v, B, T, NH, NKV, hd, 1);
+  }
   /* res_mid = x + o_proj(att): the GEMM adds onto a copy of the residual */
   be->copy(a->res_mid, x, (size_t)N * C * sizeof(float));
   linear(m, a->res_mid, 1.0f, a->att, l, LB_O_W, LB_O_B, N, NH * hd, C);
@@ -91,7 +105,9 @@ static const float *head_weight(const Llama *m)
   return base->params + base->tensors[i].offset;
 }
 
-void cohort_llama_net_forward(Llama *m, int B, int T)
+/* The network on the tokens in m->acts.tokens; with a cache (B = 1) only the last position's
+ * logits (row 0), else every position's. */
+static void net_forward(Llama *m, int B, int T, CohortLlamaKv *kv)
 {
   CohortModel *base = &m->base;
   const CohortBackend *be = base->be;
@@ -104,9 +120,14 @@ void cohort_llama_net_forward(Llama *m, int B, int T)
   const float *x = m->acts.embedded;
   for (int l = 0; l < L; l++) {
     cohort_model_layer_begin(base, l, COHORT_LAYER_FORWARD);
-    block_forward(m, l, x, B, T);
+    block_forward(m, l, x, B, T, kv);
     cohort_model_layer_end(base, l, COHORT_LAYER_FORWARD);
     x = m->acts.blocks[l].res_out;
+  }
+  if (kv) {
+    kv->len += T;
+    x += (size_t)(T - 1) * C; /* the head reads the last position alone */
+    N = 1;
   }
   cohort_model_layer_begin(base, L, COHORT_LAYER_FORWARD);
   be->rmsnorm_forward(m->acts.lnf, m->acts.rstdf, x,
@@ -118,6 +139,17 @@ void cohort_llama_net_forward(Llama *m, int B, int T)
   }
   be->gemm(0, 1, N, V, C, 1.0f, m->acts.lnf, C, head_weight(m), C, 0.0f, m->acts.logits, V);
   cohort_model_layer_end(base, s->tied ? -1 : L, COHORT_LAYER_FORWARD);
+}
+
+void cohort_llama_net_forward(Llama *m, int B, int T)
+{
+  net_forward(m, B, T, NULL);
+}
+
+void cohort_llama_net_forward_cached(Llama *m, CohortLlamaKv *kv, int T)
+{
+  g_return_if_fail(T >= 1 && kv->len + T <= m->shape.seq_len);
+  net_forward(m, 1, T, kv);
 }
 
 /* The gradient of q or k before the rotation and the norm, from d(attention input) in `d`
@@ -219,7 +251,7 @@ void cohort_llama_backward_logits(CohortModel *base, float grad_scale, float tas
      * each example's key), so they are the forward's bits; its output is rewritten with the
      * same bits */
     if (m->checkpoint && m->acts_block != l)
-      block_forward(m, l, x, B, T);
+      block_forward(m, l, x, B, T, NULL);
     block_backward(m, l, x, B, T);
     cohort_model_layer_end(base, l, COHORT_LAYER_BACKWARD);
     cohort_model_layer_grads_ready(base, l);

@@ -57,8 +57,31 @@ static inline guint llama_norm_index(const Llama *m)
   return 1 + (guint)m->shape.n_layer * (guint)m->per_block;
 }
 
+/* A key/value cache of one sequence (llama-generate.c): each layer's rotated keys and its values
+ * of the positions so far, [seq_len, NKV * hd] each, in one allocation of backend memory. */
+typedef struct {
+  float *mem; /* layer l's keys at 2 l S floats, its values at (2 l + 1) S; S = seq_len NKV hd */
+  int len;    /* positions held: 0 .. len - 1 */
+} CohortLlamaKv;
+
+static inline float *cohort_llama_kv_keys(const CohortLlamaKv *kv, const Llama *m, int l)
+{
+  const CohortLlamaShape *s = &m->shape;
+  return kv->mem + (size_t)2 * l * s->seq_len * s->n_kv_head * s->head_dim;
+}
+
+static inline float *cohort_llama_kv_values(const CohortLlamaKv *kv, const Llama *m, int l)
+{
+  const CohortLlamaShape *s = &m->shape;
+  return kv->mem + (size_t)(2 * l + 1) * s->seq_len * s->n_kv_head * s->head_dim;
+}
+
 /* llama-forward.c: the network on the tokens already in m->tokens (backend memory). */
 void cohort_llama_net_forward(Llama *m, int B, int T);
+/* The same for one sequence's next T tokens after the kv->len in the cache (kv->len + T <=
+ * seq_len): their keys and values join the cache (kv->len grows by T), and the logits of the last
+ * of them are row 0 of m->acts.logits. */
+void cohort_llama_net_forward_cached(Llama *m, CohortLlamaKv *kv, int T);
 /* The backward of the logits families' interface (CohortModelOps.backward_logits). */
 void cohort_llama_backward_logits(CohortModel *m, float grad_scale, float task_weight,
                                   CohortLogitsGradFunc add, gpointer user_data);

@@ -8,6 +8,7 @@
 #include "engine/base/error.h"
 #include "engine/model/distill.h"
 #include "engine/model/rng.h"
+#include "engine/models/llama-generate.h"
 #include "engine/models/llama-io.h"
 
 /* clang-format off */
@@ -258,6 +259,7 @@ static const CohortModelOps llama_ops = {
     .init_tensor = llama_init_tensor,
     .init_buffers = llama_init_buffers,
     .eval_batch = llama_eval_batch,
+    .sample = cohort_llama_sample,
     .flops_per_example = llama_flops_per_example,
     .finalize = llama_finalize,
     .logits = llama_logits,

@@ -142,6 +142,16 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   return g_steal_pointer(&m);
 }
 
+CohortConfig *cohort_saved_config(const char *path, const char *const *sets, GError **error)
+{
+  gboolean is_checkpoint = FALSE;
+  CohortTrainState st = {0};
+  g_autoptr(CohortConfig) cfg = load_config(path, &is_checkpoint, &st, error);
+  if (!cfg || (sets && !cohort_config_apply_assignments(cfg, sets, "--set", error)))
+    return NULL;
+  return g_steal_pointer(&cfg);
+}
+
 /* The tokenizer a saved model was trained with: the files an export put beside the weights,
  * else the one its config names (a checkpoint's config names the path the run used). */
 static gboolean saved_tokenizer(const char *path, gboolean is_checkpoint, const CohortConfig *cfg,
@@ -163,6 +173,13 @@ static gboolean saved_tokenizer(const char *path, gboolean is_checkpoint, const 
   return TRUE;
 }
 
+gboolean cohort_saved_tokenizer(const char *path, const CohortConfig *cfg, CohortTokenizer **tok,
+                                GError **error)
+{
+  g_autofree char *state = g_build_filename(path, "state.json", NULL);
+  return saved_tokenizer(path, g_file_test(state, G_FILE_TEST_IS_REGULAR), cfg, tok, error);
+}
+
 JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const char *output,
                                 GError **error)
 {
@@ -181,9 +198,10 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
   if (!m)
     return NULL;
   if (!m->ops->sample) {
-    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-                "%s: a %s model does not generate samples (--sample is for gpt and dit models)",
-                path, cfg->model);
+    g_set_error(
+        error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+        "%s: a %s model does not generate samples (--sample is for gpt, llama and dit models)",
+        path, cfg->model);
     return NULL;
   }
   g_autofree char *default_out = g_strdup_printf("sample-step-%" G_GINT64_FORMAT ".png", step);

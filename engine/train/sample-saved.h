@@ -18,6 +18,17 @@ G_BEGIN_DECLS
 CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
                                      CohortConfig **cfg_out, gint64 *step, GError **error);
 
+/* The config of the saved model at `path` (as cohort_model_load_saved reads it) with `sets`
+ * applied, not yet checked. */
+CohortConfig *cohort_saved_config(const char *path, const char *const *sets, GError **error);
+
+/* The tokenizer the saved model at `path` (config `cfg`) was trained with: the files an export
+ * put beside the weights, else the one the config names; *tok stays NULL for byte-level text or
+ * token shards without one. FALSE with an error when it cannot be read or its vocabulary is not
+ * the model's. */
+gboolean cohort_saved_tokenizer(const char *path, const CohortConfig *cfg, CohortTokenizer **tok,
+                                GError **error);
+
 /* Draws a sample from `path`: a checkpoint folder (state.json + model.safetensors; its EMA
  * weights when it has them) or a model folder as the final export leaves it
  * (cohort-config.json + model-ema.safetensors or model.safetensors, classes.json). `sets`

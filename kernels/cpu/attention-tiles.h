@@ -53,14 +53,22 @@ TILE_ATTR static void TILE_FN(tile_weighted_sum)(float *restrict Y, size_t ys, i
       for (int r = 0; r < TILE_RG && r0 + r < rows; r++)
         *(TILE_V *)(Y + (size_t)(r0 + r) * ys + d0) = acc[r];
     }
-  if (d0 < hd) /* head sizes that are not a multiple of the width */
-    for (int r = 0; r < rows; r++)
-      for (int d = d0; d < hd; d++) {
-        float acc = 0.0f;
-        for (int j = 0; j < n; j++)
-          acc += P[(size_t)r * lp + j] * X[(size_t)j * xs + d];
-        Y[(size_t)r * ys + d] = acc;
+  if (d0 < hd) { /* head sizes that are not a multiple of the width */
+    /* keys in order, the channels innermost: how the compiler splits this loop into vectors
+     * depends on hd alone, never on n, so a row's sum does not depend on its block (over a
+     * key/value cache a row sits in another block than in the full forward) */
+    for (int r = 0; r < rows; r++) {
+      float *restrict y = Y + (size_t)r * ys;
+      for (int d = d0; d < hd; d++)
+        y[d] = 0.0f;
+      for (int j = 0; j < n; j++) {
+        float p = P[(size_t)r * lp + j];
+        const float *restrict x = X + (size_t)j * xs;
+        for (int d = d0; d < hd; d++)
+          y[d] += p * x[d];
       }
+    }
+  }
 }
 
 /* G[j][:] += sum_r W[r][j] * X[r][:] over the first `rows` rows, for keys j < n: the

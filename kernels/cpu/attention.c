@@ -96,20 +96,43 @@ static int use_v8(void)
 #define tile_weighted_sum(...) TILE_CALL(tile_weighted_sum, __VA_ARGS__)
 #define tile_outer_acc(...)    TILE_CALL(tile_outer_acc, __VA_ARGS__)
 
-/* The last key that query row i sees. */
-static inline int last_key(int i, int T, int causal)
+/* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
+ * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
+ * heads of size hd, query head h the key/value head h / (NH / NKV). Tq query rows and Tk key
+ * rows per example (equal for self-attention); klen (NULL: all Tk) the keys each example sees;
+ * causal: query i sees keys 0 .. i + off (off = Tk - Tq: the queries are the last positions, as
+ * over a key/value cache; 0 in training, where Tk = Tq). */
+typedef struct {
+  const float *q, *k, *v;
+  size_t ldq, ldk, ldv, ldo;
+  int B, Tq, Tk, NH, NKV, hd, causal;
+  const int *klen;
+  int off;
+} AttnArgs;
+
+/* The keys example b sees: its klen clamped to [0, Tk], or all Tk. */
+static inline int keys_of(const AttnArgs *x, int b)
 {
-  return causal ? i : T - 1;
+  if (!x->klen)
+    return x->Tk;
+  int n = x->klen[b];
+  return n < 0 ? 0 : n > x->Tk ? x->Tk : n;
+}
+
+/* The last key that query row i sees, of the T its example sees. */
+static inline int last_key(int i, int T, const AttnArgs *x)
+{
+  return x->causal ? i + x->off : T - 1;
 }
 
 /* Softmax of QB score rows (query rows i0 + r) over the keys each sees, scaled; the other
  * keys up to n get 0. Returns the log-sum-exp of each row in lse. */
 COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int rows, int n,
-                                     float scale, float *restrict lse, int T, int causal)
+                                     float scale, float *restrict lse, int T, const AttnArgs *x)
 {
   for (int r = 0; r < rows; r++) {
     float *s = S + (size_t)r * ls;
-    int last = last_key(i0 + r, T, causal);
+    int last = last_key(i0 + r, T, x);
     float mx = -INFINITY;
     for (int j = 0; j <= last; j++)
       mx = s[j] * scale > mx ? s[j] * scale : mx;
@@ -127,26 +150,6 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
   }
   for (int r = rows; r < QB; r++)
     memset(S + (size_t)r * ls, 0, sizeof(float) * n);
-}
-
-/* Where one call's tensors are: q, k, v with their row strides (GPT's one [B, T, 3C] tensor,
- * or three contiguous ones), out and dout with theirs; NH query heads read NKV key/value
- * heads of size hd, query head h the key/value head h / (NH / NKV). Tq query rows and Tk key
- * rows per example (equal for self-attention); klen (NULL: all Tk) the keys each example sees. */
-typedef struct {
-  const float *q, *k, *v;
-  size_t ldq, ldk, ldv, ldo;
-  int B, Tq, Tk, NH, NKV, hd, causal;
-  const int *klen;
-} AttnArgs;
-
-/* The keys example b sees: its klen clamped to [0, Tk], or all Tk. */
-static inline int keys_of(const AttnArgs *x, int b)
-{
-  if (!x->klen)
-    return x->Tk;
-  int n = x->klen[b];
-  return n < 0 ? 0 : n > x->Tk ? x->Tk : n;
 }
 
 static void attn_forward(float *out, float *lse, const AttnArgs *x)
@@ -172,7 +175,8 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     if (T == 0) { /* no key: zero output, log-sum-exp of nothing */
       for (int i = 0; i < Tq; i++) {
         memset(o + (size_t)i * x->ldo, 0, sizeof(float) * hd);
-        lse[(size_t)bh * Tq + i] = -INFINITY;
+        if (lse)
+          lse[(size_t)bh * Tq + i] = -INFINITY;
       }
       continue;
     }
@@ -180,13 +184,14 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     transpose(KT, lt, k, x->ldk, T, hd);
     for (int i0 = 0; i0 < Tq; i0 += QB) {
       int rows = Tq - i0 < QB ? Tq - i0 : QB;
-      int keys = last_key(i0 + rows - 1, T, x->causal) + 1; /* keys this block can see */
-      int n = (int)round16(keys);                           /* padded to a tile */
+      int keys = last_key(i0 + rows - 1, T, x) + 1; /* keys this block can see */
+      int n = (int)round16(keys);                   /* padded to a tile */
       const float *a[QB];
       for (int r = 0; r < QB; r++)
         a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
       tile_scores(S, lt, a, KT, lt, n, hd);
-      block_softmax(S, lt, i0, rows, n, scale, lse + (size_t)bh * Tq + i0, T, x->causal);
+      float unkept[QB]; /* the log-sum-exps of a call that keeps none */
+      block_softmax(S, lt, i0, rows, n, scale, lse ? lse + (size_t)bh * Tq + i0 : unkept, T, x);
       tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
     }
   }
@@ -211,11 +216,11 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
   }
   for (int s0 = 0; s0 < Tq; s0 += SB) {
     int srows = Tq - s0 < SB ? Tq - s0 : SB;
-    int skeys = last_key(s0 + srows - 1, T, x->causal) + 1; /* keys the super-block sees */
+    int skeys = last_key(s0 + srows - 1, T, x) + 1; /* keys the super-block sees */
     int sn = (int)round16(skeys);
     for (int i0 = s0; i0 < s0 + srows; i0 += QB) {
       int rows = s0 + srows - i0 < QB ? s0 + srows - i0 : QB;
-      int keys = last_key(i0 + rows - 1, T, x->causal) + 1;
+      int keys = last_key(i0 + rows - 1, T, x) + 1;
       int n = (int)round16(keys);
       float *Pb = P + (size_t)(i0 - s0) * lt, *dSb = dS + (size_t)(i0 - s0) * lt;
       /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
@@ -229,7 +234,7 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
       tile_scores(dSb, lt, ga, VT, lt, n, hd);
       for (int r = 0; r < rows; r++) {
         float *p = Pb + (size_t)r * lt, *ds = dSb + (size_t)r * lt;
-        int last = last_key(i0 + r, T, x->causal);
+        int last = last_key(i0 + r, T, x);
         float lr = l[i0 + r];
         float D = cohort_row_dot(g + (size_t)(i0 + r) * x->ldo, o + (size_t)(i0 + r) * x->ldo, hd);
         for (int j = 0; j <= last; j++) {
@@ -295,14 +300,14 @@ static AttnArgs interleaved(const float *qkv, int B, int T, int C, int NH, int c
 {
   size_t ld = (size_t)3 * C;
   return (AttnArgs){qkv, qkv + C, qkv + 2 * C, ld, ld,     ld,     (size_t)C, B,
-                    T,   T,       NH,          NH, C / NH, causal, NULL};
+                    T,   T,       NH,          NH, C / NH, causal, NULL,      0};
 }
 
 static AttnArgs grouped(const float *q, const float *k, const float *v, int B, int T, int NH,
                         int NKV, int hd, int causal)
 {
   size_t lq = (size_t)NH * hd, lkv = (size_t)NKV * hd;
-  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, T, NH, NKV, hd, causal, NULL};
+  return (AttnArgs){q, k, v, lq, lkv, lkv, lq, B, T, T, NH, NKV, hd, causal, NULL, 0};
 }
 
 void cohort_cpu_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int C,
@@ -342,7 +347,7 @@ static AttnArgs crossed(const float *q, const float *k, const float *v, const in
                         int Tq, int Tk, int NH, int hd)
 {
   size_t ld = (size_t)NH * hd;
-  return (AttnArgs){q, k, v, ld, ld, ld, ld, B, Tq, Tk, NH, NH, hd, 0, klen};
+  return (AttnArgs){q, k, v, ld, ld, ld, ld, B, Tq, Tk, NH, NH, hd, 0, klen, 0};
 }
 
 void cohort_cpu_cross_attention_forward(float *out, float *lse, const float *q, const float *k,
@@ -360,4 +365,13 @@ void cohort_cpu_cross_attention_backward(float *dq, float *dk, float *dv, const 
 {
   AttnArgs x = crossed(q, k, v, klen, B, Tq, Tk, NH, hd);
   attn_backward(dq, dk, dv, dout, out, lse, &x);
+}
+
+void cohort_cpu_attention_gqa_cached(float *out, const float *q, const float *k, const float *v,
+                                     int Tq, int Tk, int NH, int NKV, int hd)
+{
+  AttnArgs x = grouped(q, k, v, 1, Tq, NH, NKV, hd, 1);
+  x.Tk = Tk;
+  x.off = Tk - Tq;
+  attn_forward(out, NULL, &x);
 }

@@ -119,6 +119,7 @@ static const CohortBackend cpu_backend = {
     .attention_gqa_backward = cohort_cpu_attention_gqa_backward,
     .cross_attention_forward = cohort_cpu_cross_attention_forward,
     .cross_attention_backward = cohort_cpu_cross_attention_backward,
+    .attention_gqa_cached = cohort_cpu_attention_gqa_cached,
     .conv2d_forward = cohort_cpu_conv2d_forward,
     .conv2d_backward = cohort_cpu_conv2d_backward,
     .avgpool_global_forward = cohort_cpu_avgpool_global_forward,

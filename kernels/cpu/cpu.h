@@ -61,6 +61,8 @@ void cohort_cpu_cross_attention_backward(float *dq, float *dk, float *dv, const 
                                          const float *q, const float *k, const float *v,
                                          const float *out, const float *lse, const int *klen, int B,
                                          int Tq, int Tk, int NH, int hd);
+void cohort_cpu_attention_gqa_cached(float *out, const float *q, const float *k, const float *v,
+                                     int Tq, int Tk, int NH, int NKV, int hd);
 
 /* activations.c */
 void cohort_cpu_gelu_forward(float *out, const float *inp, size_t n);

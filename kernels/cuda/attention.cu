@@ -20,8 +20,11 @@ typedef struct {
   int Tq, Tk, NH, NKV, G, hd; /* query and key rows per example; G = NH / NKV */
   int qtiles, ktiles;         /* blocks per (batch, head) over the queries, over the keys */
   size_t ldq, ldk, ldv, ldo;  /* row strides of q, k, v and of out (and dout) */
-  int causal;                 /* query i sees keys 0..i; else all it may see */
+  int causal;                 /* query i sees keys 0..i + off; else all it may see */
   const int *klen;            /* keys example b sees (clamped to [0, Tk]); NULL: all Tk */
+  /* the queries' offset among the keys: 0, except over a key/value cache (the forward only),
+   * where the Tq queries are the last of Tk positions */
+  int off;
   float scale;
 } AttnShape;
 
@@ -34,7 +37,7 @@ __device__ static inline int keys_of(int b, const AttnShape &s)
 /* One past the last key that query row i of example b sees. */
 __device__ static inline int key_end(int i, int b, const AttnShape &s)
 {
-  return s.causal ? i + 1 : keys_of(b, s);
+  return s.causal ? i + s.off + 1 : keys_of(b, s);
 }
 
 /* rows r0 .. r0 + ATT_TILE of src (row stride `stride`, hd wide) into dst (row stride hd + 1,
@@ -118,7 +121,7 @@ __global__ static void attn_fwd_kernel(float *out, float *lse, const float *q, c
     if (d < hd)
       y[d] = acc[e] * inv;
   }
-  if (lane == 0)
+  if (lane == 0 && lse)
     lse[(size_t)bh * s.Tq + i] = kend > 0 ? m + logf(l) : -INFINITY;
 }
 
@@ -300,6 +303,7 @@ static bool attn_shape(AttnShape *s, int B, int T, int NH, int NKV, int hd, int 
   s->qtiles = s->ktiles = (T + ATT_ROWS - 1) / ATT_ROWS;
   s->causal = causal != 0;
   s->klen = NULL;
+  s->off = 0;
   s->scale = 1.0f / sqrtf((float)hd);
   /* three contiguous tensors; interleaved() below changes the strides for GPT's one */
   s->ldq = s->ldo = (size_t)NH * hd;
@@ -427,4 +431,21 @@ void cohort_cuda_cross_attention_backward(float *dq, float *dk, float *dv, const
   AttnShape s;
   if (crossed(&s, klen, B, Tq, Tk, NH, hd, "cross_attention_backward"))
     attn_backward(dq, dk, dv, dout, q, k, v, out, lse, B, s);
+}
+
+void cohort_cuda_attention_gqa_cached(float *out, const float *q, const float *k, const float *v,
+                                      int Tq, int Tk, int NH, int NKV, int hd)
+{
+  AttnShape s;
+  if (Tk < Tq) {
+    cohort_cuda_fail("cuda: attention_gqa_cached: %d queries over %d keys (allowed: Tq <= Tk)", Tq,
+                     Tk);
+    return;
+  }
+  if (!attn_shape(&s, 1, Tq, NH, NKV, hd, 1, "attention_gqa_cached"))
+    return;
+  s.Tk = Tk;
+  s.ktiles = (Tk + ATT_ROWS - 1) / ATT_ROWS;
+  s.off = Tk - Tq;
+  attn_forward(out, NULL, q, k, v, 1, s);
 }

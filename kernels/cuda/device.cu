@@ -502,6 +502,7 @@ static const CohortBackend cuda_backend = {
     .attention_gqa_backward = cohort_cuda_attention_gqa_backward,
     .cross_attention_forward = cohort_cuda_cross_attention_forward,
     .cross_attention_backward = cohort_cuda_cross_attention_backward,
+    .attention_gqa_cached = cohort_cuda_attention_gqa_cached,
     .conv2d_forward = cohort_cuda_conv2d_forward,
     .conv2d_backward = cohort_cuda_conv2d_backward,
     .avgpool_global_forward = cohort_cuda_avgpool_global_forward,
