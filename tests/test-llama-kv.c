@@ -149,7 +149,7 @@ static void run_case(const Case *k, const int *prompt, int n_prompt, int n_new,
 static void test_cache_greedy(void)
 {
   const int prompt[] = {3, 1, 4, 1, 5};
-  CohortTokenPick greedy = {0, 0, 1.0};
+  CohortTokenPick greedy = {0, 0, 1.0, 0};
   for (int i = 0; i < 4; i++) {
     Case k = make_case(i);
     /* 20 new tokens: windows 5..8 (4 picks), then 4..8 after each shift */
@@ -161,7 +161,7 @@ static void test_cache_greedy(void)
 static void test_cache_sampled(void)
 {
   const int prompt[] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4};
-  CohortTokenPick pick = {0.9, 10, 0.95};
+  CohortTokenPick pick = {0.9, 10, 0.95, 0};
   for (int i = 0; i < 4; i++) {
     Case k = make_case(i);
     /* the last 8 of 11, full at once: a shift every 4 tokens from the first step on */
@@ -173,7 +173,7 @@ static void test_cache_sampled(void)
 static void test_cache_edges(void)
 {
   Case k = make_case(3);
-  CohortTokenPick greedy = {0, 0, 1.0};
+  CohortTokenPick greedy = {0, 0, 1.0, 0};
   run_case(&k, NULL, 0, 3, &greedy, 0);
   k.shape.seq_len = 1; /* every step a shift: the newest token alone */
   run_case(&k, (const int[]){5}, 1, 4, &greedy, 3);
@@ -197,7 +197,7 @@ static void test_stop(void)
 {
   Case k = make_case(0);
   g_autoptr(CohortModel) m = make_model(&k);
-  CohortTokenPick greedy = {0, 0, 1.0};
+  CohortTokenPick greedy = {0, 0, 1.0, 0};
   guint64 rng = 1;
   int n_out = 0;
   g_autofree int *all = cohort_llama_generate(m, (const int[]){4, 2}, 2, 6, &greedy, -1, &rng, NULL,
@@ -224,7 +224,7 @@ static int pick_once(const CohortTokenPick *how, const float *logits, int V, gui
 static void test_pick_greedy(void)
 {
   const float logits[] = {0.5f, 2.0f, -1.0f, 2.0f, NAN, 1.9f};
-  CohortTokenPick greedy = {0, 0, 1.0}, top1 = {1.0, 1, 1.0}, tiny_p = {1.0, 0, 1e-9};
+  CohortTokenPick greedy = {0, 0, 1.0, 0}, top1 = {1.0, 1, 1.0, 0}, tiny_p = {1.0, 0, 1e-9, 0};
   guint64 rng = 5, before = rng;
   g_assert_cmpint(pick_once(&greedy, logits, 6, &rng), ==, 1); /* the first of equal maxima */
   g_assert_cmpuint(rng, ==, before);                           /* greedy draws nothing */
@@ -234,12 +234,25 @@ static void test_pick_greedy(void)
   g_assert_cmpint(pick_once(&greedy, nan_first, 3, &rng), ==, 2);
 }
 
+/* A padded embedding's rows past the tokenizer (`below`) are never picked, however large
+ * their logits, greedy or drawn. */
+static void test_pick_below(void)
+{
+  const float logits[] = {0.5f, 2.0f, -1.0f, 9.0f, 8.0f, 7.0f};
+  CohortTokenPick greedy = {0, 0, 1.0, 3}, drawn = {1.0, 0, 1.0, 3}, all = {0, 0, 1.0, 0};
+  guint64 rng = 7;
+  g_assert_cmpint(pick_once(&all, logits, 6, &rng), ==, 3);
+  g_assert_cmpint(pick_once(&greedy, logits, 6, &rng), ==, 1);
+  for (int i = 0; i < 200; i++)
+    g_assert_cmpint(pick_once(&drawn, logits, 6, &rng), <, 3);
+}
+
 /* Probabilities 0.5, 0.3, 0.15, 0.05: top_p 0.6 keeps the first two (0.5 before the second is
  * below 0.6, 0.8 before the third is not), drawn 5 : 3; top_k 3 draws 10 : 6 : 3. */
 static void test_pick_distribution(void)
 {
   const float logits[] = {logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f)};
-  CohortTokenPick nucleus = {1.0, 0, 0.6}, k3 = {1.0, 3, 1.0};
+  CohortTokenPick nucleus = {1.0, 0, 0.6, 0}, k3 = {1.0, 3, 1.0, 0};
   g_autoptr(CohortTokenPicker) p = cohort_token_picker_new(&nucleus, 4);
   g_autoptr(CohortTokenPicker) q = cohort_token_picker_new(&k3, 4);
   int count[4] = {0}, count3[4] = {0}, n = 40000;
@@ -254,7 +267,7 @@ static void test_pick_distribution(void)
   g_assert_cmpfloat(fabs(count3[1] / (double)n - 0.5 / 0.95), <, 0.01);
   g_assert_cmpfloat(fabs(count3[0] / (double)n - 0.15 / 0.95), <, 0.01);
   /* temperature 0.5 squares the odds of the nucleus' two: 25 : 9 */
-  CohortTokenPick cold = {0.5, 0, 1.0};
+  CohortTokenPick cold = {0.5, 0, 1.0, 0};
   g_autoptr(CohortTokenPicker) r = cohort_token_picker_new(&cold, 4);
   int c1 = 0, c3 = 0;
   for (int i = 0; i < n; i++) {
@@ -302,7 +315,7 @@ static void test_pick_gpt_default(void)
 {
   enum { V = 300 };
   float logits[V];
-  CohortTokenPick def = {1.0, 40, 1.0};
+  CohortTokenPick def = {1.0, 40, 1.0, 0};
   g_autoptr(CohortTokenPicker) p = cohort_token_picker_new(&def, V);
   guint64 a = 17, b = 17;
   for (int round = 0; round < 200; round++) {
@@ -336,7 +349,7 @@ static void test_sample_op(void)
   g_assert_true(g_str_has_prefix(text, "Once"));
   g_assert_false(json_object_has_member(f, COHORT_FIELD_TOKENS));
   /* the same greedy continuation through the generator */
-  CohortTokenPick greedy = {0, 40, 1.0};
+  CohortTokenPick greedy = {0, 40, 1.0, 0};
   int n_out = 0;
   g_autofree int *seq = cohort_llama_generate(m, (const int[]){'O', 'n', 'c', 'e'}, 4, 12, &greedy,
                                               -1, &rng, NULL, NULL, &n_out, NULL);
@@ -353,6 +366,7 @@ int main(int argc, char **argv)
   g_test_add_func("/llama-kv/stop", test_stop);
   g_test_add_func("/llama-kv/pick-greedy", test_pick_greedy);
   g_test_add_func("/llama-kv/pick-distribution", test_pick_distribution);
+  g_test_add_func("/llama-kv/pick-below", test_pick_below);
   g_test_add_func("/llama-kv/pick-gpt-default", test_pick_gpt_default);
   g_test_add_func("/llama-kv/sample-op", test_sample_op);
   return g_test_run();

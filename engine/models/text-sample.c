@@ -85,7 +85,8 @@ static char *decode_sample(const CohortTokenizer *tok, const int *ids, int n)
   if (!tok)
     return cohort_bytes_to_utf8(ids, n);
   g_autoptr(GByteArray) bytes = g_byte_array_new();
-  /* Ids come from the model's vocab_size, which equals the tokenizer's (checked at set-up). */
+  /* Ids are below the tokenizer's size (the picker's `below`; the model's vocab_size may be
+   * larger, never smaller: checked at set-up). */
   if (!cohort_tokenizer_decode(tok, ids, (gsize)n, bytes, NULL))
     return g_strdup("");
   return g_utf8_make_valid((const char *)bytes->data, bytes->len);
@@ -101,6 +102,8 @@ gboolean cohort_text_sample(CohortModel *m, const CohortSampleRequest *req,
   if (text && !(prompt = cohort_text_sample_prompt(cfg, req->tokenizer, &n_prompt, &stop, error)))
     return FALSE;
   CohortTokenPick pick = cohort_token_pick_from_config(cfg);
+  if (req->tokenizer) /* a padded embedding's extra rows are no token: never picked */
+    pick.below = cohort_tokenizer_vocab_size(req->tokenizer);
   int n_out = 0;
   g_autofree int *seq =
       generate(m, prompt, n_prompt, cfg->sample_tokens, &pick, stop, req->rng, &n_out, error);

@@ -24,7 +24,7 @@ struct CohortTokenPicker {
 
 CohortTokenPick cohort_token_pick_from_config(const CohortConfig *cfg)
 {
-  return (CohortTokenPick){cfg->sample_temperature, cfg->sample_top_k, cfg->sample_top_p};
+  return (CohortTokenPick){cfg->sample_temperature, cfg->sample_top_k, cfg->sample_top_p, 0};
 }
 
 CohortTokenPicker *cohort_token_picker_new(const CohortTokenPick *how, int vocab)
@@ -32,6 +32,8 @@ CohortTokenPicker *cohort_token_picker_new(const CohortTokenPick *how, int vocab
   g_return_val_if_fail(vocab >= 1, NULL);
   CohortTokenPicker *p = g_new0(CohortTokenPicker, 1);
   p->how = *how;
+  if (how->below > 0 && how->below < vocab)
+    vocab = how->below; /* the logits past it are never read */
   p->vocab = vocab;
   p->k = how->top_k <= 0 || how->top_k > vocab ? vocab : how->top_k;
   p->cand = g_new(Candidate, p->k);

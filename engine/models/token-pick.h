@@ -15,6 +15,9 @@ typedef struct {
   double temperature; /* > 0; 0: greedy */
   int top_k;          /* the k most likely tokens; 0 or >= vocab: all */
   double top_p;       /* in (0, 1]; 1: no nucleus cut */
+  /* only ids below this are picked: the tokenizer's size where the model's embedding has
+   * padding rows past it (Qwen's 151,936 rows for 151,669 tokens); 0: every id */
+  int below;
 } CohortTokenPick;
 
 /* sample_temperature, sample_top_k and sample_top_p. */

@@ -164,10 +164,12 @@ static gboolean saved_tokenizer(const char *path, gboolean is_checkpoint, const 
   *tok = cohort_tokenizer_load(from, error);
   if (!*tok)
     return FALSE;
-  if (cohort_tokenizer_vocab_size(*tok) != cfg->vocab_size) {
+  /* a padded embedding (more rows than tokens) samples only real tokens (text-sample.c) */
+  if (cohort_tokenizer_vocab_size(*tok) > cfg->vocab_size) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "%s: the tokenizer %s has %d tokens but the model's vocab_size is %d", path, from,
-                cohort_tokenizer_vocab_size(*tok), cfg->vocab_size);
+                "%s: the tokenizer %s has %d tokens but the model's vocab_size is %d; allowed: a "
+                "vocab_size of at least the tokenizer's",
+                path, from, cohort_tokenizer_vocab_size(*tok), cfg->vocab_size);
     return FALSE;
   }
   return TRUE;
