@@ -54,32 +54,7 @@ static const char *const base_sets[] = {
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
-
-/* The references' node_modules, fetched if needed; NULL after g_test_skip when npm cannot
- * provide them (as tests/test-tokenizer-hf.c). */
-static char *reference_modules(void)
-{
-  const char *npm = g_getenv("COHORT_NPM_DIR"), *fetch = g_getenv("COHORT_FETCH_HF");
-  if (!npm || !fetch) {
-    g_test_skip("COHORT_NPM_DIR and COHORT_FETCH_HF are not set (run through meson test)");
-    return NULL;
-  }
-  g_autofree char *dir = g_build_filename(npm, "hf", NULL);
-  const char *argv[] = {fetch, dir, NULL};
-  g_autofree char *err = NULL;
-  int status = -1;
-  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                    &status, NULL) ||
-      !g_spawn_check_wait_status(status, NULL)) {
-    g_autofree char *why = g_strdup_printf("the Hugging Face references are not available (%s); "
-                                           "the comparison did not run",
-                                           err ? g_strstrip(err) : "no reason given");
-    fprintf(stderr, "SKIPPED: %s\n", why);
-    g_test_skip(why);
-    return NULL;
-  }
-  return g_build_filename(dir, "node_modules", NULL);
-}
+#include "hf-reference.h"
 
 static void copy_file(const char *from_dir, const char *to_dir, const char *name)
 {

@@ -15,6 +15,7 @@
 
 #include "data/tokenizer.h"
 #include "hf-corpus.h"
+#include "hf-reference.h"
 #include "test-util.h"
 
 #define SEED 35
@@ -35,34 +36,6 @@ typedef struct {
   GPtrArray *files;
   gsize bytes;
 } Fixture;
-
-/* The references, fetched if needed; NULL after g_test_skip when npm cannot provide them. */
-static char *reference_modules(void)
-{
-  const char *npm = g_getenv("COHORT_NPM_DIR"), *fetch = g_getenv("COHORT_FETCH_HF");
-  if (!npm || !fetch) {
-    g_test_skip("COHORT_NPM_DIR and COHORT_FETCH_HF are not set (run through meson test)");
-    return NULL;
-  }
-  g_autofree char *dir = g_build_filename(npm, "hf", NULL);
-  const char *argv[] = {fetch, dir, NULL};
-  g_autofree char *err = NULL;
-  int status = -1;
-  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
-                    &status, NULL) ||
-      !g_spawn_check_wait_status(status, NULL)) {
-    g_auto(GStrv) lines = g_strsplit(g_strstrip(err ? err : g_strdup("")), "\n", -1);
-    guint n = g_strv_length(lines);
-    g_autofree char *why =
-        g_strdup_printf("the Hugging Face references are not available (%s); the comparison did "
-                        "not run",
-                        n ? lines[n - 1] : "no reason given");
-    fprintf(stderr, "SKIPPED: %s\n", why);
-    g_test_skip(why);
-    return NULL;
-  }
-  return g_build_filename(dir, "node_modules", NULL);
-}
 
 static char *tokenizer_dir(Fixture *f, const char *name)
 {
