@@ -11,7 +11,9 @@
  *    reference's greedy ids (a full forward per token), and so does the sample event of the
  *    training run (rank 0, the same weights), with its prompt and text;
  *  - with sample_chat, the sample starts with the reference's ids of the prompt as Qwen3's
- *    template renders one user message and the generation prompt. */
+ *    template renders one user message and the generation prompt;
+ *  - the base folder as it is (a plain Hugging Face folder): --perplexity and --sample read it
+ *    directly and give the reference's loss and greedy ids. */
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -244,6 +246,33 @@ static void test_generate(void)
   for (guint k = n_chat; k + 1 < n_got; k++)
     g_assert_cmpint(json_array_get_int_element(got, k), !=, 151645); /* <|im_end|> */
   g_assert_true(n_got == n_chat + 40 || json_array_get_int_element(got, n_got - 1) == 151645);
+
+  /* the base itself, a plain Hugging Face folder (no cohort-config.json): --perplexity and
+   * --sample read it as init_from would, with a context of min(max_position_embeddings 4096,
+   * COHORT_HF_SAMPLE_SEQ_LEN) = 1024, so the held-out text is one window */
+  g_autofree char *s_hf_seq = g_strdup_printf("%d", COHORT_HF_SAMPLE_SEQ_LEN);
+  const char *base_args[] = {base, s_hf_seq, s_new, ids[0], ids[1], NULL};
+  g_autofree char *base_ref = torch_ref_run("torch_llama_generate.py", base_args);
+  g_auto(GStrv) base_lines = g_strsplit(base_ref, "\n", -1);
+  g_assert_true(g_str_has_prefix(base_lines[0], "loss "));
+  g_assert_true(g_str_has_prefix(base_lines[1], "greedy "));
+  double base_ref_loss = g_ascii_strtod(base_lines[0] + 5, NULL), base_loss = 0;
+  const char *base_ppl_argv[] = {g_getenv("COHORT_TRAIN"), "--sample", base,
+                                 "--perplexity",           held,       NULL};
+  g_autofree char *base_ppl = run_out(base_ppl_argv);
+  long base_n = 0;
+  g_assert_cmpint(
+      sscanf(base_ppl, "loss %lf perplexity %lf over %ld tokens", &base_loss, &perplexity, &base_n),
+      ==, 3);
+  g_assert_cmpint(base_n, ==, want_n);
+  g_autoptr(JsonObject) b = cohort_sample_saved(base, sets, NULL, &error);
+  g_assert_no_error(error);
+  g_autofree char *base_greedy =
+      ids_text(json_object_get_array_member(b, COHORT_FIELD_TOKENS), n_prompt);
+  g_test_message("the base folder: loss %.6f (reference %.6f), greedy ids %s (reference %s)",
+                 base_loss, base_ref_loss, base_greedy, base_lines[1] + 7);
+  g_assert_cmpfloat(fabs(base_loss - base_ref_loss), <=, 1e-4);
+  g_assert_cmpstr(base_greedy, ==, base_lines[1] + 7);
   if (!g_getenv("COHORT_KEEP"))
     tu_rm_rf(root);
 }

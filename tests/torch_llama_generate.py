@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reference for tests/test-llama-generate.c: a Hugging Face folder (config.json and
-model.safetensors, or shards listed by model.safetensors.index.json, in F32) loaded strictly with
-Hugging Face's names into tests/torch_llama_ref.py's float64 modules, then
+model.safetensors, or shards listed by model.safetensors.index.json; F32, BF16 or F16) loaded
+strictly with Hugging Face's names into tests/torch_llama_ref.py's float64 modules, then
 
   - the loss of TEXT_IDS as cohort-train --perplexity defines it: windows of SEQ_LEN inputs that
     follow one another, each predicting the token after each input, the mean over all predictions;

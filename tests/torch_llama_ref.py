@@ -33,9 +33,10 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32", name
+        dtype, size = {"F32": (torch.float32, 4), "BF16": (torch.bfloat16, 2),
+                       "F16": (torch.float16, 2)}[info["dtype"]]
         b, e = info["data_offsets"]
-        vals = torch.frombuffer(data, dtype=torch.float32, count=(e - b) // 4, offset=8 + n + b)
+        vals = torch.frombuffer(data, dtype=dtype, count=(e - b) // size, offset=8 + n + b)
         out[name] = vals.to(torch.float64).view(info["shape"])
     return out
 

@@ -12,41 +12,97 @@
 #include "engine/train/device.h"
 #include "engine/model/lora-io.h"
 #include "engine/model/hf-weights.h"
+#include "engine/base/json-read.h"
+#include "engine/models/gpt-io.h"
+#include "engine/models/llama-io.h"
 #include "engine/model/model-io.h"
 #include "engine/model/model.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
+/* What --sample was given: a checkpoint folder, a folder as a run's export leaves it, or a plain
+ * Hugging Face folder of a family that reads one (config.json, its weights, its tokenizer). */
+typedef enum { SAVED_CHECKPOINT, SAVED_EXPORT, SAVED_HF } SavedKind;
+
+/* GPT-2's config.json: model_type "gpt2", or GPT-2's own key names without one. Anything else
+ * (and a file that cannot be read: its reader says why) is the llama family's to accept or
+ * refuse by name. */
+static gboolean is_gpt2(const char *hf_cfg)
+{
+  gsize len = 0;
+  g_autofree char *text = cohort_file_read_regular(hf_cfg, 16u << 20, "a config.json", &len, NULL);
+  g_autoptr(JsonNode) root =
+      text ? cohort_json_parse_strict(text, (gssize)len, hf_cfg, 0, NULL) : NULL;
+  if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+    return FALSE;
+  JsonObject *o = json_node_get_object(root);
+  JsonNode *type = json_object_get_member(o, "model_type");
+  if (type && JSON_NODE_HOLDS_VALUE(type) && json_node_get_value_type(type) == G_TYPE_STRING)
+    return g_str_equal(json_node_get_string(type), "gpt2");
+  return json_object_has_member(o, "n_layer");
+}
+
+/* A plain Hugging Face folder's config: the family's shape keys from config.json, the folder as
+ * init_from (its tokenizer comes with it) and a context of the smaller of the base's
+ * max_position_embeddings and COHORT_HF_SAMPLE_SEQ_LEN (seq_len sizes the key/value cache and
+ * the --perplexity windows; --set seq_len changes it). */
+static CohortConfig *hf_folder_config(const char *path, const char *hf_cfg, GError **error)
+{
+  g_autoptr(CohortConfig) cfg = cohort_config_new();
+  int maxpos = 0;
+  if (is_gpt2(hf_cfg)) {
+    /* its context is its position table's (n_positions) */
+    if (!cohort_gpt_read_hf_config(hf_cfg, cfg, error))
+      return NULL;
+  } else {
+    if (!cohort_llama_read_hf_config(hf_cfg, cfg, &maxpos, error))
+      return NULL;
+    cfg->seq_len = maxpos > 0 ? MIN(maxpos, COHORT_HF_SAMPLE_SEQ_LEN) : COHORT_HF_SAMPLE_SEQ_LEN;
+  }
+  cfg->data_format = COHORT_DATA_TEXT;
+  g_free(cfg->init_from);
+  cfg->init_from = g_strdup(path);
+  return g_steal_pointer(&cfg);
+}
+
 /* The config and, for a checkpoint, its state. */
-static CohortConfig *load_config(const char *path, gboolean *is_checkpoint, CohortTrainState *st,
+static CohortConfig *load_config(const char *path, SavedKind *kind, CohortTrainState *st,
                                  GError **error)
 {
   g_autofree char *state = g_build_filename(path, "state.json", NULL);
   g_autofree char *cfg_file = g_build_filename(path, "cohort-config.json", NULL);
-  *is_checkpoint = g_file_test(state, G_FILE_TEST_IS_REGULAR);
-  if (*is_checkpoint) {
+  g_autofree char *hf_cfg = g_build_filename(path, "config.json", NULL);
+  if (g_file_test(state, G_FILE_TEST_IS_REGULAR)) {
+    *kind = SAVED_CHECKPOINT;
     CohortConfig *cfg = NULL;
     return cohort_checkpoint_read_state(path, st, &cfg, error) ? cfg : NULL;
   }
-  if (!g_file_test(cfg_file, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
-                "%s: neither a checkpoint folder (state.json) nor a model folder "
-                "(cohort-config.json)",
-                path);
-    return NULL;
+  if (g_file_test(cfg_file, G_FILE_TEST_IS_REGULAR)) {
+    *kind = SAVED_EXPORT;
+    return cohort_config_load_file(cfg_file, error);
   }
-  return cohort_config_load_file(cfg_file, error);
+  if (g_file_test(hf_cfg, G_FILE_TEST_IS_REGULAR)) {
+    *kind = SAVED_HF;
+    return hf_folder_config(path, hf_cfg, error);
+  }
+  g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+              "%s: neither a checkpoint folder (state.json), a model folder (cohort-config.json) "
+              "nor a Hugging Face folder (config.json)",
+              path);
+  return NULL;
 }
 
 /* The weights: a checkpoint's EMA when it has one (else its parameters) — over its base,
  * rebuilt from the file it names (or `init_from`, when --set moved it) when it holds only what
  * learns —, a folder's model-ema.safetensors when present (else model.safetensors), with
  * finetune lora plus the folder's adapter/ (its weights as trained: the export keeps no EMA of
- * the adapters). */
-static gboolean load_weights(CohortModel *m, const char *path, gboolean is_checkpoint,
+ * the adapters); a Hugging Face folder's weights as init_from imports them. */
+static gboolean load_weights(CohortModel *m, const char *path, SavedKind kind,
                              const char *init_from, GError **error)
 {
-  if (is_checkpoint) {
+  if (kind == SAVED_HF) /* as a run starting from it reads it */
+    return cohort_model_import(m, path, NULL, error);
+  if (kind == SAVED_CHECKPOINT) {
     g_autofree float *ema = g_new(float, m->n_params);
     if (!cohort_checkpoint_rebuild_base(path, m, init_from, error) ||
         !cohort_checkpoint_load(path, m, NULL, ema, NULL, NULL, error))
@@ -111,9 +167,9 @@ static gboolean check_output(const char *output, const char *path, const char *i
 CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, int max_batch,
                                      CohortConfig **cfg_out, gint64 *step, GError **error)
 {
-  gboolean is_checkpoint = FALSE;
+  SavedKind kind = SAVED_EXPORT;
   CohortTrainState st = {0};
-  g_autoptr(CohortConfig) cfg = load_config(path, &is_checkpoint, &st, error);
+  g_autoptr(CohortConfig) cfg = load_config(path, &kind, &st, error);
   g_autofree char *saved_init = cfg ? g_strdup(cfg->init_from) : NULL;
   if (!cfg || (sets && !cohort_config_apply_assignments(cfg, sets, "--set", error)) ||
       !cohort_config_check_supported(cfg, path, error) ||
@@ -130,7 +186,7 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
   cfg->frozen_dtype = frozen_dtype;
   /* A checkpoint's base is where it recorded it, unless --set init_from names it anew. */
   const char *moved = g_strcmp0(saved_init, cfg->init_from) != 0 ? cfg->init_from : NULL;
-  if (!m || !load_weights(m, path, is_checkpoint, moved, error) ||
+  if (!m || !load_weights(m, path, kind, moved, error) ||
       !cohort_model_check_finite(m, path, error))
     return NULL;
   if (frozen_dtype == COHORT_FROZEN_BF16 && cfg->finetune != COHORT_FINETUNE_FULL)
@@ -144,9 +200,9 @@ CohortModel *cohort_model_load_saved(const char *path, const char *const *sets, 
 
 CohortConfig *cohort_saved_config(const char *path, const char *const *sets, GError **error)
 {
-  gboolean is_checkpoint = FALSE;
+  SavedKind kind = SAVED_EXPORT;
   CohortTrainState st = {0};
-  g_autoptr(CohortConfig) cfg = load_config(path, &is_checkpoint, &st, error);
+  g_autoptr(CohortConfig) cfg = load_config(path, &kind, &st, error);
   if (!cfg || (sets && !cohort_config_apply_assignments(cfg, sets, "--set", error)))
     return NULL;
   return g_steal_pointer(&cfg);
@@ -195,8 +251,13 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
     return NULL;
   g_autoptr(CohortConfig) cfg = NULL;
   gint64 step = 0;
-  /* Sampling batches: a guided grid runs conditional and unconditional rows together. */
-  g_autoptr(CohortModel) m = cohort_model_load_saved(path, sets, 32, &cfg, &step, error);
+  /* Sampling batches: a guided grid runs conditional and unconditional rows together; text
+   * is one sequence (a model built for more would hold 32 × seq_len logits for nothing). */
+  g_autoptr(CohortConfig) peek = cohort_saved_config(path, sets, error);
+  if (!peek)
+    return NULL;
+  int max_batch = cohort_config_takes_tokenizer(peek) ? 1 : 32;
+  g_autoptr(CohortModel) m = cohort_model_load_saved(path, sets, max_batch, &cfg, &step, error);
   if (!m)
     return NULL;
   if (!m->ops->sample) {

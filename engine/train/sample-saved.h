@@ -9,9 +9,17 @@ G_BEGIN_DECLS
 #include "engine/config/config.h"
 #include "engine/model/model.h"
 
+/* The context a plain Hugging Face folder of the llama family gets when it is sampled or scored
+ * (--sample FOLDER): its max_position_embeddings, at most this many tokens (a Qwen3's 40960
+ * would size a key/value cache and logits for nothing); --set seq_len=N changes it. A GPT-2
+ * folder keeps its n_positions (its position table). */
+#define COHORT_HF_SAMPLE_SEQ_LEN 1024
+
 /* Loads a saved model: `path` is a checkpoint folder (state.json + model.safetensors; its EMA
- * weights when it has them) or a model folder as the final export leaves it
- * (cohort-config.json + model-ema.safetensors when present, else model.safetensors). `sets`
+ * weights when it has them), a model folder as the final export leaves it
+ * (cohort-config.json + model-ema.safetensors when present, else model.safetensors), or a plain
+ * Hugging Face folder of the gpt or llama family (config.json, model.safetensors or its shards
+ * and index, the tokenizer's files: imported as init_from would be). `sets`
  * override keys. The model is built for micro-batches of max_batch on the config's device.
  * *cfg_out (may be NULL) gets the config, *step (may be NULL) the checkpoint's step (0 for a
  * folder). Errors name the file. */
@@ -30,8 +38,9 @@ gboolean cohort_saved_tokenizer(const char *path, const CohortConfig *cfg, Cohor
                                 GError **error);
 
 /* Draws a sample from `path`: a checkpoint folder (state.json + model.safetensors; its EMA
- * weights when it has them) or a model folder as the final export leaves it
- * (cohort-config.json + model-ema.safetensors or model.safetensors, classes.json). `sets`
+ * weights when it has them), a model folder as the final export leaves it
+ * (cohort-config.json + model-ema.safetensors or model.safetensors, classes.json) or a plain
+ * Hugging Face folder (as cohort_model_load_saved). `sets`
  * ("key=value", NULL-terminated, may be NULL) override sampling keys (sample_steps,
  * cfg_scale, seed, sample_prompt, …). Image models write the grid to `output` (NULL:
  * sample-step-N.png in the current folder). Returns the sample event's fields ("image" or
