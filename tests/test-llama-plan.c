@@ -8,6 +8,7 @@
  *    the rank's pieces of every unit (an embedding, each block, the final norm and a separate
  *    head), each unit split as engine/distributed/shard-plan.h says, computed here from the
  *    formula alone; what fits 2 × 24 GiB GPUs is printed;
+ *  - in bf16 on CPU ranks the working set holds the rounded copies of the largest operands;
  *  - the presets smollm2-135m-lora and qwen3-0.6b-lora parse and validate, name the folder the
  *    user brings as init_from and tokenizer, and plan with --explain while that folder is absent
  *    (the plan needs only the shape keys); a run without the folder fails at once naming it. */
@@ -170,6 +171,28 @@ static void test_llama32_1b(void)
   check_shape(&llama32_1b, 1235814400); /* Llama-3.2-1B's: 1,235,814,400 */
 }
 
+/* precision bf16 on a CPU rank: the plan's working set holds the rounded copies of the largest
+ * operands of the products (kernels/cpu/precision.c), for a Qwen3-0.6B the logits' gradient
+ * [4 · 512, 151936] and the tied embedding [151936, 1024] as the head; none in fp32, none on a
+ * GPU (native bf16). LoRA at stage 0, so nothing else is in the working set. */
+static void test_cpu_bf16_operands(void)
+{
+  const Shape *s = &qwen3_06b;
+  g_autoptr(CohortConfig) cfg = shape_config(s, TRUE, 0);
+  CohortMemoryPlan p;
+  g_assert_true(cohort_memory_plan(cfg, 2, 2, &p, NULL));
+  g_assert_cmpint(p.working_bytes, ==, 0);
+  cfg->precision = COHORT_PRECISION_BF16;
+  g_assert_true(cohort_memory_plan(cfg, 2, 2, &p, NULL));
+  gint64 N = 4 * 512;
+  g_assert_cmpint(p.working_bytes, ==, 4 * (N * s->V + MAX(s->V * s->C, N * s->I)));
+  g_test_message("%s, LoRA, bf16 on the CPU: %.1f MiB of rounded operands per rank", s->name,
+                 p.working_bytes / 1048576.0);
+  cfg->device = COHORT_DEVICE_CUDA;
+  g_assert_true(cohort_memory_plan(cfg, 2, 2, &p, NULL));
+  g_assert_cmpint(p.working_bytes, ==, 0);
+}
+
 /* A preset: its keys, then --explain without the folder, then a run refused naming it. */
 static void check_preset(const char *name, const Shape *s, const char *folder)
 {
@@ -245,6 +268,7 @@ int main(int argc, char **argv)
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/llama-plan/qwen3-0.6b", test_qwen3_06b);
   g_test_add_func("/llama-plan/llama-3.2-1b", test_llama32_1b);
+  g_test_add_func("/llama-plan/cpu-bf16-operands", test_cpu_bf16_operands);
   g_test_add_func("/llama-plan/presets", test_presets);
   return g_test_run();
 }

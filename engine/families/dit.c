@@ -205,11 +205,28 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
                                   NULL);
 }
 
+/* engine/models/dit-forward.c: a linear's weight is [out, in] (forward x [rows, in] by its
+ * transpose; backward dy [rows, out] by it and by x). Per token (N = batch · patches): the
+ * patch embedding K → C, the block's C → 3C, C → C, C → 4C, 4C → C and the final C → K; per
+ * image: the timestep MLP 256 → C → C and the modulations C → 6C and C → 2C. */
+static void dit_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
+{
+  CohortDitShape s = cohort_family_dit_shape(cfg);
+  if (s.patch < 1 || s.image_size % s.patch != 0)
+    return;
+  size_t side = (size_t)(s.image_size / s.patch), C = s.hidden, B = max_batch;
+  size_t N = B * side * side, K = (size_t)s.channels * s.patch * s.patch;
+  size_t token_in = MAX(4 * C, K), image_in = MAX((size_t)DIT_FREQ_DIM, C);
+  *a = MAX(N * token_in, B * MAX(6 * C, (size_t)DIT_FREQ_DIM));
+  *b = MAX(MAX(6 * C * C, MAX(K * C, (size_t)DIT_FREQ_DIM * C)), MAX(N * token_in, B * image_in));
+}
+
 const CohortFamilyDesc cohort_family_dit = {
     .name = "dit",
     .lora_targets = "attn.qkv,attn.proj,mlp.fc1,mlp.fc2,adaLN_modulation.1",
     .check_config = dit_check_config,
     .tables = dit_tables,
+    .gemm_operands = dit_gemm_operands,
     .act_bytes = dit_act_bytes,
     .activation_checkpointing = TRUE,
 };

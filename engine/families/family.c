@@ -94,6 +94,16 @@ size_t cohort_family_act_bytes(const CohortConfig *cfg, int max_batch)
   return f->act_bytes(&c, max_batch, FALSE);
 }
 
+void cohort_family_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
+{
+  *a = *b = 0;
+  const CohortFamilyDesc *f = cohort_family_desc(cfg->model);
+  if (!f || !f->gemm_operands)
+    return;
+  CohortConfig c = before_data(cfg);
+  f->gemm_operands(&c, max_batch, a, b);
+}
+
 const char *cohort_family_lora_targets(const CohortConfig *cfg)
 {
   const CohortFamilyDesc *f = cohort_family_desc(cfg->model);

@@ -67,6 +67,12 @@ typedef struct CohortFamilyDesc {
    * max_batch (a forward-only model, a distillation teacher, needs less); 0 when the shape is
    * none the family builds. */
   size_t (*act_bytes)(const CohortConfig *cfg, int max_batch, gboolean forward_only);
+  /* The largest operands of the model's matrix products for micro-batches of max_batch, in
+   * floats: *a of the first (always an activation), *b of the second (a weight, or an activation
+   * in a weight's gradient). A CPU rank in bf16 or fp16 rounds each product's operands into one
+   * buffer per operand that grows to the largest (kernels/cpu/precision.c): the memory plan
+   * counts these. Optional: a family without it counts none. */
+  void (*gemm_operands)(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b);
   /* TRUE when the family honours activation_checkpointing: act_bytes and the model's layout
    * follow cohort_family_act_keep, and backward recomputes each block from its kept input
    * (inside the block's COHORT_LAYER_BACKWARD layer hook, drawing the same randomness, and
@@ -102,6 +108,8 @@ CohortTensorInfo *cohort_family_param_table(const CohortConfig *cfg, guint *n_te
 void cohort_family_table_free(CohortTensorInfo *t, guint n);
 gint64 cohort_family_count_params(const CohortConfig *cfg);
 size_t cohort_family_act_bytes(const CohortConfig *cfg, int max_batch);
+/* The family's gemm_operands (0 and 0 without one, or for an unknown family). */
+void cohort_family_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b);
 /* The default LoRA targets of cfg's family, or NULL. */
 const char *cohort_family_lora_targets(const CohortConfig *cfg);
 /* The family's own rules (check_config), and activation_checkpointing refused for a family

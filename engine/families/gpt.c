@@ -102,11 +102,24 @@ static size_t gpt_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
                                   NULL);
 }
 
+/* engine/models/gpt-forward.c: a linear's weight is [in, out]; forward multiplies x [N, in]
+ * by it, the input's gradient dy [N, out] by its transpose, its own gradient x by dy; the head
+ * multiplies by the token embedding [V, C] (the logits' gradient [N, V] first in backward).
+ * LoRA's products are no larger (rank < C). */
+static void gpt_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
+{
+  CohortGptShape s = cohort_family_gpt_shape(cfg);
+  size_t N = (size_t)max_batch * s.seq_len, C = s.n_embd, V = s.vocab_size;
+  *a = N * MAX(V, 4 * C);
+  *b = MAX(MAX(V * C, 4 * C * C), N * 4 * C);
+}
+
 const CohortFamilyDesc cohort_family_gpt = {
     .name = "gpt",
     .lora_targets = "attn.c_attn,attn.c_proj,mlp.c_fc,mlp.c_proj",
     .init_from_folder = TRUE,
     .tables = gpt_tables,
     .act_bytes = gpt_act_bytes,
+    .gemm_operands = gpt_gemm_operands,
     .activation_checkpointing = TRUE,
 };

@@ -284,6 +284,22 @@ static size_t llama_act_bytes(const CohortConfig *cfg, int max_batch, gboolean f
                                     NULL);
 }
 
+/* engine/models/llama-forward.c: a projection's weight is [out, in]; forward multiplies x
+ * [N, in] by its transpose, backward the output's gradient dy [N, out] by it (the input's
+ * gradient) and by x (its own); the head is [V, C] (the logits' gradient [N, V] first in
+ * backward). LoRA's products are no larger (rank < hidden). */
+static void llama_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
+{
+  CohortLlamaShape s = cohort_family_llama_shape(cfg);
+  if (!cohort_family_llama_check_shape(&s, COHORT_LLAMA_NAMES_CONFIG, NULL, NULL))
+    return;
+  size_t N = (size_t)max_batch * s.seq_len, C = s.hidden, I = s.intermediate;
+  size_t Q = (size_t)s.n_head * s.head_dim, V = s.vocab_size;
+  size_t in = MAX(MAX(C, Q), I); /* the widest input: o_proj's Q, down_proj's I */
+  *a = N * MAX(MAX(V, in), (size_t)s.n_kv_head * s.head_dim);
+  *b = MAX(MAX(V * C, MAX(Q * C, I * C)), N * in);
+}
+
 const CohortFamilyDesc cohort_family_llama = {
     .name = "llama",
     .lora_targets = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj",
@@ -291,5 +307,6 @@ const CohortFamilyDesc cohort_family_llama = {
     .check_config = llama_check_config,
     .tables = llama_tables,
     .act_bytes = llama_act_bytes,
+    .gemm_operands = llama_gemm_operands,
     .activation_checkpointing = TRUE,
 };

@@ -105,6 +105,14 @@ size_t cohort_model_act_bytes(const CohortConfig *cfg, int max_batch)
   return built_shape(cfg, &shape) ? cohort_family_act_bytes(&shape, max_batch) : 0;
 }
 
+void cohort_model_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
+{
+  CohortConfig shape;
+  *a = *b = 0;
+  if (built_shape(cfg, &shape))
+    cohort_family_gemm_operands(&shape, max_batch, a, b);
+}
+
 CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                               GError **error)
 {

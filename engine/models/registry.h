@@ -26,6 +26,9 @@ gint64 cohort_model_count_params(const CohortConfig *cfg);
 CohortTensorInfo *cohort_model_param_table(const CohortConfig *cfg, guint *n_tensors,
                                            size_t *n_floats);
 size_t cohort_model_act_bytes(const CohortConfig *cfg, int max_batch);
+/* The largest operands of its matrix products, in floats, over the same shape
+ * (engine/families/family.h's gemm_operands; 0 and 0 for a family without them). */
+void cohort_model_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b);
 
 /* Creates the model the config describes on backend `be` (class lookup + create). */
 CohortModel *cohort_model_new(const CohortBackend *be, const CohortConfig *cfg, int max_batch,

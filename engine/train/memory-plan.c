@@ -203,6 +203,16 @@ gboolean cohort_memory_plan(const CohortConfig *cfg, int world, int local, Cohor
     plan->optim_bytes = 4 * state_floats(cfg) * kept;
     plan->ema_bytes = cfg->ema_decay > 0 ? 8 * (P + adapters) : 0;
   }
+  /* A CPU rank in bf16 or fp16 multiplies copies of the operands rounded into two buffers that
+   * grow to the largest first and second operand (kernels/cpu/precision.c): for a Qwen3-0.6B
+   * the tied embedding as the head and the logits' gradient. 4 bytes each: the emulation's fp32
+   * copies (bf16 hardware packs 2, so the figure is then an upper bound). A GPU multiplies
+   * reduced precision natively. */
+  if (cfg->device != COHORT_DEVICE_CUDA && cfg->precision != COHORT_PRECISION_FP32) {
+    size_t a = 0, b = 0;
+    cohort_model_gemm_operands(cfg, cfg->batch_size, &a, &b);
+    plan->working_bytes += 4 * (gint64)(a + b);
+  }
   plan->total_bytes = plan->param_bytes + plan->grad_bytes + plan->optim_bytes + plan->ema_bytes +
                       plan->act_bytes + plan->working_bytes + plan->teacher_bytes;
   gboolean whole_at_start = (cfg->init_from && *cfg->init_from) ||

@@ -15,7 +15,9 @@
  *                embedding written at both ends of backward, the layer backward is in, two
  *                waiting for their reduce-scatter) and at stage 3 the gathered parameters
  *                (three largest: the layer in use, the next, one gathered ahead), plus a
- *                bfloat16 copy of a unit with reduce_precision bf16
+ *                bfloat16 copy of a unit with reduce_precision bf16; on a CPU rank with
+ *                precision bf16 or fp16, the rounded copies of the largest operands of its
+ *                products (the family's gemm_operands, engine/families/family.h)
  *   teacher      a distillation teacher's weights and activations (replicated, never sharded)
  * with S the rank's shard of the P parameters (engine/distributed/shard-plan.h). At stage 3 a
  * start from init_from or from teacher layers writes the whole model once (then each rank
