@@ -60,7 +60,8 @@ check: setup-check
 	  -Db_sanitize=address,undefined -Db_lundef=false -Dgui=disabled -Dcuda=disabled
 	meson compile -C $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  meson test -C $(ASAN_BUILD) --suite unit --suite dist --suite fuzz --print-errorlogs \
+	  meson test -C $(ASAN_BUILD) --suite unit --suite dist --suite fuzz --no-suite heavy \
+	  --print-errorlogs \
 	  --num-processes 1 \
 	  --timeout-multiplier 4
 
