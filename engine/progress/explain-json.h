@@ -8,18 +8,21 @@
 #pragma once
 
 /* The top level. */
-#define COHORT_EXPLAIN_CONFIG                     "config"
-#define COHORT_EXPLAIN_LAUNCH                     "launch"
-#define COHORT_EXPLAIN_PARAMS                     "params"
-#define COHORT_EXPLAIN_DEVICE                     "device"
-#define COHORT_EXPLAIN_THREADS_PER_RANK           "threads_per_rank"
-#define COHORT_EXPLAIN_WORLD_SIZE                 "world_size"
-#define COHORT_EXPLAIN_GLOBAL_BATCH               "global_batch"
-#define COHORT_EXPLAIN_RANK_BATCH_SIZES           "rank_batch_sizes"
-#define COHORT_EXPLAIN_TOKENS_PER_STEP            "tokens_per_step"
-#define COHORT_EXPLAIN_LEARNING_RATE              "learning_rate"
-#define COHORT_EXPLAIN_SCALED_LEARNING_RATE       "scaled_learning_rate"
-#define COHORT_EXPLAIN_TRAIN_WINDOWS              "train_windows"
+#define COHORT_EXPLAIN_CONFIG               "config"
+#define COHORT_EXPLAIN_LAUNCH               "launch"
+#define COHORT_EXPLAIN_PARAMS               "params"
+#define COHORT_EXPLAIN_DEVICE               "device"
+#define COHORT_EXPLAIN_THREADS_PER_RANK     "threads_per_rank"
+#define COHORT_EXPLAIN_WORLD_SIZE           "world_size"
+#define COHORT_EXPLAIN_GLOBAL_BATCH         "global_batch"
+#define COHORT_EXPLAIN_RANK_BATCH_SIZES     "rank_batch_sizes"
+#define COHORT_EXPLAIN_TOKENS_PER_STEP      "tokens_per_step"
+#define COHORT_EXPLAIN_LEARNING_RATE        "learning_rate"
+#define COHORT_EXPLAIN_SCALED_LEARNING_RATE "scaled_learning_rate"
+#define COHORT_EXPLAIN_TRAIN_WINDOWS        "train_windows"
+/* text through a tokenizer only: TRUE while its tokens are not in the workspace's cache, so
+ * train_windows and the steps after it are estimated from the first MiB's tokens per byte */
+#define COHORT_EXPLAIN_TRAIN_WINDOWS_ESTIMATED    "train_windows_estimated"
 #define COHORT_EXPLAIN_SAMPLES_PER_RANK_PER_EPOCH "samples_per_rank_per_epoch"
 #define COHORT_EXPLAIN_STEPS_PER_EPOCH            "steps_per_epoch"
 #define COHORT_EXPLAIN_TOTAL_STEPS                "total_steps"

@@ -12,6 +12,7 @@
 #include "engine/model/finetune.h"
 #include "engine/model/model.h"
 #include "engine/model/data-source.h"
+#include "engine/train/explain-windows.h"
 #include "engine/train/memory-plan.h"
 #include "engine/progress/explain-json.h"
 #include "engine/progress/protocol.h"
@@ -162,6 +163,7 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
       !cohort_finetune_check_config(cfg, NULL, error))
     return NULL;
   guint64 n_examples = 0;
+  gboolean tokenized = FALSE, estimated = FALSE;
   if (cfg->vae_from && *cfg->vae_from) {
     /* Latents: the folder's listing says how many, without decoding or encoding anything. */
     g_autofree char *folder = cohort_resolve_path(cfg->train_data);
@@ -170,7 +172,9 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
     if (!files)
       return NULL;
     n_examples = cohort_latent_files_len(files);
-  } else {
+  } else if (!cohort_explain_text_windows(cfg, &tokenized, &n_examples, &estimated, error)) {
+    return NULL;
+  } else if (!tokenized) {
     g_autoptr(CohortDataSource) ds = cohort_data_source_open(cfg, cfg->train_data, NULL, error);
     if (!ds)
       return NULL;
@@ -230,6 +234,11 @@ char *cohort_explain(const CohortConfig *cfg, const CohortLaunchPlan *plan, cons
   json_builder_add_double_value(b, plan->scaled_lr);
   json_builder_set_member_name(b, COHORT_EXPLAIN_TRAIN_WINDOWS);
   json_builder_add_int_value(b, (gint64)spec.n);
+  if (tokenized) {
+    /* text through a tokenizer not yet tokenized: its windows, and so the steps, estimated */
+    json_builder_set_member_name(b, COHORT_EXPLAIN_TRAIN_WINDOWS_ESTIMATED);
+    json_builder_add_boolean_value(b, estimated);
+  }
   json_builder_set_member_name(b, COHORT_EXPLAIN_SAMPLES_PER_RANK_PER_EPOCH);
   json_builder_add_int_value(b, (gint64)per_rank);
   json_builder_set_member_name(b, COHORT_EXPLAIN_STEPS_PER_EPOCH);
