@@ -151,7 +151,8 @@ static void test_writer_uses_constants(void)
 }
 
 /* What two plans write is all named, and every name is written by one of them (but `last` and
- * `probe`, which need a workspace with a history). */
+ * `probe`, which need a workspace with a history, and `train_windows_estimated`, text through a
+ * tokenizer's: tests/test-explain-windows.c). */
 static void test_plans_written_named(void)
 {
   g_autoptr(GHashTable) names = explain_names();
@@ -170,7 +171,8 @@ static void test_plans_written_named(void)
   g_hash_table_iter_init(&it, names);
   while (g_hash_table_iter_next(&it, &name, &macro))
     if (!g_hash_table_contains(seen, name) && !g_str_equal(name, COHORT_EXPLAIN_LAST) &&
-        !g_str_equal(name, COHORT_EXPLAIN_PROBE))
+        !g_str_equal(name, COHORT_EXPLAIN_PROBE) &&
+        !g_str_equal(name, COHORT_EXPLAIN_TRAIN_WINDOWS_ESTIMATED))
       g_error("no plan wrote %s (\"%s\")", (char *)macro, (char *)name);
 }
 
