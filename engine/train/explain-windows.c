@@ -72,15 +72,22 @@ gboolean cohort_explain_text_windows(const CohortConfig *cfg, gboolean *applies,
   g_autofree char *tok_path = cohort_config_tokenizer_path(cfg);
   if (cfg->data_format != COHORT_DATA_TEXT || !tok_path)
     return TRUE;
-  g_autoptr(CohortTokenizer) tok = cohort_tokenizer_load(tok_path, error);
-  if (!tok)
-    return FALSE;
   g_autofree char *resolved = cohort_resolve_path(cfg->train_data);
   const char *paths[] = {resolved, NULL};
   g_autoptr(CohortTextSources) src = cohort_text_sources_open(paths, error);
   if (!src)
     return FALSE;
   *applies = TRUE;
+  /* A tokenizer that is not there yet (a preset naming the folder the user brings) still gets
+   * a plan: one token per byte, the most a byte-level BPE gives, and said to be an estimate
+   * (the run itself refuses the missing folder) */
+  g_autoptr(CohortTokenizer) tok = cohort_tokenizer_load(tok_path, NULL);
+  if (!tok) {
+    *estimated = TRUE;
+    guint64 bytes = cohort_text_sources_size(src);
+    *n = bytes > (guint64)cfg->seq_len ? (bytes - 1) / (guint64)cfg->seq_len : 0;
+    return TRUE;
+  }
   /* the folder the run's rank 0 tokenizes into (engine/train/trainer-setup.c; with
    * distributed_data_loading each rank has its own, and the estimate stands) */
   g_autofree char *cache_dir = g_build_filename(cfg->workspace_dir, "cache", NULL);
