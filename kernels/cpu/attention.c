@@ -130,14 +130,12 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
   for (int r = 0; r < rows; r++) {
     float *s = S + (size_t)r * ls;
     int last = last_key(i0 + r, T, x);
-    float mx = -INFINITY;
+    /* scale > 0 and rounding is monotone: the largest scaled score is the largest score,
+     * scaled. The maximum and the sum go by reduce.h's lanes, so that they vectorise. */
+    float mx = cohort_row_max(s, last + 1) * scale;
     for (int j = 0; j <= last; j++)
-      mx = s[j] * scale > mx ? s[j] * scale : mx;
-    float sum = 0.0f;
-    for (int j = 0; j <= last; j++) {
       s[j] = cohort_expf(s[j] * scale - mx);
-      sum += s[j];
-    }
+    float sum = cohort_row_sum(s, last + 1);
     float inv = 1.0f / sum;
     for (int j = 0; j <= last; j++)
       s[j] *= inv;
@@ -194,6 +192,18 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
   }
 }
 
+/* A row of backward: p = exp(scale s - lse) from the scores s (in place) and ds = p (dP - D)
+ * scale from dP (in place), over the keys 0 .. n - 1 the row sees. Its own COHORT_VEC function,
+ * so that the exp loop gets the AVX2 / AVX-512 clones. */
+COHORT_VEC static void probs_and_grads(float *restrict p, float *restrict ds, int n, float scale,
+                                       float lse, float D)
+{
+  for (int j = 0; j < n; j++) {
+    p[j] = cohort_expf(p[j] * scale - lse);
+    ds[j] = p[j] * (ds[j] - D) * scale;
+  }
+}
+
 /* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
  * the caller zeroes them before the group's first head); T is the keys the example sees. P and
  * dS of SB query rows are kept so that dk and dv are updated once per SB rows, not per block of
@@ -234,10 +244,7 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
         int last = last_key(i0 + r, T, x);
         float lr = l[i0 + r];
         float D = cohort_row_dot(g + (size_t)(i0 + r) * x->ldo, o + (size_t)(i0 + r) * x->ldo, hd);
-        for (int j = 0; j <= last; j++) {
-          p[j] = cohort_expf(p[j] * scale - lr);
-          ds[j] = p[j] * (ds[j] - D) * scale;
-        }
+        probs_and_grads(p, ds, last + 1, scale, lr, D);
         for (int j = last + 1; j < sn; j++)
           p[j] = ds[j] = 0.0f;
       }
