@@ -42,6 +42,22 @@ static size_t round16(size_t n)
   return (n + 15) / 16 * 16;
 }
 
+/* The row stride of the transposed keys and values and of the score rows: a multiple of 16
+ * floats plus 16, so that a column of them (what tile_scores and tile_outer_acc read) is not at a
+ * power-of-two stride, which would map it onto a few of the L1 cache's sets. */
+static size_t p_stride(size_t n)
+{
+  return round16(n) + 16;
+}
+
+/* dst[r * hd + d] = src[r * stride + d]: rows made contiguous. */
+static void pack_rows(float *restrict dst, const float *restrict src, size_t stride, int rows,
+                      int hd)
+{
+  for (int r = 0; r < rows; r++)
+    memcpy(dst + (size_t)r * hd, src + (size_t)r * stride, sizeof(float) * hd);
+}
+
 /* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns. */
 static void transpose(float *restrict dst, size_t ld, const float *restrict src, size_t stride,
                       int rows, int hd)
@@ -151,7 +167,7 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(Tk);
+  size_t lt = p_stride(Tk); /* KT's and S's row stride */
   size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
@@ -175,7 +191,7 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
       }
       continue;
     }
-    memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
+    memset(KT, 0, sizeof(float) * per_thread);
     transpose(KT, lt, k, x->ldk, T, hd);
     for (int i0 = 0; i0 < Tq; i0 += QB) {
       int rows = Tq - i0 < QB ? Tq - i0 : QB;
@@ -210,12 +226,12 @@ COHORT_VEC static void probs_and_grads(float *restrict p, float *restrict ds, in
  * QB: each element still adds the rows in order, so the sums are the same. */
 static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
                                const float *l, const float *q, const float *k, const float *KT,
-                               const float *VT, float *P, float *dS, const float *zero_row, int T,
-                               const AttnArgs *x)
+                               const float *VT, float *P, float *dS, float *Xp,
+                               const float *zero_row, int T, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(x->Tk);
+  size_t lp = p_stride(x->Tk);
   if (T == 0) { /* no key: the output was zero whatever q was */
     for (int i = 0; i < Tq; i++)
       memset(dq + (size_t)i * x->ldq, 0, sizeof(float) * hd);
@@ -229,18 +245,18 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
       int rows = s0 + srows - i0 < QB ? s0 + srows - i0 : QB;
       int keys = last_key(i0 + rows - 1, T, x) + 1;
       int n = (int)round16(keys);
-      float *Pb = P + (size_t)(i0 - s0) * lt, *dSb = dS + (size_t)(i0 - s0) * lt;
+      float *Pb = P + (size_t)(i0 - s0) * lp, *dSb = dS + (size_t)(i0 - s0) * lp;
       /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
       const float *a[QB], *ga[QB];
       for (int r = 0; r < QB; r++) {
         a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
         ga[r] = r < rows ? g + (size_t)(i0 + r) * x->ldo : zero_row;
       }
-      tile_scores(Pb, lt, a, KT, lt, n, hd);
+      tile_scores(Pb, lp, a, KT, lp, n, hd);
       /* dP = dout v^T */
-      tile_scores(dSb, lt, ga, VT, lt, n, hd);
+      tile_scores(dSb, lp, ga, VT, lp, n, hd);
       for (int r = 0; r < rows; r++) {
-        float *p = Pb + (size_t)r * lt, *ds = dSb + (size_t)r * lt;
+        float *p = Pb + (size_t)r * lp, *ds = dSb + (size_t)r * lp;
         int last = last_key(i0 + r, T, x);
         float lr = l[i0 + r];
         float D = cohort_row_dot(g + (size_t)(i0 + r) * x->ldo, o + (size_t)(i0 + r) * x->ldo, hd);
@@ -249,11 +265,15 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
           p[j] = ds[j] = 0.0f;
       }
       /* dq = dS k */
-      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lt, k, x->ldk, keys, hd);
+      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lp, k, x->ldk, keys, hd);
     }
     /* dk += dS^T q; dv += P^T dout, over the super-block's rows */
-    tile_outer_acc(dk, x->ldk, dS, lt, q + (size_t)s0 * x->ldq, x->ldq, srows, skeys, hd);
-    tile_outer_acc(dv, x->ldv, P, lt, g + (size_t)s0 * x->ldo, x->ldo, srows, skeys, hd);
+    /* the rows of q (and dout) packed first: in place they sit 3C (C) floats apart, a stride
+     * that maps the super-block's rows onto a quarter of the L1 cache's sets */
+    pack_rows(Xp, q + (size_t)s0 * x->ldq, x->ldq, srows, hd);
+    tile_outer_acc(dk, x->ldk, dS, lp, Xp, (size_t)hd, srows, skeys, hd);
+    pack_rows(Xp, g + (size_t)s0 * x->ldo, x->ldo, srows, hd);
+    tile_outer_acc(dv, x->ldv, P, lp, Xp, (size_t)hd, srows, skeys, hd);
   }
 }
 
@@ -263,8 +283,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *lse, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, NKV = x->NKV, G = NH / NKV;
-  size_t lt = round16(Tk);
-  size_t per_thread = (size_t)2 * hd * lt + 2 * SB * lt + round16(hd);
+  size_t lp = p_stride(Tk); /* the row stride of KT, VT, P and dS */
+  size_t per_thread = (size_t)2 * hd * lp + 2 * SB * lp + (size_t)SB * round16(hd) + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort();
@@ -272,18 +292,19 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
   for (int bk = 0; bk < x->B * NKV; bk++) {
     int b = bk / NKV, kvh = bk % NKV;
     float *KT = buf + per_thread * omp_get_thread_num();
-    float *VT = KT + (size_t)hd * lt;
-    float *P = VT + (size_t)hd * lt;
-    float *dS = P + SB * lt;
-    float *zero_row = dS + SB * lt;
+    float *VT = KT + (size_t)hd * lp;
+    float *P = VT + (size_t)hd * lp;
+    float *dS = P + SB * lp;
+    float *Xp = dS + SB * lp;
+    float *zero_row = Xp + (size_t)SB * round16(hd);
     size_t koff = (size_t)b * Tk * x->ldk + (size_t)kvh * hd;
     size_t voff = (size_t)b * Tk * x->ldv + (size_t)kvh * hd;
     const float *k = x->k + koff, *v = x->v + voff;
     float *dkh = dk + koff, *dvh = dv + voff;
     int T = keys_of(x, b);
     memset(KT, 0, sizeof(float) * per_thread);
-    transpose(KT, lt, k, x->ldk, T, hd);
-    transpose(VT, lt, v, x->ldv, T, hd);
+    transpose(KT, lp, k, x->ldk, T, hd);
+    transpose(VT, lp, v, x->ldv, T, hd);
     for (int i = 0; i < Tk; i++) { /* keys past klen keep zero gradients */
       memset(dkh + (size_t)i * x->ldk, 0, sizeof(float) * hd);
       memset(dvh + (size_t)i * x->ldv, 0, sizeof(float) * hd);
@@ -293,8 +314,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
       size_t qoff = (size_t)b * Tq * x->ldq + (size_t)h * hd;
       size_t ooff = (size_t)b * Tq * x->ldo + (size_t)h * hd;
       attn_backward_head(dq + qoff, dkh, dvh, dout + ooff, out + ooff,
-                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, k, KT, VT, P, dS, zero_row,
-                         T, x);
+                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, k, KT, VT, P, dS, Xp,
+                         zero_row, T, x);
     }
   }
 }
