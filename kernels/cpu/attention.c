@@ -58,13 +58,16 @@ static void pack_rows(float *restrict dst, const float *restrict src, size_t str
     memcpy(dst + (size_t)r * hd, src + (size_t)r * stride, sizeof(float) * hd);
 }
 
-/* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns. */
+/* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns; the columns
+ * from `rows` to ld are zeroed (the tiles read keys up to a multiple of 16). */
 static void transpose(float *restrict dst, size_t ld, const float *restrict src, size_t stride,
                       int rows, int hd)
 {
   for (int j = 0; j < rows; j++)
     for (int d = 0; d < hd; d++)
       dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
+  for (int d = 0; d < hd; d++)
+    memset(dst + (size_t)d * ld + rows, 0, sizeof(float) * (ld - (size_t)rows));
 }
 
 /* The tiles, in two instances of attention-tiles.h: 16-float vectors (AVX-512 registers in
@@ -191,7 +194,9 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
       }
       continue;
     }
-    memset(KT, 0, sizeof(float) * per_thread);
+    /* every value the tiles read is written before (S by tile_scores and block_softmax), so
+     * only the transposed keys' padding and the zero row need zeros */
+    memset(zero_row, 0, sizeof(float) * round16(hd));
     transpose(KT, lt, k, x->ldk, T, hd);
     for (int i0 = 0; i0 < Tq; i0 += QB) {
       int rows = Tq - i0 < QB ? Tq - i0 : QB;
@@ -302,7 +307,9 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
     const float *k = x->k + koff, *v = x->v + voff;
     float *dkh = dk + koff, *dvh = dv + voff;
     int T = keys_of(x, b);
-    memset(KT, 0, sizeof(float) * per_thread);
+    /* every value of P, dS and Xp that is read is written first (attn_backward_head), so only
+     * the transposed keys' and values' padding and the zero row need zeros */
+    memset(zero_row, 0, sizeof(float) * round16(hd));
     transpose(KT, lp, k, x->ldk, T, hd);
     transpose(VT, lp, v, x->ldv, T, hd);
     for (int i = 0; i < Tk; i++) { /* keys past klen keep zero gradients */
