@@ -79,8 +79,8 @@ static void check(const char *what, const float *x, const float *got, double (*r
 {
   double at = 0.0;
   double w = worst_ratio(x, got, ref, n, rtol, atol, scale, &at);
-  g_test_message("%s: worst error %.3f of the bound (rtol %g, atol %g), at x = %.6g", what, w,
-                 rtol, atol, at);
+  g_test_message("%s: worst error %.3f of the bound (rtol %g, atol %g), at x = %.6g", what, w, rtol,
+                 atol, at);
   g_assert_cmpfloat(w, <=, 1.0);
 }
 
@@ -133,8 +133,8 @@ static void test_silu(void)
 static void test_limits(void)
 {
   const CohortBackend *be = cohort_backend_cpu();
-  float x[11] = {-INFINITY, -1e30f, -200.0f, -90.0f, -0.0f, 0.0f, 90.0f, 200.0f, 1e30f, INFINITY,
-                 NAN};
+  float x[11] = {-INFINITY, -1e30f, -200.0f, -90.0f,   -0.0f, 0.0f,
+                 90.0f,     200.0f, 1e30f,   INFINITY, NAN};
   float y[11], s[11];
   be->gelu_forward(y, x, 11);
   be->silu_forward(s, x, 11);
