@@ -179,11 +179,12 @@ static const OpRow rows[] = {
     ATT("B1-T1-C32-NH4-causal", 1, 1, 32, 4, 1),     /* one position */
     ATT("B2-T45-C48-NH3", 2, 45, 48, 3, 0),
     ATT("B1-T100-C128-NH2", 1, 100, 128, 2, 0), /* four key tiles, the last partial */
-    ATT("B1-T33-C128-NH1", 1, 33, 128, 1, 0), ATT("B2-T9-C60-NH2", 2, 9, 60, 2, 0),
+    ATT("B1-T33-C128-NH1", 1, 33, 128, 1, 0),
+    ATT("B2-T9-C60-NH2", 2, 9, 60, 2, 0),
     ATT("B1-T1-C32-NH4", 1, 1, 32, 4, 0),
-    ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0), /* DiT-like: 64 patches, head size 12 */
-    /* head size 32 (tiny-dit's): the key/value gradient takes two keys at a time */
-    ATT("B2-T45-C96-NH3-causal", 2, 45, 96, 3, 1), ATT("B2-T37-C64-NH2", 2, 37, 64, 2, 0),
+    ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0),        /* DiT-like: 64 patches, head size 12 */
+    ATT("B2-T45-C96-NH3-causal", 2, 45, 96, 3, 1), /* head size 32 (tiny-dit's): two keys */
+    ATT("B2-T37-C64-NH2", 2, 37, 64, 2, 0),        /* at a time in the key/value gradient */
     GQA("B2-T45-NH6-NKV2-hd16-causal", 2, 45, 6, 2, 16, 1),
     GQA("B1-T70-NH9-NKV3-hd64-causal", 1, 70, 9, 3, 64, 1),   /* SmolLM2-135M's heads */
     GQA("B1-T33-NH4-NKV1-hd128-causal", 1, 33, 4, 1, 128, 1), /* multi-query, Qwen3's head size */
