@@ -171,7 +171,7 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
   size_t lt = p_stride(Tk); /* KT's and S's row stride */
-  size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
+  size_t per_thread = (size_t)hd * lt + QB * lt + (size_t)Tk * hd + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort(); /* out of memory for a few hundred KiB */
@@ -180,7 +180,8 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     int b = bh / NH, h = bh % NH;
     float *KT = buf + per_thread * omp_get_thread_num();
     float *S = KT + (size_t)hd * lt;
-    float *zero_row = S + QB * lt;
+    float *Vp = S + QB * lt; /* v's rows packed (in place they are 3C floats apart in GPT) */
+    float *zero_row = Vp + (size_t)Tk * hd;
     const float *q = x->q + (size_t)b * Tq * x->ldq + (size_t)h * hd;
     const float *k = x->k + (size_t)b * Tk * x->ldk + (size_t)(h / G) * hd;
     const float *v = x->v + (size_t)b * Tk * x->ldv + (size_t)(h / G) * hd;
@@ -198,6 +199,7 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
      * only the transposed keys' padding and the zero row need zeros */
     memset(zero_row, 0, sizeof(float) * round16(hd));
     transpose(KT, lt, k, x->ldk, T, hd);
+    pack_rows(Vp, v, x->ldv, T, hd);
     for (int i0 = 0; i0 < Tq; i0 += QB) {
       int rows = Tq - i0 < QB ? Tq - i0 : QB;
       int keys = last_key(i0 + rows - 1, T, x) + 1; /* keys this block can see */
@@ -208,7 +210,7 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
       tile_scores(S, lt, a, KT, lt, n, hd);
       float unkept[QB]; /* the log-sum-exps of a call that keeps none */
       block_softmax(S, lt, i0, rows, n, scale, lse ? lse + (size_t)bh * Tq + i0 : unkept, T, x);
-      tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
+      tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, Vp, (size_t)hd, keys, hd);
     }
   }
 }
@@ -228,7 +230,8 @@ COHORT_VEC static void probs_and_grads(float *restrict p, float *restrict ds, in
 /* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
  * the caller zeroes them before the group's first head); T is the keys the example sees. P and
  * dS of SB query rows are kept so that dk and dv are updated once per SB rows, not per block of
- * QB: each element still adds the rows in order, so the sums are the same. */
+ * QB: each element still adds the rows in order, so the sums are the same. k is the key
+ * rows packed (hd floats apart). */
 static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
                                const float *l, const float *q, const float *k, const float *KT,
                                const float *VT, float *P, float *dS, float *Xp,
@@ -270,7 +273,7 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
           p[j] = ds[j] = 0.0f;
       }
       /* dq = dS k */
-      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lp, k, x->ldk, keys, hd);
+      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lp, k, (size_t)hd, keys, hd);
     }
     /* dk += dS^T q; dv += P^T dout, over the super-block's rows */
     /* the rows of q (and dout) packed first: in place they sit 3C (C) floats apart, a stride
@@ -289,7 +292,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, NKV = x->NKV, G = NH / NKV;
   size_t lp = p_stride(Tk); /* the row stride of KT, VT, P and dS */
-  size_t per_thread = (size_t)2 * hd * lp + 2 * SB * lp + (size_t)SB * round16(hd) + round16(hd);
+  size_t per_thread =
+      (size_t)2 * hd * lp + 2 * SB * lp + (size_t)SB * round16(hd) + (size_t)Tk * hd + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort();
@@ -301,7 +305,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
     float *P = VT + (size_t)hd * lp;
     float *dS = P + SB * lp;
     float *Xp = dS + SB * lp;
-    float *zero_row = Xp + (size_t)SB * round16(hd);
+    float *Kp = Xp + (size_t)SB * round16(hd); /* k's rows packed, hd floats apart */
+    float *zero_row = Kp + (size_t)Tk * hd;
     size_t koff = (size_t)b * Tk * x->ldk + (size_t)kvh * hd;
     size_t voff = (size_t)b * Tk * x->ldv + (size_t)kvh * hd;
     const float *k = x->k + koff, *v = x->v + voff;
@@ -312,6 +317,7 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
     memset(zero_row, 0, sizeof(float) * round16(hd));
     transpose(KT, lp, k, x->ldk, T, hd);
     transpose(VT, lp, v, x->ldv, T, hd);
+    pack_rows(Kp, k, x->ldk, T, hd);
     for (int i = 0; i < Tk; i++) { /* keys past klen keep zero gradients */
       memset(dkh + (size_t)i * x->ldk, 0, sizeof(float) * hd);
       memset(dvh + (size_t)i * x->ldv, 0, sizeof(float) * hd);
@@ -321,7 +327,7 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
       size_t qoff = (size_t)b * Tq * x->ldq + (size_t)h * hd;
       size_t ooff = (size_t)b * Tq * x->ldo + (size_t)h * hd;
       attn_backward_head(dq + qoff, dkh, dvh, dout + ooff, out + ooff,
-                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, k, KT, VT, P, dS, Xp,
+                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, Kp, KT, VT, P, dS, Xp,
                          zero_row, T, x);
     }
   }
