@@ -45,10 +45,14 @@ COHORT_HD static inline uint64_t cohort_dropout_threshold(float p)
  * smallest normal float (~1e-38) instead of a denormal or 0, which no caller can tell from 0
  * after adding it to something of order 1; +inf gives e^88. NaN, which passes the clamp,
  * is computed as 0 and returned as itself: n must stay in [-126, 127], or the exponent bits
- * below would come from a negative number shifted left (undefined behaviour). */
+ * below would come from a negative number shifted left (undefined behaviour).
+ * Written without a branch around arithmetic (every value is computed, then selected), so
+ * that GCC if-converts it and vectorises the loops that call it (AVX2 / AVX-512 clones of
+ * COHORT_VEC); a multiplication inside a ?: arm kept them scalar. */
 COHORT_HD static inline float cohort_expf(float x_in)
 {
-  float x = x_in < -87.3f ? -87.3f : (x_in > 88.0f ? 88.0f : x_in);
+  float x = x_in < -87.3f ? -87.3f : x_in;
+  x = x > 88.0f ? 88.0f : x;
   x = x == x ? x : 0.0f;
   /* round to nearest by the 1.5 * 2^23 trick: exact for |v| < 2^22, no rint call */
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -61,12 +65,11 @@ COHORT_HD static inline float cohort_expf(float x_in)
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   float y = p * r * r + r + 1.0f;
-  union {
-    int i;
-    float f;
-  } scale;
-  scale.i = ((int)n + 127) << 23;
-  return x_in == x_in ? y * scale.f : x_in;
+  int32_t bits = ((int32_t)n + 127) * 8388608; /* (n + 127) << 23, n + 127 in [1, 254] */
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  float e = y * scale;
+  return x_in == x_in ? e : x_in;
 }
 
 /* tanh written through one exp so that compilers can vectorise it (libm's tanhf is a call

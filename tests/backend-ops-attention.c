@@ -182,12 +182,16 @@ static const OpRow rows[] = {
     ATT("B1-T33-C128-NH1", 1, 33, 128, 1, 0),
     ATT("B2-T9-C60-NH2", 2, 9, 60, 2, 0),
     ATT("B1-T1-C32-NH4", 1, 1, 32, 4, 0),
-    ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0), /* DiT-like: 64 patches, head size 12 */
+    ATT("B4-T64-C72-NH6", 4, 64, 72, 6, 0),        /* DiT-like: 64 patches, head size 12 */
+    ATT("B2-T45-C96-NH3-causal", 2, 45, 96, 3, 1), /* head size 32 (tiny-dit's): two keys */
+    ATT("B2-T37-C64-NH2", 2, 37, 64, 2, 0),        /* at a time in the key/value gradient */
     GQA("B2-T45-NH6-NKV2-hd16-causal", 2, 45, 6, 2, 16, 1),
     GQA("B1-T70-NH9-NKV3-hd64-causal", 1, 70, 9, 3, 64, 1),   /* SmolLM2-135M's heads */
     GQA("B1-T33-NH4-NKV1-hd128-causal", 1, 33, 4, 1, 128, 1), /* multi-query, Qwen3's head size */
     GQA("B2-T9-NH2-NKV2-hd30-causal", 2, 9, 2, 2, 30, 1),     /* no grouping */
     GQA("B2-T40-NH4-NKV2-hd24", 2, 40, 4, 2, 24, 0),
+    GQA("B2-T23-NH4-NKV2-hd36-causal", 2, 23, 4, 2, 36, 1), /* two keys at a time, lanes left */
+    CROSS("B2-Tq16-Tk21-NH2-hd32-masked", 2, 16, 21, 2, 32, 1),
     CROSS("B3-Tq64-Tk45-NH3-hd16-masked", 3, 64, 45, 3, 16, 1), /* DiT-like: 64 patches */
     CROSS("B2-Tq9-Tk70-NH2-hd64-masked", 2, 9, 70, 2, 64, 1),   /* more keys than queries */
     CROSS("B1-Tq33-Tk7-NH1-hd30", 1, 33, 7, 1, 30, 0),          /* no lengths (NULL) */

@@ -3,9 +3,12 @@
  * (the name with its width's suffix) are defined before each inclusion and undefined here. Each
  * output element sums its terms in the same order whatever the width. */
 
-/* Rows of a tile computed together: as many accumulators as the registers hold with room for
- * the operands (AVX-512: 4 of 16 floats; AVX2: 8 of 8). */
-#define TILE_RG (TILE_W == 16 ? 4 : 8)
+/* A tile of tile_scores and tile_weighted_sum: TILE_RG rows by TILE_CV vectors of accumulators.
+ * AVX-512: 4 x 1 of 16 floats. AVX2: 4 x 2 of 8 floats, 8 of its 16 registers, so that each
+ * step loads 2 vectors and broadcasts 4 values for its 8 fused multiply-adds (8 x 1 needed 9
+ * loads, 8 of them broadcasts, which Zen 3 issues 2 per cycle: slower than the FMAs). */
+#define TILE_RG 4
+#define TILE_CV (TILE_W == 16 ? 1 : 2)
 /* Vectors of a row of G that tile_outer_acc keeps in registers: 64 floats, a common head. */
 #define TILE_TG (64 / TILE_W)
 
@@ -13,21 +16,32 @@
 TILE_ATTR static void TILE_FN(tile_scores)(float *restrict S, size_t ls, const float *const *a,
                                            const float *restrict BT, size_t lb, int n, int hd)
 {
-  for (int j0 = 0; j0 < n; j0 += TILE_W)
+  for (int j0 = 0; j0 < n; j0 += TILE_W * TILE_CV)
     for (int r0 = 0; r0 < QB; r0 += TILE_RG) {
-      TILE_V acc[TILE_RG];
+      TILE_V acc[TILE_RG][TILE_CV];
 #pragma GCC unroll 8
       for (int r = 0; r < TILE_RG; r++)
-        acc[r] = (TILE_V){0};
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          acc[r][c] = (TILE_V){0};
       for (int d = 0; d < hd; d++) {
-        TILE_V b = *(const TILE_V *)(BT + (size_t)d * lb + j0);
+        TILE_V b[TILE_CV];
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          b[c] = *(const TILE_V *)(BT + (size_t)d * lb + j0 + c * TILE_W);
 #pragma GCC unroll 8
-        for (int r = 0; r < TILE_RG; r++)
-          acc[r] += a[r0 + r][d] * b;
+        for (int r = 0; r < TILE_RG; r++) {
+          float av = a[r0 + r][d];
+#pragma GCC unroll 2
+          for (int c = 0; c < TILE_CV; c++)
+            acc[r][c] += av * b[c];
+        }
       }
 #pragma GCC unroll 8
       for (int r = 0; r < TILE_RG; r++)
-        *(TILE_V *)(S + (size_t)(r0 + r) * ls + j0) = acc[r];
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          *(TILE_V *)(S + (size_t)(r0 + r) * ls + j0 + c * TILE_W) = acc[r][c];
     }
 }
 
@@ -38,7 +52,33 @@ TILE_ATTR static void TILE_FN(tile_weighted_sum)(float *restrict Y, size_t ys, i
                                                  const float *restrict X, size_t xs, int n, int hd)
 {
   int d0 = 0;
-  for (; d0 + TILE_W <= hd; d0 += TILE_W)
+  for (; d0 + TILE_W * TILE_CV <= hd; d0 += TILE_W * TILE_CV)
+    for (int r0 = 0; r0 < rows; r0 += TILE_RG) {
+      TILE_V acc[TILE_RG][TILE_CV];
+#pragma GCC unroll 8
+      for (int r = 0; r < TILE_RG; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          acc[r][c] = (TILE_V){0};
+      for (int j = 0; j < n; j++) {
+        TILE_V x[TILE_CV];
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          x[c] = *(const TILE_V *)(X + (size_t)j * xs + d0 + c * TILE_W);
+#pragma GCC unroll 8
+        for (int r = 0; r < TILE_RG; r++) {
+          float pv = P[(size_t)(r0 + r) * lp + j];
+#pragma GCC unroll 2
+          for (int c = 0; c < TILE_CV; c++)
+            acc[r][c] += pv * x[c];
+        }
+      }
+      for (int r = 0; r < TILE_RG && r0 + r < rows; r++)
+#pragma GCC unroll 2
+        for (int c = 0; c < TILE_CV; c++)
+          *(TILE_V *)(Y + (size_t)(r0 + r) * ys + d0 + c * TILE_W) = acc[r][c];
+    }
+  for (; d0 + TILE_W <= hd; d0 += TILE_W) /* one vector left (AVX2, hd % 16 == 8) */
     for (int r0 = 0; r0 < rows; r0 += TILE_RG) {
       TILE_V acc[TILE_RG];
 #pragma GCC unroll 8
@@ -80,7 +120,41 @@ TILE_ATTR static void TILE_FN(tile_outer_acc)(float *restrict G, size_t gs, cons
                                               int rows, int n, int hd)
 {
   int full = hd / TILE_W * TILE_W;
-  for (int j = 0; j < n; j++) {
+  int j = 0;
+  /* A head of half the register block (DiT's 32 channels): two keys at a time, so that as many
+   * independent sums are in flight as with a full block (one vector per key and row would wait
+   * on each fused multiply-add's latency). Each element still adds the rows in order. */
+  if (full == TILE_TG / 2 * TILE_W)
+    for (; j + 1 < n; j += 2) {
+      float *g0 = G + (size_t)j * gs, *g1 = g0 + gs;
+      TILE_V a0[TILE_TG / 2], a1[TILE_TG / 2];
+#pragma GCC unroll 8
+      for (int t = 0; t < TILE_TG / 2; t++) {
+        a0[t] = *(TILE_V *)(g0 + t * TILE_W);
+        a1[t] = *(TILE_V *)(g1 + t * TILE_W);
+      }
+      for (int r = 0; r < rows; r++) {
+        float w0 = W[(size_t)r * lw + j], w1 = W[(size_t)r * lw + j + 1];
+        const float *x = X + (size_t)r * xs;
+#pragma GCC unroll 8
+        for (int t = 0; t < TILE_TG / 2; t++) {
+          TILE_V xv = *(const TILE_V *)(x + t * TILE_W);
+          a0[t] += w0 * xv;
+          a1[t] += w1 * xv;
+        }
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < TILE_TG / 2; t++) {
+        *(TILE_V *)(g0 + t * TILE_W) = a0[t];
+        *(TILE_V *)(g1 + t * TILE_W) = a1[t];
+      }
+      for (int d = full; d < hd; d++)
+        for (int r = 0; r < rows; r++) {
+          g0[d] += W[(size_t)r * lw + j] * X[(size_t)r * xs + d];
+          g1[d] += W[(size_t)r * lw + j + 1] * X[(size_t)r * xs + d];
+        }
+    }
+  for (; j < n; j++) {
     float *g = G + (size_t)j * gs;
     int d0 = 0;
     for (; d0 + TILE_TG * TILE_W <= full; d0 += TILE_TG * TILE_W) {
@@ -112,6 +186,7 @@ TILE_ATTR static void TILE_FN(tile_outer_acc)(float *restrict G, size_t gs, cons
 }
 
 #undef TILE_RG
+#undef TILE_CV
 #undef TILE_TG
 #undef TILE_V
 #undef TILE_W

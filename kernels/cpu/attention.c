@@ -42,13 +42,32 @@ static size_t round16(size_t n)
   return (n + 15) / 16 * 16;
 }
 
-/* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns. */
+/* The row stride of the transposed keys and values and of the score rows: a multiple of 16
+ * floats plus 16, so that a column of them (what tile_scores and tile_outer_acc read) is not at a
+ * power-of-two stride, which would map it onto a few of the L1 cache's sets. */
+static size_t p_stride(size_t n)
+{
+  return round16(n) + 16;
+}
+
+/* dst[r * hd + d] = src[r * stride + d]: rows made contiguous. */
+static void pack_rows(float *restrict dst, const float *restrict src, size_t stride, int rows,
+                      int hd)
+{
+  for (int r = 0; r < rows; r++)
+    memcpy(dst + (size_t)r * hd, src + (size_t)r * stride, sizeof(float) * hd);
+}
+
+/* dst[d * ld + j] = src[j * stride + d]: rows of keys (or values) become columns; the columns
+ * from `rows` to ld are zeroed (the tiles read keys up to a multiple of 16). */
 static void transpose(float *restrict dst, size_t ld, const float *restrict src, size_t stride,
                       int rows, int hd)
 {
   for (int j = 0; j < rows; j++)
     for (int d = 0; d < hd; d++)
       dst[(size_t)d * ld + j] = src[(size_t)j * stride + d];
+  for (int d = 0; d < hd; d++)
+    memset(dst + (size_t)d * ld + rows, 0, sizeof(float) * (ld - (size_t)rows));
 }
 
 /* The tiles, in two instances of attention-tiles.h: 16-float vectors (AVX-512 registers in
@@ -130,14 +149,12 @@ COHORT_VEC static void block_softmax(float *restrict S, size_t ls, int i0, int r
   for (int r = 0; r < rows; r++) {
     float *s = S + (size_t)r * ls;
     int last = last_key(i0 + r, T, x);
-    float mx = -INFINITY;
+    /* scale > 0 and rounding is monotone: the largest scaled score is the largest score,
+     * scaled. The maximum and the sum go by reduce.h's lanes, so that they vectorise. */
+    float mx = cohort_row_max(s, last + 1) * scale;
     for (int j = 0; j <= last; j++)
-      mx = s[j] * scale > mx ? s[j] * scale : mx;
-    float sum = 0.0f;
-    for (int j = 0; j <= last; j++) {
       s[j] = cohort_expf(s[j] * scale - mx);
-      sum += s[j];
-    }
+    float sum = cohort_row_sum(s, last + 1);
     float inv = 1.0f / sum;
     for (int j = 0; j <= last; j++)
       s[j] *= inv;
@@ -153,8 +170,8 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, G = x->NH / x->NKV;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(Tk);
-  size_t per_thread = (size_t)hd * lt + QB * lt + round16(hd);
+  size_t lt = p_stride(Tk); /* KT's and S's row stride */
+  size_t per_thread = (size_t)hd * lt + QB * lt + (size_t)Tk * hd + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort(); /* out of memory for a few hundred KiB */
@@ -163,7 +180,8 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
     int b = bh / NH, h = bh % NH;
     float *KT = buf + per_thread * omp_get_thread_num();
     float *S = KT + (size_t)hd * lt;
-    float *zero_row = S + QB * lt;
+    float *Vp = S + QB * lt; /* v's rows packed (in place they are 3C floats apart in GPT) */
+    float *zero_row = Vp + (size_t)Tk * hd;
     const float *q = x->q + (size_t)b * Tq * x->ldq + (size_t)h * hd;
     const float *k = x->k + (size_t)b * Tk * x->ldk + (size_t)(h / G) * hd;
     const float *v = x->v + (size_t)b * Tk * x->ldv + (size_t)(h / G) * hd;
@@ -177,8 +195,11 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
       }
       continue;
     }
-    memset(KT, 0, sizeof(float) * (hd * lt + QB * lt + round16(hd)));
+    /* every value the tiles read is written before (S by tile_scores and block_softmax), so
+     * only the transposed keys' padding and the zero row need zeros */
+    memset(zero_row, 0, sizeof(float) * round16(hd));
     transpose(KT, lt, k, x->ldk, T, hd);
+    pack_rows(Vp, v, x->ldv, T, hd);
     for (int i0 = 0; i0 < Tq; i0 += QB) {
       int rows = Tq - i0 < QB ? Tq - i0 : QB;
       int keys = last_key(i0 + rows - 1, T, x) + 1; /* keys this block can see */
@@ -189,23 +210,36 @@ static void attn_forward(float *out, float *lse, const AttnArgs *x)
       tile_scores(S, lt, a, KT, lt, n, hd);
       float unkept[QB]; /* the log-sum-exps of a call that keeps none */
       block_softmax(S, lt, i0, rows, n, scale, lse ? lse + (size_t)bh * Tq + i0 : unkept, T, x);
-      tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, v, x->ldv, keys, hd);
+      tile_weighted_sum(o + (size_t)i0 * x->ldo, x->ldo, rows, S, lt, Vp, (size_t)hd, keys, hd);
     }
+  }
+}
+
+/* A row of backward: p = exp(scale s - lse) from the scores s (in place) and ds = p (dP - D)
+ * scale from dP (in place), over the keys 0 .. n - 1 the row sees. Its own COHORT_VEC function,
+ * so that the exp loop gets the AVX2 / AVX-512 clones. */
+COHORT_VEC static void probs_and_grads(float *restrict p, float *restrict ds, int n, float scale,
+                                       float lse, float D)
+{
+  for (int j = 0; j < n; j++) {
+    p[j] = cohort_expf(p[j] * scale - lse);
+    ds[j] = p[j] * (ds[j] - D) * scale;
   }
 }
 
 /* One query head's share of the backward: dq (overwritten) and its terms of dk and dv (added;
  * the caller zeroes them before the group's first head); T is the keys the example sees. P and
  * dS of SB query rows are kept so that dk and dv are updated once per SB rows, not per block of
- * QB: each element still adds the rows in order, so the sums are the same. */
+ * QB: each element still adds the rows in order, so the sums are the same. k is the key
+ * rows packed (hd floats apart). */
 static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, const float *o,
                                const float *l, const float *q, const float *k, const float *KT,
-                               const float *VT, float *P, float *dS, const float *zero_row, int T,
-                               const AttnArgs *x)
+                               const float *VT, float *P, float *dS, float *Xp,
+                               const float *zero_row, int T, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq;
   float scale = 1.0f / sqrtf((float)hd);
-  size_t lt = round16(x->Tk);
+  size_t lp = p_stride(x->Tk);
   if (T == 0) { /* no key: the output was zero whatever q was */
     for (int i = 0; i < Tq; i++)
       memset(dq + (size_t)i * x->ldq, 0, sizeof(float) * hd);
@@ -219,34 +253,35 @@ static void attn_backward_head(float *dq, float *dk, float *dv, const float *g, 
       int rows = s0 + srows - i0 < QB ? s0 + srows - i0 : QB;
       int keys = last_key(i0 + rows - 1, T, x) + 1;
       int n = (int)round16(keys);
-      float *Pb = P + (size_t)(i0 - s0) * lt, *dSb = dS + (size_t)(i0 - s0) * lt;
+      float *Pb = P + (size_t)(i0 - s0) * lp, *dSb = dS + (size_t)(i0 - s0) * lp;
       /* P = exp(scale * q k^T - lse), zero for the keys a row does not see */
       const float *a[QB], *ga[QB];
       for (int r = 0; r < QB; r++) {
         a[r] = r < rows ? q + (size_t)(i0 + r) * x->ldq : zero_row;
         ga[r] = r < rows ? g + (size_t)(i0 + r) * x->ldo : zero_row;
       }
-      tile_scores(Pb, lt, a, KT, lt, n, hd);
+      tile_scores(Pb, lp, a, KT, lp, n, hd);
       /* dP = dout v^T */
-      tile_scores(dSb, lt, ga, VT, lt, n, hd);
+      tile_scores(dSb, lp, ga, VT, lp, n, hd);
       for (int r = 0; r < rows; r++) {
-        float *p = Pb + (size_t)r * lt, *ds = dSb + (size_t)r * lt;
+        float *p = Pb + (size_t)r * lp, *ds = dSb + (size_t)r * lp;
         int last = last_key(i0 + r, T, x);
         float lr = l[i0 + r];
         float D = cohort_row_dot(g + (size_t)(i0 + r) * x->ldo, o + (size_t)(i0 + r) * x->ldo, hd);
-        for (int j = 0; j <= last; j++) {
-          p[j] = cohort_expf(p[j] * scale - lr);
-          ds[j] = p[j] * (ds[j] - D) * scale;
-        }
+        probs_and_grads(p, ds, last + 1, scale, lr, D);
         for (int j = last + 1; j < sn; j++)
           p[j] = ds[j] = 0.0f;
       }
       /* dq = dS k */
-      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lt, k, x->ldk, keys, hd);
+      tile_weighted_sum(dq + (size_t)i0 * x->ldq, x->ldq, rows, dSb, lp, k, (size_t)hd, keys, hd);
     }
     /* dk += dS^T q; dv += P^T dout, over the super-block's rows */
-    tile_outer_acc(dk, x->ldk, dS, lt, q + (size_t)s0 * x->ldq, x->ldq, srows, skeys, hd);
-    tile_outer_acc(dv, x->ldv, P, lt, g + (size_t)s0 * x->ldo, x->ldo, srows, skeys, hd);
+    /* the rows of q (and dout) packed first: in place they sit 3C (C) floats apart, a stride
+     * that maps the super-block's rows onto a quarter of the L1 cache's sets */
+    pack_rows(Xp, q + (size_t)s0 * x->ldq, x->ldq, srows, hd);
+    tile_outer_acc(dk, x->ldk, dS, lp, Xp, (size_t)hd, srows, skeys, hd);
+    pack_rows(Xp, g + (size_t)s0 * x->ldo, x->ldo, srows, hd);
+    tile_outer_acc(dv, x->ldv, P, lp, Xp, (size_t)hd, srows, skeys, hd);
   }
 }
 
@@ -256,8 +291,9 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *lse, const AttnArgs *x)
 {
   int hd = x->hd, Tq = x->Tq, Tk = x->Tk, NH = x->NH, NKV = x->NKV, G = NH / NKV;
-  size_t lt = round16(Tk);
-  size_t per_thread = (size_t)2 * hd * lt + 2 * SB * lt + round16(hd);
+  size_t lp = p_stride(Tk); /* the row stride of KT, VT, P and dS */
+  size_t per_thread =
+      (size_t)2 * hd * lp + 2 * SB * lp + (size_t)SB * round16(hd) + (size_t)Tk * hd + round16(hd);
   float *buf = thread_scratch(per_thread, omp_get_max_threads());
   if (!buf)
     abort();
@@ -265,18 +301,23 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
   for (int bk = 0; bk < x->B * NKV; bk++) {
     int b = bk / NKV, kvh = bk % NKV;
     float *KT = buf + per_thread * omp_get_thread_num();
-    float *VT = KT + (size_t)hd * lt;
-    float *P = VT + (size_t)hd * lt;
-    float *dS = P + SB * lt;
-    float *zero_row = dS + SB * lt;
+    float *VT = KT + (size_t)hd * lp;
+    float *P = VT + (size_t)hd * lp;
+    float *dS = P + SB * lp;
+    float *Xp = dS + SB * lp;
+    float *Kp = Xp + (size_t)SB * round16(hd); /* k's rows packed, hd floats apart */
+    float *zero_row = Kp + (size_t)Tk * hd;
     size_t koff = (size_t)b * Tk * x->ldk + (size_t)kvh * hd;
     size_t voff = (size_t)b * Tk * x->ldv + (size_t)kvh * hd;
     const float *k = x->k + koff, *v = x->v + voff;
     float *dkh = dk + koff, *dvh = dv + voff;
     int T = keys_of(x, b);
-    memset(KT, 0, sizeof(float) * per_thread);
-    transpose(KT, lt, k, x->ldk, T, hd);
-    transpose(VT, lt, v, x->ldv, T, hd);
+    /* every value of P, dS and Xp that is read is written first (attn_backward_head), so only
+     * the transposed keys' and values' padding and the zero row need zeros */
+    memset(zero_row, 0, sizeof(float) * round16(hd));
+    transpose(KT, lp, k, x->ldk, T, hd);
+    transpose(VT, lp, v, x->ldv, T, hd);
+    pack_rows(Kp, k, x->ldk, T, hd);
     for (int i = 0; i < Tk; i++) { /* keys past klen keep zero gradients */
       memset(dkh + (size_t)i * x->ldk, 0, sizeof(float) * hd);
       memset(dvh + (size_t)i * x->ldv, 0, sizeof(float) * hd);
@@ -286,8 +327,8 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
       size_t qoff = (size_t)b * Tq * x->ldq + (size_t)h * hd;
       size_t ooff = (size_t)b * Tq * x->ldo + (size_t)h * hd;
       attn_backward_head(dq + qoff, dkh, dvh, dout + ooff, out + ooff,
-                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, k, KT, VT, P, dS, zero_row,
-                         T, x);
+                         lse + ((size_t)b * NH + h) * Tq, x->q + qoff, Kp, KT, VT, P, dS, Xp,
+                         zero_row, T, x);
     }
   }
 }

@@ -63,13 +63,17 @@ void cohort_cpu_mse_backward(float *dpred, const float *pred, const float *targe
   }
 }
 
+/* log sum_v exp(x[v]): the maximum and the sum in reduce.h's lanes, so that both vectorise. */
 COHORT_VEC static float row_lse(const float *restrict x, int V)
 {
-  float mx = -INFINITY;
-  for (int v = 0; v < V; v++)
-    mx = x[v] > mx ? x[v] : mx;
-  float sum = 0.0f;
-  for (int v = 0; v < V; v++)
+  float mx = cohort_row_max(x, V);
+  float acc[COHORT_LANES] = {0};
+  int v = 0;
+  for (; v + COHORT_LANES <= V; v += COHORT_LANES)
+    for (int l = 0; l < COHORT_LANES; l++)
+      acc[l] += cohort_expf(x[v + l] - mx);
+  float sum = cohort_sum_lanes(acc);
+  for (; v < V; v++)
     sum += cohort_expf(x[v] - mx);
   return mx + logf(sum);
 }

@@ -2,6 +2,8 @@
  * without -ffast-math and gives the same result on every run. */
 #pragma once
 
+#include <math.h>
+
 #define COHORT_LANES 16
 
 static inline float cohort_sum_lanes(const float *acc)
@@ -38,4 +40,23 @@ static inline float cohort_row_dot(const float *restrict x, const float *restric
   for (; i < n; i++)
     s += x[i] * y[i];
   return s;
+}
+
+/* max of x[0..n) (-inf for n = 0), NaNs skipped as `x > m ? x : m` skips them; lanes make it
+ * vectorise (the maximum does not depend on the order, only which of +0 and -0 comes back). */
+static inline float cohort_row_max(const float *restrict x, int n)
+{
+  float acc[COHORT_LANES];
+  for (int l = 0; l < COHORT_LANES; l++)
+    acc[l] = -INFINITY;
+  int i = 0;
+  for (; i + COHORT_LANES <= n; i += COHORT_LANES)
+    for (int l = 0; l < COHORT_LANES; l++)
+      acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
+  float m = -INFINITY;
+  for (int l = 0; l < COHORT_LANES; l++)
+    m = acc[l] > m ? acc[l] : m;
+  for (; i < n; i++)
+    m = x[i] > m ? x[i] : m;
+  return m;
 }
