@@ -50,6 +50,9 @@ static const struct {
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
     {"vae_from", N_("VAE for latent training")},
+    {"text_encoder", N_("Text encoder (captions)")},
+    {"text_encoder_layer", N_("Text encoder layer")},
+    {"max_text_tokens", N_("Longest caption in tokens")},
     {"num_workers", N_("Loader threads")},
     {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
@@ -164,9 +167,19 @@ static const char *const arch_keys[] = {"model",
                                         "resnet_variant",
                                         "zero_init_residual",
                                         NULL};
-static const char *const image_keys[] = {
-    "image_size",  "image_resize", "image_channels",  "image_mean", "image_std",
-    "num_classes", "augment",      "skip_bad_images", "vae_from",   NULL};
+static const char *const image_keys[] = {"image_size",
+                                         "image_resize",
+                                         "image_channels",
+                                         "image_mean",
+                                         "image_std",
+                                         "num_classes",
+                                         "augment",
+                                         "skip_bad_images",
+                                         "vae_from",
+                                         "text_encoder",
+                                         "text_encoder_layer",
+                                         "max_text_tokens",
+                                         NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", "tokenizer",
                                          NULL};

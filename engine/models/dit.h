@@ -52,6 +52,13 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
                                const float *target, int B);
 
+/* The text layout's objective on a batch given explicitly (host memory, as for
+ * cohort_dit_forward_given), with text [B, M, text_dim] the encoder's hidden states (rows past
+ * klen[b] are not read) instead of labels. Tests call it to compare with a reference. */
+float cohort_dit_text_forward_given(CohortModel *m, const float *x_t, const float *t,
+                                    const float *text, const int *klen, int M, const float *target,
+                                    int B);
+
 /* Distillation (engine/models/dit-distill.c) on a batch given explicitly, in host memory as
  * for cohort_dit_forward_given: the teacher's velocity at (x_t, t, labels), guided by the
  * settings' cfg_scale, and the student's loss against it and against `target`, keeping what

@@ -17,6 +17,7 @@
 #include "engine/model/frozen-store.h"
 #include "engine/model/model-io.h"
 #include "engine/train/latents.h"
+#include "engine/train/text-embeds.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
@@ -107,7 +108,7 @@ static gboolean open_data(CohortRankRun *r, GError **error)
     return FALSE;
   if (rank0_first && o->rank == 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
-  return TRUE;
+  return !cfg->text_encoder || !*cfg->text_encoder || cohort_rank_run_encode_captions(r, error);
 }
 
 /* This rank's sampler: PyTorch's strided split when every rank takes batch_size, else its share
@@ -574,9 +575,13 @@ static CohortBatch *prefetch_batch(gpointer data)
 {
   CohortRankRun *r = data;
   const CohortBatch *like = r->batch;
-  if (r->pinned)
-    return cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W, r->be->host_alloc,
-                                 r->be->host_free);
+  if (r->pinned) {
+    CohortBatch *b = cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W,
+                                           r->be->host_alloc, r->be->host_free);
+    if (b && like->text)
+      cohort_batch_add_text(b, like->M, like->text_dim);
+    return b;
+  }
   return cohort_data_source_batch_new(r->train, r->B);
 }
 
