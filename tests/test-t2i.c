@@ -3,8 +3,11 @@
  * .txt beside each image): the loss falls, N ranks with batch b compute what one process
  * computes with batch N·b (losses of every step and the final weights; caption dropout, noise
  * and timesteps are functions of (seed, epoch, example), never of the rank), the export carries
- * diffusers' PixArtTransformer2DModel names, and bad input fails naming what is wrong. */
+ * diffusers' PixArtTransformer2DModel names, the captions' embeddings are cached (a second run
+ * encodes nothing, a changed caption is encoded alone, each rank its share under
+ * distributed_data_loading), and bad input fails naming what is wrong. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "data/image-decode.h"
 #include "engine/model/safetensors.h"
@@ -132,13 +135,19 @@ static GArray *train_ranks(int nproc, const char *const *extra, GArray **losses)
   *losses = tu_event_values(ev, "step", "loss");
   g_autofree char *path = g_build_filename(ws, "model.safetensors", NULL);
   GArray *w = weights_but_key_bias(path);
+  /* each rank cached its own share */
+  for (int q = 0; q < nproc && g_strv_contains(extra, "distributed_data_loading=true"); q++) {
+    g_autofree char *rank = g_strdup_printf("rank-%d", q);
+    g_autofree char *file = g_build_filename(ws, "cache", rank, "text-train.bin", NULL);
+    g_assert_true(g_file_test(file, G_FILE_TEST_IS_REGULAR));
+  }
   tu_rm_rf(ws);
   return w;
 }
 
 /* As test-dit-ddp.c: losses of each step to 1e-5 relative, weights to a thousandth of what
  * AdamW can move them in K steps. */
-static void check_ranks(int world, int batch)
+static void check_ranks(int world, int batch, gboolean ddl)
 {
   const int steps = 6;
   const double lr = 1e-3;
@@ -146,7 +155,8 @@ static void check_ranks(int world, int batch)
   g_autofree char *s_bn = g_strdup_printf("batch_size=%d", batch);
   g_autofree char *s_b1 = g_strdup_printf("batch_size=%d", batch * world);
   const char *multi[] = {data, "max_steps=6",        "learning_rate=0.001",
-                         s_bn, "bucket_cap_mb=0.02", NULL};
+                         s_bn, "bucket_cap_mb=0.02", ddl ? "distributed_data_loading=true" : NULL,
+                         NULL};
   const char *single[] = {data, "max_steps=6", "learning_rate=0.001", s_b1, NULL};
   GArray *ln = NULL, *l1 = NULL, *l0 = NULL;
   g_autoptr(GArray) wn = train_ranks(world, multi, &ln);
@@ -172,7 +182,15 @@ static void check_ranks(int world, int batch)
 
 static void test_2_ranks(void)
 {
-  check_ranks(2, 4);
+  check_ranks(2, 4, FALSE);
+}
+
+/* distributed_data_loading: each rank encodes its share of the captions into its own cache
+ * folder and the shares are gathered; the embeddings are one process's (same losses and
+ * weights). */
+static void test_2_ranks_shares(void)
+{
+  check_ranks(2, 4, TRUE);
 }
 
 /* The export's names and shapes are diffusers' PixArtTransformer2DModel's. */
@@ -221,6 +239,64 @@ static void test_export_names(void)
   tu_rm_rf(ws);
 }
 
+/* One step in workspace `ws` (kept, --overwrite); the log line of the train captions' encoding,
+ * and the weights into *w. */
+static char *caption_run(const char *ws, const char *data, GArray **w)
+{
+  g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
+  g_autofree char *s_data = g_strdup_printf("train_data=%s", data);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  g_ptr_array_add(argv, g_strdup("--overwrite"));
+  g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
+  add_sets(argv, ws, (const char *[]){s_data, "max_steps=2", "batch_size=8", NULL});
+  Result r = run(argv, events, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_free(r.err);
+  g_autofree char *model = g_build_filename(ws, "model.safetensors", NULL);
+  *w = tu_read_weights(model);
+  g_autoptr(GPtrArray) ev = tu_read_events(events);
+  for (guint i = 0; i < ev->len; i++) {
+    JsonObject *o = ev->pdata[i];
+    const char *msg =
+        json_object_has_member(o, "message") ? json_object_get_string_member(o, "message") : NULL;
+    if (msg && g_str_has_prefix(msg, "train_data: ") && strstr(msg, "distinct captions"))
+      return g_strdup(msg);
+  }
+  g_error("no log line of the captions' encoding in %s", events);
+}
+
+/* The embedding cache: the second run encodes nothing and trains the same weights (cached
+ * floats are the encoder's, bit for bit); a changed caption is encoded again, alone. */
+static void test_cache(void)
+{
+  g_autofree char *ws = tu_mkdtemp("t2i-cache");
+  g_autofree char *data = tu_mkdtemp("t2i-cache-data");
+  g_autofree char *copy = g_strdup_printf("cp -r %s/. %s", data_dir, data);
+  g_assert_cmpint(system(copy), ==, 0);
+  GArray *w1, *w2, *w3;
+  g_autofree char *a = caption_run(ws, data, &w1);
+  g_test_message("%s", a);
+  g_assert_nonnull(strstr(a, "5 distinct captions: 5 encoded, 0 from the cache"));
+  g_autofree char *file = g_build_filename(ws, "cache", "text-train.bin", NULL);
+  g_assert_true(g_file_test(file, G_FILE_TEST_IS_REGULAR));
+  g_autofree char *b = caption_run(ws, data, &w2);
+  g_test_message("%s", b);
+  g_assert_nonnull(strstr(b, "5 distinct captions: 0 encoded, 5 from the cache"));
+  g_assert_cmpfloat(max_abs_diff(w1, w2), ==, 0.0);
+  g_autofree char *txt = g_build_filename(data, "00.txt", NULL);
+  g_assert_true(g_file_set_contents(txt, "white top, bright", -1, NULL));
+  g_autofree char *c = caption_run(ws, data, &w3);
+  g_test_message("%s", c);
+  g_assert_nonnull(strstr(c, "6 distinct captions: 1 encoded, 5 from the cache"));
+  g_array_unref(w1);
+  g_array_unref(w2);
+  g_array_unref(w3);
+  tu_rm_rf(ws);
+  tu_rm_rf(data);
+}
+
 /* Runs a 1-step training with `extra` that must fail; its stderr. */
 static char *failing(const char *const *extra)
 {
@@ -265,6 +341,8 @@ int main(int argc, char **argv)
   make_data();
   g_test_add_func("/t2i/trains", test_trains);
   g_test_add_func("/t2i/2-ranks", test_2_ranks);
+  g_test_add_func("/t2i/2-ranks-caption-shares", test_2_ranks_shares);
+  g_test_add_func("/t2i/embedding-cache", test_cache);
   g_test_add_func("/t2i/export-names", test_export_names);
   g_test_add_func("/t2i/bad-input", test_bad_input);
   int rc = g_test_run();

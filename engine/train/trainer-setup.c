@@ -101,6 +101,10 @@ static gboolean open_data(CohortRankRun *r, GError **error)
     if (!r->val)
       return FALSE;
   }
+  /* text_encoder: the captions' embeddings, before rank 0 lets the others read its cache */
+  if (cfg->text_encoder && *cfg->text_encoder &&
+      !cohort_rank_run_encode_captions(r, cache_dir, error))
+    return FALSE;
   /* Token caches of earlier data (another version of the files, another tokenizer) go, by the
    * rank that writes this folder. */
   if (folders->len > 0 && (cfg->distributed_data_loading || o->rank == 0) &&
@@ -108,7 +112,7 @@ static gboolean open_data(CohortRankRun *r, GError **error)
     return FALSE;
   if (rank0_first && o->rank == 0 && !cohort_train_dist_wait_for_data(r->dist, error))
     return FALSE;
-  return !cfg->text_encoder || !*cfg->text_encoder || cohort_rank_run_encode_captions(r, error);
+  return TRUE;
 }
 
 /* This rank's sampler: PyTorch's strided split when every rank takes batch_size, else its share
