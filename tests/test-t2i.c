@@ -297,6 +297,72 @@ static void test_cache(void)
   tu_rm_rf(data);
 }
 
+/* Mean of the grey pixels of cell (row, col) of a sample grid (8×8 cells, 2 pixels apart) on
+ * `side` (0 top, 1 bottom, 2 left, 3 right). */
+static double side_mean(const CohortRawImage *g, int row, int col, int side)
+{
+  int x0 = 2 + col * 10, y0 = 2 + row * 10;
+  double sum = 0;
+  for (int y = 0; y < 8; y++)
+    for (int x = 0; x < 8; x++) {
+      gboolean on = side == 0 ? y < 4 : side == 1 ? y >= 4 : side == 2 ? x < 4 : x >= 4;
+      if (on)
+        sum += g->pixels[(size_t)(y0 + y) * g->width + x0 + x];
+    }
+  return sum / 32;
+}
+
+/* Samples follow their prompts: after a short training, `cohort-train --sample` with the four
+ * captions gives a grid whose row k is lit on side k; sample_count images of sample_prompt. */
+static void test_prompts(void)
+{
+  g_autofree char *ws = tu_mkdtemp("t2i-prompts");
+  g_autofree char *data = g_strdup_printf("train_data=%s", data_dir);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  add_sets(argv, ws,
+           (const char *[]){data, "max_steps=1200", "batch_size=8", "learning_rate=0.003", NULL});
+  Result r = run(argv, NULL, NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_free(r.err);
+  g_autofree char *grid = g_build_filename(ws, "grid.png", NULL);
+  g_autofree char *one = g_build_filename(ws, "one.png", NULL);
+  const char *sample[][8] = {
+      {"--sample", ws, "--set", "sample_prompts=white top|white bottom|white left|white right",
+       "--set", "sample_steps=16", "-o", grid},
+      {"--sample", ws, "--set", "sample_prompt=white left", "--set", "sample_count=3", "-o", one},
+  };
+  for (guint k = 0; k < G_N_ELEMENTS(sample); k++) {
+    g_autoptr(GPtrArray) a = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(a, g_strdup(program("COHORT_TRAIN")));
+    for (int i = 0; i < 8; i++)
+      g_ptr_array_add(a, g_strdup(sample[k][i]));
+    Result s = run(a, NULL, NULL);
+    g_assert_cmpint(s.status, ==, 0);
+    g_free(s.err);
+  }
+  CohortRawImage g = {0}, o = {0};
+  g_autoptr(GError) error = NULL;
+  g_assert_true(cohort_image_load(grid, 1, &g, &error));
+  g_assert_cmpint(g.width, ==, 8 * 8 + 9 * 2);
+  g_assert_cmpint(g.height, ==, 4 * 8 + 5 * 2);
+  int follow = 0;
+  for (int row = 0; row < 4; row++)
+    for (int col = 0; col < 8; col++) {
+      int opposite = row ^ 1; /* top-bottom, left-right */
+      follow += side_mean(&g, row, col, row) > side_mean(&g, row, col, opposite) + 64;
+    }
+  g_test_message("%d of 32 samples lit on the side their caption names (chance: 16)", follow);
+  g_assert_cmpint(follow, >=, 28);
+  g_assert_true(cohort_image_load(one, 1, &o, &error));
+  g_assert_cmpint(o.width, ==, 3 * 8 + 4 * 2);
+  g_assert_cmpint(o.height, ==, 8 + 2 * 2);
+  cohort_raw_image_clear(&g);
+  cohort_raw_image_clear(&o);
+  tu_rm_rf(ws);
+}
+
 /* Runs a 1-step training with `extra` that must fail; its stderr. */
 static char *failing(const char *const *extra)
 {
@@ -344,6 +410,7 @@ int main(int argc, char **argv)
   g_test_add_func("/t2i/2-ranks-caption-shares", test_2_ranks_shares);
   g_test_add_func("/t2i/embedding-cache", test_cache);
   g_test_add_func("/t2i/export-names", test_export_names);
+  g_test_add_func("/t2i/prompts", test_prompts);
   g_test_add_func("/t2i/bad-input", test_bad_input);
   int rc = g_test_run();
   tu_rm_rf(data_dir);

@@ -108,6 +108,8 @@ static const struct {
     {"eval_steps", N_("Evaluation batches")},
     {"sample_every", N_("Generate a sample every")},
     {"sample_prompt", N_("Sample prompt")},
+    {"sample_prompts", N_("Sample prompts (images)")},
+    {"sample_count", N_("Images per sample")},
     {"sample_tokens", N_("Sample length")},
     {"sample_temperature", N_("Sampling temperature")},
     {"sample_top_k", N_("Top-k tokens")},
@@ -223,9 +225,10 @@ static const char *const finetune_keys[] = {
 static const char *const ws_keys[] = {"workspace_dir", "init_from",         "save_every",
                                       "keep_last",     "max_shard_size_mb", NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
-static const char *const sample_keys[] = {
-    "sample_every", "sample_prompt", "sample_tokens", "sample_temperature", "sample_top_k",
-    "sample_top_p", "sample_chat",   "sample_steps",  "cfg_scale",          NULL};
+static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_prompts",
+                                          "sample_count", "sample_tokens", "sample_temperature",
+                                          "sample_top_k", "sample_top_p",  "sample_chat",
+                                          "sample_steps", "cfg_scale",     NULL};
 
 static const CohortKeySection sections[] = {
     {"model", N_("Architecture"), arch_keys},

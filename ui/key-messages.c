@@ -64,6 +64,7 @@ static const struct {
     {"val_data", N_("a path like the training data's, or empty for no validation")},
     {"workspace_dir", N_("a folder")},
     {"sample_prompt", N_("any text")},
+    {"sample_prompts", N_("empty, or captions separated by “|”, like white A|red B")},
     {"init_from", N_("empty, or a weights file: Hugging Face GPT-2 .safetensors or folder for "
                      "GPT, a torchvision or timm ResNet (.safetensors, .pth or .pt) for ResNet, "
                      "the DiT reference's or diffusers' names (or a diffusers folder) for DiT, "

@@ -477,8 +477,19 @@ static const KeyRow rows[] = {
          "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
          "samples off.",
          "100", "gpt,llama,dit"),
-    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
-         "This License", "gpt,llama"),
+    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text",
+         "Text the samples continue (gpt, llama), or the caption of the images samples show (dit "
+         "with text_encoder, when sample_prompts is empty).",
+         "This License", "gpt,llama,dit"),
+    ROWM(sample_prompts, STRING, "output", NULL, 0, 0,
+         "\"\" or captions separated by \"|\" (white A|red B)",
+         "Captions of the periodic image samples of a text-conditioned DiT, one grid row of 8 "
+         "images each; \"\" shows sample_count images of sample_prompt.",
+         "", "dit"),
+    ROWM(sample_count, INT, "output", NULL, 1, 1024, NULL,
+         "Images of sample_prompt in a sample of a text-conditioned DiT when sample_prompts is "
+         "empty (cohort-train --sample), 8 to a row.",
+         "8", "dit"),
     ROWM(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
          "Number of tokens generated per sample.", "120", "gpt,llama"),
     ROWM(sample_temperature, DOUBLE, "output", NULL, 0, 100, NULL,

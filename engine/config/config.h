@@ -165,6 +165,8 @@ typedef struct {
   int eval_steps;
   int sample_every; /* 0 = off */
   char *sample_prompt;
+  char *sample_prompts; /* dit with text_encoder: prompts separated by "|", a grid row each */
+  int sample_count;     /* dit with text_encoder: images of sample_prompt */
   int sample_tokens;
   double sample_temperature; /* gpt, llama: 0 = greedy */
   int sample_top_k;          /* gpt, llama: 0 = every token */

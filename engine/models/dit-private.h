@@ -49,6 +49,7 @@ typedef struct {
   float *host_text;
   int *host_klen;
   int last_M;
+  struct CohortTextEncoder *encoder; /* samples' prompts: opened on first use */
 
   int last_B;
   gboolean have_targets;
@@ -115,6 +116,10 @@ void cohort_dit_text_net_backward(Dit *d, int B, int M);
  * text network into d->tacts.pred. */
 void cohort_dit_text_run(Dit *d, const float *x_t, const float *t, const float *text,
                          const int *klen, int B, int M);
+
+/* dit-sample.c: the text layout's sample op (prompts, guidance; see dit.h). */
+gboolean cohort_dit_text_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                                GError **error);
 
 /* dit.c: the fixed 2-D sine-cosine position table into the model's buffer. */
 void cohort_dit_fill_pos_embed(Dit *d);

@@ -9,6 +9,7 @@
 #include "engine/base/error.h"
 #include "engine/model/distill.h"
 #include "engine/model/rng.h"
+#include "engine/models/text-encoder.h"
 #include "engine/models/vae.h"
 
 /* clang-format off */
@@ -123,6 +124,7 @@ static void dit_finalize(CohortModel *m)
   g_free(d->pacts);
   g_free(d->host_text);
   g_free(d->host_klen);
+  cohort_text_encoder_free(d->encoder);
   g_free(d->host_img);
   g_free(d->host_target);
   g_free(d->host_t);
@@ -150,7 +152,7 @@ const CohortDitShape *cohort_dit_shape(const CohortModel *m)
 
 static const CohortMetric dit_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
 
-/* The text layout: samples with prompts are not built yet, so it has none. */
+/* The text layout: the same objective on captions, samples of prompts. */
 static const CohortModelOps dit_text_ops = {
     .forward = cohort_dit_forward_batch,
     .backward = cohort_dit_backward,
@@ -158,6 +160,7 @@ static const CohortModelOps dit_text_ops = {
     .init_tensor = dit_init_tensor,
     .init_buffers = dit_init_buffers,
     .eval_batch = cohort_dit_eval_batch,
+    .sample = cohort_dit_text_sample,
     .flops_per_example = dit_flops_per_example,
     .finalize = dit_finalize,
 };

@@ -11,12 +11,12 @@
 
 /* The built-in encoder's shape (text-encoder.h) and the seed of its weights: changing any of
  * them changes every embedding, so the fingerprint names a version. */
-#define BUILTIN_BLOCKS       4
+#define BUILTIN_BLOCKS       5
 #define BUILTIN_HEADS        4
 #define BUILTIN_INTERMEDIATE 128
 #define BUILTIN_VOCAB        256
 #define BUILTIN_SEED         0x636f686f7274ull /* "cohort" */
-#define BUILTIN_VERSION      "builtin-v1"
+#define BUILTIN_VERSION      "builtin-v2"
 
 struct CohortTextEncoder {
   CohortModel *model; /* the blocks up to the layer read, frozen */

@@ -2,7 +2,7 @@
  * caption in, the hidden states of one layer of a Llama-family model out, one row per token.
  *
  * "builtin" is a small encoder Cohort makes itself, so text-to-image trains with nothing
- * downloaded: a LlamaForCausalLM of 4 blocks, width COHORT_TEXT_BUILTIN_WIDTH (64), 4 heads,
+ * downloaded: a LlamaForCausalLM of 5 blocks, width COHORT_TEXT_BUILTIN_WIDTH (64), 4 heads,
  * SwiGLU width 128, RoPE θ 10000, over the caption's UTF-8 bytes (token id = byte value, no
  * special tokens), with weights drawn from a fixed seed (uniform with standard deviation
  * 1/√fan_in for matrices, unit-variance token embeddings, norms 1): every build makes the same
