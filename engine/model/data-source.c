@@ -94,7 +94,9 @@ static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cf
   }
   s->augment = (CohortAugment)cfg->augment;
   s->seed = (guint64)cfg->seed;
-  if (cfg->text_encoder && *cfg->text_encoder && !open_captions(s, cfg, path, error)) {
+  /* a text_encoder left in the config of another family means nothing there */
+  if (key_applies(cfg, "text_encoder") && cfg->text_encoder && *cfg->text_encoder &&
+      !open_captions(s, cfg, path, error)) {
     cohort_data_source_free(s);
     return NULL;
   }

@@ -102,7 +102,7 @@ static gboolean open_data(CohortRankRun *r, GError **error)
       return FALSE;
   }
   /* text_encoder: the captions' embeddings, before rank 0 lets the others read its cache */
-  if (cfg->text_encoder && *cfg->text_encoder &&
+  if (cohort_data_source_has_captions(r->train) &&
       !cohort_rank_run_encode_captions(r, cache_dir, error))
     return FALSE;
   /* Token caches of earlier data (another version of the files, another tokenizer) go, by the
