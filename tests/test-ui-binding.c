@@ -295,7 +295,9 @@ static void test_keys_per_model(void)
   g_assert_true(cohort_config_form_set_text(form, "model", "dit"));
   g_assert_cmpstr(cohort_config_form_get_config(form)->model, ==, "dit");
   g_assert_false(shown(form, "vocab_size"));
-  g_assert_false(shown(form, "sample_prompt"));
+  g_assert_false(shown(form, "sample_tokens"));
+  g_assert_true(shown(form, "sample_prompt")); /* the caption of text-to-image samples */
+  g_assert_true(shown(form, "sample_prompts"));
   g_assert_true(shown(form, "patch_size"));
   g_assert_true(shown(form, "image_size"));
   g_assert_true(shown(form, "cfg_scale"));

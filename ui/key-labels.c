@@ -50,6 +50,9 @@ static const struct {
     {"skip_bad_images", N_("Skip unreadable images")},
     {"augment", N_("Augmentation")},
     {"vae_from", N_("VAE for latent training")},
+    {"text_encoder", N_("Text encoder (captions)")},
+    {"text_encoder_layer", N_("Text encoder layer")},
+    {"max_text_tokens", N_("Longest caption in tokens")},
     {"num_workers", N_("Loader threads")},
     {"pin_memory", N_("Page-locked batches (GPU)")},
     {"batch_size", N_("Batch size per process")},
@@ -105,6 +108,8 @@ static const struct {
     {"eval_steps", N_("Evaluation batches")},
     {"sample_every", N_("Generate a sample every")},
     {"sample_prompt", N_("Sample prompt")},
+    {"sample_prompts", N_("Sample prompts (images)")},
+    {"sample_count", N_("Images per sample")},
     {"sample_tokens", N_("Sample length")},
     {"sample_temperature", N_("Sampling temperature")},
     {"sample_top_k", N_("Top-k tokens")},
@@ -164,9 +169,19 @@ static const char *const arch_keys[] = {"model",
                                         "resnet_variant",
                                         "zero_init_residual",
                                         NULL};
-static const char *const image_keys[] = {
-    "image_size",  "image_resize", "image_channels",  "image_mean", "image_std",
-    "num_classes", "augment",      "skip_bad_images", "vae_from",   NULL};
+static const char *const image_keys[] = {"image_size",
+                                         "image_resize",
+                                         "image_channels",
+                                         "image_mean",
+                                         "image_std",
+                                         "num_classes",
+                                         "augment",
+                                         "skip_bad_images",
+                                         "vae_from",
+                                         "text_encoder",
+                                         "text_encoder_layer",
+                                         "max_text_tokens",
+                                         NULL};
 static const char *const flow_keys[] = {"timestep_sampling", "timestep_shift", "cfg_dropout", NULL};
 static const char *const files_keys[] = {"train_data", "val_data", "data_format", "tokenizer",
                                          NULL};
@@ -210,9 +225,10 @@ static const char *const finetune_keys[] = {
 static const char *const ws_keys[] = {"workspace_dir", "init_from",         "save_every",
                                       "keep_last",     "max_shard_size_mb", NULL};
 static const char *const eval_keys[] = {"eval_every", "eval_steps", NULL};
-static const char *const sample_keys[] = {
-    "sample_every", "sample_prompt", "sample_tokens", "sample_temperature", "sample_top_k",
-    "sample_top_p", "sample_chat",   "sample_steps",  "cfg_scale",          NULL};
+static const char *const sample_keys[] = {"sample_every", "sample_prompt", "sample_prompts",
+                                          "sample_count", "sample_tokens", "sample_temperature",
+                                          "sample_top_k", "sample_top_p",  "sample_chat",
+                                          "sample_steps", "cfg_scale",     NULL};
 
 static const CohortKeySection sections[] = {
     {"model", N_("Architecture"), arch_keys},

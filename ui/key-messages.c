@@ -64,6 +64,7 @@ static const struct {
     {"val_data", N_("a path like the training data's, or empty for no validation")},
     {"workspace_dir", N_("a folder")},
     {"sample_prompt", N_("any text")},
+    {"sample_prompts", N_("empty, or captions separated by “|”, like white A|red B")},
     {"init_from", N_("empty, or a weights file: Hugging Face GPT-2 .safetensors or folder for "
                      "GPT, a torchvision or timm ResNet (.safetensors, .pth or .pt) for ResNet, "
                      "the DiT reference's or diffusers' names (or a diffusers folder) for DiT, "
@@ -73,6 +74,10 @@ static const struct {
     {"image_std", N_("one number above 0 per channel, separated by commas, or one for all")},
     {"vae_from", N_("empty, or a diffusers AutoencoderKL folder (config.json and "
                     "diffusion_pytorch_model.safetensors)")},
+    {"text_encoder", N_("empty, builtin, or a Hugging Face Llama, Mistral, Qwen2 or Qwen3 folder "
+                        "(config.json, its weights and tokenizer)")},
+    {"text_encoder_layer", N_("-96 to 96 but 0: k the output of block k, -1 the last block's, "
+                              "-2 the one before it")},
     {"device_indexes", N_("distinct GPU numbers from 0 to 1023, like 0,1; empty: by local rank")},
     {"master_addr", N_("a host name or IP address")},
     {"rank_batch_sizes", N_("empty (batch size on every process), auto, or one number per "

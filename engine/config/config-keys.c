@@ -99,6 +99,8 @@ static const CohortKeyPath tokenizer_path = {COHORT_PATH_FOLDER, TRUE,
                                              "tokenizer.json|vocab.json+merges.txt", "bytes"};
 static const CohortKeyPath vae_path = {COHORT_PATH_FOLDER, FALSE, "config.json|vae/config.json",
                                        NULL};
+static const CohortKeyPath text_encoder_path = {COHORT_PATH_FOLDER, FALSE, "config.json",
+                                                "builtin"};
 static const CohortKeyPath teacher_path = {COHORT_PATH_FOLDER, FALSE,
                                            "cohort-config.json|config.json", NULL};
 static const CohortKeyPath adapter_path = {COHORT_PATH_FOLDER, FALSE,
@@ -261,6 +263,24 @@ static const KeyRow rows[] = {
              "cache in the workspace, image_size is the size the VAE sees, and samples are decoded "
              "through it; \"\" trains on pixels.",
              "", "dit", NULL, NULL),
+    ROW_PATH(text_encoder, "data", &text_encoder_path, 0,
+             "\"\", \"builtin\" or a Hugging Face Llama, Mistral, Qwen2 or Qwen3 folder "
+             "(config.json, its weights and tokenizer)",
+             "Condition on captions instead of class labels: each image's caption (IMAGE.txt "
+             "beside it, or metadata.jsonl) goes through this frozen text encoder, and the DiT "
+             "takes PixArt-α's layout with cross-attention; \"builtin\" is a small encoder "
+             "Cohort makes itself; \"\" trains on class labels.",
+             "", "dit", NULL, NULL),
+    ROWM(text_encoder_layer, INT, "data", NULL, -96, 96,
+         "an integer from -96 to 96 but 0: k the output of block k, -1 the last block's, -2 "
+         "the one before it",
+         "Which hidden state of the text encoder the DiT reads, counted as Hugging Face's "
+         "hidden_states: -2 (the last but one, as Z-Image and FLUX.2 read Qwen3) is the default.",
+         "-2", "dit"),
+    ROWM(max_text_tokens, INT, "data", NULL, 1, 4096, NULL,
+         "Tokens of a caption the text encoder reads; longer captions are cut (PixArt-α reads "
+         "120).",
+         "120", "dit"),
     ROW(num_workers, INT, "data", NULL, 0, 64, NULL,
         "Threads that load the next micro-batches while the current one trains (a bounded "
         "queue of 2 per thread); 0 loads them on the training thread.",
@@ -345,8 +365,8 @@ static const KeyRow rows[] = {
          "timesteps (larger images); 1 leaves t as drawn.",
          "1.0", "dit"),
     ROWM(cfg_dropout, DOUBLE, "training", NULL, 0, 1, NULL,
-         "Probability that a training sample's label is replaced by \"no label\", which "
-         "classifier-free guidance needs.",
+         "Probability that a training sample's label (its caption, with text_encoder) is "
+         "replaced by \"no label\" (the empty caption), which classifier-free guidance needs.",
          "0.1", "dit"),
     ROWM(bn_momentum, DOUBLE, "training", NULL, 0, 1, NULL,
          "BatchNorm running statistics: each training batch moves them this fraction of the "
@@ -457,8 +477,19 @@ static const KeyRow rows[] = {
          "Generate a sample (text, or a grid of images) every this many optimizer steps; 0 turns "
          "samples off.",
          "100", "gpt,llama,dit"),
-    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text", "Text the samples continue.",
-         "This License", "gpt,llama"),
+    ROWM(sample_prompt, STRING, "output", NULL, 0, 0, "any text",
+         "Text the samples continue (gpt, llama), or the caption of the images samples show (dit "
+         "with text_encoder, when sample_prompts is empty).",
+         "This License", "gpt,llama,dit"),
+    ROWM(sample_prompts, STRING, "output", NULL, 0, 0,
+         "\"\" or captions separated by \"|\" (white A|red B)",
+         "Captions of the periodic image samples of a text-conditioned DiT, one grid row of 8 "
+         "images each; \"\" shows sample_count images of sample_prompt.",
+         "", "dit"),
+    ROWM(sample_count, INT, "output", NULL, 1, 1024, NULL,
+         "Images of sample_prompt in a sample of a text-conditioned DiT when sample_prompts is "
+         "empty (cohort-train --sample), 8 to a row.",
+         "8", "dit"),
     ROWM(sample_tokens, INT, "output", NULL, 0, 100000, NULL,
          "Number of tokens generated per sample.", "120", "gpt,llama"),
     ROWM(sample_temperature, DOUBLE, "output", NULL, 0, 100, NULL,

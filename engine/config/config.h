@@ -94,10 +94,13 @@ typedef struct {
   char *image_std;    /* resnet: per-channel standard deviation */
   int num_classes;    /* images: 0 = as many as train_data has class folders */
   gboolean skip_bad_images;
-  int augment;         /* CohortAugment (data/augment.h) */
-  char *vae_from;      /* dit: "" = pixel space; else a diffusers AutoencoderKL folder */
-  int num_workers;     /* threads loading micro-batches ahead; 0 = on the training thread */
-  gboolean pin_memory; /* GPU ranks: batches in page-locked host memory */
+  int augment;        /* CohortAugment (data/augment.h) */
+  char *vae_from;     /* dit: "" = pixel space; else a diffusers AutoencoderKL folder */
+  char *text_encoder; /* dit: "" = class labels; "builtin" or a llama-family folder (captions) */
+  int text_encoder_layer; /* dit: the encoder's hidden state read (-1 last, -2 last but one) */
+  int max_text_tokens;    /* dit: tokens of a caption kept */
+  int num_workers;        /* threads loading micro-batches ahead; 0 = on the training thread */
+  gboolean pin_memory;    /* GPU ranks: batches in page-locked host memory */
 
   /* optimisation */
   int batch_size; /* per process (rank_batch_sizes may give each its own share) */
@@ -162,6 +165,8 @@ typedef struct {
   int eval_steps;
   int sample_every; /* 0 = off */
   char *sample_prompt;
+  char *sample_prompts; /* dit with text_encoder: prompts separated by "|", a grid row each */
+  int sample_count;     /* dit with text_encoder: images of sample_prompt */
   int sample_tokens;
   double sample_temperature; /* gpt, llama: 0 = greedy */
   int sample_top_k;          /* gpt, llama: 0 = every token */

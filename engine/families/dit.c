@@ -33,7 +33,9 @@ CohortDitShape cohort_family_dit_shape(const CohortConfig *cfg)
                           .image_size = cfg->image_size,
                           .channels = cfg->image_channels,
                           .patch = cfg->patch_size,
-                          .num_classes = cfg->num_classes};
+                          .num_classes = cfg->num_classes,
+                          .text_dim = cohort_family_dit_text_width(cfg),
+                          .text_tokens = cfg->max_text_tokens};
 }
 
 gboolean cohort_family_dit_tables(const CohortDitShape *s, CohortFamilyTables *out)
@@ -157,6 +159,33 @@ size_t cohort_family_dit_layout(CohortDitActs *a, const CohortDitShape *s, int m
   return k.used;
 }
 
+/* The text layout's rules: an encoder whose width is known, and what the layout does not do. */
+static gboolean dit_check_text(const CohortConfig *cfg, const char *src, GError **error)
+{
+  if (cohort_family_dit_text_width(cfg) < 1) {
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"text_encoder\": \"%s\" has no readable config.json with a "
+                "hidden_size; allowed: \"builtin\" or a Hugging Face Llama, Mistral, Qwen2 or "
+                "Qwen3 folder",
+                src, cfg->text_encoder);
+    return FALSE;
+  }
+  const char *refused = cfg->vae_from && *cfg->vae_from           ? "vae_from"
+                        : cfg->activation_checkpointing           ? "activation_checkpointing"
+                        : cfg->finetune != COHORT_FINETUNE_FULL   ? "finetune"
+                        : cfg->teacher_from && *cfg->teacher_from ? "teacher_from"
+                                                                  : NULL;
+  if (refused) {
+    g_autofree char *value = cohort_config_get(cfg, refused);
+    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
+                "%s: key \"%s\": %s is not allowed with text_encoder (the text layout does not "
+                "have it yet); allowed: its default",
+                src, refused, value);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* The rules that need only the config; those that read vae_from's VAE are the class's
  * (engine/models/dit.c). */
 static gboolean dit_check_config(const CohortConfig *cfg, const char *source, GError **error)
@@ -186,12 +215,14 @@ static gboolean dit_check_config(const CohortConfig *cfg, const char *source, GE
                 src, cfg->n_embd, cfg->n_head);
     return FALSE;
   }
-  return TRUE;
+  return !cfg->text_encoder || !*cfg->text_encoder || dit_check_text(cfg, src, error);
 }
 
 static gboolean dit_tables(const CohortConfig *cfg, CohortFamilyTables *out)
 {
   CohortDitShape s = cohort_family_dit_shape(cfg);
+  if (cfg->text_encoder && *cfg->text_encoder)
+    return cohort_family_dit_text_tables(&s, out);
   return cohort_family_dit_tables(&s, out);
 }
 
@@ -200,6 +231,10 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
   CohortDitShape s = cohort_family_dit_shape(cfg);
   if (s.patch < 1 || s.image_size % s.patch != 0)
     return 0;
+  if (s.text_dim > 0) {
+    CohortDitTextActs t = {0};
+    return cohort_family_dit_text_layout(&t, &s, max_batch, NULL);
+  }
   CohortDitActs a = {0};
   return cohort_family_dit_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),
                                   NULL);

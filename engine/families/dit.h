@@ -4,6 +4,7 @@
 #pragma once
 
 #include "engine/families/family.h"
+#include "engine/families/pixart.h"
 
 G_BEGIN_DECLS
 
@@ -14,7 +15,13 @@ typedef struct {
   int n_layer, n_head, hidden;
   int image_size, channels, patch;
   int num_classes; /* the "no label" row is num_classes */
+  /* The text layout (text_encoder set): the encoder's width D, and the most text tokens of an
+   * example (max_text_tokens); text_dim 0 is the class layout. */
+  int text_dim, text_tokens;
 } CohortDitShape;
+
+/* The width of the built-in text encoder's hidden states (engine/models/text-encoder.h). */
+#define COHORT_TEXT_BUILTIN_WIDTH 64
 
 /* Frequency features of the timestep embedding, as in the reference. */
 #define DIT_FREQ_DIM 256
@@ -65,6 +72,54 @@ typedef struct {
   /* backward scratch (NULL in a forward-only model) */
   float *dres, *dh, *dm, *dbig, *dqkv, *datt, *da, *dmod, *dsc, *dc, *dtmp, *dimg, *dtok;
 } CohortDitActs;
+
+/* The text layout's tensors before the blocks (layer -1): pos_embed.proj, adaln_single's
+ * timestep MLP and its linear, caption_projection; after them (layer n_layer): the final
+ * scale_shift_table and proj_out. Blocks are PixArt's (engine/families/pixart.h). */
+enum {
+  DX_X_W,
+  DX_X_B,
+  DX_T1_W,
+  DX_T1_B,
+  DX_T2_W,
+  DX_T2_B,
+  DX_ADA_W,
+  DX_ADA_B,
+  DX_CAP1_W,
+  DX_CAP1_B,
+  DX_CAP2_W,
+  DX_CAP2_B,
+  DX_HEAD_COUNT
+};
+enum { DXF_TABLE, DXF_OUT_W, DXF_OUT_B, DXF_COUNT };
+
+/* The text layout's activations (backend memory) beyond the blocks', for max_batch images of T
+ * tokens and M = text_tokens text tokens. */
+typedef struct {
+  float *img, *target, *t; /* as CohortDitActs */
+  float *text;             /* the encoder's tokens [B, M, D], zeros past each klen */
+  int *klen;               /* [B] */
+  float *tokens_in, *x0;
+  float *tfreq, *th, *ths, *emb, *semb, *temb; /* [B, 256], [B, C] ×4, temb [B, 6C] */
+  float *cap1, *capg, *ctx;                    /* caption_projection [B·M, C] */
+  float *blocks;                               /* n_layer × cohort_pixart_acts_floats */
+  size_t block_floats;
+  float *fmod, *fh, *fmean, *frstd, *fm, *fout, *pred, *losses;
+  /* backward */
+  float *dtemb, *dsemb, *demb, *dtmp, *dctx, *dcap, *dfmod, *dres, *dh, *dm, *dimg, *dtok;
+} CohortDitTextActs;
+
+/* The PixArt block shape of a text-layout DiT. */
+CohortPixartShape cohort_family_dit_pixart_shape(const CohortDitShape *s);
+/* The text layout's tables (diffusers' PixArtTransformer2DModel names) and the fixed position
+ * table "pos_embed.pos_embed" (a buffer); FALSE when the patch does not divide the image. */
+gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTables *out);
+/* Lays the text layout's activations out from `base` (NULL: only counts); returns the bytes. */
+size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape *s, int max_batch,
+                                     char *base);
+/* The hidden width of text_encoder's model: COHORT_TEXT_BUILTIN_WIDTH for "builtin", a folder's
+ * config.json hidden_size, 0 when text_encoder is "" or the folder's config cannot be read. */
+int cohort_family_dit_text_width(const CohortConfig *cfg);
 
 /* The shape `cfg` describes in pixel space (image_size, image_channels: before any vae_from
  * latents), with num_classes as set. */

@@ -50,6 +50,15 @@ CohortBatch *cohort_batch_new(int capacity, int T, int C, int H, int W)
   return cohort_batch_new_with(capacity, T, C, H, W, host_alloc, NULL);
 }
 
+void cohort_batch_add_text(CohortBatch *b, int M, int text_dim)
+{
+  g_return_if_fail(M > 0 && text_dim > 0 && !b->text);
+  b->M = M;
+  b->text_dim = text_dim;
+  b->text = g_new0(float, (size_t)b->B *M *text_dim);
+  b->text_len = g_new0(int, b->B);
+}
+
 void cohort_batch_free(CohortBatch *b)
 {
   if (!b)
@@ -63,6 +72,8 @@ void cohort_batch_free(CohortBatch *b)
     release(b->images);
   if (b->labels)
     release(b->labels);
+  g_free(b->text);
+  g_free(b->text_len);
   g_free(b->example_ids);
   g_free(b);
 }

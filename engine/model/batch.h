@@ -27,6 +27,13 @@ typedef struct {
   float *images;
   int *labels;
 
+  /* captioned images (text_encoder): each row's caption as the encoder's hidden states
+   * [B, M, text_dim] (host memory from g_malloc, zeros past the row's length), and the lengths
+   * text_len [B] (0 for the empty caption); M is the most tokens a caption keeps. */
+  int M, text_dim;
+  float *text;
+  int *text_len;
+
   guint64 *example_ids; /* [B]: the index of each row in its data set */
   gint64 epoch;         /* the sampler's epoch; -1 for evaluation batches */
 
@@ -41,6 +48,8 @@ CohortBatch *cohort_batch_new(int capacity, int T, int C, int H, int W);
  * (PyTorch's pin_memory). NULL when `alloc` fails. */
 CohortBatch *cohort_batch_new_with(int capacity, int T, int C, int H, int W, void *(*alloc)(size_t),
                                    void (*release)(void *));
+/* Adds room for captions of up to M tokens of width text_dim to `b` (M, text_dim > 0). */
+void cohort_batch_add_text(CohortBatch *b, int M, int text_dim);
 void cohort_batch_free(CohortBatch *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortBatch, cohort_batch_free)
 

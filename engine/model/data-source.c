@@ -3,6 +3,8 @@
 #include "engine/model/data-source.h"
 
 #include "data/augment.h"
+#include "data/captions.h"
+#include "data/image-folder.h"
 #include "data/chat-data.h"
 #include "data/dataset.h"
 #include "data/image-resize.h"
@@ -22,6 +24,13 @@ struct CohortDataSource {
   float mean[3], std[3], pad[3];
   CohortAugment augment;
   guint64 seed;
+  /* captions (text_encoder): the folder's, each example's entry among them, the dropout that
+   * draws the empty caption, and once set the embeddings of every caption served */
+  CohortCaptions captions;
+  gboolean has_captions;
+  guint *entry_of;
+  double caption_dropout;
+  CohortTextTable *text;
 };
 
 /* TRUE when the config's key `name` means something for its model (the image keys of one
@@ -30,6 +39,36 @@ static gboolean key_applies(const CohortConfig *cfg, const char *name)
 {
   const CohortConfigKey *key = cohort_config_find_key(name);
   return key && cohort_config_key_applies(key, cfg->model);
+}
+
+/* The captions of the images of `folder` (data/captions.h), and which listing entry each example
+ * of the set is (skip_bad_images leaves entries out). */
+static gboolean open_captions(CohortDataSource *s, const CohortConfig *cfg, const char *folder,
+                              GError **error)
+{
+  g_auto(CohortImageListing) listing = {0};
+  if (!cohort_image_listing_scan(folder, &listing, error) ||
+      !cohort_captions_read(folder, &listing, &s->captions, error))
+    return FALSE;
+  s->has_captions = TRUE;
+  s->caption_dropout = cfg->cfg_dropout;
+  g_autoptr(GHashTable) by_rel = g_hash_table_new(g_str_hash, g_str_equal);
+  for (guint i = 0; i < listing.entries->len; i++)
+    g_hash_table_insert(by_rel, g_array_index(listing.entries, CohortImageEntry, i).rel,
+                        GUINT_TO_POINTER(i + 1));
+  gsize n = cohort_image_set_len(s->images);
+  s->entry_of = g_new(guint, MAX(n, 1));
+  for (gsize i = 0; i < n; i++) {
+    guint at = GPOINTER_TO_UINT(g_hash_table_lookup(by_rel, cohort_image_set_path(s->images, i)));
+    if (at == 0) {
+      g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                  "%s: %s: listed when the images were read, gone when their captions were", folder,
+                  cohort_image_set_path(s->images, i));
+      return FALSE;
+    }
+    s->entry_of[i] = at - 1;
+  }
+  return TRUE;
 }
 
 static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cfg, const char *path,
@@ -55,6 +94,12 @@ static CohortDataSource *open_images(CohortDataSource *s, const CohortConfig *cf
   }
   s->augment = (CohortAugment)cfg->augment;
   s->seed = (guint64)cfg->seed;
+  /* a text_encoder left in the config of another family means nothing there */
+  if (key_applies(cfg, "text_encoder") && cfg->text_encoder && *cfg->text_encoder &&
+      !open_captions(s, cfg, path, error)) {
+    cohort_data_source_free(s);
+    return NULL;
+  }
   return s;
 }
 
@@ -133,6 +178,10 @@ void cohort_data_source_free(CohortDataSource *s)
   g_clear_pointer(&s->windows, cohort_dataset_free);
   g_clear_pointer(&s->chat, cohort_chat_set_free);
   g_clear_pointer(&s->images, cohort_image_set_free);
+  if (s->has_captions)
+    cohort_captions_clear(&s->captions);
+  g_free(s->entry_of);
+  g_clear_pointer(&s->text, cohort_text_table_free);
   g_free(s);
 }
 
@@ -171,9 +220,60 @@ const char *cohort_data_source_skipped_reason(const CohortDataSource *s, guint i
 
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity)
 {
-  if (s->images || s->latents)
-    return cohort_batch_new(capacity, 0, s->C, s->S, s->S);
+  if (s->images || s->latents) {
+    CohortBatch *b = cohort_batch_new(capacity, 0, s->C, s->S, s->S);
+    if (b && s->text)
+      cohort_batch_add_text(b, s->text->max_tokens, s->text->width);
+    return b;
+  }
   return cohort_batch_new(capacity, s->T, 0, 0, 0);
+}
+
+gboolean cohort_data_source_has_captions(const CohortDataSource *s)
+{
+  return s->has_captions;
+}
+
+const CohortCaptions *cohort_data_source_captions(const CohortDataSource *s)
+{
+  return s->has_captions ? &s->captions : NULL;
+}
+
+char *cohort_data_source_caption(const CohortDataSource *s, guint64 index, gint64 epoch)
+{
+  g_return_val_if_fail(s->has_captions && index < cohort_data_source_count(s), NULL);
+  gboolean train = epoch >= 0;
+  return cohort_caption_for_example(&s->captions, s->entry_of[index], NULL,
+                                    train ? s->caption_dropout : 0.0, s->seed,
+                                    train ? (guint64)epoch : 0);
+}
+
+void cohort_data_source_set_text(CohortDataSource *s, CohortTextTable *table)
+{
+  g_return_if_fail(s->has_captions && !s->text);
+  s->text = table;
+}
+
+/* The caption example `index` trains on in this batch's epoch, as the encoder's hidden states. */
+static gboolean load_text(const CohortDataSource *s, CohortBatch *b, int row, guint64 index,
+                          GError **error)
+{
+  g_autofree char *caption = cohort_data_source_caption(s, index, b->epoch);
+  const CohortTextRow *r = cohort_text_table_lookup(s->text, caption);
+  if (!r) {
+    g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                "example %" G_GUINT64_FORMAT ": its caption \"%s\" was never encoded", index,
+                caption);
+    return FALSE;
+  }
+  size_t stride = (size_t)b->M * b->text_dim;
+  float *dst = b->text + row * stride;
+  size_t used = (size_t)r->len * b->text_dim;
+  if (used)
+    memcpy(dst, r->values, used * sizeof(float));
+  memset(dst + used, 0, (stride - used) * sizeof(float));
+  b->text_len[row] = r->len;
+  return TRUE;
 }
 
 /* torchvision's order: the crop of the pixels (RandomResizedCrop, or the centre crop of the
@@ -247,5 +347,7 @@ gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int 
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);
+  if (s->text && b->text && !load_text(s, b, row, index, error))
+    return FALSE;
   return load_image(s, b, row, index);
 }

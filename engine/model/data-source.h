@@ -8,7 +8,9 @@
 
 #include "engine/model/batch.h"
 #include "engine/config/config.h"
+#include "data/captions.h"
 #include "data/latent-set.h"
+#include "data/text-table.h"
 
 G_BEGIN_DECLS
 
@@ -51,6 +53,18 @@ const char *const *cohort_data_source_class_names(const CohortDataSource *s);
 guint cohort_data_source_num_skipped(const CohortDataSource *s);
 /* Why skipped file `i` (< num_skipped) was left out: one line naming it. */
 const char *cohort_data_source_skipped_reason(const CohortDataSource *s, guint i);
+
+/* Captions (image data opened with text_encoder set; data/captions.h): whether the source has
+ * them, the folder's captions (NULL without), and the caption example `index` trains on in
+ * `epoch` (a new string): "" with probability cfg_dropout in training (epoch >= 0; drawn from
+ * the example's own stream, so N ranks draw what one process draws), the caption itself in
+ * evaluation (epoch < 0). */
+gboolean cohort_data_source_has_captions(const CohortDataSource *s);
+const CohortCaptions *cohort_data_source_captions(const CohortDataSource *s);
+char *cohort_data_source_caption(const CohortDataSource *s, guint64 index, gint64 epoch);
+/* Gives the source the embeddings of its captions (`table`, taken; it must hold every caption
+ * the source can serve and ""): its batches then carry them (CohortBatch's text). */
+void cohort_data_source_set_text(CohortDataSource *s, CohortTextTable *table);
 
 /* A batch with room for `capacity` rows of the shape this data gives. */
 CohortBatch *cohort_data_source_batch_new(const CohortDataSource *s, int capacity);

@@ -109,8 +109,50 @@ static float mean_loss(Dit *d, int B)
 {
   const CohortBackend *be = d->base.be;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
-  be->mse_forward(d->acts.losses, d->acts.pred, d->acts.target, B, (int)D);
-  return cohort_model_mean_loss(&d->base, d->acts.losses, (size_t)B, d->host_losses);
+  float *losses = d->text ? d->tacts.losses : d->acts.losses;
+  be->mse_forward(losses, d->text ? d->tacts.pred : d->acts.pred,
+                  d->text ? d->tacts.target : d->acts.target, B, (int)D);
+  return cohort_model_mean_loss(&d->base, losses, (size_t)B, d->host_losses);
+}
+
+/* The batch's text packed to its longest caption (at least one token, so shapes are never
+ * empty) in d->host_text [B, M, D]; returns M. */
+static int pack_text(Dit *d, const CohortBatch *b)
+{
+  int M = 1, D = d->shape.text_dim;
+  g_return_val_if_fail(b->text && b->text_dim == D && b->M <= d->shape.text_tokens, 0);
+  for (int i = 0; i < b->B; i++)
+    M = MAX(M, b->text_len[i]);
+  for (int i = 0; i < b->B; i++) {
+    memcpy(d->host_text + (size_t)i * M * D, b->text + (size_t)i * b->M * D,
+           (size_t)M * D * sizeof(float));
+    d->host_klen[i] = b->text_len[i];
+  }
+  return M;
+}
+
+float cohort_dit_text_forward_given(CohortModel *m, const float *x_t, const float *t,
+                                    const float *text, const int *klen, int M, const float *target,
+                                    int B)
+{
+  Dit *d = dit_of(m);
+  g_return_val_if_fail(d->text && B >= 1 && B <= m->max_batch, NAN);
+  g_return_val_if_fail(M >= 1 && M <= d->shape.text_tokens, NAN);
+  size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
+  cohort_dit_text_run(d, x_t, t, text, klen, B, M);
+  m->be->upload(d->tacts.target, target, B * D * sizeof(float));
+  d->last_B = B;
+  d->have_targets = TRUE;
+  return mean_loss(d, B);
+}
+
+/* The text layout's objective on a CohortBatch (its images and captions' embeddings). */
+static float text_forward_batch(Dit *d, const CohortBatch *batch)
+{
+  cohort_dit_prepare(d, batch);
+  int M = pack_text(d, batch);
+  return cohort_dit_text_forward_given(&d->base, d->host_img, d->host_t, d->host_text, d->host_klen,
+                                       M, d->host_target, batch->B);
 }
 
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
@@ -131,6 +173,8 @@ float cohort_dit_forward_batch(CohortModel *m, const CohortBatch *batch, CohortF
   (void)mode; /* no layer behaves differently in evaluation */
   Dit *d = dit_of(m);
   g_return_val_if_fail(batch->B >= 1 && batch->B <= m->max_batch, NAN);
+  if (d->text)
+    return text_forward_batch(d, batch);
   cohort_dit_prepare(d, batch);
   return cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target,
                                   batch->B);
@@ -143,6 +187,12 @@ void cohort_dit_backward(CohortModel *m, float grad_scale)
   int B = d->last_B;
   size_t D = (size_t)d->shape.channels * d->shape.image_size * d->shape.image_size;
   /* d(mean over the batch of per-example means) */
+  if (d->text) {
+    m->be->mse_backward(d->tacts.dimg, d->tacts.pred, d->tacts.target, B, (int)D,
+                        grad_scale / (float)B);
+    cohort_dit_text_net_backward(d, B, d->last_M);
+    return;
+  }
   m->be->mse_backward(d->acts.dimg, d->acts.pred, d->acts.target, B, (int)D, grad_scale / (float)B);
   cohort_dit_net_backward(d, B);
 }
@@ -150,9 +200,14 @@ void cohort_dit_backward(CohortModel *m, float grad_scale)
 void cohort_dit_eval_batch(CohortModel *m, const CohortBatch *batch, double *sums)
 {
   Dit *d = dit_of(m);
-  cohort_dit_prepare(d, batch);
-  float loss =
-      cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target, batch->B);
+  float loss;
+  if (d->text) {
+    loss = text_forward_batch(d, batch);
+  } else {
+    cohort_dit_prepare(d, batch);
+    loss = cohort_dit_forward_given(m, d->host_img, d->host_t, d->host_labels, d->host_target,
+                                    batch->B);
+  }
   d->have_targets = FALSE;
   sums[0] += (double)loss * batch->B;
   sums[1] += batch->B;

@@ -4,9 +4,10 @@
 
 #include "engine/model/lora.h"
 
-/* y [N, out] = x [N, in] @ W^T + b with table tensor `w` (PyTorch's [out, in] layout) and its
- * bias w + 1, plus its LoRA adapter if any. */
-static void linear(Dit *d, float *y, const float *x, guint w, int N, int in, int out)
+#define linear      cohort_dit_linear
+#define linear_back cohort_dit_linear_back
+
+void cohort_dit_linear(Dit *d, float *y, const float *x, guint w, int N, int in, int out)
 {
   CohortModel *m = &d->base;
   const CohortBackend *be = m->be;
@@ -15,10 +16,8 @@ static void linear(Dit *d, float *y, const float *x, guint w, int N, int in, int
   cohort_lora_forward(m, w, y, x, N);
 }
 
-/* dx = dy @ W (beta 0 overwrites, 1 adds; dx NULL skips it), dW += dy^T @ x, db += colsum
- * (each skipped when frozen), and the adapter's gradients and share of dx. */
-static void linear_back(Dit *d, float *dx, float beta, const float *dy, const float *x, guint w,
-                        int N, int in, int out)
+void cohort_dit_linear_back(Dit *d, float *dx, float beta, const float *dy, const float *x, guint w,
+                            int N, int in, int out)
 {
   CohortModel *m = &d->base;
   const CohortBackend *be = m->be;

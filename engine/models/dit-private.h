@@ -5,6 +5,7 @@
 
 #include "engine/families/dit.h"
 #include "engine/models/dit.h"
+#include "engine/models/pixart-block.h"
 #include "kernels/backend.h"
 
 G_BEGIN_DECLS
@@ -38,6 +39,17 @@ typedef struct {
   /* host scratch for the objective */
   float *host_img, *host_target, *host_t, *host_losses;
   int *host_labels;
+
+  /* the text layout (text_encoder): its activations, each block's (PixArt block acts inside
+   * tacts.blocks), and host scratch for a batch's text tokens packed to its longest caption */
+  gboolean text;
+  CohortPixartShape pshape;
+  CohortDitTextActs tacts;
+  CohortPixartActs *pacts;
+  float *host_text;
+  int *host_klen;
+  int last_M;
+  struct CohortTextEncoder *encoder; /* samples' prompts: opened on first use */
 
   int last_B;
   gboolean have_targets;
@@ -82,6 +94,32 @@ static inline float *dit_fp(const Dit *d, float *base, int p)
 {
   return base + d->base.tensors[DT_HEAD_COUNT + d->shape.n_layer * DB_COUNT + p].offset;
 }
+
+/* dit-forward.c: y [N, out] = x [N, in] @ W^T + b with table tensor `w` (PyTorch's [out, in]
+ * layout) and its bias w + 1, plus its LoRA adapter if any. */
+void cohort_dit_linear(Dit *d, float *y, const float *x, guint w, int N, int in, int out);
+/* dx = dy @ W (beta 0 overwrites, 1 adds; dx NULL skips it), dW += dy^T @ x, db += colsum
+ * (each skipped when frozen), and the adapter's gradients and share of dx. */
+void cohort_dit_linear_back(Dit *d, float *dx, float beta, const float *dy, const float *x, guint w,
+                            int N, int in, int out);
+
+/* dit.c: N(0, std²) values from `seed` (Box-Muller). */
+void cohort_dit_fill_normal(float *dst, size_t n, double std, guint64 seed);
+
+/* dit-text.c: the text layout (shape.text_dim > 0, docs/t2i-design.md). Its initialisation
+ * (PixArt's), and the network on the batch already in d->tacts (backend memory) with M text
+ * tokens per example, into d->tacts.pred; backward from d->tacts.dimg. */
+void cohort_dit_text_init_tensor(Dit *d, guint64 seed, guint i, float *dst);
+void cohort_dit_text_net_forward(Dit *d, int B, int M);
+void cohort_dit_text_net_backward(Dit *d, int B, int M);
+/* Uploads a batch (x_t, t in [0, 1], text [B, M, D] and klen [B] in host memory) and runs the
+ * text network into d->tacts.pred. */
+void cohort_dit_text_run(Dit *d, const float *x_t, const float *t, const float *text,
+                         const int *klen, int B, int M);
+
+/* dit-sample.c: the text layout's sample op (prompts, guidance; see dit.h). */
+gboolean cohort_dit_text_sample(CohortModel *m, const CohortSampleRequest *req, JsonObject *fields,
+                                GError **error);
 
 /* dit.c: the fixed 2-D sine-cosine position table into the model's buffer. */
 void cohort_dit_fill_pos_embed(Dit *d);

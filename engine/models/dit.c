@@ -9,6 +9,7 @@
 #include "engine/base/error.h"
 #include "engine/model/distill.h"
 #include "engine/model/rng.h"
+#include "engine/models/text-encoder.h"
 #include "engine/models/vae.h"
 
 /* clang-format off */
@@ -19,7 +20,10 @@ G_DEFINE_QUARK(cohort-dit-error-quark, cohort_dit_error)
 static void build_tables(Dit *d)
 {
   CohortFamilyTables t;
-  cohort_family_dit_tables(&d->shape, &t);
+  if (d->text)
+    cohort_family_dit_text_tables(&d->shape, &t);
+  else
+    cohort_family_dit_tables(&d->shape, &t);
   cohort_model_take_tables(&d->base, &t);
 }
 
@@ -42,7 +46,7 @@ static void pos_embed_2d(float *out, int grid, int C)
     }
 }
 
-static void fill_normal(float *dst, size_t n, double std, guint64 seed)
+void cohort_dit_fill_normal(float *dst, size_t n, double std, guint64 seed)
 {
   guint64 st = seed;
   for (size_t i = 0; i < n; i += 2) {
@@ -68,12 +72,16 @@ static void dit_init_tensor(CohortModel *m, guint64 seed, guint i, float *dst)
 {
   const CohortTensorInfo *t = &m->tensors[i];
   guint64 s = cohort_rng_tensor_seed(seed, i);
+  if (dit_of(m)->text) {
+    cohort_dit_text_init_tensor(dit_of(m), seed, i, dst);
+    return;
+  }
   memset(dst, 0, t->numel * sizeof(float));
   if (t->ndim < 2 || strstr(t->name, "adaLN_modulation") ||
       g_str_has_prefix(t->name, "final_layer.linear"))
     return; /* zeros */
   if (g_str_has_prefix(t->name, "t_embedder") || g_str_has_prefix(t->name, "y_embedder")) {
-    fill_normal(dst, t->numel, 0.02, s);
+    cohort_dit_fill_normal(dst, t->numel, 0.02, s);
   } else {
     int fan_out = t->shape[0];
     int fan_in = (int)(t->numel / (size_t)fan_out);
@@ -113,6 +121,10 @@ static void dit_finalize(CohortModel *m)
   cohort_vae_free(d->vae);
   g_free(d->vae_dir);
   g_free(d->acts.blocks);
+  g_free(d->pacts);
+  g_free(d->host_text);
+  g_free(d->host_klen);
+  cohort_text_encoder_free(d->encoder);
   g_free(d->host_img);
   g_free(d->host_target);
   g_free(d->host_t);
@@ -139,6 +151,19 @@ const CohortDitShape *cohort_dit_shape(const CohortModel *m)
 }
 
 static const CohortMetric dit_metrics[] = {{COHORT_FIELD_VAL_LOSS, 0, 1}};
+
+/* The text layout: the same objective on captions, samples of prompts. */
+static const CohortModelOps dit_text_ops = {
+    .forward = cohort_dit_forward_batch,
+    .backward = cohort_dit_backward,
+    .init_weights = dit_init,
+    .init_tensor = dit_init_tensor,
+    .init_buffers = dit_init_buffers,
+    .eval_batch = cohort_dit_eval_batch,
+    .sample = cohort_dit_text_sample,
+    .flops_per_example = dit_flops_per_example,
+    .finalize = dit_finalize,
+};
 
 static const CohortModelOps dit_ops = {
     .forward = cohort_dit_forward_batch,
@@ -209,6 +234,21 @@ static void dit_runtime_shape(const CohortConfig *cfg, CohortConfig *shape)
   }
 }
 
+/* The text layout's activations in d->act_mem, each block's PixArt activations in its part of
+ * tacts.blocks, and the host scratch of a batch's text. */
+static void text_layout(Dit *d, int max_batch)
+{
+  const CohortDitShape *s = &d->shape;
+  cohort_family_dit_text_layout(&d->tacts, s, max_batch, d->act_mem);
+  d->pshape = cohort_family_dit_pixart_shape(s);
+  d->pacts = g_new0(CohortPixartActs, MAX(s->n_layer, 1));
+  for (int l = 0; l < s->n_layer; l++)
+    cohort_pixart_acts_layout(&d->pacts[l], d->tacts.blocks + (size_t)l * d->tacts.block_floats,
+                              &d->pshape, max_batch, d->T, s->text_tokens);
+  d->host_text = g_new0(float, (size_t)max_batch * s->text_tokens * s->text_dim);
+  d->host_klen = g_new0(int, max_batch);
+}
+
 static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg, int max_batch,
                                GError **error)
 {
@@ -240,7 +280,12 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
       .channels = channels,
       .patch = cfg->patch_size,
       .num_classes = cfg->num_classes,
+      .text_dim = cohort_family_dit_text_width(cfg),
+      .text_tokens = cfg->max_text_tokens,
   };
+  d->text = d->shape.text_dim > 0;
+  if (d->text)
+    m->ops = &dit_text_ops;
   if (cfg->vae_from && *cfg->vae_from) {
     d->vae_dir = cohort_resolve_path(cfg->vae_from);
     d->pixel_size = cfg->image_size;
@@ -258,7 +303,8 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->acts_block = -1;
   build_tables(d);
   d->acts.blocks = g_new0(CohortDitBlockActs, cfg->n_layer);
-  size_t act_bytes = cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, NULL);
+  size_t act_bytes = d->text ? cohort_family_dit_text_layout(&d->tacts, &d->shape, max_batch, NULL)
+                             : cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, NULL);
   d->act_mem = be->alloc(act_bytes);
   size_t img = (size_t)max_batch * channels * size * size;
   d->host_img = g_try_new(float, img);
@@ -284,8 +330,12 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
     cohort_model_free(m);
     return NULL;
   }
-  cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, d->act_mem);
   m->act_bytes = act_bytes;
+  if (d->text) {
+    text_layout(d, max_batch);
+    return m;
+  }
+  cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, d->act_mem);
   d->xL = cfg->n_layer > 0 ? d->acts.blocks[cfg->n_layer - 1].x_out : d->acts.x0;
   return m;
 }

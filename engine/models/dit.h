@@ -33,6 +33,15 @@ const CohortDitShape *cohort_dit_shape(const CohortModel *m);
 gboolean cohort_dit_latent_geometry(const CohortConfig *cfg, const char *source, int *size,
                                     int *channels, GError **error);
 
+/* The text layout's images: `n` samples, sample i of the caption embedded in emb[which[i]]
+ * (len[which[i]] rows of text_dim floats, host memory; M the longest, at least 1), from noise of
+ * `seed`, with classifier-free guidance cfg_scale against the empty caption, into host `out`
+ * [n, C, H, W] in [-1, 1]. The family's sample op (sample_prompts: a row of 8 per caption, else
+ * sample_count images of sample_prompt; the event's "rows" are the captions) calls it. */
+void cohort_dit_text_generate(CohortModel *m, const float *const *emb, const int *len, int M,
+                              const int *which, int n, guint64 seed, int steps, double cfg_scale,
+                              float *out);
+
 /* Images of `n` samples from cohort_dit_generate: decoded through the VAE (loaded on first use,
  * kept with the model) for a latent DiT, a copy in pixel space. *pixels gets [n, *C, *S, *S]
  * in [-1, 1] (not clamped; g_free it). */
@@ -51,6 +60,13 @@ void cohort_dit_velocity(CohortModel *m, const float *x_t, const float *t, const
  * tests call it to compare with a reference. */
 float cohort_dit_forward_given(CohortModel *m, const float *x_t, const float *t, const int *labels,
                                const float *target, int B);
+
+/* The text layout's objective on a batch given explicitly (host memory, as for
+ * cohort_dit_forward_given), with text [B, M, text_dim] the encoder's hidden states (rows past
+ * klen[b] are not read) instead of labels. Tests call it to compare with a reference. */
+float cohort_dit_text_forward_given(CohortModel *m, const float *x_t, const float *t,
+                                    const float *text, const int *klen, int M, const float *target,
+                                    int B);
 
 /* Distillation (engine/models/dit-distill.c) on a batch given explicitly, in host memory as
  * for cohort_dit_forward_given: the teacher's velocity at (x_t, t, labels), guided by the

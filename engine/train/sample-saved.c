@@ -273,6 +273,17 @@ JsonObject *cohort_sample_saved(const char *path, const char *const *sets, const
   g_autoptr(CohortTokenizer) tok = NULL;
   if (!saved_tokenizer(path, is_checkpoint, cfg, &tok, error))
     return NULL;
+  /* A prompt named on the command line is what the sample shows, even where the run's config
+   * lists sample_prompts for its periodic samples (unless the command line sets those too). */
+  gboolean named_prompt = FALSE, named_list = FALSE;
+  for (guint i = 0; sets && sets[i]; i++) {
+    named_prompt = named_prompt || g_str_has_prefix(sets[i], "sample_prompt=");
+    named_list = named_list || g_str_has_prefix(sets[i], "sample_prompts=");
+  }
+  if (named_prompt && !named_list) {
+    g_free(cfg->sample_prompts);
+    cfg->sample_prompts = g_strdup("");
+  }
   guint64 rng = (guint64)cfg->seed ^ 0x5eed5a3b1e5ULL;
   CohortSampleRequest req = {
       .cfg = cfg,

@@ -17,6 +17,7 @@
 #include "engine/model/frozen-store.h"
 #include "engine/model/model-io.h"
 #include "engine/train/latents.h"
+#include "engine/train/text-embeds.h"
 #include "kernels/backend.h"
 #include "engine/models/registry.h"
 
@@ -100,6 +101,10 @@ static gboolean open_data(CohortRankRun *r, GError **error)
     if (!r->val)
       return FALSE;
   }
+  /* text_encoder: the captions' embeddings, before rank 0 lets the others read its cache */
+  if (cohort_data_source_has_captions(r->train) &&
+      !cohort_rank_run_encode_captions(r, cache_dir, error))
+    return FALSE;
   /* Token caches of earlier data (another version of the files, another tokenizer) go, by the
    * rank that writes this folder. */
   if (folders->len > 0 && (cfg->distributed_data_loading || o->rank == 0) &&
@@ -574,9 +579,13 @@ static CohortBatch *prefetch_batch(gpointer data)
 {
   CohortRankRun *r = data;
   const CohortBatch *like = r->batch;
-  if (r->pinned)
-    return cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W, r->be->host_alloc,
-                                 r->be->host_free);
+  if (r->pinned) {
+    CohortBatch *b = cohort_batch_new_with(r->B, like->T, like->C, like->H, like->W,
+                                           r->be->host_alloc, r->be->host_free);
+    if (b && like->text)
+      cohort_batch_add_text(b, like->M, like->text_dim);
+    return b;
+  }
   return cohort_data_source_batch_new(r->train, r->B);
 }
 
