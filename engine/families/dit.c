@@ -243,7 +243,10 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
 /* engine/models/dit-forward.c: a linear's weight is [out, in] (forward x [rows, in] by its
  * transpose; backward dy [rows, out] by it and by x). Per token (N = batch · patches): the
  * patch embedding K → C, the block's C → 3C, C → C, C → 4C, 4C → C and the final C → K; per
- * image: the timestep MLP 256 → C → C and the modulations C → 6C and C → 2C. */
+ * image: the timestep MLP 256 → C → C and the modulations C → 6C and C → 2C. The text layout
+ * (text_encoder) has the same per-token products; its caption rows (batch · max_text_tokens,
+ * the encoder's width D → C, then C → C for the keys and values) are counted only as far as
+ * these bound them, which holds while max_text_tokens · D stays under patches · 4C. */
 static void dit_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b)
 {
   CohortDitShape s = cohort_family_dit_shape(cfg);
