@@ -93,25 +93,7 @@ static void test_trains(void)
  * turns the rounding of sums taken in another order into steps of up to lr there. */
 static GArray *weights_but_key_bias(const char *path)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
-  g_assert_no_error(error);
-  GArray *out = g_array_new(FALSE, FALSE, sizeof(float));
-  const char *const *names = cohort_safetensors_names(f);
-  for (guint i = 0; names[i]; i++) {
-    if (g_str_has_suffix(names[i], "attn1.to_k.bias"))
-      continue;
-    int64_t shape[8];
-    int nd = cohort_safetensors_shape(f, names[i], shape);
-    gsize numel = 1;
-    for (int d = 0; d < nd; d++)
-      numel *= (gsize)shape[d];
-    guint old = out->len;
-    g_array_set_size(out, old + (guint)numel);
-    g_assert_true(cohort_safetensors_read_f32(f, names[i], nd, shape,
-                                              &g_array_index(out, float, old), &error));
-  }
-  return out;
+  return tu_read_weights_except(path, "attn1.to_k.bias");
 }
 
 /* cohort-train with nproc ranks: the weights (weights_but_key_bias) and each step's loss. */

@@ -66,8 +66,9 @@ static inline GArray *tu_event_values(GPtrArray *events, const char *event, cons
   return out;
 }
 
-/* All float32 tensors of a .safetensors file, concatenated in file order. */
-static inline GArray *tu_read_weights(const char *path)
+/* The tensors of a .safetensors file as float32, concatenated in file order, but those whose
+ * names end in skip_suffix (NULL: none). */
+static inline GArray *tu_read_weights_except(const char *path, const char *skip_suffix)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(CohortStFile) f = cohort_safetensors_open(path, &error);
@@ -75,6 +76,8 @@ static inline GArray *tu_read_weights(const char *path)
   GArray *out = g_array_new(FALSE, FALSE, sizeof(float));
   const char *const *names = cohort_safetensors_names(f);
   for (guint i = 0; names[i]; i++) {
+    if (skip_suffix && g_str_has_suffix(names[i], skip_suffix))
+      continue;
     int64_t shape[8];
     int nd = cohort_safetensors_shape(f, names[i], shape);
     gsize numel = 1;
@@ -87,6 +90,12 @@ static inline GArray *tu_read_weights(const char *path)
     g_assert_no_error(error);
   }
   return out;
+}
+
+/* All of them. */
+static inline GArray *tu_read_weights(const char *path)
+{
+  return tu_read_weights_except(path, NULL);
 }
 
 /* Largest |a-b| / max(|b|, floor) over two equal-length arrays. */
