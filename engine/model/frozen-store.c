@@ -101,12 +101,27 @@ const uint16_t *cohort_frozen_store_bits(const CohortModel *m, guint i)
   return s && i < m->n_tensors && s->at[i] != G_MAXSIZE ? s->bits + s->at[i] : NULL;
 }
 
+const uint16_t *cohort_frozen_store_bits_host(const CohortModel *m, guint i, uint16_t **tmp)
+{
+  *tmp = NULL;
+  const uint16_t *bits = cohort_frozen_store_bits(m, i);
+  if (!bits || m->be == cohort_backend_cpu())
+    return bits;
+  size_t n = m->tensors[i].numel;
+  *tmp = g_new(uint16_t, MAX(n, 1));
+  m->be->download(*tmp, bits, n * sizeof(uint16_t));
+  return *tmp;
+}
+
 void cohort_frozen_store_widen_into(const CohortModel *m, float *params)
 {
+  /* params is host memory: on a GPU the bits come down first and widen on the CPU */
   for (guint i = 0; m->frozen_store && i < m->n_tensors; i++) {
-    const uint16_t *bits = cohort_frozen_store_bits(m, i);
+    g_autofree uint16_t *tmp = NULL;
+    const uint16_t *bits = cohort_frozen_store_bits_host(m, i, &tmp);
     if (bits)
-      m->be->from_bf16(params + m->tensors[i].offset, bits, m->tensors[i].numel, 1.0f);
+      cohort_backend_cpu()->from_bf16(params + m->tensors[i].offset, bits, m->tensors[i].numel,
+                                      1.0f);
   }
 }
 

@@ -41,8 +41,13 @@ gboolean cohort_frozen_store_take(CohortModel *m, GError **error);
  * gradients (COHORT_LAYER_GRADS) reads no weight: nothing. */
 void cohort_frozen_store_layer(CohortModel *m, int layer, CohortLayerUse use, gboolean begin);
 
-/* The bf16 bits of parameter tensor i while it is in the store, else NULL. */
+/* The bf16 bits of parameter tensor i while it is in the store, else NULL: backend memory
+ * (on a GPU, device memory: read it through the backend, or take cohort_frozen_store_bits_host). */
 const uint16_t *cohort_frozen_store_bits(const CohortModel *m, guint i);
+
+/* The same bits readable by the CPU: the store's own on the CPU backend, else a copy in *tmp
+ * (g_free it; NULL when nothing was copied). NULL when tensor i is not stored. */
+const uint16_t *cohort_frozen_store_bits_host(const CohortModel *m, guint i, uint16_t **tmp);
 
 /* Writes the stored tensors, widened, at their offsets into `params` (host memory holding the
  * whole parameter vector, the rest of which the caller filled): the base as the run sees it. */

@@ -112,9 +112,14 @@ gboolean cohort_model_save(const CohortModel *m, const float *params_or_NULL, co
   g_autoptr(GArray) entries = g_array_new(FALSE, TRUE, sizeof(CohortStEntry));
   cohort_tensor_st_entries(m->tensors, m->n_tensors, params, "", names, entries);
   /* frozen_dtype bf16: the stored tensors' places are empty; their bits are written widened,
-   * unless the caller gives the whole vector (a merge). */
-  for (guint i = 0; !params_or_NULL && i < m->n_tensors; i++)
-    g_array_index(entries, CohortStEntry, i).bf16 = cohort_frozen_store_bits(m, i);
+   * unless the caller gives the whole vector (a merge). On a GPU the writer reads host copies. */
+  g_autoptr(GPtrArray) bit_copies = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; !params_or_NULL && i < m->n_tensors; i++) {
+    uint16_t *tmp = NULL;
+    g_array_index(entries, CohortStEntry, i).bf16 = cohort_frozen_store_bits_host(m, i, &tmp);
+    if (tmp)
+      g_ptr_array_add(bit_copies, tmp);
+  }
   cohort_tensor_st_entries(m->buffers, m->n_buffers, buffers, "", names, entries);
 
   g_autoptr(GHashTable) meta = g_hash_table_new(g_str_hash, g_str_equal);
