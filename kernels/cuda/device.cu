@@ -281,6 +281,10 @@ size_t cohort_cuda_scratch_bytes(void)
 
 int cohort_cuda_device_pci_bus_id(int index, char *buf, int len)
 {
+  /* An ordinal out of range is refused here, not by the runtime: its error would be one a
+   * sanitizer reports (the first H200 run's memcheck counted four). */
+  if (index < 0 || index >= cohort_cuda_device_count())
+    return -1;
   if (cudaDeviceGetPCIBusId(buf, len, index) == cudaSuccess)
     return 0;
   (void)cudaGetLastError(); /* a probe: its failure is the caller's, not the backend's */
