@@ -373,6 +373,56 @@ static void test_gemm_chunked(void)
   gpu->free(da), gpu->free(db), gpu->free(dc);
 }
 
+/* Self-attention's two paths on the GPU against the CPU: the batched products (all heads of a
+ * group position in one product, and one head at a time under a limit that holds one head's
+ * matrices) and the fused kernels (a limit no head fits), causal and not, multi-head and
+ * grouped-query, forward (out, lse) and backward (dq, dk, dv). */
+static void test_attention_paths(void)
+{
+  if (!need_gpu())
+    return;
+  const CohortBackend *cpu = cohort_backend_cpu();
+  const int shapes[][6] = {{2, 45, 4, 4, 16, 1}, {2, 37, 6, 2, 24, 0}, {1, 70, 9, 3, 64, 1}};
+  for (size_t sh = 0; sh < G_N_ELEMENTS(shapes); sh++) {
+    int B = shapes[sh][0], T = shapes[sh][1], NH = shapes[sh][2], NKV = shapes[sh][3];
+    int hd = shapes[sh][4], causal = shapes[sh][5];
+    size_t nq = (size_t)B * T * NH * hd, nkv = (size_t)B * T * NKV * hd, nl = (size_t)B * NH * T;
+    g_autoptr(GRand) r = g_rand_new_with_seed(31 + (guint32)sh);
+    g_autofree float *q = rand_floats(r, nq), *k = rand_floats(r, nkv), *v = rand_floats(r, nkv);
+    g_autofree float *g = rand_floats(r, nq);
+    g_autofree float *out = g_new(float, nq), *lse = g_new(float, nl), *dq = g_new(float, nq);
+    g_autofree float *dk = g_new(float, nkv), *dv = g_new(float, nkv);
+    cpu->attention_gqa_forward(out, lse, q, k, v, B, T, NH, NKV, hd, causal);
+    cpu->attention_gqa_backward(dq, dk, dv, g, q, k, v, out, lse, B, T, NH, NKV, hd, causal);
+    float *d_q = on_gpu(q, nq * 4), *d_k = on_gpu(k, nkv * 4), *d_v = on_gpu(v, nkv * 4);
+    float *d_g = on_gpu(g, nq * 4), *d_out = gpu->alloc(nq * 4), *d_lse = gpu->alloc(nl * 4);
+    float *d_dq = gpu->alloc(nq * 4), *d_dk = gpu->alloc(nkv * 4), *d_dv = gpu->alloc(nkv * 4);
+    const size_t limits[] = {0, (size_t)2 * T * T * sizeof(float), 1};
+    const char *paths[] = {"products", "products, one head at a time", "fused kernels"};
+    for (size_t p = 0; p < G_N_ELEMENTS(limits); p++) {
+      cohort_cuda_set_attention_limit(limits[p]);
+      gpu->zero(d_dk, nkv * 4); /* no stale gradients can pass for new ones */
+      gpu->attention_gqa_forward(d_out, d_lse, d_q, d_k, d_v, B, T, NH, NKV, hd, causal);
+      gpu->attention_gqa_backward(d_dq, d_dk, d_dv, d_g, d_q, d_k, d_v, d_out, d_lse, B, T, NH, NKV,
+                                  hd, causal);
+      const float *want[] = {out, lse, dq, dk, dv};
+      const float *got[] = {d_out, d_lse, d_dq, d_dk, d_dv};
+      const size_t n[] = {nq, nl, nq, nkv, nkv};
+      const char *names[] = {"out", "lse", "dq", "dk", "dv"};
+      for (size_t o = 0; o < G_N_ELEMENTS(want); o++) {
+        g_autofree char *what =
+            g_strdup_printf("attention B%d T%d NH%d NKV%d hd%d%s, %s: %s", B, T, NH, NKV, hd,
+                            causal ? " causal" : "", paths[p], names[o]);
+        expect_close(what, want[o], got[o], n[o]);
+      }
+    }
+    cohort_cuda_set_attention_limit(0);
+    float *bufs[] = {d_q, d_k, d_v, d_g, d_out, d_lse, d_dq, d_dk, d_dv};
+    for (size_t i = 0; i < G_N_ELEMENTS(bufs); i++)
+      gpu->free(bufs[i]);
+  }
+}
+
 /* Scratch that a one-off left large goes back after a step that needed little, and stays
  * while the steps keep needing it. */
 static void test_scratch_shrinks(void)
@@ -410,6 +460,7 @@ void ops_add_cuda_cases(int n)
   g_test_add_func("/cuda/gemm-weights-copy", test_gemm_weights_copy);
   g_test_add_func("/cuda/gemm-chunked", test_gemm_chunked);
   g_test_add_func("/cuda/scratch-shrinks", test_scratch_shrinks);
+  g_test_add_func("/cuda/attention-paths", test_attention_paths);
 }
 #else
 void ops_add_cuda_cases(int n);

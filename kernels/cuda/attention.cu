@@ -1,32 +1,21 @@
 /* Multi-head attention, causal or not, fused (FlashAttention style): keys and values stream
  * through shared memory in tiles of 32, each query row keeps a running max and sum (online
  * softmax), so the [T, T] matrix is never stored; lse is kept for the backward, which
- * recomputes the probabilities. One warp owns one row (a query in the forward and for dq, a key for
- * dk and dv): lanes take keys (or queries) for the dot products and head dimensions for the
+ * recomputes the probabilities. One warp owns one row (a query in the forward and for dq, a key
+ * for dk and dv): lanes take keys (or queries) for the dot products and head dimensions for the
  * weighted sums. Every gradient is summed by one warp in a fixed order, so no atomics; with
  * grouped-query attention a key's warp sums over the query heads of its group in head order.
  * GPT's interleaved [B, T, 3C] and three separate tensors are the same kernels with other row
  * strides. Cross-attention is the same kernels with Tq queries over Tk keys, example b seeing its
  * first klen[b]: the others get no weight and zero gradients, and an example with no key gets
- * zero output and lse -inf. */
-#include "cuda.cuh"
+ * zero output and lse -inf. Self-attention whose [T, T] matrices fit the limit (the training
+ * shapes) goes through batched products instead: attention-gemm.cu. */
+#include "attention.cuh"
 
 #define ATT_MAXD 128                      /* largest head size */
 #define ATT_DPL  (ATT_MAXD / COHORT_WARP) /* head dimensions per lane */
 #define ATT_ROWS 8                        /* rows (warps) per block */
 #define ATT_TILE COHORT_WARP              /* keys or queries per shared tile */
-
-typedef struct {
-  int Tq, Tk, NH, NKV, G, hd; /* query and key rows per example; G = NH / NKV */
-  int qtiles, ktiles;         /* blocks per (batch, head) over the queries, over the keys */
-  size_t ldq, ldk, ldv, ldo;  /* row strides of q, k, v and of out (and dout) */
-  int causal;                 /* query i sees keys 0..i + off; else all it may see */
-  const int *klen;            /* keys example b sees (clamped to [0, Tk]); NULL: all Tk */
-  /* the queries' offset among the keys: 0, except over a key/value cache (the forward only),
-   * where the Tq queries are the last of Tk positions */
-  int off;
-  float scale;
-} AttnShape;
 
 /* The keys example b sees. */
 __device__ static inline int keys_of(int b, const AttnShape &s)
@@ -335,6 +324,13 @@ static size_t fwd_shmem(const AttnShape &s)
 static void attn_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                          int B, const AttnShape &s)
 {
+  int jc = cohort_attn_gemm_heads(s, 1, lse != NULL);
+  if (jc > 0) {
+    float *work = (float *)cohort_cuda_scratch(sizeof(float) * jc * s.Tq * s.Tk);
+    if (work)
+      cohort_attn_gemm_forward(out, lse, q, k, v, B, jc, work, s);
+    return;
+  }
   unsigned blocks = (unsigned)((size_t)B * s.NH * s.qtiles);
   attn_fwd_kernel<<<blocks, ATT_ROWS * COHORT_WARP, fwd_shmem(s)>>>(out, lse, q, k, v, s);
   cohort_cuda_launched("attention_forward");
@@ -344,14 +340,20 @@ static void attn_backward(float *dq, float *dk, float *dv, const float *dout, co
                           const float *k, const float *v, const float *out, const float *lse, int B,
                           const AttnShape &s)
 {
-  size_t rows = (size_t)B * s.NH * s.Tq;
-  float *D = (float *)cohort_cuda_scratch(sizeof(float) * rows);
+  size_t rows = (size_t)B * s.NH * s.Tq, d_floats = (rows + 63) / 64 * 64;
+  int jc = cohort_attn_gemm_heads(s, 2, lse != NULL);
+  float *D =
+      (float *)cohort_cuda_scratch(sizeof(float) * (d_floats + 2 * (size_t)jc * s.Tq * s.Tk));
   if (!D)
     return;
   attn_delta_kernel<<<(unsigned)((rows + ATT_ROWS - 1) / ATT_ROWS), ATT_ROWS * COHORT_WARP>>>(
       D, dout, out, B, s);
   if (!cohort_cuda_launched("attention_backward (row deltas)"))
     return;
+  if (jc > 0) {
+    cohort_attn_gemm_backward(dq, dk, dv, dout, q, k, v, lse, D, B, jc, D + d_floats, s);
+    return;
+  }
   size_t shmem = sizeof(float) * (2 * ATT_ROWS * s.hd + 2 * ATT_TILE * (s.hd + 1));
   unsigned q_blocks = (unsigned)((size_t)B * s.NH * s.qtiles);
   attn_dq_kernel<<<q_blocks, ATT_ROWS * COHORT_WARP, shmem>>>(dq, dout, q, k, v, lse, D, s);

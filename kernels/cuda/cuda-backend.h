@@ -111,6 +111,10 @@ size_t cohort_cuda_weights_uses(void);
  * restores that): larger operands are rounded and multiplied in chunks of rows of op(A) and
  * columns of op(B). For tests. */
 void cohort_cuda_set_pack_limit(size_t bytes);
+/* The most memory, in bytes, self-attention's batched products hold for the [T, T] score
+ * matrices of a chunk of heads (256 MiB; 0 restores that): a shape whose one head does not fit
+ * runs the fused kernels instead. For tests (1 forces the fused kernels). */
+void cohort_cuda_set_attention_limit(size_t bytes);
 /* The shared scratch memory of the ops: its size now, and a trim (after a step) that frees it
  * when the requests since the last trim would fit in half of it. */
 size_t cohort_cuda_scratch_bytes(void);
