@@ -89,9 +89,11 @@ static inline int cohort_colsum_chunks(int N)
 
 void cohort_cuda_set_gemm_mode(CohortGemmMode mode);
 CohortGemmMode cohort_cuda_get_gemm_mode(void);
-/* Rounds a rows x cols matrix of row stride ld into `dst`, packed, as bf16 (fp16 when fp16 is
- * nonzero); returns dst, or NULL when the launch failed (recorded). */
-void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int fp16);
+/* Rounds a rows x cols matrix of row stride ld into `dst` (row stride dld >= cols; the columns
+ * past cols are not written), as bf16 (fp16 when fp16 is nonzero); returns dst, or NULL when
+ * the launch failed (recorded). */
+void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int dld,
+                               int fp16);
 /* dst = n values of src rounded as the GEMM rounds operands; false when the launch failed. */
 bool cohort_cuda_round_copy(void *dst, const float *src, size_t n, int fp16);
 void cohort_cuda_to_bf16(uint16_t *dst, const float *src, size_t n);

@@ -98,51 +98,86 @@ static size_t round256(size_t bytes)
   return (bytes + 255) / 256 * 256;
 }
 
+/* Row strides of packed operands and staged results: multiples of 8 values, so that every row
+ * starts on 16 bytes. cuBLAS picks its kernels by the alignment of the leading dimensions: with
+ * GPT-2's 50257-word vocabulary the logits' gradient as an operand, and the logits as a result,
+ * took its slowest ones (sm75, "align1"): 23 of the 364 ms of a 124M bf16 step on the first
+ * H200 run. */
+static int pad8(int n)
+{
+  return (n + 7) / 8 * 8;
+}
+
 /* C = alpha op(A) op(B) + beta C with both operands rounded to bf16 (fp16), tensor-core
  * products, fp32 accumulation and an fp32 C (cublasGemmEx, CUBLAS_COMPUTE_32F). An operand
- * inside the weights' copy is read from it; the others are rounded into scratch, in chunks of
- * rows of op(A) and columns of op(B) that keep the rounded values under the packing limit
- * (the tied head's gradient at GPT-2 batch 16 x 1024 would need 1.65 GB at once). */
+ * inside the weights' copy is read from it; the others are rounded into scratch (row strides
+ * padded to 8 values), in chunks of rows of op(A) and columns of op(B) that keep the rounded
+ * values under the packing limit (the tied head's gradient at GPT-2 batch 16 x 1024 would need
+ * 1.65 GB at once). A C whose rows do not start on 16 bytes is computed in an aligned staging
+ * block of the chunk's size (C copied in first when beta is not 0) and copied back. */
 static void gemm_16bit(cublasHandle_t h, int fp16, int trans_a, int trans_b, int M, int N, int K,
                        float alpha, const float *A, int lda, const float *B, int ldb, float beta,
                        float *C, int ldc)
 {
   const uint16_t *wa = weights_operand(A, trans_a ? K : M, trans_a ? M : K, lda, fp16);
   const uint16_t *wb = weights_operand(B, trans_b ? N : K, trans_b ? K : N, ldb, fp16);
-  int mc = chunk_of(M, wa ? 0 : (size_t)K * 2), nc = chunk_of(N, wb ? 0 : (size_t)K * 2);
-  size_t a_bytes = wa ? 0 : round256((size_t)mc * K * 2), b_bytes = wb ? 0 : (size_t)nc * K * 2;
-  char *buf = a_bytes + b_bytes ? (char *)cohort_cuda_scratch(a_bytes + b_bytes) : NULL;
-  if (a_bytes + b_bytes && !buf)
+  int kp = pad8(K);
+  int mc = chunk_of(M, wa ? 0 : (size_t)kp * 2), nc = chunk_of(N, wb ? 0 : (size_t)kp * 2);
+  bool stage = ldc % 4 != 0 || (uintptr_t)C % 16 != 0;
+  if (stage) {
+    int ms = chunk_of(M, (size_t)pad8(nc) * 4);
+    mc = ms < mc ? ms : mc;
+  }
+  size_t a_bytes = wa ? 0 : round256(trans_a ? (size_t)K * pad8(mc) * 2 : (size_t)mc * kp * 2);
+  size_t b_bytes = wb ? 0 : round256(trans_b ? (size_t)nc * kp * 2 : (size_t)K * pad8(nc) * 2);
+  size_t s_bytes = stage ? (size_t)mc * pad8(nc) * 4 : 0;
+  size_t total = a_bytes + b_bytes + s_bytes;
+  char *buf = total ? (char *)cohort_cuda_scratch(total) : NULL;
+  if (total && !buf)
     return;
+  float *staged = stage ? (float *)(buf + a_bytes + b_bytes) : NULL;
   cudaDataType_t t = fp16 ? CUDA_R_16F : CUDA_R_16BF;
   const char *what = fp16 ? "cublasGemmEx (fp16)" : "cublasGemmEx (bf16)";
   for (int m0 = 0; m0 < M; m0 += mc) {
     int mm = M - m0 < mc ? M - m0 : mc;
     /* rows m0.. of op(A): rows of A, or its columns when transposed */
     const void *pa = wa ? (const void *)(wa + (trans_a ? (size_t)m0 : (size_t)m0 * lda)) : buf;
-    int la = wa ? lda : trans_a ? mm : K;
-    if (!wa && !(trans_a ? cohort_cuda_pack_operand(buf, A + m0, K, mm, lda, fp16)
-                         : cohort_cuda_pack_operand(buf, A + (size_t)m0 * lda, mm, K, lda, fp16)))
+    int la = wa ? lda : trans_a ? pad8(mm) : kp;
+    if (!wa &&
+        !(trans_a ? cohort_cuda_pack_operand(buf, A + m0, K, mm, lda, la, fp16)
+                  : cohort_cuda_pack_operand(buf, A + (size_t)m0 * lda, mm, K, lda, la, fp16)))
       return;
     for (int n0 = 0; n0 < N; n0 += nc) {
       int nn = N - n0 < nc ? N - n0 : nc;
       /* columns n0.. of op(B): columns of B, or its rows when transposed */
       const void *pb =
           wb ? (const void *)(wb + (trans_b ? (size_t)n0 * ldb : (size_t)n0)) : buf + a_bytes;
-      int lb = wb ? ldb : trans_b ? K : nn;
+      int lb = wb ? ldb : trans_b ? kp : pad8(nn);
       bool packed = wb || (nc == N && m0 > 0); /* one chunk of B: rounded once */
-      if (!packed && !(trans_b ? cohort_cuda_pack_operand(buf + a_bytes, B + (size_t)n0 * ldb, nn,
-                                                          K, ldb, fp16)
-                               : cohort_cuda_pack_operand(buf + a_bytes, B + n0, K, nn, ldb, fp16)))
+      if (!packed &&
+          !(trans_b ? cohort_cuda_pack_operand(buf + a_bytes, B + (size_t)n0 * ldb, nn, K, ldb, lb,
+                                               fp16)
+                    : cohort_cuda_pack_operand(buf + a_bytes, B + n0, K, nn, ldb, lb, fp16)))
+        return;
+      float *dst = C + (size_t)m0 * ldc + n0, *out = stage ? staged : dst;
+      int lc = stage ? pad8(nn) : ldc;
+      if (stage && beta != 0.0f &&
+          !cohort_cuda_ok(cudaMemcpy2DAsync(staged, (size_t)lc * 4, dst, (size_t)ldc * 4,
+                                            (size_t)nn * 4, mm, cudaMemcpyDeviceToDevice, 0),
+                          "gemm (C into staging)"))
         return;
       /* cuBLAS is column-major: the row-major C = op(A) op(B) is computed as the column-major
        * C^T = op(B)^T op(A)^T, operands swapped, transpose flags kept */
       if (!cohort_cuda_blas_ok(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, nn, mm, K, &alpha,
-                                            pb, t, lb, pa, t, la, &beta, C + (size_t)m0 * ldc + n0,
-                                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                                            CUBLAS_GEMM_DEFAULT),
+                                            pb, t, lb, pa, t, la, &beta, out, CUDA_R_32F, lc,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                                what))
+        return;
+      if (stage &&
+          !cohort_cuda_ok(cudaMemcpy2DAsync(dst, (size_t)ldc * 4, staged, (size_t)lc * 4,
+                                            (size_t)nn * 4, mm, cudaMemcpyDeviceToDevice, 0),
+                          "gemm (staging into C)"))
         return;
     }
   }

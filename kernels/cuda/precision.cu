@@ -7,37 +7,42 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-/* A rows x cols matrix with row stride ld into a packed rows x cols one of 16-bit values. */
-__global__ static void pack_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld)
+/* A rows x cols matrix with row stride ld into a rows x cols one of 16-bit values with row
+ * stride dld. */
+__global__ static void pack_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld,
+                                        int dld)
 {
   size_t n = (size_t)rows * cols;
   COHORT_GRID_STRIDE(i, n)
   {
     size_t r = i / cols, c = i % cols;
-    dst[i] = cohort_f32_to_bf16(src[r * ld + c]);
+    dst[r * dld + c] = cohort_f32_to_bf16(src[r * ld + c]);
   }
 }
 
-__global__ static void pack_fp16_kernel(__half *dst, const float *src, int rows, int cols, int ld)
+__global__ static void pack_fp16_kernel(__half *dst, const float *src, int rows, int cols, int ld,
+                                        int dld)
 {
   size_t n = (size_t)rows * cols;
   COHORT_GRID_STRIDE(i, n)
   {
     size_t r = i / cols, c = i % cols;
     /* cohort_round_fp16 picks the value (the CPU's rounding); the conversion is then exact. */
-    dst[i] = __float2half_rn(cohort_round_fp16(src[r * ld + c]));
+    dst[r * dld + c] = __float2half_rn(cohort_round_fp16(src[r * ld + c]));
   }
 }
 
-void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int fp16)
+void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int dld,
+                               int fp16)
 {
   size_t n = (size_t)rows * cols;
   if (n == 0)
     return dst;
   if (fp16)
-    pack_fp16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((__half *)dst, src, rows, cols, ld);
+    pack_fp16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((__half *)dst, src, rows, cols, ld, dld);
   else
-    pack_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((uint16_t *)dst, src, rows, cols, ld);
+    pack_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((uint16_t *)dst, src, rows, cols, ld,
+                                                          dld);
   return cohort_cuda_launched("gemm (operand rounding)") ? dst : NULL;
 }
 
