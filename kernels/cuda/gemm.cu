@@ -183,6 +183,36 @@ static void gemm_16bit(cublasHandle_t h, int fp16, int trans_a, int trans_b, int
   }
 }
 
+/* gemm_16bit over pieces whose contiguous extents are multiples of 8 (C's and B's columns, A's
+ * columns when transposed, the inner dimension where an operand's rows run along it) and the
+ * tails of fewer than 8: cuBLAS's aligned kernels need the extents, not only the strides, to be
+ * multiples of the vector width (with the strides padded, GPT-2's 50257-wide logits still ran
+ * the sm75 align1 kernels on the second H200 run). The tail along the inner dimension adds
+ * into C (beta 1). */
+static void gemm_16bit_split(cublasHandle_t h, int fp16, int ta, int tb, int M, int N, int K,
+                             float alpha, const float *A, int lda, const float *B, int ldb,
+                             float beta, float *C, int ldc)
+{
+  if (N > 8 && N % 8) {
+    int n8 = N / 8 * 8;
+    gemm_16bit_split(h, fp16, ta, tb, M, n8, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_16bit_split(h, fp16, ta, tb, M, N - n8, K, alpha, A, lda,
+                     tb ? B + (size_t)n8 * ldb : B + n8, ldb, beta, C + n8, ldc);
+  } else if (ta && M > 8 && M % 8) {
+    int m8 = M / 8 * 8;
+    gemm_16bit_split(h, fp16, ta, tb, m8, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_16bit_split(h, fp16, ta, tb, M - m8, N, K, alpha, A + m8, lda, B, ldb, beta,
+                     C + (size_t)m8 * ldc, ldc);
+  } else if ((!ta || tb) && K > 8 && K % 8) {
+    int k8 = K / 8 * 8;
+    gemm_16bit_split(h, fp16, ta, tb, M, N, k8, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_16bit_split(h, fp16, ta, tb, M, N, K - k8, alpha, ta ? A + (size_t)k8 * lda : A + k8, lda,
+                     tb ? B + k8 : B + (size_t)k8 * ldb, ldb, 1.0f, C, ldc);
+  } else {
+    gemm_16bit(h, fp16, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
 void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -191,8 +221,8 @@ void cohort_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha
     return;
   CohortGemmMode mode = cohort_cuda_get_gemm_mode();
   if ((mode == COHORT_GEMM_BF16 || mode == COHORT_GEMM_FP16) && M > 0 && N > 0 && K > 0) {
-    gemm_16bit(h, mode == COHORT_GEMM_FP16, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
-               C, ldc);
+    gemm_16bit_split(h, mode == COHORT_GEMM_FP16, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                     beta, C, ldc);
     return;
   }
   /* cuBLAS is column-major: a row-major matrix is its transpose there. So the row-major

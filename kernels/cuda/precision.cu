@@ -8,41 +8,37 @@
 #include <cuda_fp16.h>
 
 /* A rows x cols matrix with row stride ld into a rows x cols one of 16-bit values with row
- * stride dld. */
+ * stride dld. Rows along the grid's y, columns along x: no division per element (the first
+ * H200 run's one-dimensional version, a 64-bit division and remainder per value, moved about
+ * 0.5 TB/s and took 21 of 139 ms of a GPT-2 124M bf16 step). */
 __global__ static void pack_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld,
                                         int dld)
 {
-  size_t n = (size_t)rows * cols;
-  COHORT_GRID_STRIDE(i, n)
-  {
-    size_t r = i / cols, c = i % cols;
-    dst[r * dld + c] = cohort_f32_to_bf16(src[r * ld + c]);
-  }
+  for (int r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+      dst[(size_t)r * dld + c] = cohort_f32_to_bf16(src[(size_t)r * ld + c]);
 }
 
 __global__ static void pack_fp16_kernel(__half *dst, const float *src, int rows, int cols, int ld,
                                         int dld)
 {
-  size_t n = (size_t)rows * cols;
-  COHORT_GRID_STRIDE(i, n)
-  {
-    size_t r = i / cols, c = i % cols;
-    /* cohort_round_fp16 picks the value (the CPU's rounding); the conversion is then exact. */
-    dst[r * dld + c] = __float2half_rn(cohort_round_fp16(src[r * ld + c]));
-  }
+  /* cohort_round_fp16 picks the value (the CPU's rounding); the conversion is then exact. */
+  for (int r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x)
+      dst[(size_t)r * dld + c] = __float2half_rn(cohort_round_fp16(src[(size_t)r * ld + c]));
 }
 
 void *cohort_cuda_pack_operand(void *dst, const float *src, int rows, int cols, int ld, int dld,
                                int fp16)
 {
-  size_t n = (size_t)rows * cols;
-  if (n == 0)
+  if (rows <= 0 || cols <= 0)
     return dst;
+  unsigned gx = (unsigned)((cols + 255) / 256), gy = (unsigned)(rows < 65535 ? rows : 65535);
+  dim3 grid(gx < 64 ? gx : 64, gy);
   if (fp16)
-    pack_fp16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((__half *)dst, src, rows, cols, ld, dld);
+    pack_fp16_kernel<<<grid, 256>>>((__half *)dst, src, rows, cols, ld, dld);
   else
-    pack_bf16_kernel<<<cohort_cuda_blocks(n, 256), 256>>>((uint16_t *)dst, src, rows, cols, ld,
-                                                          dld);
+    pack_bf16_kernel<<<grid, 256>>>((uint16_t *)dst, src, rows, cols, ld, dld);
   return cohort_cuda_launched("gemm (operand rounding)") ? dst : NULL;
 }
 
