@@ -105,7 +105,8 @@ void cohort_cuda_host_free(void *p);
  * (nothing recorded: the GEMMs then round per call). */
 int cohort_cuda_weights_begin(const float *params, size_t n);
 void cohort_cuda_weights_end(void);
-/* GEMM operands read from the copy since the process began (for tests). */
+/* GEMM operands read from the copy since the process began, per piece of a product (a product
+ * whose extents are not multiples of 8 runs as several; for tests). */
 size_t cohort_cuda_weights_uses(void);
 /* The most memory, in bytes, one bf16/fp16 GEMM holds for operands it rounds (256 MiB; 0
  * restores that): larger operands are rounded and multiplied in chunks of rows of op(A) and
