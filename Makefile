@@ -8,6 +8,9 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 MESON_OPTS ?=
 JOBS ?= $(shell getconf _NPROCESSORS_ONLN)
+# Tests run TEST_JOBS at a time (meson's is_parallel: false keeps the timing-bound ones alone;
+# tests/meson.build): each test's OpenMP has one thread, so one at a time left a core idle.
+TEST_JOBS ?= $(JOBS)
 # CUDA=1: make run builds the CUDA path too (make check builds it whenever nvcc is found)
 CUDA ?= 0
 
@@ -53,7 +56,7 @@ run: setup
 
 check: setup-check
 	meson compile -C $(BUILD) -j $(JOBS)
-	meson test -C $(BUILD) --print-errorlogs --num-processes 1
+	meson test -C $(BUILD) --print-errorlogs --num-processes $(TEST_JOBS)
 	scripts/check-style
 	scripts/check-sizes
 	@test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) -Dbuildtype=debugoptimized \
@@ -62,7 +65,7 @@ check: setup-check
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  meson test -C $(ASAN_BUILD) --suite unit --suite dist --suite fuzz --no-suite heavy \
 	  --print-errorlogs \
-	  --num-processes 1 \
+	  --num-processes $(TEST_JOBS) \
 	  --timeout-multiplier 4
 
 clean:
