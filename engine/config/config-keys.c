@@ -511,7 +511,7 @@ static const KeyRow rows[] = {
          "Euler steps from noise to image in each sample.", "32", "dit"),
     ROWM(cfg_scale, DOUBLE, "output", NULL, 0, 100, NULL,
          "Classifier-free guidance of samples: 1 samples the model as it is, larger values "
-         "follow the label more closely.",
+         "follow the label (or the prompt) more closely.",
          "4.0", "dit"),
     ROW_PATH(
         init_from, "output", &weights_path, 0,
