@@ -41,8 +41,8 @@ setup-check: deps-check
 build: setup
 	meson compile -C $(BUILD) -j $(JOBS)
 
-# Trains the default preset (tiny-gpt; PRESET=tiny-dit, tiny-latent-dit or tiny-resnet for the
-# image models; tiny-latent-dit first has the build train its VAE, data/vae/README.md) data-parallel,
+# Trains the default preset (tiny-gpt; PRESET=tiny-dit, tiny-latent-dit, tiny-t2i or tiny-resnet for
+# the image models; tiny-latent-dit first has the build train its VAE, data/vae/README.md) data-parallel,
 # 2 ranks × 1 thread through the launcher (as torchrun would), with live progress; the model
 # lands in runs/<preset>. Each `make run` is a new run: --overwrite moves an earlier one to
 # runs/<preset>/previous/. Only what the preset needs is built.
@@ -50,7 +50,7 @@ PRESET ?= tiny-gpt
 NPROC ?= 2
 run: setup
 	meson compile -C $(BUILD) -j $(JOBS) engine/cli/cohort-train engine/cli/cohort-run \
-	  $$(case "$(PRESET)" in tiny-gpt) ;; tiny-latent-dit) echo data/colour-glyphs tiny-vae ;; *) echo data/glyphs ;; esac)
+	  $$(case "$(PRESET)" in tiny-gpt) ;; tiny-latent-dit) echo data/colour-glyphs tiny-vae ;; tiny-t2i) echo data/t2i-glyphs ;; *) echo data/glyphs ;; esac)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$$(( $$(getconf _NPROCESSORS_ONLN) / $(NPROC) ))} $(BUILD)/engine/cli/cohort-run --standalone \
 	  --nproc-per-node $(NPROC) $(BUILD)/engine/cli/cohort-train --preset $(PRESET) --overwrite
 

@@ -1,13 +1,15 @@
 /* make-glyphs: renders the built-in glyph data sets (see README.md beside this file).
  *
- *   make-glyphs [--train N] [--val N] [--seed S] [--side PX] [--classes CHARS] [--colour]
- *               OUTPUT FONT.ttf...
+ *   make-glyphs [--train N] [--val N] [--seed S] [--side PX] [--classes CHARS]
+ *               [--colour | --captions] OUTPUT FONT.ttf...
  *
  * writes OUTPUT/train/<class>/NNNN.png and OUTPUT/val/<class>/NNNN.png: by default the digits
  * 0-9 and the capitals A-Z (36 classes), 32x32 grey, a white glyph on black, each drawn from
  * one of the given fonts (in turn) with a random rotation, scale and shift. --colour paints
  * each glyph in a random bright colour over a textured background of two dark colours (RGB
- * files: the latent-diffusion set); --side and --classes change the size and the characters.
+ * files: the latent-diffusion set); --captions draws every character in each of eight named
+ * colours on black with a caption file ("red A") beside each image, flat under train/ and val/
+ * (the text-to-image set); --side and --classes change the size and the characters.
  * The randomness of image
  * i of class c in a split is a function of (seed, split, c, i) only, and PNG files carry no
  * time stamp, so the same fonts, FreeType, libpng and zlib give the same bytes every run.
@@ -48,7 +50,20 @@ typedef struct {
   int side;
   const char *classes;
   gboolean colour;
+  gboolean captions;
 } Renderer;
+
+/* The captioned set's colours (--captions): names a caption says, and the RGB a glyph is
+ * painted in. Hues far apart, so that a colour is told from another by any image distance. */
+static const struct {
+  const char *name;
+  guint8 rgb[3];
+} named_colours[] = {
+    {"red", {230, 40, 40}},      {"orange", {245, 140, 30}}, {"yellow", {235, 220, 40}},
+    {"green", {40, 200, 60}},    {"cyan", {40, 210, 220}},   {"blue", {50, 90, 240}},
+    {"magenta", {220, 50, 210}}, {"white", {235, 235, 235}},
+};
+#define N_COLOURS ((int)G_N_ELEMENTS(named_colours))
 
 /* Renders character `ch` of face `face` with the jitter of `rng` into a side x side grey
  * image (top row first). */
@@ -142,6 +157,61 @@ static void paint(const Renderer *r, const guint8 *cov, CohortExampleRng *rng, g
     }
 }
 
+/* The captioned set: the glyph's coverage as the alpha of colour `k` over black, its value
+ * 0.8 to 1 (drawn from `rng` after the jitter), so images of one caption differ a little in
+ * brightness as in shape. RGB, HWC. */
+static void paint_named(const Renderer *r, const guint8 *cov, int k, CohortExampleRng *rng,
+                        guint8 *rgb)
+{
+  double value = 0.8 + 0.2 * cohort_example_rng_uniform(rng);
+  for (int p = 0; p < r->side * r->side; p++)
+    for (int c = 0; c < 3; c++)
+      rgb[p * 3 + c] = (guint8)lround(named_colours[k].rgb[c] * value * cov[p] / 255.0);
+}
+
+static gboolean write_file(const char *path, const void *data, gsize len, GError **error)
+{
+  /* Plain writes, no fsync: like every build output this can be made again, and a stop
+   * (not a power cut) never leaves half a set thanks to the rename at the end. */
+  return g_file_set_contents_full(path, data, (gssize)len, G_FILE_SET_CONTENTS_NONE, 0644, error);
+}
+
+/* One split of the captioned set: for every colour and character, `per_caption` images
+ * dir/NNNN.png, each with its caption ("red A") in dir/NNNN.txt beside it (kohya's layout).
+ * Caption q = colour × characters + character keys the randomness. */
+static gboolean write_captioned_split(Renderer *r, const char *dir, guint64 split, int per_caption,
+                                      GError **error)
+{
+  g_autofree guint8 *pixels = g_new(guint8, (size_t)r->side * r->side);
+  g_autofree guint8 *rgb = g_new(guint8, (size_t)r->side * r->side * 3);
+  if (g_mkdir_with_parents(dir, 0755) != 0) {
+    int err = errno;
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err), "%s: cannot create: %s", dir,
+                g_strerror(err));
+    return FALSE;
+  }
+  int n_chars = (int)strlen(r->classes), file = 0;
+  for (int k = 0; k < N_COLOURS; k++)
+    for (int c = 0; c < n_chars; c++)
+      for (int i = 0; i < per_caption; i++, file++) {
+        CohortExampleRng rng;
+        cohort_example_rng_init(&rng, r->seed, split, (guint64)(k * n_chars + c), (guint64)i);
+        FT_Face face = r->faces[(i + c + k) % r->n_faces];
+        if (!render(r, face, r->classes[c], &rng, pixels, error))
+          return FALSE;
+        paint_named(r, pixels, k, &rng, rgb);
+        g_autofree char *png_path = g_strdup_printf("%s/%04d.png", dir, file);
+        g_autofree char *txt_path = g_strdup_printf("%s/%04d.txt", dir, file);
+        g_autofree char *caption = g_strdup_printf("%s %c", named_colours[k].name, r->classes[c]);
+        g_autoptr(GBytes) png = cohort_image_encode_png(rgb, r->side, r->side, 3, error);
+        if (!png ||
+            !write_file(png_path, g_bytes_get_data(png, NULL), g_bytes_get_size(png), error) ||
+            !write_file(txt_path, caption, strlen(caption), error))
+          return FALSE;
+      }
+  return TRUE;
+}
+
 /* One split: `per_class` images of every class under dir/<class>/NNNN.png. */
 static gboolean write_split(Renderer *r, const char *dir, guint64 split, int per_class,
                             GError **error)
@@ -169,11 +239,7 @@ static gboolean write_split(Renderer *r, const char *dir, guint64 split, int per
       g_autofree char *file = g_strdup_printf("%s/%04d.png", class_dir, i);
       g_autoptr(GBytes) png = cohort_image_encode_png(r->colour ? rgb : pixels, r->side, r->side,
                                                       r->colour ? 3 : 1, error);
-      /* Plain writes, no fsync: like every build output this can be made again, and a stop
-       * (not a power cut) never leaves half a set thanks to the rename at the end. */
-      if (!png || !g_file_set_contents_full(file, g_bytes_get_data(png, NULL),
-                                            (gssize)g_bytes_get_size(png), G_FILE_SET_CONTENTS_NONE,
-                                            0644, error))
+      if (!png || !write_file(file, g_bytes_get_data(png, NULL), g_bytes_get_size(png), error))
         return FALSE;
     }
   }
@@ -258,7 +324,7 @@ int main(int argc, char **argv)
 {
   int n_train = 100, n_val = 20, side = 32;
   gint64 seed = 20240601;
-  gboolean colour = FALSE;
+  gboolean colour = FALSE, captions = FALSE;
   g_autofree char *classes = NULL;
   GOptionEntry options[] = {
       {"train", 0, 0, G_OPTION_ARG_INT, &n_train, "Images per class in train/", "N"},
@@ -269,17 +335,23 @@ int main(int argc, char **argv)
        "The characters, one class each (0-9 and A-Z)", "CHARS"},
       {"colour", 0, 0, G_OPTION_ARG_NONE, &colour,
        "Bright glyphs on textured dark backgrounds, RGB", NULL},
+      {"captions", 0, 0, G_OPTION_ARG_NONE, &captions,
+       "Every character in eight named colours on black, RGB, a caption file beside each image "
+       "(--train and --val count images per caption)",
+       NULL},
       {NULL},
   };
   g_autoptr(GError) error = NULL;
   g_autoptr(GOptionContext) ctx = g_option_context_new("OUTPUT FONT.ttf... - render glyphs");
   g_option_context_add_main_entries(ctx, options, NULL);
   if (!g_option_context_parse(ctx, &argc, &argv, &error) || argc < 3 || n_train < 1 || n_val < 1 ||
-      n_train > 9999 || n_val > 9999 || side < 8 || side > MAX_SIDE || !classes_ok(classes)) {
+      n_train > 9999 || n_val > 9999 || side < 8 || side > MAX_SIDE || !classes_ok(classes) ||
+      (colour && captions)) {
     fprintf(stderr, "make-glyphs: %s\n",
             error ? error->message
                   : "usage: make-glyphs [--train N] [--val N] [--seed S] [--side PX] [--classes "
-                    "CHARS] [--colour] OUTPUT FONT.ttf... (N from 1 to 9999, PX from 8 to 512, "
+                    "CHARS] [--colour | --captions] OUTPUT FONT.ttf... (N from 1 to 9999, PX from "
+                    "8 to 512, "
                     "CHARS distinct digits and capitals)");
     return 2;
   }
@@ -287,14 +359,18 @@ int main(int argc, char **argv)
   Renderer r = {.seed = (guint64)seed,
                 .side = side,
                 .classes = classes ? classes : "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ",
-                .colour = colour};
+                .colour = colour,
+                .captions = captions};
   g_autofree char *tmp = g_strdup_printf("%s.tmp-XXXXXX", output);
   gboolean ok = open_fonts(&r, argv + 2, argc - 2, &error) && g_mkdtemp(tmp) != NULL;
   if (ok) {
     g_autofree char *train = g_build_filename(tmp, "train", NULL);
     g_autofree char *val = g_build_filename(tmp, "val", NULL);
-    ok = write_split(&r, train, 0, n_train, &error) && write_split(&r, val, 1, n_val, &error) &&
-         swap_into_place(tmp, output, &error);
+    ok = captions
+             ? write_captioned_split(&r, train, 0, n_train, &error) &&
+                   write_captioned_split(&r, val, 1, n_val, &error)
+             : write_split(&r, train, 0, n_train, &error) && write_split(&r, val, 1, n_val, &error);
+    ok = ok && swap_into_place(tmp, output, &error);
     if (!ok)
       remove_tree(tmp);
   }
