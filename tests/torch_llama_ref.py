@@ -5,14 +5,17 @@ Hugging Face transformers (which is not installed here), driven by a Hugging Fac
 so that loading Cohort's .safetensors with load_state_dict(strict=True) checks every name and
 shape.
 
-    torch_llama_ref.py CONFIG WEIGHTS INPUTS [forward]
+    torch_llama_ref.py CONFIG WEIGHTS INPUTS [forward | hidden K]
 
 CONFIG: a config.json (architectures picks the model; hidden_size, intermediate_size,
 num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim, rms_norm_eps,
 rope_theta, rope_scaling, attention_bias, tie_word_embeddings, vocab_size). WEIGHTS: a
 .safetensors file (read here with the standard library). INPUTS: int32 B, T, then inputs [B*T]
 and targets [B*T] int32. Prints, one per line: "loss X", "logits v v …", then for every
-parameter "NAME g g …" (its gradient, flattened); with `forward`, only the loss and logits.
+parameter "NAME g g …" (its gradient, flattened); with `forward`, only the loss and logits;
+with `hidden K`, only "hidden v v …": hidden_states[K] as transformers' output_hidden_states
+gives it (K from 0, the embeddings, to num_hidden_layers, or negative from the end; the last
+entry is the output of model.norm, the others raw block outputs), for tests/test-text-encoder.c.
 """
 import json
 import math
@@ -158,15 +161,23 @@ class Model(nn.Module):
         hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
         self.inv_freq = inv_freq(cfg, hd)
 
-    def forward(self, tokens):
+    def hidden_states(self, tokens):
+        """What output_hidden_states returns: the embeddings, each block's output, the last
+        one through the final norm (LlamaModel.forward)."""
         T = tokens.shape[1]
         freqs = torch.arange(T, dtype=torch.float64)[:, None] * self.inv_freq[None]
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()
         x = self.embed_tokens(tokens)
+        states = [x]
         for layer in self.layers:
             x = layer(x, cos, sin)
-        return self.norm(x)
+            states.append(x)
+        states[-1] = self.norm(x)
+        return states
+
+    def forward(self, tokens):
+        return self.hidden_states(tokens)[-1]
 
 
 class ForCausalLM(nn.Module):
@@ -200,6 +211,11 @@ def main():
     model = ForCausalLM(cfg, arch).double()
     state = read_safetensors(sys.argv[2])
     model.load_state_dict(state, strict=True)
+    if len(sys.argv) > 5 and sys.argv[4] == "hidden":
+        with torch.no_grad():
+            h = model.model.hidden_states(inputs)[int(sys.argv[5])]
+        print("hidden", " ".join(repr(v) for v in h.flatten().tolist()))
+        return
     forward_only = len(sys.argv) > 4 and sys.argv[4] == "forward"
     with torch.set_grad_enabled(not forward_only):
         logits = model(inputs)

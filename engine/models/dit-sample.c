@@ -300,7 +300,8 @@ static gboolean text_prompts(Dit *d, const CohortConfig *cfg, Prompts *p, GError
   p->len = g_new0(int, p->n_prompts);
   p->M = 1;
   for (int k = 0; k < p->n_prompts; k++) {
-    cohort_text_encoder_encode(d->encoder, p->prompts[k], &p->emb[k], &p->len[k]);
+    if (!cohort_text_encoder_encode(d->encoder, p->prompts[k], &p->emb[k], &p->len[k], error))
+      return FALSE;
     p->M = MAX(p->M, p->len[k]);
   }
   return TRUE;

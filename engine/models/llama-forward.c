@@ -105,6 +105,36 @@ static const float *head_weight(const Llama *m)
   return base->params + base->tensors[i].offset;
 }
 
+/* The embedding and the blocks on the tokens in m->acts.tokens; returns the last block's
+ * output [B, T, C]. */
+static const float *blocks_forward(Llama *m, int B, int T, CohortLlamaKv *kv)
+{
+  CohortModel *base = &m->base;
+  const CohortBackend *be = base->be;
+  cohort_model_layer_begin(base, -1, COHORT_LAYER_FORWARD);
+  be->rows_gather(m->acts.embedded, base->params + base->tensors[0].offset, m->acts.tokens, B * T,
+                  m->shape.hidden);
+  cohort_model_layer_end(base, -1, COHORT_LAYER_FORWARD);
+  const float *x = m->acts.embedded;
+  for (int l = 0; l < m->shape.n_layer; l++) {
+    cohort_model_layer_begin(base, l, COHORT_LAYER_FORWARD);
+    block_forward(m, l, x, B, T, kv);
+    cohort_model_layer_end(base, l, COHORT_LAYER_FORWARD);
+    x = m->acts.blocks[l].res_out;
+  }
+  return x;
+}
+
+/* The final norm of x [N, C] into m->acts.lnf, between layer L's begin and end. */
+static void final_norm(Llama *m, const float *x, int N)
+{
+  CohortModel *base = &m->base;
+  const CohortLlamaShape *s = &m->shape;
+  base->be->rmsnorm_forward(m->acts.lnf, m->acts.rstdf, x,
+                            base->params + base->tensors[llama_norm_index(m)].offset, N, s->hidden,
+                            (float)s->rms_eps);
+}
+
 /* The network on the tokens in m->acts.tokens; with a cache (B = 1) only the last position's
  * logits (row 0), else every position's. */
 static void net_forward(Llama *m, int B, int T, CohortLlamaKv *kv)
@@ -113,26 +143,14 @@ static void net_forward(Llama *m, int B, int T, CohortLlamaKv *kv)
   const CohortBackend *be = base->be;
   const CohortLlamaShape *s = &m->shape;
   int N = B * T, C = s->hidden, V = s->vocab_size, L = s->n_layer;
-  cohort_model_layer_begin(base, -1, COHORT_LAYER_FORWARD);
-  be->rows_gather(m->acts.embedded, base->params + base->tensors[0].offset, m->acts.tokens, N, C);
-  cohort_model_layer_end(base, -1, COHORT_LAYER_FORWARD);
-
-  const float *x = m->acts.embedded;
-  for (int l = 0; l < L; l++) {
-    cohort_model_layer_begin(base, l, COHORT_LAYER_FORWARD);
-    block_forward(m, l, x, B, T, kv);
-    cohort_model_layer_end(base, l, COHORT_LAYER_FORWARD);
-    x = m->acts.blocks[l].res_out;
-  }
+  const float *x = blocks_forward(m, B, T, kv);
   if (kv) {
     kv->len += T;
     x += (size_t)(T - 1) * C; /* the head reads the last position alone */
     N = 1;
   }
   cohort_model_layer_begin(base, L, COHORT_LAYER_FORWARD);
-  be->rmsnorm_forward(m->acts.lnf, m->acts.rstdf, x,
-                      base->params + base->tensors[llama_norm_index(m)].offset, N, C,
-                      (float)s->rms_eps);
+  final_norm(m, x, N);
   if (s->tied) {
     cohort_model_layer_end(base, L, COHORT_LAYER_FORWARD);
     cohort_model_layer_begin(base, -1, COHORT_LAYER_FORWARD);
@@ -144,6 +162,24 @@ static void net_forward(Llama *m, int B, int T, CohortLlamaKv *kv)
 void cohort_llama_net_forward(Llama *m, int B, int T)
 {
   net_forward(m, B, T, NULL);
+}
+
+const float *cohort_llama_hidden(CohortModel *base, const int *inputs, int T,
+                                 gboolean with_final_norm)
+{
+  Llama *m = llama_of(base);
+  g_return_val_if_fail(cohort_is_llama(base), NULL);
+  g_return_val_if_fail(T >= 1 && T <= m->shape.seq_len, NULL);
+  for (int i = 0; i < T; i++)
+    g_return_val_if_fail(inputs[i] >= 0 && inputs[i] < m->shape.vocab_size, NULL);
+  base->be->upload(m->acts.tokens, inputs, (size_t)T * sizeof(int));
+  const float *x = blocks_forward(m, 1, T, NULL);
+  if (!with_final_norm)
+    return x;
+  cohort_model_layer_begin(base, m->shape.n_layer, COHORT_LAYER_FORWARD);
+  final_norm(m, x, T);
+  cohort_model_layer_end(base, m->shape.n_layer, COHORT_LAYER_FORWARD);
+  return m->acts.lnf;
 }
 
 void cohort_llama_net_forward_cached(Llama *m, CohortLlamaKv *kv, int T)

@@ -52,6 +52,12 @@ float cohort_llama_forward(CohortModel *m, const int *inputs, const int *targets
  * (engine/model/batch.h). */
 float cohort_llama_forward_norm(CohortModel *m, const int *inputs, const int *targets, int B, int T,
                                 double loss_norm);
+/* The hidden states of one sequence `inputs` [T] (ids below vocab_size, T <= seq_len) without
+ * the head: the last block's output, or with `with_final_norm` that through model.norm, as
+ * Hugging Face's last hidden_states entry is. [T, hidden] in backend memory, valid until the
+ * next forward. What a frozen text encoder reads (engine/models/text-encoder.c): no logits. */
+const float *cohort_llama_hidden(CohortModel *m, const int *inputs, int T,
+                                 gboolean with_final_norm);
 /* Logits [B, T, vocab_size] of the last forward, in backend memory. */
 const float *cohort_llama_logits(const CohortModel *m);
 

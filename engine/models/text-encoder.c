@@ -1,5 +1,5 @@
 /* The frozen text encoder of a text-conditioned DiT; see text-encoder.h. */
-#include "engine/models/text-encoder.h"
+#include "engine/models/text-encoder-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -17,20 +17,6 @@
 #define BUILTIN_VOCAB        256
 #define BUILTIN_SEED         0x636f686f7274ull /* "cohort" */
 #define BUILTIN_VERSION      "builtin-v2"
-
-struct CohortTextEncoder {
-  CohortModel *model; /* the blocks up to the layer read, frozen */
-  int width, max_tokens;
-  char *fingerprint;
-  int *ids; /* [max_tokens] */
-};
-
-/* hidden_states index of text_encoder_layer for an encoder of `blocks` blocks, or -1. */
-static int hidden_index(int layer, int blocks)
-{
-  int h = layer < 0 ? blocks + 1 + layer : layer;
-  return h >= 1 && h <= blocks ? h : -1;
-}
 
 /* The built-in weights: uniform with standard deviation 1/√fan_in for matrices (so the random
  * blocks mix tokens rather than pass the embedding through), unit-variance embeddings, norms 1. */
@@ -56,14 +42,12 @@ static void builtin_weights(CohortModel *m)
 CohortTextEncoder *cohort_text_encoder_open(const CohortBackend *be, const CohortConfig *cfg,
                                             GError **error)
 {
-  if (g_strcmp0(cfg->text_encoder, "builtin") != 0) {
-    g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
-                "config: key \"text_encoder\": \"%s\": reading a Llama-family folder as the "
-                "text encoder is not built yet; allowed: \"builtin\"",
-                cfg->text_encoder ? cfg->text_encoder : "");
-    return NULL;
-  }
-  int h = hidden_index(cfg->text_encoder_layer, BUILTIN_BLOCKS);
+  g_autoptr(CohortTextEncoder) e = g_new0(CohortTextEncoder, 1);
+  e->max_tokens = cfg->max_text_tokens;
+  e->ids = g_new(int, e->max_tokens);
+  if (g_strcmp0(cfg->text_encoder, "builtin") != 0)
+    return cohort_text_encoder_open_folder(e, be, cfg, error) ? g_steal_pointer(&e) : NULL;
+  int h = cohort_text_hidden_index(cfg->text_encoder_layer, BUILTIN_BLOCKS);
   if (h < 0) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,
                 "config: key \"text_encoder_layer\": %d is not a layer of the built-in text "
@@ -91,14 +75,13 @@ CohortTextEncoder *cohort_text_encoder_open(const CohortBackend *be, const Cohor
     return NULL;
   m->frozen = TRUE;
   builtin_weights(m);
-  CohortTextEncoder *e = g_new0(CohortTextEncoder, 1);
   e->model = m;
   e->width = s.hidden;
-  e->max_tokens = cfg->max_text_tokens;
-  e->ids = g_new(int, e->max_tokens);
+  /* its layers are raw block outputs, -1 included (no final norm): what v2 defined */
+  e->final_norm = FALSE;
   e->fingerprint = g_strdup_printf("%s layer %d of %d, %d tokens", BUILTIN_VERSION, h,
                                    BUILTIN_BLOCKS, e->max_tokens);
-  return e;
+  return g_steal_pointer(&e);
 }
 
 void cohort_text_encoder_free(CohortTextEncoder *e)
@@ -108,6 +91,11 @@ void cohort_text_encoder_free(CohortTextEncoder *e)
   cohort_model_free(e->model);
   g_free(e->fingerprint);
   g_free(e->ids);
+  cohort_encoder_free(e->encoder);
+  cohort_tokenizer_free(e->tokenizer);
+  for (int i = 0; i < 2; i++)
+    if (e->scratch[i])
+      g_array_unref(e->scratch[i]);
   g_free(e);
 }
 
@@ -121,20 +109,59 @@ const char *cohort_text_encoder_fingerprint(const CohortTextEncoder *e)
   return e->fingerprint;
 }
 
-void cohort_text_encoder_encode(CohortTextEncoder *e, const char *text, float **out, int *len)
+/* The folder tokenizer's ids of `text` into e->ids, as Hugging Face's tokenizer(text,
+ * truncation=True, max_length=max_text_tokens) gives them: special tokens written in the text
+ * are recognised, the post-processor adds its tokens (Llama 3's <|begin_of_text|>; Qwen's adds
+ * none), and a long caption loses its last text tokens, not those. */
+static gboolean folder_tokens(CohortTextEncoder *e, const char *text, int *len, GError **error)
 {
-  /* the built-in tokenizer: one token per UTF-8 byte, cut at max_text_tokens */
-  size_t n = MIN(strlen(text), (size_t)e->max_tokens);
-  for (size_t i = 0; i < n; i++)
-    e->ids[i] = (guint8)text[i];
-  *len = (int)n;
+  GArray *full = e->scratch[0], *bare = e->scratch[1];
+  g_array_set_size(full, 0);
+  g_array_set_size(bare, 0);
+  gsize n = strlen(text);
+  guint flags = COHORT_ENCODE_SPECIAL;
+  if (!cohort_encoder_encode(e->encoder, text, n, flags | COHORT_ENCODE_ADD_SPECIAL, full, error) ||
+      !cohort_encoder_encode(e->encoder, text, n, flags, bare, error))
+    return FALSE;
+  const gint32 *f = (const gint32 *)(void *)full->data, *b = (const gint32 *)(void *)bare->data;
+  guint added = full->len - bare->len, pre = 0;
+  /* where the text's ids sit among the post-processor's */
+  while (pre < added && memcmp(f + pre, b, bare->len * sizeof(gint32)) != 0)
+    pre++;
+  guint keep = (guint)e->max_tokens > added ? MIN(bare->len, (guint)e->max_tokens - added) : 0;
+  int k = 0;
+  for (guint i = 0; i < pre && k < e->max_tokens; i++)
+    e->ids[k++] = f[i];
+  for (guint i = 0; i < keep; i++)
+    e->ids[k++] = b[i];
+  for (guint i = pre + bare->len; i < full->len && k < e->max_tokens; i++)
+    e->ids[k++] = f[i];
+  *len = k;
+  return TRUE;
+}
+
+gboolean cohort_text_encoder_encode(CohortTextEncoder *e, const char *text, float **out, int *len,
+                                    GError **error)
+{
   *out = NULL;
+  *len = 0;
+  int n = 0;
+  if (e->tokenizer) {
+    if (!folder_tokens(e, text, &n, error)) {
+      g_prefix_error(error, "text_encoder: ");
+      return FALSE;
+    }
+  } else {
+    /* the built-in tokenizer: one token per UTF-8 byte, cut at max_text_tokens */
+    n = (int)MIN(strlen(text), (size_t)e->max_tokens);
+    for (int i = 0; i < n; i++)
+      e->ids[i] = (guint8)text[i];
+  }
+  *len = n;
   if (n == 0)
-    return;
-  Llama *l = llama_of(e->model);
-  cohort_llama_forward(e->model, e->ids, NULL, 1, (int)n);
-  /* a forward-only model's blocks share their buffers: the last block's output is the state */
-  const float *hidden = l->acts.blocks[l->shape.n_layer - 1].res_out;
-  *out = g_new(float, n * e->width);
-  e->model->be->download(*out, hidden, n * e->width * sizeof(float));
+    return TRUE;
+  const float *hidden = cohort_llama_hidden(e->model, e->ids, n, e->final_norm);
+  *out = g_new(float, (size_t)n * e->width);
+  e->model->be->download(*out, hidden, (size_t)n * e->width * sizeof(float));
+  return TRUE;
 }

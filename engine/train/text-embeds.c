@@ -92,7 +92,10 @@ static gboolean encode_share(Phase *ph, GPtrArray *caps, const char *cache_dir, 
     }
     g_autofree float *values = NULL;
     int len;
-    cohort_text_encoder_encode(ph->enc, caps->pdata[i], &values, &len);
+    if (!cohort_text_encoder_encode(ph->enc, caps->pdata[i], &values, &len, error)) {
+      ok = FALSE;
+      break;
+    }
     memset(rec, 0, ph->rec * sizeof(float));
     rec[0] = (float)len; /* exact: len <= 4096 */
     if (len)
