@@ -77,6 +77,13 @@ gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTabl
                                            final_shapes[p] + 1, s->n_layer, off);
     t->decay = t->decay && p != DXF_TABLE;
   }
+  /* nn.Linear weights take adapters (PEFT's LoRA layers); not the patch embedding (a
+   * convolution) nor the scale-shift tables, which are added, not multiplied */
+  for (guint i = 0; i < b.params->len; i++) {
+    CohortTensorInfo *t = &g_array_index(b.params, CohortTensorInfo, i);
+    if (t->ndim == 2 && !g_str_has_suffix(t->name, "scale_shift_table"))
+      t->adapt = COHORT_ADAPT_LINEAR;
+  }
   /* diffusers' PatchEmbed keeps its sine-cosine table as a buffer; here it is exported under
    * its name (diffusers does not persist it: docs/t2i-design.md) */
   CohortTensorInfo *pos = cohort_table_add(b.buffers, g_strdup("pos_embed.pos_embed"), 3,

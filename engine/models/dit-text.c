@@ -32,16 +32,20 @@ static inline guint final_i(const Dit *d, int p)
   return DX_HEAD_COUNT + (guint)d->shape.n_layer * PB_COUNT + (guint)p;
 }
 
-static void block_weights(const Dit *d, int l, float *base, CohortPixartWeights *w)
+/* Block l's weights in `base` (the model's vector), running the model's adapters. */
+static void block_weights(Dit *d, int l, float *base, CohortPixartWeights *w)
 {
   for (int p = 0; p < PB_COUNT; p++)
     w->t[p] = base ? base + d->base.tensors[block_i(d, l, p)].offset : NULL;
+  w->lora = &d->base;
+  w->first = block_i(d, l, 0);
 }
 
 static void block_grads(Dit *d, int l, CohortPixartWeights *g)
 {
   for (int p = 0; p < PB_COUNT; p++)
     g->t[p] = cohort_model_grad(&d->base, block_i(d, l, p));
+  g->lora = NULL;
 }
 
 /* PixArt's initialize_weights: Xavier-uniform linears (the patch embedding viewed as one), zero

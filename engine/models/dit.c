@@ -312,7 +312,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->host_t = g_new(float, max_batch);
   d->host_losses = g_new(float, max_batch);
   d->host_labels = g_new(int, max_batch);
-  m->lora_rows = (size_t)max_batch * d->T; /* the blocks' rows; adaLN sees max_batch */
+  /* the blocks' rows (adaLN sees max_batch); the text layout's caption projection and attn2's
+   * keys and values run on max_text_tokens rows an example */
+  m->lora_rows = (size_t)max_batch * MAX(d->T, d->text ? d->shape.text_tokens : 0);
   GError *local = NULL;
   if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
     g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
