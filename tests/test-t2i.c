@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "data/image-decode.h"
 #include "engine/model/safetensors.h"
 #include "test-util.h"
 
@@ -36,34 +35,9 @@ static const char *const base_sets[] = {
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
-
-static const char *const captions[] = {"white top", "white bottom", "white left", "white right"};
-#define IMAGES 16
+#include "t2i-data.h"
 
 static char *data_dir;
-
-/* IMAGES images of 8×8, image i half white on side i mod 4 with a little noise of its own, and
- * its caption beside it. */
-static void make_data(void)
-{
-  data_dir = tu_mkdtemp("t2i-data");
-  guint32 s = 3;
-  for (int i = 0; i < IMAGES; i++) {
-    guint8 px[64];
-    int side = i % 4;
-    for (int y = 0; y < 8; y++)
-      for (int x = 0; x < 8; x++) {
-        gboolean lit = side == 0 ? y < 4 : side == 1 ? y >= 4 : side == 2 ? x < 4 : x >= 4;
-        s = s * 1664525u + 1013904223u;
-        px[y * 8 + x] = (guint8)((lit ? 230 : 20) + (s >> 28));
-      }
-    g_autofree char *png = g_strdup_printf("%s/%02d.png", data_dir, i);
-    g_autofree char *txt = g_strdup_printf("%s/%02d.txt", data_dir, i);
-    g_autoptr(GError) error = NULL;
-    g_assert_true(cohort_image_write_png(png, px, 8, 8, 1, &error));
-    g_assert_true(g_file_set_contents(txt, captions[side], -1, &error));
-  }
-}
 
 static double mean(GArray *a, guint from, guint n)
 {
@@ -386,7 +360,7 @@ static void test_bad_input(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  make_data();
+  data_dir = t2i_make_data();
   g_test_add_func("/t2i/trains", test_trains);
   g_test_add_func("/t2i/2-ranks", test_2_ranks);
   g_test_add_func("/t2i/2-ranks-caption-shares", test_2_ranks_shares);
