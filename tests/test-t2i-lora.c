@@ -2,8 +2,9 @@
  * on a base trained before (init_from; PixArt's init zeroes proj_out, which would leave the
  * blocks' adapters without a gradient), the loss falls while the base does not move (the
  * export's model.safetensors is the base, bit for bit), the adapter is a PEFT folder with
- * diffusers' PixArt module names (attn1, attn2, ff of each block), and 2 ranks with batch b
- * train the adapters one process trains with batch 2b. */
+ * diffusers' PixArt module names (attn1, attn2, ff of each block), 2 ranks with batch b
+ * train the adapters one process trains with batch 2b, and activation_checkpointing changes
+ * no number. */
 #include <math.h>
 
 #include "engine/model/safetensors.h"
@@ -174,6 +175,40 @@ static void test_2_ranks(void)
   tu_rm_rf(ws1);
 }
 
+/* activation_checkpointing with LoRA and lora_dropout on 2 ranks: the blocks computed again in
+ * backward (drawing the same dropout masks) change no loss and no adapter value. */
+static void test_checkpointing(void)
+{
+  g_autofree char *data = g_strdup_printf("train_data=%s", data_dir);
+  GArray *w[2], *l[2];
+  for (int k = 0; k < 2; k++) {
+    const char *sets[] = {data,
+                          init_set,
+                          "finetune=lora",
+                          "lora_dropout=0.25",
+                          "max_steps=5",
+                          "batch_size=4",
+                          "bucket_cap_mb=0.01",
+                          k ? "activation_checkpointing=true" : "activation_checkpointing=false",
+                          NULL};
+    g_autofree char *ws = tu_mkdtemp("t2i-lora-ckpt");
+    g_autoptr(GPtrArray) ev = ddp_train_events(ws, 2, sets, NULL);
+    l[k] = tu_event_values(ev, "step", "loss");
+    g_autofree char *path = g_build_filename(ws, "adapter", "adapter_model.safetensors", NULL);
+    w[k] = tu_read_weights(path);
+    tu_rm_rf(ws);
+  }
+  g_assert_cmpuint(l[0]->len, ==, 5);
+  g_assert_cmpuint(l[1]->len, ==, 5);
+  for (guint s = 0; s < 5; s++)
+    g_assert_cmpfloat(g_array_index(l[0], double, s), ==, g_array_index(l[1], double, s));
+  g_assert_cmpfloat(max_abs_diff(w[0], w[1]), ==, 0);
+  for (int k = 0; k < 2; k++) {
+    g_array_unref(w[k]);
+    g_array_unref(l[k]);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -181,6 +216,7 @@ int main(int argc, char **argv)
   make_base();
   g_test_add_func("/t2i-lora/trains", test_trains);
   g_test_add_func("/t2i-lora/2-ranks", test_2_ranks);
+  g_test_add_func("/t2i-lora/activation-checkpointing", test_checkpointing);
   int rc = g_test_run();
   tu_rm_rf(base_ws);
   tu_rm_rf(data_dir);

@@ -94,7 +94,7 @@ gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTabl
 }
 
 size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape *s, int max_batch,
-                                     char *base)
+                                     CohortActKeep keep, char *base)
 {
   size_t grid = (size_t)(s->image_size / s->patch);
   size_t B = (size_t)max_batch, T = grid * grid, N = B * T, C = (size_t)s->hidden;
@@ -120,7 +120,13 @@ size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape 
   COHORT_ACT_TAKE(&k, a->cap1, B * M * C, float);
   COHORT_ACT_TAKE(&k, a->capg, B * M * C, float);
   COHORT_ACT_TAKE(&k, a->ctx, B * M * C, float);
-  COHORT_ACT_TAKE(&k, a->blocks, (size_t)s->n_layer * a->block_floats, float);
+  if (keep == COHORT_ACTS_CHECKPOINT) {
+    COHORT_ACT_TAKE(&k, a->blocks, a->block_floats, float);
+    COHORT_ACT_TAKE(&k, a->block_out, (size_t)s->n_layer * N * C, float);
+  } else {
+    COHORT_ACT_TAKE(&k, a->blocks, (size_t)s->n_layer * a->block_floats, float);
+    a->block_out = NULL;
+  }
   COHORT_ACT_TAKE(&k, a->fmod, B * 2 * C, float);
   COHORT_ACT_TAKE(&k, a->fh, N * C, float);
   COHORT_ACT_TAKE(&k, a->fmean, N, float);

@@ -171,7 +171,6 @@ static gboolean dit_check_text(const CohortConfig *cfg, const char *src, GError 
     return FALSE;
   }
   const char *refused = cfg->vae_from && *cfg->vae_from           ? "vae_from"
-                        : cfg->activation_checkpointing           ? "activation_checkpointing"
                         : cfg->teacher_from && *cfg->teacher_from ? "teacher_from"
                                                                   : NULL;
   if (refused) {
@@ -232,7 +231,8 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
     return 0;
   if (s.text_dim > 0) {
     CohortDitTextActs t = {0};
-    return cohort_family_dit_text_layout(&t, &s, max_batch, NULL);
+    return cohort_family_dit_text_layout(&t, &s, max_batch,
+                                         cohort_family_act_keep(cfg, forward_only), NULL);
   }
   CohortDitActs a = {0};
   return cohort_family_dit_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),

@@ -111,6 +111,7 @@ void cohort_dit_text_net_forward(Dit *d, int B, int M)
     block_weights(d, l, m->params, &w);
     cohort_pixart_block_forward(be, &d->pshape, &w, &d->pacts[l], x, a->temb, a->ctx, a->klen, B, T,
                                 M);
+    d->acts_block = l;
     cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
     x = d->pacts[l].out;
   }
@@ -193,6 +194,14 @@ void cohort_dit_text_net_backward(Dit *d, int B, int M)
     CohortPixartWeights w, g;
     block_weights(d, l, m->params, &w);
     block_grads(d, l, &g);
+    /* activation_checkpointing: the block's activations again from its kept input (temb, ctx
+     * and each example's noise and timestep are kept, not drawn again; LoRA dropout draws the
+     * same masks) */
+    if (d->checkpoint && d->acts_block != l) {
+      cohort_pixart_block_forward(be, &d->pshape, &w, &d->pacts[l], x, a->temb, a->ctx, a->klen, B,
+                                  d->T, M);
+      d->acts_block = l;
+    }
     cohort_pixart_block_backward(be, &d->pshape, &w, &g, &d->pacts[l], x, a->ctx, a->klen, B, d->T,
                                  M, a->dres, a->dtemb, a->dctx);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);
