@@ -209,6 +209,25 @@ static void test_checkpointing(void)
   }
 }
 
+/* init_from of another shape is refused, naming the tensor, the keys and what is allowed. */
+static void test_init_refused(void)
+{
+  g_autofree char *data = g_strdup_printf("train_data=%s", data_dir);
+  g_autofree char *ws = tu_mkdtemp("t2i-lora-bad");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  add_sets(argv, ws,
+           (const char *[]){data, init_set, "finetune=lora", "n_embd=16", "max_steps=1", NULL});
+  Result r = run(argv, NULL, NULL);
+  g_assert_cmpint(r.status, !=, 0);
+  g_assert_nonnull(strstr(r.err, "\"pos_embed.pos_embed\""));
+  g_assert_nonnull(strstr(r.err, "\"n_embd\""));
+  g_assert_nonnull(strstr(r.err, "allowed"));
+  g_free(r.err);
+  tu_rm_rf(ws);
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -217,6 +236,7 @@ int main(int argc, char **argv)
   g_test_add_func("/t2i-lora/trains", test_trains);
   g_test_add_func("/t2i-lora/2-ranks", test_2_ranks);
   g_test_add_func("/t2i-lora/activation-checkpointing", test_checkpointing);
+  g_test_add_func("/t2i-lora/init-from-refused", test_init_refused);
   int rc = g_test_run();
   tu_rm_rf(base_ws);
   tu_rm_rf(data_dir);

@@ -303,7 +303,7 @@ static gboolean import_text(Dit *d, const char *weights, CohortStFile *f, GError
   if (nd >= 0 && (nd != 3 || sh[0] != 1 || sh[1] != d->T || sh[2] != d->shape.hidden))
     return refuse(error, &im,
                   "tensor \"pos_embed.pos_embed\" is for another grid of patches or width than "
-                  "the model's %d patches of %d (keys \"image_size\", \"patch_size\", "
+                  "the model's %d patches of width %d (keys \"image_size\", \"patch_size\", "
                   "\"n_embd\"); allowed: the same shape",
                   d->T, d->shape.hidden);
   for (const char *const *n = cohort_safetensors_names(f); *n; n++)
