@@ -3,13 +3,16 @@
  * tokens, B3 with captions of 5, 2 and 0 tokens): the tensor table, PixArt's init (proj_out
  * zero: the first prediction is exactly zero), gradients against finite differences of the loss
  * through every tensor (caption projection, adaLN-single, the blocks, the final table), that
- * padding rows of the text change nothing, and the grad-ready hook's order. The block itself is
- * checked against float64 PyTorch in test-pixart-block. */
+ * padding rows of the text change nothing, the grad-ready hook's order, and LoRA (its default
+ * targets, every block's attn1, attn2 and ff, and its gradients by the chain rule through the
+ * full model at the merged weights, whose own gradients the finite differences check). The
+ * block itself is checked against float64 PyTorch in test-pixart-block. */
 #include <glib.h>
 #include <math.h>
 #include <string.h>
 
 #include "engine/families/dit.h"
+#include "engine/model/lora.h"
 #include "engine/models/dit.h"
 #include "engine/models/registry.h"
 #include "kernels/backend.h"
@@ -40,11 +43,19 @@ static void make_inputs(void)
   memcpy(tt, ts, sizeof ts);
 }
 
-static CohortModel *make_model(guint64 seed)
+/* The tiny text-layout DiT with `finetune` (full, lora with rank 2 and alpha 3, frozen with
+ * trainable *.bias) and activation_checkpointing `ckpt`, weights from `seed`. */
+static CohortModel *make_with(const char *finetune, gboolean ckpt, guint64 seed)
 {
   g_autoptr(CohortConfig) cfg = cohort_config_new();
   g_autoptr(GError) error = NULL;
-  const char *sets[] = {"model=dit",
+  g_autofree char *mode = g_strdup_printf("finetune=%s", finetune);
+  const char *sets[] = {mode,
+                        ckpt ? "activation_checkpointing=true" : "activation_checkpointing=false",
+                        "lora_rank=2",
+                        "lora_alpha=3",
+                        g_str_equal(finetune, "frozen") ? "trainable=*.bias" : "trainable=",
+                        "model=dit",
                         "data_format=images",
                         "n_layer=2",
                         "n_head=2",
@@ -60,6 +71,16 @@ static CohortModel *make_model(guint64 seed)
   g_assert_no_error(error);
   m->ops->init_weights(m, seed);
   return m;
+}
+
+static CohortModel *make_tuned(const char *finetune, guint64 seed)
+{
+  return make_with(finetune, FALSE, seed);
+}
+
+static CohortModel *make_model(guint64 seed)
+{
+  return make_tuned("full", seed);
 }
 
 /* PixArt's init zeroes proj_out and each attn2.to_out: random weights let every path carry a
@@ -188,6 +209,161 @@ static void test_grad_ready(void)
   g_assert_cmpuint(h.calls, ==, L + 2); /* final layer, each block, the embedders */
 }
 
+/* Copies `src`'s base tensors, with its adapters merged (W + s B A) when it has any, into
+ * `dst` (a full model). */
+static void load_merged(CohortModel *dst, const CohortModel *src)
+{
+  g_autofree float *merged = g_new(float, src->n_params);
+  if (src->lora)
+    cohort_lora_merge(src, src->params, merged);
+  else
+    memcpy(merged, src->params, src->n_params * sizeof(float));
+  for (guint i = 0; i < dst->n_tensors; i++) {
+    const CohortTensorInfo *t = &dst->tensors[i];
+    const CohortTensorInfo *from = cohort_model_find_tensor(src, t->name);
+    memcpy(dst->params + t->offset, merged + from->offset, t->numel * sizeof(float));
+  }
+}
+
+/* The worst error of `lora`'s adapter gradients against the chain rule through `full`'s
+ * weight gradients at the merged weights (dB = s dW Aᵀ, dA = s Bᵀ dW), relative to the largest
+ * expected value of each adapter. */
+static double chain_rule_error(const CohortModel *lora, const CohortModel *full)
+{
+  const CohortLora *Lo = lora->lora;
+  double worst = 0;
+  for (guint ad = 0; ad < Lo->n; ad++) {
+    const CohortTensorInfo *A = &Lo->tensors[2 * ad], *Bt = &Lo->tensors[2 * ad + 1];
+    const CohortTensorInfo *W =
+        cohort_model_find_tensor(full, lora->tensors[Lo->adapters[ad].target].name);
+    int r = A->shape[0], in = A->shape[1], out = Bt->shape[0];
+    const float *dW = full->grads + W->offset, *a = lora->params + A->offset;
+    const float *b = lora->params + Bt->offset;
+    double err = 0, mx = 0;
+    for (int o = 0; o < out; o++)
+      for (int k = 0; k < r; k++) {
+        double want = 0;
+        for (int i = 0; i < in; i++)
+          want += Lo->scale * (double)dW[o * in + i] * a[k * in + i];
+        mx = fmax(mx, fabs(want));
+        err = fmax(err, fabs(lora->grads[Bt->offset + o * r + k] - want));
+      }
+    for (int k = 0; k < r; k++)
+      for (int i = 0; i < in; i++) {
+        double want = 0;
+        for (int o = 0; o < out; o++)
+          want += Lo->scale * (double)b[o * r + k] * dW[o * in + i];
+        mx = fmax(mx, fabs(want));
+        err = fmax(err, fabs(lora->grads[A->offset + k * in + i] - want));
+      }
+    if (mx == 0)
+      g_error("adapter of %s has no gradient", lora->tensors[Lo->adapters[ad].target].name);
+    worst = fmax(worst, err / mx);
+  }
+  return worst;
+}
+
+/* finetune lora on the text layout: the default targets are each block's attn1 and attn2
+ * (to_q, to_k, to_v, to_out.0) and ff; a fresh adapter leaves the loss exactly the base's;
+ * with random weights and adapters the loss is the full model's at the merged weights and
+ * every adapter's gradient follows the chain rule; the base gets no gradient. finetune frozen
+ * with trainable *.bias gives the biases the full model's gradients, bit for bit. */
+static void test_lora(void)
+{
+  g_autoptr(CohortModel) full = make_model(5), lora = make_tuned("lora", 5);
+  g_assert_nonnull(lora->lora);
+  g_assert_cmpuint(lora->lora->n, ==, L * 10);
+  const char *modules[] = {"attn1.to_q",    "attn1.to_k", "attn1.to_v", "attn1.to_out.0",
+                           "attn2.to_q",    "attn2.to_k", "attn2.to_v", "attn2.to_out.0",
+                           "ff.net.0.proj", "ff.net.2"};
+  for (int l = 0; l < L; l++)
+    for (guint k = 0; k < G_N_ELEMENTS(modules); k++) {
+      g_autofree char *name = g_strdup_printf("transformer_blocks.%d.%s.weight", l, modules[k]);
+      const CohortLoraAdapter *ad = &lora->lora->adapters[l * 10 + k];
+      g_assert_cmpstr(lora->tensors[ad->target].name, ==, name);
+    }
+  randomise(full, 7);
+  load_merged(lora, full); /* lora_B is still zero: the merge is the base */
+  float f0 = cohort_dit_text_forward_given(full, x_t, tt, text, klen, M, target, B);
+  float l0 = cohort_dit_text_forward_given(lora, x_t, tt, text, klen, M, target, B);
+  g_assert_cmpfloat(f0, ==, l0);
+
+  guint32 seed = 21;
+  for (guint k = 0; k < lora->lora->n_tensors; k++) {
+    const CohortTensorInfo *t = &lora->lora->tensors[k];
+    for (size_t i = 0; i < t->numel; i++)
+      lora->params[t->offset + i] = 0.3f * uniform(&seed);
+  }
+  load_merged(full, lora);
+  cohort_model_zero_grad(full);
+  cohort_model_zero_grad(lora);
+  float fl = cohort_dit_text_forward_given(full, x_t, tt, text, klen, M, target, B);
+  full->ops->backward(full, 1.0f);
+  float ll = cohort_dit_text_forward_given(lora, x_t, tt, text, klen, M, target, B);
+  lora->ops->backward(lora, 1.0f);
+  g_assert_cmpfloat(fabs(ll - fl), <=, 1e-5 * fabs(fl));
+  double worst = chain_rule_error(lora, full);
+  g_test_message("text-layout LoRA: loss %.8g vs merged full %.8g; worst adapter gradient "
+                 "error %.3g",
+                 ll, fl, worst);
+  g_assert_cmpfloat(worst, <=, 1e-5);
+  for (guint i = 0; i < lora->n_tensors; i++) {
+    g_assert_true(lora->tensors[i].frozen);
+    g_assert_null(cohort_model_grad(lora, i));
+  }
+
+  /* frozen with trainable *.bias: the biases learn, with the full model's gradients */
+  g_autoptr(CohortModel) fr = make_tuned("frozen", 5);
+  load_merged(fr, full);
+  cohort_model_zero_grad(fr);
+  float rl = cohort_dit_text_forward_given(fr, x_t, tt, text, klen, M, target, B);
+  fr->ops->backward(fr, 1.0f);
+  g_assert_cmpfloat(rl, ==, fl);
+  guint biases = 0;
+  for (guint i = 0; i < fr->n_tensors; i++) {
+    const CohortTensorInfo *t = &fr->tensors[i];
+    g_assert_true(t->frozen == !g_str_has_suffix(t->name, ".bias"));
+    if (t->frozen)
+      continue;
+    const CohortTensorInfo *ft = cohort_model_find_tensor(full, t->name);
+    g_assert_cmpmem(full->grads + ft->offset, ft->numel * 4, fr->grads + t->offset, t->numel * 4);
+    biases++;
+  }
+  g_assert_cmpuint(biases, >, 20);
+}
+
+/* activation_checkpointing: each block computed again in backward from its kept input gives
+ * the same loss and gradients, bit for bit (full fine-tuning and LoRA), in fewer bytes. */
+static void test_checkpointing(void)
+{
+  const char *modes[] = {"full", "lora"};
+  for (guint k = 0; k < G_N_ELEMENTS(modes); k++) {
+    g_autoptr(CohortModel) off = make_with(modes[k], FALSE, 5), on = make_with(modes[k], TRUE, 5);
+    g_assert_cmpuint(on->act_bytes, <, off->act_bytes);
+    randomise(off, 7);
+    guint32 seed = 23; /* the adapters too: A and B both zero would leave them no gradient */
+    for (guint t = 0; off->lora && t < off->lora->n_tensors; t++)
+      for (size_t i = 0; i < off->lora->tensors[t].numel; i++)
+        off->params[off->lora->tensors[t].offset + i] = 0.3f * uniform(&seed);
+    memcpy(on->params, off->params, off->n_params * sizeof(float));
+    cohort_model_zero_grad(off);
+    cohort_model_zero_grad(on);
+    float a = cohort_dit_text_forward_given(off, x_t, tt, text, klen, M, target, B);
+    off->ops->backward(off, 1.0f);
+    float b = cohort_dit_text_forward_given(on, x_t, tt, text, klen, M, target, B);
+    on->ops->backward(on, 1.0f);
+    g_assert_cmpfloat(a, ==, b);
+    g_assert_cmpuint(on->n_trainable, ==, off->n_trainable);
+    g_assert_cmpmem(on->grads, on->n_trainable * 4, off->grads, off->n_trainable * 4);
+    double norm = 0;
+    for (size_t i = 0; i < on->n_trainable; i++)
+      norm += (double)on->grads[i] * on->grads[i];
+    g_assert_cmpfloat(norm, >, 0);
+    g_test_message("%s: activations %zu bytes with checkpointing, %zu without; same gradients",
+                   modes[k], on->act_bytes, off->act_bytes);
+  }
+}
+
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
@@ -196,5 +372,7 @@ int main(int argc, char **argv)
   g_test_add_func("/dit-text/finite-differences", test_finite_differences);
   g_test_add_func("/dit-text/padding-ignored", test_padding_ignored);
   g_test_add_func("/dit-text/grad-ready-hook", test_grad_ready);
+  g_test_add_func("/dit-text/lora", test_lora);
+  g_test_add_func("/dit-text/activation-checkpointing", test_checkpointing);
   return g_test_run();
 }

@@ -194,8 +194,8 @@ static void check_count(const CohortConfig *cfg, CohortFinetuneCount *c)
   g_assert_true(cohort_finetune_count(cfg, c));
   g_assert_cmpint(c->base_params, ==, (gint64)floats);
   g_autoptr(GError) error = NULL;
-  g_autoptr(CohortFinetunePlan) plan =
-      cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, &error);
+  g_autoptr(CohortFinetunePlan) plan = cohort_finetune_plan_new(
+      cfg, k->name, cohort_family_desc_lora_targets(k->family, cfg), t, n, &error);
   if (plan == NULL) {
     /* the engine refuses: the count names the same pattern or layer */
     g_assert_true(c->targets_nothing || c->targets_refused || c->trainable_nothing);

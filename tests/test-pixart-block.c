@@ -232,7 +232,7 @@ static void test_block_torch(void)
   int C = s->hidden, D = s->cross_dim;
   size_t nx = (size_t)B * N * C, nt = (size_t)B * 6 * C, nc = (size_t)B * M * D;
   /* tensors and their gradients (CPU backend memory is host memory) */
-  CohortPixartWeights w, g;
+  CohortPixartWeights w = {0}, g = {0};
   for (int p = 0; p < PB_COUNT; p++) {
     int dims[2];
     int rank = cohort_pixart_block_dims(s, p, dims);

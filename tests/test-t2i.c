@@ -5,11 +5,14 @@
  * and timesteps are functions of (seed, epoch, example), never of the rank), the export carries
  * diffusers' PixArtTransformer2DModel names, the captions' embeddings are cached (a second run
  * encodes nothing, a changed caption is encoded alone, each rank its share under
- * distributed_data_loading), and bad input fails naming what is wrong. */
+ * distributed_data_loading, a kill -9 while encoding keeps what was written), and bad input
+ * fails naming what is wrong. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 
-#include "data/image-decode.h"
+#include "data/latent-cache.h"
+#include "engine/families/dit.h" /* COHORT_TEXT_BUILTIN_WIDTH */
 #include "engine/model/safetensors.h"
 #include "test-util.h"
 
@@ -36,34 +39,9 @@ static const char *const base_sets[] = {
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
-
-static const char *const captions[] = {"white top", "white bottom", "white left", "white right"};
-#define IMAGES 16
+#include "t2i-data.h"
 
 static char *data_dir;
-
-/* IMAGES images of 8×8, image i half white on side i mod 4 with a little noise of its own, and
- * its caption beside it. */
-static void make_data(void)
-{
-  data_dir = tu_mkdtemp("t2i-data");
-  guint32 s = 3;
-  for (int i = 0; i < IMAGES; i++) {
-    guint8 px[64];
-    int side = i % 4;
-    for (int y = 0; y < 8; y++)
-      for (int x = 0; x < 8; x++) {
-        gboolean lit = side == 0 ? y < 4 : side == 1 ? y >= 4 : side == 2 ? x < 4 : x >= 4;
-        s = s * 1664525u + 1013904223u;
-        px[y * 8 + x] = (guint8)((lit ? 230 : 20) + (s >> 28));
-      }
-    g_autofree char *png = g_strdup_printf("%s/%02d.png", data_dir, i);
-    g_autofree char *txt = g_strdup_printf("%s/%02d.txt", data_dir, i);
-    g_autoptr(GError) error = NULL;
-    g_assert_true(cohort_image_write_png(png, px, 8, 8, 1, &error));
-    g_assert_true(g_file_set_contents(txt, captions[side], -1, &error));
-  }
-}
 
 static double mean(GArray *a, guint from, guint n)
 {
@@ -279,6 +257,58 @@ static void test_cache(void)
   tu_rm_rf(data);
 }
 
+/* A kill -9 while the captions are encoded keeps every record written before it (the latent
+ * cache's journal): with 300 distinct captions and a crash right after the 100th record (the
+ * kill test hook), the next run reads those 100 from the cache, encodes the other 201 (with
+ * ""), and trains the weights of a run that never crashed, bit for bit. */
+static void test_kill_while_caching(void)
+{
+  enum { N = 300, KILL_AT = 100 };
+  g_autofree char *data = tu_mkdtemp("t2i-kill-data");
+  guint8 px[64];
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < 64; k++)
+      px[k] = (guint8)((i * 7 + k * 13) % 251);
+    g_autofree char *png = g_strdup_printf("%s/%03d.png", data, i);
+    g_autofree char *txt = g_strdup_printf("%s/%03d.txt", data, i);
+    g_autofree char *caption = g_strdup_printf("caption %03d", i);
+    g_assert_true(cohort_image_write_png(png, px, 8, 8, 1, NULL));
+    g_assert_true(g_file_set_contents(txt, caption, -1, NULL));
+  }
+  g_autofree char *ws = tu_mkdtemp("t2i-kill"), *fresh = tu_mkdtemp("t2i-kill-fresh");
+  g_autofree char *s_data = g_strdup_printf("train_data=%s", data);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
+  g_ptr_array_add(argv, g_strdup("--quiet"));
+  add_sets(argv, ws, (const char *[]){s_data, "max_steps=2", "batch_size=8", NULL});
+  g_autofree char *hook = g_strdup_printf("kill:0:%d:captions", KILL_AT);
+  Result r = run(argv, NULL, (const char *[]){"COHORT_TEST_HOOKS", hook, NULL});
+  g_assert_cmpint(r.status, ==, 128 + SIGKILL);
+  g_free(r.err);
+  g_autofree char *file = g_build_filename(ws, "cache", "text-train.bin", NULL);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(CohortLatentCache) c =
+        cohort_latent_cache_open(file, 1 + 16 * COHORT_TEXT_BUILTIN_WIDTH, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(cohort_latent_cache_count(c), ==, KILL_AT);
+  }
+  GArray *w_again, *w_fresh;
+  g_autofree char *again = caption_run(ws, data, &w_again);
+  g_test_message("after the kill: %s", again);
+  g_autofree char *want = g_strdup_printf("%d distinct captions: %d encoded, %d from the cache",
+                                          N + 1, N + 1 - KILL_AT, KILL_AT);
+  g_assert_nonnull(strstr(again, want));
+  g_autofree char *never = caption_run(fresh, data, &w_fresh);
+  g_assert_nonnull(strstr(never, "0 from the cache"));
+  g_assert_cmpfloat(max_abs_diff(w_again, w_fresh), ==, 0.0);
+  g_array_unref(w_again);
+  g_array_unref(w_fresh);
+  tu_rm_rf(ws);
+  tu_rm_rf(fresh);
+  tu_rm_rf(data);
+}
+
 /* Mean of the grey pixels of cell (row, col) of a sample grid (8×8 cells, 2 pixels apart) on
  * `side` (0 top, 1 bottom, 2 left, 3 right). */
 static double side_mean(const CohortRawImage *g, int row, int col, int side)
@@ -386,11 +416,12 @@ static void test_bad_input(void)
 int main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
-  make_data();
+  data_dir = t2i_make_data();
   g_test_add_func("/t2i/trains", test_trains);
   g_test_add_func("/t2i/2-ranks", test_2_ranks);
   g_test_add_func("/t2i/2-ranks-caption-shares", test_2_ranks_shares);
   g_test_add_func("/t2i/embedding-cache", test_cache);
+  g_test_add_func("/t2i/kill-while-caching", test_kill_while_caching);
   g_test_add_func("/t2i/export-names", test_export_names);
   g_test_add_func("/t2i/prompts", test_prompts);
   g_test_add_func("/t2i/bad-input", test_bad_input);

@@ -438,7 +438,8 @@ static const KeyRow rows[] = {
              "or a pattern with * and ? (h.*.mlp.c_fc)",
              "The layers that get adapters, as PEFT's target_modules; \"\" takes the family's "
              "default (gpt: the attention and MLP projections c_attn, c_proj and c_fc; dit: "
-             "attention, MLP and adaLN modulation; resnet: the classifier fc).",
+             "attention, MLP and adaLN modulation, with text_encoder every block's attn1 and "
+             "attn2 to_q, to_k, to_v, to_out.0 and ff; resnet: the classifier fc).",
              "", "finetune", "lora"),
     ROW_WHEN(trainable, STRING, "training", NULL, 0, 0,
              "\"\" or parameter names separated by commas, patterns with * and ? (ln_f.*, *.bias)",

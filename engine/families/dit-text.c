@@ -77,6 +77,13 @@ gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTabl
                                            final_shapes[p] + 1, s->n_layer, off);
     t->decay = t->decay && p != DXF_TABLE;
   }
+  /* nn.Linear weights take adapters (PEFT's LoRA layers); not the patch embedding (a
+   * convolution) nor the scale-shift tables, which are added, not multiplied */
+  for (guint i = 0; i < b.params->len; i++) {
+    CohortTensorInfo *t = &g_array_index(b.params, CohortTensorInfo, i);
+    if (t->ndim == 2 && !g_str_has_suffix(t->name, "scale_shift_table"))
+      t->adapt = COHORT_ADAPT_LINEAR;
+  }
   /* diffusers' PatchEmbed keeps its sine-cosine table as a buffer; here it is exported under
    * its name (diffusers does not persist it: docs/t2i-design.md) */
   CohortTensorInfo *pos = cohort_table_add(b.buffers, g_strdup("pos_embed.pos_embed"), 3,
@@ -87,7 +94,7 @@ gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTabl
 }
 
 size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape *s, int max_batch,
-                                     char *base)
+                                     CohortActKeep keep, char *base)
 {
   size_t grid = (size_t)(s->image_size / s->patch);
   size_t B = (size_t)max_batch, T = grid * grid, N = B * T, C = (size_t)s->hidden;
@@ -113,7 +120,13 @@ size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape 
   COHORT_ACT_TAKE(&k, a->cap1, B * M * C, float);
   COHORT_ACT_TAKE(&k, a->capg, B * M * C, float);
   COHORT_ACT_TAKE(&k, a->ctx, B * M * C, float);
-  COHORT_ACT_TAKE(&k, a->blocks, (size_t)s->n_layer * a->block_floats, float);
+  if (keep == COHORT_ACTS_CHECKPOINT) {
+    COHORT_ACT_TAKE(&k, a->blocks, a->block_floats, float);
+    COHORT_ACT_TAKE(&k, a->block_out, (size_t)s->n_layer * N * C, float);
+  } else {
+    COHORT_ACT_TAKE(&k, a->blocks, (size_t)s->n_layer * a->block_floats, float);
+    a->block_out = NULL;
+  }
   COHORT_ACT_TAKE(&k, a->fmod, B * 2 * C, float);
   COHORT_ACT_TAKE(&k, a->fh, N * C, float);
   COHORT_ACT_TAKE(&k, a->fmean, N, float);

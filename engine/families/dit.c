@@ -171,8 +171,6 @@ static gboolean dit_check_text(const CohortConfig *cfg, const char *src, GError 
     return FALSE;
   }
   const char *refused = cfg->vae_from && *cfg->vae_from           ? "vae_from"
-                        : cfg->activation_checkpointing           ? "activation_checkpointing"
-                        : cfg->finetune != COHORT_FINETUNE_FULL   ? "finetune"
                         : cfg->teacher_from && *cfg->teacher_from ? "teacher_from"
                                                                   : NULL;
   if (refused) {
@@ -233,7 +231,8 @@ static size_t dit_act_bytes(const CohortConfig *cfg, int max_batch, gboolean for
     return 0;
   if (s.text_dim > 0) {
     CohortDitTextActs t = {0};
-    return cohort_family_dit_text_layout(&t, &s, max_batch, NULL);
+    return cohort_family_dit_text_layout(&t, &s, max_batch,
+                                         cohort_family_act_keep(cfg, forward_only), NULL);
   }
   CohortDitActs a = {0};
   return cohort_family_dit_layout(&a, &s, max_batch, cohort_family_act_keep(cfg, forward_only),
@@ -259,9 +258,20 @@ static void dit_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a,
   *b = MAX(MAX(6 * C * C, MAX(K * C, (size_t)DIT_FREQ_DIM * C)), MAX(N * token_in, B * image_in));
 }
 
+/* The text layout adapts every block's attention (attn2, the cross-attention, among them) and
+ * feed-forward, as PixArt LoRA trainings do; it has no per-block modulation linear to adapt
+ * (adaLN-single is shared). */
+static const char *dit_lora_targets_of(const CohortConfig *cfg)
+{
+  if (cfg->text_encoder && *cfg->text_encoder)
+    return "to_q,to_k,to_v,to_out.0,ff.net.0.proj,ff.net.2";
+  return cohort_family_dit.lora_targets;
+}
+
 const CohortFamilyDesc cohort_family_dit = {
     .name = "dit",
     .lora_targets = "attn.qkv,attn.proj,mlp.fc1,mlp.fc2,adaLN_modulation.1",
+    .lora_targets_of = dit_lora_targets_of,
     .check_config = dit_check_config,
     .tables = dit_tables,
     .gemm_operands = dit_gemm_operands,

@@ -102,7 +102,9 @@ typedef struct {
   float *tokens_in, *x0;
   float *tfreq, *th, *ths, *emb, *semb, *temb; /* [B, 256], [B, C] ×4, temb [B, 6C] */
   float *cap1, *capg, *ctx;                    /* caption_projection [B·M, C] */
-  float *blocks;                               /* n_layer × cohort_pixart_acts_floats */
+  /* n_layer × cohort_pixart_acts_floats; with activation_checkpointing one set that every
+   * block writes, and block_out: each block's output [B, T, C] (the next one's input) */
+  float *blocks, *block_out;
   size_t block_floats;
   float *fmod, *fh, *fmean, *frstd, *fm, *fout, *pred, *losses;
   /* backward */
@@ -114,9 +116,10 @@ CohortPixartShape cohort_family_dit_pixart_shape(const CohortDitShape *s);
 /* The text layout's tables (diffusers' PixArtTransformer2DModel names) and the fixed position
  * table "pos_embed.pos_embed" (a buffer); FALSE when the patch does not divide the image. */
 gboolean cohort_family_dit_text_tables(const CohortDitShape *s, CohortFamilyTables *out);
-/* Lays the text layout's activations out from `base` (NULL: only counts); returns the bytes. */
+/* Lays the text layout's activations out from `base` (NULL: only counts) for `keep` (ALL, or
+ * CHECKPOINT; forward-only models are not made of the text layout); returns the bytes. */
 size_t cohort_family_dit_text_layout(CohortDitTextActs *a, const CohortDitShape *s, int max_batch,
-                                     char *base);
+                                     CohortActKeep keep, char *base);
 /* The hidden width of text_encoder's model: COHORT_TEXT_BUILTIN_WIDTH for "builtin", a folder's
  * config.json hidden_size, 0 when text_encoder is "" or the folder's config cannot be read. */
 int cohort_family_dit_text_width(const CohortConfig *cfg);

@@ -104,10 +104,16 @@ void cohort_family_gemm_operands(const CohortConfig *cfg, int max_batch, size_t 
   f->gemm_operands(&c, max_batch, a, b);
 }
 
+const char *cohort_family_desc_lora_targets(const CohortFamilyDesc *f, const CohortConfig *cfg)
+{
+  if (!f)
+    return NULL;
+  return f->lora_targets_of ? f->lora_targets_of(cfg) : f->lora_targets;
+}
+
 const char *cohort_family_lora_targets(const CohortConfig *cfg)
 {
-  const CohortFamilyDesc *f = cohort_family_desc(cfg->model);
-  return f ? f->lora_targets : NULL;
+  return cohort_family_desc_lora_targets(cohort_family_desc(cfg->model), cfg);
 }
 
 gboolean cohort_family_check_config(const CohortConfig *cfg, const char *source, GError **error)

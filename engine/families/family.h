@@ -53,6 +53,9 @@ typedef struct CohortFamilyDesc {
   /* The layers that get LoRA adapters when lora_targets is "" (comma-separated, as
    * lora_targets); NULL: the family takes no adapters. */
   const char *lora_targets;
+  /* For a family whose layouts differ by a key (the dit's text_encoder): the default targets
+   * for `cfg`, in place of lora_targets. Optional. */
+  const char *(*lora_targets_of)(const CohortConfig *cfg);
   /* init_from is usually a folder (a Hugging Face folder with config.json and a tokenizer),
    * so the window's chooser for it picks folders; otherwise a weights file. */
   gboolean init_from_folder;
@@ -112,6 +115,9 @@ size_t cohort_family_act_bytes(const CohortConfig *cfg, int max_batch);
 void cohort_family_gemm_operands(const CohortConfig *cfg, int max_batch, size_t *a, size_t *b);
 /* The default LoRA targets of cfg's family, or NULL. */
 const char *cohort_family_lora_targets(const CohortConfig *cfg);
+/* The default LoRA targets of family `f` for `cfg` (its lora_targets_of, else its
+ * lora_targets), or NULL. */
+const char *cohort_family_desc_lora_targets(const CohortFamilyDesc *f, const CohortConfig *cfg);
 /* The family's own rules (check_config), and activation_checkpointing refused for a family
  * that does not honour it; TRUE for a family without any, or unknown. */
 gboolean cohort_family_check_config(const CohortConfig *cfg, const char *source, GError **error);

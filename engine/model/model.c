@@ -110,7 +110,8 @@ static gboolean lay_out(CohortModel *m, gboolean frozen, GError **error)
     return TRUE;
   }
   g_autoptr(CohortFinetunePlan) plan = cohort_finetune_plan_new(
-      cfg, m->klass->name, m->klass->family->lora_targets, m->tensors, m->n_tensors, error);
+      cfg, m->klass->name, cohort_family_desc_lora_targets(m->klass->family, cfg), m->tensors,
+      m->n_tensors, error);
   if (!plan)
     return FALSE;
   if (plan->n_adapters > 0 && m->lora_rows == 0)

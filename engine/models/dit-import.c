@@ -5,7 +5,8 @@
  * first half of the final layer's channels, the noise prediction, and the model says so. What
  * cannot be represented is refused with the reason: another patch size, channel count, width,
  * depth or number of classes, and diffusers files whose per-block copies of the timestep and
- * label embeddings have drifted apart (Cohort's DiT has one of each, as the reference). */
+ * label embeddings have drifted apart (Cohort's DiT has one of each, as the reference). The
+ * text layout (text_encoder) reads diffusers' PixArtTransformer2DModel names, strictly. */
 #include "engine/models/dit-private.h"
 
 #include <stdio.h>
@@ -289,6 +290,41 @@ char *cohort_dit_import_file(const char *path)
   return g_build_filename(path, "diffusion_pytorch_model.safetensors", NULL);
 }
 
+/* The text layout's init_from: exactly the model's tensors under diffusers'
+ * PixArtTransformer2DModel names, as its own export writes them, with or without the fixed
+ * sine-cosine table pos_embed.pos_embed (diffusers does not persist it), which is recomputed.
+ * What the model has beside the table (LoRA adapters) is kept. */
+static gboolean import_text(Dit *d, const char *weights, CohortStFile *f, GError **error)
+{
+  CohortModel *m = &d->base;
+  Import im = {.path = weights, .f = f};
+  int64_t sh[8];
+  int nd = cohort_safetensors_shape(f, "pos_embed.pos_embed", sh);
+  if (nd >= 0 && (nd != 3 || sh[0] != 1 || sh[1] != d->T || sh[2] != d->shape.hidden))
+    return refuse(error, &im,
+                  "tensor \"pos_embed.pos_embed\" is for another grid of patches or width than "
+                  "the model's %d patches of width %d (keys \"image_size\", \"patch_size\", "
+                  "\"n_embd\"); allowed: the same shape",
+                  d->T, d->shape.hidden);
+  for (const char *const *n = cohort_safetensors_names(f); *n; n++)
+    if (!g_str_equal(*n, "pos_embed.pos_embed") && !cohort_model_find_tensor(m, *n))
+      return refuse(error, &im,
+                    "tensor \"%s\" is not part of this text-layout DiT (text_encoder); "
+                    "allowed: exactly the tensors of a PixArtTransformer2DModel of its shape",
+                    *n);
+  if (!cohort_tensor_check(m->tensors, m->n_tensors, f, weights, "", error))
+    return FALSE;
+  g_autofree float *host = g_try_new(float, MAX(m->n_params, 1));
+  if (!host)
+    return refuse(error, &im, "out of memory for %zu parameters", m->n_params);
+  cohort_model_download_params(m, host);
+  if (!cohort_tensor_read(m->tensors, m->n_tensors, f, "", host, error))
+    return FALSE;
+  cohort_model_upload_params(m, host);
+  cohort_dit_fill_pos_embed(d);
+  return TRUE;
+}
+
 gboolean cohort_dit_import(CohortModel *m, const char *path, GPtrArray *notes, GError **error)
 {
   Dit *d = dit_of(m);
@@ -296,6 +332,8 @@ gboolean cohort_dit_import(CohortModel *m, const char *path, GPtrArray *notes, G
   g_autoptr(CohortStFile) f = cohort_safetensors_open(weights, error);
   if (!f)
     return FALSE;
+  if (d->text)
+    return import_text(d, weights, f, error);
   Import im = {.path = weights, .f = f, .out_channels = d->shape.channels};
   im.diffusers = cohort_safetensors_has(f, "pos_embed.proj.weight") &&
                  !cohort_safetensors_has(f, "x_embedder.proj.weight");

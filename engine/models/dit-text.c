@@ -32,16 +32,20 @@ static inline guint final_i(const Dit *d, int p)
   return DX_HEAD_COUNT + (guint)d->shape.n_layer * PB_COUNT + (guint)p;
 }
 
-static void block_weights(const Dit *d, int l, float *base, CohortPixartWeights *w)
+/* Block l's weights in `base` (the model's vector), running the model's adapters. */
+static void block_weights(Dit *d, int l, float *base, CohortPixartWeights *w)
 {
   for (int p = 0; p < PB_COUNT; p++)
     w->t[p] = base ? base + d->base.tensors[block_i(d, l, p)].offset : NULL;
+  w->lora = &d->base;
+  w->first = block_i(d, l, 0);
 }
 
 static void block_grads(Dit *d, int l, CohortPixartWeights *g)
 {
   for (int p = 0; p < PB_COUNT; p++)
     g->t[p] = cohort_model_grad(&d->base, block_i(d, l, p));
+  g->lora = NULL;
 }
 
 /* PixArt's initialize_weights: Xavier-uniform linears (the patch embedding viewed as one), zero
@@ -107,6 +111,7 @@ void cohort_dit_text_net_forward(Dit *d, int B, int M)
     block_weights(d, l, m->params, &w);
     cohort_pixart_block_forward(be, &d->pshape, &w, &d->pacts[l], x, a->temb, a->ctx, a->klen, B, T,
                                 M);
+    d->acts_block = l;
     cohort_model_layer_end(m, l, COHORT_LAYER_FORWARD);
     x = d->pacts[l].out;
   }
@@ -189,6 +194,14 @@ void cohort_dit_text_net_backward(Dit *d, int B, int M)
     CohortPixartWeights w, g;
     block_weights(d, l, m->params, &w);
     block_grads(d, l, &g);
+    /* activation_checkpointing: the block's activations again from its kept input (temb, ctx
+     * and each example's noise and timestep are kept, not drawn again; LoRA dropout draws the
+     * same masks) */
+    if (d->checkpoint && d->acts_block != l) {
+      cohort_pixart_block_forward(be, &d->pshape, &w, &d->pacts[l], x, a->temb, a->ctx, a->klen, B,
+                                  d->T, M);
+      d->acts_block = l;
+    }
     cohort_pixart_block_backward(be, &d->pshape, &w, &g, &d->pacts[l], x, a->ctx, a->klen, B, d->T,
                                  M, a->dres, a->dtemb, a->dctx);
     cohort_model_layer_end(m, l, COHORT_LAYER_BACKWARD);

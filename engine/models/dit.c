@@ -236,15 +236,21 @@ static void dit_runtime_shape(const CohortConfig *cfg, CohortConfig *shape)
 
 /* The text layout's activations in d->act_mem, each block's PixArt activations in its part of
  * tacts.blocks, and the host scratch of a batch's text. */
-static void text_layout(Dit *d, int max_batch)
+static void text_layout(Dit *d, int max_batch, CohortActKeep keep)
 {
   const CohortDitShape *s = &d->shape;
-  cohort_family_dit_text_layout(&d->tacts, s, max_batch, d->act_mem);
+  cohort_family_dit_text_layout(&d->tacts, s, max_batch, keep, d->act_mem);
   d->pshape = cohort_family_dit_pixart_shape(s);
   d->pacts = g_new0(CohortPixartActs, MAX(s->n_layer, 1));
-  for (int l = 0; l < s->n_layer; l++)
-    cohort_pixart_acts_layout(&d->pacts[l], d->tacts.blocks + (size_t)l * d->tacts.block_floats,
+  size_t nc = (size_t)max_batch * d->T * s->hidden;
+  /* activation_checkpointing: every block's activations in the one set, its output apart */
+  for (int l = 0; l < s->n_layer; l++) {
+    size_t set = d->checkpoint ? 0 : (size_t)l;
+    cohort_pixart_acts_layout(&d->pacts[l], d->tacts.blocks + set * d->tacts.block_floats,
                               &d->pshape, max_batch, d->T, s->text_tokens);
+    if (d->checkpoint)
+      d->pacts[l].out = d->tacts.block_out + (size_t)l * nc;
+  }
   d->host_text = g_new0(float, (size_t)max_batch * s->text_tokens * s->text_dim);
   d->host_klen = g_new0(int, max_batch);
 }
@@ -303,8 +309,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->acts_block = -1;
   build_tables(d);
   d->acts.blocks = g_new0(CohortDitBlockActs, cfg->n_layer);
-  size_t act_bytes = d->text ? cohort_family_dit_text_layout(&d->tacts, &d->shape, max_batch, NULL)
-                             : cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, NULL);
+  size_t act_bytes =
+      d->text ? cohort_family_dit_text_layout(&d->tacts, &d->shape, max_batch, keep, NULL)
+              : cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, NULL);
   d->act_mem = be->alloc(act_bytes);
   size_t img = (size_t)max_batch * channels * size * size;
   d->host_img = g_try_new(float, img);
@@ -312,7 +319,9 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   d->host_t = g_new(float, max_batch);
   d->host_losses = g_new(float, max_batch);
   d->host_labels = g_new(int, max_batch);
-  m->lora_rows = (size_t)max_batch * d->T; /* the blocks' rows; adaLN sees max_batch */
+  /* the blocks' rows (adaLN sees max_batch); the text layout's caption projection and attn2's
+   * keys and values run on max_text_tokens rows an example */
+  m->lora_rows = (size_t)max_batch * MAX(d->T, d->text ? d->shape.text_tokens : 0);
   GError *local = NULL;
   if (!cohort_model_alloc_tables(m, &local) && local->domain == COHORT_CONFIG_ERROR) {
     g_propagate_error(error, local); /* the fine-tuning keys do not fit the model */
@@ -332,7 +341,7 @@ static CohortModel *dit_create(const CohortBackend *be, const CohortConfig *cfg,
   }
   m->act_bytes = act_bytes;
   if (d->text) {
-    text_layout(d, max_batch);
+    text_layout(d, max_batch, keep);
     return m;
   }
   cohort_family_dit_layout(&d->acts, &d->shape, max_batch, keep, d->act_mem);

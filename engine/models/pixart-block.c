@@ -3,6 +3,8 @@
 
 #include <glib.h>
 
+#include "engine/model/lora.h"
+
 #define PIXART_LN_EPS 1e-6f /* PixArt's norm_eps */
 
 /* y [rows, out] = x [rows, in] @ W^T + b, with tensor p (weight) and p + 1 (bias). */
@@ -14,6 +16,8 @@ static void linear(const CohortBackend *be, const CohortPixartShape *s,
   int out = dims[0], in = dims[1];
   be->gemm(0, 1, rows, out, in, 1.0f, x, in, w->t[p], in, 0.0f, y, out);
   be->add_bias(y, w->t[p + 1], rows, out);
+  if (w->lora)
+    cohort_lora_forward(w->lora, w->first + (guint)p, y, x, rows);
 }
 
 /* dx = dy @ W (beta 0 overwrites, 1 adds; dx NULL skips it), dW += dy^T @ x and db += the
@@ -31,6 +35,9 @@ static void linear_back(const CohortBackend *be, const CohortPixartShape *s,
     be->gemm(1, 0, out, in, rows, 1.0f, dy, out, x, in, 1.0f, g->t[p], in);
   if (g->t[p + 1])
     be->bias_backward(g->t[p + 1], dy, rows, out);
+  /* after the base's dx (which beta 0 overwrites): the adapter adds its share */
+  if (w->lora)
+    cohort_lora_backward(w->lora, w->first + (guint)p, dx, dy, x, rows);
 }
 
 void cohort_pixart_block_forward(const CohortBackend *be, const CohortPixartShape *s,

@@ -17,14 +17,22 @@
  * cross_attention_forward in kernels/backend.h). */
 #pragma once
 
+#include <glib.h>
 #include <stddef.h>
 
 #include "engine/families/pixart.h"
 #include "kernels/backend.h"
 
-/* Pointers to the block's tensors (backend memory); for gradients, NULL skips one (frozen). */
+typedef struct CohortModel CohortModel;
+
+/* Pointers to the block's tensors (backend memory); for gradients, NULL skips one (frozen).
+ * `lora` (read from the weights, not the gradients): the model whose LoRA adapters
+ * (engine/model/lora.h) the block's linears run, tensor p being its table index first + p;
+ * NULL: none (a block outside a model, as the tests run it). */
 typedef struct {
   float *t[PB_COUNT];
+  CohortModel *lora;
+  guint first;
 } CohortPixartWeights;
 
 /* The block on x [B, N, C] into a->out, keeping what backward needs. temb [B, 6C], ctx

@@ -73,7 +73,8 @@ static void sharded(const CohortConfig *cfg, const CohortModelClass *k, CohortMe
   CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
       t && cfg->finetune != COHORT_FINETUNE_FULL && k->frozen_layout
-          ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL)
+          ? cohort_finetune_plan_new(cfg, k->name, cohort_family_desc_lora_targets(k->family, cfg),
+                                     t, n, NULL)
           : NULL;
   CohortFinetuneLayout layout = {0};
   const CohortTensorInfo *units_of = t;
@@ -157,7 +158,9 @@ static gint64 trainable_floats(const CohortConfig *cfg, const CohortModelClass *
   size_t floats = 0;
   CohortTensorInfo *t = cohort_model_param_table(cfg, &n, &floats);
   g_autoptr(CohortFinetunePlan) fp =
-      t ? cohort_finetune_plan_new(cfg, k->name, k->family->lora_targets, t, n, NULL) : NULL;
+      t ? cohort_finetune_plan_new(cfg, k->name, cohort_family_desc_lora_targets(k->family, cfg), t,
+                                   n, NULL)
+        : NULL;
   gint64 learn = 0;
   for (guint i = 0; fp && i < n; i++) {
     if (!fp->frozen[i])

@@ -1,5 +1,6 @@
 #include "engine/train/test-hooks.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +55,16 @@ void cohort_test_hooks_sleep(int rank, gint64 step, const char *where)
     }
     if (!in_forward)
       cohort_phase_enter(was);
+  }
+}
+
+void cohort_test_hooks_kill(int rank, gint64 count, const char *where)
+{
+  g_autoptr(GPtrArray) hooks = matching("kill", rank, count);
+  for (guint i = 0; hooks != NULL && i < hooks->len; i++) {
+    GStrv f = g_ptr_array_index(hooks, i);
+    if (g_str_equal(f[3], where))
+      raise(SIGKILL);
   }
 }
 

@@ -11,7 +11,11 @@
  *       weights now differ from the other ranks');
  *   slow:RANK:MICROSECONDS
  *       every training forward of global rank RANK sleeps MICROSECONDS per example of its
- *       micro-batch first (a slower device, for rank_batch_sizes auto).
+ *       micro-batch first (a slower device, for rank_batch_sizes auto);
+ *   kill:RANK:COUNT:WHERE
+ *       global rank RANK kills itself with SIGKILL (a crash, nothing cleaned up) when it reaches
+ *       COUNT at point WHERE: "captions", right after its COUNT-th caption embedding is appended
+ *       to the cache (engine/train/text-embeds.c).
  * A malformed hook is reported on stderr once and ignored. */
 #pragma once
 
@@ -25,6 +29,8 @@ G_BEGIN_DECLS
 void cohort_test_hooks_sleep(int rank, gint64 step, const char *where);
 /* Runs the slow hooks of `rank` for a micro-batch of `examples`. */
 void cohort_test_hooks_slow(int rank, int examples);
+/* Runs the kill hooks for (rank, count) at `where`. */
+void cohort_test_hooks_kill(int rank, gint64 count, const char *where);
 /* Runs the perturb hooks for (rank, step) on `m`'s parameters in backend memory of `be`. */
 void cohort_test_hooks_perturb(int rank, gint64 step, CohortModel *m, const CohortBackend *be);
 

@@ -8,6 +8,7 @@
 #include "engine/models/text-encoder.h"
 #include "engine/progress/protocol.h"
 #include "engine/train/latents.h" /* COHORT_RANK_RUN_STOPPED */
+#include "engine/train/test-hooks.h"
 
 typedef struct {
   CohortRankRun *r;
@@ -102,6 +103,8 @@ static gboolean encode_share(Phase *ph, GPtrArray *caps, const char *cache_dir, 
       memcpy(rec + 1, values, (gsize)len * ph->D * sizeof(float));
     ph->encoded++;
     ok = cohort_latent_cache_append(cache, key, rec, error);
+    if (ok)
+      cohort_test_hooks_kill(ph->r->opts->rank, ph->encoded, "captions");
   }
   ok = ok && cohort_latent_cache_sync(cache, error) &&
        cohort_latent_cache_compact(cache, keep, error);
