@@ -1,8 +1,8 @@
 /* Model families on a GPU (suite cuda): each family's model on the CUDA backend against the
  * same model on the CPU backend, through the model interface (the trainer's own calls):
  * identical initial weights, the same batches, 30 AdamW steps, per-step losses and final
- * weights compared; then a whole cohort-train run with device cuda against device cpu. Every
- * case skips without a CUDA device.
+ * weights compared; then whole cohort-train runs with device cuda against device cpu (the class
+ * DiT, and the text layout with its encoder). Every case skips without a CUDA device.
  *
  * Tolerances (fp32, no TF32): per-step loss |gpu - cpu| <= 2e-3 * max(1, cpu), final
  * parameters max |gpu - cpu| <= 5e-3: cuBLAS and the CPU's library (and the reductions) add in
@@ -334,34 +334,20 @@ static void test_resnet50(void)
   check_family_lr(resnet50_sets, COHORT_GEMM_FP32, 5e-5);
 }
 
-/* cohort-train with device cuda and device cpu on the glyphs: the same step losses (within the
- * tolerance), and a sample grid from each. */
-static void test_dit_run(void)
+/* cohort-train with `common` and device cuda, then device cpu: the same step losses (within the
+ * tolerance), and the sample grid of step 20 from each. */
+static void check_run(const char *const *common, const char *what)
 {
-  if (!need_gpu())
-    return;
-  const char *common[] = {"--set", "model=dit",
-                          "--set", "data_format=images",
-                          "--set", "train_data=builtin:glyphs/train",
-                          "--set", "val_data=builtin:glyphs/val",
-                          "--set", "image_size=16",
-                          "--set", "patch_size=4",
-                          "--set", "n_embd=64",
-                          "--set", "n_head=4",
-                          "--set", "sample_every=10",
-                          "--set", "sample_steps=4",
-                          "--set", "max_steps=20",
-                          NULL};
   GArray *losses[2];
   for (int dev = 0; dev < 2; dev++) {
-    g_autofree char *ws = tu_mkdtemp("cuda-dit");
+    g_autofree char *ws = tu_mkdtemp(what);
     g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
     g_autoptr(GPtrArray) a = small_args(ws, common);
     g_ptr_array_add(a, g_strdup("--set"));
     g_ptr_array_add(a, g_strdup(dev ? "device=cuda" : "device=cpu"));
     RunResult r = run_train(a, events);
     if (r.status != 0)
-      g_error("cohort-train (%s) exited %d: %s", dev ? "cuda" : "cpu", r.status, r.err);
+      g_error("cohort-train (%s, %s) exited %d: %s", what, dev ? "cuda" : "cpu", r.status, r.err);
     g_autoptr(GPtrArray) ev = tu_read_events(events);
     losses[dev] = tu_event_values(ev, "step", "loss");
     /* The GPU rank's batches come through page-locked memory (pin_memory, loader threads on
@@ -379,8 +365,56 @@ static void test_dit_run(void)
     double c = g_array_index(losses[0], double, s), g = g_array_index(losses[1], double, s);
     g_assert_cmpfloat(fabs(g - c), <=, LOSS_TOL * MAX(1.0, fabs(c)));
   }
+  g_test_message("%s: %u step losses within %.0e, last %.5f (cpu) %.5f (cuda)", what,
+                 losses[0]->len, LOSS_TOL, g_array_index(losses[0], double, losses[0]->len - 1),
+                 g_array_index(losses[1], double, losses[1]->len - 1));
   g_array_unref(losses[0]);
   g_array_unref(losses[1]);
+}
+
+/* The class DiT on the glyphs. */
+static void test_dit_run(void)
+{
+  if (!need_gpu())
+    return;
+  const char *common[] = {"--set", "model=dit",
+                          "--set", "data_format=images",
+                          "--set", "train_data=builtin:glyphs/train",
+                          "--set", "val_data=builtin:glyphs/val",
+                          "--set", "image_size=16",
+                          "--set", "patch_size=4",
+                          "--set", "n_embd=64",
+                          "--set", "n_head=4",
+                          "--set", "sample_every=10",
+                          "--set", "sample_steps=4",
+                          "--set", "max_steps=20",
+                          NULL};
+  check_run(common, "cuda-dit");
+}
+
+/* The text layout (PixArt blocks, cross-attention with the padding mask, the built-in text
+ * encoder run on the device at set-up and for the prompts) on the captioned glyphs. */
+static void test_dit_text_run(void)
+{
+  if (!need_gpu())
+    return;
+  const char *common[] = {"--set", "model=dit",
+                          "--set", "data_format=images",
+                          "--set", "train_data=builtin:t2i-glyphs/train",
+                          "--set", "val_data=builtin:t2i-glyphs/val",
+                          "--set", "text_encoder=builtin",
+                          "--set", "max_text_tokens=16",
+                          "--set", "image_size=16",
+                          "--set", "image_channels=3",
+                          "--set", "patch_size=2",
+                          "--set", "n_embd=64",
+                          "--set", "n_head=4",
+                          "--set", "sample_every=10",
+                          "--set", "sample_steps=4",
+                          "--set", "sample_prompts=red A|blue S",
+                          "--set", "max_steps=20",
+                          NULL};
+  check_run(common, "cuda-dit-text");
 }
 
 int main(int argc, char **argv)
@@ -393,6 +427,7 @@ int main(int argc, char **argv)
   g_test_add_func("/cuda-models/resnet", test_resnet);
   g_test_add_func("/cuda-models/resnet50", test_resnet50);
   g_test_add_func("/cuda-models/dit-run", test_dit_run);
+  g_test_add_func("/cuda-models/dit-text-run", test_dit_text_run);
   g_test_add_func("/cuda-models/lora", test_lora);
   g_test_add_func("/cuda-models/activation-checkpointing", test_act_ckpt);
   return g_test_run();
