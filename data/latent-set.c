@@ -182,5 +182,6 @@ void cohort_latent_table_free(CohortLatentTable *t)
   g_free(t->values);
   g_free(t->labels);
   g_strfreev(t->classes);
+  g_strfreev(t->paths);
   g_free(t);
 }

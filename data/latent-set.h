@@ -49,7 +49,8 @@ void cohort_latent_key(const guint8 *content, const char *vae_sha256, int image_
 void cohort_latent_hflip(const float *in, int C, int H, int W, float *out);
 
 /* What a latent run trains on: every image's latent, and its mirror image's when flips are
- * cached, with labels and class names. */
+ * cached, with labels, class names and the files' paths (which find each example's caption for
+ * the text layout). */
 typedef struct {
   gsize n;
   int variants; /* 1, or 2: [unflipped, flipped] per example */
@@ -57,6 +58,7 @@ typedef struct {
   float *values; /* [n, variants, channels, size, size] */
   int *labels;   /* [n]; -1 for a flat folder */
   GStrv classes; /* NULL-terminated */
+  GStrv paths;   /* [n] below the folder, as cohort_latent_files_path; NULL-terminated */
 } CohortLatentTable;
 
 void cohort_latent_table_free(CohortLatentTable *t);

@@ -41,8 +41,14 @@ static gboolean key_applies(const CohortConfig *cfg, const char *name)
   return key && cohort_config_key_applies(key, cfg->model);
 }
 
-/* The captions of the images of `folder` (data/captions.h), and which listing entry each example
- * of the set is (skip_bad_images leaves entries out). */
+/* Path below the folder of example `i`: the listing's, which captions are keyed by. */
+static const char *example_path(const CohortDataSource *s, gsize i)
+{
+  return s->latents ? s->latents->paths[i] : cohort_image_set_path(s->images, i);
+}
+
+/* The captions of the images of `folder`, and which listing entry each example of the set is
+ * (skip_bad_images leaves entries out). */
 static gboolean open_captions(CohortDataSource *s, const CohortConfig *cfg, const char *folder,
                               GError **error)
 {
@@ -56,14 +62,14 @@ static gboolean open_captions(CohortDataSource *s, const CohortConfig *cfg, cons
   for (guint i = 0; i < listing.entries->len; i++)
     g_hash_table_insert(by_rel, g_array_index(listing.entries, CohortImageEntry, i).rel,
                         GUINT_TO_POINTER(i + 1));
-  gsize n = cohort_image_set_len(s->images);
+  gsize n = cohort_data_source_count(s);
   s->entry_of = g_new(guint, MAX(n, 1));
   for (gsize i = 0; i < n; i++) {
-    guint at = GPOINTER_TO_UINT(g_hash_table_lookup(by_rel, cohort_image_set_path(s->images, i)));
+    guint at = GPOINTER_TO_UINT(g_hash_table_lookup(by_rel, example_path(s, i)));
     if (at == 0) {
       g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
                   "%s: %s: listed when the images were read, gone when their captions were", folder,
-                  cohort_image_set_path(s->images, i));
+                  example_path(s, i));
       return FALSE;
     }
     s->entry_of[i] = at - 1;
@@ -168,6 +174,14 @@ CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, Cohort
   s->augment = (CohortAugment)cfg->augment;
   s->seed = (guint64)cfg->seed;
   return s;
+}
+
+gboolean cohort_data_source_read_latent_captions(CohortDataSource *s, const CohortConfig *cfg,
+                                                 const char *folder, GError **error)
+{
+  g_return_val_if_fail(s->latents && s->latents->paths && !s->has_captions, FALSE);
+  g_autofree char *resolved = cohort_resolve_path(folder);
+  return open_captions(s, cfg, resolved, error);
 }
 
 void cohort_data_source_free(CohortDataSource *s)
@@ -318,7 +332,8 @@ static gboolean load_image(const CohortDataSource *s, CohortBatch *b, int row, g
   return TRUE;
 }
 
-/* The latent of `index`, mirrored when training with flip draws it so. */
+/* The latent of `index`, mirrored when training with flip draws it so; a mirrored image keeps
+ * its caption (the text layout's load_text is the same either way). */
 static gboolean load_latent(const CohortDataSource *s, CohortBatch *b, int row, guint64 index)
 {
   const CohortLatentTable *t = s->latents;
@@ -337,6 +352,8 @@ gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int 
                                  GError **error)
 {
   b->example_ids[row] = index;
+  if (s->text && b->text && !load_text(s, b, row, index, error))
+    return FALSE;
   if (s->latents)
     return load_latent(s, b, row, index);
   if (s->chat) {
@@ -347,7 +364,5 @@ gboolean cohort_data_source_load(const CohortDataSource *s, CohortBatch *b, int 
   if (!s->images)
     return cohort_dataset_window(s->windows, index, b->inputs + (size_t)row * b->T,
                                  b->targets + (size_t)row * b->T, error);
-  if (s->text && b->text && !load_text(s, b, row, index, error))
-    return FALSE;
   return load_image(s, b, row, index);
 }

@@ -40,6 +40,13 @@ guint64 cohort_data_source_counted(const CohortDataSource *s, guint64 index);
  * config's augment "flip" take the mirrored latent when the draw of (seed, epoch, index) says
  * so (the table must then hold both); evaluation batches never do. */
 CohortDataSource *cohort_data_source_new_latents(const CohortConfig *cfg, CohortLatentTable *table);
+/* The captions (data/captions.h) of a latent source's images, read from `folder`, the image
+ * folder its table was encoded from, matched by path (table->paths): the source then has
+ * captions as an image source opened with text_encoder does, and its batches carry a latent
+ * and its caption's embeddings (cohort_data_source_set_text) per row. FALSE with an error
+ * naming the folder when the captions cannot be read or an image has gone since. */
+gboolean cohort_data_source_read_latent_captions(CohortDataSource *s, const CohortConfig *cfg,
+                                                 const char *folder, GError **error);
 void cohort_data_source_free(CohortDataSource *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(CohortDataSource, cohort_data_source_free)
 

@@ -303,6 +303,7 @@ static CohortLatentTable *gather(Phase *ph, GError **error)
   t->size = ph->s;
   t->values = g_new(float, MAX(ph->n, 1) * per);
   t->labels = g_new(int, MAX(ph->n, 1));
+  t->paths = g_new0(char *, ph->n + 1);
   g_autofree gboolean *good = g_new0(gboolean, MAX(ph->n, 1));
   t->classes = g_strdupv((char **)cohort_latent_files_classes(ph->files));
   for (gsize q = 0; q < W; q++) {
@@ -318,7 +319,8 @@ static CohortLatentTable *gather(Phase *ph, GError **error)
   for (gsize i = 0; i < ph->n; i++)
     if (good[i]) {
       memmove(t->values + t->n * per, t->values + i * per, per * sizeof(float));
-      t->labels[t->n++] = cohort_latent_files_label(ph->files, i);
+      t->labels[t->n] = cohort_latent_files_label(ph->files, i);
+      t->paths[t->n++] = g_strdup(cohort_latent_files_path(ph->files, i));
     }
   return t;
 }
@@ -414,5 +416,11 @@ CohortDataSource *cohort_rank_run_open_latents(CohortRankRun *r, const char *whi
                 "%s: no readable image (all were left out as unreadable)", folder);
     return NULL;
   }
-  return cohort_data_source_new_latents(cfg, table);
+  CohortDataSource *src = cohort_data_source_new_latents(cfg, table);
+  /* the text layout: each latent trains with its image's caption (encoded by the caption
+   * phase that follows, engine/train/text-embeds.h) */
+  if (cfg->text_encoder && *cfg->text_encoder &&
+      !cohort_data_source_read_latent_captions(src, cfg, folder, error))
+    g_clear_pointer(&src, cohort_data_source_free);
+  return src;
 }
