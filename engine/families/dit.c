@@ -170,9 +170,7 @@ static gboolean dit_check_text(const CohortConfig *cfg, const char *src, GError 
                 src, cfg->text_encoder);
     return FALSE;
   }
-  const char *refused = cfg->vae_from && *cfg->vae_from           ? "vae_from"
-                        : cfg->teacher_from && *cfg->teacher_from ? "teacher_from"
-                                                                  : NULL;
+  const char *refused = cfg->teacher_from && *cfg->teacher_from ? "teacher_from" : NULL;
   if (refused) {
     g_autofree char *value = cohort_config_get(cfg, refused);
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_INVALID,

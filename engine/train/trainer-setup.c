@@ -61,16 +61,29 @@ static gboolean prune_token_caches(CohortRankRun *r, const char *cache_dir, GPtr
   return ok;
 }
 
-/* vae_from: the images as latents (engine/train/latents.h does its own waiting). */
+/* vae_from: the images as latents (engine/train/latents.h does its own waiting), then with
+ * text_encoder their captions' embeddings, as open_data does for pixels: rank 0 first when the
+ * ranks share one cache folder. */
 static gboolean open_latents(CohortRankRun *r, const char *cache_dir, GError **error)
 {
   const CohortConfig *cfg = r->cfg;
+  const CohortTrainOptions *o = r->opts;
   r->train = cohort_rank_run_open_latents(r, "train", cfg->train_data, cache_dir, error);
   if (!r->train)
     return FALSE;
-  if (cfg->val_data && *cfg->val_data)
+  if (cfg->val_data && *cfg->val_data) {
     r->val = cohort_rank_run_open_latents(r, "val", cfg->val_data, cache_dir, error);
-  return !cfg->val_data || !*cfg->val_data || r->val != NULL;
+    if (!r->val)
+      return FALSE;
+  }
+  if (!cohort_data_source_has_captions(r->train))
+    return TRUE;
+  gboolean rank0_first = !cfg->distributed_data_loading && o->world_size > 1;
+  if (rank0_first && o->rank != 0 && !cohort_train_dist_wait_for_data(r->dist, error))
+    return FALSE;
+  if (!cohort_rank_run_encode_captions(r, cache_dir, error))
+    return FALSE;
+  return !rank0_first || o->rank != 0 || cohort_train_dist_wait_for_data(r->dist, error);
 }
 
 /* Data preparation (the content scan, tokenizing text) is recorded under the workspace: with
