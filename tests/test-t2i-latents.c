@@ -4,10 +4,11 @@
  *  - the data source pairs each cached latent with its own image's caption (matched by path,
  *    whatever order the latent table has), the same caption for the mirrored latent of
  *    augment=flip;
- *  - cohort-train trains on the cached latents and the captions' cached embeddings (finite
- *    losses, latents-train.bin and text-train.bin in the cache), and `cohort-train --sample`
- *    with a prompt decodes its samples through the VAE into a grid of 64 px RGB cells;
- *  - 2 ranks with batch 2 compute what one process computes with batch 4.
+ *  - cohort-train trains and validates on the cached latents and the captions' cached
+ *    embeddings (finite losses, the latent and text caches of both sets), and `cohort-train
+ * --sample` with a prompt decodes its samples through the VAE into a grid of 64 px RGB cells;
+ *  - 2 ranks with batch 2 compute what one process computes with batch 4, with and without
+ *    distributed_data_loading (each rank its share of both caches).
  * The VAE is builtin:vae/tiny (the one the build trains) where the environment names it
  * (T2I_LATENTS_VAE, set by tests/meson.build outside sanitizer builds), else a small random
  * one made here: the plumbing does not need a VAE that reconstructs well. */
@@ -182,13 +183,14 @@ static void test_trains_and_samples(void)
   g_autofree char *ws = tu_mkdtemp("t2i-latents");
   g_autofree char *events = g_build_filename(ws, "progress.jsonl", NULL);
   g_autofree char *data = g_strdup_printf("train_data=%s", data_dir);
+  g_autofree char *val = g_strdup_printf("val_data=%s", data_dir);
   g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(argv, g_strdup(program("COHORT_TRAIN")));
   g_ptr_array_add(argv, g_strdup("--quiet"));
   g_ptr_array_add(argv, g_strdup("--progress-fd=3"));
   add_sets(argv, ws,
-           (const char *[]){data, vae_set, "augment=flip", "max_steps=12", "batch_size=4",
-                            "learning_rate=0.003", NULL});
+           (const char *[]){data, val, "eval_every=6", vae_set, "augment=flip", "max_steps=12",
+                            "batch_size=4", "learning_rate=0.003", NULL});
   Result r = run(argv, events, NULL);
   g_assert_cmpint(r.status, ==, 0);
   g_free(r.err);
@@ -203,7 +205,12 @@ static void test_trains_and_samples(void)
   g_autoptr(GArray) encoded = tu_event_values(ev, "latents", "encoded");
   g_assert_cmpuint(encoded->len, >, 0);
   g_assert_cmpfloat(g_array_index(encoded, double, encoded->len - 1), ==, IMAGES);
-  const char *files[] = {"latents-train.bin", "text-train.bin"};
+  /* validation on latents with captions too */
+  g_autoptr(GArray) val_loss = tu_event_values(ev, "eval", "val_loss");
+  g_assert_cmpuint(val_loss->len, >, 0);
+  for (guint i = 0; i < val_loss->len; i++)
+    g_assert_true(isfinite(g_array_index(val_loss, double, i)));
+  const char *files[] = {"latents-train.bin", "text-train.bin", "latents-val.bin", "text-val.bin"};
   for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
     g_autofree char *path = g_build_filename(ws, "cache", files[i], NULL);
     if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
@@ -250,15 +257,21 @@ static void test_trains_and_samples(void)
 
 /* 2 ranks × batch 2 = 1 process × batch 4 on latents with captions: each step's loss to 1e-5
  * relative, weights to a thousandth of what AdamW moves them in the steps (the self-attention
- * key biases left out, as tests/test-t2i.c says why). */
-static void test_2_ranks(void)
+ * key biases left out, as tests/test-t2i.c says why). With `ddl` each rank encodes its share of
+ * the images and of the captions (distributed_data_loading), else rank 0 all of both. */
+static void check_ranks(gboolean ddl)
 {
   const int steps = 4;
   const double lr = 1e-3;
   g_autofree char *data = g_strdup_printf("train_data=%s", data_dir);
-  const char *multi[] = {
-      data, vae_set, "max_steps=4", "learning_rate=0.001", "batch_size=2", "bucket_cap_mb=0.02",
-      NULL};
+  const char *multi[] = {data,
+                         vae_set,
+                         "max_steps=4",
+                         "learning_rate=0.001",
+                         "batch_size=2",
+                         "bucket_cap_mb=0.02",
+                         ddl ? "distributed_data_loading=true" : NULL,
+                         NULL};
   const char *single[] = {data,           vae_set, "max_steps=4", "learning_rate=0.001",
                           "batch_size=4", NULL};
   const char *one_step[] = {data,           vae_set, "max_steps=1", "learning_rate=0.001",
@@ -284,6 +297,13 @@ static void test_2_ranks(void)
     l[k] = tu_event_values(ev, "step", "loss");
     g_autofree char *path = g_build_filename(ws, "model.safetensors", NULL);
     w[k] = tu_read_weights_except(path, "attn1.to_k.bias");
+    for (int q = 0; k == 0 && ddl && q < 2; q++) { /* each rank cached its own shares */
+      g_autofree char *rank = g_strdup_printf("rank-%d", q);
+      g_autofree char *lat = g_build_filename(ws, "cache", rank, "latents-train.bin", NULL);
+      g_autofree char *txt = g_build_filename(ws, "cache", rank, "text-train.bin", NULL);
+      g_assert_true(g_file_test(lat, G_FILE_TEST_IS_REGULAR));
+      g_assert_true(g_file_test(txt, G_FILE_TEST_IS_REGULAR));
+    }
     tu_rm_rf(ws);
   }
   g_assert_cmpuint(l[0]->len, ==, steps);
@@ -294,7 +314,8 @@ static void test_2_ranks(void)
       g_error("step %d: 2 ranks loss %.8g, one process %.8g", s + 1, a, b);
   }
   double diff = max_abs_diff(w[0], w[1]), tol = 1e-3 * lr * steps;
-  g_test_message("2 ranks × batch 2 vs 1 × 4: max |Δw| = %.3g (tolerance %.3g)", diff, tol);
+  g_test_message("2 ranks × batch 2%s vs 1 × 4: max |Δw| = %.3g (tolerance %.3g)",
+                 ddl ? " (distributed_data_loading)" : "", diff, tol);
   g_assert_cmpfloat(diff, <=, tol);
   /* the runs trained: four steps move the weights far beyond the tolerance of one */
   g_assert_cmpfloat(max_abs_diff(w[2], w[1]), >, 100 * tol);
@@ -302,6 +323,16 @@ static void test_2_ranks(void)
     g_array_unref(w[k]);
     g_array_unref(l[k]);
   }
+}
+
+static void test_2_ranks(void)
+{
+  check_ranks(FALSE);
+}
+
+static void test_2_ranks_shares(void)
+{
+  check_ranks(TRUE);
 }
 
 int main(int argc, char **argv)
@@ -313,6 +344,7 @@ int main(int argc, char **argv)
   g_test_add_func("/t2i-latents/source-pairs", test_source_pairs);
   g_test_add_func("/t2i-latents/trains-and-samples", test_trains_and_samples);
   g_test_add_func("/t2i-latents/2-ranks", test_2_ranks);
+  g_test_add_func("/t2i-latents/2-ranks-shares", test_2_ranks_shares);
   int rc = g_test_run();
   tu_rm_rf(root);
   g_free(root);
