@@ -27,10 +27,16 @@ static const char *const qwen3[] = {"model=llama",        "architecture=Qwen3For
                                     "rope_theta=1000000", "tie_word_embeddings=false",
                                     "data_format=tokens", NULL};
 /* Llama with a tied head, for the BOS of a TemplateProcessing post-processor. */
-static const char *const llama[] = {"model=llama",       "n_layer=2",      "n_embd=16",
-                                    "n_head=2",          "intermediate_size=32",
-                                    "vocab_size=290",    "seq_len=16",
-                                    "tie_word_embeddings=true", "data_format=tokens", NULL};
+static const char *const llama[] = {"model=llama",
+                                    "n_layer=2",
+                                    "n_embd=16",
+                                    "n_head=2",
+                                    "intermediate_size=32",
+                                    "vocab_size=290",
+                                    "seq_len=16",
+                                    "tie_word_embeddings=true",
+                                    "data_format=tokens",
+                                    NULL};
 
 /* The tiny tokenizer's post-processors: Qwen's adds nothing, Llama 3's a BOS before the text
  * (here <|endoftext|>, the first special: id 256 + merges). */
@@ -80,8 +86,7 @@ static void hello_world_ids(int ids[2])
   tf_free(t);
 }
 
-static CohortTextEncoder *open_encoder(const char *dir, int layer, int max_tokens,
-                                       GError **error)
+static CohortTextEncoder *open_encoder(const char *dir, int layer, int max_tokens, GError **error)
 {
   g_autoptr(CohortConfig) cfg = cohort_config_new();
   g_free(cfg->text_encoder);
@@ -98,8 +103,8 @@ static double *reference(const char *dir, const int *ids, int n, int layer, int 
   buf[0] = 1, buf[1] = n;
   memcpy(buf + 2, ids, n * sizeof(int));
   g_autofree char *inputs = g_build_filename(dir, "inputs.bin", NULL);
-  g_assert_true(g_file_set_contents(inputs, (char *)buf, (gssize)((2 + 2 * n) * sizeof(int)),
-                                    NULL));
+  g_assert_true(
+      g_file_set_contents(inputs, (char *)buf, (gssize)((2 + 2 * n) * sizeof(int)), NULL));
   g_autofree char *config = g_build_filename(dir, "config.json", NULL);
   g_autofree char *weights = g_build_filename(dir, "model.safetensors", NULL);
   g_autofree char *k = g_strdup_printf("%d", layer);
@@ -108,7 +113,7 @@ static double *reference(const char *dir, const int *ids, int n, int layer, int 
   g_assert_true(g_str_has_prefix(out, "hidden "));
   g_auto(GStrv) vals = g_strsplit(g_strstrip(out + 7), " ", -1);
   g_assert_cmpuint(g_strv_length(vals), ==, (guint)(n * width));
-  double *r = g_new(double, n * width);
+  double *r = g_new(double, n *width);
   for (int i = 0; i < n * width; i++)
     r[i] = g_ascii_strtod(vals[i], NULL);
   g_unlink(inputs);
@@ -189,8 +194,7 @@ static void test_llama_bos(void)
   g_assert_cmpmem(b, 2 * 16 * sizeof(float), a, 2 * 16 * sizeof(float));
   g_assert_cmpmem(empty, 16 * sizeof(float), a, 16 * sizeof(float));
   /* the fingerprints differ with max_text_tokens */
-  g_assert_cmpstr(cohort_text_encoder_fingerprint(full), !=,
-                  cohort_text_encoder_fingerprint(cut));
+  g_assert_cmpstr(cohort_text_encoder_fingerprint(full), !=, cohort_text_encoder_fingerprint(cut));
   tu_rm_rf(dir);
 }
 
@@ -243,9 +247,8 @@ static void test_bad_folders(void)
                 (const char *[]){"\"text_encoder\"", "/nonexistent/qwen3", "no such folder",
                                  "allowed: \"builtin\" or a Hugging Face", NULL});
   g_autofree char *dir = make_folder(qwen3, 11, FALSE);
-  check_refused(dir, 4,
-                (const char *[]){"\"text_encoder_layer\": 4", "(3 blocks)", "allowed: 1 to 3",
-                                 NULL});
+  check_refused(
+      dir, 4, (const char *[]){"\"text_encoder_layer\": 4", "(3 blocks)", "allowed: 1 to 3", NULL});
   check_refused(dir, -4, (const char *[]){"\"text_encoder_layer\": -4", "or -1 to -3", NULL});
   g_autofree char *tok = g_build_filename(dir, "tokenizer.json", NULL);
   g_autofree char *moved = g_build_filename(dir, "tokenizer.json.away", NULL);
@@ -255,9 +258,9 @@ static void test_bad_folders(void)
   g_autofree char *config = g_build_filename(dir, "config.json", NULL);
   g_assert_true(g_file_set_contents(
       config, "{\"architectures\": [\"GPT2LMHeadModel\"], \"hidden_size\": 16}", -1, NULL));
-  check_refused(dir, -2,
-                (const char *[]){"\"text_encoder\"", "GPT2LMHeadModel",
-                                 "allowed: LlamaForCausalLM", NULL});
+  check_refused(
+      dir, -2,
+      (const char *[]){"\"text_encoder\"", "GPT2LMHeadModel", "allowed: LlamaForCausalLM", NULL});
   g_unlink(config);
   check_refused(dir, -2, (const char *[]){"\"text_encoder\"", "has no config.json", NULL});
   tu_rm_rf(dir);
@@ -266,11 +269,25 @@ static void test_bad_folders(void)
 /* ---- a short training with the folder as encoder (cohort-train) ---- */
 
 static const char *const base_sets[] = {
-    "model=dit",      "data_format=images", "val_data=",       "image_size=8",
-    "image_channels=1", "patch_size=2",     "n_layer=1",       "n_head=2",
-    "n_embd=16",      "max_text_tokens=8",  "cfg_dropout=0.3", "warmup_steps=1",
-    "eval_every=0",   "sample_every=0",     "save_every=0",    "threads=1",
-    "batch_size=4",   "timeout_s=60",       NULL,
+    "model=dit",
+    "data_format=images",
+    "val_data=",
+    "image_size=8",
+    "image_channels=1",
+    "patch_size=2",
+    "n_layer=1",
+    "n_head=2",
+    "n_embd=16",
+    "max_text_tokens=8",
+    "cfg_dropout=0.3",
+    "warmup_steps=1",
+    "eval_every=0",
+    "sample_every=0",
+    "save_every=0",
+    "threads=1",
+    "batch_size=4",
+    "timeout_s=60",
+    NULL,
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
@@ -278,8 +295,7 @@ static const char *const base_sets[] = {
 /* Four 8×8 images, each half white on one side, with its caption beside it. */
 static char *make_images(void)
 {
-  static const char *const captions[] = {"white top", "white bottom", "white left",
-                                         "white right"};
+  static const char *const captions[] = {"white top", "white bottom", "white left", "white right"};
   char *dir = tu_mkdtemp("text-encoder-data");
   for (int side = 0; side < 4; side++) {
     guint8 px[64];

@@ -11,8 +11,8 @@
 #include "engine/models/llama-io.h"
 #include "engine/models/llama-private.h"
 
-#define ALLOWED_FOLDER                                                                            \
-  "allowed: \"builtin\" or a Hugging Face Llama, Mistral, Qwen2 or Qwen3 folder (config.json, "  \
+#define ALLOWED_FOLDER                                                                             \
+  "allowed: \"builtin\" or a Hugging Face Llama, Mistral, Qwen2 or Qwen3 folder (config.json, "    \
   "its weights and tokenizer)"
 
 /* An error about the folder: key text_encoder, its value, what is wrong. */
@@ -68,8 +68,8 @@ static gint by_name(gconstpointer a, gconstpointer b)
 /* One SHA-256 over the contents of config.json, every weights file (the main one, then the
  * shards in name order) and the tokenizer's files. All of it is hashed, not sampled: the
  * weights are read anyway, and a weight changed in place must change the key. */
-static char *folder_digest(const char *config, const CohortHfWeights *w,
-                           const CohortTokenizer *tok, GError **error)
+static char *folder_digest(const char *config, const CohortHfWeights *w, const CohortTokenizer *tok,
+                           GError **error)
 {
   g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
   g_autoptr(GPtrArray) files = g_ptr_array_new();
