@@ -30,6 +30,7 @@
 #include "engine/config/presets.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/threading.h"
+#include "engine/families/dit.h"
 #include "engine/models/dit.h"
 #include "engine/models/registry.h"
 
@@ -82,8 +83,8 @@ static double median(double *v, int n)
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* A batch of the config's data shape (a DiT with vae_from: its latents'), filled with seeded
- * random values. */
+/* A batch of the config's data shape (a DiT with vae_from: its latents'; with text_encoder:
+ * captions), filled with seeded random values. */
 static CohortBatch *random_batch(const CohortConfig *cfg, int B)
 {
   gboolean images = cfg->data_format == COHORT_DATA_IMAGES;
@@ -105,6 +106,18 @@ static CohortBatch *random_batch(const CohortConfig *cfg, int B)
         b->inputs[i * cfg->seq_len + t] = g_rand_int_range(rand, 0, cfg->vocab_size);
         b->targets[i * cfg->seq_len + t] = g_rand_int_range(rand, 0, cfg->vocab_size);
       }
+    }
+  }
+  /* the text layout: captions of 5 to 9 tokens (tiny-t2i's "red A" to "magenta A") as random
+   * hidden states of the encoder's width, the rest of each row padding */
+  int D = cohort_family_dit_text_width(cfg);
+  if (images && D > 0) {
+    int M = MIN(cfg->max_text_tokens, 9);
+    cohort_batch_add_text(b, M, D);
+    for (int i = 0; i < B; i++) {
+      b->text_len[i] = MIN(M, 5 + i % 5);
+      for (int k = 0; k < b->text_len[i] * D; k++)
+        b->text[(size_t)i * M * D + k] = (float)g_rand_double_range(rand, -2, 2);
     }
   }
   b->epoch = 0;
