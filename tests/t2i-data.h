@@ -5,6 +5,14 @@
 
 #include "data/image-decode.h"
 
+/* The config both tests train these images with (a 2-block text-layout DiT, the built-in
+ * encoder), before each test's own keys. */
+#define T2I_BASE_SETS                                                                              \
+  "model=dit", "data_format=images", "val_data=", "image_size=8", "image_channels=1",              \
+      "patch_size=2", "n_layer=2", "n_head=2", "n_embd=32", "text_encoder=builtin",                \
+      "max_text_tokens=16", "cfg_dropout=0.3", "warmup_steps=1", "eval_every=0", "sample_every=0", \
+      "save_every=0", "threads=1", "timeout_s=60"
+
 static const char *const t2i_captions[] = {"white top", "white bottom", "white left",
                                            "white right"};
 #define T2I_IMAGES 16

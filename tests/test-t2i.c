@@ -16,30 +16,14 @@
 #include "engine/model/safetensors.h"
 #include "test-util.h"
 
+#include "t2i-data.h"
+
 static const char *const base_sets[] = {
-    "model=dit",
-    "data_format=images",
-    "val_data=",
-    "image_size=8",
-    "image_channels=1",
-    "patch_size=2",
-    "n_layer=2",
-    "n_head=2",
-    "n_embd=32",
-    "text_encoder=builtin",
-    "max_text_tokens=16",
-    "cfg_dropout=0.3",
-    "warmup_steps=1",
-    "eval_every=0",
-    "sample_every=0",
-    "save_every=0",
-    "threads=1",
-    "timeout_s=60",
+    T2I_BASE_SETS,
     NULL,
 };
 #define DDP_BASE_SETS base_sets
 #include "ddp-run.h"
-#include "t2i-data.h"
 
 static char *data_dir;
 
