@@ -15,6 +15,30 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from torch_dit_ref import DiT  # noqa: E402
 
 
+def time_flow_steps(name, m, opt, x0, predict, a):
+    """Times a.warmup + a.steps flow-matching AdamW steps of `m` on the images x0 (predict(xt,
+    1000 t) is the model's velocity) and prints bench-model's line for the last a.steps."""
+    B = x0.shape[0]
+    wall, cpu = [], []
+    for s in range(a.warmup + a.steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        t = torch.rand(B)
+        eps = torch.randn_like(x0)
+        xt = (1 - t.view(B, 1, 1, 1)) * x0 + t.view(B, 1, 1, 1) * eps
+        opt.zero_grad()
+        v = predict(xt, 1000 * t)
+        loss = ((v - (eps - x0)) ** 2).flatten(1).mean(1).mean()
+        loss.backward()
+        opt.step()
+        if s >= a.warmup:
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+    w, c = statistics.median(wall), statistics.median(cpu)
+    n = sum(p.numel() for p in m.parameters() if p.requires_grad)
+    print(f"{name}: batch {B}, threads {a.threads}, {n} parameters, wall {w * 1e3:.2f} ms/step, "
+          f"cpu {c * 1e3:.2f} ms/step, {B / w:.1f} samples/s")
+
+
 def main():
     ap = argparse.ArgumentParser()
     for name, default in [("layers", 6), ("heads", 4), ("hidden", 128), ("image-size", 32),
@@ -30,24 +54,7 @@ def main():
     B = a.batch
     x0 = torch.rand(B, a.channels, a.image_size, a.image_size) * 2 - 1
     y = torch.randint(0, a.classes, (B,))
-    wall, cpu = [], []
-    for s in range(a.warmup + a.steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        t = torch.rand(B)
-        eps = torch.randn_like(x0)
-        xt = (1 - t.view(B, 1, 1, 1)) * x0 + t.view(B, 1, 1, 1) * eps
-        opt.zero_grad()
-        v = m(xt, 1000 * t, y)
-        loss = ((v - (eps - x0)) ** 2).flatten(1).mean(1).mean()
-        loss.backward()
-        opt.step()
-        if s >= a.warmup:
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-    w, c = statistics.median(wall), statistics.median(cpu)
-    n = sum(p.numel() for p in m.parameters() if p.requires_grad)
-    print(f"dit: batch {B}, threads {a.threads}, {n} parameters, wall {w * 1e3:.2f} ms/step, "
-          f"cpu {c * 1e3:.2f} ms/step, {B / w:.1f} samples/s")
+    time_flow_steps("dit", m, opt, x0, lambda xt, t: m(xt, t, y), a)
 
 
 if __name__ == "__main__":

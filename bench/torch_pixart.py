@@ -7,14 +7,15 @@ against, here in float32), the same shape, batch and caption lengths (5 to 9 tok
 reads."""
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 import torch_pixart_model_ref as ref  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_dit import time_flow_steps  # noqa: E402
 
 _features64 = ref.timestep_features
 
@@ -44,24 +45,7 @@ def main():
     x0 = torch.rand(B, a.channels, a.image_size, a.image_size) * 2 - 1
     klen = torch.tensor([min(M, 5 + i % 5) for i in range(B)])
     text = torch.randn(B, M, a.text_dim) * (torch.arange(M)[None, :, None] < klen[:, None, None])
-    wall, cpu = [], []
-    for s in range(a.warmup + a.steps):
-        t0, c0 = time.perf_counter(), time.process_time()
-        t = torch.rand(B)
-        eps = torch.randn_like(x0)
-        xt = (1 - t.view(B, 1, 1, 1)) * x0 + t.view(B, 1, 1, 1) * eps
-        opt.zero_grad()
-        v = m(xt, 1000 * t, text, klen)
-        loss = ((v - (eps - x0)) ** 2).flatten(1).mean(1).mean()
-        loss.backward()
-        opt.step()
-        if s >= a.warmup:
-            wall.append(time.perf_counter() - t0)
-            cpu.append(time.process_time() - c0)
-    w, c = statistics.median(wall), statistics.median(cpu)
-    n = sum(p.numel() for p in m.parameters() if p.requires_grad)
-    print(f"dit-text: batch {B}, threads {a.threads}, {n} parameters, wall {w * 1e3:.2f} ms/step, "
-          f"cpu {c * 1e3:.2f} ms/step, {B / w:.1f} samples/s")
+    time_flow_steps("dit-text", m, opt, x0, lambda xt, t: m(xt, t, text, klen), a)
 
 
 if __name__ == "__main__":
