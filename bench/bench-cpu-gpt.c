@@ -4,6 +4,7 @@
 #include "kernels/cpu/threading.h"
 #include "engine/model/optim.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm-paths.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ int main(int argc, char **argv)
   /* The engine's programs run with these thread-pool settings; so does the benchmark. */
   cohort_cpu_threading_env(argv);
   int threads = 1, steps = 10, warmup = 2, batch = 16;
-  g_autofree char *precision = NULL;
+  g_autofree char *precision = NULL, *matmul = NULL;
   CohortGptShape shape = {
       .n_layer = 4, .n_head = 4, .n_embd = 256, .seq_len = 128, .vocab_size = 256};
   GOptionEntry entries[] = {
@@ -47,6 +48,9 @@ int main(int argc, char **argv)
       {"batch", 0, 0, G_OPTION_ARG_INT, &batch, "Sequences per step", "B"},
       {"precision", 0, 0, G_OPTION_ARG_STRING, &precision,
        "GEMM mode: fp32 (default), bf16 or fp16 (the CPU backend's, no loss scaling)", "P"},
+      {"cpu-matmul", 0, 0, G_OPTION_ARG_STRING, &matmul,
+       "fp32 library as the key cpu_matmul names it: auto (default), openblas, onednn or measure",
+       "LIB"},
       {"n-layer", 0, 0, G_OPTION_ARG_INT, &shape.n_layer, "Layers", "L"},
       {"n-head", 0, 0, G_OPTION_ARG_INT, &shape.n_head, "Heads", "H"},
       {"n-embd", 0, 0, G_OPTION_ARG_INT, &shape.n_embd, "Width", "C"},
@@ -73,6 +77,13 @@ int main(int argc, char **argv)
       mode = i;
   if (mode < 0) {
     fprintf(stderr, "bench-cpu-gpt: --precision '%s': allowed are fp32, bf16, fp16\n", precision);
+    return 2;
+  }
+  if (matmul && g_strcmp0(matmul, "auto") != 0 && !cohort_cpu_gemm_force(matmul)) {
+    fprintf(stderr,
+            "bench-cpu-gpt: --cpu-matmul '%s' cannot run here; allowed: auto, openblas, "
+            "onednn, measure (the last two with oneDNN)\n",
+            matmul);
     return 2;
   }
   const CohortBackend *be = cohort_backend_cpu();

@@ -197,14 +197,18 @@ static void test_ema(void)
 }
 
 /* The key cpu_matmul picks the library of the fp32 products, which the start log names; a
- * short run trains with either. */
+ * short run trains with each. With measure, the run times both libraries on each product shape,
+ * says how many shapes went where, and leaves one line per shape in the measurement file. */
 static void test_cpu_matmul(void)
 {
-  const char *libs[][2] = {{"openblas", "OpenBLAS sgemm"}, {"onednn", "oneDNN"}};
+  const char *libs[][2] = {
+      {"openblas", "OpenBLAS sgemm"}, {"onednn", "oneDNN"}, {"measure", "per shape"}};
   for (guint k = 0; k < G_N_ELEMENTS(libs); k++) {
-    if (k == 1 && !COHORT_HAVE_ONEDNN)
+    if (k >= 1 && !COHORT_HAVE_ONEDNN)
       continue;
     g_autofree char *ws = tu_mkdtemp("matmul");
+    g_autofree char *measured = g_build_filename(ws, "choices.tsv", NULL);
+    g_setenv("COHORT_CPU_GEMM_CACHE", measured, TRUE);
     g_autofree char *ev_path = g_build_filename(ws, "progress.jsonl", NULL);
     g_autofree char *set = g_strdup_printf("cpu_matmul=%s", libs[k][0]);
     const char *extra[] = {"--set", set, "--set", "max_steps=2", NULL};
@@ -212,7 +216,7 @@ static void test_cpu_matmul(void)
     RunResult r = run_train(args, ev_path);
     g_assert_cmpint(r.status, ==, 0);
     g_autoptr(GPtrArray) ev = tu_read_events(ev_path);
-    gboolean named = FALSE;
+    gboolean named = FALSE, counted = FALSE;
     for (guint i = 0; i < ev->len; i++) {
       JsonObject *o = g_ptr_array_index(ev, i);
       const char *msg = json_object_get_string_member_with_default(o, "message", "");
@@ -220,8 +224,24 @@ static void test_cpu_matmul(void)
         g_test_message("%s: %s", set, msg);
         named = strstr(msg, libs[k][1]) != NULL;
       }
+      if (g_str_has_prefix(msg, "fp32 matrix products measured per shape: ")) {
+        g_test_message("%s", msg);
+        counted = strstr(msg, "timed in this run") != NULL && strstr(msg, measured) != NULL;
+      }
     }
     g_assert_true(named);
+    g_assert_true(counted == (k == 2));
+    if (k == 2) {
+      g_autofree char *text = NULL;
+      g_assert_true(g_file_get_contents(measured, &text, NULL, NULL));
+      g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+      /* the header, a line per product shape timed three times on each library in the two
+       * steps (the small GPT's products per layer), "" */
+      g_assert_cmpint(g_strv_length(lines), >=, 3);
+      for (guint l = 1; lines[l + 1]; l++)
+        g_assert_true(strstr(lines[l], " openblas ") || strstr(lines[l], " onednn "));
+    }
+    g_unsetenv("COHORT_CPU_GEMM_CACHE");
     run_result_clear(&r);
     tu_rm_rf(ws);
   }

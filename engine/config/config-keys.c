@@ -27,7 +27,7 @@ static const char *const optimizer_choices[] = {"adamw", "sgd", NULL};
 static const char *const precision_choices[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const reduce_precision_choices[] = {"fp32", "bf16", NULL};
 static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const cpu_matmul_choices[] = {"auto", "openblas", "onednn", NULL};
+static const char *const cpu_matmul_choices[] = {"auto", "openblas", "onednn", "measure", NULL};
 static const char *const backend_choices[] = {"nccl", "gloo", NULL};
 static const char *const lr_scaling_choices[] = {"none", "linear", "sqrt", NULL};
 static const char *const student_init_choices[] = {"random", "teacher_layers", NULL};
@@ -383,7 +383,9 @@ static const KeyRow rows[] = {
         "CPU threads per process; 0 lets Cohort choose.", "0"),
     ROW(cpu_matmul, CHOICE, "training", cpu_matmul_choices, 0, 0, NULL,
         "Library of the CPU's fp32 matrix products: auto picks the one measured faster on this "
-        "kind of CPU (oneDNN with AVX-512, OpenBLAS without); the start log names it.",
+        "kind of CPU (oneDNN with AVX-512, OpenBLAS without); measure times both on each "
+        "product shape the first time this CPU meets it and keeps the faster in a file (per "
+        "shape, same result on every later run); the start log names it.",
         "auto"),
     ROW(activation_checkpointing, BOOL, "training", NULL, 0, 0, NULL,
         "Keep only each block's input from the forward and compute the block again in "

@@ -234,11 +234,14 @@ gboolean cohort_config_validate(const CohortConfig *cfg, const char *source, GEr
 gboolean cohort_config_check_supported(const CohortConfig *cfg, const char *source, GError **error)
 {
   /* Whether a GPU is there is the trainer's run-time check (cohort_device_select). */
-  if (cfg->cpu_matmul == COHORT_CPU_MATMUL_ONEDNN && !COHORT_HAVE_ONEDNN) {
+  if ((cfg->cpu_matmul == COHORT_CPU_MATMUL_ONEDNN ||
+       cfg->cpu_matmul == COHORT_CPU_MATMUL_MEASURE) &&
+      !COHORT_HAVE_ONEDNN) {
     g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,
-                "%s: key \"cpu_matmul\": \"onednn\" is not supported: this build has no oneDNN; "
+                "%s: key \"cpu_matmul\": \"%s\" is not supported: this build has no oneDNN; "
                 "allowed: \"auto\" or \"openblas\"",
-                config_src(source));
+                config_src(source),
+                cfg->cpu_matmul == COHORT_CPU_MATMUL_ONEDNN ? "onednn" : "measure");
     return FALSE;
   }
   if (cfg->device == COHORT_DEVICE_CUDA && !COHORT_HAVE_CUDA) {

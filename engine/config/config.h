@@ -33,7 +33,8 @@ typedef enum { COHORT_DEVICE_AUTO, COHORT_DEVICE_CPU, COHORT_DEVICE_CUDA } Cohor
 typedef enum {
   COHORT_CPU_MATMUL_AUTO,
   COHORT_CPU_MATMUL_OPENBLAS,
-  COHORT_CPU_MATMUL_ONEDNN
+  COHORT_CPU_MATMUL_ONEDNN,
+  COHORT_CPU_MATMUL_MEASURE
 } CohortCpuMatmul;
 typedef enum {
   COHORT_STUDENT_INIT_RANDOM,        /* the family's initialisation (or init_from) */

@@ -707,7 +707,7 @@ void cohort_train_set_threads(int threads)
 
 gboolean cohort_train_set_cpu_matmul(const CohortConfig *cfg, const char *source, GError **error)
 {
-  static const char *const names[] = {"auto", "openblas", "onednn"};
+  static const char *const names[] = {"auto", "openblas", "onednn", "measure"};
   if (cfg->cpu_matmul == COHORT_CPU_MATMUL_AUTO || cohort_cpu_gemm_force(names[cfg->cpu_matmul]))
     return TRUE;
   g_set_error(error, COHORT_CONFIG_ERROR, COHORT_CONFIG_ERROR_UNSUPPORTED,

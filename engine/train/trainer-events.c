@@ -9,6 +9,8 @@
 #include "engine/base/json-read.h"
 #include "engine/base/json-write.h"
 #include "kernels/backend.h"
+#include "cohort-build-config.h"
+#include "kernels/cpu/gemm-paths.h"
 
 static const char *gemm_mode_name(CohortGemmMode m)
 {
@@ -154,6 +156,29 @@ void cohort_rank_run_emit_start(CohortRankRun *r, const char *resumed_from, int 
                         r->be->describe_gemm(r->be->get_gemm_mode()));
 }
 
+/* cpu_matmul "measure" times the libraries during the first steps on a new CPU (each product
+ * shape three times on each); by the eighth step, or the last, the choices are known. */
+static void log_measured_matmul(CohortRankRun *r, CohortThroughput *tp, gint64 done_here)
+{
+#if COHORT_HAVE_ONEDNN
+  if (tp->matmul_logged || r->cfg->cpu_matmul != COHORT_CPU_MATMUL_MEASURE ||
+      r->dev.cuda_device >= 0 || (done_here < 8 && r->st.step < r->total_steps))
+    return;
+  tp->matmul_logged = TRUE;
+  int used = 0, on_onednn = 0, timing = 0, timed = 0;
+  cohort_cpu_gemm_measure_counts(&used, &on_onednn, &timing, &timed);
+  const char *file = cohort_cpu_gemm_measure_file();
+  cohort_progress_log(r->progress, COHORT_LEVEL_INFO,
+                      "fp32 matrix products measured per shape: %d shapes, %d on oneDNN, %d on "
+                      "OpenBLAS, %d still being timed; %d timed in this run, the others read "
+                      "from %s",
+                      used, on_onednn, used - on_onednn - timing, timing, timed,
+                      file[0] ? file : "(no file: memory only)");
+#else
+  (void)r, (void)tp, (void)done_here;
+#endif
+}
+
 void cohort_throughput_init(CohortThroughput *tp, const CohortRankRun *r)
 {
   *tp = (CohortThroughput){
@@ -206,6 +231,7 @@ void cohort_rank_run_emit_step(CohortRankRun *r, CohortThroughput *tp, gint64 t1
     json_object_set_int_member(f, COHORT_FIELD_SKIPPED_STEPS, r->st.skipped_steps);
   }
   cohort_progress_emit(r->progress, COHORT_EVENT_STEP, f);
+  log_measured_matmul(r, tp, done_here);
   if (skipped)
     cohort_progress_log(r->progress, COHORT_LEVEL_WARNING,
                         "step %" G_GINT64_FORMAT ": gradients overflowed at loss scale %g; "

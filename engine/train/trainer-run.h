@@ -197,6 +197,7 @@ typedef struct {
   gint64 start_step;
   gint64 window_t[10];
   int print_every;
+  gboolean matmul_logged; /* cpu_matmul "measure": its choices said once */
 } CohortThroughput;
 
 void cohort_throughput_init(CohortThroughput *tp, const CohortRankRun *r);

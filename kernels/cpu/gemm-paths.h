@@ -26,6 +26,8 @@ typedef enum CohortCpuGemmPath {
   COHORT_CPU_GEMM_OPENBLAS,    /* cblas_sgemm, fp32 */
   COHORT_CPU_GEMM_ONEDNN,      /* oneDNN dnnl_sgemm, fp32 */
   COHORT_CPU_GEMM_ONEDNN_BF16, /* oneDNN matmul, bf16 operands, fp32 accumulation */
+  COHORT_CPU_GEMM_MEASURE,     /* fp32: per shape, OPENBLAS or ONEDNN, whichever was measured
+                                * faster on this CPU (kernels/cpu/gemm-measure.c) */
 } CohortCpuGemmPath;
 
 /* 1 when `path` can run in this build on this CPU (ONEDNN_BF16: the CPU has avx512_bf16 and
@@ -39,10 +41,37 @@ int cohort_cpu_gemm_path_available(CohortCpuGemmPath path);
  * this. Not thread-safe: call between GEMMs. */
 int cohort_cpu_gemm_select(CohortCpuGemmPath fp32, int bf16_hardware);
 
-/* The fp32 library by name, "openblas" or "onednn" (the key cpu_matmul), leaving the bf16 path
- * as chosen. 0 when that library cannot run here (oneDNN missing from the build or failing to
- * start). Not thread-safe: call before the first GEMM. */
+/* The fp32 library by name, "openblas", "onednn" or "measure" (the key cpu_matmul), leaving the
+ * bf16 path as chosen. 0 when that library cannot run here (oneDNN missing from the build or
+ * failing to start; "measure" chooses between the two, so it needs both). Not thread-safe:
+ * call before the first GEMM. */
 int cohort_cpu_gemm_force(const char *library);
+
+/* What auto runs fp32 products on: OPENBLAS or ONEDNN (the build's cpu_blas, and with auto
+ * the CPU's kind). "measure" keeps it where two libraries measure within 3 % of each other. */
+CohortCpuGemmPath cohort_cpu_gemm_default_fp32_path(void);
+
+/* The MEASURE path (kernels/cpu/gemm-measure.c, builds with oneDNN): C = alpha op(A) op(B) +
+ * beta C on the library this product shape runs faster on here, at the current OpenMP thread
+ * count. The choice comes from this process's table, else from the measurement file; a shape
+ * neither knows is computed by OpenBLAS and oneDNN in turn, three times each, timed, and the
+ * faster is appended to the file (under its lock: the processes of one machine agree, the
+ * first to finish deciding). Thread-safe. */
+void cohort_cpu_gemm_measured(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* The measurement file: $COHORT_CPU_GEMM_CACHE when set ("" = none, memory only), else
+ * cohort/cpu-gemm-IDENTITY.tsv under $XDG_CACHE_HOME or ~/.cache, IDENTITY naming the CPU
+ * (vendor, family, model, stepping) and both libraries. "" when there is none. */
+const char *cohort_cpu_gemm_measure_file(void);
+
+/* For the log: the shapes this process has asked for, how many of them run on oneDNN, how many
+ * are still being timed, and how many it decided itself (the others came from the file). */
+void cohort_cpu_gemm_measure_counts(int *shapes_used, int *on_onednn, int *still_timing,
+                                    int *measured_now);
+
+/* Empties the table and reads the environment again at the next product (tests). */
+void cohort_cpu_gemm_measure_forget(void);
 
 /* The current choice. */
 CohortCpuGemmPath cohort_cpu_gemm_fp32_path(void);

@@ -27,13 +27,21 @@ static int onednn_suits_this_cpu(void)
 #endif
 }
 
-/* The build's choice (meson option cpu_blas), made once, at the first GEMM or query. */
-static void choose_default(void)
+CohortCpuGemmPath cohort_cpu_gemm_default_fp32_path(void)
 {
 #if COHORT_HAVE_ONEDNN
   if (strcmp(COHORT_CPU_BLAS, "onednn") == 0 && cohort_onednn_ready() &&
       (!COHORT_CPU_BLAS_AUTO || onednn_suits_this_cpu()))
-    fp32_path = COHORT_CPU_GEMM_ONEDNN;
+    return COHORT_CPU_GEMM_ONEDNN;
+#endif
+  return COHORT_CPU_GEMM_OPENBLAS;
+}
+
+/* The build's choice (meson option cpu_blas), made once, at the first GEMM or query. */
+static void choose_default(void)
+{
+  fp32_path = cohort_cpu_gemm_default_fp32_path();
+#if COHORT_HAVE_ONEDNN
   bf16_hardware = cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_ONEDNN_BF16);
 #endif
 }
@@ -49,6 +57,10 @@ int cohort_cpu_gemm_force(const char *library)
     fp32_path = COHORT_CPU_GEMM_ONEDNN;
     return 1;
   }
+  if (strcmp(library, "measure") == 0 && cohort_cpu_gemm_path_available(COHORT_CPU_GEMM_MEASURE)) {
+    fp32_path = COHORT_CPU_GEMM_MEASURE;
+    return 1;
+  }
   return 0;
 }
 
@@ -59,6 +71,7 @@ int cohort_cpu_gemm_path_available(CohortCpuGemmPath path)
     return 1;
 #if COHORT_HAVE_ONEDNN
   case COHORT_CPU_GEMM_ONEDNN:
+  case COHORT_CPU_GEMM_MEASURE:
     return cohort_onednn_ready();
   case COHORT_CPU_GEMM_ONEDNN_BF16:
     return cohort_onednn_ready() && cohort_onednn_has_bf16_hardware();
@@ -94,22 +107,33 @@ int cohort_cpu_gemm_bf16_hardware(void)
 
 static void describe_fp32(char *out, size_t size)
 {
+  static const char *const threading[] = {"sequential", "pthreads", "OpenMP"};
+  int par = openblas_get_parallel();
+  char openblas[80];
+  snprintf(openblas, sizeof openblas, "OpenBLAS sgemm (%s kernels, %s)", openblas_get_corename(),
+           par >= 0 && par <= 2 ? threading[par] : "?");
 #if COHORT_HAVE_ONEDNN
   if (fp32_path == COHORT_CPU_GEMM_ONEDNN) {
     snprintf(out, size, "oneDNN %s sgemm (%s)", cohort_onednn_version(), cohort_onednn_isa_name());
     return;
   }
+  if (fp32_path == COHORT_CPU_GEMM_MEASURE) {
+    const char *file = cohort_cpu_gemm_measure_file();
+    snprintf(out, size,
+             "per shape, the faster as measured on this CPU of %s and oneDNN %s sgemm (%s); "
+             "measurements in %s",
+             openblas, cohort_onednn_version(), cohort_onednn_isa_name(),
+             file[0] ? file : "memory only");
+    return;
+  }
 #endif
-  static const char *const threading[] = {"sequential", "pthreads", "OpenMP"};
-  int par = openblas_get_parallel();
-  snprintf(out, size, "OpenBLAS sgemm (%s kernels, %s)", openblas_get_corename(),
-           par >= 0 && par <= 2 ? threading[par] : "?");
+  snprintf(out, size, "%s", openblas);
 }
 
 const char *cohort_cpu_gemm_describe(CohortGemmMode mode)
 {
-  static char text[4][160];
-  char lib[96];
+  static char text[4][4608];
+  char lib[4400];
   pthread_once(&choice_once, choose_default);
   describe_fp32(lib, sizeof lib);
   char *out = text[mode & 3];
@@ -162,6 +186,10 @@ static void fp32_product(CohortCpuGemmPath path, int trans_a, int trans_b, int M
                          float *C, int ldc)
 {
 #if COHORT_HAVE_ONEDNN
+  if (path == COHORT_CPU_GEMM_MEASURE) {
+    cohort_cpu_gemm_measured(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (path == COHORT_CPU_GEMM_ONEDNN) {
     /* dnnl_sgemm, not the matmul primitive: 4-8% faster on this model's products (the GEMM
      * study in docs/benchmarks.md), and nothing to cache. */
