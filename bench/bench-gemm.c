@@ -383,6 +383,7 @@ static void print_header(int argc, char **argv)
 
 typedef struct Options {
   int reps, min_ms, gpt2_tokens;
+  gboolean peak_only;
   char *threads, *models;
 } Options;
 
@@ -528,6 +529,8 @@ int main(int argc, char **argv)
       {"gpt2-tokens", 0, 0, G_OPTION_ARG_INT, &o.gpt2_tokens, "Tokens per GPT-2 step (1024)", "N"},
       {"reps", 0, 0, G_OPTION_ARG_INT, &o.reps, "Repetitions per measurement (5)", "N"},
       {"min-ms", 0, 0, G_OPTION_ARG_INT, &o.min_ms, "Least time per repetition (50)", "MS"},
+      {"peak-only", 0, 0, G_OPTION_ARG_NONE, &o.peak_only,
+       "Print the machine and the measured peak of one core, time no product", NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new("- time the model's GEMMs per library");
@@ -548,6 +551,8 @@ int main(int argc, char **argv)
     return 2;
   }
   print_header(orig_argc, orig_argv);
+  if (o.peak_only)
+    return 0;
   Gemm g[32];
   int n = collect(g, &o);
   GRand *rng = g_rand_new_with_seed(1);
