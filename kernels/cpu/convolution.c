@@ -251,6 +251,60 @@ void cohort_cpu_conv2d_nhwc_forward(float *out, const float *inp, const float *w
   nchw_to_nhwc(out, y, B, C_out, (size_t)d.Ho * d.Wo);
 }
 
+/* A 1×1 convolution without padding, NHWC, is a product over the pixels it reads (every S-th
+ * row and column): dweight [O, C] += dout^T xs and dxs = dout weight, xs and dxs those pixels'
+ * input and input gradient [B·Ho·Wo, C]. oneDNN 2.6 builds no backward for the strided one on
+ * AVX2 (ResNets' downsampling shortcuts), where the im2col reference went through NCHW copies.
+ * dinp or dweight NULL: that gradient is not wanted. */
+static void conv1x1_nhwc_backward(float *dinp, int accumulate, float *dweight, const float *dout,
+                                  const float *inp, const float *weight, const CohortConvDims *d)
+{
+  int C = d->C, O = d->O, S = d->S;
+  size_t P = (size_t)d->B * d->Ho * d->Wo;
+  const float *xs = inp;
+  if (dweight) {
+    if (S != 1) {
+      float *g = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_X, P * C * sizeof(float));
+#pragma omp parallel for schedule(static) if (P * C >= COHORT_CPU_PAR_MIN)
+      for (size_t p = 0; p < P; p++) {
+        size_t b = p / ((size_t)d->Ho * d->Wo), r = p % ((size_t)d->Ho * d->Wo);
+        size_t y = r / d->Wo * S, x = r % d->Wo * S;
+        memcpy(g + p * C, inp + ((b * d->H + y) * d->W + x) * C, sizeof(float) * C);
+      }
+      xs = g;
+    }
+    /* Image by image, in order: each image's terms are then summed the same way whatever the
+     * batch, as the reference does, so a batch split across ranks adds up to the whole batch
+     * on one rank but for the order of the images' sums. One product over all the pixels
+     * summed batch 2 and batch 4 apart, and in a small ResNet that was enough to flip a ReLU
+     * within ten steps (tests/test-lora-ddp.c, /lora-ddp/resnet-conv: 3e-3 instead of 4e-6). */
+    size_t HWo = (size_t)d->Ho * d->Wo;
+    for (int b = 0; b < d->B; b++)
+      cohort_cpu_gemm(1, 0, O, C, (int)HWo, 1.0f, dout + b * HWo * O, O, xs + b * HWo * C, C, 1.0f,
+                      dweight, C);
+  }
+  if (!dinp)
+    return;
+  if (S == 1) {
+    cohort_cpu_gemm(0, 0, (int)P, C, O, 1.0f, dout, O, weight, C, accumulate ? 1.0f : 0.0f, dinp,
+                    C);
+    return;
+  }
+  float *dxs = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_DX, P * C * sizeof(float));
+  cohort_cpu_gemm(0, 0, (int)P, C, O, 1.0f, dout, O, weight, C, 0.0f, dxs, C);
+  if (!accumulate)
+    memset(dinp, 0, sizeof(float) * (size_t)d->B * d->H * d->W * C);
+#pragma omp parallel for schedule(static) if (P * C >= COHORT_CPU_PAR_MIN)
+  for (size_t p = 0; p < P; p++) {
+    size_t b = p / ((size_t)d->Ho * d->Wo), r = p % ((size_t)d->Ho * d->Wo);
+    size_t y = r / d->Wo * S, x = r % d->Wo * S;
+    float *dst = dinp + ((b * d->H + y) * d->W + x) * C;
+    const float *src = dxs + p * C;
+    for (int c = 0; c < C; c++)
+      dst[c] += src[c];
+  }
+}
+
 void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight, const float *dout,
                                      const float *inp, const float *weight, int B, int C_in, int H,
                                      int W, int C_out, int K, int stride, int pad)
@@ -263,6 +317,11 @@ void cohort_cpu_conv2d_nhwc_backward(float *dinp, int accumulate, float *dweight
       onednn_backward(1, dinp, accumulate, dweight, dout, inp, weight, &d, &data_done);
   if (weights_done && data_done)
     return;
+  if (K == 1 && pad == 0) {
+    conv1x1_nhwc_backward(data_done ? NULL : dinp, accumulate, weights_done ? NULL : dweight, dout,
+                          inp, weight, &d);
+    return;
+  }
   size_t HW = (size_t)H * W;
   float *g = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_DY, n_out(&d) * sizeof(float));
   float *x = cohort_cpu_conv_scratch(COHORT_CONV_SCRATCH_NCHW_X, n_in(&d) * sizeof(float));
