@@ -137,13 +137,19 @@ static void choose_path(void)
     cache_path[0] = '\0';
 }
 
-const char *cohort_cpu_gemm_measure_file(void)
+/* Under `lock`: the file's name, chosen once. */
+static void ensure_path(void)
 {
-  pthread_mutex_lock(&lock);
   if (!path_ready) {
     choose_path();
     path_ready = 1;
   }
+}
+
+const char *cohort_cpu_gemm_measure_file(void)
+{
+  pthread_mutex_lock(&lock);
+  ensure_path();
   pthread_mutex_unlock(&lock);
   return cache_path;
 }
@@ -236,10 +242,7 @@ static void warn_once(const char *what)
  * there is none. Closing the descriptor releases the file's lock. */
 static int open_locked(void)
 {
-  if (!path_ready) {
-    choose_path();
-    path_ready = 1;
-  }
+  ensure_path();
   if (!cache_path[0])
     return -1;
   int fd = open(cache_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -298,19 +301,13 @@ static void decide(Shape *s)
     close(fd);
 }
 
-static void run(CohortCpuGemmPath path, int ta, int tb, int M, int N, int K, float alpha,
-                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
-{
-  cohort_cpu_gemm_run(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 void cohort_cpu_gemm_measured(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                               int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
   int threads = omp_get_max_threads();
   int i = find(threads, ta, tb, M, N, K);
   if (i >= 0 && shapes[i].used && __atomic_load_n(&shapes[i].decided, __ATOMIC_ACQUIRE)) {
-    run(shapes[i].path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cohort_cpu_gemm_run(shapes[i].path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   pthread_mutex_lock(&lock);
@@ -328,7 +325,8 @@ void cohort_cpu_gemm_measured(int ta, int tb, int M, int N, int K, float alpha, 
   }
   if (i < 0) { /* the table is full */
     pthread_mutex_unlock(&lock);
-    run(cohort_cpu_gemm_default_fp32_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cohort_cpu_gemm_run(cohort_cpu_gemm_default_fp32_path(), ta, tb, M, N, K, alpha, A, lda, B, ldb,
+                        beta, C, ldc);
     return;
   }
   Shape *s = &shapes[i];
@@ -336,7 +334,7 @@ void cohort_cpu_gemm_measured(int ta, int tb, int M, int N, int K, float alpha, 
   if (s->decided) {
     CohortCpuGemmPath path = s->path;
     pthread_mutex_unlock(&lock);
-    run(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cohort_cpu_gemm_run(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   /* Still timing: the libraries take turns on the run's own products, OpenBLAS first, so each
@@ -345,8 +343,8 @@ void cohort_cpu_gemm_measured(int ta, int tb, int M, int N, int K, float alpha, 
   int lib = s->trials[0] <= s->trials[1] ? 0 : 1;
   pthread_mutex_unlock(&lock);
   double t0 = now_s();
-  run(lib ? COHORT_CPU_GEMM_ONEDNN : COHORT_CPU_GEMM_OPENBLAS, ta, tb, M, N, K, alpha, A, lda, B,
-      ldb, beta, C, ldc);
+  cohort_cpu_gemm_run(lib ? COHORT_CPU_GEMM_ONEDNN : COHORT_CPU_GEMM_OPENBLAS, ta, tb, M, N, K,
+                      alpha, A, lda, B, ldb, beta, C, ldc);
   double dt = now_s() - t0;
   pthread_mutex_lock(&lock);
   if (!s->decided) {
