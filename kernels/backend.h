@@ -209,11 +209,13 @@ typedef struct CohortBackend {
    * sum_dy_xhat[c] = sum of dy * (x - mean[c]) * rstd[c]; what SyncBatchNorm all-reduces. */
   void (*bn_backward_reduce)(const float *dy, const float *x, const float *mean, const float *rstd,
                              int B, int C, int HW, float *sum_dy, float *sum_dy_xhat);
-  /* dx += weight[c] rstd[c] (dy - sum_dy[c]/count - xhat sum_dy_xhat[c]/count) with `count`
-   * the number of values per channel over all ranks and the sums reduced over all ranks. */
-  void (*bn_backward_dx)(float *dx, const float *dy, const float *x, const float *mean,
-                         const float *rstd, const float *weight, const float *sum_dy,
-                         const float *sum_dy_xhat, double count, int B, int C, int HW);
+  /* dx (+)= weight[c] rstd[c] (dy - sum_dy[c]/count - xhat sum_dy_xhat[c]/count) with `count`
+   * the number of values per channel over all ranks and the sums reduced over all ranks; added
+   * to dx when `accumulate`, written over it (dx need not be set) when not. */
+  void (*bn_backward_dx)(float *dx, int accumulate, const float *dy, const float *x,
+                         const float *mean, const float *rstd, const float *weight,
+                         const float *sum_dy, const float *sum_dy_xhat, double count, int B, int C,
+                         int HW);
   /* dweight += sum_dy_xhat, dbias += sum_dy over C channels: pass this rank's own sums (as
    * PyTorch's SyncBatchNorm does; DDP then averages the gradients). There is no eval-mode
    * backward. dweight or dbias NULL skips that gradient (a frozen parameter). */

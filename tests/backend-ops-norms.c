@@ -206,7 +206,14 @@ static void bn_dx_setup(OpCase *c)
 
 static double bn_dx_run(const CohortBackend *be, OpCase *c, void *const *d)
 {
-  be->bn_backward_dx(d[8], d[4], d[0], d[1], d[3], d[5], d[6], d[7], BN_COUNT, P0, P1, P2);
+  be->bn_backward_dx(d[8], 1, d[4], d[0], d[1], d[3], d[5], d[6], d[7], BN_COUNT, P0, P1, P2);
+  return NAN;
+}
+
+/* accumulate 0: dx written over (its random start must not show) */
+static double bn_dx_over_run(const CohortBackend *be, OpCase *c, void *const *d)
+{
+  be->bn_backward_dx(d[8], 0, d[4], d[0], d[1], d[3], d[5], d[6], d[7], BN_COUNT, P0, P1, P2);
   return NAN;
 }
 
@@ -284,6 +291,8 @@ static const OpRow rows[] = {
     BN_SHAPES("bn_running_update", bn_running_setup, bn_running_run),
     BN_SHAPES("bn_backward_reduce", bn_reduce_setup, bn_reduce_run),
     BN_SHAPES("bn_backward_dx", bn_dx_setup, bn_dx_run),
+    {"bn_backward_dx", "B5-C7-HW33-over", {5, 7, 33}, bn_dx_setup, bn_dx_over_run},
+    {"bn_backward_dx", "B3-C4-HW1-over", {3, 4, 1}, bn_dx_setup, bn_dx_over_run},
     {"bn_backward_params", "C7", {1, 7, 1}, bn_params_setup, bn_params_run},
     {"bn_backward_params", "C7-no-dweight", {1, 7, 0}, bn_params_setup, bn_params_frozen_run},
     {"bn_backward_params", "C7-no-dbias", {1, 7, 1}, bn_params_setup, bn_params_frozen_run},

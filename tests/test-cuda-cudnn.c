@@ -170,8 +170,8 @@ static void test_batchnorm_rows(void)
     be[k]->bn_rstd(s + 2 * C, s + C, 1.0 / N, 1e-5f, C);
     be[k]->bn_forward(k ? y.g : y.c, xx, s, s + 2 * C, ww, k ? b.g : b.c, N, C, 1);
     be[k]->bn_backward_reduce(gg, xx, s, s + 2 * C, N, C, 1, s + 3 * C, s + 4 * C);
-    be[k]->bn_backward_dx(k ? dx.g : dx.c, gg, xx, s, s + 2 * C, ww, s + 3 * C, s + 4 * C, N, N, C,
-                          1);
+    be[k]->bn_backward_dx(k ? dx.g : dx.c, 1, gg, xx, s, s + 2 * C, ww, s + 3 * C, s + 4 * C, N, N,
+                          C, 1);
   }
   expect_close("BatchNorm statistics and sums (rows)", &st, 1e-5, 1e-5);
   expect_close("bn_forward (rows)", &y, 1e-5, 1e-5);

@@ -294,9 +294,11 @@ static void test_batchnorm_train(void)
 
   /* backward as a SyncBatchNorm of one rank: reduce, dx with the global count, params */
   float *s1 = g_new(float, c.C), *s2 = g_new(float, c.C);
-  float *dx = g_new0(float, n), *dw = g_new0(float, c.C), *db = g_new0(float, c.C);
+  float *dx = g_new(float, n), *dw = g_new0(float, c.C), *db = g_new0(float, c.C);
+  for (size_t i = 0; i < n; i++)
+    dx[i] = NAN; /* written over: what dx held must not show */
   be->bn_backward_reduce(c.r, c.x, c.mean, c.rstd, c.B, c.C, c.HW, s1, s2);
-  be->bn_backward_dx(dx, c.r, c.x, c.mean, c.rstd, c.w, s1, s2, cnt, c.B, c.C, c.HW);
+  be->bn_backward_dx(dx, 0, c.r, c.x, c.mean, c.rstd, c.w, s1, s2, cnt, c.B, c.C, c.HW);
   be->bn_backward_params(dw, db, s1, s2, c.C);
   check_grad(c.x, dx, n, bn_obj, &c, 1e-2f, 2e-4, 2e-3, "batchnorm dx");
   check_grad(c.w, dw, c.C, bn_obj, &c, 1e-2f, 2e-4, 2e-3, "batchnorm dweight");
@@ -304,7 +306,7 @@ static void test_batchnorm_train(void)
   /* dx and the parameter gradients accumulate */
   float *dx2 = g_memdup2(dx, n * 4);
   bn_obj(&c);
-  be->bn_backward_dx(dx2, c.r, c.x, c.mean, c.rstd, c.w, s1, s2, cnt, c.B, c.C, c.HW);
+  be->bn_backward_dx(dx2, 1, c.r, c.x, c.mean, c.rstd, c.w, s1, s2, cnt, c.B, c.C, c.HW);
   for (size_t i = 0; i < n; i++)
     g_assert_cmpfloat(fabsf(dx2[i] - 2.0f * dx[i]), <=, 1e-6f * (1.0f + fabsf(dx[i])));
   be->bn_backward_params(dw, db, s1, s2, c.C);
@@ -569,7 +571,8 @@ static void test_threads(void)
     be->bn_stats(x, B, C, HW, s, s + C);
     be->bn_rstd(s + 2 * C, s + C, 1.0 / (B * HW), BN_EPS, C);
     be->bn_backward_reduce(dy, x, s, s + 2 * C, B, C, HW, s + 3 * C, s + 4 * C);
-    be->bn_backward_dx(s + 5 * C, dy, x, s, s + 2 * C, w, s + 3 * C, s + 4 * C, B * HW, B, C, HW);
+    be->bn_backward_dx(s + 5 * C, 1, dy, x, s, s + 2 * C, w, s + 3 * C, s + 4 * C, B * HW, B, C,
+                       HW);
   }
   be->set_threads(1);
   for (size_t i = 0; i < nx; i++) {
@@ -675,7 +678,7 @@ static void torch_batchnorm(RefRun *run)
   be->bn_forward(y, x, mean, rstd, w, b, B, C, HW);
   be->bn_running_update(rm, rv, mean, m2, B * HW, 0.1f, C);
   be->bn_backward_reduce(dy, x, mean, rstd, B, C, HW, s1, s2);
-  be->bn_backward_dx(dx, dy, x, mean, rstd, w, s1, s2, B * HW, B, C, HW);
+  be->bn_backward_dx(dx, 1, dy, x, mean, rstd, w, s1, s2, B * HW, B, C, HW);
   be->bn_backward_params(dw, db, s1, s2, C);
   ref_expect(run, "batchnorm train y", y, N);
   ref_expect(run, "batchnorm train running_mean", g_memdup2(rm, sizeof rm), C);

@@ -374,8 +374,8 @@ static void test_batchnorm_rows(void)
     be->bn_rstd(s + 2 * C, s + C, 1.0 / (B * HW), 1e-5f, C);
     be->bn_forward(k ? yc : y, xx, s, s + 2 * C, w, bias, rows, C, hw);
     be->bn_backward_reduce(gg, xx, s, s + 2 * C, rows, C, hw, s + 3 * C, s + 4 * C);
-    be->bn_backward_dx(k ? dxc : dx, gg, xx, s, s + 2 * C, w, s + 3 * C, s + 4 * C, B * HW, rows, C,
-                       hw);
+    be->bn_backward_dx(k ? dxc : dx, 0, gg, xx, s, s + 2 * C, w, s + 3 * C, s + 4 * C, B * HW, rows,
+                       C, hw);
   }
   close_to(st[0], st[1], 5 * C, 1e-5, 1e-3, "BatchNorm statistics and sums");
   to_nhwc(back, yc, B, C, HW);

@@ -91,8 +91,7 @@ static void conv_bn_backward(Resnet *r, ResnetConvBn *u, const float *x, const f
     be->zero(r->net.sums, 2 * (size_t)C * sizeof(float));
   else if (syncing(r, COHORT_FORWARD_TRAIN))
     comm->all_reduce_sum(comm->data, r->net.sums, 2 * (size_t)C);
-  be->zero(r->net.dconv, (size_t)rows * C * sizeof(float));
-  be->bn_backward_dx(r->net.dconv, dy, u->conv_out, mean, u->rstd, p + u->g_off, sum_dy,
+  be->bn_backward_dx(r->net.dconv, 0, dy, u->conv_out, mean, u->rstd, p + u->g_off, sum_dy,
                      sum_dy_xhat, r->freeze_bn_stats ? 1.0 : u->count, rows, C, 1);
   float *dw = cohort_model_grad_at(m, u->w_off);
   const float *w = cohort_lora_conv_kernel(m, u->w_index, p + u->w_off);

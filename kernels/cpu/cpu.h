@@ -110,9 +110,10 @@ void cohort_cpu_bn_running_update(float *running_mean, float *running_var, const
 void cohort_cpu_bn_backward_reduce(const float *dy, const float *x, const float *mean,
                                    const float *rstd, int B, int C, int HW, float *sum_dy,
                                    float *sum_dy_xhat);
-void cohort_cpu_bn_backward_dx(float *dx, const float *dy, const float *x, const float *mean,
-                               const float *rstd, const float *weight, const float *sum_dy,
-                               const float *sum_dy_xhat, double count, int B, int C, int HW);
+void cohort_cpu_bn_backward_dx(float *dx, int accumulate, const float *dy, const float *x,
+                               const float *mean, const float *rstd, const float *weight,
+                               const float *sum_dy, const float *sum_dy_xhat, double count, int B,
+                               int C, int HW);
 void cohort_cpu_bn_backward_params(float *dweight, float *dbias, const float *sum_dy,
                                    const float *sum_dy_xhat, int C);
 void cohort_cpu_group_norm_forward(float *out, float *mean, float *rstd, const float *inp,

@@ -457,28 +457,30 @@ void cohort_cuda_bn_backward_reduce(const float *dy, const float *x, const float
   cohort_cuda_launched("bn_backward_reduce (final sums)");
 }
 
-__global__ static void dx_kernel(float *dx, const float *dy, const float *x, const float *mean,
-                                 const float *rstd, const float *w, const float *sum_dy,
-                                 const float *sum_dy_xhat, double count, int C, int HW,
-                                 size_t total)
+__global__ static void dx_kernel(float *dx, int accumulate, const float *dy, const float *x,
+                                 const float *mean, const float *rstd, const float *w,
+                                 const float *sum_dy, const float *sum_dy_xhat, double count, int C,
+                                 int HW, size_t total)
 {
   COHORT_GRID_STRIDE(i, total)
   {
     int c = (int)(i / HW % C);
     float rs = rstd[c], a = (float)(sum_dy[c] / count), bq = (float)(sum_dy_xhat[c] / count);
-    dx[i] += (w[c] * rs) * (dy[i] - a - (x[i] - mean[c]) * rs * bq);
+    float v = (w[c] * rs) * (dy[i] - a - (x[i] - mean[c]) * rs * bq);
+    dx[i] = accumulate ? dx[i] + v : v;
   }
 }
 
-void cohort_cuda_bn_backward_dx(float *dx, const float *dy, const float *x, const float *mean,
-                                const float *rstd, const float *weight, const float *sum_dy,
-                                const float *sum_dy_xhat, double count, int B, int C, int HW)
+void cohort_cuda_bn_backward_dx(float *dx, int accumulate, const float *dy, const float *x,
+                                const float *mean, const float *rstd, const float *weight,
+                                const float *sum_dy, const float *sum_dy_xhat, double count, int B,
+                                int C, int HW)
 {
   size_t total = (size_t)(B > 0 ? B : 0) * (C > 0 ? C : 0) * (HW > 0 ? HW : 0);
   if (total == 0)
     return;
-  dx_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(dx, dy, x, mean, rstd, weight, sum_dy,
-                                                             sum_dy_xhat, count, C, HW, total);
+  dx_kernel<<<cohort_cuda_blocks(total, THREADS), THREADS>>>(
+      dx, accumulate, dy, x, mean, rstd, weight, sum_dy, sum_dy_xhat, count, C, HW, total);
   cohort_cuda_launched("bn_backward_dx");
 }
 
