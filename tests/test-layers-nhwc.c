@@ -365,7 +365,9 @@ static void test_batchnorm_rows(void)
   g_autofree float *w = randv(C), *bias = randv(C);
   float st[2][8 * C];
   g_autofree float *y = g_new(float, n), *yc = g_new(float, n), *back = g_new(float, n);
-  g_autofree float *dx = g_new0(float, n), *dxc = g_new0(float, n);
+  g_autofree float *dx = g_new(float, n), *dxc = g_new(float, n);
+  for (size_t i = 0; i < n; i++)
+    dx[i] = dxc[i] = NAN; /* bn_backward_dx writes them over */
   for (int k = 0; k < 2; k++) {
     float *s = st[k];
     const float *xx = k ? xc : x, *gg = k ? dyc : dy;

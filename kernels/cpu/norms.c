@@ -416,9 +416,9 @@ static void bn_backward_reduce_rows(const float *dy, const float *x, const float
   }
 }
 
-/* Per channel: m, rs, k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. */
-/* Two loops rather than one with a test inside: written over, dx is not read (a pass over
- * memory less, and no zeroing before). */
+/* Per channel: m, rs, k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. Two loops
+ * rather than one with a test inside: written over, dx is not read (a pass over memory less,
+ * and no zeroing before). */
 COHORT_VEC static void dx_rows(float *restrict dx, int accumulate, const float *restrict dy,
                                const float *restrict x, const float *restrict pc, size_t rows,
                                int C)
