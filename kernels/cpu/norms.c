@@ -416,9 +416,14 @@ static void bn_backward_reduce_rows(const float *dy, const float *x, const float
   }
 }
 
-/* Per channel: m, rs, k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. Two loops
- * rather than one with a test inside: written over, dx is not read (a pass over memory less,
- * and no zeroing before). */
+/* BatchNorm's dx of one element: k = weight rstd, a = sum_dy / count, bq = sum_dy_xhat / count. */
+static inline float bn_dx(float dy, float x, float m, float rs, float k, float a, float bq)
+{
+  return k * (dy - a - (x - m) * rs * bq);
+}
+
+/* Per channel: m, rs, k, a, bq as bn_dx takes them. Two loops rather than one with a test
+ * inside: written over, dx is not read (a pass over memory less, and no zeroing before). */
 COHORT_VEC static void dx_rows(float *restrict dx, int accumulate, const float *restrict dy,
                                const float *restrict x, const float *restrict pc, size_t rows,
                                int C)
@@ -427,12 +432,12 @@ COHORT_VEC static void dx_rows(float *restrict dx, int accumulate, const float *
   if (accumulate) {
     for (size_t r = 0; r < rows; r++)
       for (int c = 0; c < C; c++)
-        dx[r * C + c] += k[c] * (dy[r * C + c] - a[c] - (x[r * C + c] - m[c]) * rs[c] * bq[c]);
+        dx[r * C + c] += bn_dx(dy[r * C + c], x[r * C + c], m[c], rs[c], k[c], a[c], bq[c]);
     return;
   }
   for (size_t r = 0; r < rows; r++)
     for (int c = 0; c < C; c++)
-      dx[r * C + c] = k[c] * (dy[r * C + c] - a[c] - (x[r * C + c] - m[c]) * rs[c] * bq[c]);
+      dx[r * C + c] = bn_dx(dy[r * C + c], x[r * C + c], m[c], rs[c], k[c], a[c], bq[c]);
 }
 
 static void bn_backward_dx_rows(float *dx, int accumulate, const float *dy, const float *x,
@@ -592,11 +597,11 @@ COHORT_VEC static void dx_row(float *restrict dx, int accumulate, const float *r
 {
   if (accumulate) {
     for (int i = 0; i < n; i++)
-      dx[i] += k * (dy[i] - a - (x[i] - m) * rs * bq);
+      dx[i] += bn_dx(dy[i], x[i], m, rs, k, a, bq);
     return;
   }
   for (int i = 0; i < n; i++)
-    dx[i] = k * (dy[i] - a - (x[i] - m) * rs * bq);
+    dx[i] = bn_dx(dy[i], x[i], m, rs, k, a, bq);
 }
 
 void cohort_cpu_bn_backward_dx(float *dx, int accumulate, const float *dy, const float *x,
